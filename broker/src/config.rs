@@ -1,0 +1,211 @@
+//! `$LEO_HOME/config.yaml`: optional, strict.
+//!
+//! An absent file means every default. Unknown keys and wrong types are start-up errors that
+//! name the key path (`web.port: invalid type…`), because a typo in a security setting such as
+//! `allowed_hosts` must never be silently ignored.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::{BrokerError, Result};
+
+/// The whole file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub web: Web,
+    pub client_tools: ClientTools,
+    pub agents: BTreeMap<String, Agent>,
+    pub api_clients: BTreeMap<String, ApiClient>,
+}
+
+/// `web:`: the TCP listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Web {
+    pub enabled: bool,
+    pub port: u16,
+    pub bind: IpAddr,
+    /// Extra Host names or IPs accepted besides loopback.
+    pub allowed_hosts: Vec<String>,
+    /// Largest request body, in bytes.
+    pub max_body_bytes: usize,
+}
+
+impl Default for Web {
+    fn default() -> Self {
+        Web {
+            enabled: true,
+            port: 8370,
+            bind: IpAddr::from([127, 0, 0, 1]),
+            allowed_hosts: Vec::new(),
+            max_body_bytes: 2 * 1024 * 1024,
+        }
+    }
+}
+
+/// `client_tools:`: broker-wide behaviour of client tools.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClientTools {
+    /// `timeout_s` for tools that give none.
+    pub default_timeout_s: u64,
+    /// How many events the broker keeps for `Last-Event-ID` replay.
+    pub replay_events: usize,
+    /// How many ended requests are remembered, so a late claim or result gets
+    /// `already_settled` rather than `unknown_request`.
+    pub remember_settled: usize,
+}
+
+impl Default for ClientTools {
+    fn default() -> Self {
+        ClientTools {
+            default_timeout_s: leo_protocol::limits::DEFAULT_TIMEOUT_S,
+            replay_events: 4096,
+            remember_settled: 4096,
+        }
+    }
+}
+
+/// `agents.NAME:`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Agent {
+    pub deny_tools: Vec<String>,
+}
+
+/// `api_clients.NAME:` (seed 001).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiClient {
+    pub can_message: Vec<String>,
+}
+
+impl Config {
+    /// Reads `path`; a missing file is the default config.
+    pub fn load(path: &Path) -> Result<Config> {
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
+            Err(e) => return Err(BrokerError::io("read", path, e)),
+        };
+        Config::parse(&text).map_err(|message| BrokerError::Config {
+            path: path.to_path_buf(),
+            message,
+        })
+    }
+
+    /// Parses YAML text, naming the key path on error.
+    pub fn parse(text: &str) -> std::result::Result<Config, String> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let de = serde_yaml_ng::Deserializer::from_str(text);
+        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
+            let path = e.path().to_string();
+            let mut inner = e.into_inner().to_string();
+            // serde_yaml_ng may lead with its own `path: `; ours is the full one.
+            if let Some((lead, rest)) = inner.split_once(": ")
+                && !lead.contains(' ')
+            {
+                inner = rest.to_owned();
+            }
+            if path == "." {
+                inner
+            } else {
+                format!("{path}: {inner}")
+            }
+        })?;
+        config.check()?;
+        Ok(config)
+    }
+
+    fn check(&self) -> std::result::Result<(), String> {
+        if self.client_tools.replay_events == 0 {
+            return Err("client_tools.replay_events: must be at least 1".into());
+        }
+        if self.web.max_body_bytes < 1024 {
+            return Err("web.max_body_bytes: must be at least 1024".into());
+        }
+        if self.client_tools.default_timeout_s > leo_protocol::limits::MAX_TIMEOUT_S {
+            return Err(format!(
+                "client_tools.default_timeout_s: at most {}",
+                leo_protocol::limits::MAX_TIMEOUT_S
+            ));
+        }
+        for (name, client) in &self.api_clients {
+            if client.can_message.is_empty() {
+                return Err(format!(
+                    "api_clients.{name}.can_message: an empty list denies everything; name at least one target"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks every `agents.NAME.deny_tools` entry against the tools that can exist: Leo's own
+    /// and every name an app ever registered.
+    pub fn check_deny_tools(
+        &self,
+        known: &std::collections::BTreeSet<String>,
+    ) -> std::result::Result<(), String> {
+        for (agent, a) in &self.agents {
+            for (i, tool) in a.deny_tools.iter().enumerate() {
+                let builtin = crate::BUILTIN_TOOLS.contains(&tool.as_str());
+                if !builtin && !known.contains(tool) {
+                    return Err(format!(
+                        "agents.{agent}.deny_tools[{i}]: {tool:?} is neither a Leo tool nor a client tool any app has registered"
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The tools denied to `agent`.
+    pub fn denied_for(&self, agent: &str) -> Vec<String> {
+        self.agents
+            .get(agent)
+            .map(|a| a.deny_tools.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn empty_is_default() {
+        let c = Config::parse("").unwrap_or_default();
+        assert_eq!(c.web.port, 8370);
+        assert_eq!(c.client_tools.default_timeout_s, 600);
+    }
+
+    #[test]
+    fn errors_name_the_key_path() {
+        let cases = [
+            ("web:\n  port: nope\n", "web.port: "),
+            ("web:\n  prot: 1\n", "web.prot: unknown field `prot`"),
+            ("bogus: 1\n", "bogus: unknown field `bogus`"),
+            (
+                "agents:\n  a:\n    deny_tools: 3\n",
+                "agents.a.deny_tools: invalid type",
+            ),
+            (
+                "api_clients:\n  scout:\n    can_message: []\n",
+                "api_clients.scout.can_message: an empty list",
+            ),
+            ("web:\n  bind: not-an-ip\n", "web.bind: "),
+        ];
+        for (text, want) in cases {
+            match Config::parse(text) {
+                Ok(_) => panic!("{text:?} parsed"),
+                Err(e) => assert!(e.starts_with(want), "{text:?}: got {e:?}, want {want:?}"),
+            }
+        }
+    }
+}

@@ -1,0 +1,668 @@
+//! The broker's state and every operation on it, behind one mutex.
+//!
+//! Registrations, requests, ownership, connected clients and sidecar sessions change together
+//! (a client leaving withdraws its tools, which cancels calls, which publishes events), so they
+//! live in one `Core` under one lock, and each operation is a short critical section that
+//! changes state and publishes its events before it lets go. Nothing here awaits while holding
+//! the lock.
+//!
+//! **Architecture Invariant:** only this module mutates `Registry`, `Requests` and `Owners`;
+//! HTTP and IPC handlers call `Broker` methods and never touch the state directly.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+
+use leo_protocol::ErrorCode;
+use leo_protocol::content::{AppError, ResultBody, ResultError};
+use leo_protocol::events::{
+    CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
+};
+use leo_protocol::ipc::{AgentTool, Harness, Mode, Outcome};
+use leo_protocol::requests::{PendingRequest, Registered, RequestAck, ToolList};
+use leo_protocol::tool::RegisterBody;
+use serde::Serialize;
+use serde_json::Value;
+use tokio::sync::{oneshot, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::{debug, info, warn};
+
+use crate::config::Config;
+use crate::events::{EventBus, Subscription};
+use crate::ownership::Owners;
+use crate::refusal::Refusal;
+use crate::registry::{Change, ClientId, Registry};
+use crate::requests::{Call, ConnId, EndedCall, Failure, Requests};
+use crate::state_file::EverRegistered;
+use crate::tokens::random_id;
+
+/// A connected event stream.
+#[derive(Debug, Clone)]
+pub struct ClientInfo {
+    pub provider: bool,
+    /// Who opened it: `operator`, `device:NAME`, `agent`.
+    pub principal: String,
+    pub connected_at: String,
+}
+
+/// A connected sidecar.
+#[derive(Debug, Clone)]
+pub struct SessionInfo {
+    pub agent: String,
+    pub session: String,
+    pub harness: Option<Harness>,
+    pub mode: Mode,
+    pub connected_at: String,
+}
+
+struct Core {
+    clients: HashMap<ClientId, ClientInfo>,
+    registry: Registry,
+    requests: Requests,
+    owners: Owners,
+    ever: EverRegistered,
+    sessions: BTreeMap<ConnId, SessionInfo>,
+    next_conn: ConnId,
+    shutting_down: bool,
+}
+
+/// The broker: shared by every HTTP handler, IPC session and timer.
+pub struct Broker {
+    core: Mutex<Core>,
+    bus: EventBus,
+    revision: watch::Sender<u64>,
+    config: Arc<Config>,
+    shutdown: CancellationToken,
+    tasks: TaskTracker,
+    me: Weak<Broker>,
+}
+
+/// A stream's start: its hello, what to replay, and the live receiver. Dropping `guard`
+/// disconnects the client.
+pub struct Opened {
+    pub hello: Hello,
+    pub subscription: Subscription,
+    pub guard: ClientGuard,
+}
+
+/// Disconnects its client when dropped, which withdraws everything the client registered.
+pub struct ClientGuard {
+    broker: Arc<Broker>,
+    pub client_id: ClientId,
+}
+
+impl Drop for ClientGuard {
+    fn drop(&mut self) {
+        self.broker.client_gone(&self.client_id);
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> String {
+    // Our own event types always serialize; a failure would be a bug, not bad input.
+    serde_json::to_string(value).unwrap_or_else(|e| {
+        warn!(error = %e, "event failed to serialize");
+        "{}".to_owned()
+    })
+}
+
+impl Broker {
+    pub fn new(config: Arc<Config>, ever: EverRegistered) -> Arc<Broker> {
+        let (revision, _) = watch::channel(0);
+        Arc::new_cyclic(|me| Broker {
+            core: Mutex::new(Core {
+                clients: HashMap::new(),
+                registry: Registry::default(),
+                requests: Requests::new(config.client_tools.remember_settled),
+                owners: Owners::default(),
+                ever,
+                sessions: BTreeMap::new(),
+                next_conn: 1,
+                shutting_down: false,
+            }),
+            bus: EventBus::new(config.client_tools.replay_events),
+            revision,
+            config,
+            shutdown: CancellationToken::new(),
+            tasks: TaskTracker::new(),
+            me: me.clone(),
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // Every critical section leaves Core consistent before anything that can panic, so a
+        // poisoned lock is still usable; refusing service forever would be worse.
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.shutdown.clone()
+    }
+
+    pub fn tasks(&self) -> &TaskTracker {
+        &self.tasks
+    }
+
+    /// A receiver that wakes when the agent-visible tool set changes.
+    pub fn watch_revision(&self) -> watch::Receiver<u64> {
+        self.revision.subscribe()
+    }
+
+    // ----- event streams -----
+
+    /// Opens an event stream for `principal`; provider streams may register tools.
+    pub fn open_stream(
+        self: &Arc<Self>,
+        provider: bool,
+        principal: String,
+        last_event_id: Option<u64>,
+    ) -> Opened {
+        let client_id = random_id("c_");
+        let mut core = self.lock();
+        core.clients.insert(
+            client_id.clone(),
+            ClientInfo {
+                provider,
+                principal: principal.clone(),
+                connected_at: leo_protocol::time::now(),
+            },
+        );
+        drop(core);
+        let subscription = self.bus.subscribe(last_event_id);
+        info!(client_id, provider, principal, "event stream opened");
+        Opened {
+            hello: Hello {
+                client_id: client_id.clone(),
+                provider,
+                features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
+                seq: subscription.seq,
+                replay_gap: subscription.gap,
+            },
+            subscription,
+            guard: ClientGuard {
+                broker: self.clone(),
+                client_id,
+            },
+        }
+    }
+
+    pub fn bus(&self) -> &EventBus {
+        &self.bus
+    }
+
+    /// A stream closed: withdraw what it registered, end the calls it had claimed.
+    fn client_gone(&self, client_id: &str) {
+        let mut core = self.lock();
+        if core.clients.remove(client_id).is_none() {
+            return;
+        }
+        core.owners.release_client(client_id);
+        let (change, _) = core.registry.remove_client(client_id);
+        let ended = core.requests.end_where(|call, stage| match stage {
+            crate::requests::Stage::Claimed { by } if by == client_id => Some(Failure::new(
+                ErrorCode::NoClient,
+                CancelReason::ClientGone,
+                format!(
+                    "the app that claimed the call of {:?} disconnected",
+                    call.tool
+                ),
+            )),
+            _ => None,
+        });
+        self.after_change(&mut core, change, ended);
+        info!(client_id, "event stream closed");
+    }
+
+    /// Publishes what a registration change did: cancels calls whose tool nobody serves any
+    /// more, announces the new revision.
+    fn after_change(&self, core: &mut Core, change: Change, mut ended: Vec<EndedCall>) {
+        if change == Change::Changed {
+            let registry = &core.registry;
+            ended.extend(core.requests.end_where(|call, stage| {
+                let served = registry.visible(&call.tool).is_some_and(|v| {
+                    v.spec.group == call.group
+                        && match stage {
+                            crate::requests::Stage::Parked => true,
+                            crate::requests::Stage::Claimed { by } => {
+                                registry.serves(by, &call.group)
+                            }
+                        }
+                });
+                (!served).then(|| {
+                    Failure::new(
+                        ErrorCode::Cancelled,
+                        CancelReason::ToolWithdrawn,
+                        format!("tool {:?} was withdrawn", call.tool),
+                    )
+                })
+            }));
+        }
+        self.publish_ended(&ended);
+        if change == Change::Changed {
+            let revision = core.registry.revision();
+            self.bus.publish(
+                kind::CHANGED,
+                json(&ChangedEvent {
+                    revision,
+                    tools: core.registry.names(),
+                }),
+                None,
+            );
+            self.revision.send_replace(revision);
+        }
+    }
+
+    fn publish_ended(&self, ended: &[EndedCall]) {
+        for e in ended {
+            info!(request = %e.id, agent = %e.call.agent, tool = %e.call.tool, reason = e.reason.as_str(), "request ended");
+            self.bus.publish(
+                kind::CANCELLED,
+                json(&CancelledEvent {
+                    id: e.id.clone(),
+                    agent: e.call.agent.clone(),
+                    tool: e.call.tool.clone(),
+                    reason: e.reason,
+                }),
+                Some(json(&Redacted { id: e.id.clone() })),
+            );
+        }
+    }
+
+    fn require_provider(core: &Core, client_id: &str) -> Result<(), Refusal> {
+        match core.clients.get(client_id) {
+            Some(c) if c.provider => Ok(()),
+            _ => Err(Refusal::new(
+                ErrorCode::UnknownClient,
+                format!("client_id {client_id:?} is not a connected provider stream"),
+            )),
+        }
+    }
+
+    // ----- registration -----
+
+    /// `POST /api/v1/client-tools`.
+    pub fn register(&self, body: RegisterBody) -> Result<Registered, Refusal> {
+        let specs = Registry::prepare(
+            &body.group,
+            body.tools,
+            self.config.client_tools.default_timeout_s,
+        )?;
+        let mut core = self.lock();
+        Self::require_provider(&core, &body.client_id)?;
+        let names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
+        let change = core
+            .registry
+            .register(&body.client_id, &body.group, specs)?;
+        if names.is_empty() {
+            core.owners.release_group(&body.client_id, &body.group);
+        }
+        if let Err(e) = core.ever.remember(names.iter().map(String::as_str)) {
+            // The registration stands; the file is retried on the next new name.
+            warn!(error = %e, "cannot write client-tools.json");
+        }
+        self.after_change(&mut core, change, Vec::new());
+        let revision = core.registry.revision();
+        info!(client_id = %body.client_id, group = %body.group, tools = names.len(), revision, "group registered");
+        Ok(Registered {
+            group: body.group,
+            revision,
+            tools: names,
+        })
+    }
+
+    /// `GET /api/v1/client-tools`.
+    pub fn tools(&self) -> ToolList {
+        self.lock().registry.list()
+    }
+
+    /// `GET …/requests`: pending requests.
+    pub fn pending(&self) -> Vec<PendingRequest> {
+        let core = self.lock();
+        core.requests.pending(&core.owners)
+    }
+
+    // ----- claims and results -----
+
+    /// `POST …/requests/{id}/claim`.
+    pub fn claim(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
+        let mut core = self.lock();
+        Self::require_provider(&core, client_id)?;
+        let core = &mut *core;
+        let serves = match core.requests.get(id) {
+            Some((call, _)) => core.registry.serves(client_id, &call.group),
+            None => false,
+        };
+        let call = core
+            .requests
+            .claim(id, client_id, serves, &mut core.owners)?;
+        info!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "claimed".into(),
+        })
+    }
+
+    /// `POST …/requests/{id}/result`.
+    pub fn post_result(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
+        let client_id = body.client_id.clone();
+        let posted = body.into_posted().map_err(|e| match e {
+            ResultError::Invalid(m) => Refusal::new(ErrorCode::InvalidResult, m),
+            ResultError::TooLarge(n) => Refusal::new(
+                ErrorCode::ResultTooLarge,
+                format!(
+                    "at $.content: {n} bytes, at most {}",
+                    leo_protocol::limits::MAX_RESULT_BYTES
+                ),
+            ),
+        })?;
+        let mut core = self.lock();
+        Self::require_provider(&core, &client_id)?;
+        let call = core.requests.settle(id, &client_id, posted)?;
+        info!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "settled".into(),
+        })
+    }
+
+    // ----- sidecar sessions -----
+
+    /// A sidecar said hello; returns its connection id.
+    pub fn session_open(
+        &self,
+        agent: &str,
+        session: &str,
+        harness: Option<Harness>,
+        mode: Mode,
+    ) -> ConnId {
+        let mut core = self.lock();
+        let conn = core.next_conn;
+        core.next_conn += 1;
+        core.sessions.insert(
+            conn,
+            SessionInfo {
+                agent: agent.to_owned(),
+                session: session.to_owned(),
+                harness,
+                mode,
+                connected_at: leo_protocol::time::now(),
+            },
+        );
+        conn
+    }
+
+    /// The sidecar reported its harness after `initialize`.
+    pub fn session_harness(&self, conn: ConnId, harness: Harness, mode: Mode) {
+        if let Some(s) = self.lock().sessions.get_mut(&conn) {
+            s.harness = Some(harness);
+            s.mode = mode;
+        }
+    }
+
+    /// A sidecar connection closed: the agent stopped, so its calls are cancelled.
+    pub fn session_closed(&self, conn: ConnId) {
+        let mut core = self.lock();
+        let Some(info) = core.sessions.remove(&conn) else {
+            return;
+        };
+        let ended = core.requests.end_where(|call, _| {
+            (call.conn == conn).then(|| {
+                Failure::new(
+                    ErrorCode::Cancelled,
+                    CancelReason::AgentGone,
+                    "the agent stopped",
+                )
+            })
+        });
+        self.publish_ended(&ended);
+        info!(agent = %info.agent, session = %info.session, cancelled = ended.len(), "sidecar session closed");
+    }
+
+    /// What `agent` sees: every visible tool it is not denied, and the revision.
+    pub fn agent_tools(&self, agent: &str) -> (u64, Vec<AgentTool>, bool) {
+        let denied = self.config.denied_for(agent);
+        let core = self.lock();
+        let tools = core
+            .registry
+            .view()
+            .values()
+            .filter(|v| !denied.contains(&v.spec.def.name))
+            .map(|v| AgentTool {
+                name: v.spec.def.name.clone(),
+                description: v.spec.def.description.clone(),
+                input_schema: v.spec.def.input_schema.clone(),
+                title: v.spec.def.label.clone(),
+                group: v.spec.group.clone(),
+            })
+            .collect();
+        (core.registry.revision(), tools, !core.ever.is_empty())
+    }
+
+    /// An agent calls a client tool. The receiver gets exactly one outcome.
+    pub fn call(
+        &self,
+        conn: ConnId,
+        local_id: u64,
+        tool: &str,
+        arguments: Value,
+    ) -> oneshot::Receiver<Outcome> {
+        let (tx, rx) = oneshot::channel();
+        if let Err(refusal) = self.park(conn, local_id, tool, arguments, tx) {
+            let (tx, rx) = oneshot::channel();
+            let _ = tx.send(Outcome::Error {
+                error: AppError {
+                    code: refusal.code.as_str().to_owned(),
+                    message: refusal.message,
+                },
+            });
+            return rx;
+        }
+        rx
+    }
+
+    fn park(
+        &self,
+        conn: ConnId,
+        local_id: u64,
+        tool: &str,
+        arguments: Value,
+        reply: oneshot::Sender<Outcome>,
+    ) -> Result<(), Refusal> {
+        let mut core = self.lock();
+        if core.shutting_down {
+            return Err(Refusal::new(
+                ErrorCode::Cancelled,
+                "the broker is shutting down",
+            ));
+        }
+        let Some(session) = core.sessions.get(&conn).cloned() else {
+            return Err(Refusal::new(ErrorCode::NoClient, "the session is closed"));
+        };
+        if self
+            .config
+            .denied_for(&session.agent)
+            .iter()
+            .any(|d| d == tool)
+        {
+            return Err(Refusal::new(
+                ErrorCode::Denied,
+                format!("tool {tool:?} is denied to agent {:?}", session.agent),
+            ));
+        }
+        let Some(visible) = core.registry.visible(tool) else {
+            return Err(Refusal::new(
+                ErrorCode::NoClient,
+                format!("no connected app serves tool {tool:?}"),
+            ));
+        };
+        let spec = visible.spec.clone();
+        let arguments = match arguments {
+            Value::Null => Value::Object(Default::default()),
+            other => other,
+        };
+        check_arguments(&spec.validator, &arguments)?;
+        if core.requests.find_local(conn, local_id).is_some() {
+            return Err(Refusal::new(
+                ErrorCode::InvalidFrame,
+                format!("call id {local_id} is already in flight on this session"),
+            ));
+        }
+        let id = random_id("r_");
+        let call = Call {
+            agent: session.agent.clone(),
+            session: session.session.clone(),
+            conn,
+            local_id,
+            group: spec.group.clone(),
+            tool: tool.to_owned(),
+            arguments,
+            timeout_s: spec.timeout_s,
+            created_at: leo_protocol::time::now(),
+        };
+        let event = RequestEvent {
+            id: id.clone(),
+            agent: call.agent.clone(),
+            session: call.session.clone(),
+            group: call.group.clone(),
+            tool: call.tool.clone(),
+            arguments: call.arguments.clone(),
+            timeout_s: call.timeout_s,
+            created_at: call.created_at.clone(),
+            owner: core.owners.owner(&call.agent, &call.group).cloned(),
+        };
+        let timeout = call.timeout_s;
+        core.requests.park(id.clone(), call, reply);
+        if let Some(secs) = timeout {
+            let me = self.me.clone();
+            let rid = id.clone();
+            let timer = self.tasks.spawn(async move {
+                tokio::time::sleep(Duration::from_secs(secs)).await;
+                if let Some(broker) = me.upgrade() {
+                    broker.expire(&rid, secs);
+                }
+            });
+            core.requests.set_timer(&id, timer.abort_handle());
+        }
+        debug!(request = %id, agent = %session.agent, tool, "request parked");
+        self.bus.publish(
+            kind::REQUEST,
+            json(&event),
+            Some(json(&Redacted { id: id.clone() })),
+        );
+        Ok(())
+    }
+
+    fn expire(&self, id: &str, secs: u64) {
+        let mut core = self.lock();
+        let ended = core.requests.end(
+            id,
+            Failure::new(
+                ErrorCode::Timeout,
+                CancelReason::Timeout,
+                format!("no result within {secs} s"),
+            ),
+        );
+        drop(core);
+        if let Some(e) = ended {
+            self.publish_ended(&[e]);
+        }
+    }
+
+    /// The harness cancelled a call.
+    pub fn cancel_call(&self, conn: ConnId, local_id: u64) {
+        let mut core = self.lock();
+        let Some(id) = core.requests.find_local(conn, local_id) else {
+            return;
+        };
+        let ended = core.requests.end(
+            &id,
+            Failure::new(
+                ErrorCode::Cancelled,
+                CancelReason::CancelledByAgent,
+                "the agent cancelled the call",
+            ),
+        );
+        if let Some(e) = ended {
+            self.publish_ended(&[e]);
+        }
+    }
+
+    // ----- status and shutdown -----
+
+    /// A summary for `leo status`.
+    pub fn status(&self) -> Value {
+        let core = self.lock();
+        serde_json::json!({
+            "seq": self.bus.seq(),
+            "revision": core.registry.revision(),
+            "apps": core.clients.iter().map(|(id, c)| serde_json::json!({
+                "client_id": id, "provider": c.provider, "principal": c.principal,
+                "connected_at": c.connected_at,
+            })).collect::<Vec<_>>(),
+            "agents": core.sessions.values().map(|s| serde_json::json!({
+                "agent": s.agent, "session": s.session, "harness": s.harness,
+                "mode": s.mode, "connected_at": s.connected_at,
+            })).collect::<Vec<_>>(),
+            "groups": core.registry.groups(),
+            "tools": core.registry.names(),
+            "pending": core.requests.len(),
+        })
+    }
+
+    /// Ends every live call with `cancelled` (reason `shutdown`) and refuses new ones.
+    pub fn begin_shutdown(&self) {
+        let mut core = self.lock();
+        core.shutting_down = true;
+        let ended = core.requests.end_where(|_, _| {
+            Some(Failure::new(
+                ErrorCode::Cancelled,
+                CancelReason::Shutdown,
+                "the broker is shutting down",
+            ))
+        });
+        self.publish_ended(&ended);
+        if let Err(e) = core.ever.flush() {
+            warn!(error = %e, "cannot flush client-tools.json at shutdown");
+        }
+        drop(core);
+        self.shutdown.cancel();
+    }
+}
+
+/// Validates call arguments against the tool's schema, naming the first few faults.
+fn check_arguments(validator: &jsonschema::Validator, args: &Value) -> Result<(), Refusal> {
+    if !args.is_object() {
+        return Err(Refusal::new(
+            ErrorCode::InvalidArguments,
+            "at $: arguments must be an object",
+        ));
+    }
+    let faults: Vec<String> = validator
+        .iter_errors(args)
+        .take(3)
+        .map(|e| format!("at {}: {e}", pointer_to_path(e.instance_path().as_str())))
+        .collect();
+    if faults.is_empty() {
+        Ok(())
+    } else {
+        Err(Refusal::new(ErrorCode::InvalidArguments, faults.join("; ")))
+    }
+}
+
+/// `/a/0/b c` → `$.a[0]["b c"]`.
+fn pointer_to_path(pointer: &str) -> String {
+    let mut out = String::from("$");
+    for raw in pointer.split('/').skip(1) {
+        let seg = raw.replace("~1", "/").replace("~0", "~");
+        if !seg.is_empty() && seg.bytes().all(|b| b.is_ascii_digit()) {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            leo_protocol::envelope::push_key(&mut out, &seg);
+        }
+    }
+    out
+}

@@ -1,0 +1,39 @@
+//! The broker library's error type: everything that can stop the broker from starting or
+//! serving. Request-level failures are `http::ApiError` and IPC `error` frames instead.
+
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum BrokerError {
+    #[error("cannot {action} {path}")]
+    Io {
+        action: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("{path}: {message}")]
+    State { path: PathBuf, message: String },
+    #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
+    LoosePermissions { path: PathBuf, mode: u32 },
+    #[error("cannot bind {what}")]
+    Bind {
+        what: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BrokerError {
+    pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        BrokerError::Io {
+            action,
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+pub type Result<T, E = BrokerError> = std::result::Result<T, E>;

@@ -1,0 +1,243 @@
+//! Who may do what: the Host check for TCP, and the route × token policy table.
+//!
+//! The Host check comes first on TCP, before any token is looked at: a request whose Host
+//! header is not an allowed name with the listener's port gets a plain `403 forbidden host`
+//! (DNS rebinding protection), which an operator can tell apart from a JSON scope denial.
+//! Then every route states, in `POLICY`, which token kinds may call it; a route missing from
+//! the table is refused, so a new route is closed until someone opens it here.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{MatchedPath, State};
+use axum::http::{Method, Request, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use leo_protocol::ErrorCode;
+
+use super::{ApiError, AppState};
+use crate::tokens::Principal;
+
+/// The routes, as the policy table names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Events,
+    RegisterTools,
+    ListTools,
+    Pending,
+    Claim,
+    Result,
+    Status,
+}
+
+/// Token kinds, for the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Operator,
+    Device,
+    Agent,
+}
+
+/// Route × token kind. The provider stream (`?client_tools=1`) is refused to agents in its
+/// handler, since it shares a path with the plain stream.
+const POLICY: &[(Route, &[Kind])] = &[
+    (Route::Events, &[Kind::Operator, Kind::Device, Kind::Agent]),
+    (Route::RegisterTools, &[Kind::Operator, Kind::Device]),
+    (Route::ListTools, &[Kind::Operator, Kind::Device]),
+    (Route::Pending, &[Kind::Operator, Kind::Device]),
+    (Route::Claim, &[Kind::Operator, Kind::Device]),
+    (Route::Result, &[Kind::Operator, Kind::Device]),
+    (Route::Status, &[Kind::Operator, Kind::Device]),
+];
+
+impl Route {
+    fn of(method: &Method, path: &str) -> Option<Route> {
+        Some(match (method.as_str(), path) {
+            ("GET", "/api/v1/events") => Route::Events,
+            ("POST", "/api/v1/client-tools") => Route::RegisterTools,
+            ("GET", "/api/v1/client-tools") => Route::ListTools,
+            ("GET", "/api/v1/client-tools/requests") => Route::Pending,
+            ("POST", "/api/v1/client-tools/requests/{id}/claim") => Route::Claim,
+            ("POST", "/api/v1/client-tools/requests/{id}/result") => Route::Result,
+            ("GET", "/api/v1/status") => Route::Status,
+            _ => return None,
+        })
+    }
+
+    fn allows(self, who: &Principal) -> bool {
+        let kind = match who {
+            Principal::Operator => Kind::Operator,
+            Principal::Device(_) => Kind::Device,
+            Principal::Agent => Kind::Agent,
+        };
+        POLICY
+            .iter()
+            .any(|(route, kinds)| *route == self && kinds.contains(&kind))
+    }
+}
+
+/// The bearer token of a request, if it has one.
+fn bearer(req: &Request<Body>) -> Option<&str> {
+    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+    let (scheme, token) = value.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Route layer: authenticates the token and applies `POLICY`.
+pub async fn authorize(
+    State(state): State<Arc<AppState>>,
+    mut req: Request<Body>,
+    next: Next,
+) -> Response {
+    let Some(token) = bearer(&req) else {
+        return ApiError::new(
+            ErrorCode::Unauthorized,
+            "missing Authorization: Bearer <token>",
+        )
+        .into_response();
+    };
+    let Some(who) = state.tokens.lookup(token) else {
+        return ApiError::new(ErrorCode::Unauthorized, "unknown token").into_response();
+    };
+    let path = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_default();
+    let allowed = Route::of(req.method(), &path).is_some_and(|r| r.allows(&who));
+    if !allowed {
+        return ApiError::new(
+            ErrorCode::Forbidden,
+            format!("this token may not {} {path}", req.method()),
+        )
+        .into_response();
+    }
+    req.extensions_mut().insert(who);
+    next.run(req).await
+}
+
+/// The names and port a TCP request's Host header must carry.
+#[derive(Debug, Clone)]
+pub struct HostCheck {
+    port: u16,
+    hosts: HashSet<String>,
+}
+
+impl HostCheck {
+    /// Loopback names, the bind address when it is specific, and `allowed_hosts`.
+    pub fn new(port: u16, bind: std::net::IpAddr, allowed: &[String]) -> HostCheck {
+        let mut hosts: HashSet<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        if !bind.is_unspecified() {
+            hosts.insert(bind.to_string());
+        }
+        hosts.extend(allowed.iter().map(|h| {
+            h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        }));
+        HostCheck { port, hosts }
+    }
+
+    /// True when `host` (a Host header value) names an allowed host with our port.
+    pub fn allows(&self, host: &str) -> bool {
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        port == self.port && self.hosts.contains(&name.to_ascii_lowercase())
+    }
+}
+
+/// `name:port` or `[v6]:port` → (name, port). A missing port is `None`.
+fn split_host(host: &str) -> Option<(&str, u16)> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        (name, after.strip_prefix(':')?)
+    } else {
+        let (name, port) = host.rsplit_once(':')?;
+        if name.contains(':') {
+            return None;
+        }
+        (name, port)
+    };
+    if name.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((name, port.parse().ok()?))
+}
+
+/// Outer TCP layer: the Host check, before auth.
+pub async fn check_host(
+    State(check): State<Arc<HostCheck>>,
+    req: Request<Body>,
+    next: Next,
+) -> Response {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    match host {
+        Some(h) if check.allows(h) => next.run(req).await,
+        _ => (
+            StatusCode::FORBIDDEN,
+            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+            "forbidden host",
+        )
+            .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_header_variants() {
+        let c = HostCheck::new(
+            8370,
+            [127, 0, 0, 1].into(),
+            &["leo".into(), "[fd00::1]".into()],
+        );
+        for (host, ok) in [
+            ("127.0.0.1:8370", true),
+            ("localhost:8370", true),
+            ("LOCALHOST:8370", true),
+            ("[::1]:8370", true),
+            ("leo:8370", true),
+            ("[fd00::1]:8370", true),
+            ("127.0.0.1", false),
+            ("leo", false),
+            ("127.0.0.1:8371", false),
+            ("evil.example:8370", false),
+            ("::1:8370", false),
+            ("[::1]", false),
+            ("[::1]8370", false),
+            ("127.0.0.1:", false),
+            ("127.0.0.1:99999", false),
+            (":8370", false),
+        ] {
+            assert_eq!(c.allows(host), ok, "{host}");
+        }
+    }
+
+    #[test]
+    fn every_route_has_a_policy_row() {
+        for r in [
+            Route::Events,
+            Route::RegisterTools,
+            Route::ListTools,
+            Route::Pending,
+            Route::Claim,
+            Route::Result,
+            Route::Status,
+        ] {
+            assert!(POLICY.iter().any(|(x, _)| *x == r), "{r:?}");
+        }
+        assert!(!Route::Claim.allows(&Principal::Agent));
+        assert!(Route::Events.allows(&Principal::Agent));
+    }
+}

@@ -1,0 +1,59 @@
+//! The HTTP API: one router served on loopback TCP and on `run/leo.sock`.
+//!
+//! **Architecture Invariant:** only this module knows HTTP and SSE. Handlers parse, authorize
+//! and call `Broker`; the state machine never sees a request or a status code.
+
+mod auth;
+mod events;
+mod reply;
+mod routes;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::routing::{get, post};
+
+pub use auth::{HostCheck, Route};
+pub use reply::ApiError;
+
+use crate::core::Broker;
+use crate::tokens::Tokens;
+
+/// What every handler shares.
+pub struct AppState {
+    pub broker: Arc<Broker>,
+    pub tokens: Tokens,
+    pub max_body: usize,
+}
+
+/// The routes, authorized by the policy table in `auth`, without the Host check.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/api/v1/events", get(events::stream))
+        .route(
+            "/api/v1/client-tools",
+            post(routes::register).get(routes::list_tools),
+        )
+        .route("/api/v1/client-tools/requests", get(routes::pending))
+        .route(
+            "/api/v1/client-tools/requests/{id}/claim",
+            post(routes::claim),
+        )
+        .route(
+            "/api/v1/client-tools/requests/{id}/result",
+            post(routes::result),
+        )
+        .route("/api/v1/status", get(routes::status))
+        .route_layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            auth::authorize,
+        ))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .with_state(state)
+}
+
+/// The router for TCP: the Host check runs before anything else, auth included.
+pub fn tcp_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
+    router(state).layer(axum::middleware::from_fn_with_state(host, auth::check_host))
+}

@@ -1,0 +1,94 @@
+//! Turning outcomes into responses: the `{ok, data}` envelope, the one error type, and the body
+//! reader that enforces the size limit and names the field at fault.
+
+use axum::Json;
+use axum::body::Body;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use leo_protocol::ErrorCode;
+use leo_protocol::envelope::{Failure, Success};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::refusal::Refusal;
+
+/// Every failed response. It never carries internals: the message is written for the caller.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
+        ApiError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        ApiError::new(r.code, r.message)
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.code.http_status())
+            .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        (status, Json(Failure::new(self.code, self.message))).into_response()
+    }
+}
+
+/// `200 {ok: true, data}`.
+pub fn ok<T: Serialize>(data: T) -> Response {
+    Json(Success::new(data)).into_response()
+}
+
+/// Reads the whole body (at most `limit` bytes) and parses it as `T`.
+pub async fn json_body<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, ApiError> {
+    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+        ApiError::new(
+            ErrorCode::BodyTooLarge,
+            format!("the body is larger than {limit} bytes"),
+        )
+    })?;
+    if bytes.is_empty() {
+        return Err(ApiError::new(
+            ErrorCode::InvalidParameter,
+            "at $: a JSON body is required",
+        ));
+    }
+    leo_protocol::envelope::parse_json(&bytes).map_err(|e| ApiError::new(e.code, e.message))
+}
+
+/// Parses `a=1&b=0` flags; names the parameter at fault.
+pub fn query_flags(query: Option<&str>, allowed: &[&str]) -> Result<Vec<String>, ApiError> {
+    let mut on = Vec::new();
+    for pair in query
+        .unwrap_or_default()
+        .split('&')
+        .filter(|p| !p.is_empty())
+    {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, "1"));
+        if !allowed.contains(&key) {
+            return Err(ApiError::new(
+                ErrorCode::UnknownParameter,
+                format!("unknown query parameter {key:?}"),
+            ));
+        }
+        match value {
+            "1" | "true" => on.push(key.to_owned()),
+            "0" | "false" => {}
+            other => {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidParameter,
+                    format!("query parameter {key:?} must be 1 or 0, not {other:?}"),
+                ));
+            }
+        }
+    }
+    Ok(on)
+}

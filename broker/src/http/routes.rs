@@ -1,0 +1,71 @@
+//! The JSON routes: registration, listing, pending requests, claim, result, status.
+
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::Uri;
+use axum::response::Response;
+use leo_protocol::ErrorCode;
+use leo_protocol::content::ResultBody;
+use leo_protocol::requests::ClaimBody;
+use leo_protocol::tool::RegisterBody;
+
+use super::reply::{json_body, ok, query_flags};
+use super::{ApiError, AppState};
+
+pub async fn register(
+    State(state): State<Arc<AppState>>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body: RegisterBody = json_body(body, state.max_body).await?;
+    Ok(ok(state.broker.register(body)?))
+}
+
+pub async fn list_tools(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Response, ApiError> {
+    query_flags(uri.query(), &[])?;
+    Ok(ok(state.broker.tools()))
+}
+
+pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, ApiError> {
+    // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
+    // is accepted because the seed's apps send it.
+    query_flags(uri.query(), &["pending"])?;
+    Ok(ok(state.broker.pending()))
+}
+
+pub async fn claim(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body: ClaimBody = json_body(body, state.max_body).await?;
+    Ok(ok(state.broker.claim(&id, &body.client_id)?))
+}
+
+pub async fn result(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body: ResultBody = json_body(body, state.max_body).await?;
+    Ok(ok(state.broker.post_result(&id, body)?))
+}
+
+pub async fn status(State(state): State<Arc<AppState>>) -> Response {
+    ok(state.broker.status())
+}
+
+pub async fn not_found(uri: Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no route {}", uri.path()))
+}
+
+pub async fn method_not_allowed(uri: Uri) -> ApiError {
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("method not allowed on {}", uri.path()),
+    )
+}

@@ -1,0 +1,285 @@
+//! The sidecar side of the broker: `run/sidecar.sock`, one connection per agent session.
+//!
+//! A connection is a session: `hello` (with the agent token) opens it, closing it means the
+//! agent stopped, and every call still in flight is cancelled with reason `agent_gone`. Frames
+//! are JSON lines (see `leo_protocol::ipc`). Tool-set changes reach each session through its
+//! own coalescer: the first change after a quiet second is sent at once, later ones are folded
+//! into one frame a second, and the last state is always sent.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
+use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
+use subtle::ConstantTimeEq;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixListener;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::sync::mpsc;
+use tracing::{Instrument, debug, info_span, warn};
+
+use crate::core::Broker;
+use crate::requests::ConnId;
+
+/// How long a new connection has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// At most one tool-set frame a second per session.
+pub const COALESCE: Duration = Duration::from_secs(1);
+
+/// Accepts sidecar connections until shutdown.
+pub async fn serve(listener: UnixListener, broker: Arc<Broker>, agent_token: Arc<str>) {
+    let shutdown = broker.shutdown_token();
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    warn!(error = %e, "sidecar accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let broker2 = broker.clone();
+        let token = agent_token.clone();
+        broker.tasks().spawn(async move {
+            let (r, w) = stream.into_split();
+            session(BufReader::new(r), w, broker2, token).await;
+        });
+    }
+}
+
+/// Reads one line of at most `MAX_FRAME_BYTES`. `Ok(None)` at end of stream.
+async fn read_frame(reader: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Option<Vec<u8>>> {
+    let mut buf = Vec::new();
+    let n = (&mut *reader)
+        .take(MAX_FRAME_BYTES as u64 + 1)
+        .read_until(b'\n', &mut buf)
+        .await?;
+    if n == 0 {
+        return Ok(None);
+    }
+    // A last frame without its newline still counts; a line over the limit does not.
+    if buf.last() != Some(&b'\n') && buf.len() > MAX_FRAME_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("frame longer than {MAX_FRAME_BYTES} bytes"),
+        ));
+    }
+    Ok(Some(buf))
+}
+
+async fn write_frame(w: &mut OwnedWriteHalf, frame: &BrokerFrame) -> std::io::Result<()> {
+    let mut line = serde_json::to_vec(frame).map_err(std::io::Error::other)?;
+    line.push(b'\n');
+    w.write_all(&line).await
+}
+
+fn error_frame(code: leo_protocol::ErrorCode, message: impl Into<String>) -> BrokerFrame {
+    BrokerFrame::Error {
+        code: code.as_str().to_owned(),
+        message: message.into(),
+    }
+}
+
+fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+async fn session(
+    mut reader: BufReader<OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+    broker: Arc<Broker>,
+    agent_token: Arc<str>,
+) {
+    use leo_protocol::ErrorCode::{InvalidFrame, Unauthorized};
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
+        Ok(Ok(Some(line))) => line,
+        Ok(Ok(None)) => return,
+        Ok(Err(e)) => {
+            let _ = write_frame(&mut writer, &error_frame(InvalidFrame, e.to_string())).await;
+            return;
+        }
+        Err(_) => {
+            let _ = write_frame(
+                &mut writer,
+                &error_frame(InvalidFrame, "no hello within 10 s"),
+            )
+            .await;
+            return;
+        }
+    };
+    let hello = match leo_protocol::envelope::parse_json::<SidecarFrame>(&first) {
+        Ok(SidecarFrame::Hello {
+            v,
+            agent,
+            session,
+            token,
+            harness,
+            mode,
+        }) => {
+            let refusal = if v != IPC_VERSION {
+                Some((
+                    InvalidFrame,
+                    format!("at $.v: this broker speaks version {IPC_VERSION}, not {v}"),
+                ))
+            } else if !bool::from(token.as_bytes().ct_eq(agent_token.as_bytes())) {
+                Some((Unauthorized, "at $.token: not the agent token".to_owned()))
+            } else if !valid_agent_name(&agent) {
+                Some((
+                    InvalidFrame,
+                    "at $.agent: must be 1 to 64 of [A-Za-z0-9_.-]".to_owned(),
+                ))
+            } else if session.is_empty() || session.len() > 128 {
+                Some((
+                    InvalidFrame,
+                    "at $.session: must be 1 to 128 bytes".to_owned(),
+                ))
+            } else {
+                None
+            };
+            if let Some((code, message)) = refusal {
+                let _ = write_frame(&mut writer, &error_frame(code, message)).await;
+                return;
+            }
+            (agent, session, harness, mode)
+        }
+        Ok(_) => {
+            let _ = write_frame(
+                &mut writer,
+                &error_frame(InvalidFrame, "at $.type: the first frame must be hello"),
+            )
+            .await;
+            return;
+        }
+        Err(e) => {
+            let _ = write_frame(&mut writer, &error_frame(InvalidFrame, e.message)).await;
+            return;
+        }
+    };
+    let (agent, session_id, harness, mode) = hello;
+    let conn = broker.session_open(&agent, &session_id, harness, mode);
+    let span = info_span!("session", agent = %agent, session = %session_id, conn);
+    run_session(conn, &agent, reader, writer, &broker)
+        .instrument(span)
+        .await;
+    broker.session_closed(conn);
+}
+
+async fn run_session(
+    conn: ConnId,
+    agent: &str,
+    mut reader: BufReader<OwnedReadHalf>,
+    mut writer: OwnedWriteHalf,
+    broker: &Arc<Broker>,
+) {
+    let (tx, mut rx) = mpsc::channel::<BrokerFrame>(256);
+    let mut revisions = broker.watch_revision();
+    revisions.mark_unchanged();
+    let (revision, tools, ever_registered) = broker.agent_tools(agent);
+    let welcome = BrokerFrame::Welcome {
+        v: IPC_VERSION,
+        session: conn.to_string(),
+        revision,
+        tools,
+        ever_registered,
+        denied: broker.config().denied_for(agent),
+    };
+    if write_frame(&mut writer, &welcome).await.is_err() {
+        return;
+    }
+    let writer_task = tokio::spawn(async move {
+        while let Some(frame) = rx.recv().await {
+            if write_frame(&mut writer, &frame).await.is_err() {
+                break;
+            }
+        }
+    });
+    let coalescer = {
+        let tx = tx.clone();
+        let broker = broker.clone();
+        let agent = agent.to_owned();
+        tokio::spawn(async move {
+            while revisions.changed().await.is_ok() {
+                let (revision, tools, ever_registered) = broker.agent_tools(&agent);
+                let frame = BrokerFrame::Tools {
+                    revision,
+                    tools,
+                    ever_registered,
+                };
+                if tx.send(frame).await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(COALESCE).await;
+            }
+        })
+    };
+    let shutdown = broker.shutdown_token();
+    loop {
+        let line = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            line = read_frame(&mut reader) => line,
+        };
+        let line = match line {
+            Ok(Some(line)) => line,
+            Ok(None) => break,
+            Err(e) => {
+                let _ = tx
+                    .send(error_frame(
+                        leo_protocol::ErrorCode::InvalidFrame,
+                        e.to_string(),
+                    ))
+                    .await;
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        match leo_protocol::envelope::parse_json::<SidecarFrame>(&line) {
+            Ok(SidecarFrame::Call {
+                id,
+                tool,
+                arguments,
+            }) => {
+                debug!(call = id, tool, "call");
+                let outcome = broker.call(conn, id, &tool, arguments);
+                let tx = tx.clone();
+                broker.tasks().spawn(async move {
+                    if let Ok(outcome) = outcome.await {
+                        let _ = tx.send(BrokerFrame::Result { id, outcome }).await;
+                    }
+                });
+            }
+            Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
+            Ok(SidecarFrame::Harness { harness, mode }) => {
+                broker.session_harness(conn, harness, mode)
+            }
+            Ok(SidecarFrame::Hello { .. }) => {
+                let _ = tx
+                    .send(error_frame(
+                        leo_protocol::ErrorCode::InvalidFrame,
+                        "at $.type: hello was already received",
+                    ))
+                    .await;
+            }
+            Err(e) => {
+                let _ = tx
+                    .send(error_frame(
+                        leo_protocol::ErrorCode::InvalidFrame,
+                        e.message,
+                    ))
+                    .await;
+            }
+        }
+    }
+    coalescer.abort();
+    // Let results already queued go out before the writer stops.
+    drop(tx);
+    let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
+}

@@ -1,0 +1,26 @@
+//! The Leo broker: the local daemon between apps that offer tools and the agents that call them.
+//!
+//! Start with `ARCHITECTURE.md` at the repository root. In short: `core` holds the state behind
+//! one lock and drives the pure state machines (`registry`, `requests`, `ownership`); `events`
+//! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
+//! sidecars; `server` binds them and runs the shutdown path.
+
+pub mod config;
+pub mod core;
+pub mod error;
+pub mod events;
+pub mod home;
+pub mod http;
+pub mod ipc;
+pub mod ownership;
+pub mod refusal;
+pub mod registry;
+pub mod requests;
+pub mod server;
+pub mod state_file;
+pub mod tokens;
+
+pub use error::{BrokerError, Result};
+
+/// Leo's own tool names, which `deny_tools` may always name.
+pub const BUILTIN_TOOLS: &[&str] = &["leo_app_tools", "leo_app_call", "leo_messages"];

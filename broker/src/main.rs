@@ -1,0 +1,150 @@
+//! `leo`: the broker daemon and the operator CLI. Thin: parse flags, call the library, map
+//! errors to exit codes. Logs go to stderr (`RUST_LOG`); stdout is for what the user asked for.
+
+#![allow(clippy::print_stdout)]
+
+use std::io::Write;
+use std::net::IpAddr;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use leo_broker::home::Home;
+use leo_broker::server;
+
+mod status;
+
+#[derive(Parser)]
+#[command(
+    name = "leo",
+    version,
+    about = "Leo client tools: let apps offer tools to AI agents"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the broker in the foreground.
+    Broker {
+        /// TCP port (overrides web.port; 0 picks a free one).
+        #[arg(long)]
+        port: Option<u16>,
+        /// TCP bind address (overrides web.bind).
+        #[arg(long)]
+        bind: Option<IpAddr>,
+    },
+    /// Show apps, agents, tools and pending requests of the running broker.
+    Status {
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let result = match cli.command {
+        Command::Broker { port, bind } => broker(port, bind),
+        Command::Status { json } => status::run(&Home::from_env(), json),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            // A closed stdout (`leo status | head`) is not a failure.
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
+                return ExitCode::SUCCESS;
+            }
+            eprintln!("leo: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn broker(port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(async move {
+        let mut prepared = server::prepare(Home::from_env())?;
+        if port.is_some() || bind.is_some() {
+            let mut config = (*prepared.config).clone();
+            if let Some(port) = port {
+                config.web.port = port;
+            }
+            if let Some(bind) = bind {
+                config.web.bind = bind;
+            }
+            prepared.config = std::sync::Arc::new(config);
+        }
+        let listeners = server::bind(&prepared).await?;
+        let tcp = match &listeners.tcp {
+            Some(l) => Some(l.local_addr().context("cannot read the TCP address")?),
+            None => None,
+        };
+        print_banner(&prepared.home, tcp)?;
+        server::run(prepared, listeners, server::signals()).await?;
+        anyhow::Ok(())
+    })
+}
+
+/// What a person needs to connect an app and an agent, on stdout.
+fn print_banner(home: &Home, tcp: Option<std::net::SocketAddr>) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    match tcp {
+        Some(addr) => writeln!(out, "leo broker listening on http://{addr}")?,
+        None => writeln!(
+            out,
+            "leo broker listening (TCP disabled by web.enabled: false)"
+        )?,
+    }
+    writeln!(out, "  unix socket:   {}", home.api_socket().display())?;
+    writeln!(out, "  sidecar IPC:   {}", home.sidecar_socket().display())?;
+    writeln!(
+        out,
+        "  app token:     {} (operator)",
+        home.operator_token().display()
+    )?;
+    let base = tcp
+        .map(|a| format!("http://{a}"))
+        .unwrap_or_else(|| "http://localhost".into());
+    writeln!(out)?;
+    writeln!(
+        out,
+        "Connect an app (open its event stream, then register tools):"
+    )?;
+    writeln!(
+        out,
+        "  curl -N -H \"Authorization: Bearer $(cat {})\" '{base}/api/v1/events?client_tools=1'",
+        home.operator_token().display()
+    )?;
+    writeln!(out)?;
+    let leo_home = home.root.display();
+    writeln!(out, "Connect an agent (leo-mcp is the stdio MCP server):")?;
+    writeln!(
+        out,
+        "  Claude Code: claude mcp add leo -e LEO_HOME={leo_home} -- leo-mcp --agent claude"
+    )?;
+    writeln!(
+        out,
+        "  opencode (opencode.json): \"mcp\": {{\"leo\": {{\"type\": \"local\", \"command\": [\"leo-mcp\", \"--agent\", \"opencode\"], \"environment\": {{\"LEO_HOME\": \"{leo_home}\"}}}}}}"
+    )?;
+    writeln!(
+        out,
+        "  codex (~/.codex/config.toml): [mcp_servers.leo] command = \"leo-mcp\"  args = [\"--agent\", \"codex\"]  env = {{ LEO_HOME = \"{leo_home}\" }}"
+    )?;
+    out.flush()
+}

@@ -1,0 +1,40 @@
+//! Ownership: the first client to claim one of an agent's calls owns that agent's group.
+//!
+//! Two devices running the same app both see every call; ownership makes the agent's
+//! conversation stick to the device that answered first, instead of alternating between them.
+//! An owner keeps the group until it disconnects or withdraws the group.
+
+use std::collections::HashMap;
+
+use crate::registry::ClientId;
+
+#[derive(Debug, Default)]
+pub struct Owners {
+    by_agent_group: HashMap<(String, String), ClientId>,
+}
+
+impl Owners {
+    /// The owner of `agent`'s `group`, if any.
+    pub fn owner(&self, agent: &str, group: &str) -> Option<&ClientId> {
+        self.by_agent_group
+            .get(&(agent.to_owned(), group.to_owned()))
+    }
+
+    /// Makes `client` the owner unless someone already is; returns the owner.
+    pub fn take(&mut self, agent: &str, group: &str, client: &str) -> &ClientId {
+        self.by_agent_group
+            .entry((agent.to_owned(), group.to_owned()))
+            .or_insert_with(|| client.to_owned())
+    }
+
+    /// Releases everything `client` owns.
+    pub fn release_client(&mut self, client: &str) {
+        self.by_agent_group.retain(|_, owner| owner != client);
+    }
+
+    /// Releases what `client` owns of `group`.
+    pub fn release_group(&mut self, client: &str, group: &str) {
+        self.by_agent_group
+            .retain(|(_, g), owner| !(owner == client && g == group));
+    }
+}

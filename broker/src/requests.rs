@@ -1,0 +1,342 @@
+//! The request lifecycle: a call is parked, claimed, and settled exactly once.
+//!
+//! ```text
+//!   park ──▶ Parked ──claim──▶ Claimed ──result──▶ ended (result or app error)
+//!              │                  │
+//!              └──── end(reason) ─┴──▶ ended (timeout, cancelled, no_client)
+//! ```
+//!
+//! **Invariant:** a live request holds the only `oneshot::Sender` of its caller, and every
+//! transition out of `live` consumes it, so a call can be answered at most once; the id then
+//! moves to a bounded list of ended requests so a late claim or result is told
+//! `already_settled` instead of `unknown_request`.
+//!
+//! This module is pure state: no locks, no tasks, no I/O. The broker's `core` drives it under
+//! its one mutex and publishes the events.
+
+use std::collections::{HashMap, VecDeque};
+
+use leo_protocol::ErrorCode;
+use leo_protocol::content::{AppError, Posted};
+use leo_protocol::events::CancelReason;
+use leo_protocol::ipc::Outcome;
+use leo_protocol::requests::{PendingRequest, RequestState};
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::ownership::Owners;
+use crate::refusal::Refusal;
+use crate::registry::ClientId;
+
+/// A request id, such as `r_0f3c…`.
+pub type RequestId = String;
+
+/// Which sidecar connection a call came from.
+pub type ConnId = u64;
+
+/// What an agent asked for.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub agent: String,
+    pub session: String,
+    pub conn: ConnId,
+    /// The sidecar's own id of the call.
+    pub local_id: u64,
+    pub group: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub timeout_s: Option<u64>,
+    pub created_at: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stage {
+    Parked,
+    Claimed { by: ClientId },
+}
+
+#[derive(Debug)]
+struct Live {
+    call: Call,
+    stage: Stage,
+    reply: oneshot::Sender<Outcome>,
+    timer: Option<tokio::task::AbortHandle>,
+}
+
+/// How a request ended; kept for a while after it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ended {
+    Result,
+    AppError,
+    Failed(ErrorCode),
+}
+
+impl Ended {
+    fn describe(self) -> &'static str {
+        match self {
+            Ended::Result => "with a result",
+            Ended::AppError => "with an app error",
+            Ended::Failed(ErrorCode::Timeout) => "by timeout",
+            Ended::Failed(ErrorCode::Cancelled) => "by cancellation",
+            Ended::Failed(ErrorCode::NoClient) => "without a client",
+            Ended::Failed(_) => "with an error",
+        }
+    }
+}
+
+/// A failure that ends a request, with the reason published to apps.
+#[derive(Debug, Clone)]
+pub struct Failure {
+    pub code: ErrorCode,
+    pub reason: CancelReason,
+    pub message: String,
+}
+
+impl Failure {
+    pub fn new(code: ErrorCode, reason: CancelReason, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// A request that just ended by failure, for the caller to publish.
+#[derive(Debug, Clone)]
+pub struct EndedCall {
+    pub id: RequestId,
+    pub call: Call,
+    pub reason: CancelReason,
+}
+
+/// Every live request and the recently ended ones.
+#[derive(Debug)]
+pub struct Requests {
+    live: HashMap<RequestId, Live>,
+    /// Live ids in the order they were parked, for stable listings.
+    order: VecDeque<RequestId>,
+    ended: HashMap<RequestId, Ended>,
+    ended_order: VecDeque<RequestId>,
+    remember: usize,
+}
+
+impl Requests {
+    pub fn new(remember: usize) -> Requests {
+        Requests {
+            live: HashMap::new(),
+            order: VecDeque::new(),
+            ended: HashMap::new(),
+            ended_order: VecDeque::new(),
+            remember: remember.max(1),
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.live.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.live.is_empty()
+    }
+
+    pub fn get(&self, id: &str) -> Option<(&Call, &Stage)> {
+        self.live.get(id).map(|l| (&l.call, &l.stage))
+    }
+
+    /// Parks a new call. The id must be fresh.
+    pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<Outcome>) {
+        self.order.push_back(id.clone());
+        self.live.insert(
+            id,
+            Live {
+                call,
+                stage: Stage::Parked,
+                reply,
+                timer: None,
+            },
+        );
+    }
+
+    /// Attaches the timeout task, aborted when the request ends.
+    pub fn set_timer(&mut self, id: &str, timer: tokio::task::AbortHandle) {
+        match self.live.get_mut(id) {
+            Some(live) => live.timer = Some(timer),
+            None => timer.abort(),
+        }
+    }
+
+    fn not_live(&self, id: &str) -> Refusal {
+        match self.ended.get(id) {
+            Some(how) => Refusal::new(
+                ErrorCode::AlreadySettled,
+                format!("request {id} already ended {}", how.describe()),
+            ),
+            None => Refusal::new(ErrorCode::UnknownRequest, format!("no request {id}")),
+        }
+    }
+
+    /// `client` claims `id`. `serves` says whether it serves the call's group.
+    pub fn claim(
+        &mut self,
+        id: &str,
+        client: &str,
+        serves: bool,
+        owners: &mut Owners,
+    ) -> Result<&Call, Refusal> {
+        let Some(live) = self.live.get(id) else {
+            return Err(self.not_live(id));
+        };
+        if !serves {
+            return Err(Refusal::new(
+                ErrorCode::NotProvider,
+                format!(
+                    "client {client} does not serve group {:?} of tool {:?}",
+                    live.call.group, live.call.tool
+                ),
+            ));
+        }
+        if let Some(owner) = owners.owner(&live.call.agent, &live.call.group)
+            && owner != client
+        {
+            return Err(Refusal::new(
+                ErrorCode::OwnedByOther,
+                format!(
+                    "group {:?} of agent {:?} is owned by client {owner}",
+                    live.call.group, live.call.agent
+                ),
+            ));
+        }
+        if let Stage::Claimed { by } = &live.stage {
+            return Err(Refusal::new(
+                ErrorCode::AlreadyClaimed,
+                format!("request {id} is already claimed by client {by}"),
+            ));
+        }
+        let live = self
+            .live
+            .get_mut(id)
+            .ok_or_else(|| Refusal::new(ErrorCode::UnknownRequest, format!("no request {id}")))?;
+        owners.take(&live.call.agent, &live.call.group, client);
+        live.stage = Stage::Claimed {
+            by: client.to_owned(),
+        };
+        Ok(&live.call)
+    }
+
+    /// The claimant posts its result; the caller gets it.
+    pub fn settle(&mut self, id: &str, client: &str, posted: Posted) -> Result<Call, Refusal> {
+        let Some(live) = self.live.get(id) else {
+            return Err(self.not_live(id));
+        };
+        match &live.stage {
+            Stage::Parked => {
+                return Err(Refusal::new(
+                    ErrorCode::NotClaimant,
+                    format!("request {id} is not claimed; claim it before posting a result"),
+                ));
+            }
+            Stage::Claimed { by } if by != client => {
+                return Err(Refusal::new(
+                    ErrorCode::NotClaimant,
+                    format!("request {id} is claimed by client {by}, not {client}"),
+                ));
+            }
+            Stage::Claimed { .. } => {}
+        }
+        let (ended, outcome) = match posted {
+            Posted::Content(content) => (Ended::Result, Outcome::Content { content }),
+            Posted::Error(error) => (Ended::AppError, Outcome::Error { error }),
+        };
+        let live = self.remove(id, ended).ok_or_else(|| self.not_live(id))?;
+        // The caller may have gone away; the request still ended exactly once.
+        let _ = live.reply.send(outcome);
+        Ok(live.call)
+    }
+
+    /// Ends a live request with a failure; `None` if it is not live (already ended).
+    pub fn end(&mut self, id: &str, failure: Failure) -> Option<EndedCall> {
+        let live = self.remove(id, Ended::Failed(failure.code))?;
+        let _ = live.reply.send(Outcome::Error {
+            error: AppError {
+                code: failure.code.as_str().to_owned(),
+                message: failure.message,
+            },
+        });
+        Some(EndedCall {
+            id: id.to_owned(),
+            call: live.call,
+            reason: failure.reason,
+        })
+    }
+
+    /// Ends every live request `pick` selects, with the failure `why` gives it.
+    pub fn end_where(
+        &mut self,
+        mut pick: impl FnMut(&Call, &Stage) -> Option<Failure>,
+    ) -> Vec<EndedCall> {
+        let chosen: Vec<(RequestId, Failure)> = self
+            .order
+            .iter()
+            .filter_map(|id| {
+                let live = self.live.get(id)?;
+                pick(&live.call, &live.stage).map(|f| (id.clone(), f))
+            })
+            .collect();
+        chosen
+            .into_iter()
+            .filter_map(|(id, f)| self.end(&id, f))
+            .collect()
+    }
+
+    fn remove(&mut self, id: &str, how: Ended) -> Option<Live> {
+        let live = self.live.remove(id)?;
+        if let Some(timer) = &live.timer {
+            timer.abort();
+        }
+        self.order.retain(|x| x != id);
+        self.ended.insert(id.to_owned(), how);
+        self.ended_order.push_back(id.to_owned());
+        while self.ended_order.len() > self.remember {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+        Some(live)
+    }
+
+    /// `GET …/requests?pending=1`, in the order calls were parked.
+    pub fn pending(&self, owners: &Owners) -> Vec<PendingRequest> {
+        self.order
+            .iter()
+            .filter_map(|id| self.live.get(id).map(|l| (id, l)))
+            .map(|(id, l)| PendingRequest {
+                id: id.clone(),
+                agent: l.call.agent.clone(),
+                session: l.call.session.clone(),
+                group: l.call.group.clone(),
+                tool: l.call.tool.clone(),
+                arguments: l.call.arguments.clone(),
+                state: match l.stage {
+                    Stage::Parked => RequestState::Parked,
+                    Stage::Claimed { .. } => RequestState::Claimed,
+                },
+                claimed_by: match &l.stage {
+                    Stage::Parked => None,
+                    Stage::Claimed { by } => Some(by.clone()),
+                },
+                owner: owners.owner(&l.call.agent, &l.call.group).cloned(),
+                timeout_s: l.call.timeout_s,
+                created_at: l.call.created_at.clone(),
+            })
+            .collect()
+    }
+
+    /// The live request of a sidecar's call.
+    pub fn find_local(&self, conn: ConnId, local_id: u64) -> Option<RequestId> {
+        self.live
+            .iter()
+            .find(|(_, l)| l.call.conn == conn && l.call.local_id == local_id)
+            .map(|(id, _)| id.clone())
+    }
+}

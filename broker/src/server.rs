@@ -1,0 +1,205 @@
+//! Binding the listeners and running the broker until it is told to stop.
+//!
+//! `run` takes already-bound listeners, so tests pass port 0 and temporary socket paths. The
+//! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), the state
+//! file is flushed, streams and sessions close, and the servers get a bounded time to drain.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use tokio::net::{TcpListener, UnixListener};
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::core::Broker;
+use crate::error::{BrokerError, Result};
+use crate::home::Home;
+use crate::http::{AppState, HostCheck};
+use crate::state_file::EverRegistered;
+use crate::tokens::{Tokens, load_or_create};
+
+/// How long servers get to finish after shutdown begins.
+const DRAIN: Duration = Duration::from_secs(5);
+
+/// Everything `run` needs, loaded and checked.
+pub struct Prepared {
+    pub home: Home,
+    pub config: Arc<Config>,
+    pub ever: EverRegistered,
+    pub tokens: Tokens,
+    pub agent_token: Arc<str>,
+}
+
+/// The bound listeners.
+pub struct Listeners {
+    pub tcp: Option<TcpListener>,
+    pub api: UnixListener,
+    pub sidecar: UnixListener,
+}
+
+/// Loads config, state and tokens from `home`, creating what first start creates.
+pub fn prepare(home: Home) -> Result<Prepared> {
+    home.prepare()?;
+    let config = Config::load(&home.config())?;
+    let ever = EverRegistered::load(&home.client_tools())?;
+    config
+        .check_deny_tools(ever.names())
+        .map_err(|message| BrokerError::Config {
+            path: home.config(),
+            message,
+        })?;
+    let tokens = Tokens::load(&home)?;
+    let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
+    Ok(Prepared {
+        home,
+        config: Arc::new(config),
+        ever,
+        tokens,
+        agent_token,
+    })
+}
+
+/// Binds a unix socket with mode 0600, replacing a stale socket file but never a live broker.
+pub async fn bind_unix(path: &Path) -> Result<UnixListener> {
+    if path.exists() {
+        if tokio::net::UnixStream::connect(path).await.is_ok() {
+            return Err(BrokerError::Bind {
+                what: path.display().to_string(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::AddrInUse,
+                    "another broker is listening there",
+                ),
+            });
+        }
+        std::fs::remove_file(path).map_err(|e| BrokerError::io("remove stale socket", path, e))?;
+    }
+    let listener = UnixListener::bind(path).map_err(|source| BrokerError::Bind {
+        what: path.display().to_string(),
+        source,
+    })?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| BrokerError::io("set permissions of", path, e))?;
+    Ok(listener)
+}
+
+/// Binds every listener the config asks for.
+pub async fn bind(p: &Prepared) -> Result<Listeners> {
+    let tcp = if p.config.web.enabled {
+        let addr = SocketAddr::new(p.config.web.bind, p.config.web.port);
+        Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    what: addr.to_string(),
+                    source,
+                })?,
+        )
+    } else {
+        None
+    };
+    Ok(Listeners {
+        tcp,
+        api: bind_unix(&p.home.api_socket()).await?,
+        sidecar: bind_unix(&p.home.sidecar_socket()).await?,
+    })
+}
+
+/// Serves until `stop` resolves, then shuts down in order.
+pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
+    let broker = Broker::new(p.config.clone(), p.ever);
+    let state = Arc::new(AppState {
+        broker: broker.clone(),
+        tokens: p.tokens,
+        max_body: p.config.web.max_body_bytes,
+    });
+    let token = broker.shutdown_token();
+    let mut servers = tokio::task::JoinSet::new();
+    if let Some(tcp) = listeners.tcp {
+        let port = tcp
+            .local_addr()
+            .map_err(|e| BrokerError::io("read address of", "tcp listener", e))?
+            .port();
+        let check = Arc::new(HostCheck::new(
+            port,
+            p.config.web.bind,
+            &p.config.web.allowed_hosts,
+        ));
+        let app = crate::http::tcp_router(state.clone(), check);
+        let tcp = tcp.tap_io(|s| {
+            if let Err(e) = s.set_nodelay(true) {
+                warn!(error = %e, "cannot set TCP_NODELAY");
+            }
+        });
+        let t = token.clone();
+        servers.spawn(async move {
+            axum::serve(tcp, app)
+                .with_graceful_shutdown(t.cancelled_owned())
+                .await
+        });
+    }
+    let app = crate::http::router(state.clone());
+    let t = token.clone();
+    let api = listeners.api;
+    servers.spawn(async move {
+        axum::serve(api, app)
+            .with_graceful_shutdown(t.cancelled_owned())
+            .await
+    });
+    broker.tasks().spawn(crate::ipc::serve(
+        listeners.sidecar,
+        broker.clone(),
+        p.agent_token.clone(),
+    ));
+
+    stop.await;
+    info!("shutting down");
+    broker.begin_shutdown();
+    let drained = tokio::time::timeout(DRAIN, async {
+        while let Some(r) = servers.join_next().await {
+            if let Ok(Err(e)) = r {
+                warn!(error = %e, "server ended with an error");
+            }
+        }
+    })
+    .await;
+    if drained.is_err() {
+        warn!("servers did not drain in time");
+        servers.abort_all();
+    }
+    broker.tasks().close();
+    if tokio::time::timeout(Duration::from_secs(2), broker.tasks().wait())
+        .await
+        .is_err()
+    {
+        warn!("background tasks did not finish in time");
+    }
+    for path in [p.home.api_socket(), p.home.sidecar_socket()] {
+        let _ = std::fs::remove_file(path);
+    }
+    info!("stopped");
+    Ok(())
+}
+
+/// Resolves on SIGINT or SIGTERM.
+pub async fn signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    match (term, int) {
+        (Ok(mut term), Ok(mut int)) => {
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+        }
+        _ => {
+            warn!("cannot install signal handlers; waiting for ctrl-c");
+            let _ = tokio::signal::ctrl_c().await;
+        }
+    }
+}

@@ -1,0 +1,139 @@
+//! Bearer tokens: created at first start, kept in 0600 files, compared in constant time.
+//!
+//! A token is 32 random bytes (256 bits) written as 64 hex characters. Lookup compares the
+//! presented token against every known token with `subtle::ConstantTimeEq` and never returns
+//! early, so timing tells an attacker neither which token nor how many leading bytes matched.
+
+use std::fs;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+
+use subtle::ConstantTimeEq;
+
+use crate::error::{BrokerError, Result};
+use crate::home::{Home, write_secret_new};
+
+/// Who a token belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Principal {
+    Operator,
+    Device(String),
+    Agent,
+}
+
+/// Every token the broker accepts, loaded at start.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    entries: Vec<(Vec<u8>, Principal)>,
+}
+
+/// 32 random bytes as hex.
+pub fn generate() -> Result<String> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes).map_err(|e| BrokerError::State {
+        path: "getrandom".into(),
+        message: format!("no randomness for a token: {e}"),
+    })?;
+    Ok(hex(&bytes))
+}
+
+/// Lowercase hex of `bytes`.
+pub fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(DIGITS[(b >> 4) as usize] as char);
+        s.push(DIGITS[(b & 15) as usize] as char);
+    }
+    s
+}
+
+/// A short random id with a prefix, such as `r_3f2a…` (96 bits).
+pub fn random_id(prefix: &str) -> String {
+    let mut bytes = [0u8; 12];
+    if getrandom::fill(&mut bytes).is_err() {
+        // Ids only need to be unique, not secret; fall back to the clock and a counter.
+        use std::sync::atomic::{AtomicU64, Ordering};
+        static N: AtomicU64 = AtomicU64::new(0);
+        let t = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or_default();
+        bytes[..8].copy_from_slice(&t.to_le_bytes());
+        bytes[8..].copy_from_slice(&(N.fetch_add(1, Ordering::Relaxed) as u32).to_le_bytes());
+    }
+    format!("{prefix}{}", hex(&bytes))
+}
+
+/// Reads a token file, refusing one that others can read.
+pub fn read_token_file(path: &Path) -> Result<String> {
+    let meta = fs::metadata(path).map_err(|e| BrokerError::io("read", path, e))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o077 != 0 {
+        return Err(BrokerError::LoosePermissions {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    let text = fs::read_to_string(path).map_err(|e| BrokerError::io("read", path, e))?;
+    let token = text.trim().to_owned();
+    if token.len() < 32 {
+        return Err(BrokerError::State {
+            path: path.to_path_buf(),
+            message: "token is shorter than 32 characters".into(),
+        });
+    }
+    Ok(token)
+}
+
+/// Reads the token at `path`, creating it (0600) if it does not exist.
+pub fn load_or_create(path: &Path) -> Result<String> {
+    if !path.exists() {
+        write_secret_new(path, &format!("{}\n", generate()?))?;
+    }
+    read_token_file(path)
+}
+
+impl Tokens {
+    /// Loads (and creates where missing) the operator and agent tokens, and every paired device.
+    pub fn load(home: &Home) -> Result<Tokens> {
+        let mut tokens = Tokens::default();
+        tokens.add(load_or_create(&home.operator_token())?, Principal::Operator);
+        tokens.add(load_or_create(&home.agent_token())?, Principal::Agent);
+        let dir = home.devices();
+        if let Ok(entries) = fs::read_dir(&dir) {
+            let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+            paths.sort();
+            for path in paths {
+                let Some(name) = path
+                    .file_name()
+                    .and_then(|n| n.to_str())
+                    .and_then(|n| n.strip_suffix(".token"))
+                else {
+                    continue;
+                };
+                let name = name.to_owned();
+                tokens.add(read_token_file(&path)?, Principal::Device(name));
+            }
+        }
+        Ok(tokens)
+    }
+
+    pub fn add(&mut self, token: String, who: Principal) {
+        self.entries.push((token.into_bytes(), who));
+    }
+
+    /// The principal of `presented`, comparing against every token in constant time.
+    pub fn lookup(&self, presented: &str) -> Option<Principal> {
+        let presented = presented.as_bytes();
+        let mut found = None;
+        for (token, who) in &self.entries {
+            // ct_eq on slices of different length returns false without comparing bytes;
+            // every token has the same length, so the time does not depend on the input.
+            if bool::from(token.as_slice().ct_eq(presented)) && found.is_none() {
+                found = Some(who.clone());
+            }
+        }
+        found
+    }
+}

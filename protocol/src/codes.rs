@@ -1,0 +1,131 @@
+//! Every error code a Leo part can answer with, and the HTTP status each one maps to.
+//!
+//! Codes are the stable part of an error: apps and agents branch on them, while messages are for
+//! people. Keeping the code and its status in one table means a route can never answer a code
+//! with a status another route uses for something else.
+
+use serde::{Deserialize, Serialize};
+
+/// A documented error code. The serialized form is the snake_case name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    /// The body is not valid JSON, a field has the wrong type, or a required field is missing.
+    InvalidParameter,
+    /// The body has a field the route does not know.
+    UnknownParameter,
+    /// The body is larger than the configured limit.
+    BodyTooLarge,
+    /// No or an unknown bearer token.
+    Unauthorized,
+    /// The token is valid but may not use this route.
+    Forbidden,
+    /// No such route.
+    NotFound,
+    /// The route exists but not with this method.
+    MethodNotAllowed,
+    /// A tool definition breaks a registration rule.
+    InvalidTool,
+    /// More than 64 tools in one group or in the whole broker.
+    TooManyTools,
+    /// A tool name is already used by another group.
+    NameConflict,
+    /// `client_id` does not name a connected provider stream.
+    UnknownClient,
+    /// The request id was never seen, or has been forgotten.
+    UnknownRequest,
+    /// Another client owns this agent's group.
+    OwnedByOther,
+    /// The request was already claimed.
+    AlreadyClaimed,
+    /// The request has already ended.
+    AlreadySettled,
+    /// Only the claimant may post the result.
+    NotClaimant,
+    /// The claiming client does not serve the tool's group.
+    NotProvider,
+    /// A result's content is larger than 1 MiB.
+    ResultTooLarge,
+    /// A result body is not a valid result (content blocks, error object).
+    InvalidResult,
+    /// A call's arguments do not match the tool's input_schema.
+    InvalidArguments,
+    /// No connected app serves the tool, or the claimant went away.
+    NoClient,
+    /// The call outlived its tool's `timeout_s`.
+    Timeout,
+    /// The call was cancelled (agent stopped, harness cancelled, tool withdrawn, shutdown).
+    Cancelled,
+    /// The tool is denied to this agent by `deny_tools`.
+    Denied,
+    /// The sidecar spoke a frame the broker cannot accept.
+    InvalidFrame,
+    /// Something failed inside the broker; the message does not leak details.
+    Internal,
+}
+
+impl ErrorCode {
+    /// The wire name, as serialized.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::InvalidParameter => "invalid_parameter",
+            ErrorCode::UnknownParameter => "unknown_parameter",
+            ErrorCode::BodyTooLarge => "body_too_large",
+            ErrorCode::Unauthorized => "unauthorized",
+            ErrorCode::Forbidden => "forbidden",
+            ErrorCode::NotFound => "not_found",
+            ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::InvalidTool => "invalid_tool",
+            ErrorCode::TooManyTools => "too_many_tools",
+            ErrorCode::NameConflict => "name_conflict",
+            ErrorCode::UnknownClient => "unknown_client",
+            ErrorCode::UnknownRequest => "unknown_request",
+            ErrorCode::OwnedByOther => "owned_by_other",
+            ErrorCode::AlreadyClaimed => "already_claimed",
+            ErrorCode::AlreadySettled => "already_settled",
+            ErrorCode::NotClaimant => "not_claimant",
+            ErrorCode::NotProvider => "not_provider",
+            ErrorCode::ResultTooLarge => "result_too_large",
+            ErrorCode::InvalidResult => "invalid_result",
+            ErrorCode::InvalidArguments => "invalid_arguments",
+            ErrorCode::NoClient => "no_client",
+            ErrorCode::Timeout => "timeout",
+            ErrorCode::Cancelled => "cancelled",
+            ErrorCode::Denied => "denied",
+            ErrorCode::InvalidFrame => "invalid_frame",
+            ErrorCode::Internal => "internal",
+        }
+    }
+
+    /// The HTTP status this code is answered with.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::InvalidParameter | ErrorCode::UnknownParameter | ErrorCode::InvalidFrame => {
+                400
+            }
+            ErrorCode::Unauthorized => 401,
+            ErrorCode::Forbidden | ErrorCode::Denied => 403,
+            ErrorCode::NotFound | ErrorCode::UnknownClient | ErrorCode::UnknownRequest => 404,
+            ErrorCode::MethodNotAllowed => 405,
+            ErrorCode::NameConflict
+            | ErrorCode::OwnedByOther
+            | ErrorCode::AlreadyClaimed
+            | ErrorCode::AlreadySettled
+            | ErrorCode::NotClaimant
+            | ErrorCode::NotProvider => 409,
+            ErrorCode::BodyTooLarge | ErrorCode::ResultTooLarge => 413,
+            ErrorCode::InvalidTool
+            | ErrorCode::TooManyTools
+            | ErrorCode::InvalidResult
+            | ErrorCode::InvalidArguments => 422,
+            ErrorCode::NoClient | ErrorCode::Timeout | ErrorCode::Cancelled => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+impl std::fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}

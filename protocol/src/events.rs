@@ -1,0 +1,107 @@
+//! The payloads of SSE events, one struct per event type.
+//!
+//! Provider streams see requests in full; every other stream sees the same events redacted to
+//! ids, so that the global `seq` stays contiguous for everyone while arguments never leave the
+//! streams that may act on them.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// Event type names, as they appear on the `event:` line.
+pub mod kind {
+    pub const HELLO: &str = "hello";
+    pub const REQUEST: &str = "client_tool.request";
+    pub const CANCELLED: &str = "client_tool.cancelled";
+    pub const CHANGED: &str = "client_tools.changed";
+}
+
+/// Features the broker announces in `hello`.
+pub const FEATURES: &[&str] = &["client_tools"];
+
+/// The first frame of every stream. It is not part of the global sequence: it carries no
+/// `id:` line, so it never moves a client's `Last-Event-ID`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hello {
+    pub client_id: String,
+    pub provider: bool,
+    pub features: Vec<String>,
+    /// The last seq assigned when the stream opened.
+    pub seq: u64,
+    /// True when `Last-Event-ID` was given but the broker no longer holds every event after it.
+    #[serde(default)]
+    pub replay_gap: bool,
+}
+
+/// `client_tool.request`, as provider streams see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestEvent {
+    pub id: String,
+    pub agent: String,
+    pub session: String,
+    pub group: String,
+    pub tool: String,
+    pub arguments: Value,
+    /// `None` for a handoff (`timeout_s: 0`).
+    pub timeout_s: Option<u64>,
+    pub created_at: String,
+    /// The client that owns this agent's group, if any: only it can claim.
+    pub owner: Option<String>,
+}
+
+/// `client_tool.cancelled`, as provider streams see it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CancelledEvent {
+    pub id: String,
+    pub agent: String,
+    pub tool: String,
+    pub reason: CancelReason,
+}
+
+/// Request and cancel events on a non-provider stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redacted {
+    pub id: String,
+}
+
+/// `client_tools.changed`, to every stream.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChangedEvent {
+    pub revision: u64,
+    pub tools: Vec<String>,
+}
+
+/// Why a call ended without a result.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CancelReason {
+    /// The call outlived its tool's `timeout_s`.
+    Timeout,
+    /// The harness sent `notifications/cancelled`.
+    CancelledByAgent,
+    /// The agent's sidecar went away.
+    AgentGone,
+    /// No connected app serves the tool any more.
+    ToolWithdrawn,
+    /// The app that claimed the call disconnected.
+    ClientGone,
+    /// The broker is shutting down.
+    Shutdown,
+}
+
+impl CancelReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CancelReason::Timeout => "timeout",
+            CancelReason::CancelledByAgent => "cancelled_by_agent",
+            CancelReason::AgentGone => "agent_gone",
+            CancelReason::ToolWithdrawn => "tool_withdrawn",
+            CancelReason::ClientGone => "client_gone",
+            CancelReason::Shutdown => "shutdown",
+        }
+    }
+}

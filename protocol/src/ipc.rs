@@ -1,0 +1,104 @@
+//! The sidecar IPC: JSON frames, one per line, over `$LEO_HOME/run/sidecar.sock`.
+//!
+//! One line per frame keeps the protocol readable with `socat` and needs no length prefix; a
+//! frame is at most `MAX_FRAME_BYTES`, and a longer line is a protocol error. Every frame names
+//! its `type`; unknown types and unknown fields are rejected, so both sides fail loudly when
+//! their versions drift. The first frame from the sidecar is `hello` with `v`; the broker
+//! answers `welcome` (same `v`) or `error` and closes.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::content::AppError;
+
+/// What the harness said about itself in `initialize`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Harness {
+    pub name: String,
+    #[serde(default)]
+    pub version: String,
+}
+
+/// How the sidecar shows client tools to its harness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    Native,
+    Fallback,
+}
+
+/// Frames the sidecar sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum SidecarFrame {
+    /// Opens the session.
+    Hello {
+        v: u32,
+        agent: String,
+        session: String,
+        token: String,
+        #[serde(default)]
+        harness: Option<Harness>,
+        mode: Mode,
+    },
+    /// Tells the broker which harness and mode, once `initialize` has been seen.
+    Harness { harness: Harness, mode: Mode },
+    /// Calls a client tool. `id` is the sidecar's own, unique within the session.
+    Call {
+        id: u64,
+        tool: String,
+        arguments: Value,
+    },
+    /// The harness cancelled call `id`.
+    Cancel { id: u64 },
+}
+
+/// A tool as an agent sees it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AgentTool {
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    #[serde(default)]
+    pub title: Option<String>,
+    pub group: String,
+}
+
+/// How a call ended, as the sidecar forwards it to the harness.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum Outcome {
+    /// The app's content, verbatim.
+    Content { content: Vec<Value> },
+    /// A failure; the harness sees `"<code>: <message>"` as a tool error.
+    Error { error: AppError },
+}
+
+/// Frames the broker sends.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
+pub enum BrokerFrame {
+    /// Accepts the session with the tools this agent may see now.
+    Welcome {
+        v: u32,
+        session: String,
+        revision: u64,
+        tools: Vec<AgentTool>,
+        /// True when some app has ever registered a tool (`state/client-tools.json`).
+        ever_registered: bool,
+        /// Tools denied to this agent, including fallback tools (`deny_tools`).
+        denied: Vec<String>,
+    },
+    /// The tool set changed; coalesced to at most one a second per session.
+    Tools {
+        revision: u64,
+        tools: Vec<AgentTool>,
+        ever_registered: bool,
+    },
+    /// Call `id` ended.
+    Result { id: u64, outcome: Outcome },
+    /// The session is refused or broken; the broker closes after it.
+    Error { code: String, message: String },
+}

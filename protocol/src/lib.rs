@@ -1,0 +1,19 @@
+//! The wire contract shared by every Leo part.
+//!
+//! Only this crate defines wire types: the HTTP bodies and envelopes, the SSE event payloads, the
+//! sidecar IPC frames, the error codes with their HTTP statuses, the limits, and the checks that
+//! decide whether a tool definition or a result is acceptable. The broker, the sidecar and the
+//! probe all speak through these types, so a rule lives in exactly one place.
+
+pub mod codes;
+pub mod content;
+pub mod envelope;
+pub mod events;
+pub mod ipc;
+pub mod limits;
+pub mod requests;
+pub mod schema;
+pub mod time;
+pub mod tool;
+
+pub use codes::ErrorCode;

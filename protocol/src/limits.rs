@@ -1,0 +1,35 @@
+//! The numeric limits of the contract, merged from seeds 000 and 004 (the stricter wins).
+//!
+//! They are constants rather than configuration because apps are written against them: a tool
+//! accepted by one broker must be accepted by every other.
+
+/// Longest tool name, in characters of `[A-Za-z0-9_-]`.
+pub const MAX_TOOL_NAME: usize = 64;
+/// Longest tool description, in characters.
+pub const MAX_DESCRIPTION: usize = 1024;
+/// Longest label, in characters (seed 004).
+pub const MAX_LABEL: usize = 80;
+/// Largest input_schema, in bytes of compact JSON.
+pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;
+/// Most tools in one group.
+pub const MAX_TOOLS_PER_GROUP: usize = 64;
+/// Most distinct tools in the whole broker.
+pub const MAX_TOOLS_PER_BROKER: usize = 64;
+/// Longest group name, in characters of `[A-Za-z0-9_.-]`.
+pub const MAX_GROUP_NAME: usize = 64;
+/// Largest result content, in bytes of compact JSON.
+pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// `timeout_s` when a tool does not give one.
+pub const DEFAULT_TIMEOUT_S: u64 = 600;
+/// Largest `timeout_s` a tool may ask for (one week); `0` means never.
+pub const MAX_TIMEOUT_S: u64 = 7 * 24 * 3600;
+/// Longest app error code.
+pub const MAX_ERROR_CODE: usize = 64;
+/// Longest app error message, in characters.
+pub const MAX_ERROR_MESSAGE: usize = 4096;
+/// The prefix reserved for Leo's own tools, compared case-insensitively.
+pub const RESERVED_PREFIX: &str = "leo_";
+/// Largest IPC frame, in bytes (a 1 MiB result plus its envelope, with room for escaping).
+pub const MAX_FRAME_BYTES: usize = 4 * 1024 * 1024;
+/// Version of the sidecar IPC protocol.
+pub const IPC_VERSION: u32 = 1;

@@ -1,0 +1,76 @@
+//! Bodies and views of the request routes (`/api/v1/client-tools/requests…`).
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// `POST /api/v1/client-tools/requests/{id}/claim`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClaimBody {
+    pub client_id: String,
+}
+
+/// Where a request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RequestState {
+    Parked,
+    Claimed,
+}
+
+/// One pending request, as `GET …/requests?pending=1` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PendingRequest {
+    pub id: String,
+    pub agent: String,
+    pub session: String,
+    pub group: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub state: RequestState,
+    pub claimed_by: Option<String>,
+    pub owner: Option<String>,
+    pub timeout_s: Option<u64>,
+    pub created_at: String,
+}
+
+/// One tool as `GET /api/v1/client-tools` lists it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ListedTool {
+    pub group: String,
+    pub name: String,
+    pub description: String,
+    pub input_schema: Value,
+    /// `None` for a handoff.
+    pub timeout_s: Option<u64>,
+    pub label: Option<String>,
+    /// The connected clients that serve it.
+    pub clients: Vec<String>,
+}
+
+/// `GET /api/v1/client-tools`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolList {
+    pub revision: u64,
+    pub tools: Vec<ListedTool>,
+}
+
+/// `POST /api/v1/client-tools` answers with what the broker now shows.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Registered {
+    pub group: String,
+    pub revision: u64,
+    pub tools: Vec<String>,
+}
+
+/// Claim and result answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RequestAck {
+    pub id: String,
+    pub state: String,
+}

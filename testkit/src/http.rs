@@ -1,0 +1,192 @@
+//! A small HTTP/1.1 client over TCP or a unix socket, built on hyper's connection API so both
+//! transports share one code path. Each request opens its own connection.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use http_body_util::{BodyExt, Full};
+use hyper::body::{Bytes, Incoming};
+use hyper::{Request, Response};
+use hyper_util::rt::TokioIo;
+use serde_json::Value;
+
+use crate::WAIT;
+
+#[derive(Debug, Clone)]
+pub enum Target {
+    Tcp(SocketAddr),
+    Unix(PathBuf),
+}
+
+/// A client bound to one broker and one token.
+#[derive(Debug, Clone)]
+pub struct Http {
+    pub target: Target,
+    pub token: Option<String>,
+    /// The Host header sent over TCP; defaults to the listener's `ip:port`.
+    pub host: Option<String>,
+}
+
+/// A response: status, and the body as JSON when it parses (else `Value::String`).
+#[derive(Debug, Clone)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Value,
+    pub content_type: String,
+}
+
+impl Reply {
+    /// `body.data`, asserting `ok: true` and a 200.
+    pub fn data(&self) -> &Value {
+        assert_eq!(self.status, 200, "expected 200, got {self:?}");
+        assert_eq!(self.body["ok"], true, "{self:?}");
+        &self.body["data"]
+    }
+
+    /// The error code, asserting the status and `ok: false`.
+    pub fn code(&self, status: u16) -> &str {
+        assert_eq!(self.status, status, "{self:?}");
+        assert_eq!(self.body["ok"], false, "{self:?}");
+        self.body["code"].as_str().expect("code")
+    }
+
+    pub fn error(&self) -> &str {
+        self.body["error"].as_str().unwrap_or_default()
+    }
+}
+
+impl Http {
+    pub fn tcp(addr: SocketAddr, token: Option<String>) -> Http {
+        Http {
+            target: Target::Tcp(addr),
+            token,
+            host: None,
+        }
+    }
+
+    pub fn unix(path: PathBuf, token: Option<String>) -> Http {
+        Http {
+            target: Target::Unix(path),
+            token,
+            host: None,
+        }
+    }
+
+    /// The same client with another token (`None`: no Authorization header).
+    pub fn with_token(&self, token: Option<&str>) -> Http {
+        Http {
+            token: token.map(str::to_owned),
+            ..self.clone()
+        }
+    }
+
+    /// The same client sending `host` as the Host header (`""`: none).
+    pub fn with_host(&self, host: &str) -> Http {
+        Http {
+            host: Some(host.to_owned()),
+            ..self.clone()
+        }
+    }
+
+    pub async fn get(&self, path: &str) -> Reply {
+        self.send("GET", path, Bytes::new(), &[]).await
+    }
+
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.send("POST", path, Bytes::from(body.to_string()), &[])
+            .await
+    }
+
+    pub async fn post_raw(&self, path: &str, body: impl Into<Bytes>) -> Reply {
+        self.send("POST", path, body.into(), &[]).await
+    }
+
+    /// Sends a request and reads the whole response.
+    pub async fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Reply {
+        let resp = self.open(method, path, body, headers).await;
+        let status = resp.status().as_u16();
+        let content_type = resp
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default()
+            .to_owned();
+        let bytes = tokio::time::timeout(WAIT, resp.into_body().collect())
+            .await
+            .expect("response body timed out")
+            .expect("response body")
+            .to_bytes();
+        let body = serde_json::from_slice(&bytes)
+            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+        Reply {
+            status,
+            body,
+            content_type,
+        }
+    }
+
+    /// Sends a request and returns the response with its body unread (for SSE).
+    pub async fn open(
+        &self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Response<Incoming> {
+        let mut req = Request::builder().method(method).uri(path);
+        let host = match (&self.host, &self.target) {
+            (Some(h), _) => h.clone(),
+            (None, Target::Tcp(addr)) => addr.to_string(),
+            (None, Target::Unix(_)) => "localhost".to_owned(),
+        };
+        if !host.is_empty() {
+            req = req.header("host", host);
+        }
+        if let Some(token) = &self.token {
+            req = req.header("authorization", format!("Bearer {token}"));
+        }
+        if !body.is_empty() {
+            req = req.header("content-type", "application/json");
+        }
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let req = req.body(Full::new(body)).expect("request");
+        let fut = async {
+            match &self.target {
+                Target::Tcp(addr) => {
+                    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                    send_on(TokioIo::new(stream), req).await
+                }
+                Target::Unix(path) => {
+                    let stream = tokio::net::UnixStream::connect(path)
+                        .await
+                        .expect("connect unix");
+                    send_on(TokioIo::new(stream), req).await
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, fut)
+            .await
+            .expect("request timed out")
+    }
+}
+
+async fn send_on<IO>(io: IO, req: Request<Full<Bytes>>) -> Response<Incoming>
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .expect("handshake");
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    sender.send_request(req).await.expect("send request")
+}

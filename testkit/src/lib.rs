@@ -1,0 +1,183 @@
+//! Test support shared by every crate's integration tests: the real `leo` binary on a temporary
+//! `LEO_HOME` and an ephemeral port, and plain clients for its three doors (HTTP, SSE, IPC).
+//!
+//! Nothing here imitates a Leo component: the broker under test is always the built binary.
+//! Helpers panic with a message on failure, which is what a test wants.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+pub mod http;
+pub mod ipc;
+pub mod sse;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+pub use http::{Http, Reply};
+pub use ipc::Ipc;
+pub use sse::{Sse, SseEvent};
+
+/// A generous bound for anything a test waits on.
+pub const WAIT: Duration = Duration::from_secs(20);
+
+/// The path of a binary built by this workspace (`leo`, `leo-mcp`, `harness-probe`).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    // target/debug/deps/<test> → target/debug/<name>
+    let dir = exe.parent().and_then(Path::parent).expect("target dir");
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is not built; run the tests with `cargo test --workspace`",
+        path.display()
+    );
+    path
+}
+
+/// A running `leo broker`.
+pub struct Broker {
+    pub home: tempfile::TempDir,
+    pub addr: std::net::SocketAddr,
+    child: Option<Child>,
+    pub stderr_path: PathBuf,
+}
+
+impl Broker {
+    /// Starts a broker with no config file.
+    pub async fn start() -> Broker {
+        Broker::start_with("").await
+    }
+
+    /// Starts a broker with `config` as `config.yaml` (empty: no file).
+    pub async fn start_with(config: &str) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        Broker::start_in(home).await
+    }
+
+    /// Starts a broker on an existing home (for restarts).
+    pub async fn start_in(home: tempfile::TempDir) -> Broker {
+        let (child, addr, stderr_path) = spawn(home.path()).await.unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
+    }
+
+    pub fn home(&self) -> &Path {
+        self.home.path()
+    }
+
+    pub fn operator_token(&self) -> String {
+        read_token(&self.home().join("state/operator.token"))
+    }
+
+    pub fn agent_token(&self) -> String {
+        read_token(&self.home().join("state/agent.token"))
+    }
+
+    /// An HTTP client over TCP with the operator token.
+    pub fn http(&self) -> Http {
+        Http::tcp(self.addr, Some(self.operator_token()))
+    }
+
+    /// An HTTP client over `run/leo.sock` with the operator token.
+    pub fn http_unix(&self) -> Http {
+        Http::unix(
+            self.home().join("run/leo.sock"),
+            Some(self.operator_token()),
+        )
+    }
+
+    /// A raw IPC connection to `run/sidecar.sock`.
+    pub async fn ipc(&self) -> Ipc {
+        Ipc::connect(&self.home().join("run/sidecar.sock")).await
+    }
+
+    /// Sends `signal` (`TERM`, `INT`, `KILL`) and waits for the exit status.
+    pub async fn signal(&mut self, signal: &str) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("broker already stopped");
+        let pid = child.id().expect("pid").to_string();
+        let _ = std::process::Command::new("kill")
+            .args([format!("-{signal}"), pid])
+            .status();
+        tokio::time::timeout(WAIT, child.wait())
+            .await
+            .expect("broker did not exit")
+            .expect("wait")
+    }
+
+    /// Stops the broker with SIGKILL and keeps the home for a restart.
+    pub async fn kill_keep_home(mut self) -> tempfile::TempDir {
+        self.signal("KILL").await;
+        std::mem::replace(&mut self.home, tempfile::tempdir().unwrap())
+    }
+
+    /// What the broker logged so far.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+impl Drop for Broker {
+    fn drop(&mut self) {
+        if let Some(child) = self.child.as_mut() {
+            let _ = child.start_kill();
+        }
+    }
+}
+
+fn read_token(path: &Path) -> String {
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_owned()
+}
+
+/// Runs `leo broker --port 0` in `home`; returns the child once it prints its address.
+pub async fn spawn(home: &Path) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
+    let stderr_path = home.join("broker.stderr");
+    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
+    let mut child = Command::new(bin("leo"))
+        .args(["broker", "--port", "0"])
+        .env("LEO_HOME", home)
+        .env(
+            "RUST_LOG",
+            std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into()),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("cannot start leo: {e}"))?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let addr = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if let Some(rest) = line.strip_prefix("leo broker listening on http://") {
+                return rest.trim().parse().ok();
+            }
+        }
+        None
+    })
+    .await
+    .ok()
+    .flatten();
+    let Some(addr) = addr else {
+        let _ = child.start_kill();
+        let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+        return Err(format!("leo broker did not start:\n{log}"));
+    };
+    // Keep draining stdout so the broker never blocks on a full pipe.
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    Ok((child, addr, stderr_path))
+}
