@@ -197,7 +197,8 @@ impl Broker {
     /// A stream closed: withdraw what it registered, end the calls it had claimed.
     fn client_gone(&self, client_id: &str) {
         let mut core = self.lock();
-        if core.clients.remove(client_id).is_none() {
+        if core.clients.remove(client_id).is_none() || core.shutting_down {
+            // At shutdown every call has already ended; the tool set is not announced again.
             return;
         }
         core.owners.release_client(client_id);

@@ -90,13 +90,14 @@ fn broker(port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
             }
             prepared.config = std::sync::Arc::new(config);
         }
+        let stop = server::signals();
         let listeners = server::bind(&prepared).await?;
         let tcp = match &listeners.tcp {
             Some(l) => Some(l.local_addr().context("cannot read the TCP address")?),
             None => None,
         };
         print_banner(&prepared.home, tcp)?;
-        server::run(prepared, listeners, server::signals()).await?;
+        server::run(prepared, listeners, stop).await?;
         anyhow::Ok(())
     })
 }

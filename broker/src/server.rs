@@ -185,21 +185,24 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     Ok(())
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn signals() {
+/// Installs the SIGINT and SIGTERM handlers now (before the banner is printed, so a signal
+/// sent as soon as the broker says it listens is never lost), and resolves on either.
+pub fn signals() -> impl Future<Output = ()> {
     use tokio::signal::unix::{SignalKind, signal};
     let term = signal(SignalKind::terminate());
     let int = signal(SignalKind::interrupt());
-    match (term, int) {
-        (Ok(mut term), Ok(mut int)) => {
-            tokio::select! {
-                _ = term.recv() => {},
-                _ = int.recv() => {},
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
+                }
             }
-        }
-        _ => {
-            warn!("cannot install signal handlers; waiting for ctrl-c");
-            let _ = tokio::signal::ctrl_c().await;
+            _ => {
+                warn!("cannot install signal handlers; waiting for ctrl-c");
+                let _ = tokio::signal::ctrl_c().await;
+            }
         }
     }
 }

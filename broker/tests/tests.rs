@@ -1,1 +1,14 @@
+//! The broker's integration tests: one binary, every test against the real `leo broker` on a
+//! temporary `LEO_HOME` and an ephemeral port, over real HTTP, SSE and the sidecar IPC.
 
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod bad_input;
+mod fixtures;
+mod lifecycle;
+mod ownership;
+mod registration;
+mod requests;
+mod streams;

@@ -1,0 +1,121 @@
+//! Shared pieces: an app played by the test, and an agent played through raw IPC frames.
+
+use leo_testkit::{Broker, Http, Ipc, Reply, Sse, SseEvent};
+use serde_json::{Value, json};
+
+/// An app: a provider stream and the HTTP client it posts with.
+pub struct App {
+    pub http: Http,
+    pub sse: Sse,
+    pub id: String,
+}
+
+impl App {
+    pub async fn connect(http: &Http) -> App {
+        let (sse, id) = Sse::provider(http).await;
+        App {
+            http: http.clone(),
+            sse,
+            id,
+        }
+    }
+
+    pub async fn register(&self, group: &str, tools: Value) -> Reply {
+        self.http
+            .post(
+                "/api/v1/client-tools",
+                &json!({"client_id": self.id, "group": group, "tools": tools}),
+            )
+            .await
+    }
+
+    pub async fn claim(&self, id: &str) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/claim"),
+                &json!({"client_id": self.id}),
+            )
+            .await
+    }
+
+    pub async fn answer(&self, id: &str, content: Value) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": true, "content": content}),
+            )
+            .await
+    }
+
+    pub async fn fail(&self, id: &str, code: &str, message: &str) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": false, "error": {"code": code, "message": message}}),
+            )
+            .await
+    }
+
+    /// The next `client_tool.request` on this app's stream.
+    pub async fn next_request(&mut self) -> SseEvent {
+        self.sse.next_of("client_tool.request").await
+    }
+}
+
+/// A simple tool definition.
+pub fn tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("The {name} tool"),
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+    })
+}
+
+/// A tool with a timeout.
+pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
+    let mut t = tool(name);
+    t["timeout_s"] = json!(timeout_s);
+    t
+}
+
+/// An agent session over raw IPC.
+pub async fn agent(broker: &Broker, name: &str) -> Ipc {
+    let (ipc, _) = Ipc::hello(
+        &broker.home().join("run/sidecar.sock"),
+        &broker.agent_token(),
+        name,
+    )
+    .await;
+    ipc
+}
+
+/// The result frame of call `id`.
+pub async fn result_of(ipc: &mut Ipc, id: u64) -> Value {
+    loop {
+        let f = ipc.recv_of("result").await;
+        if f["id"] == id {
+            return f["outcome"].clone();
+        }
+    }
+}
+
+/// The error code of an outcome, or "" for content.
+pub fn outcome_code(outcome: &Value) -> &str {
+    outcome["error"]["code"].as_str().unwrap_or("")
+}
+
+/// Polls `check` every 20 ms until it holds; panics after the testkit's bound.
+pub async fn eventually<F, Fut>(mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    while !check().await {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "condition never held"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
