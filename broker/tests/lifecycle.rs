@@ -93,8 +93,7 @@ async fn registered_names_survive_a_restart_and_a_corrupt_file_stops_start() {
     .unwrap();
     let err = leo_testkit::spawn(home.path())
         .await
-        .err()
-        .expect("start must fail");
+        .expect_err("start must fail");
     assert!(
         err.contains("client-tools.json") && err.contains("corrupt"),
         "{err}"
@@ -106,8 +105,7 @@ async fn start_fails(config: &str, want: &[&str]) {
     std::fs::write(home.path().join("config.yaml"), config).unwrap();
     let err = leo_testkit::spawn(home.path())
         .await
-        .err()
-        .expect("start must fail");
+        .expect_err("start must fail");
     for w in want {
         assert!(err.contains(w), "{config:?}: {err}");
     }
@@ -147,8 +145,7 @@ async fn a_token_file_others_can_read_is_refused() {
     std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
     let err = leo_testkit::spawn(home.path())
         .await
-        .err()
-        .expect("start must fail");
+        .expect_err("start must fail");
     assert!(
         err.contains("operator.token") && err.contains("0600"),
         "{err}"
@@ -160,8 +157,7 @@ async fn a_second_broker_on_the_same_home_is_refused_and_a_stale_socket_is_repla
     let broker = Broker::start().await;
     let err = leo_testkit::spawn(broker.home())
         .await
-        .err()
-        .expect("second start must fail");
+        .expect_err("second start must fail");
     assert!(err.contains("another broker"), "{err}");
     // After SIGKILL the socket files stay behind; the next start replaces them.
     let home = broker.kill_keep_home().await;
