@@ -40,6 +40,8 @@ use crate::tokens::random_id;
 /// A connected event stream.
 #[derive(Debug, Clone)]
 pub struct ClientInfo {
+    /// Connection order, for stable listings.
+    pub n: u64,
     pub provider: bool,
     /// Who opened it: `operator`, `device:NAME`, `agent`.
     pub principal: String,
@@ -163,9 +165,12 @@ impl Broker {
     ) -> Opened {
         let client_id = random_id("c_");
         let mut core = self.lock();
+        core.next_conn += 1;
+        let n = core.next_conn;
         core.clients.insert(
             client_id.clone(),
             ClientInfo {
+                n,
                 provider,
                 principal: principal.clone(),
                 connected_at: leo_protocol::time::now(),
@@ -597,10 +602,12 @@ impl Broker {
     /// A summary for `leo status`.
     pub fn status(&self) -> Value {
         let core = self.lock();
+        let mut apps: Vec<_> = core.clients.iter().collect();
+        apps.sort_by_key(|(_, c)| c.n);
         serde_json::json!({
             "seq": self.bus.seq(),
             "revision": core.registry.revision(),
-            "apps": core.clients.iter().map(|(id, c)| serde_json::json!({
+            "apps": apps.into_iter().map(|(id, c)| serde_json::json!({
                 "client_id": id, "provider": c.provider, "principal": c.principal,
                 "connected_at": c.connected_at,
             })).collect::<Vec<_>>(),

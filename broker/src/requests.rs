@@ -340,3 +340,258 @@ impl Requests {
             .map(|(id, _)| id.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+    use serde_json::json;
+    use tokio::sync::oneshot::error::TryRecvError;
+
+    fn call(agent: &str, local_id: u64) -> Call {
+        Call {
+            agent: agent.into(),
+            session: "s".into(),
+            conn: 1,
+            local_id,
+            group: "g".into(),
+            tool: "t".into(),
+            arguments: json!({}),
+            timeout_s: Some(600),
+            created_at: "now".into(),
+        }
+    }
+
+    fn parked(reqs: &mut Requests, id: &str, agent: &str) -> oneshot::Receiver<Outcome> {
+        let (tx, rx) = oneshot::channel();
+        reqs.park(id.into(), call(agent, reqs.len() as u64), tx);
+        rx
+    }
+
+    fn code<T: std::fmt::Debug>(r: Result<T, Refusal>) -> ErrorCode {
+        r.expect_err("expected a refusal").code
+    }
+
+    fn text(s: &str) -> Posted {
+        Posted::Content(vec![json!({"type": "text", "text": s})])
+    }
+
+    fn fail(code: ErrorCode) -> Failure {
+        Failure::new(code, CancelReason::Timeout, "x")
+    }
+
+    #[test]
+    fn parked_claimed_settled() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let mut rx = parked(&mut reqs, "r1", "a");
+        assert_eq!(reqs.get("r1").unwrap().1, &Stage::Parked);
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        assert_eq!(
+            reqs.get("r1").unwrap().1,
+            &Stage::Claimed { by: "c1".into() }
+        );
+        assert_eq!(owners.owner("a", "g").map(String::as_str), Some("c1"));
+        assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
+        reqs.settle("r1", "c1", text("hi")).unwrap();
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Outcome::Content {
+                content: vec![json!({"type": "text", "text": "hi"})]
+            }
+        );
+        assert!(reqs.is_empty());
+    }
+
+    #[test]
+    fn an_app_error_is_an_outcome_too() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let mut rx = parked(&mut reqs, "r1", "a");
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        let err = AppError {
+            code: "nope".into(),
+            message: "m".into(),
+        };
+        reqs.settle("r1", "c1", Posted::Error(err.clone())).unwrap();
+        assert_eq!(rx.try_recv().unwrap(), Outcome::Error { error: err });
+        assert_eq!(
+            code(reqs.settle("r1", "c1", text("again"))),
+            ErrorCode::AlreadySettled
+        );
+    }
+
+    #[test]
+    fn claim_refusals_leave_the_request_as_it_was() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let _rx = parked(&mut reqs, "r1", "a");
+        assert_eq!(
+            code(reqs.claim("nope", "c1", true, &mut owners)),
+            ErrorCode::UnknownRequest
+        );
+        assert_eq!(
+            code(reqs.claim("r1", "c1", false, &mut owners)),
+            ErrorCode::NotProvider
+        );
+        assert_eq!(reqs.get("r1").unwrap().1, &Stage::Parked);
+        assert!(
+            owners.owner("a", "g").is_none(),
+            "a refused claim owns nothing"
+        );
+        owners.take("a", "g", "c2");
+        assert_eq!(
+            code(reqs.claim("r1", "c1", true, &mut owners)),
+            ErrorCode::OwnedByOther
+        );
+        assert_eq!(reqs.get("r1").unwrap().1, &Stage::Parked);
+        reqs.claim("r1", "c2", true, &mut owners).unwrap();
+        assert_eq!(
+            code(reqs.claim("r1", "c2", true, &mut owners)),
+            ErrorCode::AlreadyClaimed
+        );
+        assert_eq!(
+            code(reqs.claim("r1", "c1", true, &mut owners)),
+            ErrorCode::OwnedByOther
+        );
+    }
+
+    #[test]
+    fn already_claimed_when_no_one_owns_yet() {
+        // Ownership released (owner left) while a claim stands: a second claim is refused.
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let _rx = parked(&mut reqs, "r1", "a");
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        owners.release_client("c1");
+        assert_eq!(
+            code(reqs.claim("r1", "c2", true, &mut owners)),
+            ErrorCode::AlreadyClaimed
+        );
+    }
+
+    #[test]
+    fn settle_refusals() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let mut rx = parked(&mut reqs, "r1", "a");
+        assert_eq!(
+            code(reqs.settle("nope", "c1", text("x"))),
+            ErrorCode::UnknownRequest
+        );
+        assert_eq!(
+            code(reqs.settle("r1", "c1", text("x"))),
+            ErrorCode::NotClaimant
+        );
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        assert_eq!(
+            code(reqs.settle("r1", "c2", text("x"))),
+            ErrorCode::NotClaimant
+        );
+        assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
+    }
+
+    #[test]
+    fn ending_parked_or_claimed_answers_once() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let mut rx1 = parked(&mut reqs, "r1", "a");
+        let mut rx2 = parked(&mut reqs, "r2", "a");
+        reqs.claim("r2", "c1", true, &mut owners).unwrap();
+        let ended = reqs.end("r1", fail(ErrorCode::Timeout)).unwrap();
+        assert_eq!(ended.reason, CancelReason::Timeout);
+        assert!(
+            reqs.end("r1", fail(ErrorCode::Cancelled)).is_none(),
+            "no second end"
+        );
+        reqs.end("r2", fail(ErrorCode::Cancelled)).unwrap();
+        for rx in [&mut rx1, &mut rx2] {
+            assert!(matches!(rx.try_recv(), Ok(Outcome::Error { .. })));
+            assert!(rx.try_recv().is_err(), "exactly one outcome");
+        }
+        let refusal = reqs.claim("r1", "c1", true, &mut owners).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::AlreadySettled);
+        assert!(
+            refusal.message.contains("by timeout"),
+            "{}",
+            refusal.message
+        );
+        assert_eq!(
+            code(reqs.settle("r2", "c1", text("late"))),
+            ErrorCode::AlreadySettled
+        );
+    }
+
+    #[test]
+    fn a_settled_request_cannot_be_ended_after() {
+        let mut reqs = Requests::new(16);
+        let mut owners = Owners::default();
+        let mut rx = parked(&mut reqs, "r1", "a");
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        reqs.settle("r1", "c1", text("ok")).unwrap();
+        assert!(reqs.end("r1", fail(ErrorCode::Timeout)).is_none());
+        assert!(matches!(rx.try_recv(), Ok(Outcome::Content { .. })));
+        assert!(rx.try_recv().is_err());
+    }
+
+    #[test]
+    fn end_where_picks_and_keeps_order() {
+        let mut reqs = Requests::new(16);
+        let _a = parked(&mut reqs, "r1", "a");
+        let _b = parked(&mut reqs, "r2", "b");
+        let _c = parked(&mut reqs, "r3", "a");
+        let ended = reqs.end_where(|c, _| (c.agent == "a").then(|| fail(ErrorCode::Cancelled)));
+        let ids: Vec<&str> = ended.iter().map(|e| e.id.as_str()).collect();
+        assert_eq!(ids, ["r1", "r3"]);
+        let owners = Owners::default();
+        let pending = reqs.pending(&owners);
+        assert_eq!(pending.len(), 1);
+        assert_eq!(pending[0].id, "r2");
+    }
+
+    #[test]
+    fn ended_ids_are_forgotten_after_the_bound() {
+        let mut reqs = Requests::new(1);
+        let _a = parked(&mut reqs, "r1", "a");
+        let _b = parked(&mut reqs, "r2", "a");
+        reqs.end("r1", fail(ErrorCode::Timeout));
+        reqs.end("r2", fail(ErrorCode::Timeout));
+        let mut owners = Owners::default();
+        assert_eq!(
+            code(reqs.claim("r1", "c", true, &mut owners)),
+            ErrorCode::UnknownRequest
+        );
+        assert_eq!(
+            code(reqs.claim("r2", "c", true, &mut owners)),
+            ErrorCode::AlreadySettled
+        );
+    }
+
+    #[test]
+    fn a_caller_that_went_away_does_not_stop_settling() {
+        let mut reqs = Requests::new(4);
+        let mut owners = Owners::default();
+        drop(parked(&mut reqs, "r1", "a"));
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        reqs.settle("r1", "c1", text("nobody listens")).unwrap();
+        assert!(reqs.is_empty());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn ending_aborts_the_timer() {
+        let mut reqs = Requests::new(4);
+        let _rx = parked(&mut reqs, "r1", "a");
+        let fired = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let f = fired.clone();
+        let timer = tokio::spawn(async move {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+            f.store(true, std::sync::atomic::Ordering::SeqCst);
+        });
+        reqs.set_timer("r1", timer.abort_handle());
+        reqs.end("r1", fail(ErrorCode::Cancelled));
+        tokio::time::advance(std::time::Duration::from_secs(10)).await;
+        assert!(timer.await.unwrap_err().is_cancelled());
+        assert!(!fired.load(std::sync::atomic::Ordering::SeqCst));
+    }
+}

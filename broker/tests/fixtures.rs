@@ -1,1 +1,225 @@
+//! Every wire fixture in `testdata/wire/http` and `testdata/wire/events`, sent or compared in
+//! one scenario against the real broker. `UPDATE_WIRE=1` rewrites the response fixtures.
 
+use leo_testkit::{Broker, Reply, Sse, SseEvent, wire};
+use serde_json::{Value, json};
+
+use crate::support::{App, agent, result_of};
+
+fn event(e: &SseEvent) -> Value {
+    json!({"event": e.event, "data": e.data})
+}
+
+async fn post(http: &leo_testkit::Http, path: &str, fixture: &str, client_id: &str) -> Reply {
+    let body = wire::load(
+        &format!("http/{fixture}.request.json"),
+        &[("<client_id>", client_id)],
+    );
+    http.post(path, &body).await
+}
+
+#[tokio::test]
+async fn every_fixture_matches_the_broker() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    let other = App::connect(&http).await;
+    let agent_http = http.with_token(Some(&broker.agent_token()));
+    let mut watcher = Sse::open(&agent_http, "/api/v1/events", None).await;
+    wire::check("events/hello.plain.json", &event(&watcher.next().await));
+    let mut fresh = Sse::open(&http, "/api/v1/events?client_tools=1", None).await;
+    wire::check("events/hello.json", &event(&fresh.next().await));
+    drop(fresh);
+
+    let r = post(&http, "/api/v1/client-tools", "register", &app.id).await;
+    wire::check("http/register.response.json", &r.body);
+    wire::check(
+        "events/client_tools.changed.json",
+        &event(&app.sse.next_of("client_tools.changed").await),
+    );
+    wire::check(
+        "http/list_tools.response.json",
+        &http.get("/api/v1/client-tools").await.body,
+    );
+    wire::check(
+        "http/error_name_conflict.response.json",
+        &post(&http, "/api/v1/client-tools", "conflict", &other.id)
+            .await
+            .body,
+    );
+    wire::check(
+        "http/error_invalid_tool.response.json",
+        &post(&http, "/api/v1/client-tools", "invalid_tool", &app.id)
+            .await
+            .body,
+    );
+    wire::check(
+        "http/error_unknown_parameter.response.json",
+        &post(&http, "/api/v1/client-tools", "unknown_field", &app.id)
+            .await
+            .body,
+    );
+    wire::check(
+        "http/error_unknown_client.response.json",
+        &post(
+            &http,
+            "/api/v1/client-tools",
+            "register",
+            "c_000000000000000000000000",
+        )
+        .await
+        .body,
+    );
+    wire::check(
+        "http/error_invalid_parameter.response.json",
+        &http
+            .post_raw("/api/v1/client-tools", "{\"client_id\": ")
+            .await
+            .body,
+    );
+    wire::check(
+        "http/error_unauthorized.response.json",
+        &http.with_token(None).get("/api/v1/client-tools").await.body,
+    );
+    wire::check(
+        "http/error_forbidden.response.json",
+        &post(&agent_http, "/api/v1/client-tools", "register", &app.id)
+            .await
+            .body,
+    );
+
+    // A call: full on the provider stream, redacted on the agent's.
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "read_clipboard", json!({"format": "text"}))
+        .await;
+    let req = app.next_request().await;
+    wire::check("events/client_tool.request.json", &event(&req));
+    wire::check(
+        "events/client_tool.request.redacted.json",
+        &event(&watcher.next_of("client_tool.request").await),
+    );
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    let claim = format!("/api/v1/client-tools/requests/{id}/claim");
+    let result = format!("/api/v1/client-tools/requests/{id}/result");
+    wire::check(
+        "http/pending.response.json",
+        &http
+            .get("/api/v1/client-tools/requests?pending=1")
+            .await
+            .body,
+    );
+    wire::check(
+        "http/error_not_claimant.response.json",
+        &post(&http, &result, "result_content", &app.id).await.body,
+    );
+    wire::check(
+        "http/claim.response.json",
+        &post(&http, &claim, "claim", &app.id).await.body,
+    );
+    wire::check(
+        "http/error_already_claimed.response.json",
+        &post(&http, &claim, "claim", &app.id).await.body,
+    );
+    wire::check(
+        "http/error_invalid_result.response.json",
+        &post(&http, &result, "result_invalid", &app.id).await.body,
+    );
+    wire::check(
+        "http/result.response.json",
+        &post(&http, &result, "result_content", &app.id).await.body,
+    );
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"],
+        wire::load("http/result_content.request.json", &[])["content"],
+        "the content reaches the agent verbatim"
+    );
+    wire::check(
+        "http/error_already_settled.response.json",
+        &post(&http, &result, "result_content", &app.id).await.body,
+    );
+    wire::check(
+        "http/error_unknown_request.response.json",
+        &post(
+            &http,
+            "/api/v1/client-tools/requests/r_000000000000000000000000/claim",
+            "claim",
+            &app.id,
+        )
+        .await
+        .body,
+    );
+
+    // An app error, then ownership: the other client registers the group and is refused.
+    ipc.call(2, "read_clipboard", json!({"format": "html"}))
+        .await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    post(
+        &http,
+        &format!("/api/v1/client-tools/requests/{id}/claim"),
+        "claim",
+        &app.id,
+    )
+    .await
+    .data();
+    let r = post(
+        &http,
+        &format!("/api/v1/client-tools/requests/{id}/result"),
+        "result_error",
+        &app.id,
+    )
+    .await;
+    assert_eq!(
+        r.body,
+        wire::load("http/result.response.json", &[("<request_id>", &id)])
+    );
+    assert_eq!(
+        result_of(&mut ipc, 2).await["error"]["code"],
+        "access_denied"
+    );
+    post(&http, "/api/v1/client-tools", "register", &other.id)
+        .await
+        .data();
+    ipc.call(3, "read_clipboard", json!({"format": "text"}))
+        .await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wire::check(
+        "http/error_owned_by_other.response.json",
+        &post(
+            &http,
+            &format!("/api/v1/client-tools/requests/{id}/claim"),
+            "claim",
+            &other.id,
+        )
+        .await
+        .body,
+    );
+
+    // The agent cancels: full and redacted cancellation events.
+    ipc.send(&json!({"type": "cancel", "id": 3})).await;
+    wire::check(
+        "events/client_tool.cancelled.json",
+        &event(&app.sse.next_of("client_tool.cancelled").await),
+    );
+    wire::check(
+        "events/client_tool.cancelled.redacted.json",
+        &event(&watcher.next_of("client_tool.cancelled").await),
+    );
+    let _ = result_of(&mut ipc, 3).await;
+
+    wire::check(
+        "http/status.response.json",
+        &http.get("/api/v1/status").await.body,
+    );
+    wire::check(
+        "http/withdraw.response.json",
+        &post(&http, "/api/v1/client-tools", "withdraw", &app.id)
+            .await
+            .body,
+    );
+}

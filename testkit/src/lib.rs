@@ -9,6 +9,7 @@
 pub mod http;
 pub mod ipc;
 pub mod sse;
+pub mod wire;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
