@@ -247,14 +247,24 @@ async fn run_session(
                 tool,
                 arguments,
             }) => {
-                debug!(call = id, tool, "call");
-                let outcome = broker.call(conn, id, &tool, arguments);
-                let tx = tx.clone();
-                broker.tasks().spawn(async move {
-                    if let Ok(outcome) = outcome.await {
-                        let _ = tx.send(BrokerFrame::Result { id, outcome }).await;
-                    }
+                let span = tracing::info_span!("call", call = id, tool = %tool);
+                let outcome = span.in_scope(|| {
+                    debug!("call received");
+                    broker.call(conn, id, &tool, arguments)
                 });
+                let tx = tx.clone();
+                broker.tasks().spawn(
+                    async move {
+                        if let Ok(outcome) = outcome.await {
+                            debug!(
+                                ok = matches!(outcome, leo_protocol::ipc::Outcome::Content { .. }),
+                                "call ended"
+                            );
+                            let _ = tx.send(BrokerFrame::Result { id, outcome }).await;
+                        }
+                    }
+                    .instrument(span),
+                );
             }
             Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
             Ok(SidecarFrame::Harness { harness, mode }) => {

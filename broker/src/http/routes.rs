@@ -14,6 +14,7 @@ use leo_protocol::tool::RegisterBody;
 use super::reply::{json_body, ok, query_flags};
 use super::{ApiError, AppState};
 
+#[tracing::instrument(name = "register", skip_all)]
 pub async fn register(
     State(state): State<Arc<AppState>>,
     body: Body,
@@ -37,6 +38,7 @@ pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Res
     Ok(ok(state.broker.pending()))
 }
 
+#[tracing::instrument(name = "claim", skip_all, fields(request = %id))]
 pub async fn claim(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
@@ -46,6 +48,7 @@ pub async fn claim(
     Ok(ok(state.broker.claim(&id, &body.client_id)?))
 }
 
+#[tracing::instrument(name = "result", skip_all, fields(request = %id))]
 pub async fn result(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
