@@ -18,18 +18,19 @@ use leo_protocol::content::{AppError, ResultBody, ResultError};
 use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
 };
-use leo_protocol::ipc::{AgentTool, Harness, Mode, Outcome};
+use leo_protocol::ipc::{AgentTool, Harness, Message, Mode, Outcome};
 use leo_protocol::requests::{PendingRequest, Registered, RequestAck, ToolList};
 use leo_protocol::tool::RegisterBody;
 use serde::Serialize;
 use serde_json::Value;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::{broadcast, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 use tracing::{debug, info, warn};
 
 use crate::config::Config;
 use crate::events::{EventBus, Subscription};
+use crate::messages::{Mailboxes, Queued, stamp};
 use crate::ownership::Owners;
 use crate::refusal::Refusal;
 use crate::registry::{Change, ClientId, Registry};
@@ -72,6 +73,10 @@ struct Core {
 /// The broker: shared by every HTTP handler, IPC session and timer.
 pub struct Broker {
     core: Mutex<Core>,
+    /// Messages to agents; their own lock, since they never touch tools or requests.
+    mail: Mutex<Mailboxes>,
+    /// Tells connected sessions that a message arrived for their agent.
+    arrivals: broadcast::Sender<(String, Message)>,
     bus: EventBus,
     revision: watch::Sender<u64>,
     config: Arc<Config>,
@@ -111,7 +116,11 @@ fn json<T: Serialize>(value: &T) -> String {
 impl Broker {
     pub fn new(config: Arc<Config>, ever: EverRegistered) -> Arc<Broker> {
         let (revision, _) = watch::channel(0);
+        let (arrivals, _) = broadcast::channel(256);
+        let mail = Mailboxes::new(config.agents.keys().cloned());
         Arc::new_cyclic(|me| Broker {
+            mail: Mutex::new(mail),
+            arrivals,
             core: Mutex::new(Core {
                 clients: HashMap::new(),
                 registry: Registry::default(),
@@ -385,6 +394,7 @@ impl Broker {
         harness: Option<Harness>,
         mode: Mode,
     ) -> ConnId {
+        self.mailboxes().know(agent);
         let mut core = self.lock();
         let conn = core.next_conn;
         core.next_conn += 1;
@@ -595,6 +605,36 @@ impl Broker {
         if let Some(e) = ended {
             self.publish_ended(&[e]);
         }
+    }
+
+    // ----- messages -----
+
+    fn mailboxes(&self) -> MutexGuard<'_, Mailboxes> {
+        // Each mailbox operation is one push or drain; a poisoned lock is still consistent.
+        self.mail.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Stamps and queues a message for `agent`, and tells its connected sessions.
+    pub fn deliver_message(&self, agent: &str, from: &str, text: &str) -> Result<Queued, Refusal> {
+        let message = Message {
+            text: stamp(from, text),
+            from: from.to_owned(),
+            at: leo_protocol::time::now(),
+        };
+        let queued = self.mailboxes().deliver(agent, message.clone())?;
+        let _ = self.arrivals.send((agent.to_owned(), message));
+        info!(agent, from, unread = queued.unread, "message queued");
+        Ok(queued)
+    }
+
+    /// Returns and acknowledges `agent`'s unread messages, oldest first.
+    pub fn take_messages(&self, agent: &str) -> (Vec<Message>, u64) {
+        self.mailboxes().take(agent)
+    }
+
+    /// Arrivals of messages, for sessions to push to harnesses that can show them.
+    pub fn watch_arrivals(&self) -> broadcast::Receiver<(String, Message)> {
+        self.arrivals.subscribe()
     }
 
     // ----- status and shutdown -----

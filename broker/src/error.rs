@@ -18,6 +18,8 @@ pub enum BrokerError {
     State { path: PathBuf, message: String },
     #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
     LoosePermissions { path: PathBuf, mode: u32 },
+    #[error("{0}")]
+    Usage(String),
     #[error("cannot bind {what}")]
     Bind {
         what: String,

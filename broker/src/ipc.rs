@@ -219,6 +219,30 @@ async fn run_session(
             }
         })
     };
+    let pusher = {
+        let tx = tx.clone();
+        let mut arrivals = broker.watch_arrivals();
+        let agent = agent.to_owned();
+        tokio::spawn(async move {
+            loop {
+                match arrivals.recv().await {
+                    Ok((to, message)) if to == agent => {
+                        if tx
+                            .send(BrokerFrame::MessageArrived { message })
+                            .await
+                            .is_err()
+                        {
+                            break;
+                        }
+                    }
+                    Ok(_) => {}
+                    // A missed push loses nothing: the message stays queued until fetched.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        })
+    };
     let shutdown = broker.shutdown_token();
     loop {
         let line = tokio::select! {
@@ -267,6 +291,16 @@ async fn run_session(
                 );
             }
             Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
+            Ok(SidecarFrame::FetchMessages { id }) => {
+                let (messages, dropped) = broker.take_messages(agent);
+                let _ = tx
+                    .send(BrokerFrame::Messages {
+                        id,
+                        messages,
+                        dropped,
+                    })
+                    .await;
+            }
             Ok(SidecarFrame::Harness { harness, mode }) => {
                 broker.session_harness(conn, harness, mode)
             }
@@ -289,6 +323,7 @@ async fn run_session(
         }
     }
     coalescer.abort();
+    pusher.abort();
     // Let results already queued go out before the writer stops.
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;

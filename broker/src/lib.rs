@@ -5,6 +5,7 @@
 //! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
 //! sidecars; `server` binds them and runs the shutdown path.
 
+pub mod admin;
 pub mod config;
 pub mod core;
 pub mod error;
@@ -12,6 +13,7 @@ pub mod events;
 pub mod home;
 pub mod http;
 pub mod ipc;
+pub mod messages;
 pub mod ownership;
 pub mod refusal;
 pub mod registry;

@@ -36,12 +36,55 @@ enum Command {
         #[arg(long)]
         bind: Option<IpAddr>,
     },
+    /// API clients: scoped tokens that may only message agents (seed 001).
+    Client {
+        #[command(subcommand)]
+        command: ClientCommand,
+    },
+    /// Paired devices: tokens for apps on other devices.
+    Device {
+        #[command(subcommand)]
+        command: DeviceCommand,
+    },
     /// Show apps, agents, tools and pending requests of the running broker.
     Status {
         /// Print the raw JSON.
         #[arg(long)]
         json: bool,
     },
+}
+
+#[derive(Subcommand)]
+enum ClientCommand {
+    /// Create a client and its token, allowed to message the given targets (globs allowed).
+    Add {
+        name: String,
+        /// Targets, comma-separated or repeated: `rocket`, `scout-*`.
+        #[arg(long = "can-message", required = true, value_delimiter = ',')]
+        can_message: Vec<String>,
+    },
+    /// List clients, their targets, and whether their token file exists.
+    List,
+    /// Remove a client and its token (takes effect at the next broker restart).
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
+enum DeviceCommand {
+    /// Create a token for a device.
+    Pair { name: String },
+    /// List paired devices.
+    List,
+    /// Remove a device's token (takes effect at the next broker restart).
+    Rm { name: String },
+}
+
+fn print(report: leo_broker::Result<String>) -> anyhow::Result<()> {
+    let report = report?;
+    let mut out = std::io::stdout().lock();
+    out.write_all(report.as_bytes())?;
+    out.flush()?;
+    Ok(())
 }
 
 fn main() -> ExitCode {
@@ -56,6 +99,24 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Broker { port, bind } => broker(port, bind),
         Command::Status { json } => status::run(&Home::from_env(), json),
+        Command::Client { command } => {
+            let home = Home::from_env();
+            print(match command {
+                ClientCommand::Add { name, can_message } => {
+                    leo_broker::admin::client_add(&home, &name, &can_message)
+                }
+                ClientCommand::List => leo_broker::admin::client_list(&home),
+                ClientCommand::Rm { name } => leo_broker::admin::client_rm(&home, &name),
+            })
+        }
+        Command::Device { command } => {
+            let home = Home::from_env();
+            print(match command {
+                DeviceCommand::Pair { name } => leo_broker::admin::device_pair(&home, &name),
+                DeviceCommand::List => leo_broker::admin::device_list(&home),
+                DeviceCommand::Rm { name } => leo_broker::admin::device_rm(&home, &name),
+            })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -53,7 +53,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
             path: home.config(),
             message,
         })?;
-    let tokens = Tokens::load(&home)?;
+    let tokens = Tokens::load(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
     Ok(Prepared {
         home,

@@ -19,6 +19,8 @@ pub enum Principal {
     Operator,
     Device(String),
     Agent,
+    /// An API client of `api_clients:` (seed 001), scoped to messaging its targets.
+    ApiClient(String),
 }
 
 /// Every token the broker accepts, loaded at start.
@@ -95,8 +97,10 @@ pub fn load_or_create(path: &Path) -> Result<String> {
 }
 
 impl Tokens {
-    /// Loads (and creates where missing) the operator and agent tokens, and every paired device.
-    pub fn load(home: &Home) -> Result<Tokens> {
+    /// Loads (and creates where missing) the operator and agent tokens, every paired device,
+    /// and the token of every API client in the config. An API client whose token file is
+    /// missing cannot authenticate; that is logged, not fatal.
+    pub fn load(home: &Home, config: &crate::config::Config) -> Result<Tokens> {
         let mut tokens = Tokens::default();
         tokens.add(load_or_create(&home.operator_token())?, Principal::Operator);
         tokens.add(load_or_create(&home.agent_token())?, Principal::Agent);
@@ -114,6 +118,14 @@ impl Tokens {
                 };
                 let name = name.to_owned();
                 tokens.add(read_token_file(&path)?, Principal::Device(name));
+            }
+        }
+        for name in config.api_clients.keys() {
+            let path = home.clients().join(format!("{name}.token"));
+            if path.exists() {
+                tokens.add(read_token_file(&path)?, Principal::ApiClient(name.clone()));
+            } else {
+                tracing::warn!(client = %name, path = %path.display(), "API client has no token file; run leo client add");
             }
         }
         Ok(tokens)

@@ -11,4 +11,5 @@ mod lifecycle;
 mod ownership;
 mod registration;
 mod requests;
+mod security;
 mod streams;

@@ -58,6 +58,10 @@ pub enum ErrorCode {
     Cancelled,
     /// The tool is denied to this agent by `deny_tools`.
     Denied,
+    /// The message target has never connected to this broker.
+    UnknownAgent,
+    /// A message text is longer than 16 KiB.
+    TextTooLarge,
     /// The sidecar spoke a frame the broker cannot accept.
     InvalidFrame,
     /// Something failed inside the broker; the message does not leak details.
@@ -92,6 +96,8 @@ impl ErrorCode {
             ErrorCode::Timeout => "timeout",
             ErrorCode::Cancelled => "cancelled",
             ErrorCode::Denied => "denied",
+            ErrorCode::UnknownAgent => "unknown_agent",
+            ErrorCode::TextTooLarge => "text_too_large",
             ErrorCode::InvalidFrame => "invalid_frame",
             ErrorCode::Internal => "internal",
         }
@@ -105,7 +111,10 @@ impl ErrorCode {
             }
             ErrorCode::Unauthorized => 401,
             ErrorCode::Forbidden | ErrorCode::Denied => 403,
-            ErrorCode::NotFound | ErrorCode::UnknownClient | ErrorCode::UnknownRequest => 404,
+            ErrorCode::NotFound
+            | ErrorCode::UnknownClient
+            | ErrorCode::UnknownRequest
+            | ErrorCode::UnknownAgent => 404,
             ErrorCode::MethodNotAllowed => 405,
             ErrorCode::NameConflict
             | ErrorCode::OwnedByOther
@@ -113,7 +122,7 @@ impl ErrorCode {
             | ErrorCode::AlreadySettled
             | ErrorCode::NotClaimant
             | ErrorCode::NotProvider => 409,
-            ErrorCode::BodyTooLarge | ErrorCode::ResultTooLarge => 413,
+            ErrorCode::BodyTooLarge | ErrorCode::ResultTooLarge | ErrorCode::TextTooLarge => 413,
             ErrorCode::InvalidTool
             | ErrorCode::TooManyTools
             | ErrorCode::InvalidResult

@@ -52,6 +52,20 @@ pub enum SidecarFrame {
     },
     /// The harness cancelled call `id`.
     Cancel { id: u64 },
+    /// `leo_messages` was called: return and acknowledge this agent's unread messages.
+    FetchMessages { id: u64 },
+}
+
+/// A message to an agent, stamped by the broker (`[message from <from>] <text>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Message {
+    /// The stamped text, the only part an agent should show the model.
+    pub text: String,
+    /// The authenticated sender, `name` or `name#session`.
+    pub from: String,
+    /// When the broker received it (RFC 3339).
+    pub at: String,
 }
 
 /// A tool as an agent sees it.
@@ -99,6 +113,16 @@ pub enum BrokerFrame {
     },
     /// Call `id` ended.
     Result { id: u64, outcome: Outcome },
+    /// Answers `fetch_messages` `id`: unread messages, oldest first, now acknowledged.
+    Messages {
+        id: u64,
+        messages: Vec<Message>,
+        /// Messages dropped from this agent's full mailbox since the broker started.
+        dropped: u64,
+    },
+    /// A message arrived for this agent (a push, for harnesses with a push channel); it stays
+    /// unread until fetched.
+    MessageArrived { message: Message },
     /// The session is refused or broken; the broker closes after it.
     Error { code: String, message: String },
 }

@@ -29,6 +29,7 @@ pub enum Route {
     Claim,
     Result,
     Status,
+    Message,
 }
 
 /// Token kinds, for the table.
@@ -37,10 +38,12 @@ enum Kind {
     Operator,
     Device,
     Agent,
+    ApiClient,
 }
 
-/// Route × token kind. The provider stream (`?client_tools=1`) is refused to agents in its
-/// handler, since it shares a path with the plain stream.
+/// Route × token kind: the one place that says who may call what. The provider stream
+/// (`?client_tools=1`) is refused to agents in its handler, since it shares a path with the
+/// plain stream; an API client is further limited to the targets of its `can_message`.
 const POLICY: &[(Route, &[Kind])] = &[
     (Route::Events, &[Kind::Operator, Kind::Device, Kind::Agent]),
     (Route::RegisterTools, &[Kind::Operator, Kind::Device]),
@@ -49,7 +52,11 @@ const POLICY: &[(Route, &[Kind])] = &[
     (Route::Claim, &[Kind::Operator, Kind::Device]),
     (Route::Result, &[Kind::Operator, Kind::Device]),
     (Route::Status, &[Kind::Operator, Kind::Device]),
+    (Route::Message, &[Kind::Operator, Kind::ApiClient]),
 ];
+
+/// The message route's path, as the router and the API-client check both name it.
+pub const MESSAGE_PATH: &str = "/web/agent/{target}/message";
 
 impl Route {
     fn of(method: &Method, path: &str) -> Option<Route> {
@@ -61,6 +68,7 @@ impl Route {
             ("POST", "/api/v1/client-tools/requests/{id}/claim") => Route::Claim,
             ("POST", "/api/v1/client-tools/requests/{id}/result") => Route::Result,
             ("GET", "/api/v1/status") => Route::Status,
+            ("POST", MESSAGE_PATH) => Route::Message,
             _ => return None,
         })
     }
@@ -70,6 +78,7 @@ impl Route {
             Principal::Operator => Kind::Operator,
             Principal::Device(_) => Kind::Device,
             Principal::Agent => Kind::Agent,
+            Principal::ApiClient(_) => Kind::ApiClient,
         };
         POLICY
             .iter()
@@ -78,10 +87,64 @@ impl Route {
 }
 
 /// The bearer token of a request, if it has one.
-fn bearer(req: &Request<Body>) -> Option<&str> {
-    let value = req.headers().get(header::AUTHORIZATION)?.to_str().ok()?;
+fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+    let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+}
+
+/// Who presented the request's token, or the 401 to answer.
+pub fn authenticate(
+    state: &AppState,
+    headers: &axum::http::HeaderMap,
+) -> Result<Principal, ApiError> {
+    let Some(token) = bearer(headers) else {
+        return Err(ApiError::new(
+            ErrorCode::Unauthorized,
+            "missing Authorization: Bearer <token>",
+        ));
+    };
+    state
+        .tokens
+        .lookup(token)
+        .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "unknown token"))
+}
+
+/// The target segment of `/web/agent/<target>/message`, as it appears in the path.
+fn message_target(path: &str) -> Option<&str> {
+    path.strip_prefix("/web/agent/")?
+        .strip_suffix("/message")
+        .filter(|t| !t.is_empty() && !t.contains('/'))
+}
+
+/// The API-client check, run before any other: such a token may only post a message to a
+/// target its `can_message` allows; everything else, routed or not, is 403.
+fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<(), ApiError> {
+    let path = req.uri().path();
+    let target = (req.method() == Method::POST)
+        .then(|| message_target(path))
+        .flatten();
+    let Some(target) = target else {
+        return Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("client {name:?} may only post to /web/agent/<target>/message"),
+        ));
+    };
+    let patterns = state
+        .broker
+        .config()
+        .api_clients
+        .get(name)
+        .map(|c| c.can_message.as_slice())
+        .unwrap_or_default();
+    if crate::messages::target_allowed(patterns, target) {
+        Ok(())
+    } else {
+        Err(ApiError::new(
+            ErrorCode::Forbidden,
+            format!("client {name:?} is not permitted to message {target:?}"),
+        ))
+    }
 }
 
 /// Route layer: authenticates the token and applies `POLICY`.
@@ -90,16 +153,15 @@ pub async fn authorize(
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let Some(token) = bearer(&req) else {
-        return ApiError::new(
-            ErrorCode::Unauthorized,
-            "missing Authorization: Bearer <token>",
-        )
-        .into_response();
+    let who = match authenticate(&state, req.headers()) {
+        Ok(who) => who,
+        Err(e) => return e.into_response(),
     };
-    let Some(who) = state.tokens.lookup(token) else {
-        return ApiError::new(ErrorCode::Unauthorized, "unknown token").into_response();
-    };
+    if let Principal::ApiClient(name) = &who
+        && let Err(e) = api_client_gate(&state, name, &req)
+    {
+        return e.into_response();
+    }
     let path = req
         .extensions()
         .get::<MatchedPath>()
@@ -115,6 +177,20 @@ pub async fn authorize(
     }
     req.extensions_mut().insert(who);
     next.run(req).await
+}
+
+/// For requests no route matched: 401 without a valid token, 403 for an API client (whose
+/// token opens nothing but its message route), else `None` so the caller answers 404 or 405.
+pub fn gate_unrouted(state: &AppState, req: &Request<Body>) -> Option<ApiError> {
+    match authenticate(state, req.headers()) {
+        Err(e) => Some(e),
+        Ok(Principal::ApiClient(name)) => {
+            Some(api_client_gate(state, &name, req).err().unwrap_or_else(|| {
+                ApiError::new(ErrorCode::Forbidden, "this token may not use this route")
+            }))
+        }
+        Ok(_) => None,
+    }
 }
 
 /// The names and port a TCP request's Host header must carry.
@@ -234,10 +310,16 @@ mod tests {
             Route::Claim,
             Route::Result,
             Route::Status,
+            Route::Message,
         ] {
             assert!(POLICY.iter().any(|(x, _)| *x == r), "{r:?}");
         }
         assert!(!Route::Claim.allows(&Principal::Agent));
         assert!(Route::Events.allows(&Principal::Agent));
+        assert!(!Route::Events.allows(&Principal::ApiClient("c".into())));
+        assert!(Route::Message.allows(&Principal::ApiClient("c".into())));
+        assert_eq!(message_target("/web/agent/rocket/message"), Some("rocket"));
+        assert_eq!(message_target("/web/agent//message"), None);
+        assert_eq!(message_target("/web/agent/a/b/message"), None);
     }
 }

@@ -45,6 +45,7 @@ fn principal_name(who: &Principal) -> String {
         Principal::Operator => "operator".into(),
         Principal::Device(name) => format!("device:{name}"),
         Principal::Agent => "agent".into(),
+        Principal::ApiClient(name) => format!("client:{name}"),
     }
 }
 

@@ -44,6 +44,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             post(routes::result),
         )
         .route("/api/v1/status", get(routes::status))
+        .route(auth::MESSAGE_PATH, post(routes::message))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,

@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::body::Body;
 use axum::extract::{Path, State};
-use axum::http::Uri;
+use axum::http::{Request, Uri};
 use axum::response::Response;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::ResultBody;
@@ -13,6 +14,8 @@ use leo_protocol::tool::RegisterBody;
 
 use super::reply::{json_body, ok, query_flags};
 use super::{ApiError, AppState};
+use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
+use crate::tokens::Principal;
 
 #[tracing::instrument(name = "register", skip_all)]
 pub async fn register(
@@ -62,13 +65,50 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Response {
     ok(state.broker.status())
 }
 
-pub async fn not_found(uri: Uri) -> ApiError {
-    ApiError::new(ErrorCode::NotFound, format!("no route {}", uri.path()))
+pub async fn not_found(State(state): State<Arc<AppState>>, req: Request<Body>) -> ApiError {
+    super::auth::gate_unrouted(&state, &req).unwrap_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            format!("no route {}", req.uri().path()),
+        )
+    })
 }
 
-pub async fn method_not_allowed(uri: Uri) -> ApiError {
-    ApiError::new(
-        ErrorCode::MethodNotAllowed,
-        format!("method not allowed on {}", uri.path()),
-    )
+pub async fn method_not_allowed(
+    State(state): State<Arc<AppState>>,
+    req: Request<Body>,
+) -> ApiError {
+    super::auth::gate_unrouted(&state, &req).unwrap_or_else(|| {
+        ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("method not allowed on {}", req.uri().path()),
+        )
+    })
+}
+
+/// `POST /web/agent/{target}/message` (seed 001).
+#[tracing::instrument(name = "message", skip_all, fields(target = %target))]
+pub async fn message(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(target): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body: MessageBody = json_body(body, state.max_body).await?;
+    if body.text.len() > MAX_TEXT_BYTES {
+        return Err(ApiError::new(
+            ErrorCode::TextTooLarge,
+            format!(
+                "at $.text: {} bytes, at most {MAX_TEXT_BYTES}",
+                body.text.len()
+            ),
+        ));
+    }
+    match &who {
+        Principal::ApiClient(name) => check_from(name, &body.from)?,
+        _ => check_from(operator_sender(&body.from)?, &body.from)?,
+    }
+    Ok(ok(state
+        .broker
+        .deliver_message(&target, &body.from, &body.text)?))
 }

@@ -1,0 +1,276 @@
+//! The operator's commands that change `$LEO_HOME` while the broker may be running:
+//! `leo client add|list|rm` (API clients, seed 001) and `leo device pair|list|rm`.
+//!
+//! The running broker reads tokens and `api_clients` at start only, so every change here takes
+//! effect at the next restart, and the commands say so: in particular `rm` does not revoke a
+//! token the running broker already holds. `client add` also warns when the current `web:`
+//! settings would refuse a client in a container.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::config::Config;
+use crate::error::{BrokerError, Result};
+use crate::home::{Home, write_atomic, write_secret_new};
+use crate::tokens::generate;
+
+/// What a command tells the user, written to stdout by `main`.
+pub type Report = String;
+
+const RESTART: &str =
+    "The running broker reads tokens at start: restart it (leo broker) for this to take effect.";
+
+fn valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+fn check_name(kind: &str, name: &str) -> Result<()> {
+    if valid_name(name) {
+        Ok(())
+    } else {
+        Err(BrokerError::Usage(format!(
+            "{kind} name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
+        )))
+    }
+}
+
+/// `config.yaml` as a YAML document, for commands that edit it.
+fn load_doc(home: &Home) -> Result<serde_yaml_ng::Mapping> {
+    let path = home.config();
+    let text = match std::fs::read_to_string(&path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => return Err(BrokerError::io("read", &path, e)),
+    };
+    // The edit must leave a config the broker accepts, so the file is checked first.
+    Config::parse(&text).map_err(|message| BrokerError::Config {
+        path: path.clone(),
+        message,
+    })?;
+    if text.trim().is_empty() {
+        return Ok(serde_yaml_ng::Mapping::new());
+    }
+    serde_yaml_ng::from_str(&text).map_err(|e| BrokerError::Config {
+        path,
+        message: e.to_string(),
+    })
+}
+
+/// Writes the edited document back, keeping the previous file as `config.yaml.bak` (the YAML
+/// writer does not keep comments).
+fn save_doc(home: &Home, doc: &serde_yaml_ng::Mapping) -> Result<Option<String>> {
+    let path = home.config();
+    let text = serde_yaml_ng::to_string(doc).map_err(|e| BrokerError::Config {
+        path: path.clone(),
+        message: e.to_string(),
+    })?;
+    Config::parse(&text).map_err(|message| BrokerError::Config {
+        path: path.clone(),
+        message,
+    })?;
+    let mut note = None;
+    if let Ok(old) = std::fs::read(&path) {
+        let backup = home.root.join("config.yaml.bak");
+        write_atomic(&backup, &old)?;
+        if String::from_utf8_lossy(&old).contains('#') {
+            note = Some(format!(
+                "comments in config.yaml were not kept; the previous file is {}",
+                backup.display()
+            ));
+        }
+    }
+    write_atomic(&path, text.as_bytes())?;
+    Ok(note)
+}
+
+fn key(s: &str) -> serde_yaml_ng::Value {
+    serde_yaml_ng::Value::String(s.to_owned())
+}
+
+/// `leo client add NAME --can-message T[,T…]`.
+pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
+    check_name("client", name)?;
+    let targets: Vec<String> = targets
+        .iter()
+        .flat_map(|t| t.split(','))
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_owned)
+        .collect();
+    if targets.is_empty() {
+        return Err(BrokerError::Usage(
+            "--can-message needs at least one target: an empty list denies everything".into(),
+        ));
+    }
+    home.prepare()?;
+    let mut doc = load_doc(home)?;
+    let clients = doc
+        .entry(key("api_clients"))
+        .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
+    let Some(clients) = clients.as_mapping_mut() else {
+        return Err(BrokerError::Usage(
+            "api_clients in config.yaml is not a mapping".into(),
+        ));
+    };
+    let token_path = home.clients().join(format!("{name}.token"));
+    if clients.contains_key(key(name)) || token_path.exists() {
+        return Err(BrokerError::Usage(format!(
+            "client {name:?} already exists; remove it first with leo client rm {name}"
+        )));
+    }
+    let mut entry = serde_yaml_ng::Mapping::new();
+    entry.insert(
+        key("can_message"),
+        serde_yaml_ng::Value::Sequence(targets.iter().map(|t| key(t)).collect()),
+    );
+    clients.insert(key(name), serde_yaml_ng::Value::Mapping(entry));
+    let token = generate()?;
+    write_secret_new(&token_path, &format!("{token}\n"))?;
+    let note = match save_doc(home, &doc) {
+        Ok(note) => note,
+        Err(e) => {
+            let _ = std::fs::remove_file(&token_path);
+            return Err(e);
+        }
+    };
+    let config = Config::load(&home.config())?;
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "Added API client {name:?}, allowed to message: {}",
+        targets.join(", ")
+    );
+    let _ = writeln!(out, "Token (shown once; also in {}):", token_path.display());
+    let _ = writeln!(out, "{token}");
+    let _ = writeln!(out, "{RESTART}");
+    if let Some(note) = note {
+        let _ = writeln!(out, "Note: {note}");
+    }
+    for line in reachability(&config) {
+        let _ = writeln!(out, "Reminder: {line}");
+    }
+    Ok(out)
+}
+
+/// Why a client outside this host (a container, say) could not reach the broker now.
+pub fn reachability(config: &Config) -> Vec<String> {
+    let mut lines = Vec::new();
+    if !config.web.enabled {
+        lines.push("web.enabled is false: no TCP listener, only the unix socket".to_owned());
+        return lines;
+    }
+    if config.web.bind.is_loopback() {
+        lines.push(format!(
+            "web.bind is {}: only this host can connect; a container needs an address it can route to (e.g. web.bind: 0.0.0.0)",
+            config.web.bind
+        ));
+    }
+    if config.web.allowed_hosts.is_empty() {
+        lines.push(format!(
+            "web.allowed_hosts is empty: a client must send Host: localhost:{0} or 127.0.0.1:{0}; list the name it connects to (e.g. host.docker.internal)",
+            config.web.port
+        ));
+    }
+    lines
+}
+
+/// `leo client list`.
+pub fn client_list(home: &Home) -> Result<Report> {
+    let config = Config::load(&home.config())?;
+    let mut out = String::new();
+    if config.api_clients.is_empty() {
+        out.push_str("no API clients (add one with: leo client add NAME --can-message TARGET)\n");
+    }
+    for (name, c) in &config.api_clients {
+        let token = home.clients().join(format!("{name}.token")).exists();
+        let _ = writeln!(
+            out,
+            "{name}\tcan_message: {}\ttoken: {}",
+            c.can_message.join(","),
+            if token { "present" } else { "MISSING" }
+        );
+    }
+    Ok(out)
+}
+
+/// `leo client rm NAME`.
+pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
+    check_name("client", name)?;
+    let mut doc = load_doc(home)?;
+    let token_path = home.clients().join(format!("{name}.token"));
+    let removed = doc
+        .get_mut(key("api_clients"))
+        .and_then(|v| v.as_mapping_mut())
+        .and_then(|m| m.remove(key(name)))
+        .is_some();
+    if !removed && !token_path.exists() {
+        return Err(BrokerError::Usage(format!("no client {name:?}")));
+    }
+    let note = if removed { save_doc(home, &doc)? } else { None };
+    if token_path.exists() {
+        std::fs::remove_file(&token_path).map_err(|e| BrokerError::io("remove", &token_path, e))?;
+    }
+    let mut out = format!("Removed API client {name:?}.\n");
+    out.push_str(
+        "The running broker still accepts its token until it restarts: restart it to revoke.\n",
+    );
+    if let Some(note) = note {
+        let _ = writeln!(out, "Note: {note}");
+    }
+    Ok(out)
+}
+
+/// `leo device pair NAME`: a token for an app on another device.
+pub fn device_pair(home: &Home, name: &str) -> Result<Report> {
+    check_name("device", name)?;
+    home.prepare()?;
+    let path = home.devices().join(format!("{name}.token"));
+    if path.exists() {
+        return Err(BrokerError::Usage(format!(
+            "device {name:?} is already paired; remove it first with leo device rm {name}"
+        )));
+    }
+    let token = generate()?;
+    write_secret_new(&path, &format!("{token}\n"))?;
+    Ok(format!(
+        "Paired device {name:?}. Token (shown once; also in {}):\n{token}\n{RESTART}\n",
+        path.display()
+    ))
+}
+
+/// `leo device list`.
+pub fn device_list(home: &Home) -> Result<Report> {
+    let mut names: BTreeMap<String, ()> = BTreeMap::new();
+    if let Ok(entries) = std::fs::read_dir(home.devices()) {
+        for e in entries.flatten() {
+            if let Some(n) = e
+                .file_name()
+                .to_str()
+                .and_then(|n| n.strip_suffix(".token"))
+            {
+                names.insert(n.to_owned(), ());
+            }
+        }
+    }
+    if names.is_empty() {
+        return Ok("no paired devices (pair one with: leo device pair NAME)\n".into());
+    }
+    Ok(names.keys().map(|n| format!("{n}\n")).collect())
+}
+
+/// `leo device rm NAME`.
+pub fn device_rm(home: &Home, name: &str) -> Result<Report> {
+    check_name("device", name)?;
+    let path = home.devices().join(format!("{name}.token"));
+    if !path.exists() {
+        return Err(BrokerError::Usage(format!("no paired device {name:?}")));
+    }
+    std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    Ok(format!(
+        "Removed device {name:?}. The running broker still accepts its token until it restarts: restart it to revoke.\n"
+    ))
+}
