@@ -520,6 +520,16 @@ impl Broker {
             Value::Null => Value::Object(Default::default()),
             other => other,
         };
+        let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |v| v.len());
+        if size > leo_protocol::limits::MAX_ARGUMENTS_BYTES {
+            return Err(Refusal::new(
+                ErrorCode::InvalidArguments,
+                format!(
+                    "at $: arguments have {size} bytes, at most {}",
+                    leo_protocol::limits::MAX_ARGUMENTS_BYTES
+                ),
+            ));
+        }
         check_arguments(&spec.validator, &arguments)?;
         if core.requests.find_local(conn, local_id).is_some() {
             return Err(Refusal::new(

@@ -6,18 +6,27 @@
 //! order, ring order and fan-out order are the same, and a subscriber that reads the ring and
 //! subscribes under that lock misses and repeats nothing.
 //!
-//! **Rule for slow streams:** the fan-out holds `FANOUT` events per stream. A stream that falls
-//! further behind resyncs from the ring; if the ring no longer holds what it missed, the stream
-//! is closed, and the client reconnects with `Last-Event-ID` (its `hello` then says
-//! `replay_gap: true`). Memory per stream is therefore bounded whatever the client does.
+//! **Rule for slow streams:** each stream has a forwarder that takes events off the fan-out as
+//! they are published and queues them for the socket, counting their bytes. A stream whose
+//! queue would pass `STREAM_BACKLOG_BYTES` (its client reads slower than events arrive) is
+//! closed; the client reconnects with `Last-Event-ID` and gets what the ring still holds (its
+//! `hello` says `replay_gap: true` when that is not everything). Events are shared between
+//! streams, so the broker's memory for all backlogs together is at most one backlog budget, plus
+//! the ring, which is bounded by count (`replay_events`) and by `REPLAY_BYTES`.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
 use tokio::sync::broadcast;
 
-/// Events the fan-out holds for a stream that has not read them yet.
+/// Events the fan-out holds for a forwarder that has not taken them yet. Forwarders never wait
+/// on a socket, so this is only reached when the broker is starved of CPU; a forwarder that
+/// lags resyncs from the ring.
 pub const FANOUT: usize = 1024;
+/// Bytes of events a stream may have queued for its socket before it is closed.
+pub const STREAM_BACKLOG_BYTES: usize = 8 * 1024 * 1024;
+/// Bytes of events the replay ring keeps at most, besides its count limit.
+pub const REPLAY_BYTES: usize = 16 * 1024 * 1024;
 
 /// One published event.
 #[derive(Debug)]
@@ -31,6 +40,11 @@ pub struct Event {
 }
 
 impl Event {
+    /// Roughly what the event occupies, for the byte budgets.
+    pub fn size(&self) -> usize {
+        self.full.len() + self.redacted.as_ref().map_or(0, String::len) + 64
+    }
+
     /// The data a stream may see.
     pub fn data(&self, provider: bool) -> &str {
         match (&self.redacted, provider) {
@@ -45,6 +59,7 @@ struct Ring {
     seq: u64,
     events: VecDeque<Arc<Event>>,
     cap: usize,
+    bytes: usize,
 }
 
 /// What a new stream starts from.
@@ -72,6 +87,7 @@ impl EventBus {
                 seq: 0,
                 events: VecDeque::with_capacity(replay_events.min(65_536)),
                 cap: replay_events.max(1),
+                bytes: 0,
             }),
             tx,
         }
@@ -93,10 +109,13 @@ impl EventBus {
             full,
             redacted,
         });
-        if ring.events.len() == ring.cap {
-            ring.events.pop_front();
-        }
+        ring.bytes += event.size();
         ring.events.push_back(event.clone());
+        while ring.events.len() > ring.cap || (ring.bytes > REPLAY_BYTES && ring.events.len() > 1) {
+            if let Some(old) = ring.events.pop_front() {
+                ring.bytes -= old.size();
+            }
+        }
         // No receivers is fine: nobody is listening.
         let _ = self.tx.send(event);
         ring.seq

@@ -19,6 +19,8 @@ pub const MAX_TOOLS_PER_BROKER: usize = 64;
 pub const MAX_GROUP_NAME: usize = 64;
 /// Largest result content, in bytes of compact JSON.
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
+/// Largest call arguments, in bytes of compact JSON.
+pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
 /// `timeout_s` when a tool does not give one.
 pub const DEFAULT_TIMEOUT_S: u64 = 600;
 /// Largest `timeout_s` a tool may ask for (one week); `0` means never.

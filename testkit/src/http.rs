@@ -101,6 +101,33 @@ impl Http {
         self.send("POST", path, body.into(), &[]).await
     }
 
+    /// Like `post_raw`, but a connection the server closed before reading the whole body (as it
+    /// may after answering 413) is `Err` instead of a panic.
+    pub async fn try_post_raw(&self, path: &str, body: impl Into<Bytes>) -> Result<u16, String> {
+        let req = self.request("POST", path, body.into(), &[]);
+        let fut = async {
+            let resp = match &self.target {
+                Target::Tcp(addr) => {
+                    let stream = tokio::net::TcpStream::connect(addr)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    let _ = stream.set_nodelay(true);
+                    try_send_on(TokioIo::new(stream), req).await?
+                }
+                Target::Unix(path) => {
+                    let stream = tokio::net::UnixStream::connect(path)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    try_send_on(TokioIo::new(stream), req).await?
+                }
+            };
+            Ok(resp.status().as_u16())
+        };
+        tokio::time::timeout(WAIT, fut)
+            .await
+            .map_err(|_| "timed out".to_owned())?
+    }
+
     /// Sends a request and reads the whole response.
     pub async fn send(
         &self,
@@ -139,6 +166,35 @@ impl Http {
         body: Bytes,
         headers: &[(&str, &str)],
     ) -> Response<Incoming> {
+        let req = self.request(method, path, body, headers);
+        let fut = async {
+            match &self.target {
+                Target::Tcp(addr) => {
+                    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                    // Without it, a request written in two segments waits for a delayed ACK.
+                    let _ = stream.set_nodelay(true);
+                    send_on(TokioIo::new(stream), req).await
+                }
+                Target::Unix(path) => {
+                    let stream = tokio::net::UnixStream::connect(path)
+                        .await
+                        .expect("connect unix");
+                    send_on(TokioIo::new(stream), req).await
+                }
+            }
+        };
+        tokio::time::timeout(WAIT, fut)
+            .await
+            .expect("request timed out")
+    }
+
+    fn request(
+        &self,
+        method: &str,
+        path: &str,
+        body: Bytes,
+        headers: &[(&str, &str)],
+    ) -> Request<Full<Bytes>> {
         let mut req = Request::builder().method(method).uri(path);
         let host = match (&self.host, &self.target) {
             (Some(h), _) => h.clone(),
@@ -157,24 +213,7 @@ impl Http {
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
-        let req = req.body(Full::new(body)).expect("request");
-        let fut = async {
-            match &self.target {
-                Target::Tcp(addr) => {
-                    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                    send_on(TokioIo::new(stream), req).await
-                }
-                Target::Unix(path) => {
-                    let stream = tokio::net::UnixStream::connect(path)
-                        .await
-                        .expect("connect unix");
-                    send_on(TokioIo::new(stream), req).await
-                }
-            }
-        };
-        tokio::time::timeout(WAIT, fut)
-            .await
-            .expect("request timed out")
+        req.body(Full::new(body)).expect("request")
     }
 }
 
@@ -182,11 +221,91 @@ async fn send_on<IO>(io: IO, req: Request<Full<Bytes>>) -> Response<Incoming>
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
+    try_send_on(io, req).await.expect("send request")
+}
+
+async fn try_send_on<IO>(io: IO, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String>
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
     let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
+        .await
+        .map_err(|e| e.to_string())?;
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    sender.send_request(req).await.map_err(|e| e.to_string())
+}
+
+/// One keep-alive connection, for tests that send many requests in a row.
+pub struct Conn {
+    http: Http,
+    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+}
+
+impl Http {
+    /// Opens a keep-alive connection with this client's target, token and Host.
+    pub async fn connect(&self) -> Conn {
+        let sender = match &self.target {
+            Target::Tcp(addr) => {
+                let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
+                let _ = stream.set_nodelay(true);
+                handshake(TokioIo::new(stream)).await
+            }
+            Target::Unix(path) => {
+                let stream = tokio::net::UnixStream::connect(path)
+                    .await
+                    .expect("connect unix");
+                handshake(TokioIo::new(stream)).await
+            }
+        };
+        Conn {
+            http: self.clone(),
+            sender,
+        }
+    }
+}
+
+async fn handshake<IO>(io: IO) -> hyper::client::conn::http1::SendRequest<Full<Bytes>>
+where
+    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
+{
+    let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
         .expect("handshake");
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    sender.send_request(req).await.expect("send request")
+    sender
+}
+
+impl Conn {
+    /// POSTs `body` as JSON on this connection.
+    pub async fn post(&mut self, path: &str, body: &Value) -> Reply {
+        let req = self
+            .http
+            .request("POST", path, Bytes::from(body.to_string()), &[]);
+        let fut = async {
+            self.sender.ready().await.expect("connection ready");
+            let resp = self.sender.send_request(req).await.expect("send request");
+            let status = resp.status().as_u16();
+            let content_type = resp
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_owned();
+            let bytes = resp.into_body().collect().await.expect("body").to_bytes();
+            let body = serde_json::from_slice(&bytes)
+                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+            Reply {
+                status,
+                body,
+                content_type,
+            }
+        };
+        tokio::time::timeout(WAIT, fut)
+            .await
+            .expect("request timed out")
+    }
 }

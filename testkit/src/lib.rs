@@ -122,6 +122,19 @@ impl Broker {
         std::mem::replace(&mut self.home, tempfile::tempdir().unwrap())
     }
 
+    /// The broker's process id.
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .and_then(|c| c.id())
+            .expect("broker running")
+    }
+
+    /// The broker's resident memory, in KiB (`VmRSS`).
+    pub fn rss_kib(&self) -> u64 {
+        rss_kib(self.pid())
+    }
+
     /// What the broker logged so far.
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
@@ -181,4 +194,15 @@ pub async fn spawn(home: &Path) -> Result<(Child, std::net::SocketAddr, PathBuf)
     // Keep draining stdout so the broker never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, addr, stderr_path))
+}
+
+/// The resident memory of process `pid`, in KiB, from `/proc/PID/status`.
+pub fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("proc status");
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .expect("VmRSS")
 }

@@ -3,6 +3,7 @@
 //! A stream is `hello` (not numbered), then the events after `Last-Event-ID` that the ring
 //! still holds, then live events. Provider streams see requests in full; others see ids. When
 //! the stream ends for any reason its `ClientGuard` drops, which withdraws the client's tools.
+//! A forwarder task per stream applies the slow-stream rule described in `crate::events`.
 
 use std::collections::VecDeque;
 use std::convert::Infallible;
@@ -17,13 +18,16 @@ use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use leo_protocol::ErrorCode;
 use leo_protocol::events::kind;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 use tokio::sync::broadcast::error::RecvError;
+use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::reply::query_flags;
 use super::{ApiError, AppState};
 use crate::core::{Broker, ClientGuard};
-use crate::events::Event;
+use crate::events::{Event, STREAM_BACKLOG_BYTES};
 use crate::tokens::Principal;
 
 /// Comment lines that keep proxies and clients from timing the stream out.
@@ -31,13 +35,21 @@ const KEEP_ALIVE: Duration = Duration::from_secs(15);
 
 struct Stream {
     hello: Option<String>,
-    queue: VecDeque<Arc<Event>>,
-    rx: tokio::sync::broadcast::Receiver<Arc<Event>>,
-    last_sent: u64,
+    queue: mpsc::UnboundedReceiver<Arc<Event>>,
+    backlog: Arc<AtomicUsize>,
     provider: bool,
-    broker: Arc<Broker>,
     shutdown: CancellationToken,
+    _forwarder: AbortOnDrop,
     _guard: ClientGuard,
+}
+
+/// Stops the forwarder when the stream goes.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 fn principal_name(who: &Principal) -> String {
@@ -88,14 +100,23 @@ pub async fn stream(
         .first()
         .map(|e| e.seq - 1)
         .unwrap_or(opened.subscription.seq);
+    let (tx, queue) = mpsc::unbounded_channel();
+    let backlog = Arc::new(AtomicUsize::new(0));
+    let forwarder = tokio::spawn(forward(
+        opened.subscription.replay.into(),
+        opened.subscription.rx,
+        last_sent,
+        tx,
+        backlog.clone(),
+        broker.clone(),
+    ));
     let state = Stream {
         hello: Some(hello),
-        queue: opened.subscription.replay.into(),
-        rx: opened.subscription.rx,
-        last_sent,
+        queue,
+        backlog,
         provider,
         shutdown: broker.shutdown_token(),
-        broker,
+        _forwarder: AbortOnDrop(forwarder.abort_handle()),
         _guard: opened.guard,
     };
     let events = stream::unfold(state, next_event);
@@ -111,34 +132,56 @@ fn sse(event: &Event, provider: bool) -> SseEvent {
         .data(event.data(provider))
 }
 
+/// Moves events from the fan-out to the stream's queue as soon as they are published, in seq
+/// order without gaps, and closes the queue when the stream breaks the slow-stream rule.
+async fn forward(
+    replay: VecDeque<Arc<Event>>,
+    mut rx: tokio::sync::broadcast::Receiver<Arc<Event>>,
+    mut last_sent: u64,
+    tx: mpsc::UnboundedSender<Arc<Event>>,
+    backlog: Arc<AtomicUsize>,
+    broker: Arc<Broker>,
+) {
+    let mut pending = replay;
+    loop {
+        while let Some(event) = pending.pop_front() {
+            if event.seq <= last_sent {
+                continue;
+            }
+            let size = event.size();
+            if backlog.fetch_add(size, Ordering::SeqCst) + size > STREAM_BACKLOG_BYTES {
+                tracing::info!(seq = event.seq, "closing a stream that reads too slowly");
+                return;
+            }
+            last_sent = event.seq;
+            if tx.send(event).is_err() {
+                return;
+            }
+        }
+        match rx.recv().await {
+            Ok(event) => pending.push_back(event),
+            Err(RecvError::Lagged(_)) => match broker.bus().since(last_sent) {
+                // Resync from the ring; events the receiver still holds are skipped by seq.
+                Some(missed) => pending.extend(missed),
+                // The ring lost part of what this stream missed: close it, the client
+                // reconnects with Last-Event-ID and its hello says replay_gap.
+                None => return,
+            },
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
 async fn next_event(mut s: Stream) -> Option<(Result<SseEvent, Infallible>, Stream)> {
     if let Some(hello) = s.hello.take() {
         return Some((Ok(SseEvent::default().event(kind::HELLO).data(hello)), s));
     }
-    loop {
-        if let Some(event) = s.queue.pop_front() {
-            if event.seq <= s.last_sent {
-                continue;
-            }
-            s.last_sent = event.seq;
-            let out = sse(&event, s.provider);
-            return Some((Ok(out), s));
-        }
-        let received = tokio::select! {
-            biased;
-            _ = s.shutdown.cancelled() => return None,
-            r = s.rx.recv() => r,
-        };
-        match received {
-            Ok(event) => s.queue.push_back(event),
-            Err(RecvError::Lagged(_)) => match s.broker.bus().since(s.last_sent) {
-                // Resync from the ring; events the receiver still holds are skipped by seq.
-                Some(missed) => s.queue.extend(missed),
-                // The ring lost part of what this stream missed: close it, the client
-                // reconnects with Last-Event-ID and its hello says replay_gap.
-                None => return None,
-            },
-            Err(RecvError::Closed) => return None,
-        }
-    }
+    let event = tokio::select! {
+        biased;
+        _ = s.shutdown.cancelled() => return None,
+        event = s.queue.recv() => event?,
+    };
+    s.backlog.fetch_sub(event.size(), Ordering::SeqCst);
+    let out = sse(&event, s.provider);
+    Some((Ok(out), s))
 }
