@@ -1,0 +1,70 @@
+//! Replays the fuzz seed corpus and every committed crash input (`fuzz/regressions/`) through
+//! the same checks as the fuzz targets, so they run on every `cargo test`, fuzzer or not.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::path::Path;
+
+use leo_protocol::content::{Posted, ResultBody, check_content};
+use leo_protocol::envelope::parse_json;
+use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
+
+fn inputs(target: &str) -> Vec<Vec<u8>> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
+    let mut out = Vec::new();
+    for dir in ["corpus", "regressions"] {
+        let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let name = e.file_name();
+            if !name.to_string_lossy().starts_with('.') {
+                out.push(std::fs::read(e.path()).unwrap());
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn schema_check_inputs() {
+    let all = inputs("schema_check");
+    assert!(!all.is_empty(), "the seed corpus is missing");
+    for data in all {
+        if let Ok(value) = serde_json::from_slice::<serde_json::Value>(&data) {
+            let _ = leo_protocol::schema::check_input_schema(&value);
+            if let Ok(def) = serde_json::from_value::<leo_protocol::tool::ToolDef>(value) {
+                let _ = def.check("$.tools[0]");
+            }
+        }
+    }
+}
+
+#[test]
+fn ipc_frame_inputs() {
+    let all = inputs("ipc_frame");
+    assert!(!all.is_empty(), "the seed corpus is missing");
+    for data in all {
+        if let Ok(frame) = parse_json::<SidecarFrame>(&data) {
+            let again = serde_json::to_vec(&frame).unwrap();
+            assert_eq!(parse_json::<SidecarFrame>(&again).ok(), Some(frame));
+        }
+        if let Ok(frame) = parse_json::<BrokerFrame>(&data) {
+            let again = serde_json::to_vec(&frame).unwrap();
+            assert_eq!(parse_json::<BrokerFrame>(&again).ok(), Some(frame));
+        }
+    }
+}
+
+#[test]
+fn result_body_inputs() {
+    let all = inputs("result_body");
+    assert!(!all.is_empty(), "the seed corpus is missing");
+    for data in all {
+        if let Ok(body) = parse_json::<ResultBody>(&data)
+            && let Ok(Posted::Content(blocks)) = body.into_posted()
+        {
+            assert!(check_content(&blocks).is_ok());
+        }
+    }
+}
