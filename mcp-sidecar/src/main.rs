@@ -1,6 +1,34 @@
-//! `leo-mcp`: the per-agent MCP sidecar (built in the sidecar issue).
+//! `leo-mcp`: parse flags, log to stderr, serve MCP on stdio (see the library docs).
 
-fn main() {
-    eprintln!("leo-mcp: not built yet; see the sidecar issue");
-    std::process::exit(2);
+#![deny(clippy::print_stdout)]
+
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+fn main() -> anyhow::Result<()> {
+    let settings = leo_mcp::cli::Cli::parse().into_settings()?;
+    init_tracing();
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the tokio runtime")?;
+    let result = runtime.block_on(leo_mcp::run(settings));
+    // Do not wait for a blocking stdin read that will never finish.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    Ok(result?)
+}
+
+/// Logs go to stderr only; stdout is the MCP protocol. `LEO_MCP_LOG` (or `RUST_LOG`) filters.
+fn init_tracing() {
+    let filter = EnvFilter::try_from_env("LEO_MCP_LOG")
+        .or_else(|_| EnvFilter::try_from_default_env())
+        .unwrap_or_else(|_| EnvFilter::new("leo_mcp=info,rmcp=warn"));
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(filter)
+        .init();
 }

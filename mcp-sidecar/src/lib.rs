@@ -1,0 +1,44 @@
+//! `leo-mcp`: the per-agent stdio MCP server that shows Leo client tools to a harness.
+//!
+//! A harness (Claude Code, opencode, codex…) launches one `leo-mcp` per agent session. It speaks
+//! MCP on stdin/stdout through rmcp and talks to the broker over `run/sidecar.sock` with the JSON
+//! lines of `leo_protocol::ipc`. The pieces:
+//!
+//! - `server` is the MCP face: `initialize`, `tools/list`, `tools/call`; `discover` keeps
+//!   2026-07-28 clients on the `initialize` handshake.
+//! - `mode` and `caps` decide how tools are shown: `native` (every client tool, with
+//!   `list_changed`) or `fallback` (`leo_app_tools` and `leo_app_call`).
+//! - `link` is the sidecar's handle on the broker (calls in flight, the tool view), and
+//!   `reconnect` the task that keeps the IPC connection up with a capped backoff.
+//! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result.
+//!
+//! **Architecture Invariant:** stdout carries only MCP frames, written by rmcp; everything else
+//! goes to stderr through `tracing`. `print_stdout` is denied here so that no `println!` can ever
+//! corrupt the protocol.
+
+#![deny(clippy::print_stdout)]
+
+pub mod backoff;
+pub mod call;
+pub mod caps;
+pub mod cli;
+pub mod discover;
+pub mod error;
+pub mod fallback;
+pub mod frames;
+pub mod home;
+pub mod link;
+pub mod mode;
+pub mod native;
+pub mod offline;
+pub mod outcome;
+pub mod pending;
+pub mod progress;
+pub mod reconnect;
+pub mod run;
+pub mod server;
+pub mod session;
+pub mod view;
+
+pub use error::{Result, SidecarError};
+pub use run::run;

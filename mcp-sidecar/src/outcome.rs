@@ -1,0 +1,44 @@
+//! How a call's ending looks to the harness.
+//!
+//! Content from the app passes through as MCP content blocks, images and all. Every failure,
+//! whether the broker's (`no_client`, `timeout`, `cancelled`, `denied`, `invalid_arguments`) or
+//! the app's own code, is a tool result with `isError: true` and one text block
+//! `"<code>: <message>"`: models read tool errors, while JSON-RPC errors are usually shown to
+//! nobody.
+
+use leo_protocol::ipc::Outcome;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::Value;
+
+/// The tool result for an outcome.
+pub fn to_result(outcome: Outcome) -> CallToolResult {
+    match outcome {
+        Outcome::Content { content } => CallToolResult::success(content_blocks(content)),
+        Outcome::Error { error } => failure(&error.code, &error.message),
+    }
+}
+
+/// A tool error `"<code>: <message>"`.
+pub fn failure(code: &str, message: &str) -> CallToolResult {
+    CallToolResult::error(vec![ContentBlock::text(format!("{code}: {message}"))])
+}
+
+/// A successful result of one text block.
+pub fn text(text: String) -> CallToolResult {
+    CallToolResult::success(vec![ContentBlock::text(text)])
+}
+
+/// Turns the app's blocks into rmcp's. The broker checked every block's shape already; a block
+/// rmcp still cannot read (a field of an unexpected type in `annotations`, say) is passed as a
+/// text block holding its JSON, so nothing the app sent is silently dropped.
+pub fn content_blocks(content: Vec<Value>) -> Vec<ContentBlock> {
+    content
+        .into_iter()
+        .map(|block| {
+            serde_json::from_value::<ContentBlock>(block.clone()).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "content block not understood; passing it as text");
+                ContentBlock::text(block.to_string())
+            })
+        })
+        .collect()
+}

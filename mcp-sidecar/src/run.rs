@@ -1,0 +1,43 @@
+//! Wiring: the broker link, the reconnect task and the MCP service on stdio.
+//!
+//! The MCP service starts at once, whatever the broker's state, so `initialize` is answered in
+//! milliseconds; the broker connection comes up beside it and every later answer reflects it.
+
+use rmcp::service::ServerInitializeError;
+use rmcp::transport::IntoTransport;
+use rmcp::{RoleServer, ServiceExt};
+use tracing::{debug, info};
+
+use crate::cli::Settings;
+use crate::discover::RefuseDiscover;
+use crate::error::{Result, SidecarError};
+use crate::link::BrokerLink;
+use crate::reconnect;
+use crate::server::Sidecar;
+use crate::session::new_session_id;
+
+/// Serves MCP on stdin/stdout until the harness closes it.
+pub async fn run(settings: Settings) -> Result<()> {
+    let link = BrokerLink::new();
+    let session = new_session_id(&settings.agent);
+    info!(agent = %settings.agent, session, home = %settings.home.root.display(), "leo-mcp starting");
+    tokio::spawn(reconnect::run(settings.clone(), session, link.clone()));
+
+    let stdio =
+        IntoTransport::<RoleServer, std::io::Error, _>::into_transport(rmcp::transport::stdio());
+    let service = match Sidecar::new(settings, link)
+        .serve(RefuseDiscover::new(stdio))
+        .await
+    {
+        Ok(service) => service,
+        // The harness went away before initializing (a config check, a cancelled start).
+        Err(ServerInitializeError::ConnectionClosed(why)) => {
+            debug!(why, "stdin closed before initialize");
+            return Ok(());
+        }
+        Err(e) => return Err(SidecarError::Serve(Box::new(e))),
+    };
+    let reason = service.waiting().await.map_err(SidecarError::Join)?;
+    info!(?reason, "harness closed the session");
+    Ok(())
+}

@@ -1,0 +1,245 @@
+//! The MCP face of the sidecar: what a harness sees on stdio.
+//!
+//! `initialize` records the harness and decides the mode; `tools/list` answers from the broker's
+//! last view (native tools, or the two fallback tools); `tools/call` forwards to the broker.
+//! rmcp answers `ping` and unknown methods (-32601) itself, and cancels a request's context on
+//! `notifications/cancelled`, which `call` turns into a `cancel` frame.
+//!
+//! **Architecture Invariant:** `deny_tools` is enforced here as well as in the broker: a denied
+//! name is never listed and a call to it is refused before anything is sent.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use leo_protocol::ipc::{AgentTool, Harness, Mode};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
+    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
+    ProtocolVersion, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::Value;
+use tracing::info;
+
+use crate::call;
+use crate::cli::Settings;
+use crate::fallback::{self, APP_CALL, APP_TOOLS};
+use crate::link::BrokerLink;
+use crate::mode::SessionMode;
+use crate::native::{self, Shown};
+use crate::offline;
+use crate::outcome;
+use crate::view::View;
+
+/// How long a request right after start waits for the first connection attempt to finish, so
+/// that a harness that lists or calls at once (codex calls from a cached tool list) gets the
+/// broker's answer rather than "not connected yet". Later requests never wait.
+const FIRST_CONNECT_WAIT: Duration = Duration::from_millis(500);
+
+/// What the harness reads about this server.
+const INSTRUCTIONS: &str = "Tools offered by apps connected to Leo. They come and go as apps \
+connect; a failed call says why as \"<code>: <message>\" (no_client: no app serves the tool \
+right now).";
+
+/// The MCP server; cheap to clone.
+#[derive(Clone)]
+pub struct Sidecar {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    settings: Settings,
+    link: Arc<BrokerLink>,
+    mode: SessionMode,
+    fallback_listed: OnceLock<bool>,
+    shown: Arc<Shown>,
+    notifier: OnceLock<()>,
+}
+
+impl Sidecar {
+    pub fn new(settings: Settings, link: Arc<BrokerLink>) -> Sidecar {
+        Sidecar {
+            inner: Arc::new(Inner {
+                settings,
+                link,
+                mode: SessionMode::default(),
+                fallback_listed: OnceLock::new(),
+                shown: Arc::new(Shown::default()),
+                notifier: OnceLock::new(),
+            }),
+        }
+    }
+}
+
+impl Inner {
+    /// Records the harness and decides the mode (once).
+    fn harness_seen(&self, client: &Implementation) -> Mode {
+        let mode = self
+            .mode
+            .decide(self.settings.mode, Some(client.name.as_str()));
+        let harness = Harness {
+            name: client.name.clone(),
+            version: client.version.clone(),
+        };
+        info!(harness = %harness.name, version = %harness.version, mode = ?mode, "harness initialized");
+        self.link.set_harness(harness, mode);
+        mode
+    }
+
+    /// The mode, deciding it from the request's client info if `initialize` was never seen.
+    fn mode_for(&self, ctx: &RequestContext<RoleServer>) -> Mode {
+        match self.mode.get() {
+            Some(m) => m,
+            None => match ctx.client_info() {
+                Some(client) => self.harness_seen(&client),
+                None => self.mode.decide(self.settings.mode, None),
+            },
+        }
+    }
+
+    /// `deny_tools` for this agent: the broker's word, or `config.yaml` before any welcome.
+    fn denied(&self, view: &View) -> BTreeSet<String> {
+        match &view.denied {
+            Some(d) => d.clone(),
+            None => offline::denied(&self.settings.home, &self.settings.agent),
+        }
+    }
+
+    fn native_visible(&self, view: &View) -> Vec<AgentTool> {
+        view.visible_tools(&self.denied(view))
+    }
+
+    /// Whether the fallback pair is listed, sampled at the first `tools/list`.
+    fn fallback_listed(&self, view: &View) -> bool {
+        *self.fallback_listed.get_or_init(|| {
+            let ever = view
+                .ever_registered
+                .unwrap_or_else(|| offline::ever_registered(&self.settings.home));
+            info!(ever_registered = ever, "fallback tools sampled");
+            ever
+        })
+    }
+
+    fn denied_failure(&self, tool: &str) -> CallToolResult {
+        outcome::failure(
+            "denied",
+            &format!("tool {tool:?} is denied to agent {:?}", self.settings.agent),
+        )
+    }
+
+    async fn call(
+        &self,
+        name: &str,
+        arguments: Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResult {
+        self.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let view = self.link.view();
+        let denied = self.denied(&view);
+        if denied.contains(name) {
+            return self.denied_failure(name);
+        }
+        let every = self.settings.progress_every;
+        match name {
+            APP_TOOLS => match self.link.down_reason() {
+                Some(reason) => outcome::failure("no_client", &reason),
+                None => outcome::text(fallback::describe(
+                    view.revision,
+                    &view.visible_tools(&denied),
+                )),
+            },
+            APP_CALL => match fallback::parse_call(&arguments) {
+                Err(message) => outcome::failure("invalid_arguments", &message),
+                Ok(c) if denied.contains(&c.tool) => self.denied_failure(&c.tool),
+                Ok(c) => call::forward(&self.link, &c.tool, c.args, ctx, every).await,
+            },
+            _ => call::forward(&self.link, name, arguments, ctx, every).await,
+        }
+    }
+}
+
+impl ServerHandler for Sidecar {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(
+            ServerCapabilities::builder()
+                .enable_tools()
+                .enable_tool_list_changed()
+                .build(),
+        )
+        .with_server_info(Implementation::new("leo-mcp", env!("CARGO_PKG_VERSION")))
+        .with_instructions(INSTRUCTIONS)
+    }
+
+    /// Every version that has an `initialize` handshake (see `discover`).
+    fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
+        Cow::Borrowed(ProtocolVersion::known_up_to(
+            &ProtocolVersion::LATEST_WITH_INITIALIZE,
+        ))
+    }
+
+    async fn initialize(
+        &self,
+        request: InitializeRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<InitializeResult, McpError> {
+        context.peer.set_peer_info(request.clone());
+        self.inner.harness_seen(&request.client_info);
+        self.negotiate_initialize(&request)
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.inner.mode.get() != Some(Mode::Native) || self.inner.notifier.set(()).is_err() {
+            return;
+        }
+        let inner = self.inner.clone();
+        let views = self.inner.link.subscribe();
+        let shown = self.inner.shown.clone();
+        tokio::spawn(native::notify_changes(
+            context.peer.clone(),
+            views,
+            shown,
+            move |view| inner.native_visible(view),
+        ));
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        let inner = &self.inner;
+        inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let view = inner.link.view();
+        let tools = match inner.mode_for(&context) {
+            Mode::Native => {
+                let visible = inner.native_visible(&view);
+                inner.shown.listed(&visible);
+                visible.iter().map(native::to_mcp_tool).collect()
+            }
+            Mode::Fallback => {
+                if inner.fallback_listed(&view) {
+                    fallback::tools(&inner.denied(&view))
+                } else {
+                    Vec::new()
+                }
+            }
+        };
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = match request.arguments {
+            Some(map) => Value::Object(map),
+            None => Value::Object(Default::default()),
+        };
+        let result = self.inner.call(&request.name, arguments, &context).await;
+        Ok(result.into())
+    }
+}

@@ -1,0 +1,76 @@
+//! What the broker last told this session about tools.
+//!
+//! The view is one value behind a `watch` channel: the reconnect task writes it from `welcome`
+//! and `tools` frames and when the connection drops; the MCP server reads it to list tools, and
+//! the native notifier wakes on every change. While the broker is down the client tools are gone
+//! (nothing can serve them), but `denied` and `ever_registered` are kept: they do not change
+//! without a broker restart, and the next `welcome` refreshes them.
+
+use std::collections::BTreeSet;
+
+use leo_protocol::ipc::{AgentTool, BrokerFrame};
+
+/// The tool state of this session.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct View {
+    /// True between a `welcome` and the end of that connection.
+    pub connected: bool,
+    /// The broker's revision of the tool set.
+    pub revision: u64,
+    /// Client tools this agent may see now (the broker already removed denied ones).
+    pub tools: Vec<AgentTool>,
+    /// Whether some app has ever registered a tool; `None` until a first `welcome`.
+    pub ever_registered: Option<bool>,
+    /// `deny_tools` for this agent; `None` until a first `welcome`.
+    pub denied: Option<BTreeSet<String>>,
+}
+
+impl View {
+    /// The view after `frame`; frames that carry no tool state leave it as is.
+    pub fn apply(&self, frame: &BrokerFrame) -> View {
+        match frame {
+            BrokerFrame::Welcome {
+                revision,
+                tools,
+                ever_registered,
+                denied,
+                ..
+            } => View {
+                connected: true,
+                revision: *revision,
+                tools: tools.clone(),
+                ever_registered: Some(*ever_registered),
+                denied: Some(denied.iter().cloned().collect()),
+            },
+            BrokerFrame::Tools {
+                revision,
+                tools,
+                ever_registered,
+            } => View {
+                revision: *revision,
+                tools: tools.clone(),
+                ever_registered: Some(*ever_registered),
+                ..self.clone()
+            },
+            _ => self.clone(),
+        }
+    }
+
+    /// The view once the connection is gone.
+    pub fn disconnected(&self) -> View {
+        View {
+            connected: false,
+            tools: Vec::new(),
+            ..self.clone()
+        }
+    }
+
+    /// The client tools to show, without any denied name.
+    pub fn visible_tools(&self, denied: &BTreeSet<String>) -> Vec<AgentTool> {
+        self.tools
+            .iter()
+            .filter(|t| !denied.contains(&t.name))
+            .cloned()
+            .collect()
+    }
+}

@@ -1,0 +1,142 @@
+//! Native mode: client tools as MCP tools, and `list_changed` as the tool set moves.
+
+use std::time::Duration;
+
+use leo_testkit::Broker;
+use serde_json::{Value, json};
+
+use leo_mcp::caps::Table;
+use leo_protocol::ipc::Mode;
+
+use crate::support::{Agent, AgentOpts, App, tool, wait_until};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_changes_in_200ms_give_one_or_two_notifications_and_the_last_state() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    assert!(agent.tool_names().await.is_empty());
+    // Let a possible notification for the initial view pass before counting.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let before = agent.list_changed();
+
+    let mut last = Vec::new();
+    for i in 0..10 {
+        last = (0..=i).map(|j| format!("t{j}")).collect::<Vec<_>>();
+        let tools: Vec<Value> = last.iter().map(|n| tool(n)).collect();
+        app.register("g", Value::Array(tools)).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    wait_until("a list_changed notification", || {
+        agent.list_changed() > before
+    })
+    .await;
+    // The broker sends at most one frame a second; wait for quiet well past that.
+    let mut count = agent.list_changed();
+    loop {
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let now = agent.list_changed();
+        if now == count {
+            break;
+        }
+        count = now;
+    }
+    let notified = count - before;
+    eprintln!("ten registrations gave {notified} list_changed notification(s)");
+    assert!(
+        (1..=2).contains(&notified),
+        "expected 1 or 2 notifications, got {notified}\n{}",
+        agent.stderr()
+    );
+    let mut names = agent.tool_names().await;
+    names.sort();
+    last.sort();
+    assert_eq!(names, last);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_mode_follows_the_built_in_table() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await;
+
+    let table = Table::builtin();
+    let fallback_tools = ["leo_app_call", "leo_app_tools"];
+    let cases = [
+        ("a", "claude-code"),
+        ("b", "opencode"),
+        ("c", "codex-mcp-client"),
+        ("d", "some-new-harness"),
+    ];
+    let mut sessions = Vec::new();
+    for (agent, client) in cases {
+        let session = Agent::start(broker.home(), AgentOpts::auto(agent, client)).await;
+        let names = session.tool_names().await;
+        match table.mode_for(client) {
+            Mode::Native => assert_eq!(names, ["echo"], "{client}"),
+            Mode::Fallback => assert_eq!(names, fallback_tools, "{client}"),
+        }
+        // Keep the session open so the broker lists it below.
+        sessions.push(session);
+    }
+
+    // The broker learns the harness and mode of each session.
+    let want = |client: &str| {
+        let mode = match table.mode_for(client) {
+            Mode::Native => "native",
+            Mode::Fallback => "fallback",
+        };
+        Some((json!(client), json!(mode)))
+    };
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let status = broker.http().get("/api/v1/status").await;
+        let agents = status.data()["agents"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        let mode_of = |name: &str| {
+            agents
+                .iter()
+                .find(|a| a["agent"] == name)
+                .map(|a| (a["harness"]["name"].clone(), a["mode"].clone()))
+        };
+        if cases
+            .iter()
+            .all(|(agent, client)| mode_of(agent) == want(client))
+        {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the broker never learned the harnesses: {agents:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(sessions);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_app_group_appears_with_a_notification() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register("one", json!([tool("a1")])).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    assert_eq!(agent.tool_names().await, ["a1"]);
+    let before = agent.list_changed();
+
+    let other = App::connect(&broker.http()).await;
+    other.register("two", json!([tool("b1")])).await;
+    wait_until("list_changed", || agent.list_changed() > before).await;
+    assert_eq!(agent.tool_names().await, ["a1", "b1"]);
+
+    // The app leaving withdraws its tools, which is a change too.
+    let before = agent.list_changed();
+    drop(other);
+    wait_until("list_changed after withdrawal", || {
+        agent.list_changed() > before
+    })
+    .await;
+    assert_eq!(agent.tool_names().await, ["a1"]);
+}

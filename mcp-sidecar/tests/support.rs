@@ -1,0 +1,452 @@
+//! Shared pieces: an app played by the test over HTTP/SSE, an agent played by an rmcp client
+//! driving the real `leo-mcp` binary, and a raw JSON-RPC line client for protocol edge cases.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use leo_testkit::{Http, Reply, Sse, SseEvent, WAIT, bin};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    ProgressNotificationParam, ProtocolVersion, Tool,
+};
+use rmcp::service::{NotificationContext, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+// ----- the app -----
+
+/// An app: a provider stream and the HTTP client it posts with.
+pub struct App {
+    pub http: Http,
+    pub sse: Sse,
+    pub id: String,
+}
+
+impl App {
+    pub async fn connect(http: &Http) -> App {
+        let (sse, id) = Sse::provider(http).await;
+        App {
+            http: http.clone(),
+            sse,
+            id,
+        }
+    }
+
+    /// Registers (or replaces) `group`; asserts success.
+    pub async fn register(&self, group: &str, tools: Value) {
+        let reply = self.try_register(group, tools).await;
+        reply.data();
+    }
+
+    pub async fn try_register(&self, group: &str, tools: Value) -> Reply {
+        self.http
+            .post(
+                "/api/v1/client-tools",
+                &json!({"client_id": self.id, "group": group, "tools": tools}),
+            )
+            .await
+    }
+
+    pub async fn claim(&self, id: &str) {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/claim"),
+                &json!({"client_id": self.id}),
+            )
+            .await
+            .data();
+    }
+
+    /// Claims request `id` and answers it with `content`.
+    pub async fn answer(&self, id: &str, content: Value) {
+        self.claim(id).await;
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": true, "content": content}),
+            )
+            .await
+            .data();
+    }
+
+    /// Claims request `id` and fails it with the app's own code.
+    pub async fn fail(&self, id: &str, code: &str, message: &str) {
+        self.claim(id).await;
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": false, "error": {"code": code, "message": message}}),
+            )
+            .await
+            .data();
+    }
+
+    /// The next `client_tool.request` on this app's stream.
+    pub async fn next_request(&mut self) -> SseEvent {
+        self.sse.next_of("client_tool.request").await
+    }
+
+    /// The next `client_tool.cancelled` on this app's stream.
+    pub async fn next_cancelled(&mut self) -> SseEvent {
+        self.sse.next_of("client_tool.cancelled").await
+    }
+}
+
+/// A simple tool definition.
+pub fn tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("The {name} tool"),
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+    })
+}
+
+/// A tool with a timeout.
+pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
+    let mut t = tool(name);
+    t["timeout_s"] = json!(timeout_s);
+    t
+}
+
+// ----- the agent -----
+
+/// What the rmcp client saw from the server besides responses.
+#[derive(Debug, Default)]
+pub struct Seen {
+    pub list_changed: AtomicUsize,
+    pub progress: AtomicUsize,
+}
+
+/// The harness side: an rmcp client that records notifications.
+#[derive(Clone)]
+pub struct Harness {
+    name: String,
+    seen: Arc<Seen>,
+}
+
+impl ClientHandler for Harness {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new(self.name.clone(), "9.9.9"),
+        )
+    }
+
+    async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.seen.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_progress(
+        &self,
+        _params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.progress.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+/// How to start one `leo-mcp`.
+#[derive(Debug, Clone)]
+pub struct AgentOpts {
+    pub agent: String,
+    /// `--mode`; `None` means the default (`auto`).
+    pub mode: Option<&'static str>,
+    /// The harness's `clientInfo.name`.
+    pub client_name: String,
+    pub env: Vec<(String, String)>,
+    /// Open with `server/discover` (rmcp's `ClientLifecycleMode::Auto`), as 2026-07-28 clients do.
+    pub discover_first: bool,
+}
+
+impl AgentOpts {
+    pub fn native(agent: &str) -> AgentOpts {
+        AgentOpts {
+            agent: agent.to_owned(),
+            mode: Some("native"),
+            client_name: "leo-test-harness".into(),
+            env: Vec::new(),
+            discover_first: false,
+        }
+    }
+
+    pub fn fallback(agent: &str) -> AgentOpts {
+        AgentOpts {
+            mode: Some("fallback"),
+            ..AgentOpts::native(agent)
+        }
+    }
+
+    /// `--mode auto` with the given client name.
+    pub fn auto(agent: &str, client_name: &str) -> AgentOpts {
+        AgentOpts {
+            mode: None,
+            client_name: client_name.to_owned(),
+            ..AgentOpts::native(agent)
+        }
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> AgentOpts {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+}
+
+/// A running `leo-mcp` with an rmcp client on its stdio.
+pub struct Agent {
+    pub client: RunningService<RoleClient, Harness>,
+    pub seen: Arc<Seen>,
+    pub pid: u32,
+    pub stderr_path: PathBuf,
+}
+
+impl Agent {
+    /// Starts `leo-mcp` on `home` and initializes it.
+    pub async fn start(home: &Path, opts: AgentOpts) -> Agent {
+        let stderr_path = home.join(format!(
+            "leo-mcp-{}-{}.stderr",
+            opts.agent,
+            NEXT.fetch_add(1, Ordering::SeqCst)
+        ));
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
+        let mut cmd = Command::new(bin("leo-mcp"));
+        cmd.arg("--agent").arg(&opts.agent);
+        if let Some(mode) = opts.mode {
+            cmd.arg("--mode").arg(mode);
+        }
+        cmd.env("LEO_HOME", home)
+            .env_remove("LEO_AGENT")
+            .env("LEO_MCP_LOG", "leo_mcp=debug,rmcp=info");
+        for (k, v) in &opts.env {
+            cmd.env(k, v);
+        }
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .expect("spawn leo-mcp");
+        let pid = transport.id().expect("leo-mcp pid");
+        let seen = Arc::new(Seen::default());
+        let harness = Harness {
+            name: opts.client_name.clone(),
+            seen: seen.clone(),
+        };
+        let started = if opts.discover_first {
+            let lifecycle = ClientLifecycleMode::Auto {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                legacy_version: None,
+            };
+            tokio::time::timeout(WAIT, harness.serve_with_lifecycle(transport, lifecycle)).await
+        } else {
+            tokio::time::timeout(WAIT, harness.serve(transport)).await
+        };
+        let client = started
+            .expect("initialize timed out")
+            .expect("initialize failed");
+        Agent {
+            client,
+            seen,
+            pid,
+            stderr_path,
+        }
+    }
+
+    /// Every tool, as the harness lists them.
+    pub async fn tools(&self) -> Vec<Tool> {
+        tokio::time::timeout(WAIT, self.client.peer().list_all_tools())
+            .await
+            .expect("tools/list timed out")
+            .expect("tools/list failed")
+    }
+
+    /// The listed tool names, sorted.
+    pub async fn tool_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .tools()
+            .await
+            .iter()
+            .map(|t| t.name.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Calls `name` and waits (bounded) for the result.
+    pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
+        call(&self.client.peer().clone(), name, args).await
+    }
+
+    /// Starts a call in the background.
+    pub fn spawn_call(&self, name: &str, args: Value) -> tokio::task::JoinHandle<CallToolResult> {
+        let peer = self.client.peer().clone();
+        let name = name.to_owned();
+        tokio::spawn(async move { call(&peer, &name, args).await })
+    }
+
+    pub fn list_changed(&self) -> usize {
+        self.seen.list_changed.load(Ordering::SeqCst)
+    }
+
+    pub fn progress(&self) -> usize {
+        self.seen.progress.load(Ordering::SeqCst)
+    }
+
+    /// SIGKILLs the process.
+    pub fn kill(&self) {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", &self.pid.to_string()])
+            .status();
+    }
+
+    /// What leo-mcp logged, for assertion messages.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+    }
+}
+
+static NEXT: AtomicUsize = AtomicUsize::new(0);
+
+async fn call(peer: &rmcp::Peer<RoleClient>, name: &str, args: Value) -> CallToolResult {
+    let mut params = CallToolRequestParams::new(name.to_owned());
+    if let Value::Object(map) = args {
+        params = params.with_arguments(map);
+    }
+    tokio::time::timeout(WAIT, peer.call_tool(params))
+        .await
+        .expect("tools/call timed out")
+        .expect("tools/call failed")
+}
+
+/// The result's content as JSON, as the harness received it.
+pub fn content_json(result: &CallToolResult) -> Value {
+    serde_json::to_value(&result.content).expect("content serializes")
+}
+
+/// The single text block of a result.
+pub fn text_of(result: &CallToolResult) -> String {
+    let content = content_json(result);
+    assert_eq!(content.as_array().map(Vec::len), Some(1), "{content}");
+    content[0]["text"]
+        .as_str()
+        .expect("a text block")
+        .to_owned()
+}
+
+/// The text of a tool error, asserting `isError: true`.
+pub fn error_text(result: &CallToolResult) -> String {
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    text_of(result)
+}
+
+/// Polls `cond` every 20 ms until it holds; panics after `WAIT`.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Polls `tools/list` until `want` holds; panics after `WAIT`.
+pub async fn wait_for_tools(agent: &Agent, want: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    loop {
+        let names = agent.tool_names().await;
+        if want(&names) {
+            return names;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "tools never matched; last {names:?}\n{}",
+            agent.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+// ----- raw JSON-RPC -----
+
+/// `leo-mcp` driven by hand-written JSON-RPC lines.
+pub struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    stdout: tokio::io::Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+    stderr_path: PathBuf,
+}
+
+impl Raw {
+    pub fn start(home: &Path, agent: &str) -> Raw {
+        let mut child = Command::new(bin("leo-mcp"))
+            .args(["--agent", agent])
+            .env("LEO_HOME", home)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .env("LEO_MCP_LOG", "leo_mcp=debug,rmcp=debug")
+            .stderr(std::fs::File::create(home.join("raw.stderr")).expect("stderr file"))
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn leo-mcp");
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = BufReader::new(child.stdout.take().expect("stdout")).lines();
+        Raw {
+            child,
+            stdin,
+            stdout,
+            seen: Vec::new(),
+            stderr_path: home.join("raw.stderr"),
+        }
+    }
+
+    pub async fn send(&mut self, msg: &Value) {
+        let mut line = msg.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+    }
+
+    /// The next line from stdout, as JSON (every line must be JSON-RPC).
+    pub async fn recv(&mut self) -> Value {
+        let line = tokio::time::timeout(WAIT, self.stdout.next_line())
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "no answer in time; seen so far: {:?}\n{}",
+                    self.seen,
+                    std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
+                )
+            })
+            .expect("read")
+            .expect("stdout ended");
+        self.seen.push(line.clone());
+        serde_json::from_str(&line)
+            .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line}"))
+    }
+
+    /// Sends a request and returns the response with the same id, skipping notifications.
+    pub async fn request(&mut self, msg: Value) -> Value {
+        let id = msg["id"].clone();
+        self.send(&msg).await;
+        loop {
+            let v = self.recv().await;
+            if v["id"] == id {
+                return v;
+            }
+        }
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    pub async fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        tokio::time::timeout(WAIT, self.child.wait())
+            .await
+            .expect("leo-mcp did not exit")
+            .expect("wait")
+    }
+}

@@ -1,0 +1,16 @@
+//! The sidecar's integration tests: one binary; every test drives the real `leo-mcp` over stdio
+//! (an rmcp client, raw JSON-RPC lines, or the TypeScript SDK) against the real `leo broker` on
+//! a temporary `LEO_HOME`, with the app played by the test over HTTP/SSE.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod calls;
+mod deny;
+mod fallback;
+mod interop;
+mod native;
+mod protocol;
+mod restart;
+mod wire;

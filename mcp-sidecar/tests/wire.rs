@@ -1,0 +1,282 @@
+//! The IPC wire fixtures in `testdata/wire/ipc/`: one golden file per frame kind.
+//!
+//! Each fixture must equal what the typed frame serializes to and parse back into it, sidecar
+//! frames must be accepted by the real broker, and broker frames must drive the sidecar's own
+//! code (view and outcome). Regenerate with `UPDATE_WIRE=1 cargo test -p leo-mcp wire`.
+
+use std::collections::BTreeSet;
+use std::fmt::Debug;
+use std::path::PathBuf;
+
+use leo_mcp::frames::parse_broker_frame;
+use leo_mcp::outcome;
+use leo_mcp::view::View;
+use leo_protocol::content::AppError;
+use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
+use leo_testkit::{Broker, Ipc};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use crate::support::{App, tool};
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/wire/ipc")
+}
+
+fn read(name: &str) -> Value {
+    let path = dir().join(format!("{name}.json"));
+    let text = std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_WIRE=1 writes it)", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+/// Checks `value` against fixture `name` both ways, or rewrites the fixture on opt-in.
+fn check<T: Serialize + DeserializeOwned + PartialEq + Debug>(name: &str, value: &T) {
+    let want = serde_json::to_value(value).unwrap();
+    if std::env::var_os("UPDATE_WIRE").is_some() {
+        // Written from the typed frame so fields keep their declared order (`type` first).
+        let mut text = serde_json::to_string_pretty(value).unwrap();
+        text.push('\n');
+        std::fs::create_dir_all(dir()).unwrap();
+        std::fs::write(dir().join(format!("{name}.json")), text).unwrap();
+        return;
+    }
+    let fixture = read(name);
+    assert_eq!(fixture, want, "{name}.json differs from the typed frame");
+    let parsed: T = serde_json::from_value(fixture).unwrap_or_else(|e| panic!("{name}: {e}"));
+    assert_eq!(&parsed, value, "{name}.json parses to another frame");
+}
+
+fn echo_tool() -> AgentTool {
+    AgentTool {
+        name: "echo".into(),
+        description: "Echo the text back".into(),
+        input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
+        title: Some("Echo".into()),
+        group: "demo".into(),
+    }
+}
+
+fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
+    vec![
+        (
+            "sidecar_hello",
+            SidecarFrame::Hello {
+                v: 1,
+                agent: "claude".into(),
+                session: "claude-4242-0123456789abcdef".into(),
+                token: "AGENT_TOKEN".into(),
+                harness: Some(Harness {
+                    name: "claude-code".into(),
+                    version: "2.1.5".into(),
+                }),
+                mode: Mode::Native,
+            },
+        ),
+        (
+            "sidecar_harness",
+            SidecarFrame::Harness {
+                harness: Harness {
+                    name: "codex-mcp-client".into(),
+                    version: "0.150.0".into(),
+                },
+                mode: Mode::Fallback,
+            },
+        ),
+        (
+            "sidecar_call",
+            SidecarFrame::Call {
+                id: 7,
+                tool: "echo".into(),
+                arguments: json!({"text": "hello"}),
+            },
+        ),
+        ("sidecar_cancel", SidecarFrame::Cancel { id: 7 }),
+    ]
+}
+
+fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
+    vec![
+        (
+            "broker_welcome",
+            BrokerFrame::Welcome {
+                v: 1,
+                session: "3".into(),
+                revision: 4,
+                tools: vec![echo_tool()],
+                ever_registered: true,
+                denied: vec!["leo_app_call".into()],
+            },
+        ),
+        (
+            "broker_tools",
+            BrokerFrame::Tools {
+                revision: 5,
+                tools: vec![],
+                ever_registered: true,
+            },
+        ),
+        (
+            "broker_result_content",
+            BrokerFrame::Result {
+                id: 7,
+                outcome: Outcome::Content {
+                    content: vec![
+                        json!({"type": "text", "text": "hello"}),
+                        json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
+                    ],
+                },
+            },
+        ),
+        (
+            "broker_result_error",
+            BrokerFrame::Result {
+                id: 8,
+                outcome: Outcome::Error {
+                    error: AppError {
+                        code: "timeout".into(),
+                        message: "no result within 1 s".into(),
+                    },
+                },
+            },
+        ),
+        (
+            "broker_error",
+            BrokerFrame::Error {
+                code: "unauthorized".into(),
+                message: "at $.token: not the agent token".into(),
+            },
+        ),
+    ]
+}
+
+#[test]
+fn fixtures_match_the_typed_frames() {
+    for (name, frame) in sidecar_frames() {
+        check(name, &frame);
+    }
+    for (name, frame) in broker_frames() {
+        check(name, &frame);
+    }
+}
+
+#[test]
+fn every_fixture_file_is_checked() {
+    if std::env::var_os("UPDATE_WIRE").is_some() {
+        return;
+    }
+    let on_disk: BTreeSet<String> = std::fs::read_dir(dir())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            e.file_name()
+                .to_str()?
+                .strip_suffix(".json")
+                .map(str::to_owned)
+        })
+        .collect();
+    let known: BTreeSet<String> = sidecar_frames()
+        .iter()
+        .map(|(n, _)| n.to_string())
+        .chain(broker_frames().iter().map(|(n, _)| n.to_string()))
+        .collect();
+    assert_eq!(on_disk, known);
+}
+
+#[test]
+fn broker_fixtures_drive_the_sidecar() {
+    let bytes = |name: &str| read(name).to_string().into_bytes();
+    let welcome = parse_broker_frame(&bytes("broker_welcome")).unwrap();
+    let view = View::default().apply(&welcome);
+    assert!(view.connected);
+    assert_eq!(view.revision, 4);
+    assert_eq!(view.tools, vec![echo_tool()]);
+    assert_eq!(view.ever_registered, Some(true));
+    assert_eq!(
+        view.denied
+            .as_ref()
+            .map(|d| d.iter().cloned().collect::<Vec<_>>()),
+        Some(vec!["leo_app_call".to_owned()])
+    );
+
+    let tools = parse_broker_frame(&bytes("broker_tools")).unwrap();
+    let after = view.apply(&tools);
+    assert_eq!(after.revision, 5);
+    assert!(after.tools.is_empty());
+    assert_eq!(after.denied, view.denied, "tools frames keep deny_tools");
+
+    let BrokerFrame::Result { outcome: ok, .. } =
+        parse_broker_frame(&bytes("broker_result_content")).unwrap()
+    else {
+        panic!("not a result");
+    };
+    let result = outcome::to_result(ok);
+    assert_ne!(result.is_error, Some(true));
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap(),
+        read("broker_result_content")["outcome"]["content"]
+    );
+
+    let BrokerFrame::Result { outcome: err, .. } =
+        parse_broker_frame(&bytes("broker_result_error")).unwrap()
+    else {
+        panic!("not a result");
+    };
+    let result = outcome::to_result(err);
+    assert_eq!(result.is_error, Some(true));
+    assert_eq!(
+        serde_json::to_value(&result.content).unwrap(),
+        json!([{"type": "text", "text": "timeout: no result within 1 s"}])
+    );
+
+    assert!(matches!(
+        parse_broker_frame(&bytes("broker_error")).unwrap(),
+        BrokerFrame::Error { .. }
+    ));
+    // Unknown fields are refused, as on the broker side.
+    let mut extra = read("broker_tools");
+    extra["surprise"] = json!(1);
+    assert!(parse_broker_frame(extra.to_string().as_bytes()).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sidecar_fixtures_are_accepted_by_the_real_broker() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("demo", json!([tool("echo")])).await;
+
+    let mut ipc = broker.ipc().await;
+    let mut hello = read("sidecar_hello");
+    hello["token"] = json!(broker.agent_token());
+    ipc.send(&hello).await;
+    let welcome = ipc.recv().await;
+    let typed: BrokerFrame = serde_json::from_value(welcome.clone()).unwrap();
+    assert!(matches!(typed, BrokerFrame::Welcome { .. }), "{welcome}");
+    let keys = |v: &Value| {
+        v.as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<BTreeSet<_>>()
+    };
+    assert_eq!(keys(&welcome), keys(&read("broker_welcome")));
+
+    ipc.send(&read("sidecar_harness")).await;
+    ipc.send(&read("sidecar_call")).await;
+    let req = app.next_request().await;
+    assert_eq!(req.data["arguments"], json!({"text": "hello"}));
+    ipc.send(&read("sidecar_cancel")).await;
+    let result = ipc.recv_of("result").await;
+    assert_eq!(result["id"], 7);
+    assert_eq!(result["outcome"]["error"]["code"], "cancelled");
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+
+    // A wrong token gets the error frame of the fixture's shape.
+    let mut bad = Ipc::connect(&broker.home().join("run/sidecar.sock")).await;
+    bad.send(&read("sidecar_hello")).await;
+    let refused = bad.recv().await;
+    assert_eq!(keys(&refused), keys(&read("broker_error")));
+    assert_eq!(refused["code"], "unauthorized");
+}
