@@ -1,6 +1,5 @@
-//! `harness-probe`: measures which MCP clients re-list tools (built in the probe issue).
+//! `harness-probe`: see the library's docs.
 
-fn main() {
-    eprintln!("harness-probe: not built yet; see the probe issue");
-    std::process::exit(2);
+fn main() -> std::process::ExitCode {
+    harness_probe::cli::main()
 }
