@@ -18,7 +18,7 @@ use leo_protocol::content::{AppError, ResultBody, ResultError};
 use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
 };
-use leo_protocol::ipc::{AgentTool, Harness, Message, Mode, Outcome};
+use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, Outcome};
 use leo_protocol::requests::{PendingRequest, Registered, RequestAck, ToolList};
 use leo_protocol::tool::RegisterBody;
 use serde::Serialize;
@@ -73,6 +73,8 @@ struct Core {
 /// The broker: shared by every HTTP handler, IPC session and timer.
 pub struct Broker {
     core: Mutex<Core>,
+    /// The `tools` frame every agent without `deny_tools` gets, by revision.
+    tools_cache: Mutex<Option<(u64, Arc<[u8]>)>>,
     /// Messages to agents; their own lock, since they never touch tools or requests.
     mail: Mutex<Mailboxes>,
     /// Tells connected sessions that a message arrived for their agent.
@@ -105,6 +107,16 @@ impl Drop for ClientGuard {
     }
 }
 
+/// One IPC frame as a JSON line, ready to write to any number of sessions.
+pub fn encode_line(frame: &BrokerFrame) -> Arc<[u8]> {
+    let mut line = serde_json::to_vec(frame).unwrap_or_else(|e| {
+        warn!(error = %e, "frame failed to serialize");
+        b"{}".to_vec()
+    });
+    line.push(b'\n');
+    line.into()
+}
+
 fn json<T: Serialize>(value: &T) -> String {
     // Our own event types always serialize; a failure would be a bug, not bad input.
     serde_json::to_string(value).unwrap_or_else(|e| {
@@ -119,6 +131,7 @@ impl Broker {
         let (arrivals, _) = broadcast::channel(256);
         let mail = Mailboxes::new(config.agents.keys().cloned());
         Arc::new_cyclic(|me| Broker {
+            tools_cache: Mutex::new(None),
             mail: Mutex::new(mail),
             arrivals,
             core: Mutex::new(Core {
@@ -456,6 +469,29 @@ impl Broker {
             })
             .collect();
         (core.registry.revision(), tools, !core.ever.is_empty())
+    }
+
+    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` all see the
+    /// same list, so theirs is serialized once per revision and shared by every session.
+    pub fn tools_line(&self, agent: &str) -> Arc<[u8]> {
+        let shared = self.config.denied_for(agent).is_empty();
+        let mut cache = self.tools_cache.lock().unwrap_or_else(|p| p.into_inner());
+        if shared
+            && let Some((revision, line)) = cache.as_ref()
+            && *revision == *self.revision.borrow()
+        {
+            return line.clone();
+        }
+        let (revision, tools, ever_registered) = self.agent_tools(agent);
+        let line = encode_line(&BrokerFrame::Tools {
+            revision,
+            tools,
+            ever_registered,
+        });
+        if shared {
+            *cache = Some((revision, line.clone()));
+        }
+        line
     }
 
     /// An agent calls a client tool. The receiver gets exactly one outcome.

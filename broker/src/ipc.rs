@@ -18,7 +18,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::{Instrument, debug, info_span, warn};
 
-use crate::core::Broker;
+use crate::core::{Broker, encode_line};
 use crate::requests::ConnId;
 
 /// How long a new connection has to say hello.
@@ -178,7 +178,6 @@ async fn run_session(
     mut writer: OwnedWriteHalf,
     broker: &Arc<Broker>,
 ) {
-    let (tx, mut rx) = mpsc::channel::<BrokerFrame>(256);
     let mut revisions = broker.watch_revision();
     revisions.mark_unchanged();
     let (revision, tools, ever_registered) = broker.agent_tools(agent);
@@ -193,55 +192,20 @@ async fn run_session(
     if write_frame(&mut writer, &welcome).await.is_err() {
         return;
     }
-    let writer_task = tokio::spawn(async move {
-        while let Some(frame) = rx.recv().await {
-            if write_frame(&mut writer, &frame).await.is_err() {
-                break;
-            }
+    let (tx, rx) = mpsc::channel::<Arc<[u8]>>(256);
+    let writer_task = tokio::spawn(write_loop(
+        writer,
+        rx,
+        revisions,
+        broker.watch_arrivals(),
+        broker.clone(),
+        agent.to_owned(),
+    ));
+    let send = |frame: BrokerFrame| {
+        let tx = tx.clone();
+        async move {
+            let _ = tx.send(encode_line(&frame)).await;
         }
-    });
-    let coalescer = {
-        let tx = tx.clone();
-        let broker = broker.clone();
-        let agent = agent.to_owned();
-        tokio::spawn(async move {
-            while revisions.changed().await.is_ok() {
-                let (revision, tools, ever_registered) = broker.agent_tools(&agent);
-                let frame = BrokerFrame::Tools {
-                    revision,
-                    tools,
-                    ever_registered,
-                };
-                if tx.send(frame).await.is_err() {
-                    break;
-                }
-                tokio::time::sleep(COALESCE).await;
-            }
-        })
-    };
-    let pusher = {
-        let tx = tx.clone();
-        let mut arrivals = broker.watch_arrivals();
-        let agent = agent.to_owned();
-        tokio::spawn(async move {
-            loop {
-                match arrivals.recv().await {
-                    Ok((to, message)) if to == agent => {
-                        if tx
-                            .send(BrokerFrame::MessageArrived { message })
-                            .await
-                            .is_err()
-                        {
-                            break;
-                        }
-                    }
-                    Ok(_) => {}
-                    // A missed push loses nothing: the message stays queued until fetched.
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-                }
-            }
-        })
     };
     let shutdown = broker.shutdown_token();
     loop {
@@ -253,12 +217,11 @@ async fn run_session(
             Ok(Some(line)) => line,
             Ok(None) => break,
             Err(e) => {
-                let _ = tx
-                    .send(error_frame(
-                        leo_protocol::ErrorCode::InvalidFrame,
-                        e.to_string(),
-                    ))
-                    .await;
+                send(error_frame(
+                    leo_protocol::ErrorCode::InvalidFrame,
+                    e.to_string(),
+                ))
+                .await;
                 break;
             }
         };
@@ -284,7 +247,9 @@ async fn run_session(
                                 ok = matches!(outcome, leo_protocol::ipc::Outcome::Content { .. }),
                                 "call ended"
                             );
-                            let _ = tx.send(BrokerFrame::Result { id, outcome }).await;
+                            let _ = tx
+                                .send(encode_line(&BrokerFrame::Result { id, outcome }))
+                                .await;
                         }
                     }
                     .instrument(span),
@@ -293,38 +258,83 @@ async fn run_session(
             Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
             Ok(SidecarFrame::FetchMessages { id }) => {
                 let (messages, dropped) = broker.take_messages(agent);
-                let _ = tx
-                    .send(BrokerFrame::Messages {
-                        id,
-                        messages,
-                        dropped,
-                    })
-                    .await;
+                send(BrokerFrame::Messages {
+                    id,
+                    messages,
+                    dropped,
+                })
+                .await;
             }
             Ok(SidecarFrame::Harness { harness, mode }) => {
                 broker.session_harness(conn, harness, mode)
             }
             Ok(SidecarFrame::Hello { .. }) => {
-                let _ = tx
-                    .send(error_frame(
-                        leo_protocol::ErrorCode::InvalidFrame,
-                        "at $.type: hello was already received",
-                    ))
-                    .await;
+                send(error_frame(
+                    leo_protocol::ErrorCode::InvalidFrame,
+                    "at $.type: hello was already received",
+                ))
+                .await;
             }
             Err(e) => {
-                let _ = tx
-                    .send(error_frame(
-                        leo_protocol::ErrorCode::InvalidFrame,
-                        e.message,
-                    ))
-                    .await;
+                send(error_frame(
+                    leo_protocol::ErrorCode::InvalidFrame,
+                    e.message,
+                ))
+                .await
             }
         }
     }
-    coalescer.abort();
-    pusher.abort();
-    // Let results already queued go out before the writer stops.
+    // Calls still in flight end now (agent_gone); their results go out before the writer stops.
+    broker.session_closed(conn);
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;
+}
+
+/// The session's one writer: frames queued by the reader and by call tasks, the coalesced
+/// tool-set changes (the first at once, then at most one a second, the last state always),
+/// and message arrivals for this agent. It ends when every sender is gone.
+async fn write_loop(
+    mut writer: OwnedWriteHalf,
+    mut rx: mpsc::Receiver<Arc<[u8]>>,
+    mut revisions: tokio::sync::watch::Receiver<u64>,
+    mut arrivals: tokio::sync::broadcast::Receiver<(String, leo_protocol::ipc::Message)>,
+    broker: Arc<Broker>,
+    agent: String,
+) {
+    use tokio::sync::broadcast::error::RecvError;
+    let mut changed = false;
+    let mut watching = true;
+    let mut next_at = tokio::time::Instant::now();
+    loop {
+        let line: Arc<[u8]> = tokio::select! {
+            biased;
+            frame = rx.recv() => match frame {
+                Some(line) => line,
+                None => return,
+            },
+            r = revisions.changed(), if watching && !changed => {
+                match r {
+                    Ok(()) => changed = true,
+                    Err(_) => watching = false,
+                }
+                continue;
+            }
+            _ = tokio::time::sleep_until(next_at), if changed => {
+                changed = false;
+                next_at = tokio::time::Instant::now() + COALESCE;
+                broker.tools_line(&agent)
+            }
+            arrival = arrivals.recv() => match arrival {
+                Ok((to, message)) if to == agent => {
+                    encode_line(&BrokerFrame::MessageArrived { message })
+                }
+                // A missed push loses nothing: the message stays queued until fetched.
+                Ok(_) | Err(RecvError::Lagged(_)) => continue,
+                Err(RecvError::Closed) => std::future::pending().await,
+            },
+        };
+        if writer.write_all(&line).await.is_err() {
+            return;
+        }
+    }
 }

@@ -28,15 +28,21 @@ pub const WAIT: Duration = Duration::from_secs(20);
 /// The path of a binary built by this workspace (`leo`, `leo-mcp`, `harness-probe`).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
-    // target/debug/deps/<test> → target/debug/<name>
-    let dir = exe.parent().and_then(Path::parent).expect("target dir");
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "{} is not built; run the tests with `cargo test --workspace`",
-        path.display()
+    // A test runs from target/<profile>/deps/, a binary (the bench) from target/<profile>/.
+    let dir = exe.parent().expect("exe dir");
+    let candidates = [
+        dir.join(name),
+        dir.parent().map(|d| d.join(name)).unwrap_or_default(),
+    ];
+    for path in &candidates {
+        if path.is_file() {
+            return path.clone();
+        }
+    }
+    panic!(
+        "{name} is not built next to {}; run the tests with `cargo test --workspace`",
+        exe.display()
     );
-    path
 }
 
 /// A running `leo broker`.
@@ -60,6 +66,23 @@ impl Broker {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
         Broker::start_in(home).await
+    }
+
+    /// Starts a broker that logs warnings only (for benchmarks).
+    pub async fn start_quiet(config: &str) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        let (child, addr, stderr_path) = spawn_logging(home.path(), "warn")
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
     }
 
     /// Starts a broker on an existing home (for restarts).
@@ -157,16 +180,23 @@ fn read_token(path: &Path) -> String {
 }
 
 /// Runs `leo broker --port 0` in `home`; returns the child once it prints its address.
+/// It logs at `RUST_LOG`, else `debug`, to `home/broker.stderr`.
 pub async fn spawn(home: &Path) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
+    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
+    spawn_logging(home, &level).await
+}
+
+/// `spawn` with an explicit log filter.
+pub async fn spawn_logging(
+    home: &Path,
+    log: &str,
+) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     let stderr_path = home.join("broker.stderr");
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
     let mut child = Command::new(bin("leo"))
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home)
-        .env(
-            "RUST_LOG",
-            std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into()),
-        )
+        .env("RUST_LOG", log)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -1,0 +1,181 @@
+//! Broker scale: many sidecar sessions (IPC clients speaking its frames), 64 tools, one
+//! registration change; how long until every session has the new tool set, the broker's
+//! memory, and calls per second through the broker.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use leo_testkit::{Broker, Ipc, Sse};
+use serde_json::{Value, json};
+
+use crate::report::Report;
+
+fn tools(n: usize, tag: &str) -> Value {
+    Value::Array(
+        (0..n)
+            .map(|i| {
+                json!({
+                    "name": format!("tool_{i:02}"),
+                    "description": format!("Bench tool {i} ({tag})"),
+                    "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+                })
+            })
+            .collect(),
+    )
+}
+
+pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::Result<()> {
+    report.section(&format!("Broker scale: {sessions} sessions, 64 tools"));
+    let broker = Broker::start_quiet("").await;
+    let idle = broker.rss_kib();
+    let http = broker.http();
+    let (mut app, client) = Sse::provider(&http).await;
+    let register = |tag: &'static str| {
+        let http = http.clone();
+        let client = client.clone();
+        async move {
+            http.post(
+                "/api/v1/client-tools",
+                &json!({"client_id": client, "group": "bench", "tools": tools(64, tag)}),
+            )
+            .await
+        }
+    };
+    register("v1").await.data();
+    let sock = broker.home().join("run/sidecar.sock");
+    let token = broker.agent_token();
+    let mut ipcs = Vec::with_capacity(sessions);
+    for i in 0..sessions {
+        let (ipc, _) = Ipc::hello(&sock, &token, &format!("agent-{i}")).await;
+        ipcs.push(ipc);
+    }
+    let with_sessions = broker.rss_kib();
+    // One change; every session must get one `tools` frame with the new revision.
+    let started = Instant::now();
+    let reg = register("v2").await;
+    let revision = reg.data()["revision"].as_u64().unwrap_or_default();
+    let mut waits = tokio::task::JoinSet::new();
+    for mut ipc in ipcs {
+        waits.spawn(async move {
+            loop {
+                let f = ipc.recv_of("tools").await;
+                if f["revision"].as_u64() == Some(revision) {
+                    return (ipc, Instant::now());
+                }
+            }
+        });
+    }
+    let mut last = started;
+    let mut ipcs = Vec::with_capacity(sessions);
+    while let Some(done) = waits.join_next().await {
+        let (ipc, at) = done?;
+        last = last.max(at);
+        ipcs.push(ipc);
+    }
+    let fanout = last - started;
+    report.row(
+        "registration change → every session has the new list",
+        format!("{:.1} ms", fanout.as_secs_f64() * 1e3),
+        &format!("{sessions} sessions, POST to last `tools` frame"),
+    );
+    report.row(
+        "broker RSS, idle",
+        format!("{:.1} MiB", idle as f64 / 1024.0),
+        "",
+    );
+    report.row(
+        &format!("broker RSS, {sessions} sessions + 64 tools"),
+        format!("{:.1} MiB", with_sessions as f64 / 1024.0),
+        "target: under 100 MiB",
+    );
+
+    // Calls per second: 64 sessions each keep one call in flight; the app answers at once.
+    let _ = &mut app;
+    let calls = if quick { 2_000 } else { 20_000 };
+    let served = Arc::new(AtomicUsize::new(0));
+    let server = crate::scale::answer_all(app, http.clone(), client.clone(), served.clone());
+    let callers: Vec<Ipc> = ipcs.into_iter().take(64).collect();
+    let per = calls / callers.len();
+    let started = Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for mut ipc in callers {
+        tasks.spawn(async move {
+            for c in 0..per as u64 {
+                ipc.call(c, "tool_00", json!({"text": "x"})).await;
+                let f = ipc.recv_of("result").await;
+                assert!(f["outcome"]["content"].is_array(), "{f}");
+            }
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        r?;
+    }
+    let elapsed = started.elapsed();
+    let total = per * 64;
+    report.row(
+        "calls through the broker",
+        format!("{:.0} calls/s", total as f64 / elapsed.as_secs_f64()),
+        &format!(
+            "{total} calls, 64 sessions with one in flight each, app on 16 keep-alive connections"
+        ),
+    );
+    report.row(
+        "broker RSS after the calls",
+        format!("{:.1} MiB", broker.rss_kib() as f64 / 1024.0),
+        "",
+    );
+    server.abort();
+    let _ = served.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    Ok(())
+}
+
+/// An app that claims and answers every request at once on 16 keep-alive connections.
+pub fn answer_all(
+    mut sse: Sse,
+    http: leo_testkit::Http,
+    client: String,
+    served: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (tx, rx) = tokio::sync::mpsc::channel::<String>(4096);
+        let rx = Arc::new(tokio::sync::Mutex::new(rx));
+        for _ in 0..16 {
+            let rx = rx.clone();
+            let client = client.clone();
+            let served = served.clone();
+            let mut conn = http.connect().await;
+            tokio::spawn(async move {
+                loop {
+                    let Some(id) = rx.lock().await.recv().await else {
+                        return;
+                    };
+                    let c = conn
+                        .post(
+                            &format!("/api/v1/client-tools/requests/{id}/claim"),
+                            &json!({"client_id": client}),
+                        )
+                        .await;
+                    if c.status != 200 {
+                        continue;
+                    }
+                    conn.post(
+                        &format!("/api/v1/client-tools/requests/{id}/result"),
+                        &json!({"client_id": client, "ok": true, "content": [{"type": "text", "text": "ok"}]}),
+                    )
+                    .await;
+                    served.fetch_add(1, Ordering::Relaxed);
+                }
+            });
+        }
+        while let Some(e) = sse.next_or_end().await {
+            if e.event == "client_tool.request"
+                && let Some(id) = e.data["id"].as_str()
+                && tx.send(id.to_owned()).await.is_err()
+            {
+                return;
+            }
+        }
+    })
+}
