@@ -198,7 +198,7 @@ fn print_banner(home: &Home, tcp: Option<std::net::SocketAddr>) -> std::io::Resu
     writeln!(out, "Connect an agent (leo-mcp is the stdio MCP server):")?;
     writeln!(
         out,
-        "  Claude Code: claude mcp add leo -e LEO_HOME={leo_home} -- leo-mcp --agent claude"
+        "  Claude Code: claude mcp add --transport stdio --scope user -e LEO_HOME={leo_home} leo -- leo-mcp --agent claude"
     )?;
     writeln!(
         out,
@@ -206,7 +206,7 @@ fn print_banner(home: &Home, tcp: Option<std::net::SocketAddr>) -> std::io::Resu
     )?;
     writeln!(
         out,
-        "  codex (~/.codex/config.toml): [mcp_servers.leo] command = \"leo-mcp\"  args = [\"--agent\", \"codex\"]  env = {{ LEO_HOME = \"{leo_home}\" }}"
+        "  codex: codex mcp add leo --env LEO_HOME={leo_home} -- leo-mcp --agent codex   (or [mcp_servers.leo] in ~/.codex/config.toml)"
     )?;
     out.flush()
 }
