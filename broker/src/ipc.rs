@@ -180,18 +180,23 @@ async fn run_session(
 ) {
     let mut revisions = broker.watch_revision();
     revisions.mark_unchanged();
-    let (revision, tools, ever_registered) = broker.agent_tools(agent);
-    let welcome = BrokerFrame::Welcome {
-        v: IPC_VERSION,
-        session: conn.to_string(),
-        revision,
-        tools,
-        ever_registered,
-        denied: broker.config().denied_for(agent),
+    // The welcome is encoded and dropped at once: a session lives for hours, and holding its
+    // copy of every tool definition would cost each session the whole tool set in memory.
+    let welcome = {
+        let (revision, tools, ever_registered) = broker.agent_tools(agent);
+        encode_line(&BrokerFrame::Welcome {
+            v: IPC_VERSION,
+            session: conn.to_string(),
+            revision,
+            tools,
+            ever_registered,
+            denied: broker.config().denied_for(agent),
+        })
     };
-    if write_frame(&mut writer, &welcome).await.is_err() {
+    if writer.write_all(&welcome).await.is_err() {
         return;
     }
+    drop(welcome);
     let (tx, rx) = mpsc::channel::<Arc<[u8]>>(256);
     let writer_task = tokio::spawn(write_loop(
         writer,
