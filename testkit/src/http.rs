@@ -137,25 +137,9 @@ impl Http {
         headers: &[(&str, &str)],
     ) -> Reply {
         let resp = self.open(method, path, body, headers).await;
-        let status = resp.status().as_u16();
-        let content_type = resp
-            .headers()
-            .get("content-type")
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or_default()
-            .to_owned();
-        let bytes = tokio::time::timeout(WAIT, resp.into_body().collect())
+        tokio::time::timeout(WAIT, read_reply(resp))
             .await
             .expect("response body timed out")
-            .expect("response body")
-            .to_bytes();
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        Reply {
-            status,
-            body,
-            content_type,
-        }
     }
 
     /// Sends a request and returns the response with its body unread (for SSE).
@@ -288,24 +272,34 @@ impl Conn {
         let fut = async {
             self.sender.ready().await.expect("connection ready");
             let resp = self.sender.send_request(req).await.expect("send request");
-            let status = resp.status().as_u16();
-            let content_type = resp
-                .headers()
-                .get("content-type")
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_owned();
-            let bytes = resp.into_body().collect().await.expect("body").to_bytes();
-            let body = serde_json::from_slice(&bytes)
-                .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-            Reply {
-                status,
-                body,
-                content_type,
-            }
+            read_reply(resp).await
         };
         tokio::time::timeout(WAIT, fut)
             .await
             .expect("request timed out")
+    }
+}
+
+/// Reads a whole response: status, content type, and the body as JSON (else a string).
+async fn read_reply(resp: Response<Incoming>) -> Reply {
+    let status = resp.status().as_u16();
+    let content_type = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .expect("response body")
+        .to_bytes();
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
+    Reply {
+        status,
+        body,
+        content_type,
     }
 }
