@@ -149,19 +149,10 @@ pub fn read(path: &Path) -> std::io::Result<(Vec<Record>, usize)> {
 
 /// The UTC calendar date (`YYYY-MM-DD`) of a Unix time in milliseconds.
 pub fn utc_date(unix_ms: u64) -> String {
-    // Howard Hinnant's civil_from_days.
-    let days = i64::try_from(unix_ms / 86_400_000).unwrap_or(0);
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = if m <= 2 { y + 1 } else { y };
-    format!("{y:04}-{m:02}-{d:02}")
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_millis(unix_ms);
+    let mut stamp = leo_protocol::time::rfc3339(t);
+    stamp.truncate(10);
+    stamp
 }
 
 #[cfg(test)]
