@@ -261,6 +261,20 @@ async fn run_session(
                 );
             }
             Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
+            Ok(SidecarFrame::FetchMessages { .. })
+                if broker
+                    .config()
+                    .denied_for(agent)
+                    .iter()
+                    .any(|t| t == "leo_messages") =>
+            {
+                // The mailbox stays unread: a denied agent cannot drain it through raw frames.
+                send(BrokerFrame::Error {
+                    code: leo_protocol::ErrorCode::Denied.as_str().to_owned(),
+                    message: format!("tool \"leo_messages\" is denied to agent {agent:?}"),
+                })
+                .await;
+            }
             Ok(SidecarFrame::FetchMessages { id }) => {
                 let (messages, dropped) = broker.take_messages(agent);
                 send(BrokerFrame::Messages {

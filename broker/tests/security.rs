@@ -504,3 +504,30 @@ async fn reachability_reminder_is_quiet_when_a_container_can_connect() {
     assert!(ok, "{err}");
     assert!(!out.contains("Reminder"), "{out}");
 }
+
+#[tokio::test]
+async fn a_denied_agent_cannot_drain_its_mailbox_through_raw_frames() {
+    let broker = Broker::start_with("agents:\n  rocket:\n    deny_tools: [leo_messages]\n").await;
+    let mut rocket = agent(&broker, "rocket").await;
+    let r = broker
+        .http()
+        .post(
+            "/web/agent/rocket/message",
+            &json!({"text": "hi", "from": "ops"}),
+        )
+        .await;
+    assert_eq!(r.data()["unread"], 1);
+    rocket
+        .send(&json!({"type": "fetch_messages", "id": 1}))
+        .await;
+    let f = rocket.recv_of("error").await;
+    assert_eq!(f["code"], "denied");
+    let r = broker
+        .http()
+        .post(
+            "/web/agent/rocket/message",
+            &json!({"text": "again", "from": "ops"}),
+        )
+        .await;
+    assert_eq!(r.data()["unread"], 2, "nothing was drained");
+}

@@ -17,7 +17,7 @@ pub const DEFAULT_PROGRESS: Duration = Duration::from_secs(15);
 /// Overrides `DEFAULT_PROGRESS`, in milliseconds (for tests).
 pub const PROGRESS_ENV: &str = "LEO_MCP_PROGRESS_MS";
 
-/// `leo-mcp --agent NAME [--mode auto|native|fallback]`.
+/// `leo-mcp --agent NAME [--mode auto|native|fallback] [--channels]`.
 #[derive(Debug, Parser)]
 #[command(
     name = "leo-mcp",
@@ -36,6 +36,12 @@ pub struct Cli {
     /// The broker's home (default: ~/.leo).
     #[arg(long, env = "LEO_HOME", hide_env_values = true)]
     pub home: Option<PathBuf>,
+
+    /// Push messages from API clients into a Claude Code session as channel events (declares
+    /// the experimental `claude/channel` capability). Claude Code must be started with this
+    /// server enabled as a channel too. The variable takes 1/0, true/false, yes/no, on/off.
+    #[arg(long, env = crate::channel::ENV, value_parser = clap::builder::BoolishValueParser::new())]
+    pub channels: bool,
 }
 
 /// `--mode`.
@@ -53,6 +59,8 @@ pub struct Settings {
     pub mode: ModeChoice,
     pub home: Home,
     pub progress_every: Duration,
+    /// Declare `claude/channel` and push message arrivals (`--channels`).
+    pub channels: bool,
 }
 
 impl Cli {
@@ -70,6 +78,7 @@ impl Cli {
             mode: self.mode,
             home,
             progress_every: progress_from_env(),
+            channels: self.channels,
         })
     }
 }
@@ -90,4 +99,22 @@ fn progress_from_env() -> Duration {
         .filter(|ms| *ms > 0)
         .map(Duration::from_millis)
         .unwrap_or(DEFAULT_PROGRESS)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn channels_are_off_unless_asked_for() {
+        let off = Cli::try_parse_from(["leo-mcp", "--agent", "a"]).unwrap();
+        let on = Cli::try_parse_from(["leo-mcp", "--agent", "a", "--channels"]).unwrap();
+        // The environment of `cargo test` does not set LEO_MCP_CHANNELS.
+        if std::env::var_os(crate::channel::ENV).is_none() {
+            assert!(!off.channels);
+        }
+        assert!(on.channels);
+        assert!(on.into_settings().unwrap().channels);
+    }
 }

@@ -4,8 +4,9 @@
 //! registers after the session started. It gets `leo_app_tools`, which lists what apps offer
 //! right now with their schemas, and `leo_app_call {tool, args}`, which calls one of them. The
 //! pair is listed only if some app has ever registered with this broker, decided once at the
-//! session's first `tools/list`: a fresh install shows agents nothing, and an app registering
-//! for the very first time needs an agent restart to be seen.
+//! session's first `tools/list`: a fresh install shows agents no app tools (only Leo's own
+//! `leo_messages`, see `messages`), and an app registering for the very first time needs an
+//! agent restart to be seen.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -11,6 +11,16 @@
 //! - `link` is the sidecar's handle on the broker (calls in flight, the tool view), and
 //!   `reconnect` the task that keeps the IPC connection up with a capped backoff.
 //! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result.
+//! - `messages` is Leo's own tool `leo_messages`, listed in both modes: it returns and
+//!   acknowledges the messages API clients sent to this agent (the pull path every harness has).
+//!   `channel` is the push path for Claude Code channels (`notifications/claude/channel`).
+//!
+//! **Decision: channels are opt-in.** The experimental `claude/channel` capability is declared,
+//! and arrivals pushed, only with `--channels` (or `LEO_MCP_CHANNELS=1`). Claude Code shows
+//! channel events only from servers its user enabled as channels at launch anyway, a push puts
+//! an API client's text into the model's context unasked, and every other harness keeps a
+//! standard `initialize` answer. A push never acknowledges: `leo_messages` still returns the
+//! message. See `channel` for the details.
 //!
 //! **Architecture Invariant:** stdout carries only MCP frames, written by rmcp; everything else
 //! goes to stderr through `tracing`. `print_stdout` is denied here so that no `println!` can ever
@@ -21,6 +31,7 @@
 pub mod backoff;
 pub mod call;
 pub mod caps;
+pub mod channel;
 pub mod cli;
 pub mod discover;
 pub mod error;
@@ -28,6 +39,7 @@ pub mod fallback;
 pub mod frames;
 pub mod home;
 pub mod link;
+pub mod messages;
 pub mod mode;
 pub mod native;
 pub mod offline;

@@ -1,23 +1,30 @@
-//! The sidecar's handle on the broker: the live connection (if any), the calls in flight, the
-//! harness it reported, and the tool view.
+//! The sidecar's handle on the broker: the live connection (if any), the calls and message
+//! fetches in flight, the harness it reported, the tool view, and message arrivals.
 //!
-//! The connection and the in-flight table sit under one lock so that "send a call" and "the
-//! connection dropped" cannot interleave badly: a call is either registered on a live
-//! connection (and then ended by its `result` frame or by `detached`), or refused at once with
-//! the reason the broker is unreachable. That is what makes "every call ends" hold.
+//! The connection and the in-flight tables sit under one lock so that "send a call" and "the
+//! connection dropped" cannot interleave badly: a call (or a `fetch_messages`) is either
+//! registered on a live connection (and then ended by its `result` / `messages` frame or by
+//! `detached`), or refused at once with the reason the broker is unreachable. That is what
+//! makes "every call ends" hold.
 //!
 //! **Architecture Invariant:** only `reconnect` attaches or detaches a connection; the MCP side
-//! only starts and cancels calls and reports the harness.
+//! only starts and cancels calls and message fetches, and reports the harness.
+//!
+//! Message arrivals (`message_arrived`) go out on a broadcast channel that only the channel
+//! pusher listens to; with no listener they are dropped here, and stay unread in the broker.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use leo_protocol::ipc::{BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
+use std::collections::VecDeque;
+
+use leo_protocol::ipc::{BrokerFrame, Harness, Message, Mode, Outcome, SidecarFrame};
 use serde_json::Value;
-use tokio::sync::{mpsc, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
+use crate::messages::{Fetch, Fetched, MAX_UNSHOWN};
 use crate::pending::Pending;
 use crate::view::View;
 
@@ -29,10 +36,17 @@ pub const CONNECTION_LOST: &str = "broker connection lost";
 /// Frames queued for the connection's writer.
 pub type Outbox = mpsc::UnboundedSender<SidecarFrame>;
 
+/// Arrivals buffered for a slow channel pusher before it starts missing some (they stay unread).
+const ARRIVALS: usize = 64;
+
 #[derive(Debug)]
 struct State {
     conn: Option<Outbox>,
-    pending: Pending,
+    pending: Pending<Outcome>,
+    fetches: Pending<Fetch>,
+    /// Messages the broker acknowledged that no `leo_messages` answer has shown yet, oldest
+    /// first (their call was cancelled or gave up waiting).
+    unshown: VecDeque<Message>,
     harness: Option<(Harness, Mode)>,
     down_reason: String,
 }
@@ -43,6 +57,8 @@ pub struct BrokerLink {
     state: Mutex<State>,
     view: watch::Sender<View>,
     settled: watch::Sender<bool>,
+    arrivals: broadcast::Sender<Message>,
+    /// Ids for calls and fetches alike, unique within the session.
     next_id: AtomicU64,
 }
 
@@ -52,11 +68,14 @@ impl BrokerLink {
             state: Mutex::new(State {
                 conn: None,
                 pending: Pending::default(),
+                fetches: Pending::default(),
+                unshown: VecDeque::new(),
                 harness: None,
                 down_reason: NOT_RUNNING.to_owned(),
             }),
             view: watch::channel(View::default()).0,
             settled: watch::channel(false).0,
+            arrivals: broadcast::channel(ARRIVALS).0,
             next_id: AtomicU64::new(1),
         })
     }
@@ -120,6 +139,51 @@ impl BrokerLink {
         debug!(call = id, "call cancelled by the harness");
     }
 
+    /// Asks the broker for this agent's unread messages (`leo_messages`). `Err` carries the
+    /// message of an immediate `no_client`.
+    pub fn start_fetch(&self) -> Result<(u64, oneshot::Receiver<Fetch>), String> {
+        let mut state = self.lock();
+        let Some(conn) = state.conn.clone() else {
+            return Err(state.down_reason.clone());
+        };
+        let id = self.next_id.fetch_add(1, Ordering::Relaxed);
+        let rx = state.fetches.insert(id);
+        if conn.send(SidecarFrame::FetchMessages { id }).is_err() {
+            state.fetches.forget(id);
+            return Err(CONNECTION_LOST.to_owned());
+        }
+        debug!(fetch = id, "fetch_messages sent");
+        Ok((id, rx))
+    }
+
+    /// Stops waiting for fetch `id`; its answer, if it still comes, is kept as unshown.
+    pub fn forget_fetch(&self, id: u64) {
+        self.lock().fetches.forget(id);
+    }
+
+    /// Takes the acknowledged messages no answer has shown yet, oldest first.
+    pub fn take_unshown(&self) -> Vec<Message> {
+        self.lock().unshown.drain(..).collect()
+    }
+
+    /// Keeps acknowledged messages for the next `leo_messages` call.
+    pub fn keep_unshown(&self, messages: Vec<Message>) {
+        if messages.is_empty() {
+            return;
+        }
+        let mut state = self.lock();
+        // They are older than anything kept since (a later fetch took those), so they go first.
+        for m in messages.into_iter().rev() {
+            state.unshown.push_front(m);
+        }
+        trim_unshown(&mut state);
+    }
+
+    /// A receiver of the messages the broker pushes as they arrive.
+    pub fn subscribe_arrivals(&self) -> broadcast::Receiver<Message> {
+        self.arrivals.subscribe()
+    }
+
     /// Records the harness seen in `initialize` and tells the broker if connected.
     pub fn set_harness(&self, harness: Harness, mode: Mode) {
         let mut state = self.lock();
@@ -173,9 +237,30 @@ impl BrokerLink {
     pub fn apply(&self, frame: BrokerFrame) {
         match frame {
             BrokerFrame::Result { id, outcome } => {
-                if !self.lock().pending.settle(id, outcome) {
+                if self.lock().pending.settle(id, outcome).is_err() {
                     debug!(call = id, "result for a call nobody waits for");
                 }
+            }
+            BrokerFrame::Messages {
+                id,
+                messages,
+                dropped,
+            } => {
+                debug!(fetch = id, messages = messages.len(), "messages received");
+                let mut state = self.lock();
+                if let Err(Ok(fetched)) =
+                    state.fetches.settle(id, Ok(Fetched { messages, dropped }))
+                {
+                    // Acknowledged by the broker already: keep them for the next call.
+                    debug!(fetch = id, "messages for a fetch nobody waits for; kept");
+                    state.unshown.extend(fetched.messages);
+                    trim_unshown(&mut state);
+                }
+            }
+            BrokerFrame::MessageArrived { message } => {
+                debug!(from = %message.from, "message arrived");
+                // No subscriber (no channel pusher) is normal: the message stays unread.
+                let _ = self.arrivals.send(message);
             }
             BrokerFrame::Tools { .. } => self.view.send_modify(|v| *v = v.apply(&frame)),
             BrokerFrame::Error { code, message } => {
@@ -187,8 +272,6 @@ impl BrokerLink {
             BrokerFrame::Welcome { .. } => {
                 warn!("unexpected second welcome; ignored");
             }
-            // Frames of features this sidecar does not serve yet (messages) are not errors.
-            other => debug!(frame = ?other, "broker frame ignored"),
         }
     }
 
@@ -196,7 +279,10 @@ impl BrokerLink {
     pub fn detached(&self, down_reason: &str) {
         let mut state = self.lock();
         let was_connected = state.conn.take().is_some();
-        let failed = state.pending.fail_all("no_client", CONNECTION_LOST);
+        let failed = state
+            .pending
+            .fail_all(|| crate::pending::failure("no_client", CONNECTION_LOST));
+        state.fetches.fail_all(|| Err(CONNECTION_LOST.to_owned()));
         state.down_reason = down_reason.to_owned();
         drop(state);
         if was_connected {
@@ -209,5 +295,105 @@ impl BrokerLink {
     fn mark_settled(&self) {
         self.settled
             .send_if_modified(|s| !std::mem::replace(s, true));
+    }
+}
+
+/// Keeps at most `MAX_UNSHOWN` unshown messages, the newest.
+fn trim_unshown(state: &mut State) {
+    let excess = state.unshown.len().saturating_sub(MAX_UNSHOWN);
+    if excess > 0 {
+        state.unshown.drain(..excess);
+        warn!(
+            lost = excess,
+            "too many acknowledged messages left unshown; dropped the oldest"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use leo_protocol::ipc::Message;
+
+    fn welcome() -> BrokerFrame {
+        BrokerFrame::Welcome {
+            v: 1,
+            session: "1".into(),
+            revision: 0,
+            tools: vec![],
+            ever_registered: false,
+            denied: vec![],
+        }
+    }
+
+    fn msg(text: &str) -> Message {
+        Message {
+            text: text.into(),
+            from: "scout".into(),
+            at: "t".into(),
+        }
+    }
+
+    fn messages(id: u64, texts: &[&str]) -> BrokerFrame {
+        BrokerFrame::Messages {
+            id,
+            messages: texts.iter().map(|t| msg(t)).collect(),
+            dropped: 0,
+        }
+    }
+
+    fn texts(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.text.as_str()).collect()
+    }
+
+    #[test]
+    fn fetches_are_answered_failed_or_kept_for_later() {
+        let link = BrokerLink::new();
+        assert_eq!(link.start_fetch().err().as_deref(), Some(NOT_RUNNING));
+
+        let (tx, mut sent) = mpsc::unbounded_channel();
+        link.attached(tx, &welcome(), None);
+        let (id, mut rx) = link.start_fetch().unwrap();
+        assert_eq!(
+            sent.try_recv().ok(),
+            Some(SidecarFrame::FetchMessages { id })
+        );
+        link.apply(messages(id, &["a"]));
+        let fetched = rx.try_recv().unwrap().unwrap();
+        assert_eq!(texts(&fetched.messages), ["a"]);
+
+        // A fetch the harness gave up on: its answer is kept, oldest first, for the next call.
+        let (id, _rx) = link.start_fetch().unwrap();
+        link.forget_fetch(id);
+        link.apply(messages(id, &["b", "c"]));
+        link.apply(messages(999, &["d"]));
+        link.keep_unshown(vec![msg("a2")]);
+        assert_eq!(texts(&link.take_unshown()), ["a2", "b", "c", "d"]);
+        assert!(link.take_unshown().is_empty());
+
+        // The connection dropping ends a waiting fetch with no_client's reason.
+        let (_, mut rx) = link.start_fetch().unwrap();
+        link.detached(NOT_RUNNING);
+        assert_eq!(rx.try_recv().unwrap(), Err(CONNECTION_LOST.to_owned()));
+    }
+
+    #[test]
+    fn unshown_messages_are_bounded() {
+        let link = BrokerLink::new();
+        let many: Vec<Message> = (0..MAX_UNSHOWN + 5).map(|i| msg(&i.to_string())).collect();
+        link.keep_unshown(many);
+        let kept = link.take_unshown();
+        assert_eq!(kept.len(), MAX_UNSHOWN);
+        assert_eq!(kept[0].text, "5", "the oldest go first");
+    }
+
+    #[test]
+    fn arrivals_reach_subscribers_and_are_dropped_without_one() {
+        let link = BrokerLink::new();
+        link.apply(BrokerFrame::MessageArrived { message: msg("x") });
+        let mut rx = link.subscribe_arrivals();
+        link.apply(BrokerFrame::MessageArrived { message: msg("y") });
+        assert_eq!(rx.try_recv().map(|m| m.text).ok().as_deref(), Some("y"));
     }
 }

@@ -1,8 +1,10 @@
-//! Calls that were sent to the broker and have not ended yet.
+//! Requests that were sent to the broker and have not been answered yet.
 //!
-//! Each entry is the one place a call's outcome can be delivered. The broker ends every call
-//! with exactly one `result` frame; if the connection drops first, `fail_all` ends every entry
-//! with `no_client`, so a waiting `tools/call` can never hang on a broker that went away.
+//! Each entry is the one place an answer can be delivered. The broker answers every `call` with
+//! exactly one `result` frame and every `fetch_messages` with one `messages` frame; if the
+//! connection drops first, `fail_all` ends every entry with a failure, so a waiting `tools/call`
+//! can never hang on a broker that went away. The table is generic over the answer: calls wait
+//! for an `Outcome`, `leo_messages` for a `Fetch`.
 
 use std::collections::HashMap;
 
@@ -10,52 +12,57 @@ use leo_protocol::content::AppError;
 use leo_protocol::ipc::Outcome;
 use tokio::sync::oneshot;
 
-/// The in-flight calls of this session, by the sidecar's own call id.
-#[derive(Debug, Default)]
-pub struct Pending {
-    calls: HashMap<u64, oneshot::Sender<Outcome>>,
+/// The unanswered requests of this session, by the sidecar's own id.
+#[derive(Debug)]
+pub struct Pending<T> {
+    waiting: HashMap<u64, oneshot::Sender<T>>,
 }
 
-impl Pending {
-    /// Registers call `id`; its outcome arrives on the returned receiver.
-    pub fn insert(&mut self, id: u64) -> oneshot::Receiver<Outcome> {
+impl<T> Default for Pending<T> {
+    fn default() -> Self {
+        Pending {
+            waiting: HashMap::new(),
+        }
+    }
+}
+
+impl<T> Pending<T> {
+    /// Registers request `id`; its answer arrives on the returned receiver.
+    pub fn insert(&mut self, id: u64) -> oneshot::Receiver<T> {
         let (tx, rx) = oneshot::channel();
-        self.calls.insert(id, tx);
+        self.waiting.insert(id, tx);
         rx
     }
 
-    /// Delivers `outcome` to call `id`. False when no such call waits (already cancelled).
-    pub fn settle(&mut self, id: u64, outcome: Outcome) -> bool {
-        match self.calls.remove(&id) {
-            Some(tx) => {
-                // The waiter may have gone (harness cancelled); nothing to do then.
-                let _ = tx.send(outcome);
-                true
-            }
-            None => false,
+    /// Delivers `answer` to request `id`. `Err` gives the answer back when nobody takes it: no
+    /// such request waits (cancelled, timed out), or its waiter has gone.
+    pub fn settle(&mut self, id: u64, answer: T) -> Result<(), T> {
+        match self.waiting.remove(&id) {
+            Some(tx) => tx.send(answer),
+            None => Err(answer),
         }
     }
 
-    /// Forgets call `id` without an outcome (the harness cancelled it).
+    /// Forgets request `id` without an answer (the harness cancelled it).
     pub fn forget(&mut self, id: u64) {
-        self.calls.remove(&id);
+        self.waiting.remove(&id);
     }
 
-    /// Ends every call with `code: message`.
-    pub fn fail_all(&mut self, code: &str, message: &str) -> usize {
-        let n = self.calls.len();
-        for (_, tx) in self.calls.drain() {
-            let _ = tx.send(failure(code, message));
+    /// Ends every request with `failure()`; returns how many there were.
+    pub fn fail_all(&mut self, failure: impl Fn() -> T) -> usize {
+        let n = self.waiting.len();
+        for (_, tx) in self.waiting.drain() {
+            let _ = tx.send(failure());
         }
         n
     }
 
     pub fn len(&self) -> usize {
-        self.calls.len()
+        self.waiting.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.calls.is_empty()
+        self.waiting.is_empty()
     }
 }
 
@@ -66,5 +73,26 @@ pub fn failure(code: &str, message: &str) -> Outcome {
             code: code.to_owned(),
             message: message.to_owned(),
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_reach_their_waiter_once_and_the_rest_come_back() {
+        let mut p: Pending<u32> = Pending::default();
+        let mut a = p.insert(1);
+        let b = p.insert(2);
+        assert_eq!(p.settle(1, 10), Ok(()));
+        assert_eq!(a.try_recv(), Ok(10));
+        assert_eq!(p.settle(1, 11), Err(11), "answered already");
+        drop(b);
+        assert_eq!(p.settle(2, 20), Err(20), "the waiter is gone");
+        let mut c = p.insert(3);
+        assert_eq!(p.fail_all(|| 0), 1);
+        assert_eq!(c.try_recv(), Ok(0));
+        assert!(p.is_empty());
     }
 }

@@ -1,9 +1,10 @@
 //! The MCP face of the sidecar: what a harness sees on stdio.
 //!
 //! `initialize` records the harness and decides the mode; `tools/list` answers from the broker's
-//! last view (native tools, or the two fallback tools); `tools/call` forwards to the broker.
-//! rmcp answers `ping` and unknown methods (-32601) itself, and cancels a request's context on
-//! `notifications/cancelled`, which `call` turns into a `cancel` frame.
+//! last view (native tools, or the two fallback tools), plus Leo's own `leo_messages` in either
+//! mode; `tools/call` forwards to the broker. rmcp answers `ping` and unknown methods (-32601)
+//! itself, and cancels a request's context on `notifications/cancelled`, which `call` turns into
+//! a `cancel` frame. With `--channels`, `initialized` also starts the channel pusher.
 //!
 //! **Architecture Invariant:** `deny_tools` is enforced here as well as in the broker: a denied
 //! name is never listed and a call to it is refused before anything is sent.
@@ -25,9 +26,11 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::call;
+use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
 use crate::link::BrokerLink;
+use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
 use crate::native::{self, Shown};
 use crate::offline;
@@ -44,6 +47,15 @@ const INSTRUCTIONS: &str = "Tools offered by apps connected to Leo. They come an
 connect; a failed call says why as \"<code>: <message>\" (no_client: no app serves the tool \
 right now).";
 
+/// Added while `leo_messages` is not denied.
+const MESSAGES_INSTRUCTIONS: &str = " leo_messages returns the messages API clients sent to this \
+agent; each starts with [message from <sender>], the sender Leo authenticated.";
+
+/// Added with `--channels`.
+const CHANNEL_INSTRUCTIONS: &str = " New messages are also pushed into the session as channel \
+events as they arrive; a pushed message stays unread, so leo_messages returns it once more and \
+acknowledges it.";
+
 /// The MCP server; cheap to clone.
 #[derive(Clone)]
 pub struct Sidecar {
@@ -57,6 +69,7 @@ struct Inner {
     fallback_listed: OnceLock<bool>,
     shown: Arc<Shown>,
     notifier: OnceLock<()>,
+    pusher: OnceLock<()>,
 }
 
 impl Sidecar {
@@ -69,6 +82,7 @@ impl Sidecar {
                 fallback_listed: OnceLock::new(),
                 shown: Arc::new(Shown::default()),
                 notifier: OnceLock::new(),
+                pusher: OnceLock::new(),
             }),
         }
     }
@@ -108,6 +122,11 @@ impl Inner {
         }
     }
 
+    /// Whether `leo_messages` may be listed, called and pushed for.
+    fn messages_allowed(&self, view: &View) -> bool {
+        !self.denied(view).contains(MESSAGES)
+    }
+
     fn native_visible(&self, view: &View) -> Vec<AgentTool> {
         view.visible_tools(&self.denied(view))
     }
@@ -144,6 +163,7 @@ impl Inner {
         }
         let every = self.settings.progress_every;
         match name {
+            MESSAGES => messages::fetch(&self.link, ctx).await,
             APP_TOOLS => match self.link.down_reason() {
                 Some(reason) => outcome::failure("no_client", &reason),
                 None => outcome::text(fallback::describe(
@@ -163,14 +183,22 @@ impl Inner {
 
 impl ServerHandler for Sidecar {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .build(),
-        )
-        .with_server_info(Implementation::new("leo-mcp", env!("CARGO_PKG_VERSION")))
-        .with_instructions(INSTRUCTIONS)
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .build();
+        let mut instructions = INSTRUCTIONS.to_owned();
+        if self.inner.messages_allowed(&self.inner.link.view()) {
+            instructions.push_str(MESSAGES_INSTRUCTIONS);
+        }
+        if self.inner.settings.channels {
+            // Opt-in only: see `channel` for why this is not declared by default.
+            capabilities.experimental = Some(channel::declare(capabilities.experimental.take()));
+            instructions.push_str(CHANNEL_INSTRUCTIONS);
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new("leo-mcp", env!("CARGO_PKG_VERSION")))
+            .with_instructions(instructions)
     }
 
     /// Every version that has an `initialize` handshake (see `discover`).
@@ -191,6 +219,14 @@ impl ServerHandler for Sidecar {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.inner.settings.channels && self.inner.pusher.set(()).is_ok() {
+            let inner = self.inner.clone();
+            tokio::spawn(channel::push_arrivals(
+                context.peer.clone(),
+                self.inner.link.subscribe_arrivals(),
+                move || inner.messages_allowed(&inner.link.view()),
+            ));
+        }
         if self.inner.mode.get() != Some(Mode::Native) || self.inner.notifier.set(()).is_err() {
             return;
         }
@@ -213,7 +249,7 @@ impl ServerHandler for Sidecar {
         let inner = &self.inner;
         inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let view = inner.link.view();
-        let tools = match inner.mode_for(&context) {
+        let mut tools: Vec<_> = match inner.mode_for(&context) {
             Mode::Native => {
                 let visible = inner.native_visible(&view);
                 inner.shown.listed(&visible);
@@ -227,6 +263,10 @@ impl ServerHandler for Sidecar {
                 }
             }
         };
+        // Leo's own tool, in either mode: it needs no app, only the broker.
+        if inner.messages_allowed(&view) {
+            tools.push(messages::tool());
+        }
         Ok(ListToolsResult::with_all_items(tools))
     }
 

@@ -23,7 +23,7 @@ async fn lists_and_calls_with_text_and_image_results() {
     let tools = agent.tools().await;
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort();
-    assert_eq!(names, ["echo", "snap"]);
+    assert_eq!(names, ["echo", "leo_messages", "snap"]);
     let snap_tool = tools.iter().find(|t| t.name == "snap").unwrap();
     assert_eq!(snap_tool.title.as_deref(), Some("Take a snapshot"));
     assert_eq!(snap_tool.description.as_deref(), Some("The snap tool"));

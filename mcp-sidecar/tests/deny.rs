@@ -36,7 +36,7 @@ async fn denied_tools_are_hidden_and_refused_in_native_mode() {
     let (broker, mut app) = broker_with_denials().await;
 
     let denied = Agent::start(broker.home(), AgentOpts::native("native_denied")).await;
-    assert_eq!(denied.tool_names().await, ["open"]);
+    assert_eq!(denied.tool_names_without_messages().await, ["open"]);
     let result = denied.call("secret", json!({})).await;
     assert_eq!(
         error_text(&result),
@@ -45,7 +45,10 @@ async fn denied_tools_are_hidden_and_refused_in_native_mode() {
 
     // Another agent is not affected.
     let other = Agent::start(broker.home(), AgentOpts::native("someone_else")).await;
-    assert_eq!(other.tool_names().await, ["open", "secret"]);
+    assert_eq!(
+        other.tool_names_without_messages().await,
+        ["open", "secret"]
+    );
     let call = other.spawn_call("secret", json!({}));
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "someone_else");
@@ -63,7 +66,7 @@ async fn denied_tools_are_hidden_and_refused_in_fallback_mode() {
 
     // leo_app_call denied: only leo_app_tools is listed, and it does not show `secret`.
     let agent = Agent::start(broker.home(), AgentOpts::fallback("fallback_denied")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_tools"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["leo_app_tools"]);
     let listed: Value =
         serde_json::from_str(&text_of(&agent.call("leo_app_tools", json!({})).await)).unwrap();
     let names: Vec<&str> = listed["tools"]
@@ -81,12 +84,15 @@ async fn denied_tools_are_hidden_and_refused_in_fallback_mode() {
 
     // leo_app_tools denied: leo_app_call stays, and a denied inner tool is refused.
     let agent = Agent::start(broker.home(), AgentOpts::fallback("tools_denied")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_call"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["leo_app_call"]);
     let result = agent.call("leo_app_tools", json!({})).await;
     assert!(error_text(&result).starts_with("denied: "), "{result:?}");
 
     let agent = Agent::start(broker.home(), AgentOpts::fallback("native_denied")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_call", "leo_app_tools"]);
+    assert_eq!(
+        agent.tool_names_without_messages().await,
+        ["leo_app_call", "leo_app_tools"]
+    );
     let result = agent.call("leo_app_call", json!({"tool": "secret"})).await;
     assert_eq!(
         error_text(&result),
@@ -100,7 +106,7 @@ async fn denials_hold_while_the_broker_is_down() {
     let home = broker.kill_keep_home().await;
     // No broker: the sidecar reads config.yaml and client-tools.json itself.
     let agent = Agent::start(home.path(), AgentOpts::fallback("fallback_denied")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_tools"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["leo_app_tools"]);
     let result = agent.call("leo_app_call", json!({"tool": "open"})).await;
     assert!(error_text(&result).starts_with("denied: "), "{result:?}");
     let result = agent.call("leo_app_tools", json!({})).await;

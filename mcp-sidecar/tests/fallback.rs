@@ -8,9 +8,9 @@ use crate::support::{Agent, AgentOpts, App, error_text, text_of, tool};
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fallback_tools_appear_only_after_a_first_registration() {
     let broker = Broker::start().await;
-    // A fresh home: no app ever registered, so nothing is listed.
+    // A fresh home: no app ever registered, so only Leo's own leo_messages is listed.
     let early = Agent::start(broker.home(), AgentOpts::fallback("codex")).await;
-    assert!(early.tool_names().await.is_empty());
+    assert_eq!(early.tool_names().await, ["leo_messages"]);
 
     let mut app = App::connect(&broker.http()).await;
     let mut echo = tool("echo");
@@ -19,11 +19,14 @@ async fn fallback_tools_appear_only_after_a_first_registration() {
 
     // Sampled once per session: the early session still lists nothing, and gets no
     // notification (it would not re-list anyway)...
-    assert!(early.tool_names().await.is_empty());
+    assert_eq!(early.tool_names().await, ["leo_messages"]);
     assert_eq!(early.list_changed(), 0);
     // ...but a new session sees both.
     let agent = Agent::start(broker.home(), AgentOpts::fallback("codex")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_call", "leo_app_tools"]);
+    assert_eq!(
+        agent.tool_names().await,
+        ["leo_app_call", "leo_app_tools", "leo_messages"]
+    );
 
     // leo_app_tools: what apps offer now, with schemas, as JSON text.
     let listed: Value =

@@ -87,7 +87,7 @@ async fn typescript_sdk_client() {
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     names.sort();
-    assert_eq!(names, ["echo", "slow"]);
+    assert_eq!(names, ["echo", "leo_messages", "slow"]);
 
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "ts-sdk");
@@ -129,7 +129,10 @@ async fn typescript_sdk_client() {
     app.register("more", json!([tool("later")])).await;
     stdin.write_all(b"go\n").await.unwrap();
     let changed = step("changed").await;
-    assert_eq!(changed["tools"], json!(["echo", "later", "slow"]));
+    assert_eq!(
+        changed["tools"],
+        json!(["echo", "later", "leo_messages", "slow"])
+    );
     step("done").await;
     let status = tokio::time::timeout(WAIT, child.wait())
         .await

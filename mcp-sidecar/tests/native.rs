@@ -15,7 +15,7 @@ async fn ten_changes_in_200ms_give_one_or_two_notifications_and_the_last_state()
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
-    assert!(agent.tool_names().await.is_empty());
+    assert!(agent.tool_names_without_messages().await.is_empty());
     // Let a possible notification for the initial view pass before counting.
     tokio::time::sleep(Duration::from_millis(200)).await;
     let before = agent.list_changed();
@@ -49,7 +49,7 @@ async fn ten_changes_in_200ms_give_one_or_two_notifications_and_the_last_state()
         "expected 1 or 2 notifications, got {notified}\n{}",
         agent.stderr()
     );
-    let mut names = agent.tool_names().await;
+    let mut names = agent.tool_names_without_messages().await;
     names.sort();
     last.sort();
     assert_eq!(names, last);
@@ -72,7 +72,7 @@ async fn auto_mode_follows_the_built_in_table() {
     let mut sessions = Vec::new();
     for (agent, client) in cases {
         let session = Agent::start(broker.home(), AgentOpts::auto(agent, client)).await;
-        let names = session.tool_names().await;
+        let names = session.tool_names_without_messages().await;
         match table.mode_for(client) {
             Mode::Native => assert_eq!(names, ["echo"], "{client}"),
             Mode::Fallback => assert_eq!(names, fallback_tools, "{client}"),
@@ -123,13 +123,13 @@ async fn a_second_app_group_appears_with_a_notification() {
     let app = App::connect(&broker.http()).await;
     app.register("one", json!([tool("a1")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
-    assert_eq!(agent.tool_names().await, ["a1"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["a1"]);
     let before = agent.list_changed();
 
     let other = App::connect(&broker.http()).await;
     other.register("two", json!([tool("b1")])).await;
     wait_until("list_changed", || agent.list_changed() > before).await;
-    assert_eq!(agent.tool_names().await, ["a1", "b1"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["a1", "b1"]);
 
     // The app leaving withdraws its tools, which is a change too.
     let before = agent.list_changed();
@@ -138,5 +138,5 @@ async fn a_second_app_group_appears_with_a_notification() {
         agent.list_changed() > before
     })
     .await;
-    assert_eq!(agent.tool_names().await, ["a1"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["a1"]);
 }

@@ -1,7 +1,7 @@
 //! The MCP surface itself, checked with raw JSON-RPC lines: what a harness that is not rmcp
 //! sees on the wire.
 
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{Agent, AgentOpts, App, Raw, text_of, tool};
 
@@ -51,6 +51,8 @@ async fn discover_is_refused_and_initialize_declares_list_changed() {
     );
     assert_eq!(result["serverInfo"]["name"], "leo-mcp", "{reply}");
     assert_eq!(result["protocolVersion"], "2025-06-18", "{reply}");
+    // Claude Code channels are opt-in (`--channels`): nothing experimental by default.
+    assert_eq!(result["capabilities"].get("experimental"), None, "{reply}");
     mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
         .await;
 
@@ -79,7 +81,14 @@ async fn discover_is_refused_and_initialize_declares_list_changed() {
     let reply = mcp
         .request(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"}))
         .await;
-    assert_eq!(reply["result"]["tools"], json!([]), "{reply}");
+    // No app ever registered: only Leo's own tool.
+    let names: Vec<&Value> = reply["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| &t["name"])
+        .collect();
+    assert_eq!(names, [&json!("leo_messages")], "{reply}");
 
     assert!(mcp.close().await.success());
 }
@@ -142,7 +151,7 @@ async fn a_discover_first_client_falls_back_to_initialize_and_works() {
         .peer_info()
         .expect("initialize was used");
     assert_eq!(info.protocol_version.as_str(), "2025-11-25");
-    assert_eq!(agent.tool_names().await, ["echo"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["echo"]);
     let call = agent.spawn_call("echo", json!({"text": "x"}));
     let req = app.next_request().await;
     app.answer(

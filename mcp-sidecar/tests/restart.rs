@@ -12,7 +12,7 @@ use crate::support::{
 async fn starts_without_a_broker_and_connects_when_it_comes() {
     let home = tempfile::tempdir().unwrap();
     let agent = Agent::start(home.path(), AgentOpts::native("claude")).await;
-    assert!(agent.tool_names().await.is_empty());
+    assert!(agent.tool_names_without_messages().await.is_empty());
     let result = agent.call("echo", json!({})).await;
     assert_eq!(error_text(&result), "no_client: broker not running");
 
@@ -24,7 +24,7 @@ async fn starts_without_a_broker_and_connects_when_it_comes() {
         agent.list_changed() > before
     })
     .await;
-    assert_eq!(agent.tool_names().await, ["echo"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["echo"]);
 
     let call = agent.spawn_call("echo", json!({"text": "a"}));
     let req = app.next_request().await;
@@ -43,7 +43,7 @@ async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
     app.register("g", json!([tool_with_timeout("wait", 0)]))
         .await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
-    assert_eq!(agent.tool_names().await, ["wait"]);
+    assert_eq!(agent.tool_names_without_messages().await, ["wait"]);
 
     let call = agent.spawn_call("wait", json!({}));
     app.next_request().await;
@@ -57,7 +57,7 @@ async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
         agent.list_changed() > before
     })
     .await;
-    assert!(agent.tool_names().await.is_empty());
+    assert!(agent.tool_names_without_messages().await.is_empty());
     let result = agent.call("wait", json!({})).await;
     assert_eq!(error_text(&result), "no_client: broker not running");
 
@@ -91,7 +91,10 @@ async fn fallback_reads_the_state_file_while_the_broker_is_down() {
     let home = broker.kill_keep_home().await;
 
     let agent = Agent::start(home.path(), AgentOpts::fallback("codex")).await;
-    assert_eq!(agent.tool_names().await, ["leo_app_call", "leo_app_tools"]);
+    assert_eq!(
+        agent.tool_names_without_messages().await,
+        ["leo_app_call", "leo_app_tools"]
+    );
     let result = agent.call("leo_app_call", json!({"tool": "echo"})).await;
     assert_eq!(error_text(&result), "no_client: broker not running");
 
@@ -102,9 +105,17 @@ async fn fallback_reads_the_state_file_while_the_broker_is_down() {
     let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
     let call = loop {
         let call = agent.spawn_call("leo_app_call", json!({"tool": "echo"}));
-        if let Some(req) = app.sse.within(std::time::Duration::from_millis(500)).await
-            && req.event == "client_tool.request"
-        {
+        // Other events (the registration's client_tools.changed) are skipped, not mistaken
+        // for a missing request: a parked call only ends when it is answered.
+        let window = tokio::time::Instant::now() + std::time::Duration::from_millis(500);
+        let mut request = None;
+        while let Some(e) = app.sse.within(window - tokio::time::Instant::now()).await {
+            if e.event == "client_tool.request" {
+                request = Some(e);
+                break;
+            }
+        }
+        if let Some(req) = request {
             break (call, req);
         }
         let ended = call.await.unwrap();

@@ -3,14 +3,14 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use leo_testkit::{Http, Reply, Sse, SseEvent, WAIT, bin};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
-    ProgressNotificationParam, ProtocolVersion, Tool,
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
+    Implementation, ProgressNotificationParam, ProtocolVersion, Tool,
 };
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::TokioChildProcess;
@@ -121,6 +121,8 @@ pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
 pub struct Seen {
     pub list_changed: AtomicUsize,
     pub progress: AtomicUsize,
+    /// Custom notifications (`notifications/claude/channel`…), as `(method, params)`.
+    pub custom: Mutex<Vec<(String, Value)>>,
 }
 
 /// The harness side: an rmcp client that records notifications.
@@ -148,6 +150,19 @@ impl ClientHandler for Harness {
         _context: NotificationContext<RoleClient>,
     ) {
         self.seen.progress.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_custom_notification(
+        &self,
+        notification: CustomNotification,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = notification.params.unwrap_or(Value::Null);
+        self.seen
+            .custom
+            .lock()
+            .unwrap()
+            .push((notification.method, params));
     }
 }
 
@@ -275,6 +290,14 @@ impl Agent {
         names
     }
 
+    /// The listed tool names, sorted, but Leo's own `leo_messages` (listed in every mode unless
+    /// denied; the `messages` tests check it), for tests about the app and fallback tools.
+    pub async fn tool_names_without_messages(&self) -> Vec<String> {
+        let mut names = self.tool_names().await;
+        names.retain(|n| n != "leo_messages");
+        names
+    }
+
     /// Calls `name` and waits (bounded) for the result.
     pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
         call(&self.client.peer().clone(), name, args).await
@@ -293,6 +316,18 @@ impl Agent {
 
     pub fn progress(&self) -> usize {
         self.seen.progress.load(Ordering::SeqCst)
+    }
+
+    /// The params of every custom notification with `method` seen so far.
+    pub fn custom(&self, method: &str) -> Vec<Value> {
+        self.seen
+            .custom
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(m, _)| m == method)
+            .map(|(_, p)| p.clone())
+            .collect()
     }
 
     /// SIGKILLs the process.
@@ -354,11 +389,12 @@ pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
     }
 }
 
-/// Polls `tools/list` until `want` holds; panics after `WAIT`.
+/// Polls `tools/list` until `want` holds for the names besides `leo_messages`; panics after
+/// `WAIT`.
 pub async fn wait_for_tools(agent: &Agent, want: impl Fn(&[String]) -> bool) -> Vec<String> {
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
-        let names = agent.tool_names().await;
+        let names = agent.tool_names_without_messages().await;
         if want(&names) {
             return names;
         }

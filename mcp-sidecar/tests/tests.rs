@@ -10,6 +10,7 @@ mod calls;
 mod deny;
 mod fallback;
 mod interop;
+mod messages;
 mod native;
 mod protocol;
 mod restart;

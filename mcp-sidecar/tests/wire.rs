@@ -9,10 +9,11 @@ use std::fmt::Debug;
 use std::path::PathBuf;
 
 use leo_mcp::frames::parse_broker_frame;
-use leo_mcp::outcome;
+use leo_mcp::messages::{self, Fetched};
 use leo_mcp::view::View;
+use leo_mcp::{channel, outcome};
 use leo_protocol::content::AppError;
-use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
+use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, Outcome, SidecarFrame};
 use leo_testkit::{Broker, Ipc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -58,6 +59,14 @@ fn echo_tool() -> AgentTool {
     }
 }
 
+fn scout_message() -> Message {
+    Message {
+        text: "[message from scout#ses_1] build finished".into(),
+        from: "scout#ses_1".into(),
+        at: "2026-05-01T12:00:00.000Z".into(),
+    }
+}
+
 fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
     vec![
         (
@@ -93,6 +102,10 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
             },
         ),
         ("sidecar_cancel", SidecarFrame::Cancel { id: 7 }),
+        (
+            "sidecar_fetch_messages",
+            SidecarFrame::FetchMessages { id: 9 },
+        ),
     ]
 }
 
@@ -146,6 +159,20 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
             BrokerFrame::Error {
                 code: "unauthorized".into(),
                 message: "at $.token: not the agent token".into(),
+            },
+        ),
+        (
+            "broker_messages",
+            BrokerFrame::Messages {
+                id: 9,
+                messages: vec![scout_message()],
+                dropped: 1,
+            },
+        ),
+        (
+            "broker_message_arrived",
+            BrokerFrame::MessageArrived {
+                message: scout_message(),
             },
         ),
     ]
@@ -234,6 +261,45 @@ fn broker_fixtures_drive_the_sidecar() {
         parse_broker_frame(&bytes("broker_error")).unwrap(),
         BrokerFrame::Error { .. }
     ));
+
+    // `messages` is what leo_messages renders: each stamped text with its time, and the drops.
+    let BrokerFrame::Messages {
+        id,
+        messages: batch,
+        dropped,
+    } = parse_broker_frame(&bytes("broker_messages")).unwrap()
+    else {
+        panic!("not messages");
+    };
+    assert_eq!(id, 9);
+    let text = messages::render(&Fetched {
+        messages: batch,
+        dropped,
+    });
+    assert!(
+        text.contains("\n- 2026-05-01T12:00:00.000Z [message from scout#ses_1] build finished\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("1 older message to this agent was dropped"),
+        "{text}"
+    );
+
+    // `message_arrived` becomes the Claude Code channel notification.
+    let BrokerFrame::MessageArrived { message } =
+        parse_broker_frame(&bytes("broker_message_arrived")).unwrap()
+    else {
+        panic!("not message_arrived");
+    };
+    let pushed = channel::notification(&message);
+    assert_eq!(pushed.method, "notifications/claude/channel");
+    assert_eq!(
+        pushed.params.unwrap(),
+        json!({
+            "content": "[message from scout#ses_1] build finished",
+            "meta": {"from": "scout#ses_1", "at": "2026-05-01T12:00:00.000Z"}
+        })
+    );
     // Unknown fields are refused, as on the broker side.
     let mut extra = read("broker_tools");
     extra["surprise"] = json!(1);
@@ -272,6 +338,35 @@ async fn sidecar_fixtures_are_accepted_by_the_real_broker() {
     assert_eq!(result["outcome"]["error"]["code"], "cancelled");
     let cancelled = app.next_cancelled().await;
     assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+
+    // fetch_messages is answered by messages of the fixture's shape, empty at first…
+    ipc.send(&read("sidecar_fetch_messages")).await;
+    let none = ipc.recv_of("messages").await;
+    assert_eq!(keys(&none), keys(&read("broker_messages")));
+    assert_eq!(none["id"], 9);
+    assert_eq!(none["messages"], json!([]));
+    // …then a message is pushed as message_arrived and returned by the next fetch.
+    broker
+        .http()
+        .post(
+            "/web/agent/claude/message",
+            &json!({"text": "build finished", "from": "ops"}),
+        )
+        .await
+        .data();
+    let arrived = ipc.recv_of("message_arrived").await;
+    assert_eq!(keys(&arrived), keys(&read("broker_message_arrived")));
+    assert_eq!(
+        keys(&arrived["message"]),
+        keys(&read("broker_message_arrived")["message"])
+    );
+    assert_eq!(
+        arrived["message"]["text"],
+        "[message from ops] build finished"
+    );
+    ipc.send(&read("sidecar_fetch_messages")).await;
+    let one = ipc.recv_of("messages").await;
+    assert_eq!(one["messages"][0], arrived["message"]);
 
     // A wrong token gets the error frame of the fixture's shape.
     let mut bad = Ipc::connect(&broker.home().join("run/sidecar.sock")).await;
