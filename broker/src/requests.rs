@@ -14,7 +14,7 @@
 //! This module is pure state: no locks, no tasks, no I/O. The broker's `core` drives it under
 //! its one mutex and publishes the events.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use leo_protocol::ErrorCode;
 use leo_protocol::content::{AppError, Posted};
@@ -57,6 +57,8 @@ pub enum Stage {
 
 #[derive(Debug)]
 struct Live {
+    /// Its place in `order`.
+    n: u64,
     call: Call,
     stage: Stage,
     reply: oneshot::Sender<Outcome>,
@@ -115,20 +117,25 @@ pub struct EndedCall {
 pub struct Requests {
     live: HashMap<RequestId, Live>,
     /// Live ids in the order they were parked, for stable listings.
-    order: VecDeque<RequestId>,
+    order: BTreeMap<u64, RequestId>,
+    parked: u64,
     ended: HashMap<RequestId, Ended>,
     ended_order: VecDeque<RequestId>,
     remember: usize,
+    /// Live ids by the sidecar's own call id, for cancels and duplicate checks.
+    by_local: HashMap<(ConnId, u64), RequestId>,
 }
 
 impl Requests {
     pub fn new(remember: usize) -> Requests {
         Requests {
             live: HashMap::new(),
-            order: VecDeque::new(),
+            order: BTreeMap::new(),
+            parked: 0,
             ended: HashMap::new(),
             ended_order: VecDeque::new(),
             remember: remember.max(1),
+            by_local: HashMap::new(),
         }
     }
 
@@ -146,10 +153,13 @@ impl Requests {
 
     /// Parks a new call. The id must be fresh.
     pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<Outcome>) {
-        self.order.push_back(id.clone());
+        self.parked += 1;
+        self.order.insert(self.parked, id.clone());
+        self.by_local.insert((call.conn, call.local_id), id.clone());
         self.live.insert(
             id,
             Live {
+                n: self.parked,
                 call,
                 stage: Stage::Parked,
                 reply,
@@ -270,14 +280,14 @@ impl Requests {
         })
     }
 
-    /// Ends every live request `pick` selects, with the failure `why` gives it.
+    /// Ends every live request `pick` selects, with the failure it returns.
     pub fn end_where(
         &mut self,
         mut pick: impl FnMut(&Call, &Stage) -> Option<Failure>,
     ) -> Vec<EndedCall> {
         let chosen: Vec<(RequestId, Failure)> = self
             .order
-            .iter()
+            .values()
             .filter_map(|id| {
                 let live = self.live.get(id)?;
                 pick(&live.call, &live.stage).map(|f| (id.clone(), f))
@@ -291,10 +301,11 @@ impl Requests {
 
     fn remove(&mut self, id: &str, how: Ended) -> Option<Live> {
         let live = self.live.remove(id)?;
+        self.by_local.remove(&(live.call.conn, live.call.local_id));
         if let Some(timer) = &live.timer {
             timer.abort();
         }
-        self.order.retain(|x| x != id);
+        self.order.remove(&live.n);
         self.ended.insert(id.to_owned(), how);
         self.ended_order.push_back(id.to_owned());
         while self.ended_order.len() > self.remember {
@@ -308,7 +319,7 @@ impl Requests {
     /// `GET …/requests?pending=1`, in the order calls were parked.
     pub fn pending(&self, owners: &Owners) -> Vec<PendingRequest> {
         self.order
-            .iter()
+            .values()
             .filter_map(|id| self.live.get(id).map(|l| (id, l)))
             .map(|(id, l)| PendingRequest {
                 id: id.clone(),
@@ -334,10 +345,7 @@ impl Requests {
 
     /// The live request of a sidecar's call.
     pub fn find_local(&self, conn: ConnId, local_id: u64) -> Option<RequestId> {
-        self.live
-            .iter()
-            .find(|(_, l)| l.call.conn == conn && l.call.local_id == local_id)
-            .map(|(id, _)| id.clone())
+        self.by_local.get(&(conn, local_id)).cloned()
     }
 }
 
