@@ -1,15 +1,28 @@
 //! `leo-bench`: measures the relay and the broker, prints a table, writes `bench/results.md`.
 //!
-//! Run it on release binaries (`cargo run --release -p leo-bench`): it starts the real `leo`
-//! (and `leo-mcp`) built next to it. Every number is measured in the same run as its baseline,
-//! and results are printed as ratios; nothing here is asserted.
+//! Run it on release binaries (`bench/run.sh`, or build `leo-broker`, `leo-mcp` and
+//! `leo-bench` with `--release` and run `target/release/leo-bench`): it starts the real `leo`,
+//! `leo-mcp` and `leo-bench-floor` built next to it. Every number is measured in the same run
+//! as its baselines, and results are printed as ratios; nothing here is asserted.
 
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
+mod app;
+mod conn;
+mod relay;
 mod report;
 mod scale;
+mod usage;
 
-use clap::Parser;
+use clap::{Parser, ValueEnum};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Part {
+    /// Relay round trip and its baselines.
+    Relay,
+    /// Broker scale.
+    Scale,
+}
 
 #[derive(Parser)]
 #[command(about = "Benchmarks of the Leo relay and broker")]
@@ -23,18 +36,60 @@ struct Args {
     /// Sessions for the broker-scale run.
     #[arg(long, default_value_t = 1000)]
     sessions: usize,
+    /// Sequential calls per payload and system for the latency rows (default 10,000; quick 500).
+    #[arg(long)]
+    calls: Option<usize>,
+    /// Calls per throughput row, shared by the agents (default 4,000; quick 640).
+    #[arg(long)]
+    throughput_calls: Option<usize>,
+    /// Relay systems to run: floor, leo, py-http, py-stdio (default: all).
+    #[arg(long, value_delimiter = ',')]
+    systems: Vec<String>,
+    /// Tools the latency rows call: echo_small, echo_64k, image_256k (default: all).
+    #[arg(long, value_delimiter = ',')]
+    payloads: Vec<String>,
+    /// Throughput rows: concurrent agents (default 1,8,64).
+    #[arg(long, value_delimiter = ',')]
+    concurrency: Vec<usize>,
+    /// Run only these parts (default: all).
+    #[arg(long, value_enum, value_delimiter = ',')]
+    only: Vec<Part>,
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut report = report::Report::new();
-    let sessions = if args.quick {
-        args.sessions.min(100)
-    } else {
-        args.sessions
-    };
-    scale::run(&mut report, sessions, args.quick).await?;
+    let command = std::iter::once("leo-bench".to_owned())
+        .chain(std::env::args().skip(1))
+        .collect::<Vec<_>>()
+        .join(" ");
+    let mut report = report::Report::new(command);
+    let wants = |p: Part| args.only.is_empty() || args.only.contains(&p);
+    if wants(Part::Relay) {
+        let opts = relay::Opts {
+            systems: args.systems.clone(),
+            calls: args.calls.unwrap_or(if args.quick { 500 } else { 10_000 }),
+            warmup: if args.quick { 50 } else { 500 },
+            throughput_calls: args
+                .throughput_calls
+                .unwrap_or(if args.quick { 640 } else { 4_000 }),
+            payloads: args.payloads.clone(),
+            concurrency: if args.concurrency.is_empty() {
+                vec![1, 8, 64]
+            } else {
+                args.concurrency.clone()
+            },
+        };
+        relay::run(&mut report, &opts).await?;
+    }
+    if wants(Part::Scale) {
+        let sessions = if args.quick {
+            args.sessions.min(100)
+        } else {
+            args.sessions
+        };
+        scale::run(&mut report, sessions, args.quick).await?;
+    }
     let text = report.markdown();
     println!("{text}");
     std::fs::write(&args.out, &text)?;

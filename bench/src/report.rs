@@ -3,12 +3,15 @@
 use std::fmt::Write as _;
 
 pub struct Report {
+    command: String,
     sections: Vec<(String, Vec<[String; 3]>)>,
 }
 
 impl Report {
-    pub fn new() -> Report {
+    /// A report of a run started as `command`.
+    pub fn new(command: String) -> Report {
         Report {
+            command,
             sections: Vec::new(),
         }
     }
@@ -29,7 +32,11 @@ impl Report {
         let mut out = String::from("# Benchmark results\n\n");
         let _ = writeln!(out, "- date: {}", leo_date());
         let _ = writeln!(out, "- machine: {}", machine());
-        let _ = writeln!(out, "- command: `cargo run --release -p leo-bench`\n");
+        let _ = writeln!(out, "- command: `{}`", self.command);
+        let _ = writeln!(
+            out,
+            "- how to run: `bench/run.sh` (see `bench/README.md`); nothing here is asserted\n"
+        );
         for (title, rows) in &self.sections {
             let _ = writeln!(out, "## {title}\n");
             let _ = writeln!(out, "| measure | value | note |\n|---|---|---|");

@@ -1,6 +1,7 @@
 //! Broker scale: many sidecar sessions (IPC clients speaking its frames), 64 tools, one
 //! registration change; how long until every session has the new tool set, the broker's
-//! memory, and calls per second through the broker.
+//! memory, and calls per second through the broker. The app is `crate::app` (it answers
+//! `tool_00` with one text block `ok`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -94,7 +95,8 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
     let _ = &mut app;
     let calls = if quick { 2_000 } else { 20_000 };
     let served = Arc::new(AtomicUsize::new(0));
-    let server = crate::scale::answer_all(app, http.clone(), client.clone(), served.clone());
+    let answers = crate::app::Answers::new(&client, []);
+    let server = crate::app::answer_all(app, http.clone(), answers, served.clone());
     let callers: Vec<Ipc> = ipcs.into_iter().take(64).collect();
     let per = calls / callers.len();
     let started = Instant::now();
@@ -129,53 +131,4 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
     let _ = served.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(())
-}
-
-/// An app that claims and answers every request at once on 16 keep-alive connections.
-pub fn answer_all(
-    mut sse: Sse,
-    http: leo_testkit::Http,
-    client: String,
-    served: Arc<AtomicUsize>,
-) -> tokio::task::JoinHandle<()> {
-    tokio::spawn(async move {
-        let (tx, rx) = tokio::sync::mpsc::channel::<String>(4096);
-        let rx = Arc::new(tokio::sync::Mutex::new(rx));
-        for _ in 0..16 {
-            let rx = rx.clone();
-            let client = client.clone();
-            let served = served.clone();
-            let mut conn = http.connect().await;
-            tokio::spawn(async move {
-                loop {
-                    let Some(id) = rx.lock().await.recv().await else {
-                        return;
-                    };
-                    let c = conn
-                        .post(
-                            &format!("/api/v1/client-tools/requests/{id}/claim"),
-                            &json!({"client_id": client}),
-                        )
-                        .await;
-                    if c.status != 200 {
-                        continue;
-                    }
-                    conn.post(
-                        &format!("/api/v1/client-tools/requests/{id}/result"),
-                        &json!({"client_id": client, "ok": true, "content": [{"type": "text", "text": "ok"}]}),
-                    )
-                    .await;
-                    served.fetch_add(1, Ordering::Relaxed);
-                }
-            });
-        }
-        while let Some(e) = sse.next_or_end().await {
-            if e.event == "client_tool.request"
-                && let Some(id) = e.data["id"].as_str()
-                && tx.send(id.to_owned()).await.is_err()
-            {
-                return;
-            }
-        }
-    })
 }

@@ -1,0 +1,1035 @@
+//! Relay round trip against its baselines, in one run, with one client.
+//!
+//! Every system is a stdio MCP server that an rmcp client (`client` +
+//! `transport-child-process`, as a harness would) launches and calls:
+//! - (a) the floor: `leo-bench-floor`, an rmcp stdio server that answers the tools itself;
+//! - leo: `leo-mcp --mode native` → the real broker → the Rust app of `crate::app`;
+//! - (b) the Python SDK's server over Streamable HTTP, reached through `mcp-proxy <url>`;
+//! - (c) the same Python server over stdio.
+//!
+//! Same tool names, same arguments, same payloads (`leo_bench::payload`), checked on the first
+//! answer of each system. Latency: sequential calls on one session. Throughput: N sessions, each
+//! its own server process and each sequential, sharing a fixed number of calls.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
+use std::time::{Duration, Instant};
+
+use leo_bench::payload::{self, PAYLOADS, Payload};
+use leo_testkit::{Broker, Sse, bin, rss_kib};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use rmcp::service::RunningService;
+use rmcp::transport::TokioChildProcess;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Value, json};
+use tokio::process::{Child, Command};
+
+use crate::report::{Report, pct};
+use crate::usage;
+
+/// How much to measure.
+#[derive(Debug, Clone)]
+pub struct Opts {
+    /// Which systems to run (the others are reported as skipped).
+    pub systems: Vec<String>,
+    /// Which tools the latency rows call (default: all three).
+    pub payloads: Vec<String>,
+    /// Sequential calls per payload for the latency rows.
+    pub calls: usize,
+    /// Calls per payload before measuring.
+    pub warmup: usize,
+    /// Calls shared by the agents of one throughput row.
+    pub throughput_calls: usize,
+    /// Concurrent agents of each throughput row.
+    pub concurrency: Vec<usize>,
+}
+
+/// A bound for any single step (a call, a listing, a start).
+const STEP: Duration = Duration::from_secs(60);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Floor,
+    Leo,
+    PyHttp,
+    PyStdio,
+}
+
+const KINDS: [Kind; 4] = [Kind::Floor, Kind::Leo, Kind::PyHttp, Kind::PyStdio];
+
+impl Kind {
+    /// The name `--systems` takes.
+    fn key(self) -> &'static str {
+        match self {
+            Kind::Floor => "floor",
+            Kind::Leo => "leo",
+            Kind::PyHttp => "py-http",
+            Kind::PyStdio => "py-stdio",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Kind::Floor => "(a) floor",
+            Kind::Leo => "leo",
+            Kind::PyHttp => "(b) Python HTTP + mcp-proxy",
+            Kind::PyStdio => "(c) Python stdio",
+        }
+    }
+}
+
+/// Where the Python baselines come from.
+#[derive(Debug, Clone)]
+struct PythonEnv {
+    /// The interpreter that runs `server.py`, and what `--check` said about its SDK.
+    server: Result<(PathBuf, String), String>,
+    /// `mcp-proxy`, and its `--version`.
+    proxy: Result<(PathBuf, String), String>,
+    script: PathBuf,
+}
+
+fn python_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("python")
+}
+
+/// The first of `candidates` that runs `args` successfully, with its first line of output.
+fn probe(candidates: &[PathBuf], args: &[&str], what: &str) -> Result<(PathBuf, String), String> {
+    let mut failures = Vec::new();
+    for path in candidates {
+        match std::process::Command::new(path)
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+        {
+            Ok(out) if out.status.success() => {
+                let text = String::from_utf8_lossy(&out.stdout);
+                let line = text.lines().next().unwrap_or_default().trim().to_owned();
+                return Ok((path.clone(), line));
+            }
+            Ok(out) => failures.push(format!(
+                "{} failed: {}",
+                path.display(),
+                String::from_utf8_lossy(&out.stderr)
+                    .lines()
+                    .last()
+                    .unwrap_or_default()
+            )),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => failures.push(format!("{}: {e}", path.display())),
+        }
+    }
+    let why = if failures.is_empty() {
+        "not found".to_owned()
+    } else {
+        failures.join("; ")
+    };
+    Err(format!("{what}: {why} (run bench/python/setup.sh)"))
+}
+
+impl PythonEnv {
+    /// `LEO_BENCH_PYTHON` / `LEO_BENCH_MCP_PROXY`, else the venvs of `bench/python/setup.sh`,
+    /// else `python3` / `mcp-proxy` on `PATH`.
+    fn find(wanted: bool) -> PythonEnv {
+        let dir = python_dir();
+        let script = dir.join("server.py");
+        if !wanted {
+            let no = || Err("not in --systems".to_owned());
+            return PythonEnv {
+                server: no(),
+                proxy: no(),
+                script,
+            };
+        }
+        let mut pythons: Vec<PathBuf> = std::env::var_os("LEO_BENCH_PYTHON")
+            .map(PathBuf::from)
+            .into_iter()
+            .collect();
+        pythons.push(dir.join(".venv/server/bin/python"));
+        pythons.push(PathBuf::from("python3"));
+        let script_arg = script.to_string_lossy().into_owned();
+        let server = probe(
+            &pythons,
+            &[&script_arg, "--check"],
+            "Python with the mcp SDK",
+        );
+        let mut proxies: Vec<PathBuf> = std::env::var_os("LEO_BENCH_MCP_PROXY")
+            .map(PathBuf::from)
+            .into_iter()
+            .collect();
+        proxies.push(dir.join(".venv/proxy/bin/mcp-proxy"));
+        proxies.push(PathBuf::from("mcp-proxy"));
+        let proxy = probe(&proxies, &["--version"], "mcp-proxy");
+        PythonEnv {
+            server,
+            proxy,
+            script,
+        }
+    }
+}
+
+/// A system ready to take sessions.
+enum Backend {
+    Floor,
+    Leo {
+        broker: Broker,
+        app: tokio::task::JoinHandle<()>,
+    },
+    PyHttp {
+        server: Child,
+        proxy: PathBuf,
+        url: String,
+    },
+    PyStdio {
+        python: PathBuf,
+        script: PathBuf,
+    },
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        match self {
+            Backend::Leo { app, .. } => app.abort(),
+            Backend::PyHttp { server, .. } => {
+                let _ = server.start_kill();
+            }
+            _ => {}
+        }
+    }
+}
+
+impl Backend {
+    async fn start(kind: Kind, py: &PythonEnv, dir: &Path) -> Result<Backend, String> {
+        match kind {
+            Kind::Floor => Ok(Backend::Floor),
+            Kind::Leo => {
+                let broker = Broker::start_quiet("").await;
+                let http = broker.http();
+                let (sse, client) = Sse::provider(&http).await;
+                let tools: Vec<Value> = PAYLOADS
+                    .iter()
+                    .map(|p| {
+                        json!({
+                            "name": p.tool,
+                            "description": p.description(),
+                            "input_schema": payload::input_schema(),
+                        })
+                    })
+                    .collect();
+                let reply = http
+                    .post(
+                        "/api/v1/client-tools",
+                        &json!({"client_id": client, "group": "bench", "tools": tools}),
+                    )
+                    .await;
+                if reply.status != 200 {
+                    return Err(format!("registration refused: {:?}", reply.body));
+                }
+                let answers = crate::app::Answers::new(
+                    &client,
+                    PAYLOADS.iter().map(|p| (p.tool.to_owned(), p.content())),
+                );
+                let app = crate::app::answer_all(
+                    sse,
+                    http.clone(),
+                    answers,
+                    Arc::new(AtomicUsize::new(0)),
+                );
+                Ok(Backend::Leo { broker, app })
+            }
+            Kind::PyHttp => {
+                let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
+                let (proxy, _) = py.proxy.clone().map_err(|e| format!("skipped: {e}"))?;
+                let port = std::net::TcpListener::bind("127.0.0.1:0")
+                    .and_then(|l| l.local_addr())
+                    .map_err(|e| e.to_string())?
+                    .port();
+                let server = Command::new(&python)
+                    .arg(&py.script)
+                    .args(["--transport", "http", "--port", &port.to_string()])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(log_file(dir, "python-http-server")?)
+                    .kill_on_drop(true)
+                    .spawn()
+                    .map_err(|e| format!("cannot start the Python server: {e}"))?;
+                let deadline = Instant::now() + STEP;
+                while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_err()
+                {
+                    if Instant::now() > deadline {
+                        return Err("the Python HTTP server did not listen".into());
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                Ok(Backend::PyHttp {
+                    server,
+                    proxy,
+                    url: format!("http://127.0.0.1:{port}/mcp"),
+                })
+            }
+            Kind::PyStdio => {
+                let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
+                Ok(Backend::PyStdio {
+                    python,
+                    script: py.script.clone(),
+                })
+            }
+        }
+    }
+
+    /// The stdio server the client launches for session `i`.
+    fn command(&self, i: usize) -> Command {
+        match self {
+            Backend::Floor => Command::new(bin("leo-bench-floor")),
+            Backend::Leo { broker, .. } => {
+                let mut cmd = Command::new(bin("leo-mcp"));
+                cmd.args(["--agent", &format!("bench-{i}"), "--mode", "native"])
+                    .env("LEO_HOME", broker.home())
+                    .env("LEO_MCP_LOG", "warn");
+                cmd
+            }
+            Backend::PyHttp { proxy, url, .. } => {
+                let mut cmd = Command::new(proxy);
+                cmd.args([
+                    "--transport",
+                    "streamablehttp",
+                    "--log-level",
+                    "WARNING",
+                    url,
+                ]);
+                cmd
+            }
+            Backend::PyStdio { python, script } => {
+                let mut cmd = Command::new(python);
+                cmd.arg(script).args(["--transport", "stdio"]);
+                cmd
+            }
+        }
+    }
+
+    /// Processes besides the sessions' own whose memory counts (the Python HTTP server).
+    fn server_pid(&self) -> Option<u32> {
+        match self {
+            Backend::Leo { broker, .. } => Some(broker.pid()),
+            Backend::PyHttp { server, .. } => server.id(),
+            _ => None,
+        }
+    }
+}
+
+fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
+    std::fs::File::create(dir.join(format!("{name}.stderr"))).map_err(|e| e.to_string())
+}
+
+/// One client session on its own server process.
+struct Session {
+    client: RunningService<RoleClient, ()>,
+    pid: Option<u32>,
+}
+
+impl Session {
+    async fn open(cmd: Command, stderr: std::fs::File) -> Result<Session, String> {
+        let (transport, _) = TokioChildProcess::builder(cmd)
+            .stderr(Stdio::from(stderr))
+            .spawn()
+            .map_err(|e| format!("cannot start the server: {e}"))?;
+        let pid = transport.id();
+        let client = tokio::time::timeout(STEP, ().serve(transport))
+            .await
+            .map_err(|_| "initialize timed out".to_owned())?
+            .map_err(|e| format!("initialize failed: {e}"))?;
+        let session = Session { client, pid };
+        session.wait_tools().await?;
+        Ok(session)
+    }
+
+    /// Lists tools until every bench tool is there (leo-mcp shows them once the broker has).
+    async fn wait_tools(&self) -> Result<(), String> {
+        let deadline = Instant::now() + STEP;
+        loop {
+            let tools = tokio::time::timeout(STEP, self.client.list_all_tools())
+                .await
+                .map_err(|_| "tools/list timed out".to_owned())?
+                .map_err(|e| format!("tools/list failed: {e}"))?;
+            let all = PAYLOADS
+                .iter()
+                .all(|p| tools.iter().any(|t| t.name == p.tool));
+            if all {
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                return Err(format!(
+                    "tools never listed; last {:?}",
+                    tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn call(&self, tool: &str) -> Result<CallToolResult, String> {
+        let params =
+            CallToolRequestParams::new(tool.to_owned()).with_arguments(payload::arguments());
+        let result = tokio::time::timeout(STEP, self.client.call_tool(params))
+            .await
+            .map_err(|_| format!("{tool}: tools/call timed out"))?
+            .map_err(|e| format!("{tool}: tools/call failed: {e}"))?;
+        if result.is_error == Some(true) || result.content.is_empty() {
+            return Err(format!("{tool}: tool error: {:?}", result.content));
+        }
+        Ok(result)
+    }
+
+    /// Checks that every tool answers with exactly the bench's payload.
+    async fn verify(&self) -> Result<(), String> {
+        for p in PAYLOADS {
+            let result = self.call(p.tool).await?;
+            let got = serde_json::to_value(&result.content).map_err(|e| e.to_string())?;
+            if got != p.content() {
+                let got = got.to_string();
+                return Err(format!(
+                    "{}: the content differs from the bench payload ({} bytes, starts {:?})",
+                    p.tool,
+                    got.len(),
+                    &got[..got.len().min(120)]
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    fn rss_kib(&self) -> Option<u64> {
+        self.pid.map(rss_kib)
+    }
+
+    async fn close(self) {
+        let _ = tokio::time::timeout(Duration::from_secs(10), self.client.cancel()).await;
+    }
+}
+
+/// Latency of one payload, in microseconds.
+#[derive(Debug, Clone, Copy)]
+struct Latency {
+    p50: u64,
+    p99: u64,
+}
+
+/// CPU per call of the processes of one system, over one payload's latency run.
+#[derive(Debug, Clone)]
+struct Cost {
+    /// (process, CPU µs per call, context switches per call)
+    per_process: Vec<(&'static str, f64, f64)>,
+}
+
+/// The processes a system's calls run through, besides the client's own.
+fn cost_processes(
+    kind: Kind,
+    session: Option<u32>,
+    server: Option<u32>,
+) -> Vec<(&'static str, u32)> {
+    let me = std::process::id();
+    let (session_name, server_name, me_name) = match kind {
+        Kind::Floor => ("floor server", "", "bench (client)"),
+        Kind::Leo => ("leo-mcp", "broker", "bench (client + app)"),
+        Kind::PyHttp => ("mcp-proxy", "Python HTTP server", "bench (client)"),
+        Kind::PyStdio => ("Python stdio server", "", "bench (client)"),
+    };
+    let mut out = Vec::new();
+    if let Some(pid) = session {
+        out.push((session_name, pid));
+    }
+    if let Some(pid) = server {
+        out.push((server_name, pid));
+    }
+    out.push((me_name, me));
+    out
+}
+
+/// What the leo path costs without `leo-mcp`, measured beside it.
+#[derive(Debug, Default)]
+struct Breakdown {
+    /// An IPC client speaking leo-mcp's frames → broker → app → result frame.
+    ipc: Vec<(Payload, Latency)>,
+    /// One keep-alive HTTP POST to the broker (a claim it refuses at once), over TCP and over
+    /// `run/leo.sock`.
+    http_post: Option<Latency>,
+    unix_post: Option<Latency>,
+}
+
+/// What one system measured; `Err` is the reason it could not (or `skipped: …`).
+#[derive(Debug, Default)]
+struct Measured {
+    latency: Vec<(Payload, Latency)>,
+    cost: Vec<(Payload, Cost)>,
+    breakdown: Breakdown,
+    throughput: Vec<(usize, Result<f64, String>)>,
+    /// The session's server process: idle after listing, then after the latency runs.
+    rss_idle: Option<u64>,
+    rss_after: Option<u64>,
+    /// The broker or the Python HTTP server, after the runs.
+    rss_server: Option<u64>,
+}
+
+async fn measure(
+    kind: Kind,
+    opts: &Opts,
+    py: &PythonEnv,
+    dir: &Path,
+    next: &mut usize,
+) -> Result<Measured, String> {
+    let backend = Backend::start(kind, py, dir).await?;
+    let stderr = log_file(dir, &format!("{kind:?}-latency"))?;
+    let session = Session::open(backend.command(*next), stderr).await?;
+    *next += 1;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut m = Measured {
+        rss_idle: session.rss_kib(),
+        ..Measured::default()
+    };
+    session.verify().await?;
+    let chosen = PAYLOADS
+        .into_iter()
+        .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
+    let procs = cost_processes(kind, session.pid, backend.server_pid());
+    for p in chosen {
+        for _ in 0..opts.warmup {
+            session.call(p.tool).await?;
+        }
+        let before: Vec<_> = procs.iter().map(|(_, pid)| usage::of(*pid)).collect();
+        let mut samples = Vec::with_capacity(opts.calls);
+        for _ in 0..opts.calls {
+            let t = Instant::now();
+            session.call(p.tool).await?;
+            samples.push(t.elapsed().as_micros() as u64);
+        }
+        let n = opts.calls.max(1) as f64;
+        let per_process = procs
+            .iter()
+            .zip(before)
+            .filter_map(|((name, pid), before)| {
+                let used = usage::of(*pid)? - before?;
+                Some((*name, used.cpu_us as f64 / n, used.switches as f64 / n))
+            })
+            .collect();
+        m.cost.push((p, Cost { per_process }));
+        samples.sort_unstable();
+        let lat = Latency {
+            p50: pct(&samples, 0.50),
+            p99: pct(&samples, 0.99),
+        };
+        eprintln!(
+            "  {} {}: p50 {} µs, p99 {} µs",
+            kind.label(),
+            p.label,
+            lat.p50,
+            lat.p99
+        );
+        m.latency.push((p, lat));
+    }
+    m.rss_after = session.rss_kib();
+    session.close().await;
+    if let Backend::Leo { broker, .. } = &backend {
+        m.breakdown = breakdown(broker, opts).await?;
+    }
+    for &c in &opts.concurrency {
+        let r = throughput(&backend, c, opts.throughput_calls, dir, next).await;
+        if let Ok(rate) = &r {
+            eprintln!("  {} {c} agents: {rate:.0} calls/s", kind.label());
+        }
+        m.throughput.push((c, r));
+    }
+    m.rss_server = backend.server_pid().map(rss_kib);
+    Ok(m)
+}
+
+/// Round trips of a POST the broker refuses at once, on one keep-alive connection.
+async fn post_latency(http: &leo_testkit::Http, opts: &Opts) -> Result<Latency, String> {
+    let mut conn = crate::conn::RawConn::open(http)
+        .await
+        .map_err(|e| e.to_string())?;
+    let body = hyper::body::Bytes::from(json!({"client_id": "nobody"}).to_string());
+    let mut samples = Vec::with_capacity(opts.calls);
+    for i in 0..opts.warmup + opts.calls {
+        let t = Instant::now();
+        conn.post(
+            "/api/v1/client-tools/requests/no-such-request/claim",
+            body.clone(),
+        )
+        .await
+        .map_err(|e| e.to_string())?;
+        if i >= opts.warmup {
+            samples.push(t.elapsed().as_micros() as u64);
+        }
+    }
+    samples.sort_unstable();
+    Ok(Latency {
+        p50: pct(&samples, 0.50),
+        p99: pct(&samples, 0.99),
+    })
+}
+
+/// One call over a raw IPC session, as leo-mcp would send it.
+async fn ipc_call(ipc: &mut leo_testkit::Ipc, id: u64, tool: &str) -> Result<(), String> {
+    ipc.call(id, tool, Value::Object(payload::arguments()))
+        .await;
+    let f = ipc.recv_of("result").await;
+    if f["outcome"]["content"].is_array() {
+        Ok(())
+    } else {
+        Err(format!("IPC call {tool}: {f}"))
+    }
+}
+
+/// The leo path in parts: the broker and the app seen from an IPC client that speaks
+/// leo-mcp's frames (so leo-mcp and its stdio are left out), and a bare HTTP leg.
+async fn breakdown(broker: &Broker, opts: &Opts) -> Result<Breakdown, String> {
+    let sock = broker.home().join("run/sidecar.sock");
+    let (mut ipc, _) = leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "bench-ipc").await;
+    let mut id = 0u64;
+    let mut out = Breakdown::default();
+    for p in PAYLOADS {
+        for _ in 0..opts.warmup {
+            id += 1;
+            ipc_call(&mut ipc, id, p.tool).await?;
+        }
+        let mut samples = Vec::with_capacity(opts.calls);
+        for _ in 0..opts.calls {
+            id += 1;
+            let t = Instant::now();
+            ipc_call(&mut ipc, id, p.tool).await?;
+            samples.push(t.elapsed().as_micros() as u64);
+        }
+        samples.sort_unstable();
+        out.ipc.push((
+            p,
+            Latency {
+                p50: pct(&samples, 0.50),
+                p99: pct(&samples, 0.99),
+            },
+        ));
+    }
+    ipc.close().await;
+    out.http_post = Some(post_latency(&broker.http(), opts).await?);
+    out.unix_post = Some(post_latency(&broker.http_unix(), opts).await?);
+    Ok(out)
+}
+
+/// `agents` sessions, each its own server process, each sequential; `total` calls shared.
+async fn throughput(
+    backend: &Backend,
+    agents: usize,
+    total: usize,
+    dir: &Path,
+    next: &mut usize,
+) -> Result<f64, String> {
+    let tool = PAYLOADS[0].tool;
+    // Start at most four at a time: 64 Python interpreters importing their SDK at once on two
+    // cores take minutes to answer `initialize`. Opening is not timed.
+    let gate = Arc::new(tokio::sync::Semaphore::new(4));
+    let mut opening = tokio::task::JoinSet::new();
+    for _ in 0..agents {
+        let cmd = backend.command(*next);
+        let stderr = log_file(dir, &format!("session-{next}"))?;
+        *next += 1;
+        let gate = gate.clone();
+        opening.spawn(async move {
+            let _permit = gate.acquire_owned().await.map_err(|e| e.to_string())?;
+            Session::open(cmd, stderr).await
+        });
+    }
+    let mut sessions = Vec::with_capacity(agents);
+    while let Some(s) = opening.join_next().await {
+        sessions.push(s.map_err(|e| e.to_string())??);
+    }
+    for s in &sessions {
+        for _ in 0..5 {
+            s.call(tool).await?;
+        }
+    }
+    let per = (total / agents).max(1);
+    let barrier = Arc::new(tokio::sync::Barrier::new(agents + 1));
+    let mut running = tokio::task::JoinSet::new();
+    for s in sessions {
+        let barrier = barrier.clone();
+        running.spawn(async move {
+            barrier.wait().await;
+            for _ in 0..per {
+                s.call(tool).await?;
+            }
+            Ok::<Session, String>(s)
+        });
+    }
+    barrier.wait().await;
+    let started = Instant::now();
+    let mut done = Vec::with_capacity(agents);
+    let mut failed = None;
+    while let Some(r) = running.join_next().await {
+        match r.map_err(|e| e.to_string()).and_then(|r| r) {
+            Ok(s) => done.push(s),
+            Err(e) => failed = Some(e),
+        }
+    }
+    let elapsed = started.elapsed();
+    for s in done {
+        s.close().await;
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    Ok((per * agents) as f64 / elapsed.as_secs_f64())
+}
+
+fn us(v: u64) -> String {
+    if v >= 10_000 {
+        format!("{:.1} ms", v as f64 / 1e3)
+    } else if v >= 1_000 {
+        format!("{:.2} ms", v as f64 / 1e3)
+    } else {
+        format!("{v} µs")
+    }
+}
+
+fn signed_us(v: i64) -> String {
+    let sign = if v < 0 { "−" } else { "+" };
+    format!("{sign}{}", us(v.unsigned_abs()))
+}
+
+fn mib(kib: Option<u64>) -> String {
+    kib.map(|k| format!("{:.1} MiB", k as f64 / 1024.0))
+        .unwrap_or_else(|| "n/a".into())
+}
+
+fn met(ok: bool) -> &'static str {
+    if ok { "met" } else { "MISSED" }
+}
+
+fn ratio(slow: f64, fast: f64) -> String {
+    if fast <= 0.0 {
+        return "n/a".into();
+    }
+    format!("{:.1}×", slow / fast)
+}
+
+pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
+    if let Some(bad) = opts
+        .systems
+        .iter()
+        .find(|s| !KINDS.iter().any(|k| k.key() == s.as_str()))
+    {
+        anyhow::bail!("unknown system {bad:?}; use floor, leo, py-http, py-stdio");
+    }
+    if let Some(bad) = opts
+        .payloads
+        .iter()
+        .find(|t| Payload::by_tool(t.as_str()).is_none())
+    {
+        anyhow::bail!("unknown tool {bad:?}; use echo_small, echo_64k, image_256k");
+    }
+    let wanted = |k: Kind| opts.systems.is_empty() || opts.systems.iter().any(|s| s == k.key());
+    let py = PythonEnv::find(wanted(Kind::PyHttp) || wanted(Kind::PyStdio));
+    let dir = tempfile::tempdir()?;
+    let mut next = 0;
+    let mut results = Vec::new();
+    for kind in KINDS {
+        if !wanted(kind) {
+            results.push((kind, Err("skipped: not in --systems".to_owned())));
+            continue;
+        }
+        eprintln!("relay: {}", kind.label());
+        let r = measure(kind, opts, &py, dir.path(), &mut next).await;
+        if let Err(e) = &r {
+            eprintln!("  {}: {e}", kind.label());
+        }
+        results.push((kind, r));
+    }
+    let get = |k: Kind| {
+        results
+            .iter()
+            .find(|(kind, _)| *kind == k)
+            .and_then(|(_, r)| r.as_ref().ok())
+    };
+    let why = |k: Kind| -> String {
+        match results.iter().find(|(kind, _)| *kind == k) {
+            Some((_, Err(e))) if e.starts_with("skipped") => e.clone(),
+            Some((_, Err(e))) => format!("failed: {e}"),
+            _ => "n/a".into(),
+        }
+    };
+
+    report.section("Relay round trip: the systems");
+    let py_server = match &py.server {
+        Ok((path, sdk)) => format!("{sdk}, {}", path.display()),
+        Err(e) => format!("skipped: {e}"),
+    };
+    let py_proxy = match &py.proxy {
+        Ok((path, v)) => format!("{v}, {}", path.display()),
+        Err(e) => format!("skipped: {e}"),
+    };
+    report.row(
+        "client (all systems)",
+        "rmcp 3.11 client over stdio (transport-child-process)".into(),
+        "the same code, tools `echo_small` (100 B text), `echo_64k` (64 KiB text), `image_256k` (256 KiB image); arguments `{\"text\":\"hello\"}`",
+    );
+    report.row(
+        "(a) floor",
+        "`leo-bench-floor`".into(),
+        "rmcp stdio server answering the tools itself, one thread",
+    );
+    report.row(
+        "leo",
+        "`leo-mcp --mode native` → broker (IPC) → app (SSE + claim + result over HTTP/TCP)".into(),
+        "the app is Rust, in the bench process, answering at once on 16 keep-alive connections",
+    );
+    report.row(
+        "(b) Python HTTP + mcp-proxy",
+        "`mcp-proxy --transport streamablehttp <url>` → `bench/python/server.py --transport http`".into(),
+        &format!("server: {py_server}; proxy: {py_proxy}; SDK defaults (stateful, SSE responses), logs at WARNING"),
+    );
+    report.row(
+        "(c) Python stdio",
+        "`bench/python/server.py --transport stdio`".into(),
+        &format!("server: {py_server}"),
+    );
+
+    report.section(&format!(
+        "Relay round trip: latency, {} sequential `tools/call` per payload ({} warm-up)",
+        opts.calls, opts.warmup
+    ));
+    for p in PAYLOADS {
+        let lat =
+            |k: Kind| get(k).and_then(|m| m.latency.iter().find(|(q, _)| *q == p).map(|(_, l)| *l));
+        for k in KINDS {
+            let value = match lat(k) {
+                Some(l) => format!("p50 {} · p99 {}", us(l.p50), us(l.p99)),
+                None => why(k),
+            };
+            report.row(&format!("{}: {}", p.label, k.label()), value, "");
+        }
+        let (Some(leo), floor) = (lat(Kind::Leo), lat(Kind::Floor)) else {
+            continue;
+        };
+        if let Some(floor) = floor {
+            let d50 = leo.p50 as i64 - floor.p50 as i64;
+            let d99 = leo.p99 as i64 - floor.p99 as i64;
+            report.row(
+                &format!("{}: leo overhead over the floor", p.label),
+                format!("p50 {} · p99 {}", signed_us(d50), signed_us(d99)),
+                &format!(
+                    "target < 300 µs p50: {}; < 2 ms p99: {}",
+                    met(d50 < 300),
+                    met(d99 < 2_000)
+                ),
+            );
+        }
+        for (k, target) in [(Kind::PyHttp, true), (Kind::PyStdio, false)] {
+            let value = match lat(k) {
+                Some(b) => format!(
+                    "{} faster at p50 · {} at p99",
+                    ratio(b.p50 as f64, leo.p50 as f64),
+                    ratio(b.p99 as f64, leo.p99 as f64)
+                ),
+                None => why(k),
+            };
+            let note = match (target, lat(k)) {
+                (true, Some(b)) => format!(
+                    "target ≥ 5× at p50: {}",
+                    met(b.p50 as f64 >= 5.0 * leo.p50 as f64)
+                ),
+                _ => String::new(),
+            };
+            report.row(&format!("{}: leo vs {}", p.label, k.label()), value, &note);
+        }
+    }
+
+    if let Some(leo) = get(Kind::Leo) {
+        report.section("Relay: where leo's time goes (same run, same app)");
+        for (p, ipc) in &leo.breakdown.ipc {
+            let full = leo.latency.iter().find(|(q, _)| q == p).map(|(_, l)| *l);
+            let note = match full {
+                Some(full) => format!(
+                    "leo − this = leo-mcp and its stdio: p50 {}",
+                    signed_us(full.p50 as i64 - ipc.p50 as i64)
+                ),
+                None => String::new(),
+            };
+            report.row(
+                &format!("{}: IPC client → broker → app → result frame", p.label),
+                format!("p50 {} · p99 {}", us(ipc.p50), us(ipc.p99)),
+                &note,
+            );
+        }
+        if let Some(h) = leo.breakdown.http_post {
+            report.row(
+                "one keep-alive HTTP POST to the broker over TCP",
+                format!("p50 {} · p99 {}", us(h.p50), us(h.p99)),
+                "a claim refused at once; the app makes two per call (claim, result)",
+            );
+        }
+        if let Some(h) = leo.breakdown.unix_post {
+            report.row(
+                "the same POST over `run/leo.sock`",
+                format!("p50 {} · p99 {}", us(h.p50), us(h.p99)),
+                "what an app on the unix socket would pay instead",
+            );
+        }
+    }
+
+    report.section("Relay: CPU per call and context switches per call (during the latency runs)");
+    for p in PAYLOADS {
+        for k in KINDS {
+            let Some(cost) = get(k).and_then(|m| m.cost.iter().find(|(q, _)| *q == p)) else {
+                continue;
+            };
+            let per = &cost.1.per_process;
+            let total: f64 = per.iter().map(|(_, c, _)| c).sum();
+            let value = per
+                .iter()
+                .map(|(name, c, _)| format!("{name} {c:.0} µs"))
+                .collect::<Vec<_>>()
+                .join(" · ");
+            let switches = per
+                .iter()
+                .map(|(name, _, s)| format!("{name} {s:.1}"))
+                .collect::<Vec<_>>()
+                .join(" · ");
+            report.row(
+                &format!("{}: {}", p.label, k.label()),
+                format!("{value} (total {total:.0} µs)"),
+                &format!("switches: {switches}"),
+            );
+        }
+    }
+
+    report.section(&format!(
+        "Relay throughput: `echo_small`, {} calls shared by N agents, each sequential on its own server process",
+        opts.throughput_calls
+    ));
+    for &c in &opts.concurrency {
+        let rate = |k: Kind| {
+            get(k).and_then(|m| {
+                m.throughput
+                    .iter()
+                    .find(|(n, _)| *n == c)
+                    .map(|(_, r)| r.clone())
+            })
+        };
+        let agents = if c == 1 { "agent" } else { "agents" };
+        for k in KINDS {
+            let (value, ok) = match rate(k) {
+                Some(Ok(r)) => (format!("{r:.0} calls/s"), Some(r)),
+                Some(Err(e)) => (format!("failed: {e}"), None),
+                None => (why(k), None),
+            };
+            let note = match (k, ok) {
+                (Kind::Leo, Some(leo)) => {
+                    let vs = |k: Kind| match rate(k) {
+                        Some(Ok(r)) => ratio(leo, r),
+                        _ => "n/a".into(),
+                    };
+                    let floor = match rate(Kind::Floor) {
+                        Some(Ok(f)) if f > 0.0 => format!("{:.0} % of the floor", leo / f * 100.0),
+                        _ => "floor n/a".into(),
+                    };
+                    format!(
+                        "{floor}; {} (b); {} (c)",
+                        vs(Kind::PyHttp),
+                        vs(Kind::PyStdio)
+                    )
+                }
+                _ => String::new(),
+            };
+            report.row(&format!("{c} {agents}: {}", k.label()), value, &note);
+        }
+    }
+
+    report.section("Relay memory (VmRSS)");
+    if let Some(m) = get(Kind::Leo) {
+        let ok = m.rss_idle.map(|k| k < 8 * 1024);
+        report.row(
+            "leo-mcp, idle (initialized, tools listed)",
+            mib(m.rss_idle),
+            &format!("target < 8 MiB: {}", ok.map(met).unwrap_or("n/a")),
+        );
+        report.row("leo-mcp, after the latency runs", mib(m.rss_after), "");
+        report.row("broker, after the relay runs", mib(m.rss_server), "");
+    }
+    for (k, what) in [
+        (Kind::Floor, "(a) floor server"),
+        (Kind::PyHttp, "(b) mcp-proxy"),
+        (Kind::PyStdio, "(c) Python stdio server"),
+    ] {
+        let value = match get(k) {
+            Some(m) => format!("{} idle · {} after", mib(m.rss_idle), mib(m.rss_after)),
+            None => why(k),
+        };
+        report.row(what, value, "");
+    }
+    if let Some(m) = get(Kind::PyHttp) {
+        report.row(
+            "(b) Python HTTP server, after the runs",
+            mib(m.rss_server),
+            "",
+        );
+    }
+
+    targets(report, get(Kind::Leo), get(Kind::Floor), get(Kind::PyHttp));
+    Ok(())
+}
+
+/// The relay targets in one place (for the note; nothing is asserted).
+fn targets(
+    report: &mut Report,
+    leo: Option<&Measured>,
+    floor: Option<&Measured>,
+    alt: Option<&Measured>,
+) {
+    report.section("Relay targets (2 cores)");
+    let lat = |m: Option<&Measured>, p: Payload| {
+        m.and_then(|m| m.latency.iter().find(|(q, _)| *q == p).map(|(_, l)| *l))
+    };
+    let mut rows: Vec<(&str, Vec<String>, bool, bool)> = vec![
+        ("leo − floor, p50 < 300 µs", Vec::new(), true, false),
+        ("leo − floor, p99 < 2 ms", Vec::new(), true, false),
+        ("≥ 5× faster than (b) at p50", Vec::new(), true, false),
+    ];
+    for p in PAYLOADS {
+        let (Some(l), f, b) = (lat(leo, p), lat(floor, p), lat(alt, p)) else {
+            continue;
+        };
+        if let Some(f) = f {
+            let d50 = l.p50 as i64 - f.p50 as i64;
+            let d99 = l.p99 as i64 - f.p99 as i64;
+            rows[0].1.push(format!("{} {}", p.label, signed_us(d50)));
+            rows[0].2 &= d50 < 300;
+            rows[0].3 = true;
+            rows[1].1.push(format!("{} {}", p.label, signed_us(d99)));
+            rows[1].2 &= d99 < 2_000;
+            rows[1].3 = true;
+        }
+        if let Some(b) = b {
+            rows[2]
+                .1
+                .push(format!("{} {}", p.label, ratio(b.p50 as f64, l.p50 as f64)));
+            rows[2].2 &= b.p50 as f64 >= 5.0 * l.p50 as f64;
+            rows[2].3 = true;
+        }
+    }
+    for (what, values, ok, any) in rows {
+        if any {
+            report.row(what, values.join(" · "), met(ok));
+        } else {
+            report.row(what, "n/a".into(), "not measured in this run");
+        }
+    }
+    match leo.and_then(|m| m.rss_idle) {
+        Some(k) => report.row("leo-mcp idle < 8 MiB", mib(Some(k)), met(k < 8 * 1024)),
+        None => report.row(
+            "leo-mcp idle < 8 MiB",
+            "n/a".into(),
+            "not measured in this run",
+        ),
+    }
+}
