@@ -10,6 +10,7 @@
 //!   `list_changed`) or `fallback` (`leo_app_tools` and `leo_app_call`).
 //! - `link` is the sidecar's handle on the broker (calls in flight, the tool view), and
 //!   `reconnect` the task that keeps the IPC connection up with a capped backoff.
+//! - `stdio` drives stdin/stdout on the IO reactor when they are pipes or sockets.
 //! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result.
 //! - `messages` is Leo's own tool `leo_messages`, listed in both modes: it returns and
 //!   acknowledges the messages API clients sent to this agent (the pull path every harness has).
@@ -50,6 +51,7 @@ pub mod reconnect;
 pub mod run;
 pub mod server;
 pub mod session;
+pub mod stdio;
 pub mod view;
 
 pub use error::{Result, SidecarError};

@@ -24,7 +24,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     tokio::spawn(reconnect::run(settings.clone(), session, link.clone()));
 
     let stdio =
-        IntoTransport::<RoleServer, std::io::Error, _>::into_transport(rmcp::transport::stdio());
+        IntoTransport::<RoleServer, std::io::Error, _>::into_transport(crate::stdio::streams());
     let service = match Sidecar::new(settings, link)
         .serve(RefuseDiscover::new(stdio))
         .await

@@ -2,7 +2,8 @@
 //!
 //! A tiny rmcp stdio server that answers the bench's tools itself, with the same payloads the
 //! app sends through Leo, on the same kind of runtime as `leo-mcp` (one thread). Whatever
-//! `leo-mcp` → broker → app costs on top of this is the relay's overhead.
+//! `leo-mcp` → broker → app costs on top of this is the relay's overhead. Like `leo-mcp`, it
+//! reads and writes its pipes on the IO reactor, not through Tokio's blocking stdio.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -79,7 +80,9 @@ fn main() -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async move {
-        let service = floor.serve(rmcp::transport::stdio()).await?;
+        // rmcp's own non-blocking stdio (the bench launches it with pipes): leo-mcp drives its
+        // pipes on the IO reactor too, so the floor must not pay a thread hand-off it does not.
+        let service = floor.serve(rmcp::transport::stdio_pipes()).await?;
         service.waiting().await?;
         anyhow::Ok(())
     })
