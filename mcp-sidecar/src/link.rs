@@ -55,7 +55,8 @@ struct State {
 #[derive(Debug)]
 pub struct BrokerLink {
     state: Mutex<State>,
-    view: watch::Sender<View>,
+    /// Behind an `Arc`: every call and listing reads it, and a read must not copy every tool.
+    view: watch::Sender<Arc<View>>,
     settled: watch::Sender<bool>,
     arrivals: broadcast::Sender<Message>,
     /// Ids for calls and fetches alike, unique within the session.
@@ -73,7 +74,7 @@ impl BrokerLink {
                 harness: None,
                 down_reason: NOT_RUNNING.to_owned(),
             }),
-            view: watch::channel(View::default()).0,
+            view: watch::channel(Arc::new(View::default())).0,
             settled: watch::channel(false).0,
             arrivals: broadcast::channel(ARRIVALS).0,
             next_id: AtomicU64::new(1),
@@ -88,12 +89,12 @@ impl BrokerLink {
     // ----- read by the MCP server -----
 
     /// The current tool view.
-    pub fn view(&self) -> View {
+    pub fn view(&self) -> Arc<View> {
         self.view.borrow().clone()
     }
 
     /// A receiver that wakes on every view change.
-    pub fn subscribe(&self) -> watch::Receiver<View> {
+    pub fn subscribe(&self) -> watch::Receiver<Arc<View>> {
         self.view.subscribe()
     }
 
@@ -227,7 +228,7 @@ impl BrokerLink {
             });
         }
         state.conn = Some(conn);
-        self.view.send_modify(|v| *v = v.apply(welcome));
+        self.view.send_modify(|v| *v = Arc::new(v.apply(welcome)));
         drop(state);
         self.mark_settled();
         info!("connected to the broker");
@@ -262,7 +263,7 @@ impl BrokerLink {
                 // No subscriber (no channel pusher) is normal: the message stays unread.
                 let _ = self.arrivals.send(message);
             }
-            BrokerFrame::Tools { .. } => self.view.send_modify(|v| *v = v.apply(&frame)),
+            BrokerFrame::Tools { .. } => self.view.send_modify(|v| *v = Arc::new(v.apply(&frame))),
             BrokerFrame::Error { code, message } => {
                 warn!(
                     code,
@@ -286,7 +287,7 @@ impl BrokerLink {
         state.down_reason = down_reason.to_owned();
         drop(state);
         if was_connected {
-            self.view.send_modify(|v| *v = v.disconnected());
+            self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
             warn!(failed, "lost the broker connection");
         }
         self.mark_settled();

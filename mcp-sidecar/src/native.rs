@@ -78,7 +78,7 @@ impl Shown {
 /// `visible` computes what `tools/list` would answer for a view.
 pub async fn notify_changes(
     peer: Peer<RoleServer>,
-    mut views: watch::Receiver<View>,
+    mut views: watch::Receiver<Arc<View>>,
     shown: Arc<Shown>,
     visible: impl Fn(&View) -> Vec<AgentTool> + Send + 'static,
 ) {
