@@ -590,7 +590,10 @@ async fn breakdown(broker: &Broker, opts: &Opts) -> Result<Breakdown, String> {
     let (mut ipc, _) = leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "bench-ipc").await;
     let mut id = 0u64;
     let mut out = Breakdown::default();
-    for p in PAYLOADS {
+    let wanted = PAYLOADS
+        .iter()
+        .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
+    for p in wanted {
         for _ in 0..opts.warmup {
             id += 1;
             ipc_call(&mut ipc, id, p.tool).await?;
@@ -604,7 +607,7 @@ async fn breakdown(broker: &Broker, opts: &Opts) -> Result<Breakdown, String> {
         }
         samples.sort_unstable();
         out.ipc.push((
-            p,
+            *p,
             Latency {
                 p50: pct(&samples, 0.50),
                 p99: pct(&samples, 0.99),
