@@ -32,6 +32,8 @@ use crate::tokens::Principal;
 
 /// Comment lines that keep proxies and clients from timing the stream out.
 const KEEP_ALIVE: Duration = Duration::from_secs(15);
+/// At shutdown, how long a stream may wait for events published before it.
+const SHUTDOWN_DRAIN: Duration = Duration::from_secs(1);
 
 struct Stream {
     hello: Option<String>,
@@ -39,6 +41,11 @@ struct Stream {
     backlog: Arc<AtomicUsize>,
     provider: bool,
     shutdown: CancellationToken,
+    broker: Arc<Broker>,
+    /// The seq of the last event sent on this stream.
+    sent: u64,
+    /// Set at shutdown: the last seq this stream still owes its client.
+    owed: Option<u64>,
     _forwarder: AbortOnDrop,
     _guard: ClientGuard,
 }
@@ -116,6 +123,9 @@ pub async fn stream(
         backlog,
         provider,
         shutdown: broker.shutdown_token(),
+        broker: broker.clone(),
+        sent: last_sent,
+        owed: None,
         _forwarder: AbortOnDrop(forwarder.abort_handle()),
         _guard: opened.guard,
     };
@@ -176,11 +186,25 @@ async fn next_event(mut s: Stream) -> Option<(Result<SseEvent, Infallible>, Stre
     if let Some(hello) = s.hello.take() {
         return Some((Ok(SseEvent::default().event(kind::HELLO).data(hello)), s));
     }
-    let event = tokio::select! {
-        biased;
-        _ = s.shutdown.cancelled() => return None,
-        event = s.queue.recv() => event?,
+    let event = loop {
+        if let Some(owed) = s.owed {
+            // Shutting down: send what was published before it (the `shutdown` cancellations
+            // above all), then end. The forwarder may not have queued it yet.
+            if s.sent >= owed {
+                return None;
+            }
+            match tokio::time::timeout(SHUTDOWN_DRAIN, s.queue.recv()).await {
+                Ok(Some(event)) => break event,
+                _ => return None,
+            }
+        }
+        tokio::select! {
+            biased;
+            event = s.queue.recv() => break event?,
+            _ = s.shutdown.cancelled() => s.owed = Some(s.broker.bus().seq()),
+        }
     };
+    s.sent = event.seq;
     s.backlog.fetch_sub(event.size(), Ordering::SeqCst);
     let out = sse(&event, s.provider);
     Some((Ok(out), s))
