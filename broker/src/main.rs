@@ -135,7 +135,12 @@ fn main() -> ExitCode {
 }
 
 fn broker(port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
+    // One thread. A call crosses the broker as a handful of short steps (an IPC frame, an SSE
+    // event, a claim, a result); on a work-stealing pool each step woke another worker, and those
+    // hand-offs (5 futex calls and 6 extra context switches per call) cost more than the work.
+    // Measured by `leo-bench` on 2 cores: the relay's p50 fell by about a third; the broker's
+    // throughput is bounded by one core instead (see bench/results.md).
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
