@@ -367,7 +367,7 @@ impl Broker {
         let call = core
             .requests
             .claim(id, client_id, serves, &mut core.owners)?;
-        info!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
+        debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
         Ok(RequestAck {
             id: id.to_owned(),
             state: "claimed".into(),
@@ -390,7 +390,7 @@ impl Broker {
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
         let call = core.requests.settle(id, &client_id, posted)?;
-        info!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
         Ok(RequestAck {
             id: id.to_owned(),
             state: "settled".into(),
