@@ -18,7 +18,7 @@ use leo_protocol::content::{AppError, ResultBody, ResultError};
 use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
 };
-use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, Outcome};
+use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, RawOutcome as Outcome};
 use leo_protocol::requests::{PendingRequest, Registered, RequestAck, ToolList};
 use leo_protocol::tool::RegisterBody;
 use serde::Serialize;
@@ -108,7 +108,7 @@ impl Drop for ClientGuard {
 }
 
 /// One IPC frame as a JSON line, ready to write to any number of sessions.
-pub fn encode_line(frame: &BrokerFrame) -> Arc<[u8]> {
+pub fn encode_line<F: Serialize>(frame: &F) -> Arc<[u8]> {
     let mut line = serde_json::to_vec(frame).unwrap_or_else(|e| {
         warn!(error = %e, "frame failed to serialize");
         b"{}".to_vec()

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, ResultFrame, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
 use subtle::ConstantTimeEq;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -252,9 +252,11 @@ async fn run_session(
                                 ok = matches!(outcome, leo_protocol::ipc::Outcome::Content { .. }),
                                 "call ended"
                             );
-                            let _ = tx
-                                .send(encode_line(&BrokerFrame::Result { id, outcome }))
-                                .await;
+                            let frame = ResultFrame {
+                                id,
+                                outcome: &outcome,
+                            };
+                            let _ = tx.send(encode_line(&frame)).await;
                         }
                     }
                     .instrument(span),

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use leo_protocol::ErrorCode;
 use leo_protocol::content::{AppError, Posted};
 use leo_protocol::events::CancelReason;
-use leo_protocol::ipc::Outcome;
+use leo_protocol::ipc::RawOutcome as Outcome;
 use leo_protocol::requests::{PendingRequest, RequestState};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -382,7 +382,16 @@ mod tests {
     }
 
     fn text(s: &str) -> Posted {
-        Posted::Content(vec![json!({"type": "text", "text": s})])
+        let block = json!({"type": "text", "text": s}).to_string();
+        Posted::Content(vec![
+            serde_json::value::RawValue::from_string(block).unwrap(),
+        ])
+    }
+
+    /// An outcome as the sidecar reads it, for comparisons.
+    fn parsed(o: Outcome) -> leo_protocol::ipc::Outcome {
+        let line = serde_json::to_vec(&o).unwrap();
+        serde_json::from_slice(&line).unwrap()
     }
 
     fn fail(code: ErrorCode) -> Failure {
@@ -404,8 +413,8 @@ mod tests {
         assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
         reqs.settle("r1", "c1", text("hi")).unwrap();
         assert_eq!(
-            rx.try_recv().unwrap(),
-            Outcome::Content {
+            parsed(rx.try_recv().unwrap()),
+            leo_protocol::ipc::Outcome::Content {
                 content: vec![json!({"type": "text", "text": "hi"})]
             }
         );
@@ -423,7 +432,10 @@ mod tests {
             message: "m".into(),
         };
         reqs.settle("r1", "c1", Posted::Error(err.clone())).unwrap();
-        assert_eq!(rx.try_recv().unwrap(), Outcome::Error { error: err });
+        assert_eq!(
+            parsed(rx.try_recv().unwrap()),
+            leo_protocol::ipc::Outcome::Error { error: err }
+        );
         assert_eq!(
             code(reqs.settle("r1", "c1", text("again"))),
             ErrorCode::AlreadySettled

@@ -3,9 +3,16 @@
 //! Content is passed to the agent verbatim, so the broker only checks what a harness needs to
 //! render a block (its type and the fields that type requires) and the size limit. Extra fields
 //! such as `annotations` or `_meta` pass through untouched.
+//!
+//! Each block is kept as the JSON text the app sent (`RawValue`) and checked by borrowing from
+//! it: a 256 KiB image is scanned, never copied into a `Value` tree and serialized again, and
+//! the sidecar frame embeds the same text. The size limit counts the content as sent.
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::limits::*;
 
@@ -16,7 +23,7 @@ pub struct ResultBody {
     pub client_id: String,
     pub ok: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub content: Option<Vec<Value>>,
+    pub content: Option<Vec<Box<RawValue>>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<AppError>,
 }
@@ -39,10 +46,16 @@ pub enum ResultError {
 }
 
 /// The outcome an app posted, once checked.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone)]
 pub enum Posted {
-    Content(Vec<Value>),
+    /// The blocks, each as the app sent it.
+    Content(Vec<Box<RawValue>>),
     Error(AppError),
+}
+
+/// Bytes of `blocks` as one JSON array.
+pub fn content_size(blocks: &[Box<RawValue>]) -> usize {
+    blocks.iter().map(|b| b.get().len() + 1).sum::<usize>() + 1
 }
 
 impl ResultBody {
@@ -50,9 +63,7 @@ impl ResultBody {
     pub fn into_posted(self) -> Result<Posted, ResultError> {
         match (self.ok, self.content, self.error) {
             (true, Some(content), None) => {
-                let size = serde_json::to_vec(&content)
-                    .map(|v| v.len())
-                    .unwrap_or(usize::MAX);
+                let size = content_size(&content);
                 if size > MAX_RESULT_BYTES {
                     return Err(ResultError::TooLarge(size));
                 }
@@ -100,63 +111,81 @@ fn check_app_error(error: &AppError) -> Result<(), String> {
 }
 
 /// Checks that every block is an MCP content block of a known type with its required fields.
-pub fn check_content(blocks: &[Value]) -> Result<(), String> {
+pub fn check_content(blocks: &[Box<RawValue>]) -> Result<(), String> {
     for (i, block) in blocks.iter().enumerate() {
         check_block(block, &format!("$.content[{i}]"))?;
     }
     Ok(())
 }
 
-fn check_block(block: &Value, at: &str) -> Result<(), String> {
-    let Some(obj) = block.as_object() else {
+/// A JSON object's members, borrowed from its text.
+type Members<'a> = BTreeMap<Cow<'a, str>, &'a RawValue>;
+
+fn members(raw: &RawValue) -> Option<Members<'_>> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// The string a member holds, borrowed unless it has escapes; `None` if it is not a string.
+fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
+    match serde_json::from_str::<&str>(raw.get()) {
+        Ok(s) => Some(Cow::Borrowed(s)),
+        Err(_) => serde_json::from_str::<String>(raw.get())
+            .ok()
+            .map(Cow::Owned),
+    }
+}
+
+fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
+    let Some(obj) = members(block) else {
         return Err(format!("at {at}: expected a content block object"));
     };
     let Some(kind) = obj.get("type") else {
         return Err(format!("at {at}.type: missing field"));
     };
-    let Some(kind) = kind.as_str() else {
+    let Some(kind) = string(kind) else {
         return Err(format!("at {at}.type: expected a string"));
     };
-    let need_str = |field: &str| -> Result<(), String> {
-        match obj.get(field) {
-            Some(Value::String(_)) => Ok(()),
-            Some(_) => Err(format!("at {at}.{field}: expected a string")),
+    let need_str = |field: &str| -> Result<Cow<'_, str>, String> {
+        match obj.get(field).map(|v| string(v)) {
+            Some(Some(s)) => Ok(s),
+            Some(None) => Err(format!("at {at}.{field}: expected a string")),
             None => Err(format!("at {at}.{field}: missing field")),
         }
     };
-    match kind {
-        "text" => need_str("text"),
+    match kind.as_ref() {
+        "text" => need_str("text").map(drop),
         "image" | "audio" => {
-            need_str("data")?;
+            let data = need_str("data")?;
             need_str("mimeType")?;
-            let data = obj.get("data").and_then(Value::as_str).unwrap_or_default();
-            if !is_base64(data) {
+            if !is_base64(&data) {
                 return Err(format!("at {at}.data: expected base64"));
             }
             Ok(())
         }
         "resource_link" => {
             need_str("uri")?;
-            need_str("name")
+            need_str("name").map(drop)
         }
         "resource" => {
             let Some(res) = obj.get("resource") else {
                 return Err(format!("at {at}.resource: missing field"));
             };
-            let Some(res) = res.as_object() else {
+            let Some(res) = members(res) else {
                 return Err(format!("at {at}.resource: expected an object"));
             };
-            match res.get("uri") {
-                Some(Value::String(_)) => {}
-                Some(_) => return Err(format!("at {at}.resource.uri: expected a string")),
+            match res.get("uri").map(|v| string(v)) {
+                Some(Some(_)) => {}
+                Some(None) => return Err(format!("at {at}.resource.uri: expected a string")),
                 None => return Err(format!("at {at}.resource.uri: missing field")),
             }
-            match (res.get("text"), res.get("blob")) {
-                (Some(Value::String(_)), None) | (None, Some(Value::String(_))) => Ok(()),
+            let text = res.get("text").map(|v| string(v).is_some());
+            let blob = res.get("blob").map(|v| string(v).is_some());
+            match (text, blob) {
+                (Some(true), None) | (None, Some(true)) => Ok(()),
                 (None, None) => Err(format!("at {at}.resource: needs text or blob")),
                 (Some(_), Some(_)) => Err(format!("at {at}.resource: text and blob both given")),
-                (Some(_), None) => Err(format!("at {at}.resource.text: expected a string")),
-                (None, Some(_)) => Err(format!("at {at}.resource.blob: expected a string")),
+                (Some(false), None) => Err(format!("at {at}.resource.text: expected a string")),
+                (None, Some(false)) => Err(format!("at {at}.resource.blob: expected a string")),
             }
         }
         other => Err(format!("at {at}.type: unknown content type {other:?}")),

@@ -8,6 +8,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::content::AppError;
 
@@ -80,14 +81,29 @@ pub struct AgentTool {
     pub group: String,
 }
 
-/// How a call ended, as the sidecar forwards it to the harness.
+/// How a call ended, as the sidecar forwards it to the harness. `C` is how the content blocks
+/// are held: parsed (`Vec<Value>`, what the sidecar reads) or as the app sent them
+/// ([`RawOutcome`], what the broker writes).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
-pub enum Outcome {
+pub enum Outcome<C = Vec<Value>> {
     /// The app's content, verbatim.
-    Content { content: Vec<Value> },
+    Content { content: C },
     /// A failure; the harness sees `"<code>: <message>"` as a tool error.
     Error { error: AppError },
+}
+
+/// An outcome whose content blocks are the JSON text the app posted, so the broker forwards a
+/// large result without parsing it into a tree and serializing it again.
+pub type RawOutcome = Outcome<Vec<Box<RawValue>>>;
+
+/// `BrokerFrame::Result` as the broker writes it: the same JSON, with the blocks embedded as
+/// the app sent them.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename = "result")]
+pub struct ResultFrame<'a> {
+    pub id: u64,
+    pub outcome: &'a RawOutcome,
 }
 
 /// Frames the broker sends.
@@ -125,4 +141,51 @@ pub enum BrokerFrame {
     MessageArrived { message: Message },
     /// The session is refused or broken; the broker closes after it.
     Error { code: String, message: String },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::content::AppError;
+
+    #[test]
+    fn a_raw_result_frame_reads_as_the_parsed_one() {
+        let blocks = r#"[{"type":"text","text":"a \"quoted\"\nline"}, {"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":1}}]"#;
+        let raw: Vec<Box<RawValue>> = serde_json::from_str(blocks).unwrap();
+        let outcome = RawOutcome::Content { content: raw };
+        let line = serde_json::to_string(&ResultFrame {
+            id: 7,
+            outcome: &outcome,
+        })
+        .unwrap();
+        let parsed: BrokerFrame = crate::envelope::parse_json(line.as_bytes()).unwrap();
+        let expected = BrokerFrame::Result {
+            id: 7,
+            outcome: Outcome::Content {
+                content: serde_json::from_str(blocks).unwrap(),
+            },
+        };
+        // The same frame; only the key order inside blocks is the app's, not sorted.
+        assert_eq!(parsed, expected);
+
+        let failed = RawOutcome::Error {
+            error: AppError {
+                code: "timeout".into(),
+                message: "no result within 1 s".into(),
+            },
+        };
+        let line = serde_json::to_string(&ResultFrame {
+            id: 8,
+            outcome: &failed,
+        })
+        .unwrap();
+        assert!(matches!(
+            crate::envelope::parse_json::<BrokerFrame>(line.as_bytes()).unwrap(),
+            BrokerFrame::Result {
+                id: 8,
+                outcome: Outcome::Error { .. }
+            }
+        ));
+    }
 }

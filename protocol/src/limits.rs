@@ -17,7 +17,7 @@ pub const MAX_TOOLS_PER_GROUP: usize = 64;
 pub const MAX_TOOLS_PER_BROKER: usize = 64;
 /// Longest group name, in characters of `[A-Za-z0-9_.-]`.
 pub const MAX_GROUP_NAME: usize = 64;
-/// Largest result content, in bytes of compact JSON.
+/// Largest result content, in bytes of its JSON as the app sent it.
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// Largest call arguments, in bytes of compact JSON.
 pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
