@@ -53,7 +53,7 @@ enum Command {
     #[command(after_help = cli::EXIT_CODES)]
     Requests(cli::requests::RequestsArgs),
     /// Call a client tool as an agent would, and print its result.
-    #[command(after_help = cli::EXIT_CODES)]
+    #[command(after_help = cli::CALL_HELP)]
     Call(cli::call::CallArgs),
 }
 

@@ -4,7 +4,8 @@
 //! token), and use nothing of its internals, so what they show is what any app or sidecar sees.
 //!
 //! Exit codes, shared by the three: 0 done, 1 the call ended with an error (`leo call`) or
-//! another failure, 2 the broker cannot be reached or the command line is wrong, 130 Ctrl-C.
+//! the broker answered with one, 2 the broker cannot be reached or the command line is wrong,
+//! 130 Ctrl-C.
 
 pub mod api;
 pub mod call;
@@ -21,9 +22,20 @@ use std::process::ExitCode;
 use leo_broker::error::BrokerError;
 use leo_broker::tokens::read_token_file;
 
-/// `--help` text on exit codes, shared by the three commands.
-pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the call ended with an error (leo call) or \
-another failure; 2 the broker is not running, or a bad argument; 130 interrupted (Ctrl-C).";
+/// `--help` text on exit codes for `leo status` and `leo requests`.
+pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the broker answered with an error; 2 the \
+broker is not running, or a bad argument. With --watch it runs until Ctrl-C and waits out \
+broker restarts.";
+
+/// `--help` text for `leo call`.
+pub const CALL_HELP: &str = "Example: leo call reverse_text '{\"text\": \"hello\"}'
+
+Text blocks of the result print as plain text, other blocks as one JSON line each.
+
+Exit codes: 0 the tool answered; 1 the call ended with an error, printed as <code>: <message> \
+on stderr (the app's own error, timeout, no_client, denied, invalid_arguments, cancelled); 2 the \
+call could not be made (bad ARGS_JSON, broker not running, session refused, connection lost); \
+130 interrupted: Ctrl-C cancels the call first.";
 
 /// The broker cannot be reached (not running, or no token yet in this `LEO_HOME`).
 pub const EXIT_UNREACHABLE: u8 = 2;
