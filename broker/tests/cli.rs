@@ -450,6 +450,24 @@ async fn call_refuses_bad_arguments_and_says_when_no_broker_runs() {
     }
 }
 
+#[tokio::test]
+async fn status_passes_on_the_brokers_refusal() {
+    let broker = Broker::start().await;
+    // The broker read its tokens at start; a token file changed since is a wrong token.
+    let path = broker.home().join("state/operator.token");
+    std::fs::write(&path, format!("{}\n", "ab".repeat(32))).unwrap();
+    for args in [&["status"][..], &["requests"]] {
+        let out = leo(broker.home(), args).await;
+        assert_eq!(out.status.code(), Some(1), "{args:?}");
+        let err = text(&out.stderr);
+        assert!(
+            err.starts_with("leo: the broker answered GET /api/v1/"),
+            "{err}"
+        );
+        assert!(err.contains(" with 401: unauthorized: "), "{err}");
+    }
+}
+
 /// True when `python3` runs; under `CI=true` its absence fails the test instead.
 fn python3_available() -> bool {
     let found = std::process::Command::new("python3")

@@ -114,11 +114,11 @@ def serve(on_ready):
                 client_id = data["client_id"]
                 api("POST", "/api/v1/client-tools",
                     {"client_id": client_id, "group": GROUP, "tools": TOOLS})
-                on_ready(client_id)
                 # Calls parked while we were away are not replayed as events: ask for them.
                 for request in api("GET", "/api/v1/client-tools/requests?pending=1"):
                     if request["group"] == GROUP and request["state"] == "parked":
                         answer(request, client_id)
+                on_ready(client_id)
             elif event == "client_tool.request" and client_id:
                 answer(data, client_id)
     finally:
