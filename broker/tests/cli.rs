@@ -366,6 +366,17 @@ async fn call_errors_exit_1_with_code_and_message() {
 }
 
 #[tokio::test]
+async fn call_reports_a_refused_session_with_exit_2() {
+    let broker = Broker::start().await;
+    let out = leo(broker.home(), &["call", "echo", "--agent", "no spaces"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert_eq!(
+        text(&out.stderr),
+        "leo call: the broker refused the session: invalid_frame: at $.agent: must be 1 to 64 of [A-Za-z0-9_.-]\n"
+    );
+}
+
+#[tokio::test]
 async fn call_timeout_and_ctrl_c_cancel_the_call() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
