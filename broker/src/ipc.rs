@@ -12,7 +12,7 @@ use std::time::Duration;
 use leo_protocol::ipc::{BrokerFrame, ResultFrame, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
 use subtle::ConstantTimeEq;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
@@ -50,8 +50,11 @@ pub async fn serve(listener: UnixListener, broker: Arc<Broker>, agent_token: Arc
     }
 }
 
-/// Reads one line of at most `MAX_FRAME_BYTES`. `Ok(None)` at end of stream.
-async fn read_frame(reader: &mut BufReader<OwnedReadHalf>) -> std::io::Result<Option<Vec<u8>>> {
+/// Reads one line of at most `MAX_FRAME_BYTES`. `Ok(None)` at end of stream. `leo call` reads
+/// the broker's frames with it too.
+pub async fn read_frame<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+) -> std::io::Result<Option<Vec<u8>>> {
     let mut buf = Vec::new();
     let n = (&mut *reader)
         .take(MAX_FRAME_BYTES as u64 + 1)

@@ -12,7 +12,7 @@ use clap::{Parser, Subcommand};
 use leo_broker::home::Home;
 use leo_broker::server;
 
-mod status;
+mod cli;
 
 #[derive(Parser)]
 #[command(
@@ -46,12 +46,15 @@ enum Command {
         #[command(subcommand)]
         command: DeviceCommand,
     },
-    /// Show apps, agents, tools and pending requests of the running broker.
-    Status {
-        /// Print the raw JSON.
-        #[arg(long)]
-        json: bool,
-    },
+    /// What runs now: apps, agents, tools by group, pending calls.
+    #[command(after_help = cli::EXIT_CODES)]
+    Status(cli::status::StatusArgs),
+    /// The pending calls, one line each: who asked for what, and for how long.
+    #[command(after_help = cli::EXIT_CODES)]
+    Requests(cli::requests::RequestsArgs),
+    /// Call a client tool as an agent would, and print its result.
+    #[command(after_help = cli::CALL_HELP)]
+    Call(cli::call::CallArgs),
 }
 
 #[derive(Subcommand)]
@@ -98,7 +101,11 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Broker { port, bind } => broker(port, bind),
-        Command::Status { json } => status::run(&Home::from_env(), json),
+        Command::Status(args) => return cli::exit(cli::status::run(&Home::from_env(), &args)),
+        Command::Requests(args) => {
+            return cli::exit(cli::requests::run(&Home::from_env(), &args));
+        }
+        Command::Call(args) => return cli::call::run(&Home::from_env(), &args),
         Command::Client { command } => {
             let home = Home::from_env();
             print(match command {

@@ -168,38 +168,3 @@ async fn a_second_broker_on_the_same_home_is_refused_and_a_stale_socket_is_repla
         200
     );
 }
-
-#[tokio::test]
-async fn status_reports_apps_agents_tools_and_pending_calls() {
-    let broker = Broker::start().await;
-    let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await.data();
-    let mut ipc = agent(&broker, "rocket").await;
-    ipc.call(1, "echo", json!({})).await;
-    let _ = app.next_request().await;
-    let out = tokio::process::Command::new(leo_testkit::bin("leo"))
-        .args(["status", "--json"])
-        .env("LEO_HOME", broker.home())
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let s: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(s["tools"], json!(["echo"]));
-    assert_eq!(s["pending"], 1);
-    assert_eq!(s["agents"][0]["agent"], "rocket");
-    assert_eq!(s["agents"][0]["harness"]["name"], "test-harness");
-    assert_eq!(s["apps"][0]["client_id"], app.id.as_str());
-    let text = tokio::process::Command::new(leo_testkit::bin("leo"))
-        .arg("status")
-        .env("LEO_HOME", broker.home())
-        .output()
-        .await
-        .unwrap();
-    let text = String::from_utf8_lossy(&text.stdout);
-    assert!(text.contains("rocket") && text.contains("echo"), "{text}");
-}

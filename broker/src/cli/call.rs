@@ -1,0 +1,319 @@
+//! `leo call TOOL [ARGS_JSON]`: call a client tool the way an agent does, from a terminal or a
+//! script: to try an app's tool before wiring up a harness, or to use it from a shell.
+//!
+//! It opens its own sidecar session on `run/sidecar.sock` with the agent token (`hello` as
+//! agent `--agent`, else `$LEO_AGENT`, else `cli`; harness `leo call`), sends one `call` and
+//! waits for its `result`. Text blocks print as plain text, other blocks as one JSON line each.
+//! Ctrl-C and `--timeout` send `cancel` first, so the app sees the call end at once.
+//!
+//! Exit codes: 0 the tool answered; 1 the call ended with an error (`<code>: <message>` on
+//! stderr: the app's error, `timeout`, `no_client`, `denied`, `invalid_arguments`…); 2 the
+//! call could not be made (bad ARGS_JSON, broker not running, session refused, connection
+//! lost); 130 interrupted.
+
+use std::io::{Read, Write};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use leo_broker::home::Home;
+use leo_protocol::content::AppError;
+use leo_protocol::ipc::{BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
+use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
+use serde_json::Value;
+use tokio::io::{AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::net::unix::OwnedWriteHalf;
+use tokio::sync::mpsc;
+
+use super::{EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, read_token};
+
+/// The agent name when neither `--agent` nor `$LEO_AGENT` gives one.
+pub const DEFAULT_AGENT: &str = "cli";
+/// How long the broker has to welcome the session.
+const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
+/// After a cancel, how long to wait for the broker to confirm the call ended.
+const CANCEL_GRACE: Duration = Duration::from_secs(2);
+/// The one call of the session.
+const CALL_ID: u64 = 1;
+
+#[derive(Debug, clap::Args)]
+pub struct CallArgs {
+    /// The client tool to call, by the name agents see.
+    pub tool: String,
+    /// The arguments, a JSON object (default {}); `-` reads them from stdin.
+    #[arg(value_name = "ARGS_JSON")]
+    pub args: Option<String>,
+    /// Call as this agent (default: $LEO_AGENT, else `cli`); `deny_tools` applies.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Stop waiting after S seconds: cancel the call and exit 1 (default: the tool's timeout).
+    #[arg(long, value_name = "S", value_parser = parse_timeout)]
+    pub timeout: Option<Duration>,
+}
+
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    super::clock::parse_secs(text, 0.001, 604_800.0)
+}
+
+/// Why the call could not be made or followed to its end.
+#[derive(Debug, thiserror::Error)]
+enum CallError {
+    #[error("{0}")]
+    Arguments(String),
+    #[error(transparent)]
+    Unreachable(#[from] Unreachable),
+    #[error("the broker refused the session: {code}: {message}")]
+    Refused { code: String, message: String },
+    #[error("the broker did not welcome the session within {} s", WELCOME_TIMEOUT.as_secs())]
+    NoWelcome,
+    #[error("the broker closed the session before the call ended")]
+    Lost,
+    #[error("the broker sent a bad frame: {0}")]
+    BadFrame(String),
+    #[error("cannot talk to the broker on its sidecar socket")]
+    Io(#[source] std::io::Error),
+}
+
+/// How the call ended, as far as this command saw it.
+#[derive(Debug)]
+enum Ended {
+    Answered(Outcome),
+    Interrupted,
+    GaveUp(Duration),
+}
+
+pub fn run(home: &Home, args: &CallArgs) -> ExitCode {
+    let ended = parse_arguments(args.args.as_deref()).and_then(|arguments| {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(CallError::Io)?;
+        runtime.block_on(call(home, args, arguments))
+    });
+    match ended {
+        Ok(Ended::Answered(Outcome::Content { content })) => {
+            // A closed stdout (`leo call … | head -1`) is not the tool's failure.
+            let _ = print_content(&content);
+            ExitCode::SUCCESS
+        }
+        Ok(Ended::Answered(Outcome::Error { error })) => {
+            let AppError { code, message } = error;
+            eprintln!("{code}: {message}");
+            ExitCode::FAILURE
+        }
+        Ok(Ended::GaveUp(after)) => {
+            eprintln!(
+                "timeout: no result within {} s (the call was cancelled)",
+                after.as_secs_f64()
+            );
+            ExitCode::FAILURE
+        }
+        Ok(Ended::Interrupted) => {
+            eprintln!("leo call: interrupted, the call was cancelled");
+            ExitCode::from(EXIT_INTERRUPTED)
+        }
+        Err(e) => {
+            eprintln!("leo call: {:#}", anyhow::Error::from(e));
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+    }
+}
+
+/// ARGS_JSON as the call's arguments: an object, `{}` when absent, stdin for `-`.
+fn parse_arguments(text: Option<&str>) -> Result<Value, CallError> {
+    let bad = |m: String| CallError::Arguments(m);
+    let text = match text {
+        None => return Ok(Value::Object(Default::default())),
+        Some("-") => {
+            let mut buf = String::new();
+            std::io::stdin()
+                .take(MAX_FRAME_BYTES as u64)
+                .read_to_string(&mut buf)
+                .map_err(|e| bad(format!("ARGS_JSON from stdin: {e}")))?;
+            buf
+        }
+        Some(text) => text.to_owned(),
+    };
+    let value: Value = serde_json::from_str(&text)
+        .map_err(|e| bad(format!("ARGS_JSON is not valid JSON: {e}")))?;
+    let kind = match &value {
+        Value::Object(_) => return Ok(value),
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+    };
+    Err(bad(format!(
+        "ARGS_JSON must be a JSON object such as '{{\"text\": \"hi\"}}', not {kind}"
+    )))
+}
+
+async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+    let token = read_token(&home.agent_token(), "agent")?;
+    let socket = home.sidecar_socket();
+    let stream = UnixStream::connect(&socket)
+        .await
+        .map_err(|source| Unreachable::connecting(&socket, source))?;
+    let (reader, mut writer) = stream.into_split();
+    let mut frames = read_frames(BufReader::new(reader));
+    let agent = args
+        .agent
+        .clone()
+        .or_else(|| std::env::var("LEO_AGENT").ok().filter(|a| !a.is_empty()))
+        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+    send(
+        &mut writer,
+        &SidecarFrame::Hello {
+            v: IPC_VERSION,
+            agent,
+            session: format!("leo-call-{}", std::process::id()),
+            token,
+            harness: Some(Harness {
+                name: "leo call".into(),
+                version: env!("CARGO_PKG_VERSION").into(),
+            }),
+            mode: Mode::Native,
+        },
+    )
+    .await?;
+    let welcome = tokio::select! {
+        frame = tokio::time::timeout(WELCOME_TIMEOUT, frames.recv()) => frame,
+        _ = &mut interrupt => return Ok(Ended::Interrupted),
+    };
+    match welcome
+        .map_err(|_| CallError::NoWelcome)?
+        .ok_or(CallError::Lost)??
+    {
+        BrokerFrame::Welcome { .. } => {}
+        BrokerFrame::Error { code, message } => return Err(CallError::Refused { code, message }),
+        other => {
+            return Err(CallError::BadFrame(format!(
+                "expected welcome, got {other:?}"
+            )));
+        }
+    }
+    send(
+        &mut writer,
+        &SidecarFrame::Call {
+            id: CALL_ID,
+            tool: args.tool.clone(),
+            arguments,
+        },
+    )
+    .await?;
+    let deadline = args.timeout.map(|d| tokio::time::Instant::now() + d);
+    let stop = tokio::select! {
+        outcome = outcome(&mut frames) => return outcome.map(Ended::Answered),
+        _ = &mut interrupt => Ended::Interrupted,
+        _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)),
+            if deadline.is_some() => Ended::GaveUp(args.timeout.unwrap_or_default()),
+    };
+    // Tell the broker, and give it a moment to end the call before the session closes (closing
+    // alone would end it too, as `agent_gone`; `cancel` says what happened).
+    send(&mut writer, &SidecarFrame::Cancel { id: CALL_ID }).await?;
+    let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut frames)).await;
+    Ok(stop)
+}
+
+/// Waits for the result of the one call, skipping tool-set changes and message pushes.
+async fn outcome(
+    frames: &mut mpsc::Receiver<Result<BrokerFrame, CallError>>,
+) -> Result<Outcome, CallError> {
+    loop {
+        match frames.recv().await.ok_or(CallError::Lost)?? {
+            BrokerFrame::Result { id, outcome } if id == CALL_ID => return Ok(outcome),
+            BrokerFrame::Error { code, message } => {
+                return Err(CallError::Refused { code, message });
+            }
+            _ => continue,
+        }
+    }
+}
+
+/// The broker's frames, read by a task of their own so that waiting for one can be abandoned
+/// (Ctrl-C) without losing half a line.
+fn read_frames(
+    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+) -> mpsc::Receiver<Result<BrokerFrame, CallError>> {
+    let (tx, rx) = mpsc::channel(16);
+    tokio::spawn(async move {
+        loop {
+            let frame = match leo_broker::ipc::read_frame(&mut reader).await {
+                Ok(None) => return,
+                Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => continue,
+                Ok(Some(line)) => leo_protocol::envelope::parse_json::<BrokerFrame>(&line)
+                    .map_err(|e| CallError::BadFrame(e.message)),
+                Err(e) => Err(CallError::Io(e)),
+            };
+            let last = frame.is_err();
+            if tx.send(frame).await.is_err() || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+async fn send(writer: &mut OwnedWriteHalf, frame: &SidecarFrame) -> Result<(), CallError> {
+    let mut line = serde_json::to_vec(frame).map_err(|e| CallError::Io(e.into()))?;
+    line.push(b'\n');
+    writer.write_all(&line).await.map_err(|e| match e.kind() {
+        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => CallError::Lost,
+        _ => CallError::Io(e),
+    })
+}
+
+/// Text blocks as they are, one per line; any other block as one JSON line.
+fn print_content(content: &[Value]) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    for block in content {
+        match (block["type"].as_str(), block["text"].as_str()) {
+            (Some("text"), Some(text)) => {
+                out.write_all(text.as_bytes())?;
+                if !text.ends_with('\n') {
+                    out.write_all(b"\n")?;
+                }
+            }
+            _ => writeln!(out, "{block}")?,
+        }
+    }
+    out.flush()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_must_be_one_json_object() {
+        assert_eq!(
+            parse_arguments(None).unwrap_or_default(),
+            serde_json::json!({})
+        );
+        assert_eq!(
+            parse_arguments(Some(r#"{"text": "hi"}"#)).unwrap_or_default(),
+            serde_json::json!({"text": "hi"})
+        );
+        let message = |text| match parse_arguments(Some(text)) {
+            Err(e) => e.to_string(),
+            Ok(v) => panic!("{text} gave {v}"),
+        };
+        assert!(
+            message("{text: 1}")
+                .contains("not valid JSON: key must be a string at line 1 column 2")
+        );
+        assert!(message("[1]").ends_with("not an array"));
+        assert!(message("\"hi\"").ends_with("not a string"));
+        assert!(message("").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn timeouts_are_positive_seconds() {
+        assert_eq!(parse_timeout("1.5"), Ok(Duration::from_millis(1500)));
+        for bad in ["0", "-2", "NaN", "10m", "604801"] {
+            assert!(parse_timeout(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,119 @@
+//! The operator commands that talk to a running broker: `leo status`, `leo requests` and
+//! `leo call`. They live in the binary, not the library: they are clients of the broker's
+//! public doors (`run/leo.sock` with the operator token, `run/sidecar.sock` with the agent
+//! token), and use nothing of its internals, so what they show is what any app or sidecar sees.
+//!
+//! Exit codes, shared by the three: 0 done, 1 the call ended with an error (`leo call`) or
+//! the broker answered with one, 2 the broker cannot be reached or the command line is wrong,
+//! 130 Ctrl-C.
+
+pub mod api;
+pub mod call;
+pub mod clock;
+pub mod requests;
+pub mod snapshot;
+pub mod status;
+pub mod style;
+pub mod watch;
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use leo_broker::error::BrokerError;
+use leo_broker::tokens::read_token_file;
+
+/// `--help` text on exit codes for `leo status` and `leo requests`.
+pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the broker answered with an error; 2 the \
+broker is not running, or a bad argument. With --watch it runs until Ctrl-C and waits out \
+broker restarts.";
+
+/// `--help` text for `leo call`.
+pub const CALL_HELP: &str = "Example: leo call reverse_text '{\"text\": \"hello\"}'
+
+Text blocks of the result print as plain text, other blocks as one JSON line each.
+
+Exit codes: 0 the tool answered; 1 the call ended with an error, printed as <code>: <message> \
+on stderr (the app's own error, timeout, no_client, denied, invalid_arguments, cancelled); 2 the \
+call could not be made (bad ARGS_JSON, broker not running, session refused, connection lost); \
+130 interrupted: Ctrl-C cancels the call first.";
+
+/// The broker cannot be reached (not running, or no token yet in this `LEO_HOME`).
+pub const EXIT_UNREACHABLE: u8 = 2;
+/// Ctrl-C.
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Maps the outcome of `leo status` / `leo requests` to the process exit code, printing the
+/// error. A closed stdout (`leo status --watch | head`) is not a failure.
+pub fn exit(result: anyhow::Result<()>) -> ExitCode {
+    let Err(e) = result else {
+        return ExitCode::SUCCESS;
+    };
+    if e.chain().any(|c| {
+        c.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+    }) {
+        return ExitCode::SUCCESS;
+    }
+    eprintln!("leo: {e:#}");
+    match e.downcast_ref::<api::GetError>() {
+        Some(api::GetError::Unreachable(u)) if u.not_running() => ExitCode::from(EXIT_UNREACHABLE),
+        _ => ExitCode::FAILURE,
+    }
+}
+
+/// Why a door of the broker (`run/leo.sock`, `run/sidecar.sock`) could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error("broker not running (nothing listens on {})", socket.display())]
+    NotRunning {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error(
+        "broker not running: no {which} token at {} (has `leo broker` run with this LEO_HOME?)",
+        path.display()
+    )]
+    NoToken { which: &'static str, path: PathBuf },
+    #[error(transparent)]
+    Token(BrokerError),
+    #[error("cannot connect to {}", socket.display())]
+    Connect {
+        socket: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Unreachable {
+    /// True when no broker is there (as opposed to a token or socket that is wrong).
+    pub fn not_running(&self) -> bool {
+        matches!(
+            self,
+            Unreachable::NotRunning { .. } | Unreachable::NoToken { .. }
+        )
+    }
+
+    /// A failed connect to `socket`: nobody listens there, or something else went wrong.
+    pub fn connecting(socket: &Path, source: std::io::Error) -> Unreachable {
+        use std::io::ErrorKind::{ConnectionRefused, NotFound};
+        let socket = socket.to_path_buf();
+        match source.kind() {
+            NotFound | ConnectionRefused => Unreachable::NotRunning { socket, source },
+            _ => Unreachable::Connect { socket, source },
+        }
+    }
+}
+
+/// Reads the `which` (operator, agent) token; its absence means the broker never ran here.
+pub fn read_token(path: &Path, which: &'static str) -> Result<String, Unreachable> {
+    read_token_file(path).map_err(|e| match &e {
+        BrokerError::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+            Unreachable::NoToken {
+                which,
+                path: path.to_path_buf(),
+            }
+        }
+        _ => Unreachable::Token(e),
+    })
+}

@@ -1,0 +1,89 @@
+//! `leo requests`: the pending calls only, one line each, oldest first: who asked for what,
+//! where it stands, how long it has waited and how long it has left.
+
+use std::time::SystemTime;
+
+use leo_broker::home::Home;
+use leo_protocol::requests::{PendingRequest, RequestState};
+
+use super::api::Api;
+use super::clock::human;
+use super::snapshot::{Pending, fetch_pending};
+use super::style::{Style, Table};
+use super::watch::{self, Form, WatchArgs};
+
+#[derive(Debug, clap::Args)]
+pub struct RequestsArgs {
+    /// Print one JSON array of pending calls (with age_s and timeout_left_s) for scripts.
+    #[arg(long)]
+    pub json: bool,
+    /// Only the calls of this agent.
+    #[arg(long, value_name = "NAME")]
+    pub agent: Option<String>,
+    /// Only the calls of this tool.
+    #[arg(long, value_name = "NAME")]
+    pub tool: Option<String>,
+    #[command(flatten)]
+    pub watch: WatchArgs,
+}
+
+impl RequestsArgs {
+    fn keeps(&self, r: &PendingRequest) -> bool {
+        self.agent.as_ref().is_none_or(|a| *a == r.agent)
+            && self.tool.as_ref().is_none_or(|t| *t == r.tool)
+    }
+}
+
+pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
+    let api = Api::new(home);
+    let style = Style::detect();
+    watch::run("leo requests", args.json, &args.watch, &style, |form| {
+        let mut pending = fetch_pending(&api, SystemTime::now())?;
+        pending.retain(|p| args.keeps(&p.request));
+        match form {
+            Form::Text => Ok(render(&pending, &style)),
+            json => json.encode(&pending),
+        }
+    })
+}
+
+/// One line per call; `no pending calls` when there is none.
+pub fn render(pending: &[Pending], style: &Style) -> String {
+    if pending.is_empty() {
+        return format!("{}\n", style.dim("no pending calls"));
+    }
+    table(pending, style).render("", style)
+}
+
+/// The pending calls' table, shared with `leo status`.
+pub fn table<'a>(pending: impl IntoIterator<Item = &'a Pending>, style: &Style) -> Table {
+    let mut t = Table::new(&["ID", "AGENT", "TOOL", "STATE", "AGE", "TIMEOUT LEFT"]);
+    for p in pending {
+        t.row(vec![
+            p.request.id.clone(),
+            p.request.agent.clone(),
+            p.request.tool.clone(),
+            state_cell(&p.request, style),
+            human(p.age_s),
+            p.timeout_left_s.map_or_else(|| "never".into(), human),
+        ]);
+    }
+    t
+}
+
+/// The state, parked calls (nobody has taken them yet) in yellow.
+pub fn state_cell(r: &PendingRequest, style: &Style) -> String {
+    match r.state {
+        RequestState::Parked => style.yellow(&state_text(r)),
+        RequestState::Claimed => state_text(r),
+    }
+}
+
+/// `parked`, or `claimed by c_…`.
+pub fn state_text(r: &PendingRequest) -> String {
+    match (r.state, &r.claimed_by) {
+        (RequestState::Parked, _) => "parked".into(),
+        (RequestState::Claimed, Some(by)) => format!("claimed by {by}"),
+        (RequestState::Claimed, None) => "claimed".into(),
+    }
+}

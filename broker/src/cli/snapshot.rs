@@ -1,0 +1,210 @@
+//! What runs now, combined from three public routes: `GET /api/v1/status` (apps, agents, seq),
+//! `GET /api/v1/client-tools` (tools with their group, timeout and serving clients) and
+//! `GET /api/v1/client-tools/requests` (pending calls).
+//!
+//! The result is the `--json` shape of `leo status` and `leo requests`, documented in the
+//! README; its keys are stable for scripts (new keys may be added, none renamed or removed):
+//!
+//! ```text
+//! {revision, seq,
+//!  apps:    [{client_id, principal, provider, connected_at, groups}],
+//!  agents:  [{agent, session, harness: {name, version} | null, mode, connected_at}],
+//!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients}]}],
+//!  pending: [{id, agent, session, group, tool, arguments, state, claimed_by, owner,
+//!             timeout_s, created_at, age_s, timeout_left_s}]}
+//! ```
+//!
+//! The status answer is read field by field (not through a strict type), so a broker that
+//! reports more than this CLI knows still shows what it does know.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::SystemTime;
+
+use leo_protocol::ipc::Harness;
+use leo_protocol::requests::{ListedTool, PendingRequest, ToolList};
+use serde::Serialize;
+use serde_json::Value;
+
+use super::api::{Api, GetError};
+use super::clock::age_s;
+
+pub const STATUS_ROUTE: &str = "/api/v1/status";
+pub const TOOLS_ROUTE: &str = "/api/v1/client-tools";
+pub const REQUESTS_ROUTE: &str = "/api/v1/client-tools/requests?pending=1";
+
+/// `leo status --json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Snapshot {
+    /// The tool-set revision the groups below are at.
+    pub revision: u64,
+    /// The broker's last event sequence number.
+    pub seq: u64,
+    pub apps: Vec<App>,
+    pub agents: Vec<Agent>,
+    pub groups: Vec<Group>,
+    /// Oldest first.
+    pub pending: Vec<Pending>,
+}
+
+/// An event stream: an app's provider stream, or a watcher's.
+#[derive(Debug, Clone, Serialize)]
+pub struct App {
+    pub client_id: String,
+    /// `operator`, `device:NAME`, `agent`.
+    pub principal: String,
+    pub provider: bool,
+    pub connected_at: String,
+    /// The groups this client serves now.
+    pub groups: Vec<String>,
+}
+
+/// A sidecar session.
+#[derive(Debug, Clone, Serialize)]
+pub struct Agent {
+    pub agent: String,
+    pub session: String,
+    pub harness: Option<Harness>,
+    /// `native` or `fallback`.
+    pub mode: String,
+    pub connected_at: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Group {
+    pub group: String,
+    /// The clients serving any of its tools.
+    pub clients: Vec<String>,
+    pub tools: Vec<Tool>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    /// `null` for a handoff (no timeout).
+    pub timeout_s: Option<u64>,
+    pub label: Option<String>,
+    pub clients: Vec<String>,
+}
+
+/// A pending call, as the requests route lists it, with its age and the time it has left.
+#[derive(Debug, Clone, Serialize)]
+pub struct Pending {
+    #[serde(flatten)]
+    pub request: PendingRequest,
+    pub age_s: u64,
+    /// `null` when the call never times out.
+    pub timeout_left_s: Option<u64>,
+}
+
+impl Snapshot {
+    /// Asks the broker now.
+    pub fn fetch(api: &Api) -> Result<Snapshot, GetError> {
+        let status: Value = api.get(STATUS_ROUTE)?;
+        let tools: ToolList = api.get(TOOLS_ROUTE)?;
+        let pending = fetch_pending(api, SystemTime::now())?;
+        Ok(Snapshot::combine(&status, tools, pending))
+    }
+
+    pub fn combine(status: &Value, tools: ToolList, pending: Vec<Pending>) -> Snapshot {
+        let groups = groups(tools.tools);
+        let mut served: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+        for g in &groups {
+            for c in &g.clients {
+                served.entry(c.as_str()).or_default().push(g.group.clone());
+            }
+        }
+        let text = |v: &Value, key: &str| v[key].as_str().unwrap_or_default().to_owned();
+        let apps = list(status, "apps")
+            .map(|a| App {
+                client_id: text(a, "client_id"),
+                principal: text(a, "principal"),
+                provider: a["provider"].as_bool().unwrap_or(false),
+                connected_at: text(a, "connected_at"),
+                groups: served
+                    .get(a["client_id"].as_str().unwrap_or_default())
+                    .cloned()
+                    .unwrap_or_default(),
+            })
+            .collect();
+        let mut agents: Vec<Agent> = list(status, "agents")
+            .map(|a| Agent {
+                agent: text(a, "agent"),
+                session: text(a, "session"),
+                harness: serde_json::from_value(a["harness"].clone()).ok(),
+                mode: text(a, "mode"),
+                connected_at: text(a, "connected_at"),
+            })
+            .collect();
+        agents.sort_by(|a, b| (&a.agent, &a.connected_at).cmp(&(&b.agent, &b.connected_at)));
+        Snapshot {
+            revision: tools.revision,
+            seq: status["seq"].as_u64().unwrap_or(0),
+            apps,
+            agents,
+            groups,
+            pending,
+        }
+    }
+}
+
+/// The pending calls, oldest first, aged at `now`.
+pub fn fetch_pending(api: &Api, now: SystemTime) -> Result<Vec<Pending>, GetError> {
+    let requests: Vec<PendingRequest> = api.get(REQUESTS_ROUTE)?;
+    Ok(aged(requests, now))
+}
+
+/// The broker lists calls in the order they were parked, which is oldest first.
+pub fn aged(requests: Vec<PendingRequest>, now: SystemTime) -> Vec<Pending> {
+    requests
+        .into_iter()
+        .map(|request| {
+            let age_s = age_s(&request.created_at, now);
+            let timeout_left_s = request
+                .timeout_s
+                .filter(|t| *t > 0)
+                .map(|t| t.saturating_sub(age_s));
+            Pending {
+                request,
+                age_s,
+                timeout_left_s,
+            }
+        })
+        .collect()
+}
+
+fn list<'a>(status: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {
+    status[key].as_array().into_iter().flatten()
+}
+
+/// Tools by group, groups and tools by name.
+fn groups(tools: Vec<ListedTool>) -> Vec<Group> {
+    let mut by_group: BTreeMap<String, Vec<ListedTool>> = BTreeMap::new();
+    for t in tools {
+        by_group.entry(t.group.clone()).or_default().push(t);
+    }
+    by_group
+        .into_iter()
+        .map(|(group, mut tools)| {
+            tools.sort_by(|a, b| a.name.cmp(&b.name));
+            let clients: BTreeSet<String> = tools
+                .iter()
+                .flat_map(|t| t.clients.iter().cloned())
+                .collect();
+            Group {
+                group,
+                clients: clients.into_iter().collect(),
+                tools: tools
+                    .into_iter()
+                    .map(|t| Tool {
+                        name: t.name,
+                        description: t.description,
+                        timeout_s: t.timeout_s,
+                        label: t.label,
+                        clients: t.clients,
+                    })
+                    .collect(),
+            }
+        })
+        .collect()
+}

@@ -1,0 +1,161 @@
+//! `leo status`: what runs now, readable at a glance: apps, agents, tools by group, pending
+//! calls. `--json` prints the snapshot (see `snapshot`), `--watch` follows it.
+
+use std::collections::BTreeMap;
+use std::time::SystemTime;
+
+use leo_broker::home::Home;
+
+use super::api::Api;
+use super::clock::{age_s, human, timeout};
+use super::requests;
+use super::snapshot::Snapshot;
+use super::style::{Style, Table, clip};
+use super::watch::{self, Form, WatchArgs};
+
+/// How many pending calls `leo status` lists; `leo requests` lists them all.
+const OLDEST_SHOWN: usize = 5;
+/// Descriptions are cut to this many characters.
+const DESCRIPTION_WIDTH: usize = 60;
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Print one JSON object (apps, agents, groups, pending, revision, seq) for scripts.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub watch: WatchArgs,
+}
+
+pub fn run(home: &Home, args: &StatusArgs) -> anyhow::Result<()> {
+    let api = Api::new(home);
+    let style = Style::detect();
+    watch::run("leo status", args.json, &args.watch, &style, |form| {
+        let snapshot = Snapshot::fetch(&api)?;
+        match form {
+            Form::Text => Ok(render(&snapshot, SystemTime::now(), &style)),
+            json => json.encode(&snapshot),
+        }
+    })
+}
+
+/// The text form: a summary line, then one section each for apps, agents, tools and pending
+/// calls; an empty section says `none`.
+pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
+    let tool_count: usize = s.groups.iter().map(|g| g.tools.len()).sum();
+    let mut out = format!(
+        "{} · revision {} · seq {} · {} · {} · {} · {}\n",
+        style.bold("leo broker"),
+        s.revision,
+        s.seq,
+        count(s.apps.len(), "app"),
+        count(s.agents.len(), "agent"),
+        count(tool_count, "tool"),
+        count(s.pending.len(), "pending call"),
+    );
+    let since = |stamp: &str| human(age_s(stamp, now));
+
+    section(&mut out, style, "Apps", s.apps.is_empty(), || {
+        let mut t = Table::new(&["CLIENT", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
+        for a in &s.apps {
+            t.row(vec![
+                a.client_id.clone(),
+                a.principal.clone(),
+                if a.provider { "provider" } else { "watcher" }.into(),
+                format!("{} ago", since(&a.connected_at)),
+                a.groups.join(", "),
+            ]);
+        }
+        t
+    });
+
+    section(&mut out, style, "Agents", s.agents.is_empty(), || {
+        let mut t = Table::new(&["AGENT", "SESSION", "HARNESS", "MODE", "CONNECTED"]);
+        for a in &s.agents {
+            let harness = match &a.harness {
+                Some(h) if h.version.is_empty() => h.name.clone(),
+                Some(h) => format!("{} {}", h.name, h.version),
+                None => "-".into(),
+            };
+            t.row(vec![
+                a.agent.clone(),
+                a.session.clone(),
+                harness,
+                a.mode.clone(),
+                format!("{} ago", since(&a.connected_at)),
+            ]);
+        }
+        t
+    });
+
+    section(&mut out, style, "Tools", s.groups.is_empty(), || {
+        let who: BTreeMap<&str, &str> = s
+            .apps
+            .iter()
+            .map(|a| (a.client_id.as_str(), a.principal.as_str()))
+            .collect();
+        let mut t = Table::new(&["GROUP", "TOOL", "TIMEOUT", "SERVED BY", "DESCRIPTION"]);
+        for g in &s.groups {
+            for (i, tool) in g.tools.iter().enumerate() {
+                let served: Vec<String> = tool
+                    .clients
+                    .iter()
+                    .map(|c| match who.get(c.as_str()) {
+                        Some(p) => format!("{c} ({p})"),
+                        None => c.clone(),
+                    })
+                    .collect();
+                t.row(vec![
+                    if i == 0 {
+                        g.group.clone()
+                    } else {
+                        String::new()
+                    },
+                    tool.name.clone(),
+                    timeout(tool.timeout_s),
+                    served.join(", "),
+                    clip(&tool.description, DESCRIPTION_WIDTH),
+                ]);
+            }
+        }
+        t
+    });
+
+    let title = format!("Pending calls ({})", s.pending.len());
+    section(&mut out, style, &title, s.pending.is_empty(), || {
+        requests::table(s.pending.iter().take(OLDEST_SHOWN), style)
+    });
+    if s.pending.len() > OLDEST_SHOWN {
+        out.push_str(&format!(
+            "  … and {} more (leo requests lists them all)\n",
+            s.pending.len() - OLDEST_SHOWN
+        ));
+    }
+    out
+}
+
+fn section(
+    out: &mut String,
+    style: &Style,
+    title: &str,
+    empty: bool,
+    table: impl FnOnce() -> Table,
+) {
+    out.push('\n');
+    out.push_str(&style.bold(title));
+    out.push('\n');
+    if empty {
+        out.push_str(&format!("  {}\n", style.dim("none")));
+    } else {
+        out.push_str(&table().render("  ", style));
+    }
+}
+
+/// `1 app`, `2 apps`.
+fn count(n: usize, what: &str) -> String {
+    if n == 1 {
+        format!("1 {what}")
+    } else {
+        format!("{n} {what}s")
+    }
+}
