@@ -6,6 +6,7 @@
 mod support;
 
 mod bad_input;
+mod console;
 mod faults;
 mod fixtures;
 mod lifecycle;
