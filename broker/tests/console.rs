@@ -95,6 +95,11 @@ async fn login_takes_the_operator_token_and_sets_a_strict_cookie() {
         (css.status, css.content_type.as_str()),
         (200, "text/css; charset=utf-8")
     );
+    let icon = anon.get("/console/icon.svg").await;
+    assert_eq!(
+        (icon.status, icon.content_type.as_str()),
+        (200, "image/svg+xml")
+    );
 }
 
 #[tokio::test]

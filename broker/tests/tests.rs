@@ -7,6 +7,7 @@ mod support;
 
 mod bad_input;
 mod console;
+mod console_browser;
 mod faults;
 mod fixtures;
 mod lifecycle;

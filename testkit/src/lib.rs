@@ -10,6 +10,7 @@
 pub mod http;
 pub mod ipc;
 pub mod mcp;
+pub mod script;
 pub mod sse;
 pub mod wire;
 
@@ -22,6 +23,7 @@ use tokio::process::{Child, Command};
 
 pub use http::{Http, Reply};
 pub use ipc::Ipc;
+pub use script::{Script, in_ci};
 pub use sse::{Sse, SseEvent};
 
 /// A generous bound for anything a test waits on.

@@ -29,7 +29,7 @@ fn ask_human_tool() -> ToolDef {
         name: ASK_HUMAN.into(),
         description: "Ask the human operator a question and wait for the answer. The question \
             appears in the operator's Leo web console; use it for a decision, a preference or \
-            information only the person can give. Give `choices` when the answer is one of a \
+            information only the person can give. Give choices when the answer is one of a \
             few options. The answer may take minutes or hours."
             .into(),
         input_schema: json!({

@@ -46,7 +46,7 @@ pub enum Route {
     Logout,
     /// `GET /`, the console.
     ConsolePage,
-    /// The console's script and stylesheet.
+    /// The console's script, stylesheet and icon.
     ConsoleAsset,
     ConsoleSession,
     ConsoleEvents,
@@ -124,7 +124,9 @@ impl Route {
             ("POST", "/login") => Route::Login,
             ("POST", "/logout") => Route::Logout,
             ("GET", "/") => Route::ConsolePage,
-            ("GET", "/console/console.js" | "/console/console.css") => Route::ConsoleAsset,
+            ("GET", "/console/console.js" | "/console/console.css" | "/console/icon.svg") => {
+                Route::ConsoleAsset
+            }
             ("GET", "/console/session") => Route::ConsoleSession,
             ("GET", "/console/events") => Route::ConsoleEvents,
             ("POST", "/console/requests/{id}/cancel") => Route::ConsoleCancel,

@@ -28,6 +28,7 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/logout", post(pages::logout))
         .route("/console/console.js", get(pages::script))
         .route("/console/console.css", get(pages::style))
+        .route("/console/icon.svg", get(pages::icon))
         .route("/console/session", get(api::session))
         .route("/console/events", get(api::events))
         .route("/console/requests/{id}/cancel", post(super::routes::cancel))

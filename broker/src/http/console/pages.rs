@@ -23,6 +23,7 @@ const INDEX: &str = include_str!("../../../assets/console/index.html");
 const LOGIN: &str = include_str!("../../../assets/console/login.html");
 const SCRIPT: &str = include_str!("../../../assets/console/console.js");
 const STYLE: &str = include_str!("../../../assets/console/console.css");
+const ICON: &str = include_str!("../../../assets/console/icon.svg");
 
 /// Added to every console response.
 pub async fn security_headers(mut response: Response) -> Response {
@@ -161,6 +162,11 @@ pub async fn script() -> Response {
 /// `GET /console/console.css`.
 pub async fn style() -> Response {
     ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+}
+
+/// `GET /console/icon.svg`.
+pub async fn icon() -> Response {
+    ([(header::CONTENT_TYPE, "image/svg+xml")], ICON).into_response()
 }
 
 /// For `auth`: where a browser without a login is sent.
