@@ -264,10 +264,10 @@ async fn the_host_check_runs_before_the_console_and_tokens_do_not_open_it() {
 
 #[tokio::test]
 async fn sessions_expire_and_logout_ends_them() {
-    let broker = Broker::start_with("console:\n  session_ttl_s: 1\n").await;
+    let broker = Broker::start_with("console:\n  session_ttl_s: 2\n").await;
     let console = Console::login(&broker).await;
     assert_eq!(console.http.get("/console/session").await.status, 200);
-    tokio::time::sleep(Duration::from_millis(1300)).await;
+    tokio::time::sleep(Duration::from_millis(2200)).await;
     let r = console.http.get("/console/session").await;
     assert_eq!(r.code(401), "unauthorized");
     assert!(r.error().contains("/login"), "{r:?}");

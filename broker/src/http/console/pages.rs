@@ -34,8 +34,8 @@ pub async fn security_headers(mut response: Response) -> Response {
             "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
         ),
         (header::X_FRAME_OPTIONS, "DENY"),
-        // `same-origin`, not `no-referrer`: under `no-referrer` a browser sends `Origin: null`
-        // on the page's own POSTs, which the Origin check must refuse.
+        // `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null`
+        // with the login form's POST, which the Origin check must refuse.
         (header::REFERRER_POLICY, "same-origin"),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         (header::CACHE_CONTROL, "no-store"),
