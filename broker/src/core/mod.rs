@@ -50,7 +50,7 @@ pub struct ClientInfo {
     /// Connection order, for stable listings.
     pub n: u64,
     pub provider: bool,
-    /// Who opened it: `operator`, `device:NAME`, `agent`.
+    /// Who opened it: `operator`, `device:NAME`, `agent`; `console` for the console's provider.
     pub principal: String,
     pub connected_at: String,
     /// The web console's built-in provider (`ask_human`): not a stream, and not usable as a
