@@ -20,6 +20,29 @@ pub struct Config {
     pub client_tools: ClientTools,
     pub agents: BTreeMap<String, Agent>,
     pub api_clients: BTreeMap<String, ApiClient>,
+    pub console: Console,
+}
+
+/// `console:`: the web console on the TCP listener.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Console {
+    /// Offer the console's `ask_human` tool from start (the switch on the page still works).
+    pub ask_human: bool,
+    /// How long a console login lasts, in seconds, from the moment of login.
+    pub session_ttl_s: u64,
+}
+
+/// The longest console session: one week.
+pub const MAX_SESSION_TTL_S: u64 = 7 * 24 * 3600;
+
+impl Default for Console {
+    fn default() -> Self {
+        Console {
+            ask_human: false,
+            session_ttl_s: 12 * 3600,
+        }
+    }
 }
 
 /// `web:`: the TCP listener.
@@ -136,6 +159,11 @@ impl Config {
                 leo_protocol::limits::MAX_TIMEOUT_S
             ));
         }
+        if !(1..=MAX_SESSION_TTL_S).contains(&self.console.session_ttl_s) {
+            return Err(format!(
+                "console.session_ttl_s: must be 1 to {MAX_SESSION_TTL_S}"
+            ));
+        }
         for (name, client) in &self.api_clients {
             if client.can_message.is_empty() {
                 return Err(format!(
@@ -200,6 +228,18 @@ mod tests {
                 "api_clients.scout.can_message: an empty list",
             ),
             ("web:\n  bind: not-an-ip\n", "web.bind: "),
+            (
+                "console:\n  ask_humans: true\n",
+                "console.ask_humans: unknown field `ask_humans`",
+            ),
+            (
+                "console:\n  ask_human: 1\n",
+                "console.ask_human: invalid type",
+            ),
+            (
+                "console:\n  session_ttl_s: 0\n",
+                "console.session_ttl_s: must be 1 to",
+            ),
         ];
         for (text, want) in cases {
             match Config::parse(text) {

@@ -24,5 +24,5 @@ pub mod tokens;
 
 pub use error::{BrokerError, Result};
 
-/// Leo's own tool names, which `deny_tools` may always name.
-pub const BUILTIN_TOOLS: &[&str] = &["leo_app_tools", "leo_app_call", "leo_messages"];
+/// Leo's own tool names, which `deny_tools` may always name (`ask_human` is the web console's).
+pub const BUILTIN_TOOLS: &[&str] = &["leo_app_tools", "leo_app_call", "leo_messages", "ask_human"];

@@ -47,6 +47,8 @@ pub struct Call {
     pub arguments: Value,
     pub timeout_s: Option<u64>,
     pub created_at: String,
+    /// When it was parked, for its age.
+    pub parked_at: std::time::Instant,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,7 +178,9 @@ impl Requests {
         }
     }
 
-    fn not_live(&self, id: &str) -> Refusal {
+    /// The refusal for an id that is not live: `already_settled` (saying how it ended) or
+    /// `unknown_request`.
+    pub fn not_live(&self, id: &str) -> Refusal {
         match self.ended.get(id) {
             Some(how) => Refusal::new(
                 ErrorCode::AlreadySettled,
@@ -316,6 +320,13 @@ impl Requests {
         Some(live)
     }
 
+    /// Every live request, in the order calls were parked.
+    pub fn live(&self) -> impl Iterator<Item = (&RequestId, &Call, &Stage)> {
+        self.order
+            .values()
+            .filter_map(|id| self.live.get(id).map(|l| (id, &l.call, &l.stage)))
+    }
+
     /// `GET …/requests?pending=1`, in the order calls were parked.
     pub fn pending(&self, owners: &Owners) -> Vec<PendingRequest> {
         self.order
@@ -368,6 +379,7 @@ mod tests {
             arguments: json!({}),
             timeout_s: Some(600),
             created_at: "now".into(),
+            parked_at: std::time::Instant::now(),
         }
     }
 

@@ -112,10 +112,19 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
     let broker = Broker::new(p.config.clone(), p.ever);
+    if p.config.console.ask_human {
+        // Nothing is registered yet, so the name cannot conflict.
+        if let Err(e) = broker.set_ask_human(true) {
+            warn!(error = %e, "cannot switch ask_human on at start");
+        }
+    }
     let state = Arc::new(AppState {
         broker: broker.clone(),
         tokens: p.tokens,
         max_body: p.config.web.max_body_bytes,
+        sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
+            p.config.console.session_ttl_s,
+        )),
     });
     let token = broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();

@@ -1,10 +1,11 @@
 //! Every wire fixture in `testdata/wire/http` and `testdata/wire/events`, sent or compared in
-//! one scenario against the real broker. `UPDATE_WIRE=1` rewrites the response fixtures.
+//! one scenario against the real broker, and those of `testdata/wire/console` in a second one.
+//! `UPDATE_WIRE=1` rewrites the response fixtures.
 
 use leo_testkit::{Broker, Reply, Sse, SseEvent, wire};
 use serde_json::{Value, json};
 
-use crate::support::{App, agent, result_of};
+use crate::support::{App, Console, agent, result_of};
 
 fn event(e: &SseEvent) -> Value {
     json!({"event": e.event, "data": e.data})
@@ -107,6 +108,10 @@ async fn every_fixture_matches_the_broker() {
             .get("/api/v1/client-tools/requests?pending=1")
             .await
             .body,
+    );
+    wire::check(
+        "http/status_pending.response.json",
+        &http.get("/api/v1/status").await.body,
     );
     wire::check(
         "http/error_not_claimant.response.json",
@@ -216,10 +221,81 @@ async fn every_fixture_matches_the_broker() {
         "http/status.response.json",
         &http.get("/api/v1/status").await.body,
     );
+
+    // The operator cancels a call.
+    ipc.call(4, "read_clipboard", json!({"format": "text"}))
+        .await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    wire::check(
+        "http/cancel.response.json",
+        &post(
+            &http,
+            &format!("/api/v1/client-tools/requests/{id}/cancel"),
+            "cancel",
+            &app.id,
+        )
+        .await
+        .body,
+    );
+    wire::check(
+        "events/client_tool.cancelled.operator.json",
+        &event(&app.sse.next_of("client_tool.cancelled").await),
+    );
+    assert_eq!(
+        result_of(&mut ipc, 4).await["error"]["message"],
+        "the operator cancelled the call"
+    );
+
     wire::check(
         "http/withdraw.response.json",
         &post(&http, "/api/v1/client-tools", "withdraw", &app.id)
             .await
             .body,
+    );
+}
+
+#[tokio::test]
+async fn every_console_fixture_matches_the_broker() {
+    let broker = Broker::start().await;
+    let console = Console::login(&broker).await;
+    let mut events = console.events().await;
+    let body = wire::load("console/ask_human.request.json", &[]);
+    let r = console
+        .http
+        .send("POST", "/console/ask-human", body.to_string().into(), &[])
+        .await;
+    wire::check("console/error_csrf.response.json", &r.body);
+    wire::check(
+        "console/ask_human.response.json",
+        &console.post("/console/ask-human", &body).await.body,
+    );
+
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(
+        1,
+        "ask_human",
+        json!({"question": "Ship the release now?", "choices": ["yes", "wait"]}),
+    )
+    .await;
+    let status = Console::status_until(&mut events, |s| s["pending"] == 1).await;
+    wire::check(
+        "console/status.event.json",
+        &json!({"event": "status", "data": status}),
+    );
+    let id = status["requests"][0]["id"].as_str().unwrap().to_owned();
+    let body = wire::load("console/answer.request.json", &[]);
+    wire::check(
+        "console/answer.response.json",
+        &console
+            .post(&format!("/console/requests/{id}/answer"), &body)
+            .await
+            .body,
+    );
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"][0]["text"],
+        body["text"]
     );
 }

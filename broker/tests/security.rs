@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use crate::support::agent;
 
 /// Runs `leo ARGS…` on `home`; returns (success, stdout, stderr).
-async fn leo(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
+pub async fn leo(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
     let out = tokio::process::Command::new(leo_testkit::bin("leo"))
         .args(args)
         .env("LEO_HOME", home)
@@ -24,7 +24,7 @@ async fn leo(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
 }
 
 /// A broker with a paired device and an API client allowed to message `rocket` and `scout-*`.
-async fn secured() -> (Broker, String, String) {
+pub async fn secured() -> (Broker, String, String) {
     let home = tempfile::tempdir().unwrap();
     let (ok, out, err) = leo(home.path(), &["device", "pair", "ipad"]).await;
     assert!(ok, "{err}");
@@ -56,10 +56,23 @@ enum Who {
     Client,
 }
 
-/// The status every (route, token kind) pair must get. Bodies are chosen so that a request
-/// that passes auth gets a known answer from the route itself.
-fn expected(route: &str, who: Who) -> u16 {
+/// The status every (route, token kind) pair must get, over TCP or the socket. Bodies are
+/// chosen so that a request that passes auth gets a known answer from the route itself.
+fn expected(route: &str, who: Who, tcp: bool) -> u16 {
     use Who::*;
+    let console = matches!(
+        route,
+        "login" | "console page" | "console events" | "ask human"
+    );
+    if console && tcp && !matches!(who, Bad | Client) {
+        // The console takes a session cookie; only its login form is open to all.
+        return match (route, who) {
+            ("login", _) => 200,
+            ("console page", None) => 303,
+            (_, None) => 401,
+            _ => 403,
+        };
+    }
     match who {
         None | Bad => 401,
         Client => match route {
@@ -106,7 +119,16 @@ fn expected(route: &str, who: Who) -> u16 {
                         403
                     }
                 }
-                "unknown" | "agent verb" | "login" => 404,
+                "cancel" => {
+                    if matches!(who, Operator) {
+                        404
+                    } else {
+                        403
+                    }
+                }
+                // The unix socket does not serve the console.
+                "unknown" | "agent verb" | "login" | "console page" | "console events"
+                | "ask human" => 404,
                 _ => unreachable!("{route}"),
             }
         }
@@ -160,6 +182,14 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
         "unknown" => ("GET", "/api/v1/nothing".to_owned(), Value::Null),
         "agent verb" => ("POST", "/web/agent/rocket/stop".to_owned(), json!({})),
         "login" => ("GET", "/login".to_owned(), Value::Null),
+        "console page" => ("GET", "/".to_owned(), Value::Null),
+        "console events" => ("GET", "/console/events".to_owned(), Value::Null),
+        "ask human" => ("POST", "/console/ask-human".to_owned(), json!({"on": true})),
+        "cancel" => (
+            "POST",
+            "/api/v1/client-tools/requests/r_x/cancel".to_owned(),
+            json!({}),
+        ),
         _ => unreachable!(),
     };
     match method {
@@ -199,6 +229,10 @@ const ROUTES: &[&str] = &[
     "unknown",
     "agent verb",
     "login",
+    "console page",
+    "console events",
+    "ask human",
+    "cancel",
 ];
 
 #[tokio::test]
@@ -228,7 +262,8 @@ async fn every_route_for_every_token_kind_on_tcp_and_socket() {
             let http = base.with_token(token.as_deref());
             for route in ROUTES {
                 let (status, body) = probe(&http, route).await;
-                let want = expected(route, who);
+                let tcp = matches!(base.target, leo_testkit::http::Target::Tcp(_));
+                let want = expected(route, who, tcp);
                 assert_eq!(
                     status, want,
                     "{route} as {who:?} over {:?}: {body}",
@@ -239,7 +274,10 @@ async fn every_route_for_every_token_kind_on_tcp_and_socket() {
                     401 => assert_eq!(code, Some("unauthorized")),
                     403 => assert_eq!(code, Some("forbidden"), "{route} as {who:?}: {body}"),
                     404 => assert!(
-                        matches!(code, Some("not_found" | "unknown_agent")),
+                        matches!(
+                            code,
+                            Some("not_found" | "unknown_agent" | "unknown_request")
+                        ),
                         "{body}"
                     ),
                     400 => assert_eq!(code, Some("invalid_parameter")),

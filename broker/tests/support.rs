@@ -1,4 +1,5 @@
-//! Shared pieces: an app played by the test, and an agent played through raw IPC frames.
+//! Shared pieces: an app played by the test, an agent played through raw IPC frames, and a
+//! logged-in web console.
 
 use leo_testkit::{Broker, Http, Ipc, Reply, Sse, SseEvent};
 use serde_json::{Value, json};
@@ -117,5 +118,79 @@ where
             "condition never held"
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+/// A web console as a browser holds it after logging in: the session cookie and the page's
+/// CSRF token. Its requests carry no bearer token.
+pub struct Console {
+    /// No token; sends the `leo_session` cookie.
+    pub http: Http,
+    pub csrf: String,
+}
+
+impl Console {
+    /// `POST /login` with `token` as a form; the raw reply.
+    pub async fn try_login(http: &Http, token: &str) -> Reply {
+        http.with_token(None)
+            .send(
+                "POST",
+                "/login",
+                format!("token={token}").into(),
+                &[("content-type", "application/x-www-form-urlencoded")],
+            )
+            .await
+    }
+
+    /// Logs in over TCP with the operator token and reads the CSRF token from the page.
+    pub async fn login(broker: &Broker) -> Console {
+        let r = Console::try_login(&broker.http(), &broker.operator_token()).await;
+        assert_eq!(r.status, 303, "{r:?}");
+        let cookie = r
+            .header("set-cookie")
+            .and_then(|c| c.split(';').next())
+            .expect("a session cookie")
+            .to_owned();
+        let http = broker
+            .http()
+            .with_token(None)
+            .with_header("cookie", &cookie);
+        let page = http.get("/").await;
+        assert_eq!(page.status, 200, "{page:?}");
+        let html = page.body.as_str().expect("html");
+        let csrf = html
+            .split(r#"<meta name="leo-csrf" content=""#)
+            .nth(1)
+            .and_then(|rest| rest.split('"').next())
+            .expect("the csrf meta tag")
+            .to_owned();
+        Console { http, csrf }
+    }
+
+    /// POSTs JSON with the CSRF header, as the page does.
+    pub async fn post(&self, path: &str, body: &Value) -> Reply {
+        self.http
+            .send(
+                "POST",
+                path,
+                body.to_string().into(),
+                &[("x-leo-csrf", &self.csrf)],
+            )
+            .await
+    }
+
+    /// The live status stream.
+    pub async fn events(&self) -> Sse {
+        Sse::open(&self.http, "/console/events", None).await
+    }
+
+    /// Status events until one satisfies `want`; panics after the testkit's bound.
+    pub async fn status_until(sse: &mut Sse, want: impl Fn(&Value) -> bool) -> Value {
+        loop {
+            let e = sse.next_of("status").await;
+            if want(&e.data) {
+                return e.data;
+            }
+        }
     }
 }

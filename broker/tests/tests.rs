@@ -7,6 +7,8 @@ mod support;
 
 mod bad_input;
 mod cli;
+mod console;
+mod console_browser;
 mod faults;
 mod fixtures;
 mod lifecycle;

@@ -5,22 +5,16 @@
 //! `cargo test` without Node.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 use std::time::Duration;
 
-use leo_testkit::{Broker, WAIT, bin};
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use leo_testkit::{Broker, Script, bin, in_ci};
+use serde_json::json;
 use tokio::process::Command;
 
 use crate::support::{App, tool, tool_with_timeout};
 
 fn interop_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
-fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -47,39 +41,20 @@ async fn typescript_sdk_client() {
     app.register("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
         .await;
 
-    let stderr = std::fs::File::create(broker.home().join("interop.stderr")).unwrap();
-    let mut child = Command::new("node")
-        .arg(dir.join("interop.mjs"))
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("interop.mjs"))
         .current_dir(&dir)
         .env("LEO_MCP_BIN", bin("leo-mcp"))
         .env("LEO_HOME", broker.home())
         .env("LEO_MCP_PROGRESS_MS", "200")
-        .env("LEO_MCP_LOG", "leo_mcp=debug")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(stderr)
-        .kill_on_drop(true)
-        .spawn()
-        .expect("spawn node");
-    let mut stdin = child.stdin.take().unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap()).lines();
-    let log = || std::fs::read_to_string(broker.home().join("interop.stderr")).unwrap_or_default();
-    let mut step = async |want: &str| -> Value {
-        let line = tokio::time::timeout(WAIT, out.next_line())
-            .await
-            .unwrap_or_else(|_| panic!("no {want} step in time\n{}", log()))
-            .unwrap()
-            .unwrap_or_else(|| panic!("script ended before {want}\n{}", log()));
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
-        assert_eq!(v["step"], want, "{v}\n{}", log());
-        v
-    };
+        .env("LEO_MCP_LOG", "leo_mcp=debug");
+    let mut script = Script::spawn(cmd, &broker.home().join("interop.stderr"));
 
-    let connected = step("connected").await;
+    let connected = script.step("connected").await;
     assert_eq!(connected["server"]["name"], "leo-mcp");
     assert_eq!(connected["capabilities"]["tools"]["listChanged"], true);
 
-    let listed = step("listed").await;
+    let listed = script.step("listed").await;
     let mut names: Vec<&str> = listed["tools"]
         .as_array()
         .unwrap()
@@ -97,7 +72,7 @@ async fn typescript_sdk_client() {
         json!([{"type": "text", "text": "hi back"}]),
     )
     .await;
-    let called = step("called").await;
+    let called = script.step("called").await;
     assert_eq!(
         called["result"]["content"],
         json!([{"type": "text", "text": "hi back"}])
@@ -111,11 +86,11 @@ async fn typescript_sdk_client() {
         json!([{"type": "text", "text": "late"}]),
     )
     .await;
-    let slow = step("slow").await;
+    let slow = script.step("slow").await;
     assert_eq!(slow["result"]["content"][0]["text"], "late", "{slow}");
     assert!(slow["progress"].as_u64().unwrap() >= 1, "{slow}");
 
-    let missing = step("missing").await;
+    let missing = script.step("missing").await;
     assert_eq!(missing["result"]["isError"], true);
     assert!(
         missing["result"]["content"][0]["text"]
@@ -125,18 +100,15 @@ async fn typescript_sdk_client() {
         "{missing}"
     );
 
-    step("ready_for_change").await;
+    script.step("ready_for_change").await;
     app.register("more", json!([tool("later")])).await;
-    stdin.write_all(b"go\n").await.unwrap();
-    let changed = step("changed").await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
     assert_eq!(
         changed["tools"],
         json!(["echo", "later", "leo_messages", "slow"])
     );
-    step("done").await;
-    let status = tokio::time::timeout(WAIT, child.wait())
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(status.success(), "{}", log());
+    script.step("done").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
 }

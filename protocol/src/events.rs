@@ -13,6 +13,8 @@ pub mod kind {
     pub const REQUEST: &str = "client_tool.request";
     pub const CANCELLED: &str = "client_tool.cancelled";
     pub const CHANGED: &str = "client_tools.changed";
+    /// The web console's stream (`/console/events`): a whole status snapshot.
+    pub const STATUS: &str = "status";
 }
 
 /// Features the broker announces in `hello`.
@@ -91,6 +93,8 @@ pub enum CancelReason {
     ClientGone,
     /// The broker is shutting down.
     Shutdown,
+    /// The operator cancelled the call (web console or `POST …/requests/{id}/cancel`).
+    CancelledByOperator,
 }
 
 impl CancelReason {
@@ -102,6 +106,7 @@ impl CancelReason {
             CancelReason::ToolWithdrawn => "tool_withdrawn",
             CancelReason::ClientGone => "client_gone",
             CancelReason::Shutdown => "shutdown",
+            CancelReason::CancelledByOperator => "cancelled_by_operator",
         }
     }
 }

@@ -6,6 +6,7 @@
 //! probe all speak through these types, so a rule lives in exactly one place.
 
 pub mod codes;
+pub mod console;
 pub mod content;
 pub mod envelope;
 pub mod events;
@@ -13,6 +14,7 @@ pub mod ipc;
 pub mod limits;
 pub mod requests;
 pub mod schema;
+pub mod status;
 pub mod time;
 pub mod tool;
 

@@ -25,6 +25,8 @@ pub struct Http {
     pub token: Option<String>,
     /// The Host header sent over TCP; defaults to the listener's `ip:port`.
     pub host: Option<String>,
+    /// Headers sent with every request (a cookie, an Origin…).
+    pub headers: Vec<(String, String)>,
 }
 
 /// A response: status, and the body as JSON when it parses (else `Value::String`).
@@ -33,6 +35,7 @@ pub struct Reply {
     pub status: u16,
     pub body: Value,
     pub content_type: String,
+    pub headers: hyper::HeaderMap,
 }
 
 impl Reply {
@@ -53,6 +56,11 @@ impl Reply {
     pub fn error(&self) -> &str {
         self.body["error"].as_str().unwrap_or_default()
     }
+
+    /// The first value of response header `name`, if any.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.get(name).and_then(|v| v.to_str().ok())
+    }
 }
 
 impl Http {
@@ -61,6 +69,7 @@ impl Http {
             target: Target::Tcp(addr),
             token,
             host: None,
+            headers: Vec::new(),
         }
     }
 
@@ -69,6 +78,7 @@ impl Http {
             target: Target::Unix(path),
             token,
             host: None,
+            headers: Vec::new(),
         }
     }
 
@@ -78,6 +88,13 @@ impl Http {
             token: token.map(str::to_owned),
             ..self.clone()
         }
+    }
+
+    /// The same client sending header `name: value` with every request too.
+    pub fn with_header(&self, name: &str, value: &str) -> Http {
+        let mut http = self.clone();
+        http.headers.push((name.to_owned(), value.to_owned()));
+        http
     }
 
     /// The same client sending `host` as the Host header (`""`: none).
@@ -191,11 +208,20 @@ impl Http {
         if let Some(token) = &self.token {
             req = req.header("authorization", format!("Bearer {token}"));
         }
-        if !body.is_empty() {
+        let own: Vec<(&str, &str)> = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .chain(headers.iter().copied())
+            .collect();
+        let typed = own
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("content-type"));
+        if !body.is_empty() && !typed {
             req = req.header("content-type", "application/json");
         }
-        for (k, v) in headers {
-            req = req.header(*k, *v);
+        for (k, v) in own {
+            req = req.header(k, v);
         }
         req.body(Full::new(body)).expect("request")
     }
@@ -283,6 +309,7 @@ impl Conn {
 /// Reads a whole response: status, content type, and the body as JSON (else a string).
 async fn read_reply(resp: Response<Incoming>) -> Reply {
     let status = resp.status().as_u16();
+    let headers = resp.headers().clone();
     let content_type = resp
         .headers()
         .get("content-type")
@@ -301,5 +328,6 @@ async fn read_reply(resp: Response<Incoming>) -> Reply {
         status,
         body,
         content_type,
+        headers,
     }
 }

@@ -1,5 +1,6 @@
 //! Test support shared by every crate's integration tests: the real `leo` binary on a temporary
-//! `LEO_HOME` and an ephemeral port, and plain clients for its three doors (HTTP, SSE, IPC).
+//! `LEO_HOME` and an ephemeral port, plain clients for its three doors (HTTP, SSE, IPC), and an
+//! rmcp client driving the real `leo-mcp` (`mcp`).
 //!
 //! Nothing here imitates a Leo component: the broker under test is always the built binary.
 //! Helpers panic with a message on failure, which is what a test wants.
@@ -8,6 +9,8 @@
 
 pub mod http;
 pub mod ipc;
+pub mod mcp;
+pub mod script;
 pub mod sse;
 pub mod wire;
 
@@ -20,6 +23,7 @@ use tokio::process::{Child, Command};
 
 pub use http::{Http, Reply};
 pub use ipc::Ipc;
+pub use script::{Script, in_ci};
 pub use sse::{Sse, SseEvent};
 
 /// A generous bound for anything a test waits on.

@@ -46,7 +46,7 @@ pub fn check(name: &str, actual: &Value) {
     );
 }
 
-/// Replaces ids and timestamps with placeholders, recursively.
+/// Replaces ids, timestamps and ages (`age_s`) with placeholders, recursively.
 pub fn normalize(v: Value) -> Value {
     match v {
         Value::String(s) => Value::String(placeholder(&s).unwrap_or(s)),
@@ -56,6 +56,8 @@ pub fn normalize(v: Value) -> Value {
                 .map(|(k, v)| {
                     let v = if k == "seq" || k == "revision" || k == "session" {
                         v
+                    } else if k == "age_s" {
+                        Value::String("<age>".into())
                     } else {
                         normalize(v)
                     };

@@ -1,10 +1,15 @@
-//! Who may do what: the Host check for TCP, and the route × token policy table.
+//! Who may do what: the Host check for TCP, and the route × caller policy table.
 //!
 //! The Host check comes first on TCP, before any token is looked at: a request whose Host
 //! header is not an allowed name with the listener's port gets a plain `403 forbidden host`
 //! (DNS rebinding protection), which an operator can tell apart from a JSON scope denial.
-//! Then every route states, in `POLICY`, which token kinds may call it; a route missing from
-//! the table is refused, so a new route is closed until someone opens it here.
+//! Then every route states, in `POLICY`, which kinds of caller may call it; a route missing
+//! from the table is refused, so a new route is closed until someone opens it here.
+//!
+//! A caller is a bearer token's principal, a web-console session (the `leo_session` cookie,
+//! looked at on console routes only and only when no bearer token is sent, so a cookie never
+//! opens an API route), or nobody. State-changing console requests then pass the console's
+//! CSRF defences (`console::guard`) before their handler runs.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -16,6 +21,9 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use leo_protocol::ErrorCode;
 
+use super::console::guard::{check_csrf, check_origin};
+use super::console::pages::to_login;
+use super::console::session::Session;
 use super::{ApiError, AppState};
 use crate::tokens::Principal;
 
@@ -28,22 +36,53 @@ pub enum Route {
     Pending,
     Claim,
     Result,
+    Cancel,
     Status,
     Message,
+    /// `GET /login`, the form.
+    LoginPage,
+    /// `POST /login`.
+    Login,
+    Logout,
+    /// `GET /`, the console.
+    ConsolePage,
+    /// The console's script, stylesheet and icon.
+    ConsoleAsset,
+    ConsoleSession,
+    ConsoleEvents,
+    ConsoleCancel,
+    ConsoleAnswer,
+    AskHuman,
 }
 
-/// Token kinds, for the table.
+/// Kinds of caller, for the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Operator,
     Device,
     Agent,
     ApiClient,
+    /// A web-console login (the operator, through the session cookie).
+    Session,
+    /// No credentials at all.
+    Anonymous,
 }
 
-/// Route × token kind: the one place that says who may call what. The provider stream
+/// Routes anyone may call: the login form and the console's assets. An API-client token is
+/// still refused, by the API-client check that runs first.
+const PUBLIC: &[Kind] = &[
+    Kind::Anonymous,
+    Kind::Session,
+    Kind::Operator,
+    Kind::Device,
+    Kind::Agent,
+];
+
+/// Route × caller kind: the one place that says who may call what. The provider stream
 /// (`?client_tools=1`) is refused to agents in its handler, since it shares a path with the
 /// plain stream; an API client is further limited to the targets of its `can_message`.
+/// Cancelling a call is the operator's alone: devices are apps, and an app must not end
+/// another app's calls. Console routes (TCP only) take the session cookie, not tokens.
 const POLICY: &[(Route, &[Kind])] = &[
     (Route::Events, &[Kind::Operator, Kind::Device, Kind::Agent]),
     (Route::RegisterTools, &[Kind::Operator, Kind::Device]),
@@ -51,8 +90,19 @@ const POLICY: &[(Route, &[Kind])] = &[
     (Route::Pending, &[Kind::Operator, Kind::Device]),
     (Route::Claim, &[Kind::Operator, Kind::Device]),
     (Route::Result, &[Kind::Operator, Kind::Device]),
+    (Route::Cancel, &[Kind::Operator]),
     (Route::Status, &[Kind::Operator, Kind::Device]),
     (Route::Message, &[Kind::Operator, Kind::ApiClient]),
+    (Route::LoginPage, PUBLIC),
+    (Route::Login, PUBLIC),
+    (Route::ConsoleAsset, PUBLIC),
+    (Route::Logout, &[Kind::Session]),
+    (Route::ConsolePage, &[Kind::Session]),
+    (Route::ConsoleSession, &[Kind::Session]),
+    (Route::ConsoleEvents, &[Kind::Session]),
+    (Route::ConsoleCancel, &[Kind::Session]),
+    (Route::ConsoleAnswer, &[Kind::Session]),
+    (Route::AskHuman, &[Kind::Session]),
 ];
 
 /// The message route's path, as the router and the API-client check both name it.
@@ -67,22 +117,79 @@ impl Route {
             ("GET", "/api/v1/client-tools/requests") => Route::Pending,
             ("POST", "/api/v1/client-tools/requests/{id}/claim") => Route::Claim,
             ("POST", "/api/v1/client-tools/requests/{id}/result") => Route::Result,
+            ("POST", "/api/v1/client-tools/requests/{id}/cancel") => Route::Cancel,
             ("GET", "/api/v1/status") => Route::Status,
             ("POST", MESSAGE_PATH) => Route::Message,
+            ("GET", "/login") => Route::LoginPage,
+            ("POST", "/login") => Route::Login,
+            ("POST", "/logout") => Route::Logout,
+            ("GET", "/") => Route::ConsolePage,
+            ("GET", "/console/console.js" | "/console/console.css" | "/console/icon.svg") => {
+                Route::ConsoleAsset
+            }
+            ("GET", "/console/session") => Route::ConsoleSession,
+            ("GET", "/console/events") => Route::ConsoleEvents,
+            ("POST", "/console/requests/{id}/cancel") => Route::ConsoleCancel,
+            ("POST", "/console/requests/{id}/answer") => Route::ConsoleAnswer,
+            ("POST", "/console/ask-human") => Route::AskHuman,
             _ => return None,
         })
     }
 
-    fn allows(self, who: &Principal) -> bool {
-        let kind = match who {
-            Principal::Operator => Kind::Operator,
-            Principal::Device(_) => Kind::Device,
-            Principal::Agent => Kind::Agent,
-            Principal::ApiClient(_) => Kind::ApiClient,
-        };
+    fn allows(self, kind: Kind) -> bool {
         POLICY
             .iter()
             .any(|(route, kinds)| *route == self && kinds.contains(&kind))
+    }
+
+    /// A web-console route: served on TCP only, authenticated by the session cookie.
+    fn console(self) -> bool {
+        matches!(
+            self,
+            Route::LoginPage
+                | Route::Login
+                | Route::Logout
+                | Route::ConsolePage
+                | Route::ConsoleAsset
+                | Route::ConsoleSession
+                | Route::ConsoleEvents
+                | Route::ConsoleCancel
+                | Route::ConsoleAnswer
+                | Route::AskHuman
+        )
+    }
+
+    /// A console route that changes state: it passes the Origin check, and the CSRF check
+    /// when it has a session.
+    fn changes_state(self) -> bool {
+        matches!(
+            self,
+            Route::Login
+                | Route::Logout
+                | Route::ConsoleCancel
+                | Route::ConsoleAnswer
+                | Route::AskHuman
+        )
+    }
+}
+
+/// Who is calling.
+enum Caller {
+    Token(Principal),
+    Session(Session),
+    Anonymous,
+}
+
+impl Caller {
+    fn kind(&self) -> Kind {
+        match self {
+            Caller::Token(Principal::Operator) => Kind::Operator,
+            Caller::Token(Principal::Device(_)) => Kind::Device,
+            Caller::Token(Principal::Agent) => Kind::Agent,
+            Caller::Token(Principal::ApiClient(_)) => Kind::ApiClient,
+            Caller::Session(_) => Kind::Session,
+            Caller::Anonymous => Kind::Anonymous,
+        }
     }
 }
 
@@ -147,35 +254,76 @@ fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<
     }
 }
 
-/// Route layer: authenticates the token and applies `POLICY`.
+/// Route layer: finds the caller (token, console session, or nobody), runs the API-client
+/// check, applies `POLICY`, then the console's CSRF defences.
 pub async fn authorize(
     State(state): State<Arc<AppState>>,
     mut req: Request<Body>,
     next: Next,
 ) -> Response {
-    let who = match authenticate(&state, req.headers()) {
-        Ok(who) => who,
-        Err(e) => return e.into_response(),
-    };
-    if let Principal::ApiClient(name) = &who
-        && let Err(e) = api_client_gate(&state, name, &req)
-    {
-        return e.into_response();
-    }
     let path = req
         .extensions()
         .get::<MatchedPath>()
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
-    let allowed = Route::of(req.method(), &path).is_some_and(|r| r.allows(&who));
-    if !allowed {
-        return ApiError::new(
-            ErrorCode::Forbidden,
-            format!("this token may not {} {path}", req.method()),
-        )
-        .into_response();
+    let route = Route::of(req.method(), &path);
+    let caller = match bearer(req.headers()) {
+        Some(_) => match authenticate(&state, req.headers()) {
+            Ok(who) => Caller::Token(who),
+            Err(e) => return e.into_response(),
+        },
+        None => match route.filter(|r| r.console()) {
+            Some(_) => state
+                .sessions
+                .of(req.headers())
+                .map_or(Caller::Anonymous, Caller::Session),
+            None => Caller::Anonymous,
+        },
+    };
+    if let Caller::Token(Principal::ApiClient(name)) = &caller
+        && let Err(e) = api_client_gate(&state, name, &req)
+    {
+        return e.into_response();
     }
-    req.extensions_mut().insert(who);
+    let kind = caller.kind();
+    let Some(route) = route.filter(|r| r.allows(kind)) else {
+        return match (kind, route) {
+            (Kind::Anonymous, Some(Route::ConsolePage)) => to_login(),
+            (Kind::Anonymous, Some(r)) if r.console() => ApiError::new(
+                ErrorCode::Unauthorized,
+                "no console login (log in at /login)",
+            )
+            .into_response(),
+            (Kind::Anonymous, _) => ApiError::new(
+                ErrorCode::Unauthorized,
+                "missing Authorization: Bearer <token>",
+            )
+            .into_response(),
+            _ => ApiError::new(
+                ErrorCode::Forbidden,
+                format!("this token may not {} {path}", req.method()),
+            )
+            .into_response(),
+        };
+    };
+    if route.console() && route.changes_state() {
+        let checked = check_origin(req.headers()).and_then(|()| match &caller {
+            Caller::Session(session) => check_csrf(req.headers(), session),
+            _ => Ok(()),
+        });
+        if let Err(e) = checked {
+            return e.into_response();
+        }
+    }
+    match caller {
+        Caller::Token(who) => {
+            req.extensions_mut().insert(who);
+        }
+        Caller::Session(session) => {
+            req.extensions_mut().insert(session);
+        }
+        Caller::Anonymous => {}
+    }
     next.run(req).await
 }
 
@@ -309,15 +457,36 @@ mod tests {
             Route::Pending,
             Route::Claim,
             Route::Result,
+            Route::Cancel,
             Route::Status,
             Route::Message,
+            Route::LoginPage,
+            Route::Login,
+            Route::Logout,
+            Route::ConsolePage,
+            Route::ConsoleAsset,
+            Route::ConsoleSession,
+            Route::ConsoleEvents,
+            Route::ConsoleCancel,
+            Route::ConsoleAnswer,
+            Route::AskHuman,
         ] {
             assert!(POLICY.iter().any(|(x, _)| *x == r), "{r:?}");
+            let public = r.allows(Kind::Anonymous);
+            assert_eq!(
+                r.allows(Kind::Session),
+                r.console(),
+                "{r:?}: sessions open console routes only"
+            );
+            assert!(!r.allows(Kind::ApiClient) || r == Route::Message, "{r:?}");
+            assert!(!public || r.console() && !r.changes_state() || r == Route::Login);
         }
-        assert!(!Route::Claim.allows(&Principal::Agent));
-        assert!(Route::Events.allows(&Principal::Agent));
-        assert!(!Route::Events.allows(&Principal::ApiClient("c".into())));
-        assert!(Route::Message.allows(&Principal::ApiClient("c".into())));
+        assert!(!Route::Claim.allows(Kind::Agent));
+        assert!(Route::Events.allows(Kind::Agent));
+        assert!(!Route::Events.allows(Kind::ApiClient));
+        assert!(Route::Message.allows(Kind::ApiClient));
+        assert!(Route::Cancel.allows(Kind::Operator));
+        assert!(!Route::Cancel.allows(Kind::Device));
         assert_eq!(message_target("/web/agent/rocket/message"), Some("rocket"));
         assert_eq!(message_target("/web/agent//message"), None);
         assert_eq!(message_target("/web/agent/a/b/message"), None);

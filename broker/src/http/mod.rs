@@ -1,9 +1,11 @@
-//! The HTTP API: one router served on loopback TCP and on `run/leo.sock`.
+//! The HTTP API: one router served on loopback TCP and on `run/leo.sock`, and the web console,
+//! served on TCP only.
 //!
 //! **Architecture Invariant:** only this module knows HTTP and SSE. Handlers parse, authorize
 //! and call `Broker`; the state machine never sees a request or a status code.
 
 mod auth;
+pub mod console;
 mod events;
 mod reply;
 mod routes;
@@ -24,10 +26,12 @@ pub struct AppState {
     pub broker: Arc<Broker>,
     pub tokens: Tokens,
     pub max_body: usize,
+    /// Console logins (used on TCP only).
+    pub sessions: console::session::Sessions,
 }
 
-/// The routes, authorized by the policy table in `auth`, without the Host check.
-pub fn router(state: Arc<AppState>) -> Router {
+/// The API routes, shared by both listeners.
+fn api_routes() -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/v1/events", get(events::stream))
         .route(
@@ -43,8 +47,17 @@ pub fn router(state: Arc<AppState>) -> Router {
             "/api/v1/client-tools/requests/{id}/result",
             post(routes::result),
         )
+        .route(
+            "/api/v1/client-tools/requests/{id}/cancel",
+            post(routes::cancel),
+        )
         .route("/api/v1/status", get(routes::status))
         .route(auth::MESSAGE_PATH, post(routes::message))
+}
+
+/// Authorizes `routes` by the policy table in `auth` and answers what no route matched.
+fn finish(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
+    routes
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             auth::authorize,
@@ -54,7 +67,14 @@ pub fn router(state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The router for TCP: the Host check runs before anything else, auth included.
+/// The router for the unix socket: the API, without the Host check and without the console.
+pub fn router(state: Arc<AppState>) -> Router {
+    finish(api_routes(), state)
+}
+
+/// The router for TCP: the API and the console; the Host check runs before anything else,
+/// auth included.
 pub fn tcp_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
-    router(state).layer(axum::middleware::from_fn_with_state(host, auth::check_host))
+    finish(api_routes().merge(console::routes()), state)
+        .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }

@@ -47,19 +47,36 @@ pub fn ok<T: Serialize>(data: T) -> Response {
     Json(Success::new(data)).into_response()
 }
 
-/// Reads the whole body (at most `limit` bytes) and parses it as `T`.
-pub async fn json_body<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, ApiError> {
-    let bytes = axum::body::to_bytes(body, limit).await.map_err(|_| {
+/// Reads the whole body, at most `limit` bytes.
+async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|_| {
         ApiError::new(
             ErrorCode::BodyTooLarge,
             format!("the body is larger than {limit} bytes"),
         )
-    })?;
+    })
+}
+
+/// Reads the whole body (at most `limit` bytes) and parses it as `T`.
+pub async fn json_body<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, ApiError> {
+    let bytes = read_body(body, limit).await?;
     if bytes.is_empty() {
         return Err(ApiError::new(
             ErrorCode::InvalidParameter,
             "at $: a JSON body is required",
         ));
+    }
+    leo_protocol::envelope::parse_json(&bytes).map_err(|e| ApiError::new(e.code, e.message))
+}
+
+/// Like `json_body`, but an empty body is `T::default()` (for routes whose body is optional).
+pub async fn optional_json_body<T: DeserializeOwned + Default>(
+    body: Body,
+    limit: usize,
+) -> Result<T, ApiError> {
+    let bytes = read_body(body, limit).await?;
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Ok(T::default());
     }
     leo_protocol::envelope::parse_json(&bytes).map_err(|e| ApiError::new(e.code, e.message))
 }

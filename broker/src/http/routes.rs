@@ -8,11 +8,12 @@ use axum::extract::{Path, State};
 use axum::http::{Request, Uri};
 use axum::response::Response;
 use leo_protocol::ErrorCode;
+use leo_protocol::console::CancelBody;
 use leo_protocol::content::ResultBody;
 use leo_protocol::requests::ClaimBody;
 use leo_protocol::tool::RegisterBody;
 
-use super::reply::{json_body, ok, query_flags};
+use super::reply::{json_body, ok, optional_json_body, query_flags};
 use super::{ApiError, AppState};
 use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
 use crate::tokens::Principal;
@@ -59,6 +60,17 @@ pub async fn result(
 ) -> Result<Response, ApiError> {
     let body: ResultBody = json_body(body, state.max_body).await?;
     Ok(ok(state.broker.post_result(&id, body)?))
+}
+
+/// `POST …/requests/{id}/cancel`: the operator ends a live call (`cancelled_by_operator`).
+#[tracing::instrument(name = "cancel", skip_all, fields(request = %id))]
+pub async fn cancel(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let CancelBody {} = optional_json_body(body, state.max_body).await?;
+    Ok(ok(state.broker.cancel_request(&id)?))
 }
 
 pub async fn status(State(state): State<Arc<AppState>>) -> Response {

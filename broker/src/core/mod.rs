@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 
 use leo_protocol::ErrorCode;
+use leo_protocol::console::{ASK_HUMAN, CONSOLE_GROUP};
 use leo_protocol::content::{AppError, ResultBody, ResultError};
 use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
@@ -38,15 +39,23 @@ use crate::requests::{Call, ConnId, EndedCall, Failure, Requests};
 use crate::state_file::EverRegistered;
 use crate::tokens::random_id;
 
+mod ask_human;
+mod snapshot;
+
+pub use ask_human::CONSOLE_CLIENT;
+
 /// A connected event stream.
 #[derive(Debug, Clone)]
 pub struct ClientInfo {
     /// Connection order, for stable listings.
     pub n: u64,
     pub provider: bool,
-    /// Who opened it: `operator`, `device:NAME`, `agent`.
+    /// Who opened it: `operator`, `device:NAME`, `agent`; `console` for the console's provider.
     pub principal: String,
     pub connected_at: String,
+    /// The web console's built-in provider (`ask_human`): not a stream, and not usable as a
+    /// `client_id` over HTTP.
+    pub internal: bool,
 }
 
 /// A connected sidecar.
@@ -81,6 +90,9 @@ pub struct Broker {
     arrivals: broadcast::Sender<(String, Message)>,
     bus: EventBus,
     revision: watch::Sender<u64>,
+    /// Bumped by every operation that changes what `status` shows; the console's live view
+    /// waits on it.
+    changes: watch::Sender<u64>,
     config: Arc<Config>,
     shutdown: CancellationToken,
     tasks: TaskTracker,
@@ -128,6 +140,7 @@ fn json<T: Serialize>(value: &T) -> String {
 impl Broker {
     pub fn new(config: Arc<Config>, ever: EverRegistered) -> Arc<Broker> {
         let (revision, _) = watch::channel(0);
+        let (changes, _) = watch::channel(0);
         let (arrivals, _) = broadcast::channel(256);
         let mail = Mailboxes::new(config.agents.keys().cloned());
         Arc::new_cyclic(|me| Broker {
@@ -146,6 +159,7 @@ impl Broker {
             }),
             bus: EventBus::new(config.client_tools.replay_events),
             revision,
+            changes,
             config,
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
@@ -176,6 +190,17 @@ impl Broker {
         self.revision.subscribe()
     }
 
+    /// A receiver that wakes whenever something `status` shows has changed: clients, sessions,
+    /// harnesses, registrations, requests, the `ask_human` switch.
+    pub fn watch_changes(&self) -> watch::Receiver<u64> {
+        self.changes.subscribe()
+    }
+
+    /// Tells `watch_changes` receivers that the state changed.
+    fn touched(&self) {
+        self.changes.send_modify(|g| *g = g.wrapping_add(1));
+    }
+
     // ----- event streams -----
 
     /// Opens an event stream for `principal`; provider streams may register tools.
@@ -196,9 +221,11 @@ impl Broker {
                 provider,
                 principal: principal.clone(),
                 connected_at: leo_protocol::time::now(),
+                internal: false,
             },
         );
         drop(core);
+        self.touched();
         let subscription = self.bus.subscribe(last_event_id);
         info!(client_id, provider, principal, "event stream opened");
         Opened {
@@ -242,7 +269,8 @@ impl Broker {
             _ => None,
         });
         self.after_change(&mut core, change, ended);
-        info!(client_id, "event stream closed");
+        self.touched();
+        info!(client_id, "client disconnected");
     }
 
     /// Publishes what a registration change did: cancels calls whose tool nobody serves any
@@ -302,6 +330,12 @@ impl Broker {
 
     fn require_provider(core: &Core, client_id: &str) -> Result<(), Refusal> {
         match core.clients.get(client_id) {
+            Some(c) if c.internal => Err(Refusal::new(
+                ErrorCode::UnknownClient,
+                format!(
+                    "client_id {client_id:?} is the web console's own provider; answer its calls from the console"
+                ),
+            )),
             Some(c) if c.provider => Ok(()),
             _ => Err(Refusal::new(
                 ErrorCode::UnknownClient,
@@ -314,6 +348,14 @@ impl Broker {
 
     /// `POST /api/v1/client-tools`.
     pub fn register(&self, body: RegisterBody) -> Result<Registered, Refusal> {
+        if body.group == CONSOLE_GROUP {
+            return Err(Refusal::new(
+                ErrorCode::NameConflict,
+                format!(
+                    "at $.group: group {CONSOLE_GROUP:?} is reserved for the web console's {ASK_HUMAN}"
+                ),
+            ));
+        }
         let specs = Registry::prepare(
             &body.group,
             body.tools,
@@ -333,6 +375,7 @@ impl Broker {
             warn!(error = %e, "cannot write client-tools.json");
         }
         self.after_change(&mut core, change, Vec::new());
+        self.touched();
         let revision = core.registry.revision();
         info!(client_id = %body.client_id, group = %body.group, tools = names.len(), revision, "group registered");
         Ok(Registered {
@@ -368,6 +411,7 @@ impl Broker {
             .requests
             .claim(id, client_id, serves, &mut core.owners)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
+        self.touched();
         Ok(RequestAck {
             id: id.to_owned(),
             state: "claimed".into(),
@@ -391,6 +435,7 @@ impl Broker {
         Self::require_provider(&core, &client_id)?;
         let call = core.requests.settle(id, &client_id, posted)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        self.touched();
         Ok(RequestAck {
             id: id.to_owned(),
             state: "settled".into(),
@@ -421,6 +466,8 @@ impl Broker {
                 connected_at: leo_protocol::time::now(),
             },
         );
+        drop(core);
+        self.touched();
         conn
     }
 
@@ -430,6 +477,7 @@ impl Broker {
             s.harness = Some(harness);
             s.mode = mode;
         }
+        self.touched();
     }
 
     /// A sidecar connection closed: the agent stopped, so its calls are cancelled.
@@ -448,6 +496,7 @@ impl Broker {
             })
         });
         self.publish_ended(&ended);
+        self.touched();
         info!(agent = %info.agent, session = %info.session, cancelled = ended.len(), "sidecar session closed");
     }
 
@@ -584,6 +633,7 @@ impl Broker {
             arguments,
             timeout_s: spec.timeout_s,
             created_at: leo_protocol::time::now(),
+            parked_at: std::time::Instant::now(),
         };
         let event = RequestEvent {
             id: id.clone(),
@@ -615,6 +665,7 @@ impl Broker {
             json(&event),
             Some(json(&Redacted { id: id.clone() })),
         );
+        self.touched();
         Ok(())
     }
 
@@ -631,6 +682,7 @@ impl Broker {
         drop(core);
         if let Some(e) = ended {
             self.publish_ended(&[e]);
+            self.touched();
         }
     }
 
@@ -650,7 +702,31 @@ impl Broker {
         );
         if let Some(e) = ended {
             self.publish_ended(&[e]);
+            self.touched();
         }
+    }
+
+    /// The operator cancels a live call, from the console or `POST …/requests/{id}/cancel`.
+    pub fn cancel_request(&self, id: &str) -> Result<RequestAck, Refusal> {
+        let mut core = self.lock();
+        let ended = core.requests.end(
+            id,
+            Failure::new(
+                ErrorCode::Cancelled,
+                CancelReason::CancelledByOperator,
+                "the operator cancelled the call",
+            ),
+        );
+        let Some(e) = ended else {
+            return Err(core.requests.not_live(id));
+        };
+        info!(request = id, agent = %e.call.agent, tool = %e.call.tool, "request cancelled by the operator");
+        self.publish_ended(&[e]);
+        self.touched();
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "cancelled".into(),
+        })
     }
 
     // ----- messages -----
@@ -685,28 +761,6 @@ impl Broker {
 
     // ----- status and shutdown -----
 
-    /// A summary for `leo status`.
-    pub fn status(&self) -> Value {
-        let core = self.lock();
-        let mut apps: Vec<_> = core.clients.iter().collect();
-        apps.sort_by_key(|(_, c)| c.n);
-        serde_json::json!({
-            "seq": self.bus.seq(),
-            "revision": core.registry.revision(),
-            "apps": apps.into_iter().map(|(id, c)| serde_json::json!({
-                "client_id": id, "provider": c.provider, "principal": c.principal,
-                "connected_at": c.connected_at,
-            })).collect::<Vec<_>>(),
-            "agents": core.sessions.values().map(|s| serde_json::json!({
-                "agent": s.agent, "session": s.session, "harness": s.harness,
-                "mode": s.mode, "connected_at": s.connected_at,
-            })).collect::<Vec<_>>(),
-            "groups": core.registry.groups(),
-            "tools": core.registry.names(),
-            "pending": core.requests.len(),
-        })
-    }
-
     /// Ends every live call with `cancelled` (reason `shutdown`) and refuses new ones.
     pub fn begin_shutdown(&self) {
         let mut core = self.lock();
@@ -723,6 +777,7 @@ impl Broker {
             warn!(error = %e, "cannot flush client-tools.json at shutdown");
         }
         drop(core);
+        self.touched();
         self.shutdown.cancel();
     }
 }

@@ -1,0 +1,278 @@
+// The Leo console's one script. It keeps a live view of the broker from the `status`
+// snapshots of /console/events and sends a few POSTs, each with the session's CSRF token.
+// No framework: the DOM is built with createElement and textContent, never from HTML strings,
+// so nothing an app or an agent sends can become markup.
+'use strict';
+
+const csrf = document.querySelector('meta[name="leo-csrf"]').content;
+const $ = (id) => document.getElementById(id);
+
+let status = null; // the last snapshot
+let receivedAt = 0; // when it arrived, on performance.now()'s clock
+
+// ----- building blocks -----
+
+// el('td', {class: 'age', text: '3 s', 'data-age': 3}, child, 'text', …)
+function el(tag, props = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(props)) {
+    if (key === 'class') node.className = value;
+    else if (key === 'text') node.textContent = value;
+    else if (key.startsWith('data-')) node.setAttribute(key, value);
+    else node[key] = value;
+  }
+  node.append(...children);
+  return node;
+}
+
+// Replaces a table body's rows and shows its "none" line when there are none.
+function fill(tbody, rows, emptyId) {
+  tbody.replaceChildren(...rows);
+  $(emptyId).hidden = rows.length > 0;
+}
+
+function notice(message) {
+  $('notice').textContent = message;
+  $('notice').hidden = !message;
+}
+
+function formatAge(s) {
+  if (s < 60) return `${s} s`;
+  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
+  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+}
+
+function clock(timestamp) {
+  const t = new Date(timestamp);
+  return Number.isNaN(t.getTime()) ? timestamp : t.toLocaleTimeString();
+}
+
+// Ages tick between snapshots: each [data-age] holds the age the snapshot gave.
+function tick() {
+  const elapsed = Math.floor((performance.now() - receivedAt) / 1000);
+  for (const cell of document.querySelectorAll('[data-age]')) {
+    cell.textContent = formatAge(Number(cell.dataset.age) + elapsed);
+  }
+}
+setInterval(tick, 1000);
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', 'x-leo-csrf': csrf },
+    body: JSON.stringify(body),
+  });
+  if (response.status === 401) {
+    location.assign('/login');
+  }
+  let reply;
+  try {
+    reply = await response.json();
+  } catch {
+    throw new Error(`${response.status} ${response.statusText}`);
+  }
+  if (!reply.ok) throw new Error(reply.error);
+  return reply.data;
+}
+
+// ----- the live stream -----
+
+function setStream(state, text) {
+  $('stream').dataset.state = state;
+  $('stream').textContent = text;
+}
+
+function connect() {
+  setStream('connecting', 'connecting…');
+  const source = new EventSource('/console/events');
+  source.addEventListener('open', () => setStream('live', 'live'));
+  source.addEventListener('status', (event) => {
+    status = JSON.parse(event.data);
+    receivedAt = performance.now();
+    render();
+  });
+  source.addEventListener('error', () => {
+    if (source.readyState === EventSource.CLOSED) {
+      // Refused, not dropped: find out whether the login ended, else try again.
+      source.close();
+      setStream('disconnected', 'disconnected, retrying…');
+      setTimeout(reconnect, 2000);
+    } else {
+      setStream('connecting', 'reconnecting…');
+    }
+  });
+}
+
+async function reconnect() {
+  try {
+    const response = await fetch('/console/session');
+    if (response.status === 401) {
+      location.assign('/login');
+      return;
+    }
+  } catch {
+    setTimeout(reconnect, 2000);
+    return;
+  }
+  connect();
+}
+
+// ----- the sections -----
+
+function render() {
+  renderAsk();
+  renderCalls();
+  renderTools();
+  renderApps();
+  renderAgents();
+  tick();
+}
+
+function renderAsk() {
+  const toggle = $('ask-switch');
+  if (!toggle.disabled) toggle.checked = status.ask_human;
+  const asks = status.requests.filter((r) => r.group === 'console' && r.tool === 'ask_human');
+  const list = $('questions');
+  const waiting = new Map(asks.map((r) => [r.id, r]));
+  // Keyed by request id, so a half-typed answer survives the next snapshot.
+  for (const item of [...list.children]) {
+    const r = waiting.get(item.dataset.id);
+    if (r) item.querySelector('[data-age]').dataset.age = r.age_s;
+    else item.remove();
+  }
+  const shown = new Set([...list.children].map((item) => item.dataset.id));
+  for (const r of asks) {
+    if (!shown.has(r.id)) list.append(question(r));
+  }
+  $('no-questions').hidden = asks.length > 0;
+}
+
+function question(r) {
+  const args = r.arguments || {};
+  const item = el('li', { class: 'question', 'data-id': r.id });
+  item.append(
+    el('p', { class: 'text', text: String(args.question ?? '') }),
+    el('p', { class: 'meta' }, `from ${r.agent} · asked `, el('span', { 'data-age': r.age_s }), ' ago'),
+  );
+  const form = el('form');
+  const choices = Array.isArray(args.choices) ? args.choices.filter((c) => typeof c === 'string') : [];
+  for (const choice of choices) {
+    const button = el('button', { type: 'button', class: 'choice', text: choice });
+    button.addEventListener('click', () => answer(item, r.id, choice));
+    form.append(button);
+  }
+  const input = el('input', {
+    type: 'text',
+    name: 'answer',
+    placeholder: choices.length ? 'or type another answer' : 'Your answer',
+  });
+  form.append(input, el('button', { type: 'submit', text: 'Answer' }));
+  form.addEventListener('submit', (event) => {
+    event.preventDefault();
+    answer(item, r.id, input.value);
+  });
+  item.append(form);
+  return item;
+}
+
+async function answer(item, id, text) {
+  if (!text.trim()) return;
+  const controls = item.querySelectorAll('button, input');
+  controls.forEach((c) => { c.disabled = true; });
+  try {
+    await post(`/console/requests/${encodeURIComponent(id)}/answer`, { text });
+    notice('');
+  } catch (error) {
+    notice(error.message);
+    controls.forEach((c) => { c.disabled = false; });
+  }
+}
+
+function renderCalls() {
+  const rows = status.requests.map((r) => {
+    const cancel = el('button', { type: 'button', class: 'danger', text: 'Cancel' });
+    cancel.addEventListener('click', async () => {
+      cancel.disabled = true;
+      try {
+        await post(`/console/requests/${encodeURIComponent(r.id)}/cancel`, {});
+        notice('');
+      } catch (error) {
+        notice(error.message);
+        cancel.disabled = false;
+      }
+    });
+    const state = r.state === 'claimed' ? `claimed by ${r.claimed_by}` : 'waiting';
+    return el('tr', { 'data-id': r.id },
+      el('td', { title: `group ${r.group} · ${r.id}` }, el('code', { text: r.tool })),
+      el('td', { text: r.agent }),
+      el('td', { text: state }),
+      el('td', { class: 'age', 'data-age': r.age_s }),
+      el('td', { class: 'args', text: r.arguments_preview }),
+      el('td', {}, cancel));
+  });
+  fill($('calls'), rows, 'no-calls');
+}
+
+function renderTools() {
+  const groups = Object.entries(status.tools_by_group || {});
+  $('groups').replaceChildren(...groups.map(([group, tools]) =>
+    el('div', { class: 'group', 'data-group': group },
+      el('h3', { text: group }),
+      el('ul', {}, ...tools.map((t) =>
+        el('li', { 'data-tool': t.name },
+          el('code', { text: t.name }), ' ',
+          el('span', { class: 'desc', text: t.description }), ' ',
+          el('span', {
+            class: 'muted',
+            text: t.timeout_s == null ? '(waits for an answer)' : `(times out after ${t.timeout_s} s)`,
+          })))))));
+  $('no-tools').hidden = groups.length > 0;
+}
+
+function renderApps() {
+  const rows = status.apps.map((a) =>
+    el('tr', { 'data-client': a.client_id },
+      el('td', {}, el('code', { text: a.client_id })),
+      el('td', { text: a.provider ? a.principal : `${a.principal} (watching)` }),
+      el('td', { text: (a.groups || []).join(', ') || '—' }),
+      el('td', { text: clock(a.connected_at) })));
+  fill($('app-rows'), rows, 'no-apps');
+}
+
+function renderAgents() {
+  const rows = status.agents.map((s) =>
+    el('tr', { 'data-agent': s.agent },
+      el('td', { text: s.agent }),
+      el('td', { text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
+      el('td', { text: s.mode }),
+      el('td', {}, el('code', { text: s.session })),
+      el('td', { text: clock(s.connected_at) })));
+  fill($('agent-rows'), rows, 'no-agents');
+}
+
+// ----- controls -----
+
+$('ask-switch').addEventListener('change', async (event) => {
+  const toggle = event.target;
+  const on = toggle.checked;
+  toggle.disabled = true;
+  try {
+    toggle.checked = (await post('/console/ask-human', { on })).on;
+    notice('');
+  } catch (error) {
+    toggle.checked = !on;
+    notice(error.message);
+  } finally {
+    toggle.disabled = false;
+  }
+});
+
+$('logout').addEventListener('click', async () => {
+  try {
+    await post('/logout', {});
+  } finally {
+    location.assign('/login');
+  }
+});
+
+connect();

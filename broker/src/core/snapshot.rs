@@ -1,0 +1,102 @@
+//! The status snapshot: what `GET /api/v1/status` answers and what the web console's live view
+//! shows, taken in one critical section so its parts agree with each other.
+
+use std::collections::BTreeMap;
+use std::time::Instant;
+
+use leo_protocol::console::CONSOLE_GROUP;
+use leo_protocol::requests::RequestState;
+use leo_protocol::status::{AgentStatus, AppStatus, GroupTool, RequestStatus, Status, preview};
+
+use super::Broker;
+use crate::requests::Stage;
+
+impl Broker {
+    /// Apps, agents, tools by group and live calls, as they stand now.
+    pub fn status(&self) -> Status {
+        let core = self.lock();
+        let groups: BTreeMap<String, Vec<String>> = core
+            .registry
+            .groups()
+            .into_iter()
+            .map(|(g, clients)| (g, clients.into_iter().collect()))
+            .collect();
+        let mut apps: Vec<_> = core.clients.iter().collect();
+        apps.sort_by_key(|(_, c)| c.n);
+        let apps = apps
+            .into_iter()
+            .map(|(id, c)| AppStatus {
+                client_id: id.clone(),
+                provider: c.provider,
+                principal: c.principal.clone(),
+                connected_at: c.connected_at.clone(),
+                groups: groups
+                    .iter()
+                    .filter(|(_, clients)| clients.contains(id))
+                    .map(|(g, _)| g.clone())
+                    .collect(),
+            })
+            .collect();
+        let agents = core
+            .sessions
+            .values()
+            .map(|s| AgentStatus {
+                agent: s.agent.clone(),
+                session: s.session.clone(),
+                harness: s.harness.clone(),
+                mode: s.mode,
+                connected_at: s.connected_at.clone(),
+            })
+            .collect();
+        let mut tools_by_group: BTreeMap<String, Vec<GroupTool>> = BTreeMap::new();
+        for v in core.registry.view().values() {
+            tools_by_group
+                .entry(v.spec.group.clone())
+                .or_default()
+                .push(GroupTool {
+                    name: v.spec.def.name.clone(),
+                    description: v.spec.def.description.clone(),
+                    timeout_s: v.spec.timeout_s,
+                    label: v.spec.def.label.clone(),
+                    clients: v.clients.clone(),
+                });
+        }
+        let now = Instant::now();
+        let requests = core
+            .requests
+            .live()
+            .map(|(id, call, stage)| RequestStatus {
+                id: id.clone(),
+                agent: call.agent.clone(),
+                session: call.session.clone(),
+                group: call.group.clone(),
+                tool: call.tool.clone(),
+                state: match stage {
+                    Stage::Parked => RequestState::Parked,
+                    Stage::Claimed { .. } => RequestState::Claimed,
+                },
+                claimed_by: match stage {
+                    Stage::Parked => None,
+                    Stage::Claimed { by } => Some(by.clone()),
+                },
+                created_at: call.created_at.clone(),
+                age_s: now.saturating_duration_since(call.parked_at).as_secs(),
+                timeout_s: call.timeout_s,
+                arguments_preview: preview(&call.arguments),
+                arguments: (call.group == CONSOLE_GROUP).then(|| call.arguments.clone()),
+            })
+            .collect();
+        Status {
+            seq: self.bus.seq(),
+            revision: core.registry.revision(),
+            apps,
+            agents,
+            groups,
+            tools: core.registry.names(),
+            pending: core.requests.len(),
+            tools_by_group,
+            requests,
+            ask_human: core.clients.contains_key(super::CONSOLE_CLIENT),
+        }
+    }
+}

@@ -1,0 +1,175 @@
+//! The console's HTML pages and assets, and the login and logout routes.
+//!
+//! The assets are files under `broker/assets/console/`, built into the binary with
+//! `include_str!`: plain HTML, one stylesheet, one script, no build step. Every response of
+//! the console carries the security headers of `security_headers`; the CSP allows only this
+//! origin, so the script is a file and the pages have no inline script or style.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use leo_protocol::console::LoggedOut;
+
+use super::session::{self, Session};
+use crate::http::AppState;
+use crate::http::reply::ok;
+use crate::tokens::Principal;
+
+const INDEX: &str = include_str!("../../../assets/console/index.html");
+const LOGIN: &str = include_str!("../../../assets/console/login.html");
+const SCRIPT: &str = include_str!("../../../assets/console/console.js");
+const STYLE: &str = include_str!("../../../assets/console/console.css");
+const ICON: &str = include_str!("../../../assets/console/icon.svg");
+
+/// Added to every console response.
+pub async fn security_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    for (name, value) in [
+        (
+            header::CONTENT_SECURITY_POLICY,
+            "default-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+        ),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        // `same-origin`, not `no-referrer`: under `no-referrer` Chromium sends `Origin: null`
+        // with the login form's POST, which the Origin check must refuse.
+        (header::REFERRER_POLICY, "same-origin"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CACHE_CONTROL, "no-store"),
+    ] {
+        h.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+fn html(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// `&`, `<`, `>`, `"` and `'` as entities.
+fn escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The login form, with an error above the button when there is one.
+fn login_form(status: StatusCode, error: Option<&str>) -> Response {
+    let error = error
+        .map(|e| format!(r#"<p class="error" role="alert">{}</p>"#, escape(e)))
+        .unwrap_or_default();
+    html(status, LOGIN.replace("<!--error-->", &error))
+}
+
+/// `GET /`: the console, for a logged-in operator (`auth` redirects everyone else to `/login`).
+pub async fn index(Extension(session): Extension<Session>) -> Response {
+    html(StatusCode::OK, INDEX.replace("{{csrf}}", &session.csrf))
+}
+
+/// `GET /login`: the form, or the console when the cookie is still a valid login.
+pub async fn login_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if state.sessions.of(&headers).is_some() {
+        return Redirect::to("/").into_response();
+    }
+    login_form(StatusCode::OK, None)
+}
+
+/// `POST /login` with the form field `token`: only the operator token logs in.
+#[tracing::instrument(name = "login", skip_all)]
+pub async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    let Ok(bytes) = axum::body::to_bytes(body, state.max_body).await else {
+        return login_form(StatusCode::PAYLOAD_TOO_LARGE, Some("the form is too large"));
+    };
+    let token = match form_token(&bytes) {
+        Ok(token) => token,
+        Err(why) => return login_form(StatusCode::BAD_REQUEST, Some(&why)),
+    };
+    if state.tokens.lookup(&token) != Some(Principal::Operator) {
+        tracing::info!("console login refused");
+        return login_form(
+            StatusCode::UNAUTHORIZED,
+            Some("That is not the operator token."),
+        );
+    }
+    let session = match state.sessions.create() {
+        Ok(s) => s,
+        Err(e) => return e.into_response(),
+    };
+    if let Some(old) = session::cookie(&headers) {
+        state.sessions.remove(old);
+    }
+    tracing::info!("console login");
+    let cookie = session::set_cookie(&session, state.sessions.ttl());
+    ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+}
+
+/// The `token` field of an `application/x-www-form-urlencoded` body, the only field allowed.
+fn form_token(body: &[u8]) -> Result<String, String> {
+    let mut token = None;
+    for (name, value) in form_urlencoded::parse(body) {
+        if name != "token" {
+            return Err(format!("unknown form field {name:?}"));
+        }
+        if token.replace(value.trim().to_owned()).is_some() {
+            return Err("the form has more than one token field".into());
+        }
+    }
+    token
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| "Enter the operator token.".to_owned())
+}
+
+/// `POST /logout`: ends the session and deletes the cookie.
+pub async fn logout(
+    State(state): State<Arc<AppState>>,
+    Extension(session): Extension<Session>,
+) -> Response {
+    state.sessions.remove(&session.id);
+    tracing::info!("console logout");
+    (
+        [(header::SET_COOKIE, session::clear_cookie())],
+        ok(LoggedOut { logged_out: true }),
+    )
+        .into_response()
+}
+
+/// `GET /console/console.js`.
+pub async fn script() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
+        SCRIPT,
+    )
+        .into_response()
+}
+
+/// `GET /console/console.css`.
+pub async fn style() -> Response {
+    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
+}
+
+/// `GET /console/icon.svg`.
+pub async fn icon() -> Response {
+    ([(header::CONTENT_TYPE, "image/svg+xml")], ICON).into_response()
+}
+
+/// For `auth`: where a browser without a login is sent.
+pub fn to_login() -> Response {
+    Redirect::to("/login").into_response()
+}

@@ -1,0 +1,121 @@
+//! The web console in a real browser: headless Chromium (Debian's `chromium`) driven by
+//! `tests/browser/console.mjs` with `playwright-core`, against the real `leo`, an app over the
+//! HTTP API and an agent that is an rmcp client of the real `leo-mcp`.
+//!
+//! `.ci/run` installs the browser and `npm ci --prefix broker/tests/browser`. Without them the
+//! test fails in CI (`CI` set) and is skipped with a note elsewhere. The screenshot goes to
+//! `target/tmp/browser-test/console.png`.
+
+use std::path::{Path, PathBuf};
+
+use leo_testkit::mcp::{Agent, AgentOpts, error_text, text_of, wait_for_tools};
+use leo_testkit::{Broker, Script, WAIT, in_ci};
+use serde_json::json;
+use tokio::process::Command;
+
+use crate::support::{App, tool_with_timeout};
+
+const CHROMIUM: &str = "/usr/bin/chromium";
+
+fn browser_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
+}
+
+/// Why the test cannot run here, if it cannot.
+fn missing(dir: &Path) -> Option<String> {
+    let node = std::process::Command::new("node")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    let playwright = dir
+        .join("node_modules/playwright-core/package.json")
+        .exists();
+    let chromium = Path::new(CHROMIUM).exists();
+    (!(node && playwright && chromium)).then(|| {
+        format!(
+            "the console browser test needs node, `npm ci --prefix {}` and Debian's chromium at {CHROMIUM} \
+             (node found: {node}, playwright-core installed: {playwright}, chromium found: {chromium})",
+            dir.display()
+        )
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
+    let dir = browser_dir();
+    if let Some(why) = missing(&dir) {
+        assert!(!in_ci(), "{why}");
+        eprintln!("note: skipping: {why}");
+        return;
+    }
+    let broker = Broker::start().await;
+    let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-test");
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("console.mjs"))
+        .current_dir(&dir)
+        .env("LEO_URL", format!("http://{}", broker.addr))
+        .env("LEO_TOKEN", broker.operator_token())
+        .env("LEO_SHOTS", &shots);
+    let mut script = Script::spawn(cmd, &broker.home().join("browser.stderr"));
+
+    script.step("logged_in").await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("ci", json!([tool_with_timeout("deploy_preview", 600)]))
+        .await
+        .data();
+    script
+        .send(&json!({"cmd": "expect_tool", "tool": "deploy_preview"}))
+        .await;
+    script.step("tool_seen").await;
+    script.step("ask_human_on").await;
+
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "ask_human")).await;
+    let question = "Ship the release now?";
+    let asked = agent.spawn_call(
+        "ask_human",
+        json!({"question": question, "choices": ["yes", "wait"]}),
+    );
+    script
+        .send(&json!({"cmd": "answer", "question": question, "choice": "yes", "agent": "claude"}))
+        .await;
+    script.step("answered").await;
+    let answer = tokio::time::timeout(WAIT, asked).await.unwrap().unwrap();
+    assert_eq!(
+        text_of(&answer),
+        "yes",
+        "the agent got the operator's choice"
+    );
+
+    let waiting = agent.spawn_call("deploy_preview", json!({"text": "main"}));
+    // The app saw the ask_human request too (every provider stream sees every call).
+    let id = loop {
+        let req = app.next_request().await;
+        if req.data["tool"] == "deploy_preview" {
+            break req.data["id"].as_str().unwrap().to_owned();
+        }
+    };
+    script.send(&json!({"cmd": "cancel", "id": id})).await;
+    let cancelled = script.step("cancelled").await;
+    let result = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
+    assert_eq!(
+        error_text(&result),
+        "cancelled: the operator cancelled the call"
+    );
+    let event = app.sse.next_of("client_tool.cancelled").await;
+    assert_eq!(
+        (event.data["id"].as_str(), event.data["reason"].as_str()),
+        (Some(id.as_str()), Some("cancelled_by_operator"))
+    );
+
+    script.send(&json!({"cmd": "done"})).await;
+    script.step("bye").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
+    let screenshot = cancelled["screenshot"].as_str().unwrap();
+    assert!(
+        std::fs::metadata(screenshot).is_ok_and(|m| m.len() > 0),
+        "{screenshot}"
+    );
+    eprintln!("screenshot: {screenshot}");
+}

@@ -1,0 +1,127 @@
+//! `GET /api/v1/status` and the web console's live `status` event: one snapshot of what the
+//! broker holds now.
+//!
+//! The snapshot grows additively: `leo status` and other readers rely on the first fields
+//! (`seq`, `revision`, `apps`, `agents`, `groups`, `tools`, `pending`), so they are never renamed
+//! or removed, and these types do not deny unknown fields, so an older reader keeps working
+//! against a newer broker.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::ipc::{Harness, Mode};
+use crate::requests::RequestState;
+
+/// Longest `arguments_preview`, in characters, before the ellipsis.
+pub const PREVIEW_CHARS: usize = 200;
+
+/// The whole snapshot.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// The last event seq assigned.
+    pub seq: u64,
+    /// The revision of the tool set agents see.
+    pub revision: u64,
+    /// Connected event streams (and the console's built-in provider while `ask_human` is on).
+    pub apps: Vec<AppStatus>,
+    /// Connected `leo-mcp` sessions.
+    pub agents: Vec<AgentStatus>,
+    /// Each registered group and the clients that serve it.
+    pub groups: BTreeMap<String, Vec<String>>,
+    /// The tool names agents see, sorted.
+    pub tools: Vec<String>,
+    /// How many calls are live (parked or claimed).
+    pub pending: usize,
+    /// The tools agents see, by group.
+    #[serde(default)]
+    pub tools_by_group: BTreeMap<String, Vec<GroupTool>>,
+    /// The live calls, oldest first.
+    #[serde(default)]
+    pub requests: Vec<RequestStatus>,
+    /// Whether the console's `ask_human` tool is offered to agents.
+    #[serde(default)]
+    pub ask_human: bool,
+}
+
+/// One connected client.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppStatus {
+    pub client_id: String,
+    pub provider: bool,
+    /// `operator`, `device:NAME`, `agent`, or `console` for the console's built-in provider.
+    pub principal: String,
+    pub connected_at: String,
+    /// The groups this client has registered.
+    #[serde(default)]
+    pub groups: Vec<String>,
+}
+
+/// One connected agent session.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentStatus {
+    pub agent: String,
+    pub session: String,
+    pub harness: Option<Harness>,
+    pub mode: Mode,
+    pub connected_at: String,
+}
+
+/// One tool as agents see it, without its schema.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GroupTool {
+    pub name: String,
+    pub description: String,
+    /// `None` for a handoff.
+    pub timeout_s: Option<u64>,
+    pub label: Option<String>,
+    /// The connected clients that serve it.
+    pub clients: Vec<String>,
+}
+
+/// One live call.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RequestStatus {
+    pub id: String,
+    pub agent: String,
+    pub session: String,
+    pub group: String,
+    pub tool: String,
+    pub state: RequestState,
+    pub claimed_by: Option<String>,
+    pub created_at: String,
+    /// Whole seconds since the call was parked.
+    pub age_s: u64,
+    /// `None` for a handoff.
+    pub timeout_s: Option<u64>,
+    /// The arguments as compact JSON, cut at `PREVIEW_CHARS` characters (then ending in `…`).
+    pub arguments_preview: String,
+    /// The full arguments, only for the console's own calls (`ask_human`), which the console
+    /// needs to show the question and its choices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arguments: Option<Value>,
+}
+
+/// `arguments` as compact JSON, cut at `PREVIEW_CHARS` characters.
+pub fn preview(arguments: &Value) -> String {
+    let text = arguments.to_string();
+    match text.char_indices().nth(PREVIEW_CHARS) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn previews_are_cut_on_a_character_boundary() {
+        assert_eq!(preview(&serde_json::json!({"a": 1})), r#"{"a":1}"#);
+        let long = serde_json::json!({"q": "é".repeat(300)});
+        let p = preview(&long);
+        assert_eq!(p.chars().count(), PREVIEW_CHARS + 1);
+        assert!(p.ends_with('…'));
+    }
+}
