@@ -51,6 +51,7 @@ pub async fn serve(
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let mut last_event_id = None;
     let mut last_error = String::new();
+    let mut sessions = 0u64;
     loop {
         status.send_replace(Status::Connecting);
         let opened = tokio::select! {
@@ -65,7 +66,13 @@ pub async fn serve(
                     // A restarted broker counts from zero again.
                     last_event_id = Some(session.hello_seq);
                 }
-                info!(client_id = %session.link.client_id, endpoint = %settings.endpoint, "serving");
+                let client_id = &session.link.client_id;
+                if sessions == 0 {
+                    debug!(%client_id, endpoint = %settings.endpoint, "serving");
+                } else {
+                    info!(%client_id, endpoint = %settings.endpoint, "reconnected; serving");
+                }
+                sessions += 1;
                 status.send_replace(Status::Serving {
                     client_id: session.link.client_id.clone(),
                 });

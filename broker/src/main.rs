@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use leo_broker::home::Home;
 use leo_broker::server;
 
+mod serve_tool;
 mod status;
 
 #[derive(Parser)]
@@ -46,6 +47,8 @@ enum Command {
         #[command(subcommand)]
         command: DeviceCommand,
     },
+    /// Make any program a client tool: each call runs COMMAND with the arguments on stdin.
+    ServeTool(serve_tool::Args),
     /// Show apps, agents, tools and pending requests of the running broker.
     Status {
         /// Print the raw JSON.
@@ -99,6 +102,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Broker { port, bind } => broker(port, bind),
         Command::Status { json } => status::run(&Home::from_env(), json),
+        Command::ServeTool(args) => serve_tool::run(args),
         Command::Client { command } => {
             let home = Home::from_env();
             print(match command {

@@ -13,4 +13,5 @@ mod ownership;
 mod registration;
 mod requests;
 mod security;
+mod serve_tool;
 mod streams;
