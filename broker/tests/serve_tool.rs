@@ -237,12 +237,12 @@ async fn a_cancelled_call_kills_the_whole_process_group() {
         dir.path(),
         "stubborn.sh",
         r#"d=$(dirname "$0")
-sleep 1000 &
+sleep 300 &
 echo $! > "$d/pids.tmp"
 echo $$ >> "$d/pids.tmp"
 mv "$d/pids.tmp" "$d/pids"
 trap '' TERM
-while :; do sleep 1; done
+while [ -d "$d" ]; do sleep 1; done
 "#,
     );
     let served = ServeTool::start(
@@ -285,14 +285,15 @@ while :; do sleep 1; done
 async fn jobs_bounds_the_commands_running_at_once() {
     let broker = Broker::start().await;
     let dir = tempfile::tempdir().unwrap();
-    // Each run holds a lock dir while it runs and writes how many it saw; it waits for `go`.
+    // Each run holds a lock dir while it runs and writes how many it saw; it waits for `go`
+    // (or for the test's directory to go, should the test fail).
     let job = script(
         dir.path(),
         "job.sh",
         r#"d=$(dirname "$0")
 mkdir "$d/running.$$"
 ls -d "$d"/running.* | wc -l >> "$d/counts"
-while [ ! -e "$d/go" ]; do sleep 0.05; done
+while [ ! -e "$d/go" ] && [ -d "$d" ]; do sleep 0.05; done
 rmdir "$d/running.$$"
 echo done
 "#,
