@@ -96,6 +96,8 @@ pub use app::{App, Builder, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_CONCURRENT, Status
 pub use call::Call;
 pub use endpoint::{Endpoint, TokenSource, default_home};
 pub use error::{Error, Result};
+/// The bytes type of `Reply::raw_content` (the `bytes` crate's, as hyper re-exports it).
+pub use hyper::body::Bytes;
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
 pub use reply::{Reply, content};
