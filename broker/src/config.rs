@@ -126,22 +126,7 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let de = serde_yaml_ng::Deserializer::from_str(text);
-        let config: Config = serde_path_to_error::deserialize(de).map_err(|e| {
-            let path = e.path().to_string();
-            let mut inner = e.into_inner().to_string();
-            // serde_yaml_ng may lead with its own `path: `; ours is the full one.
-            if let Some((lead, rest)) = inner.split_once(": ")
-                && !lead.contains(' ')
-            {
-                inner = rest.to_owned();
-            }
-            if path == "." {
-                inner
-            } else {
-                format!("{path}: {inner}")
-            }
-        })?;
+        let config: Config = parse_yaml(text)?;
         config.check()?;
         Ok(config)
     }
@@ -200,6 +185,27 @@ impl Config {
             .map(|a| a.deny_tools.clone())
             .unwrap_or_default()
     }
+}
+
+/// Parses YAML (or JSON, which is YAML) into `T`, naming the key path on error
+/// (`web.prot: unknown field …`, `tools[0].name: invalid type …`).
+pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> std::result::Result<T, String> {
+    let de = serde_yaml_ng::Deserializer::from_str(text);
+    serde_path_to_error::deserialize(de).map_err(|e| {
+        let path = e.path().to_string();
+        let mut inner = e.into_inner().to_string();
+        // serde_yaml_ng may lead with its own `path: `; ours is the full one.
+        if let Some((lead, rest)) = inner.split_once(": ")
+            && !lead.contains(' ')
+        {
+            inner = rest.to_owned();
+        }
+        if path == "." {
+            inner
+        } else {
+            format!("{path}: {inner}")
+        }
+    })
 }
 
 #[cfg(test)]

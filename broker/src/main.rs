@@ -13,6 +13,7 @@ use leo_broker::home::Home;
 use leo_broker::server;
 
 mod cli;
+mod serve_tool;
 
 #[derive(Parser)]
 #[command(
@@ -55,6 +56,8 @@ enum Command {
     /// Call a client tool as an agent would, and print its result.
     #[command(after_help = cli::CALL_HELP)]
     Call(cli::call::CallArgs),
+    /// Make any program a client tool: each call runs COMMAND with the arguments on stdin.
+    ServeTool(serve_tool::Args),
 }
 
 #[derive(Subcommand)]
@@ -106,6 +109,7 @@ fn main() -> ExitCode {
             return cli::exit(cli::requests::run(&Home::from_env(), &args));
         }
         Command::Call(args) => return cli::call::run(&Home::from_env(), &args),
+        Command::ServeTool(args) => serve_tool::run(args),
         Command::Client { command } => {
             let home = Home::from_env();
             print(match command {

@@ -8,7 +8,7 @@
 
 use std::path::{Path, PathBuf};
 
-use leo_testkit::mcp::{Agent, AgentOpts, error_text, text_of, wait_for_tools};
+use leo_testkit::agent::{Agent, AgentOpts, error_text, text_of, wait_for_tools};
 use leo_testkit::{Broker, Script, WAIT, in_ci};
 use serde_json::json;
 use tokio::process::Command;

@@ -16,4 +16,5 @@ mod ownership;
 mod registration;
 mod requests;
 mod security;
+mod serve_tool;
 mod streams;

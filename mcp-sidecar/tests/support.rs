@@ -1,9 +1,9 @@
 //! Shared pieces: an app played by the test over HTTP/SSE, an agent played by an rmcp client
-//! driving the real `leo-mcp` binary, and a raw JSON-RPC line client for protocol edge cases.
+//! driving the real `leo-mcp` binary (`leo_testkit::agent`), and a raw JSON-RPC line client for
+//! protocol edge cases.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::time::Duration;
 
 use leo_testkit::{Http, Reply, Sse, SseEvent, WAIT, bin};
 use serde_json::{Value, json};
@@ -107,19 +107,9 @@ pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
 
 // ----- the agent: an rmcp client on the real `leo-mcp`, shared through the testkit -----
 
-pub use leo_testkit::mcp::{Agent, AgentOpts, content_json, error_text, text_of, wait_for_tools};
-
-/// Polls `cond` every 20 ms until it holds; panics after `WAIT`.
-pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !cond() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
+pub use leo_testkit::agent::{
+    Agent, AgentOpts, content_json, error_text, text_of, wait_for_tools, wait_until,
+};
 
 // ----- raw JSON-RPC -----
 

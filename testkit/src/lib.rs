@@ -1,15 +1,15 @@
 //! Test support shared by every crate's integration tests: the real `leo` binary on a temporary
 //! `LEO_HOME` and an ephemeral port, plain clients for its three doors (HTTP, SSE, IPC), and an
-//! rmcp client driving the real `leo-mcp` (`mcp`).
+//! agent played by an rmcp client driving the real `leo-mcp` (`agent`).
 //!
 //! Nothing here imitates a Leo component: the broker under test is always the built binary.
 //! Helpers panic with a message on failure, which is what a test wants.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod agent;
 pub mod http;
 pub mod ipc;
-pub mod mcp;
 pub mod script;
 pub mod sse;
 pub mod wire;

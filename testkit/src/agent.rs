@@ -1,8 +1,6 @@
-//! An agent for tests: an rmcp client (the harness) driving the real `leo-mcp` binary over
-//! stdio, recording the notifications it receives.
-//!
-//! Shared by the sidecar's tests and the broker's (the web console's `ask_human` is answered to
-//! an agent that asked through `leo-mcp`).
+//! An agent played by an rmcp client driving the real `leo-mcp` binary over stdio, as a harness
+//! would: start it, list tools, call them, and watch the notifications it sends. Shared by the
+//! sidecar's tests, the SDK's, and the broker's (serve-tool, the console's `ask_human`).
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -281,6 +279,18 @@ pub fn text_of(result: &CallToolResult) -> String {
 pub fn error_text(result: &CallToolResult) -> String {
     assert_eq!(result.is_error, Some(true), "{result:?}");
     text_of(result)
+}
+
+/// Polls `cond` every 20 ms until it holds; panics after `WAIT`.
+pub async fn wait_until(what: &str, mut cond: impl FnMut() -> bool) {
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !cond() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 /// Polls `tools/list` until `want` holds for the names besides `leo_messages`; panics after

@@ -1,0 +1,263 @@
+//! The app: where the broker is, which groups of tools it serves, and how it behaves under load,
+//! gathered by a `Builder` and checked before anything connects.
+
+use std::collections::{HashMap, HashSet};
+use std::future::Future;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use leo_protocol::tool::{ToolDef, is_valid_group_name};
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+use crate::endpoint::{Endpoint, TokenSource, default_home};
+use crate::error::{Error, Result};
+use crate::tool::{Handler, Tool};
+
+/// The default bound on calls handled at once.
+pub const DEFAULT_MAX_CONCURRENT: usize = 64;
+/// The default time a cancelled handler has to return before it is dropped.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+
+/// Where the app stands, for display (`App::status`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Status {
+    /// Opening the event stream.
+    Connecting,
+    /// Registered every group and serving calls as `client_id`.
+    Serving { client_id: String },
+    /// The broker could not be reached or the stream broke; retrying after a delay.
+    Waiting { error: String },
+    /// `run` returned.
+    Stopped,
+}
+
+/// One group and its tools.
+#[derive(Debug, Clone)]
+pub(crate) struct Group {
+    pub name: String,
+    pub tools: Vec<ToolDef>,
+}
+
+/// Everything a session needs, shared by its tasks.
+pub(crate) struct Settings {
+    pub endpoint: Endpoint,
+    pub token: TokenSource,
+    pub groups: Vec<Group>,
+    /// Tool name → (group, handler).
+    pub handlers: HashMap<String, (String, Handler)>,
+    pub max_concurrent: usize,
+    pub cancel_grace: Duration,
+    pub backoff: (Duration, Duration),
+}
+
+/// Builds an `App`.
+#[derive(Debug, Default)]
+pub struct Builder {
+    home: Option<PathBuf>,
+    socket: Option<PathBuf>,
+    url: Option<String>,
+    token: Option<String>,
+    token_file: Option<PathBuf>,
+    device: Option<String>,
+    groups: Vec<(String, Vec<Tool>)>,
+    max_concurrent: Option<usize>,
+    cancel_grace: Option<Duration>,
+    backoff: Option<(Duration, Duration)>,
+}
+
+impl Builder {
+    /// The broker's home (default `$LEO_HOME`, else `~/.leo`): its socket and token files.
+    pub fn home(mut self, home: impl Into<PathBuf>) -> Builder {
+        self.home = Some(home.into());
+        self
+    }
+
+    /// Connects to this unix socket instead of `$home/run/leo.sock`.
+    pub fn socket(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.socket = Some(path.into());
+        self
+    }
+
+    /// Connects over TCP, `http://host:port` (such as `http://127.0.0.1:8370`).
+    pub fn url(mut self, url: impl Into<String>) -> Builder {
+        self.url = Some(url.into());
+        self
+    }
+
+    /// Presents this token.
+    pub fn token(mut self, token: impl Into<String>) -> Builder {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// Presents the token in this file, read at each connection.
+    pub fn token_file(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.token_file = Some(path.into());
+        self
+    }
+
+    /// Presents the token of paired device `name` (`$home/state/devices/NAME.token`).
+    pub fn device(mut self, name: impl Into<String>) -> Builder {
+        self.device = Some(name.into());
+        self
+    }
+
+    /// Serves `tools` as group `name`. A group is registered as a whole; two instances of one
+    /// app register the same group and share its calls.
+    pub fn group(
+        mut self,
+        name: impl Into<String>,
+        tools: impl IntoIterator<Item = Tool>,
+    ) -> Builder {
+        self.groups.push((name.into(), tools.into_iter().collect()));
+        self
+    }
+
+    /// Handles at most `n` calls at once (default 64); requests beyond wait unclaimed.
+    pub fn max_concurrent(mut self, n: usize) -> Builder {
+        self.max_concurrent = Some(n);
+        self
+    }
+
+    /// How long a cancelled handler may run on before it is dropped (default 5 s).
+    pub fn cancel_grace(mut self, grace: Duration) -> Builder {
+        self.cancel_grace = Some(grace);
+        self
+    }
+
+    /// The reconnect delay: `first` doubling to `cap`, with jitter (default 100 ms to 5 s).
+    pub fn reconnect_backoff(mut self, first: Duration, cap: Duration) -> Builder {
+        self.backoff = Some((first, cap));
+        self
+    }
+
+    /// Checks the settings and the tool definitions.
+    pub fn build(self) -> Result<App> {
+        let home = self.home.unwrap_or_else(default_home);
+        let endpoint = match (self.url, self.socket) {
+            (Some(_), Some(_)) => {
+                return Err(Error::Config("give a URL or a socket, not both".into()));
+            }
+            (Some(url), None) => Endpoint::from_url(&url)?,
+            (None, Some(path)) => Endpoint::Unix(path),
+            (None, None) => Endpoint::in_home(&home),
+        };
+        let token = match (self.token, self.token_file, self.device) {
+            (None, None, None) => TokenSource::operator(&home),
+            (Some(token), None, None) => TokenSource::Value(token),
+            (None, Some(path), None) => TokenSource::File(path),
+            (None, None, Some(device)) => {
+                if !is_valid_group_name(&device) {
+                    return Err(Error::Config(format!("invalid device name {device:?}")));
+                }
+                TokenSource::device(&home, &device)
+            }
+            _ => {
+                return Err(Error::Config(
+                    "give one of a token, a token file or a device".into(),
+                ));
+            }
+        };
+        if self.groups.is_empty() {
+            return Err(Error::Config(
+                "an app needs at least one group of tools".into(),
+            ));
+        }
+        let mut groups = Vec::new();
+        let mut handlers = HashMap::new();
+        let mut group_names = HashSet::new();
+        let mut tool_names = HashSet::new();
+        for (name, tools) in self.groups {
+            if !is_valid_group_name(&name) {
+                return Err(Error::Config(format!(
+                    "group name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
+                )));
+            }
+            if !group_names.insert(name.clone()) {
+                return Err(Error::Config(format!("group {name:?} is given twice")));
+            }
+            if tools.is_empty() {
+                return Err(Error::Config(format!("group {name:?} has no tools")));
+            }
+            let mut defs = Vec::new();
+            for (i, tool) in tools.into_iter().enumerate() {
+                tool.def
+                    .check(&format!("$.tools[{i}]"))
+                    .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
+                // The broker compares names without case; it sends calls under the exact name.
+                if !tool_names.insert(tool.def.name.to_ascii_lowercase()) {
+                    return Err(Error::Config(format!(
+                        "tool {:?} is given twice (names are compared without case)",
+                        tool.def.name
+                    )));
+                }
+                handlers.insert(tool.def.name.clone(), (name.clone(), tool.handler));
+                defs.push(tool.def);
+            }
+            groups.push(Group { name, tools: defs });
+        }
+        let (status, _) = watch::channel(Status::Connecting);
+        Ok(App {
+            settings: Arc::new(Settings {
+                endpoint,
+                token,
+                groups,
+                handlers,
+                max_concurrent: self.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT).max(1),
+                cancel_grace: self.cancel_grace.unwrap_or(DEFAULT_CANCEL_GRACE),
+                backoff: self
+                    .backoff
+                    .unwrap_or((Duration::from_millis(100), Duration::from_secs(5))),
+            }),
+            status,
+        })
+    }
+}
+
+/// An app that serves its tools through the broker. See the crate docs for an example.
+pub struct App {
+    pub(crate) settings: Arc<Settings>,
+    pub(crate) status: watch::Sender<Status>,
+}
+
+impl App {
+    /// Starts building an app.
+    pub fn builder() -> Builder {
+        Builder::default()
+    }
+
+    /// Where the app connects.
+    pub fn endpoint(&self) -> &Endpoint {
+        &self.settings.endpoint
+    }
+
+    /// Follows the app's status: connecting, serving (with its `client_id`), waiting to retry.
+    pub fn status(&self) -> watch::Receiver<Status> {
+        self.status.subscribe()
+    }
+
+    /// Serves until a fatal error (see `Error::is_fatal`); reconnects by itself otherwise.
+    pub async fn run(self) -> Result<()> {
+        self.run_until(std::future::pending()).await
+    }
+
+    /// Serves until `stop` resolves, then shuts down: handlers are cancelled and get the
+    /// cancel grace to return (their replies are still posted), then the stream closes,
+    /// which withdraws the app's groups.
+    pub async fn run_until(self, stop: impl Future<Output = ()>) -> Result<()> {
+        let shutdown = CancellationToken::new();
+        let serve = crate::session::serve(self.settings.clone(), &self.status, shutdown.clone());
+        tokio::pin!(serve);
+        let result = tokio::select! {
+            result = &mut serve => result,
+            () = stop => {
+                shutdown.cancel();
+                serve.await
+            }
+        };
+        self.status.send_replace(Status::Stopped);
+        result
+    }
+}

@@ -1,0 +1,162 @@
+//! Where the broker is and which token to present.
+//!
+//! The default is what a local app wants with no configuration at all: the unix socket
+//! `$LEO_HOME/run/leo.sock` (`LEO_HOME` defaults to `~/.leo`) and the operator token in
+//! `$LEO_HOME/state/operator.token`. The token is read at every connection attempt, not once,
+//! so an app started before the broker's very first start (which creates the token) connects
+//! as soon as the broker is up.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+
+use crate::error::{Error, Result};
+
+/// `$LEO_HOME`, else `~/.leo`.
+pub fn default_home() -> PathBuf {
+    std::env::var_os("LEO_HOME")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
+            PathBuf::from(home).join(".leo")
+        })
+}
+
+/// How to reach the broker.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Endpoint {
+    /// The broker's unix socket (`run/leo.sock`).
+    Unix(PathBuf),
+    /// The broker's TCP listener. `authority` is `host:port`, sent as the Host header, which
+    /// the broker checks before anything else.
+    Tcp { authority: String },
+}
+
+impl Endpoint {
+    /// `$home/run/leo.sock`.
+    pub fn in_home(home: &Path) -> Endpoint {
+        Endpoint::Unix(home.join("run").join("leo.sock"))
+    }
+
+    /// Parses `http://host:port` (a trailing `/` is allowed; the port is required, because the
+    /// broker's Host check wants it).
+    pub fn from_url(url: &str) -> Result<Endpoint> {
+        let bad = |why: &str| Error::Config(format!("invalid broker URL {url:?}: {why}"));
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| bad("only http:// is supported"))?;
+        let authority = rest.strip_suffix('/').unwrap_or(rest);
+        if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
+            return Err(bad("expected http://host:port"));
+        }
+        let need_port = || bad("a port is required, such as http://127.0.0.1:8370");
+        let (host, port) = authority.rsplit_once(':').ok_or_else(need_port)?;
+        let bracketed = host.starts_with('[') && host.ends_with(']');
+        if host.is_empty() || (host.contains(':') && !bracketed) {
+            return Err(bad("expected http://host:port"));
+        }
+        if port.parse::<u16>().map_or(true, |p| p == 0) {
+            return Err(need_port());
+        }
+        Ok(Endpoint::Tcp {
+            authority: authority.to_owned(),
+        })
+    }
+
+    /// The Host header for this endpoint.
+    pub(crate) fn host(&self) -> &str {
+        match self {
+            Endpoint::Unix(_) => "localhost",
+            Endpoint::Tcp { authority } => authority,
+        }
+    }
+}
+
+impl fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
+            Endpoint::Tcp { authority } => write!(f, "http://{authority}"),
+        }
+    }
+}
+
+/// Which token to present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenSource {
+    /// This token.
+    Value(String),
+    /// The token in this file (trimmed).
+    File(PathBuf),
+}
+
+impl TokenSource {
+    /// The operator token of `home`.
+    pub fn operator(home: &Path) -> TokenSource {
+        TokenSource::File(home.join("state").join("operator.token"))
+    }
+
+    /// The token of paired device `name` in `home` (`leo device pair NAME`).
+    pub fn device(home: &Path, name: &str) -> TokenSource {
+        TokenSource::File(
+            home.join("state")
+                .join("devices")
+                .join(format!("{name}.token")),
+        )
+    }
+
+    /// Reads the token now.
+    pub(crate) fn read(&self) -> Result<String> {
+        match self {
+            TokenSource::Value(token) => Ok(token.clone()),
+            TokenSource::File(path) => {
+                let text = std::fs::read_to_string(path).map_err(|source| Error::Token {
+                    path: path.clone(),
+                    source,
+                })?;
+                let token = text.trim();
+                if token.is_empty() {
+                    return Err(Error::Config(format!(
+                        "the token file {} is empty",
+                        path.display()
+                    )));
+                }
+                Ok(token.to_owned())
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_need_http_and_a_port() {
+        for (url, authority) in [
+            ("http://127.0.0.1:8370", "127.0.0.1:8370"),
+            ("http://localhost:9/", "localhost:9"),
+            ("http://[::1]:8370", "[::1]:8370"),
+        ] {
+            assert_eq!(
+                Endpoint::from_url(url).ok(),
+                Some(Endpoint::Tcp {
+                    authority: authority.into()
+                }),
+                "{url}"
+            );
+        }
+        for url in [
+            "https://127.0.0.1:8370",
+            "http://127.0.0.1",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:x",
+            "http://:8370",
+            "http://[::1]",
+            "http://h:1/api",
+            "127.0.0.1:8370",
+        ] {
+            assert!(Endpoint::from_url(url).is_err(), "{url} was accepted");
+        }
+    }
+}

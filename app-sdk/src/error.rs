@@ -1,0 +1,72 @@
+//! What can go wrong between an app and the broker, and which of it is worth retrying.
+//!
+//! The SDK retries by itself whatever a broker restart or a slow start explains (no socket yet,
+//! no token file yet, a connection that broke); it gives up, and `App::run` returns, only on
+//! what retrying cannot fix: a wrong setting, a token the broker does not accept, or a tool the
+//! broker refuses to register.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use leo_protocol::ErrorCode;
+
+/// An error of the SDK.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A builder setting is wrong (a URL, a tool definition, a duplicate name).
+    #[error("{0}")]
+    Config(String),
+    /// The token file could not be read.
+    #[error("cannot read the token file {}", path.display())]
+    Token {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The broker's socket or port did not accept a connection.
+    #[error("cannot reach the broker at {endpoint}")]
+    Connect {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The HTTP connection failed mid-way.
+    #[error("the connection to the broker failed")]
+    Http(#[source] hyper::Error),
+    /// The broker answered a request with a documented error.
+    #[error("the broker refused: {message} ({code})")]
+    Refused { code: ErrorCode, message: String },
+    /// The broker refused to register a group (`invalid_tool`, `name_conflict`…).
+    #[error("cannot register group {group:?}: {message} ({code})")]
+    Registration {
+        group: String,
+        code: ErrorCode,
+        message: String,
+    },
+    /// The broker sent something this SDK cannot read.
+    #[error("the broker sent a malformed {what}: {message}")]
+    Protocol { what: &'static str, message: String },
+    /// The broker did not answer in time.
+    #[error("the broker did not answer within {0:?}")]
+    Timeout(Duration),
+    /// The event stream ended.
+    #[error("the event stream ended")]
+    StreamEnded,
+}
+
+impl Error {
+    /// True when retrying cannot help: `App::run` returns it instead of reconnecting.
+    pub fn is_fatal(&self) -> bool {
+        match self {
+            Error::Config(_) | Error::Registration { .. } => true,
+            Error::Token { source, .. } => source.kind() != std::io::ErrorKind::NotFound,
+            Error::Refused { code, .. } => {
+                matches!(code, ErrorCode::Unauthorized | ErrorCode::Forbidden)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// The SDK's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

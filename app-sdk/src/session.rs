@@ -1,0 +1,362 @@
+//! The connection loop: open the event stream, register every group, recover what waits, serve
+//! events until the stream ends, and start over after a jittered delay.
+//!
+//! Order matters. The stream is opened first (its `hello` carries the `client_id` every other
+//! route wants), with `Last-Event-ID` so that a short outage replays what it missed. Then every
+//! group is registered again, because the broker withdrew them when the old stream closed. Then
+//! `GET …/requests?pending=1` lists the calls that still wait: any unclaimed one for our tools
+//! that this app has not seen (published before we subscribed, or while we were away and
+//! another client of the same group kept the tool alive, or older than the broker's replay
+//! ring) is served like a fresh request. Requests are offered to `Calls` once, however many of
+//! these paths bring them.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use leo_protocol::ErrorCode;
+use leo_protocol::events::{CancelledEvent, Hello, RequestEvent, kind};
+use leo_protocol::requests::{PendingRequest, RequestState};
+use leo_protocol::tool::RegisterBody;
+use serde::de::DeserializeOwned;
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, warn};
+
+use crate::app::{Settings, Status};
+use crate::backoff::Backoff;
+use crate::call::from_pending;
+use crate::calls::Calls;
+use crate::error::{Error, Result};
+use crate::sse::{Frame, Parser};
+use crate::transport::{Chunks, Client};
+use crate::worker::{Link, work};
+
+/// The broker sends a keep-alive comment every 15 s; a stream silent for this long is dead.
+const STREAM_IDLE: Duration = Duration::from_secs(45);
+/// How long the broker has to send `hello`.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Added to the cancel grace for the replies still posted at shutdown.
+const SHUTDOWN_POST: Duration = Duration::from_secs(5);
+
+/// Runs sessions until `shutdown` or a fatal error.
+pub async fn serve(
+    settings: Arc<Settings>,
+    status: &watch::Sender<Status>,
+    shutdown: CancellationToken,
+) -> Result<()> {
+    let mut backoff = Backoff::new(settings.backoff.0, settings.backoff.1);
+    let mut calls = Calls::new(settings.max_concurrent);
+    let (done_tx, mut done_rx) = mpsc::unbounded_channel();
+    let mut last_event_id = None;
+    let mut last_error = String::new();
+    let mut sessions = 0u64;
+    loop {
+        status.send_replace(Status::Connecting);
+        let opened = tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            opened = Session::open(&settings, last_event_id) => opened,
+        };
+        let error = match opened {
+            Ok(mut session) => {
+                backoff.reset();
+                last_error.clear();
+                if last_event_id.is_some_and(|last| last > session.hello_seq) {
+                    // A restarted broker counts from zero again.
+                    last_event_id = Some(session.hello_seq);
+                }
+                let client_id = &session.link.client_id;
+                if sessions == 0 {
+                    debug!(%client_id, endpoint = %settings.endpoint, "serving");
+                } else {
+                    info!(%client_id, endpoint = %settings.endpoint, "reconnected; serving");
+                }
+                sessions += 1;
+                status.send_replace(Status::Serving {
+                    client_id: session.link.client_id.clone(),
+                });
+                let mut loop_state = Loop {
+                    settings: &settings,
+                    calls: &mut calls,
+                    done_tx: &done_tx,
+                    done_rx: &mut done_rx,
+                    last_event_id: &mut last_event_id,
+                };
+                match loop_state.run(&mut session, &shutdown).await {
+                    None => return Ok(()),
+                    Some(error) => {
+                        calls.session_lost();
+                        error
+                    }
+                }
+            }
+            Err(e) if e.is_fatal() => return Err(e),
+            Err(e) => e,
+        };
+        let text = error_chain(&error);
+        if text != last_error {
+            warn!(error = %text, "not connected to the broker; retrying");
+            last_error = text.clone();
+        } else {
+            debug!(error = %text, "still not connected");
+        }
+        status.send_replace(Status::Waiting { error: text });
+        tokio::select! {
+            () = shutdown.cancelled() => return Ok(()),
+            () = tokio::time::sleep(backoff.next_delay()) => {}
+        }
+    }
+}
+
+/// An error and its causes, on one line.
+fn error_chain(error: &Error) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// One connected stream.
+struct Session {
+    link: Arc<Link>,
+    events: Events,
+    hello_seq: u64,
+    /// Requests the pending list holds for us, served once the loop starts.
+    recovered: Vec<RequestEvent>,
+}
+
+impl Session {
+    async fn open(settings: &Settings, last_event_id: Option<u64>) -> Result<Session> {
+        let token = settings.token.read()?;
+        let client = Arc::new(Client::new(settings.endpoint.clone(), &token)?);
+        let mut events = Events::new(client.open_events(last_event_id).await?);
+        let hello = match tokio::time::timeout(HELLO_TIMEOUT, events.next()).await {
+            Ok(Ok(Some(frame))) if frame.event == kind::HELLO => parse::<Hello>(&frame, "hello")?,
+            Ok(Ok(_)) => {
+                return Err(Error::Protocol {
+                    what: "stream",
+                    message: "the first event is not hello".into(),
+                });
+            }
+            Ok(Err(e)) => return Err(e),
+            Err(_) => return Err(Error::Timeout(HELLO_TIMEOUT)),
+        };
+        let link = Arc::new(Link::new(client.clone(), hello.client_id.clone())?);
+        for group in &settings.groups {
+            register(&client, &hello.client_id, &group.name, &group.tools).await?;
+        }
+        let pending: Vec<PendingRequest> = client
+            .get("/api/v1/client-tools/requests?pending=1")
+            .await?
+            .data()?;
+        let recovered = pending
+            .into_iter()
+            .filter(|p| p.state == RequestState::Parked && serves(settings, &p.group, &p.tool))
+            .map(from_pending)
+            .collect::<Vec<_>>();
+        if !recovered.is_empty() {
+            info!(
+                count = recovered.len(),
+                "serving requests that waited for us"
+            );
+        }
+        Ok(Session {
+            link,
+            events,
+            hello_seq: hello.seq,
+            recovered,
+        })
+    }
+}
+
+/// Registers one group; a refusal other than a lost stream is fatal.
+async fn register(
+    client: &Client,
+    client_id: &str,
+    group: &str,
+    tools: &[leo_protocol::tool::ToolDef],
+) -> Result<()> {
+    let body = RegisterBody {
+        client_id: client_id.to_owned(),
+        group: group.to_owned(),
+        tools: tools.to_vec(),
+    };
+    let body = serde_json::to_vec(&body).map_err(|e| Error::Config(e.to_string()))?;
+    let answer = client
+        .post("/api/v1/client-tools", Chunks::new([body.into()]))
+        .await?;
+    match answer.data::<serde_json::Value>() {
+        Ok(_) => {
+            debug!(group, "registered");
+            Ok(())
+        }
+        // The stream closed between hello and now: reconnect.
+        Err(
+            e @ Error::Refused {
+                code: ErrorCode::UnknownClient,
+                ..
+            },
+        ) => Err(e),
+        Err(Error::Refused { code, message }) => Err(Error::Registration {
+            group: group.to_owned(),
+            code,
+            message,
+        }),
+        Err(e) => Err(e),
+    }
+}
+
+fn serves(settings: &Settings, group: &str, tool: &str) -> bool {
+    settings
+        .handlers
+        .get(tool)
+        .is_some_and(|(served, _)| served == group)
+}
+
+fn parse<T: DeserializeOwned>(frame: &Frame, what: &'static str) -> Result<T> {
+    serde_json::from_slice(&frame.data).map_err(|e| Error::Protocol {
+        what,
+        message: e.to_string(),
+    })
+}
+
+/// The event stream's body, read frame by frame.
+struct Events {
+    body: Incoming,
+    parser: Parser,
+}
+
+impl Events {
+    fn new(body: Incoming) -> Events {
+        Events {
+            body,
+            parser: Parser::default(),
+        }
+    }
+
+    /// The next frame; `None` when the broker closed the stream. Cancel-safe.
+    async fn next(&mut self) -> Result<Option<Frame>> {
+        loop {
+            match self.parser.next_frame() {
+                Ok(Some(frame)) => return Ok(Some(frame)),
+                Ok(None) => {}
+                Err(_) => {
+                    return Err(Error::Protocol {
+                        what: "stream",
+                        message: "an event is larger than 8 MiB".into(),
+                    });
+                }
+            }
+            match tokio::time::timeout(STREAM_IDLE, self.body.frame()).await {
+                Err(_) => return Err(Error::Timeout(STREAM_IDLE)),
+                Ok(None) => return Ok(None),
+                Ok(Some(Err(e))) => return Err(Error::Http(e)),
+                Ok(Some(Ok(frame))) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.parser.push(&data);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The state one session's loop works on; most of it outlives the session.
+struct Loop<'a> {
+    settings: &'a Arc<Settings>,
+    calls: &'a mut Calls,
+    done_tx: &'a mpsc::UnboundedSender<String>,
+    done_rx: &'a mut mpsc::UnboundedReceiver<String>,
+    last_event_id: &'a mut Option<u64>,
+}
+
+impl Loop<'_> {
+    /// Serves the session; `None` after a shutdown, else why the session ended.
+    async fn run(&mut self, session: &mut Session, shutdown: &CancellationToken) -> Option<Error> {
+        for request in std::mem::take(&mut session.recovered) {
+            self.calls.offer(request);
+        }
+        self.start(&session.link);
+        loop {
+            tokio::select! {
+                biased;
+                () = shutdown.cancelled() => {
+                    self.drain().await;
+                    return None;
+                }
+                Some(id) = self.done_rx.recv() => self.calls.finished(&id),
+                frame = session.events.next() => match frame {
+                    Ok(Some(frame)) => self.event(frame),
+                    Ok(None) => return Some(Error::StreamEnded),
+                    Err(e) => return Some(e),
+                },
+            }
+            self.start(&session.link);
+        }
+    }
+
+    fn event(&mut self, frame: Frame) {
+        if let Some(id) = frame.id {
+            *self.last_event_id = Some(id);
+        }
+        match frame.event.as_str() {
+            kind::REQUEST => match parse::<RequestEvent>(&frame, "client_tool.request") {
+                Ok(request) if serves(self.settings, &request.group, &request.tool) => {
+                    self.calls.offer(request);
+                }
+                Ok(_) => {}
+                Err(e) => warn!(error = %e, "skipping an event"),
+            },
+            kind::CANCELLED => match parse::<CancelledEvent>(&frame, "client_tool.cancelled") {
+                Ok(cancelled) => {
+                    debug!(request = %cancelled.id, reason = cancelled.reason.as_str(), "cancelled");
+                    self.calls.cancelled(&cancelled.id);
+                }
+                Err(e) => warn!(error = %e, "skipping an event"),
+            },
+            _ => {}
+        }
+    }
+
+    /// Starts every waiting request a free slot allows.
+    fn start(&mut self, link: &Arc<Link>) {
+        while let Some((request, control)) = self.calls.next_to_start() {
+            let Some((_, handler)) = self.settings.handlers.get(&request.tool) else {
+                self.calls.finished(&request.id);
+                continue;
+            };
+            let span = tracing::info_span!("call", request = %request.id, tool = %request.tool);
+            tokio::spawn(
+                work(
+                    link.clone(),
+                    request,
+                    control,
+                    handler.clone(),
+                    self.settings.cancel_grace,
+                    self.done_tx.clone(),
+                )
+                .instrument(span),
+            );
+        }
+    }
+
+    /// At shutdown: asks every handler to stop and waits for them (bounded).
+    async fn drain(&mut self) {
+        self.calls.shutdown();
+        let bound = self.settings.cancel_grace + SHUTDOWN_POST;
+        let _ = tokio::time::timeout(bound, async {
+            while self.calls.running() > 0 {
+                match self.done_rx.recv().await {
+                    Some(id) => self.calls.finished(&id),
+                    None => return,
+                }
+            }
+        })
+        .await;
+    }
+}

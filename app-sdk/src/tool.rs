@@ -1,0 +1,86 @@
+//! A tool: its definition as the broker registers it, and the async handler that answers it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use leo_protocol::tool::ToolDef;
+use serde_json::{Value, json};
+
+use crate::call::Call;
+use crate::reply::Reply;
+
+/// The boxed future a handler returns.
+pub(crate) type ReplyFuture = Pin<Box<dyn Future<Output = Reply> + Send>>;
+
+/// A type-erased handler.
+pub(crate) type Handler = Arc<dyn Fn(Call) -> ReplyFuture + Send + Sync>;
+
+/// A tool and its handler.
+#[derive(Clone)]
+pub struct Tool {
+    pub(crate) def: ToolDef,
+    pub(crate) handler: Handler,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool").field("def", &self.def).finish()
+    }
+}
+
+impl Tool {
+    /// A tool named `name` that `handler` answers. The input schema defaults to
+    /// `{"type": "object"}` (any object), the timeout to the broker's default.
+    ///
+    /// The handler is an async function of the `Call`; it returns a `Reply`, an
+    /// `AppError`, or `Result<Reply, AppError>` (so `call.args()?` works).
+    pub fn new<F, Fut, R>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Tool
+    where
+        F: Fn(Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<Reply>,
+    {
+        let handler: Handler = Arc::new(move |call: Call| {
+            let fut = handler(call);
+            Box::pin(async move { fut.await.into() }) as ReplyFuture
+        });
+        Tool {
+            def: ToolDef {
+                name: name.into(),
+                description: description.into(),
+                input_schema: json!({"type": "object"}),
+                timeout_s: None,
+                label: None,
+            },
+            handler,
+        }
+    }
+
+    /// The JSON Schema of the arguments (a root `{"type": "object", …}`).
+    pub fn schema(mut self, schema: Value) -> Tool {
+        self.def.input_schema = schema;
+        self
+    }
+
+    /// How long a call may take, in seconds; `0` means never (a handoff).
+    pub fn timeout_s(mut self, seconds: u64) -> Tool {
+        self.def.timeout_s = Some(seconds);
+        self
+    }
+
+    /// A short human title.
+    pub fn label(mut self, label: impl Into<String>) -> Tool {
+        self.def.label = Some(label.into());
+        self
+    }
+
+    /// The definition sent to the broker.
+    pub fn definition(&self) -> &ToolDef {
+        &self.def
+    }
+}

@@ -1,0 +1,206 @@
+//! One call, from claim to answer: claim it, run the handler, post what it returns.
+//!
+//! A claim the broker refuses because the call is taken or over (`already_claimed`,
+//! `owned_by_other`, `already_settled`…) is the normal outcome of several instances racing for
+//! the same call, so it is logged at debug and dropped. A handler whose call the broker ended
+//! is cancelled; whatever it returns later is not posted. A reply the broker refuses
+//! (`invalid_result`, `result_too_large`) is replaced by an app error carrying the broker's
+//! message, so the agent is answered instead of waiting for the timeout.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper::body::Bytes;
+use leo_protocol::ErrorCode;
+use leo_protocol::content::ResultBody;
+use leo_protocol::events::RequestEvent;
+use leo_protocol::requests::ClaimBody;
+use tokio::sync::mpsc;
+use tracing::{debug, warn};
+
+use crate::call::Call;
+use crate::calls::Control;
+use crate::error::{Error, Result};
+use crate::reply::{Outcome, Reply};
+use crate::tool::Handler;
+use crate::transport::{Chunks, Client};
+
+/// What every call of one session posts with: the client, and its bodies serialized once.
+pub struct Link {
+    pub client: Arc<Client>,
+    pub client_id: String,
+    claim_body: Bytes,
+    /// `{"client_id":"…","ok":true,"content":` — the content and `}` follow.
+    ok_prefix: Bytes,
+}
+
+impl Link {
+    pub fn new(client: Arc<Client>, client_id: String) -> Result<Link> {
+        let encode = |e: serde_json::Error| Error::Protocol {
+            what: "client id",
+            message: e.to_string(),
+        };
+        let claim_body = serde_json::to_vec(&ClaimBody {
+            client_id: client_id.clone(),
+        })
+        .map_err(encode)?;
+        let mut ok_prefix = serde_json::to_vec(&ResultBody {
+            client_id: client_id.clone(),
+            ok: true,
+            content: None,
+            error: None,
+        })
+        .map_err(encode)?;
+        // `{…,"ok":true}` becomes `{…,"ok":true,"content":`.
+        ok_prefix.pop();
+        ok_prefix.extend_from_slice(b",\"content\":");
+        Ok(Link {
+            client,
+            client_id,
+            claim_body: claim_body.into(),
+            ok_prefix: ok_prefix.into(),
+        })
+    }
+
+    fn result_body(&self, reply: &Reply) -> Chunks {
+        match &reply.0 {
+            Outcome::Content(content) => Chunks::new([
+                self.ok_prefix.clone(),
+                content.clone(),
+                Bytes::from_static(b"}"),
+            ]),
+            Outcome::Error(error) => {
+                let body = ResultBody {
+                    client_id: self.client_id.clone(),
+                    ok: false,
+                    content: None,
+                    error: Some(error.clone()),
+                };
+                Chunks::new([Bytes::from(serde_json::to_vec(&body).unwrap_or_default())])
+            }
+        }
+    }
+}
+
+/// Tells the session a call is done, however the worker ends.
+struct Done {
+    id: String,
+    tx: mpsc::UnboundedSender<String>,
+}
+
+impl Drop for Done {
+    fn drop(&mut self) {
+        let _ = self.tx.send(std::mem::take(&mut self.id));
+    }
+}
+
+/// Claims `request`, runs `handler` on it, and posts the reply.
+pub async fn work(
+    link: Arc<Link>,
+    request: RequestEvent,
+    control: Arc<Control>,
+    handler: Handler,
+    grace: Duration,
+    done: mpsc::UnboundedSender<String>,
+) {
+    let _done = Done {
+        id: request.id.clone(),
+        tx: done,
+    };
+    let id = request.id.clone();
+    if !claim(&link, &id).await || control.token.is_cancelled() {
+        return;
+    }
+    let mut task = tokio::spawn(handler(Call::new(request, control.token.clone())));
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        () = control.token.cancelled() => match tokio::time::timeout(grace, &mut task).await {
+            Ok(joined) => joined,
+            Err(_) => {
+                task.abort();
+                debug!("the handler did not return within the cancel grace; dropped");
+                return;
+            }
+        },
+    };
+    if control.ended() {
+        debug!("the call ended at the broker; its reply is dropped");
+        return;
+    }
+    let reply = match joined {
+        Ok(reply) => reply,
+        Err(e) if e.is_panic() => Reply::error("internal", "the tool's handler panicked"),
+        Err(_) => return,
+    };
+    post(&link, &id, &reply).await;
+}
+
+/// Claims request `id`; false when the call is someone else's or over.
+async fn claim(link: &Link, id: &str) -> bool {
+    let path = format!("/api/v1/client-tools/requests/{id}/claim");
+    let answer = link
+        .client
+        .post(&path, Chunks::new([link.claim_body.clone()]))
+        .await;
+    match answer {
+        Ok(a) if a.status == 200 => true,
+        Ok(a) => {
+            match a.refusal() {
+                Error::Refused {
+                    code:
+                        ErrorCode::AlreadyClaimed
+                        | ErrorCode::OwnedByOther
+                        | ErrorCode::AlreadySettled
+                        | ErrorCode::UnknownRequest
+                        | ErrorCode::NotProvider,
+                    message,
+                } => debug!(%message, "not claimed"),
+                e => warn!(error = %e, "claim failed"),
+            }
+            false
+        }
+        Err(e) => {
+            warn!(error = %e, "claim failed");
+            false
+        }
+    }
+}
+
+/// Posts `reply`; a reply the broker refuses becomes an app error with the broker's message.
+async fn post(link: &Link, id: &str, reply: &Reply) {
+    let path = format!("/api/v1/client-tools/requests/{id}/result");
+    let mut body = link.result_body(reply);
+    for attempt in 0..2 {
+        let refusal = match link.client.post(&path, body).await {
+            Ok(a) if a.status == 200 => {
+                debug!(error = reply.is_error(), "answered");
+                return;
+            }
+            Ok(a) => a.refusal(),
+            Err(e) => {
+                warn!(error = %e, "cannot post the result");
+                return;
+            }
+        };
+        match refusal {
+            Error::Refused {
+                code: code @ (ErrorCode::InvalidResult | ErrorCode::ResultTooLarge),
+                message,
+            } if attempt == 0 => {
+                warn!(%code, %message, "the broker refused the reply; answering with an error");
+                body = link.result_body(&Reply::error(code.as_str(), message));
+            }
+            Error::Refused {
+                code: ErrorCode::AlreadySettled | ErrorCode::NotClaimant | ErrorCode::UnknownRequest,
+                message,
+            } => {
+                debug!(%message, "the call ended before its reply");
+                return;
+            }
+            e => {
+                warn!(error = %e, "cannot post the result");
+                return;
+            }
+        }
+    }
+}

@@ -1,0 +1,99 @@
+//! Reconnecting and recovery: a broker restart, a request parked before the app subscribed,
+//! and requests that waited while the app was cut off, some older than the replay ring.
+
+use leo_app::{Call, Reply, Status, Tool};
+use leo_testkit::Broker;
+use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
+use serde_json::json;
+
+use crate::support::{Other, Pipe, Running, builder, pending, tool_json};
+
+fn echo() -> Tool {
+    Tool::new("echo", "The echo tool", |call: Call| async move {
+        Reply::text(format!(
+            "app: {}",
+            call.arguments["text"].as_str().unwrap_or("")
+        ))
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_app_reconnects_and_registers_again_after_a_broker_restart() {
+    let broker = Broker::start().await;
+    let mut app = Running::start(builder(&broker).group("g", [echo()]).build().unwrap()).await;
+    let first = match app.status.borrow().clone() {
+        Status::Serving { client_id } => client_id,
+        other => panic!("{other:?}"),
+    };
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    assert_eq!(
+        text_of(&agent.call("echo", json!({"text": "a"})).await),
+        "app: a"
+    );
+
+    let home = broker.kill_keep_home().await;
+    app.not_serving().await;
+    let broker = Broker::start_in(home).await;
+    let second = app.serving().await;
+    assert_ne!(first, second, "a new stream, a new client_id");
+    // leo-mcp reconnects by itself and sees the tool the app registered again.
+    wait_for_tools(&agent, |names| names == ["echo"]).await;
+    assert_eq!(
+        text_of(&agent.call("echo", json!({"text": "b"})).await),
+        "app: b"
+    );
+    drop(broker);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_parked_before_the_app_subscribed_is_served() {
+    let broker = Broker::start().await;
+    // Another client keeps the tool alive but never answers.
+    let mut other = Other::connect(&broker).await;
+    other.register("g", json!([tool_json("echo")])).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    let call = agent.spawn_call("echo", json!({"text": "early"}));
+    other.next_request().await;
+
+    // No Last-Event-ID on a first start: only the pending list can tell the app.
+    let app = Running::start(builder(&broker).group("g", [echo()]).build().unwrap()).await;
+    assert_eq!(text_of(&call.await.unwrap()), "app: early");
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_that_waited_while_the_app_was_away_are_served_when_it_returns() {
+    // The ring keeps one event, so of two requests made while the app is away, only the last
+    // is replayed on Last-Event-ID: the first reaches it through the pending list alone.
+    let broker = Broker::start_with("client_tools:\n  replay_events: 1\n").await;
+    let mut other = Other::connect(&broker).await;
+    other.register("g", json!([tool_json("echo")])).await;
+    let pipe = Pipe::start(broker.home());
+    let app = builder(&broker)
+        .socket(&pipe.path)
+        .group("g", [echo()])
+        .build()
+        .unwrap();
+    let mut app = Running::start(app).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    assert_eq!(
+        text_of(&agent.call("echo", json!({"text": "a"})).await),
+        "app: a"
+    );
+    other.next_request().await;
+
+    pipe.cut();
+    app.not_serving().await;
+    let first = agent.spawn_call("echo", json!({"text": "b"}));
+    let second = agent.spawn_call("echo", json!({"text": "c"}));
+    other.next_request().await;
+    other.next_request().await;
+    assert_eq!(pending(&broker).await.len(), 2);
+
+    pipe.mend();
+    app.serving().await;
+    assert_eq!(text_of(&first.await.unwrap()), "app: b");
+    assert_eq!(text_of(&second.await.unwrap()), "app: c");
+    app.stop().await.unwrap();
+}

@@ -1,0 +1,103 @@
+//! What retrying cannot fix ends `run` with the broker's reason; bad settings never connect.
+
+use leo_app::{App, Call, Error, ErrorCode, Reply, Tool};
+use leo_testkit::Broker;
+use serde_json::json;
+
+use crate::support::{Other, Running, builder, tool_json};
+
+fn tool(name: &str) -> Tool {
+    Tool::new(
+        name,
+        "A tool",
+        |_call: Call| async move { Reply::text("ok") },
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_the_broker_refuses_ends_run_with_its_message() {
+    let broker = Broker::start().await;
+    let other = Other::connect(&broker).await;
+    other.register("theirs", json!([tool_json("taken")])).await;
+    let app = builder(&broker)
+        .group("mine", [tool("taken")])
+        .build()
+        .unwrap();
+    match Running::spawn(app).finished().await {
+        Err(Error::Registration {
+            group,
+            code: ErrorCode::NameConflict,
+            message,
+        }) => {
+            assert_eq!(group, "mine");
+            assert!(message.contains("taken"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_the_broker_does_not_know_ends_run() {
+    let broker = Broker::start().await;
+    let app = builder(&broker)
+        .token("0".repeat(64))
+        .group("g", [tool("t")])
+        .build()
+        .unwrap();
+    match Running::spawn(app).finished().await {
+        Err(
+            e @ Error::Refused {
+                code: ErrorCode::Unauthorized,
+                ..
+            },
+        ) => assert!(e.is_fatal()),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn bad_settings_are_refused_before_connecting() {
+    let cases: Vec<(leo_app::Builder, &str)> = vec![
+        (App::builder(), "an app needs at least one group of tools"),
+        (
+            App::builder().group("g", [tool("leo_x")]),
+            "group \"g\": at $.tools[0].name: tool name \"leo_x\" uses the reserved prefix \"leo_\"",
+        ),
+        (
+            App::builder().group("g", [tool("a").schema(json!({"type": "string"}))]),
+            "root schema must have \"type\": \"object\"",
+        ),
+        (
+            App::builder()
+                .group("g", [tool("a")])
+                .group("h", [tool("A")]),
+            "tool \"A\" is given twice (names are compared without case)",
+        ),
+        (
+            App::builder().group("bad group", [tool("a")]),
+            "group name \"bad group\"",
+        ),
+        (
+            App::builder()
+                .url("https://127.0.0.1:1")
+                .group("g", [tool("a")]),
+            "only http:// is supported",
+        ),
+        (
+            App::builder()
+                .token("t")
+                .device("d")
+                .group("g", [tool("a")]),
+            "give one of a token, a token file or a device",
+        ),
+    ];
+    for (builder, want) in cases {
+        match builder.build() {
+            Err(e @ Error::Config(_)) => {
+                assert!(e.to_string().contains(want), "got {e}, want {want}")
+            }
+            Err(e) => panic!("{e}"),
+            Ok(_) => panic!("accepted; want {want}"),
+        }
+    }
+}

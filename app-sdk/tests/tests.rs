@@ -1,0 +1,13 @@
+//! The SDK's integration tests: one binary; every test runs an app built with `leo_app` against
+//! the real `leo broker` on a temporary `LEO_HOME`, with agents played by an rmcp client driving
+//! the real `leo-mcp` (`leo_testkit::agent`).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+mod calls;
+mod cancel;
+mod concurrency;
+mod reconnect;
+mod refusals;
