@@ -19,12 +19,13 @@ use std::time::Duration;
 
 use std::collections::VecDeque;
 
-use leo_protocol::ipc::{BrokerFrame, Harness, Message, Mode, Outcome, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, Harness, Message, Mode, SidecarFrame};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
 use crate::messages::{Fetch, Fetched, MAX_UNSHOWN};
+use crate::outcome::{Ending, ending};
 use crate::pending::Pending;
 use crate::view::View;
 
@@ -42,7 +43,7 @@ const ARRIVALS: usize = 64;
 #[derive(Debug)]
 struct State {
     conn: Option<Outbox>,
-    pending: Pending<Outcome>,
+    pending: Pending<Ending>,
     fetches: Pending<Fetch>,
     /// Messages the broker acknowledged that no `leo_messages` answer has shown yet, oldest
     /// first (their call was cancelled or gave up waiting).
@@ -110,7 +111,7 @@ impl BrokerLink {
         &self,
         tool: &str,
         arguments: Value,
-    ) -> Result<(u64, oneshot::Receiver<Outcome>), String> {
+    ) -> Result<(u64, oneshot::Receiver<Ending>), String> {
         let mut state = self.lock();
         let Some(conn) = state.conn.clone() else {
             return Err(state.down_reason.clone());
@@ -237,11 +238,7 @@ impl BrokerLink {
     /// A frame arrived on the live connection.
     pub fn apply(&self, frame: BrokerFrame) {
         match frame {
-            BrokerFrame::Result { id, outcome } => {
-                if self.lock().pending.settle(id, outcome).is_err() {
-                    debug!(call = id, "result for a call nobody waits for");
-                }
-            }
+            BrokerFrame::Result { id, outcome } => self.settle(id, ending(outcome)),
             BrokerFrame::Messages {
                 id,
                 messages,
@@ -273,6 +270,13 @@ impl BrokerLink {
             BrokerFrame::Welcome { .. } => {
                 warn!("unexpected second welcome; ignored");
             }
+        }
+    }
+
+    /// Call `id` ended (a result frame, read by either path of `frames`).
+    pub fn settle(&self, id: u64, ending: Ending) {
+        if self.lock().pending.settle(id, ending).is_err() {
+            debug!(call = id, "result for a call nobody waits for");
         }
     }
 

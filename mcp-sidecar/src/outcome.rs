@@ -10,10 +10,23 @@ use leo_protocol::ipc::Outcome;
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
-/// The tool result for an outcome.
-pub fn to_result(outcome: Outcome) -> CallToolResult {
+/// How a call ended, with the content already in rmcp's blocks.
+pub type Ending = Outcome<Vec<ContentBlock>>;
+
+/// The ending of an outcome read as JSON values.
+pub fn ending(outcome: Outcome) -> Ending {
     match outcome {
-        Outcome::Content { content } => CallToolResult::success(content_blocks(content)),
+        Outcome::Content { content } => Outcome::Content {
+            content: content_blocks(content),
+        },
+        Outcome::Error { error } => Outcome::Error { error },
+    }
+}
+
+/// The tool result for an ending.
+pub fn to_result(ending: Ending) -> CallToolResult {
+    match ending {
+        Outcome::Content { content } => CallToolResult::success(content),
         Outcome::Error { error } => failure(&error.code, &error.message),
     }
 }

@@ -4,7 +4,7 @@
 //! exactly one `result` frame and every `fetch_messages` with one `messages` frame; if the
 //! connection drops first, `fail_all` ends every entry with a failure, so a waiting `tools/call`
 //! can never hang on a broker that went away. The table is generic over the answer: calls wait
-//! for an `Outcome`, `leo_messages` for a `Fetch`.
+//! for an `Ending`, `leo_messages` for a `Fetch`.
 
 use std::collections::HashMap;
 
@@ -66,8 +66,8 @@ impl<T> Pending<T> {
     }
 }
 
-/// An `Outcome::Error`.
-pub fn failure(code: &str, message: &str) -> Outcome {
+/// An `Outcome::Error`, whatever the outcome's content type.
+pub fn failure<C>(code: &str, message: &str) -> Outcome<C> {
     Outcome::Error {
         error: AppError {
             code: code.to_owned(),

@@ -19,7 +19,7 @@ use tracing::{debug, info, warn};
 use crate::backoff::Backoff;
 use crate::cli::Settings;
 use crate::error::{Result, SidecarError};
-use crate::frames::{read_frame, write_frame};
+use crate::frames::{Incoming, read_frame, read_incoming, write_frame};
 use crate::link::{BrokerLink, NOT_RUNNING};
 use crate::mode;
 
@@ -82,10 +82,12 @@ impl Connection {
             }
             Ok::<(), SidecarError>(())
         });
+        let mut line = Vec::new();
         let result = loop {
             tokio::select! {
-                frame = read_frame(&mut reader) => match frame {
-                    Ok(Some(frame)) => link.apply(frame),
+                frame = read_incoming(&mut reader, &mut line) => match frame {
+                    Ok(Some(Incoming::Result { id, ending })) => link.settle(id, ending),
+                    Ok(Some(Incoming::Frame(frame))) => link.apply(frame),
                     Ok(None) => break Ok(()),
                     Err(e) => break Err(e),
                 },
@@ -121,7 +123,8 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         }
     };
     let (r, mut writer) = stream.into_split();
-    let mut reader = BufReader::new(r);
+    // Results can be large (an image is hundreds of KiB): read the socket in large chunks.
+    let mut reader = BufReader::with_capacity(64 * 1024, r);
     let known = link.harness();
     let hello_harness: Option<Harness> = known.as_ref().map(|(h, _)| h.clone());
     let mode = known

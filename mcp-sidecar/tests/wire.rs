@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 use std::fmt::Debug;
 use std::path::PathBuf;
 
-use leo_mcp::frames::parse_broker_frame;
+use leo_mcp::frames::{Incoming, decode, parse_broker_frame};
 use leo_mcp::messages::{self, Fetched};
 use leo_mcp::view::View;
 use leo_mcp::{channel, outcome};
@@ -238,7 +238,7 @@ fn broker_fixtures_drive_the_sidecar() {
     else {
         panic!("not a result");
     };
-    let result = outcome::to_result(ok);
+    let result = outcome::to_result(outcome::ending(ok));
     assert_ne!(result.is_error, Some(true));
     assert_eq!(
         serde_json::to_value(&result.content).unwrap(),
@@ -250,11 +250,45 @@ fn broker_fixtures_drive_the_sidecar() {
     else {
         panic!("not a result");
     };
-    let result = outcome::to_result(err);
+    let result = outcome::to_result(outcome::ending(err));
     assert_eq!(result.is_error, Some(true));
     assert_eq!(
         serde_json::to_value(&result.content).unwrap(),
         json!([{"type": "text", "text": "timeout: no result within 1 s"}])
+    );
+
+    // The one-pass reader of result frames gives the same results as the general one.
+    for name in ["broker_result_content", "broker_result_error"] {
+        // As the broker writes it: one line, `type` first.
+        let line = serde_json::to_vec(&parse_broker_frame(&bytes(name)).unwrap()).unwrap();
+        let Ok(Incoming::Result { ending, .. }) = decode(&line) else {
+            panic!("{name}: not read as a result");
+        };
+        let BrokerFrame::Result {
+            outcome: general, ..
+        } = parse_broker_frame(&line).unwrap()
+        else {
+            panic!("{name}: not a result");
+        };
+        assert_eq!(
+            serde_json::to_value(outcome::to_result(ending)).unwrap(),
+            serde_json::to_value(outcome::to_result(outcome::ending(general))).unwrap(),
+            "{name}"
+        );
+    }
+    // A block rmcp cannot read still reaches the harness, as text, through the general path.
+    let odd = br#"{"type":"result","id":3,"outcome":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":"high"}}]}}"#;
+    let Ok(Incoming::Frame(BrokerFrame::Result {
+        outcome: general, ..
+    })) = decode(odd)
+    else {
+        panic!("an unreadable block must take the general path");
+    };
+    let result = outcome::to_result(outcome::ending(general));
+    assert!(
+        serde_json::to_string(&result.content)
+            .unwrap()
+            .contains("AAAA")
     );
 
     assert!(matches!(

@@ -106,6 +106,56 @@ pub struct ResultFrame<'a> {
     pub outcome: &'a RawOutcome,
 }
 
+/// What starts every result frame the broker writes (`ResultFrame`, and `BrokerFrame::Result`
+/// serialized), so a reader can pick the one-pass path below without parsing first.
+pub const RESULT_FRAME_PREFIX: &[u8] = br#"{"type":"result","#;
+
+/// `BrokerFrame::Result` read as a plain struct, with the content blocks read straight into
+/// `C`. Through the enum, serde first buffers the whole frame (an internally tagged enum) and
+/// then the outcome (an untagged one), copying a large image twice before the reader sees it;
+/// this reads it in one pass. It reads every result frame the broker writes; anything it
+/// refuses, a reader parses as `BrokerFrame` instead.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResultFrameIn<C> {
+    #[serde(rename = "type")]
+    pub kind: ResultTag,
+    pub id: u64,
+    pub outcome: OutcomeIn<C>,
+}
+
+/// The `type` of a result frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+pub enum ResultTag {
+    #[serde(rename = "result")]
+    Result,
+}
+
+/// An outcome's two shapes as one struct; exactly one field is present.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutcomeIn<C> {
+    #[serde(default = "none")]
+    pub content: Option<C>,
+    #[serde(default)]
+    pub error: Option<AppError>,
+}
+
+fn none<C>() -> Option<C> {
+    None
+}
+
+impl<C> OutcomeIn<C> {
+    /// The outcome, or `None` when both or neither field is present.
+    pub fn into_outcome(self) -> Option<Outcome<C>> {
+        match (self.content, self.error) {
+            (Some(content), None) => Some(Outcome::Content { content }),
+            (None, Some(error)) => Some(Outcome::Error { error }),
+            _ => None,
+        }
+    }
+}
+
 /// Frames the broker sends.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
@@ -168,6 +218,17 @@ mod tests {
         };
         // The same frame; only the key order inside blocks is the app's, not sorted.
         assert_eq!(parsed, expected);
+        // And the one-pass reader sees the same.
+        assert!(line.as_bytes().starts_with(RESULT_FRAME_PREFIX));
+        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(&line).unwrap();
+        assert_eq!(fast.id, 7);
+        assert_eq!(
+            BrokerFrame::Result {
+                id: fast.id,
+                outcome: fast.outcome.into_outcome().unwrap()
+            },
+            expected
+        );
 
         let failed = RawOutcome::Error {
             error: AppError {
@@ -187,5 +248,21 @@ mod tests {
                 outcome: Outcome::Error { .. }
             }
         ));
+        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(&line).unwrap();
+        assert!(matches!(
+            fast.outcome.into_outcome(),
+            Some(Outcome::Error { .. })
+        ));
+        // The enum's own serialization starts the same way.
+        let enum_line = serde_json::to_vec(&BrokerFrame::Result {
+            id: 1,
+            outcome: Outcome::Content { content: vec![] },
+        })
+        .unwrap();
+        assert!(enum_line.starts_with(RESULT_FRAME_PREFIX));
+        // Both fields, or neither, is not an outcome.
+        let both = r#"{"type":"result","id":1,"outcome":{"content":[],"error":{"code":"x","message":"y"}}}"#;
+        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(both).unwrap();
+        assert!(fast.outcome.into_outcome().is_none());
     }
 }
