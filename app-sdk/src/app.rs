@@ -45,8 +45,8 @@ pub(crate) struct Settings {
     pub endpoint: Endpoint,
     pub token: TokenSource,
     pub groups: Vec<Group>,
-    /// Tool name → (group, handler).
-    pub handlers: HashMap<String, (String, Handler)>,
+    /// Tool name → (group, handler, answers at once).
+    pub handlers: HashMap<String, (String, Handler, bool)>,
     pub max_concurrent: usize,
     pub cancel_grace: Duration,
     pub backoff: (Duration, Duration),
@@ -193,7 +193,10 @@ impl Builder {
                         tool.def.name
                     )));
                 }
-                handlers.insert(tool.def.name.clone(), (name.clone(), tool.handler));
+                handlers.insert(
+                    tool.def.name.clone(),
+                    (name.clone(), tool.handler, tool.at_once),
+                );
                 defs.push(tool.def);
             }
             groups.push(Group { name, tools: defs });

@@ -215,7 +215,7 @@ fn serves(settings: &Settings, group: &str, tool: &str) -> bool {
     settings
         .handlers
         .get(tool)
-        .is_some_and(|(served, _)| served == group)
+        .is_some_and(|(served, _, _)| served == group)
 }
 
 fn parse<T: DeserializeOwned>(frame: &Frame, what: &'static str) -> Result<T> {
@@ -326,7 +326,7 @@ impl Loop<'_> {
     /// Starts every waiting request a free slot allows.
     fn start(&mut self, link: &Arc<Link>) {
         while let Some((request, control)) = self.calls.next_to_start() {
-            let Some((_, handler)) = self.settings.handlers.get(&request.tool) else {
+            let Some((_, handler, at_once)) = self.settings.handlers.get(&request.tool) else {
                 self.calls.finished(&request.id);
                 continue;
             };
@@ -337,6 +337,7 @@ impl Loop<'_> {
                     request,
                     control,
                     handler.clone(),
+                    *at_once,
                     self.settings.cancel_grace,
                     self.done_tx.clone(),
                 )

@@ -21,6 +21,8 @@ pub(crate) type Handler = Arc<dyn Fn(Call) -> ReplyFuture + Send + Sync>;
 pub struct Tool {
     pub(crate) def: ToolDef,
     pub(crate) handler: Handler,
+    /// Run at once and post the reply with the claim (`answers_at_once`).
+    pub(crate) at_once: bool,
 }
 
 impl std::fmt::Debug for Tool {
@@ -58,7 +60,18 @@ impl Tool {
                 label: None,
             },
             handler,
+            at_once: false,
         }
+    }
+
+    /// This tool's handler answers at once and may safely run on more than one instance of
+    /// the app. Its calls are not claimed first: the handler runs as soon as a call arrives and
+    /// its reply is posted with the claim in one request (`"claim": true`), which saves a round
+    /// trip to the broker per call. If another instance claimed the call meanwhile, the reply
+    /// is dropped. Leave it off for tools with side effects that must happen once.
+    pub fn answers_at_once(mut self) -> Tool {
+        self.at_once = true;
+        self
     }
 
     /// The JSON Schema of the arguments (a root `{"type": "object", …}`).

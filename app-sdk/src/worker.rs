@@ -32,6 +32,8 @@ pub struct Link {
     claim_body: Bytes,
     /// `{"client_id":"…","ok":true,"content":` — the content and `}` follow.
     ok_prefix: Bytes,
+    /// The same with `"claim":true`, for tools that answer at once.
+    claim_ok_prefix: Bytes,
 }
 
 impl Link {
@@ -44,28 +46,37 @@ impl Link {
             client_id: client_id.clone(),
         })
         .map_err(encode)?;
-        let mut ok_prefix = serde_json::to_vec(&ResultBody {
-            client_id: client_id.clone(),
-            ok: true,
-            content: None,
-            error: None,
-        })
-        .map_err(encode)?;
-        // `{…,"ok":true}` becomes `{…,"ok":true,"content":`.
-        ok_prefix.pop();
-        ok_prefix.extend_from_slice(b",\"content\":");
+        let prefix = |claim: bool| {
+            let mut prefix = serde_json::to_vec(&ResultBody {
+                client_id: client_id.clone(),
+                ok: true,
+                claim,
+                content: None,
+                error: None,
+            })
+            .map_err(encode)?;
+            // `{…,"ok":true}` becomes `{…,"ok":true,"content":`.
+            prefix.pop();
+            prefix.extend_from_slice(b",\"content\":");
+            Ok::<Bytes, Error>(prefix.into())
+        };
         Ok(Link {
+            ok_prefix: prefix(false)?,
+            claim_ok_prefix: prefix(true)?,
             client,
             client_id,
             claim_body: claim_body.into(),
-            ok_prefix: ok_prefix.into(),
         })
     }
 
-    fn result_body(&self, reply: &Reply) -> Chunks {
+    fn result_body(&self, reply: &Reply, claim: bool) -> Chunks {
         match &reply.0 {
             Outcome::Content(content) => Chunks::new([
-                self.ok_prefix.clone(),
+                if claim {
+                    self.claim_ok_prefix.clone()
+                } else {
+                    self.ok_prefix.clone()
+                },
                 content.clone(),
                 Bytes::from_static(b"}"),
             ]),
@@ -73,6 +84,7 @@ impl Link {
                 let body = ResultBody {
                     client_id: self.client_id.clone(),
                     ok: false,
+                    claim,
                     content: None,
                     error: Some(error.clone()),
                 };
@@ -94,12 +106,14 @@ impl Drop for Done {
     }
 }
 
-/// Claims `request`, runs `handler` on it, and posts the reply.
+/// Claims `request`, runs `handler` on it, and posts the reply; with `at_once`, runs it first
+/// and posts the reply with the claim.
 pub async fn work(
     link: Arc<Link>,
     request: RequestEvent,
     control: Arc<Control>,
     handler: Handler,
+    at_once: bool,
     grace: Duration,
     done: mpsc::UnboundedSender<String>,
 ) {
@@ -108,7 +122,7 @@ pub async fn work(
         tx: done,
     };
     let id = request.id.clone();
-    if !claim(&link, &id).await || control.token.is_cancelled() {
+    if (!at_once && !claim(&link, &id).await) || control.token.is_cancelled() {
         return;
     }
     let mut task = tokio::spawn(handler(Call::new(request, control.token.clone())));
@@ -132,7 +146,7 @@ pub async fn work(
         Err(e) if e.is_panic() => Reply::error("internal", "the tool's handler panicked"),
         Err(_) => return,
     };
-    post(&link, &id, &reply).await;
+    post(&link, &id, &reply, at_once).await;
 }
 
 /// Claims request `id`; false when the call is someone else's or over.
@@ -167,9 +181,9 @@ async fn claim(link: &Link, id: &str) -> bool {
 }
 
 /// Posts `reply`; a reply the broker refuses becomes an app error with the broker's message.
-async fn post(link: &Link, id: &str, reply: &Reply) {
+async fn post(link: &Link, id: &str, reply: &Reply, claim: bool) {
     let path = format!("/api/v1/client-tools/requests/{id}/result");
-    let mut body = link.result_body(reply);
+    let mut body = link.result_body(reply, claim);
     for attempt in 0..2 {
         let refusal = match link.client.post(&path, body).await {
             Ok(a) if a.status == 200 => {
@@ -188,10 +202,16 @@ async fn post(link: &Link, id: &str, reply: &Reply) {
                 message,
             } if attempt == 0 => {
                 warn!(%code, %message, "the broker refused the reply; answering with an error");
-                body = link.result_body(&Reply::error(code.as_str(), message));
+                body = link.result_body(&Reply::error(code.as_str(), message), claim);
             }
             Error::Refused {
-                code: ErrorCode::AlreadySettled | ErrorCode::NotClaimant | ErrorCode::UnknownRequest,
+                code:
+                    ErrorCode::AlreadySettled
+                    | ErrorCode::NotClaimant
+                    | ErrorCode::UnknownRequest
+                    | ErrorCode::AlreadyClaimed
+                    | ErrorCode::OwnedByOther
+                    | ErrorCode::NotProvider,
                 message,
             } => {
                 debug!(%message, "the call ended before its reply");

@@ -167,3 +167,37 @@ async fn a_paired_device_token_serves_too() {
     assert!(principals.contains(&"device:phone"), "{principals:?}");
     app.stop().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_that_answer_at_once_are_answered_once_by_one_of_two_instances() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    let broker = Broker::start().await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let instance = |name: &'static str| {
+        let runs = runs.clone();
+        let tool = Tool::new(
+            "stamp",
+            "Says which instance answered",
+            move |_call: Call| {
+                runs.fetch_add(1, Ordering::SeqCst);
+                async move { Reply::text(name) }
+            },
+        )
+        .answers_at_once();
+        builder(&broker).group("stamps", [tool]).build().unwrap()
+    };
+    let one = Running::start(instance("one")).await;
+    let two = Running::start(instance("two")).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    for _ in 0..20 {
+        let text = text_of(&agent.call("stamp", json!({})).await);
+        assert!(text == "one" || text == "two", "{text}");
+    }
+    // Each call was answered once (the agent got one result), and none is left waiting.
+    assert!(crate::support::pending(&broker).await.is_empty());
+    assert!(runs.load(Ordering::SeqCst) >= 20);
+    one.stop().await.unwrap();
+    two.stop().await.unwrap();
+}

@@ -7,6 +7,8 @@
 //! into one frame a second, and the last state is always sent.
 
 use std::sync::Arc;
+
+use bytes::Bytes;
 use std::time::Duration;
 
 use leo_protocol::ipc::{BrokerFrame, ResultFrame, SidecarFrame};
@@ -200,7 +202,7 @@ async fn run_session(
         return;
     }
     drop(welcome);
-    let (tx, rx) = mpsc::channel::<Arc<[u8]>>(256);
+    let (tx, rx) = mpsc::channel::<Bytes>(256);
     let writer_task = tokio::spawn(write_loop(
         writer,
         rx,
@@ -319,7 +321,7 @@ async fn run_session(
 /// and message arrivals for this agent. It ends when every sender is gone.
 async fn write_loop(
     mut writer: OwnedWriteHalf,
-    mut rx: mpsc::Receiver<Arc<[u8]>>,
+    mut rx: mpsc::Receiver<Bytes>,
     mut revisions: tokio::sync::watch::Receiver<u64>,
     mut arrivals: tokio::sync::broadcast::Receiver<(String, leo_protocol::ipc::Message)>,
     broker: Arc<Broker>,
@@ -330,7 +332,7 @@ async fn write_loop(
     let mut watching = true;
     let mut next_at = tokio::time::Instant::now();
     loop {
-        let line: Arc<[u8]> = tokio::select! {
+        let line: Bytes = tokio::select! {
             biased;
             frame = rx.recv() => match frame {
                 Some(line) => line,

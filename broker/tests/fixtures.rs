@@ -249,6 +249,29 @@ async fn every_fixture_matches_the_broker() {
         "the operator cancelled the call"
     );
 
+    // An app that answers at once claims with its result, in one request.
+    ipc.call(5, "read_clipboard", json!({"format": "text"}))
+        .await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let r = post(
+        &http,
+        &format!("/api/v1/client-tools/requests/{id}/result"),
+        "result_claim",
+        &app.id,
+    )
+    .await;
+    assert_eq!(
+        r.body,
+        wire::load("http/result.response.json", &[("<request_id>", &id)])
+    );
+    assert_eq!(
+        result_of(&mut ipc, 5).await["content"],
+        wire::load("http/result_claim.request.json", &[])["content"]
+    );
+
     wire::check(
         "http/withdraw.response.json",
         &post(&http, "/api/v1/client-tools", "withdraw", &app.id)

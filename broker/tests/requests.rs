@@ -424,3 +424,66 @@ async fn withdrawing_a_tool_cancels_its_calls() {
     assert_eq!(pending.data().as_array().unwrap().len(), 1);
     assert_eq!(pending.data()[0]["id"], keep);
 }
+
+#[tokio::test]
+async fn a_result_with_claim_claims_and_settles_in_one_request() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    let mut other = App::connect(&http).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    other.register("g", json!([tool("echo")])).await.data();
+    let mut ipc = agent(&broker, "rocket").await;
+    let answer = |client: &str, claim: bool| {
+        json!({"client_id": client, "ok": true, "claim": claim,
+               "content": [{"type": "text", "text": format!("from {client}")}]})
+    };
+    let result = |id: &str| format!("/api/v1/client-tools/requests/{id}/result");
+
+    // Unclaimed: claimed and settled together; the app now owns the agent's group.
+    ipc.call(1, "echo", json!({})).await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let _ = other.next_request().await;
+    let r = http.post(&result(&id), &answer(&app.id, true)).await;
+    assert_eq!(r.data()["state"], "settled");
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"][0]["text"],
+        format!("from {}", app.id)
+    );
+
+    // Another client of the group answering at once is refused as its claim would be.
+    ipc.call(2, "echo", json!({})).await;
+    let id = other.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let _ = app.next_request().await;
+    let r = http.post(&result(&id), &answer(&other.id, true)).await;
+    assert_eq!(r.code(409), "owned_by_other");
+    // Without the flag an unclaimed request still needs a claim first.
+    let r = http.post(&result(&id), &answer(&app.id, false)).await;
+    assert_eq!(r.code(409), "not_claimant");
+    // With it, on a request this client already claimed, it is a plain result.
+    app.claim(&id).await.data();
+    let r = http.post(&result(&id), &answer(&app.id, true)).await;
+    assert_eq!(r.data()["state"], "settled");
+    assert_eq!(outcome_code(&result_of(&mut ipc, 2).await), "");
+
+    // A request another client claimed is not taken over.
+    ipc.call(3, "echo", json!({})).await;
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let _ = other.next_request().await;
+    app.claim(&id).await.data();
+    let r = http.post(&result(&id), &answer(&other.id, true)).await;
+    assert_eq!(r.code(409), "not_claimant");
+    app.answer(&id, json!([{"type": "text", "text": "ok"}]))
+        .await
+        .data();
+    let _ = result_of(&mut ipc, 3).await;
+}

@@ -11,6 +11,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+use bytes::Bytes;
 use std::time::Duration;
 
 use leo_protocol::ErrorCode;
@@ -83,7 +85,7 @@ struct Core {
 pub struct Broker {
     core: Mutex<Core>,
     /// The `tools` frame every agent without `deny_tools` gets, by revision.
-    tools_cache: Mutex<Option<(u64, Arc<[u8]>)>>,
+    tools_cache: Mutex<Option<(u64, Bytes)>>,
     /// Messages to agents; their own lock, since they never touch tools or requests.
     mail: Mutex<Mailboxes>,
     /// Tells connected sessions that a message arrived for their agent.
@@ -120,7 +122,7 @@ impl Drop for ClientGuard {
 }
 
 /// One IPC frame as a JSON line, ready to write to any number of sessions.
-pub fn encode_line<F: Serialize>(frame: &F) -> Arc<[u8]> {
+pub fn encode_line<F: Serialize>(frame: &F) -> Bytes {
     let mut line = serde_json::to_vec(frame).unwrap_or_else(|e| {
         warn!(error = %e, "frame failed to serialize");
         b"{}".to_vec()
@@ -421,6 +423,7 @@ impl Broker {
     /// `POST …/requests/{id}/result`.
     pub fn post_result(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
         let client_id = body.client_id.clone();
+        let claim = body.claim;
         let posted = body.into_posted().map_err(|e| match e {
             ResultError::Invalid(m) => Refusal::new(ErrorCode::InvalidResult, m),
             ResultError::TooLarge(n) => Refusal::new(
@@ -433,6 +436,21 @@ impl Broker {
         })?;
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
+        let core = &mut *core;
+        if claim
+            && matches!(
+                core.requests.get(id),
+                Some((_, crate::requests::Stage::Parked))
+            )
+        {
+            // Claimed and settled under one lock: nobody sees it claimed but unanswered.
+            let serves = core
+                .requests
+                .get(id)
+                .is_some_and(|(call, _)| core.registry.serves(&client_id, &call.group));
+            core.requests
+                .claim(id, &client_id, serves, &mut core.owners)?;
+        }
         let call = core.requests.settle(id, &client_id, posted)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
         self.touched();
@@ -522,7 +540,7 @@ impl Broker {
 
     /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` all see the
     /// same list, so theirs is serialized once per revision and shared by every session.
-    pub fn tools_line(&self, agent: &str) -> Arc<[u8]> {
+    pub fn tools_line(&self, agent: &str) -> Bytes {
         let shared = self.config.denied_for(agent).is_empty();
         let mut cache = self.tools_cache.lock().unwrap_or_else(|p| p.into_inner());
         if shared

@@ -59,7 +59,11 @@ pub async fn result(
     body: Body,
 ) -> Result<Response, ApiError> {
     let body: ResultBody = json_body(body, state.max_body).await?;
-    Ok(ok(state.broker.post_result(&id, body)?))
+    let ack = state.broker.post_result(&id, body)?;
+    // The agent is waiting and the app is not: let the session write the result frame before
+    // this response is written, so the sidecar is woken first.
+    tokio::task::yield_now().await;
+    Ok(ok(ack))
 }
 
 /// `POST …/requests/{id}/cancel`: the operator ends a live call (`cancelled_by_operator`).
