@@ -14,11 +14,10 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::time::{Duration, Instant};
 
 use leo_bench::payload::{self, PAYLOADS, Payload};
-use leo_testkit::{Broker, Sse, bin, rss_kib};
+use leo_testkit::{Broker, bin, rss_kib};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use rmcp::service::RunningService;
 use rmcp::transport::TokioChildProcess;
@@ -52,12 +51,21 @@ const STEP: Duration = Duration::from_secs(60);
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
     Floor,
+    /// The app answers at once: one request per call (`answers_at_once`, `claim: true`).
     Leo,
+    /// The same app claiming first, then posting the result: two requests per call.
+    LeoClaim,
     PyHttp,
     PyStdio,
 }
 
-const KINDS: [Kind; 4] = [Kind::Floor, Kind::Leo, Kind::PyHttp, Kind::PyStdio];
+const KINDS: [Kind; 5] = [
+    Kind::Floor,
+    Kind::Leo,
+    Kind::LeoClaim,
+    Kind::PyHttp,
+    Kind::PyStdio,
+];
 
 impl Kind {
     /// The name `--systems` takes.
@@ -65,6 +73,7 @@ impl Kind {
         match self {
             Kind::Floor => "floor",
             Kind::Leo => "leo",
+            Kind::LeoClaim => "leo-claim",
             Kind::PyHttp => "py-http",
             Kind::PyStdio => "py-stdio",
         }
@@ -74,6 +83,7 @@ impl Kind {
         match self {
             Kind::Floor => "(a) floor",
             Kind::Leo => "leo",
+            Kind::LeoClaim => "leo, claim then result",
             Kind::PyHttp => "(b) Python HTTP + mcp-proxy",
             Kind::PyStdio => "(c) Python stdio",
         }
@@ -174,7 +184,8 @@ enum Backend {
     Floor,
     Leo {
         broker: Broker,
-        app: tokio::task::JoinHandle<()>,
+        /// Stops when dropped.
+        _app: crate::app::Running,
     },
     PyHttp {
         server: Child,
@@ -189,12 +200,8 @@ enum Backend {
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        match self {
-            Backend::Leo { app, .. } => app.abort(),
-            Backend::PyHttp { server, .. } => {
-                let _ = server.start_kill();
-            }
-            _ => {}
+        if let Backend::PyHttp { server, .. } = self {
+            let _ = server.start_kill();
         }
     }
 }
@@ -203,40 +210,22 @@ impl Backend {
     async fn start(kind: Kind, py: &PythonEnv, dir: &Path) -> Result<Backend, String> {
         match kind {
             Kind::Floor => Ok(Backend::Floor),
-            Kind::Leo => {
+            Kind::Leo | Kind::LeoClaim => {
                 let broker = Broker::start_quiet("").await;
-                let http = broker.http();
-                let (sse, client) = Sse::provider(&http).await;
-                let tools: Vec<Value> = PAYLOADS
+                let tools = PAYLOADS
                     .iter()
-                    .map(|p| {
-                        json!({
-                            "name": p.tool,
-                            "description": p.description(),
-                            "input_schema": payload::input_schema(),
-                        })
+                    .map(|p| crate::app::BenchTool {
+                        name: p.tool.to_owned(),
+                        description: p.description(),
+                        schema: payload::input_schema(),
+                        content: p.content(),
                     })
                     .collect();
-                let reply = http
-                    .post(
-                        "/api/v1/client-tools",
-                        &json!({"client_id": client, "group": "bench", "tools": tools}),
-                    )
-                    .await;
-                if reply.status != 200 {
-                    return Err(format!("registration refused: {:?}", reply.body));
-                }
-                let answers = crate::app::Answers::new(
-                    &client,
-                    PAYLOADS.iter().map(|p| (p.tool.to_owned(), p.content())),
-                );
-                let app = crate::app::answer_all(
-                    sse,
-                    http.clone(),
-                    answers,
-                    Arc::new(AtomicUsize::new(0)),
-                );
-                Ok(Backend::Leo { broker, app })
+                let at_once = kind == Kind::Leo;
+                let app = crate::app::serve(broker.home(), "bench", tools, at_once)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(Backend::Leo { broker, _app: app })
             }
             Kind::PyHttp => {
                 let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
@@ -433,7 +422,7 @@ fn cost_processes(
     let me = std::process::id();
     let (session_name, server_name, me_name) = match kind {
         Kind::Floor => ("floor server", "", "bench (client)"),
-        Kind::Leo => ("leo-mcp", "broker", "bench (client + app)"),
+        Kind::Leo | Kind::LeoClaim => ("leo-mcp", "broker", "bench (client + app)"),
         Kind::PyHttp => ("mcp-proxy", "Python HTTP server", "bench (client)"),
         Kind::PyStdio => ("Python stdio server", "", "bench (client)"),
     };
@@ -722,7 +711,7 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         .iter()
         .find(|s| !KINDS.iter().any(|k| k.key() == s.as_str()))
     {
-        anyhow::bail!("unknown system {bad:?}; use floor, leo, py-http, py-stdio");
+        anyhow::bail!("unknown system {bad:?}; use floor, leo, leo-claim, py-http, py-stdio");
     }
     if let Some(bad) = opts
         .payloads
@@ -783,8 +772,14 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     );
     report.row(
         "leo",
-        "`leo-mcp --mode native` → broker (IPC) → app (SSE + claim + result over HTTP/TCP)".into(),
-        "the app is Rust, in the bench process, answering at once on 16 keep-alive connections",
+        "`leo-mcp --mode native` → broker (IPC) → app (SSE + result with `claim: true`, over `run/leo.sock`)".into(),
+        "the app is written on the SDK (`leo-app`, `answers_at_once`), on a thread and one-thread runtime of its own in the bench process, answering at once with content serialized ahead",
+    );
+    report.row(
+        "leo, claim then result",
+        "the same, with the app claiming first, then posting the result (two requests per call)"
+            .into(),
+        "the seed's flow and the SDK's default",
     );
     report.row(
         "(b) Python HTTP + mcp-proxy",
@@ -868,7 +863,7 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
             report.row(
                 "one keep-alive HTTP POST to the broker over TCP",
                 format!("p50 {} · p99 {}", us(h.p50), us(h.p99)),
-                "a claim refused at once; the app makes two per call (claim, result)",
+                "a claim refused at once; the app makes one per call (two when it claims first)",
             );
         }
         if let Some(h) = leo.breakdown.unix_post {

@@ -1,16 +1,26 @@
 //! Broker scale: many sidecar sessions (IPC clients speaking its frames), 64 tools, one
 //! registration change; how long until every session has the new tool set, the broker's
-//! memory, and calls per second through the broker. The app is `crate::app` (it answers
-//! `tool_00` with one text block `ok`).
+//! memory, and calls per second through the broker. The app is `crate::app` (on the SDK; it
+//! answers every tool with one text block `ok`).
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use leo_testkit::{Broker, Ipc, Sse};
+use leo_testkit::{Broker, Ipc};
 use serde_json::{Value, json};
 
 use crate::report::Report;
+
+fn bench_tools(n: usize) -> Vec<crate::app::BenchTool> {
+    (0..n)
+        .map(|i| crate::app::BenchTool {
+            name: format!("tool_{i:02}"),
+            description: format!("Bench tool {i} (v1)"),
+            schema: json!({"type": "object", "properties": {"text": {"type": "string"}}}),
+            content: json!([{"type": "text", "text": "ok"}]),
+        })
+        .collect()
+}
 
 fn tools(n: usize, tag: &str) -> Value {
     Value::Array(
@@ -31,10 +41,12 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
     let broker = Broker::start_quiet("").await;
     let idle = broker.rss_kib();
     let http = broker.http();
-    let (mut app, client) = Sse::provider(&http).await;
+    // The app registers v1 of the group through the SDK; the change below is v2 of the same
+    // group, posted with the app's client_id (same names, new descriptions).
+    let app = crate::app::serve(broker.home(), "bench", bench_tools(64), true).await?;
     let register = |tag: &'static str| {
         let http = http.clone();
-        let client = client.clone();
+        let client = app.client_id.clone();
         async move {
             http.post(
                 "/api/v1/client-tools",
@@ -43,7 +55,6 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
             .await
         }
     };
-    register("v1").await.data();
     let sock = broker.home().join("run/sidecar.sock");
     let token = broker.agent_token();
     let mut ipcs = Vec::with_capacity(sessions);
@@ -92,11 +103,7 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
     );
 
     // Calls per second: 64 sessions each keep one call in flight; the app answers at once.
-    let _ = &mut app;
     let calls = if quick { 2_000 } else { 20_000 };
-    let served = Arc::new(AtomicUsize::new(0));
-    let answers = crate::app::Answers::new(&client, []);
-    let server = crate::app::answer_all(app, http.clone(), answers, served.clone());
     let callers: Vec<Ipc> = ipcs.into_iter().take(64).collect();
     let per = calls / callers.len();
     let started = Instant::now();
@@ -119,7 +126,7 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
         "calls through the broker",
         format!("{:.0} calls/s", total as f64 / elapsed.as_secs_f64()),
         &format!(
-            "{total} calls, 64 sessions with one in flight each, app on 16 keep-alive connections"
+            "{total} calls, 64 sessions with one in flight each, the SDK app on the unix socket"
         ),
     );
     report.row(
@@ -127,8 +134,9 @@ pub async fn run(report: &mut Report, sessions: usize, quick: bool) -> anyhow::R
         format!("{:.1} MiB", broker.rss_kib() as f64 / 1024.0),
         "",
     );
-    server.abort();
-    let _ = served.load(Ordering::SeqCst);
+    let served = app.served.load(Ordering::SeqCst);
+    anyhow::ensure!(served >= total, "the app served {served} of {total} calls");
+    drop(app);
     tokio::time::sleep(Duration::from_millis(10)).await;
     Ok(())
 }
