@@ -557,3 +557,33 @@ async fn the_python_example_serves_its_tools_and_comes_back_after_a_broker_resta
     );
     example.kill().await.unwrap();
 }
+
+#[tokio::test]
+async fn call_wait_gives_a_script_time_to_start_the_broker_and_the_app() {
+    // Started before the broker exists: the call waits for it, then for the tool.
+    let home = tempfile::tempdir().unwrap();
+    let call = spawn_call(home.path(), &["echo", r#"{"text": "hi"}"#, "--wait", "20"]);
+    let broker = Broker::start_in(home).await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.claim(&id).await.data();
+    app.answer(&id, json!([{"type": "text", "text": "waited"}]))
+        .await
+        .data();
+    let out = finish(call).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), "waited\n");
+
+    // A tool nobody serves within the wait is the broker's no_client, exit 1.
+    let out = leo(broker.home(), &["call", "missing", "--wait", "0.3"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).starts_with("no_client: "),
+        "{}",
+        text(&out.stderr)
+    );
+}

@@ -5,6 +5,8 @@
 //! agent `--agent`, else `$LEO_AGENT`, else `cli`; harness `leo call`), sends one `call` and
 //! waits for its `result`. Text blocks print as plain text, other blocks as one JSON line each.
 //! Ctrl-C and `--timeout` send `cancel` first, so the app sees the call end at once.
+//! `--wait S` lets a script start the broker and an app just before: the call waits up to S
+//! seconds for the broker to listen and for the tool to be served (the session's tool list).
 //!
 //! Exit codes: 0 the tool answered; 1 the call ended with an error (`<code>: <message>` on
 //! stderr: the app's error, `timeout`, `no_client`, `denied`, `invalid_arguments`…); 2 the
@@ -24,6 +26,7 @@ use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::mpsc;
+use tokio::time::Instant;
 
 use super::{EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, read_token};
 
@@ -35,6 +38,8 @@ const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
 /// The one call of the session.
 const CALL_ID: u64 = 1;
+/// With `--wait`, how often to try the socket again while no broker listens.
+const RETRY: Duration = Duration::from_millis(100);
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
@@ -49,6 +54,9 @@ pub struct CallArgs {
     /// Stop waiting after S seconds: cancel the call and exit 1 (default: the tool's timeout).
     #[arg(long, value_name = "S", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
+    /// First wait up to S seconds for the broker to run and an app to serve the tool.
+    #[arg(long, value_name = "S", value_parser = parse_timeout)]
+    pub wait: Option<Duration>,
 }
 
 fn parse_timeout(text: &str) -> Result<Duration, String> {
@@ -149,13 +157,62 @@ fn parse_arguments(text: Option<&str>) -> Result<Value, CallError> {
     )))
 }
 
+/// The agent token and a connection to the sidecar socket; with `--wait`, retried while no
+/// broker runs yet.
+async fn connect(
+    home: &Home,
+    wait_until: Option<Instant>,
+) -> Result<(String, UnixStream), CallError> {
+    let socket = home.sidecar_socket();
+    loop {
+        let attempt = async {
+            let token = read_token(&home.agent_token(), "agent")?;
+            let stream = UnixStream::connect(&socket)
+                .await
+                .map_err(|source| Unreachable::connecting(&socket, source))?;
+            Ok::<_, Unreachable>((token, stream))
+        };
+        match attempt.await {
+            Ok(connected) => return Ok(connected),
+            Err(e) if e.not_running() && wait_until.is_some_and(|t| Instant::now() < t) => {
+                tokio::time::sleep(RETRY).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// With `--wait`: reads tool-set frames until `tool` is among them or the wait is over. The call
+/// is made either way; if nobody serves the tool, the broker says so (`no_client`).
+async fn wait_for_tool(
+    frames: &mut mpsc::Receiver<Result<BrokerFrame, CallError>>,
+    tool: &str,
+    until: Instant,
+) -> Result<(), CallError> {
+    loop {
+        let frame = match tokio::time::timeout_at(until, frames.recv()).await {
+            Err(_) => return Ok(()),
+            Ok(frame) => frame.ok_or(CallError::Lost)??,
+        };
+        match frame {
+            BrokerFrame::Tools { tools, .. } if tools.iter().any(|t| t.name == tool) => {
+                return Ok(());
+            }
+            BrokerFrame::Error { code, message } => {
+                return Err(CallError::Refused { code, message });
+            }
+            _ => {}
+        }
+    }
+}
+
 async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
-    let token = read_token(&home.agent_token(), "agent")?;
-    let socket = home.sidecar_socket();
-    let stream = UnixStream::connect(&socket)
-        .await
-        .map_err(|source| Unreachable::connecting(&socket, source))?;
+    let wait_until = args.wait.map(|w| Instant::now() + w);
+    let (token, stream) = tokio::select! {
+        connected = connect(home, wait_until) => connected?,
+        _ = &mut interrupt => return Ok(Ended::Interrupted),
+    };
     let (reader, mut writer) = stream.into_split();
     let mut frames = read_frames(BufReader::new(reader));
     let agent = args
@@ -186,7 +243,16 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
         .map_err(|_| CallError::NoWelcome)?
         .ok_or(CallError::Lost)??
     {
-        BrokerFrame::Welcome { .. } => {}
+        BrokerFrame::Welcome { tools, .. } => {
+            if let Some(until) = wait_until
+                && !tools.iter().any(|t| t.name == args.tool)
+            {
+                tokio::select! {
+                    waited = wait_for_tool(&mut frames, &args.tool, until) => waited?,
+                    _ = &mut interrupt => return Ok(Ended::Interrupted),
+                }
+            }
+        }
         BrokerFrame::Error { code, message } => return Err(CallError::Refused { code, message }),
         other => {
             return Err(CallError::BadFrame(format!(
