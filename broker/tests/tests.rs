@@ -13,6 +13,7 @@ mod faults;
 mod fixtures;
 mod lifecycle;
 mod ownership;
+mod quickstart;
 mod registration;
 mod requests;
 mod security;

@@ -132,7 +132,6 @@ impl Agent {
             opts.agent,
             NEXT.fetch_add(1, Ordering::SeqCst)
         ));
-        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let mut cmd = Command::new(bin("leo-mcp"));
         cmd.arg("--agent").arg(&opts.agent);
         if let Some(mode) = opts.mode {
@@ -144,6 +143,13 @@ impl Agent {
         for (k, v) in &opts.env {
             cmd.env(k, v);
         }
+        Agent::launch(cmd, &opts, stderr_path).await
+    }
+
+    /// Starts a stdio MCP server from a command as a harness's config gives it (such as
+    /// `leo-mcp --agent claude` from a `.mcp.json`), and initializes it as `opts.client_name`.
+    pub async fn launch(cmd: Command, opts: &AgentOpts, stderr_path: PathBuf) -> Agent {
+        let stderr = std::fs::File::create(&stderr_path).expect("stderr file");
         let (transport, _) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::from(stderr))
             .spawn()
