@@ -3,6 +3,11 @@
 //! Provider streams see requests in full; every other stream sees the same events redacted to
 //! ids, so that the global `seq` stays contiguous for everyone while arguments never leave the
 //! streams that may act on them.
+//!
+//! **Decision: what the broker sends is read leniently.** These payloads are only ever parsed
+//! by clients (the app SDK, tests), so they do not reject unknown fields: a newer broker may add
+//! a field without breaking apps built against an older `leo-protocol`. What the broker
+//! *receives* (request bodies, sidecar frames) stays strict.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,7 +28,6 @@ pub const FEATURES: &[&str] = &["client_tools"];
 /// The first frame of every stream. It is not part of the global sequence: it carries no
 /// `id:` line, so it never moves a client's `Last-Event-ID`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Hello {
     pub client_id: String,
     pub provider: bool,
@@ -37,7 +41,6 @@ pub struct Hello {
 
 /// `client_tool.request`, as provider streams see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RequestEvent {
     pub id: String,
     pub agent: String,
@@ -54,7 +57,6 @@ pub struct RequestEvent {
 
 /// `client_tool.cancelled`, as provider streams see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct CancelledEvent {
     pub id: String,
     pub agent: String,
@@ -64,14 +66,12 @@ pub struct CancelledEvent {
 
 /// Request and cancel events on a non-provider stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Redacted {
     pub id: String,
 }
 
 /// `client_tools.changed`, to every stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ChangedEvent {
     pub revision: u64,
     pub tools: Vec<String>,

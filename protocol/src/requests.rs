@@ -1,4 +1,7 @@
 //! Bodies and views of the request routes (`/api/v1/client-tools/requests…`).
+//!
+//! The claim body is read strictly; the views the broker answers with are read leniently by
+//! clients (see `events`: a newer broker may add fields).
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -20,7 +23,6 @@ pub enum RequestState {
 
 /// One pending request, as `GET …/requests?pending=1` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct PendingRequest {
     pub id: String,
     pub agent: String,
@@ -37,7 +39,6 @@ pub struct PendingRequest {
 
 /// One tool as `GET /api/v1/client-tools` lists it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ListedTool {
     pub group: String,
     pub name: String,
@@ -52,7 +53,6 @@ pub struct ListedTool {
 
 /// `GET /api/v1/client-tools`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct ToolList {
     pub revision: u64,
     pub tools: Vec<ListedTool>,
@@ -60,7 +60,6 @@ pub struct ToolList {
 
 /// `POST /api/v1/client-tools` answers with what the broker now shows.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Registered {
     pub group: String,
     pub revision: u64,
@@ -69,7 +68,6 @@ pub struct Registered {
 
 /// Claim and result answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct RequestAck {
     pub id: String,
     pub state: String,
