@@ -199,10 +199,20 @@ fn print_banner(home: &Home, tcp: Option<std::net::SocketAddr>) -> std::io::Resu
     let base = tcp
         .map(|a| format!("http://{a}"))
         .unwrap_or_else(|| "http://localhost".into());
+    if tcp.is_some() {
+        writeln!(
+            out,
+            "  web console:   {base}/ (log in with the operator token)"
+        )?;
+    }
     writeln!(out)?;
     writeln!(
         out,
-        "Connect an app (open its event stream, then register tools):"
+        "Connect an app: any program as a tool, or the SDK (leo-app), or the HTTP API:"
+    )?;
+    writeln!(
+        out,
+        "  leo serve-tool --name NAME --description TEXT -- COMMAND ARGS…   (try it: leo call NAME '{{…}}')"
     )?;
     writeln!(
         out,

@@ -157,6 +157,17 @@ async fn the_readme_quickstart_runs_and_an_agent_calls_the_script() {
         status.status.success(),
         "the quickstart failed\n--- script\n{script}\n--- stdout\n{out}\n--- stderr\n{err}"
     );
+    // `leo broker` printed how to connect an app and an agent.
+    for hint in [
+        "leo serve-tool --name",
+        "Connect an agent",
+        "leo-mcp --agent claude",
+    ] {
+        assert!(
+            out.contains(hint),
+            "{hint:?} is not in the broker's banner:\n{out}"
+        );
+    }
     let mut rest = out.as_str();
     for line in &expected {
         let at = rest
