@@ -462,48 +462,92 @@ struct Measured {
     rss_server: Option<u64>,
 }
 
-async fn measure(
+/// How many blocks each latency row is cut into. The systems take turns block by block, so a
+/// machine that gets slower or faster during the run (a VM's neighbours) weighs on every system
+/// alike instead of on whichever ran at that moment.
+const ROUNDS: usize = 20;
+
+/// A system up for the latency rows: its backend, one session, and what it measured so far.
+struct Live {
     kind: Kind,
-    opts: &Opts,
-    py: &PythonEnv,
-    dir: &Path,
-    next: &mut usize,
-) -> Result<Measured, String> {
-    let backend = Backend::start(kind, py, dir).await?;
-    let stderr = log_file(dir, &format!("{kind:?}-latency"))?;
-    let session = Session::open(backend.command(*next), stderr).await?;
-    *next += 1;
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut m = Measured {
-        rss_idle: session.rss_kib(),
-        ..Measured::default()
-    };
-    session.verify().await?;
-    let chosen = PAYLOADS
-        .into_iter()
-        .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
-    let procs = cost_processes(kind, session.pid, backend.server_pid());
-    for p in chosen {
-        for _ in 0..opts.warmup {
-            session.call(p.tool).await?;
-        }
-        let before: Vec<_> = procs.iter().map(|(_, pid)| usage::of(*pid)).collect();
-        let mut samples = Vec::with_capacity(opts.calls);
-        for _ in 0..opts.calls {
+    backend: Backend,
+    session: Session,
+    procs: Vec<(&'static str, u32)>,
+    m: Measured,
+    /// The current payload's samples (µs) and each process's usage over its blocks.
+    samples: Vec<u64>,
+    used: Vec<Option<usage::Usage>>,
+}
+
+impl Live {
+    async fn start(
+        kind: Kind,
+        py: &PythonEnv,
+        dir: &Path,
+        next: &mut usize,
+    ) -> Result<Live, String> {
+        let backend = Backend::start(kind, py, dir).await?;
+        let stderr = log_file(dir, &format!("{kind:?}-latency"))?;
+        let session = Session::open(backend.command(*next), stderr).await?;
+        *next += 1;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let m = Measured {
+            rss_idle: session.rss_kib(),
+            ..Measured::default()
+        };
+        session.verify().await?;
+        let procs = cost_processes(kind, session.pid, backend.server_pid());
+        Ok(Live {
+            kind,
+            backend,
+            session,
+            procs,
+            m,
+            samples: Vec::new(),
+            used: Vec::new(),
+        })
+    }
+
+    /// `n` sequential calls of `p`, timed, with the usage of every process over them.
+    async fn block(&mut self, p: Payload, n: usize) -> Result<(), String> {
+        let before: Vec<_> = self.procs.iter().map(|(_, pid)| usage::of(*pid)).collect();
+        for _ in 0..n {
             let t = Instant::now();
-            session.call(p.tool).await?;
-            samples.push(t.elapsed().as_micros() as u64);
+            self.session.call(p.tool).await?;
+            self.samples.push(t.elapsed().as_micros() as u64);
         }
-        let n = opts.calls.max(1) as f64;
-        let per_process = procs
+        let after = self.procs.iter().map(|(_, pid)| usage::of(*pid));
+        let used: Vec<_> = after.zip(before).map(|(a, b)| Some(a? - b?)).collect();
+        if self.used.is_empty() {
+            self.used = used;
+        } else {
+            for (total, u) in self.used.iter_mut().zip(used) {
+                *total = match (*total, u) {
+                    (Some(t), Some(u)) => Some(usage::Usage {
+                        cpu_us: t.cpu_us + u.cpu_us,
+                        switches: t.switches + u.switches,
+                    }),
+                    _ => None,
+                };
+            }
+        }
+        Ok(())
+    }
+
+    /// Closes payload `p`'s row: its percentiles and CPU per call.
+    fn end_payload(&mut self, p: Payload) {
+        let n = self.samples.len().max(1) as f64;
+        let per_process = self
+            .procs
             .iter()
-            .zip(before)
-            .filter_map(|((name, pid), before)| {
-                let used = usage::of(*pid)? - before?;
+            .zip(std::mem::take(&mut self.used))
+            .filter_map(|((name, _), used)| {
+                let used = used?;
                 Some((*name, used.cpu_us as f64 / n, used.switches as f64 / n))
             })
             .collect();
-        m.cost.push((p, Cost { per_process }));
+        self.m.cost.push((p, Cost { per_process }));
+        let mut samples = std::mem::take(&mut self.samples);
         samples.sort_unstable();
         let lat = Latency {
             p50: pct(&samples, 0.50),
@@ -511,27 +555,110 @@ async fn measure(
         };
         eprintln!(
             "  {} {}: p50 {} µs, p99 {} µs",
-            kind.label(),
+            self.kind.label(),
             p.label,
             lat.p50,
             lat.p99
         );
-        m.latency.push((p, lat));
+        self.m.latency.push((p, lat));
     }
-    m.rss_after = session.rss_kib();
-    session.close().await;
-    if let Backend::Leo { broker, .. } = &backend {
-        m.breakdown = breakdown(broker, opts).await?;
-    }
-    for &c in &opts.concurrency {
-        let r = throughput(&backend, c, opts.throughput_calls, dir, next).await;
-        if let Ok(rate) = &r {
-            eprintln!("  {} {c} agents: {rate:.0} calls/s", kind.label());
+
+    /// After the latency rows: memory, the breakdown (leo), and the throughput rows.
+    async fn finish(self, opts: &Opts, dir: &Path, next: &mut usize) -> Result<Measured, String> {
+        let Live {
+            kind,
+            backend,
+            session,
+            mut m,
+            ..
+        } = self;
+        m.rss_after = session.rss_kib();
+        session.close().await;
+        if let (Kind::Leo, Backend::Leo { broker, .. }) = (kind, &backend) {
+            m.breakdown = breakdown(broker, opts).await?;
         }
-        m.throughput.push((c, r));
+        for &c in &opts.concurrency {
+            let r = throughput(&backend, c, opts.throughput_calls, dir, next).await;
+            if let Ok(rate) = &r {
+                eprintln!("  {} {c} agents: {rate:.0} calls/s", kind.label());
+            }
+            m.throughput.push((c, r));
+        }
+        m.rss_server = backend.server_pid().map(rss_kib);
+        Ok(m)
     }
-    m.rss_server = backend.server_pid().map(rss_kib);
-    Ok(m)
+}
+
+/// Every wanted system up at once, then the latency rows with the systems taking turns block
+/// by block, then each system's own rows (breakdown, throughput) one after the other.
+async fn measure_all(
+    opts: &Opts,
+    py: &PythonEnv,
+    dir: &Path,
+    wanted: impl Fn(Kind) -> bool,
+) -> Vec<(Kind, Result<Measured, String>)> {
+    let mut next = 0;
+    let mut lives: Vec<(Kind, Result<Live, String>)> = Vec::new();
+    for kind in KINDS {
+        if !wanted(kind) {
+            lives.push((kind, Err("skipped: not in --systems".to_owned())));
+            continue;
+        }
+        eprintln!("relay: starting {}", kind.label());
+        let live = Live::start(kind, py, dir, &mut next).await;
+        if let Err(e) = &live {
+            eprintln!("  {}: {e}", kind.label());
+        }
+        lives.push((kind, live));
+    }
+    let chosen = PAYLOADS
+        .into_iter()
+        .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
+    for p in chosen {
+        eprintln!("relay: latency of {}, systems taking turns", p.label);
+        for (_, live) in &mut lives {
+            if let Ok(l) = live {
+                for _ in 0..opts.warmup {
+                    if let Err(e) = l.session.call(p.tool).await {
+                        *live = Err(e);
+                        break;
+                    }
+                }
+            }
+        }
+        let rounds = ROUNDS.min(opts.calls.max(1));
+        for round in 0..rounds {
+            let n = opts.calls / rounds + usize::from(round < opts.calls % rounds);
+            for (kind, live) in &mut lives {
+                if let Ok(l) = live
+                    && let Err(e) = l.block(p, n).await
+                {
+                    eprintln!("  {}: {e}", kind.label());
+                    *live = Err(e);
+                }
+            }
+        }
+        for (_, live) in &mut lives {
+            if let Ok(l) = live {
+                l.end_payload(p);
+            }
+        }
+    }
+    let mut results = Vec::new();
+    for (kind, live) in lives {
+        let measured = match live {
+            Ok(l) => {
+                eprintln!("relay: {}: breakdown and throughput", kind.label());
+                l.finish(opts, dir, &mut next).await
+            }
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &measured {
+            eprintln!("  {}: {e}", kind.label());
+        }
+        results.push((kind, measured));
+    }
+    results
 }
 
 /// Round trips of a POST the broker refuses at once, on one keep-alive connection.
@@ -723,20 +850,7 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     let wanted = |k: Kind| opts.systems.is_empty() || opts.systems.iter().any(|s| s == k.key());
     let py = PythonEnv::find(wanted(Kind::PyHttp) || wanted(Kind::PyStdio));
     let dir = tempfile::tempdir()?;
-    let mut next = 0;
-    let mut results = Vec::new();
-    for kind in KINDS {
-        if !wanted(kind) {
-            results.push((kind, Err("skipped: not in --systems".to_owned())));
-            continue;
-        }
-        eprintln!("relay: {}", kind.label());
-        let r = measure(kind, opts, &py, dir.path(), &mut next).await;
-        if let Err(e) = &r {
-            eprintln!("  {}: {e}", kind.label());
-        }
-        results.push((kind, r));
-    }
+    let results = measure_all(opts, &py, dir.path(), wanted).await;
     let get = |k: Kind| {
         results
             .iter()
