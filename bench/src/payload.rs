@@ -72,7 +72,7 @@ impl Payload {
             Kind::Text => json!([{"type": "text", "text": text(self.size)}]),
             Kind::Image => json!([{
                 "type": "image",
-                "data": base64(&image_bytes(self.size)),
+                "data": leo_app::content::base64(&image_bytes(self.size)),
                 "mimeType": "image/png",
             }]),
         }
@@ -96,40 +96,9 @@ pub fn image_bytes(size: usize) -> Vec<u8> {
     (0..size).map(|i| (i.wrapping_mul(131) + 7) as u8).collect()
 }
 
-/// Standard base64 with padding.
-pub fn base64(bytes: &[u8]) -> String {
-    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
-    for chunk in bytes.chunks(3) {
-        let b = [
-            chunk[0],
-            chunk.get(1).copied().unwrap_or(0),
-            chunk.get(2).copied().unwrap_or(0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for (i, shift) in [18u32, 12, 6, 0].into_iter().enumerate() {
-            if i <= chunk.len() {
-                out.push(ALPHABET[((n >> shift) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn base64_matches_rfc_4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-    }
 
     #[test]
     fn sizes_are_exact() {
