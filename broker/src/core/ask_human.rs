@@ -18,7 +18,6 @@ use tracing::{info, warn};
 use super::{Broker, ClientInfo};
 use crate::refusal::Refusal;
 use crate::registry::Registry;
-use crate::requests::Stage;
 
 /// The client id (and principal) of the console's built-in provider.
 pub const CONSOLE_CLIENT: &str = "console";
@@ -88,7 +87,7 @@ impl Broker {
     pub fn answer_from_console(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
         let core = &mut *core;
-        let Some((call, stage)) = core.requests.get(id) else {
+        let Some((call, _)) = core.requests.get(id) else {
             return Err(core.requests.not_live(id));
         };
         if call.group != CONSOLE_GROUP {
@@ -100,10 +99,6 @@ impl Broker {
                 ),
             ));
         }
-        if *stage == Stage::Parked {
-            core.requests
-                .claim(id, CONSOLE_CLIENT, true, &mut core.owners)?;
-        }
         let block = serde_json::value::to_raw_value(&json!({"type": "text", "text": text}))
             .map_err(|e| {
                 Refusal::new(
@@ -112,9 +107,7 @@ impl Broker {
                 )
             })?;
         let content = vec![block];
-        let call = core
-            .requests
-            .settle(id, CONSOLE_CLIENT, Posted::Content(content))?;
+        let call = Self::settle_locked(core, id, CONSOLE_CLIENT, Posted::Content(content), true)?;
         info!(request = id, agent = %call.agent, "the operator answered");
         self.touched();
         Ok(RequestAck {

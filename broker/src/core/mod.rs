@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use leo_protocol::ErrorCode;
 use leo_protocol::console::{ASK_HUMAN, CONSOLE_GROUP};
-use leo_protocol::content::{AppError, ResultBody, ResultError};
+use leo_protocol::content::{AppError, Posted, ResultBody, ResultError};
 use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
 };
@@ -37,7 +37,7 @@ use crate::messages::{Mailboxes, Queued, stamp};
 use crate::ownership::Owners;
 use crate::refusal::Refusal;
 use crate::registry::{Change, ClientId, Registry};
-use crate::requests::{Call, ConnId, EndedCall, Failure, Requests};
+use crate::requests::{Call, ConnId, EndedCall, Failure, Requests, Stage};
 use crate::state_file::EverRegistered;
 use crate::tokens::random_id;
 
@@ -404,14 +404,7 @@ impl Broker {
     pub fn claim(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
         Self::require_provider(&core, client_id)?;
-        let core = &mut *core;
-        let serves = match core.requests.get(id) {
-            Some((call, _)) => core.registry.serves(client_id, &call.group),
-            None => false,
-        };
-        let call = core
-            .requests
-            .claim(id, client_id, serves, &mut core.owners)?;
+        let call = Self::claim_locked(&mut core, id, client_id)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
         self.touched();
         Ok(RequestAck {
@@ -436,28 +429,42 @@ impl Broker {
         })?;
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
-        let core = &mut *core;
-        if claim
-            && matches!(
-                core.requests.get(id),
-                Some((_, crate::requests::Stage::Parked))
-            )
-        {
-            // Claimed and settled under one lock: nobody sees it claimed but unanswered.
-            let serves = core
-                .requests
-                .get(id)
-                .is_some_and(|(call, _)| core.registry.serves(&client_id, &call.group));
-            core.requests
-                .claim(id, &client_id, serves, &mut core.owners)?;
-        }
-        let call = core.requests.settle(id, &client_id, posted)?;
+        let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
         self.touched();
         Ok(RequestAck {
             id: id.to_owned(),
             state: "settled".into(),
         })
+    }
+
+    /// Claims request `id` for `client_id`, with the claim route's checks (the client must serve
+    /// the call's group; ownership).
+    fn claim_locked<'c>(
+        core: &'c mut Core,
+        id: &str,
+        client_id: &str,
+    ) -> Result<&'c Call, Refusal> {
+        let serves = core
+            .requests
+            .get(id)
+            .is_some_and(|(call, _)| core.registry.serves(client_id, &call.group));
+        core.requests.claim(id, client_id, serves, &mut core.owners)
+    }
+
+    /// Settles request `id`; with `claim`, a request still parked is claimed first, under the
+    /// same lock, so nobody sees it claimed but unanswered.
+    fn settle_locked(
+        core: &mut Core,
+        id: &str,
+        client_id: &str,
+        posted: Posted,
+        claim: bool,
+    ) -> Result<Call, Refusal> {
+        if claim && matches!(core.requests.get(id), Some((_, Stage::Parked))) {
+            Self::claim_locked(core, id, client_id)?;
+        }
+        core.requests.settle(id, client_id, posted)
     }
 
     // ----- sidecar sessions -----
