@@ -260,10 +260,7 @@ async fn bad_ipc_frames_get_error_frames_and_the_session_survives() {
     // The session still works.
     ipc.call(7, "echo", json!({})).await;
     let mut app = app;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     app.claim(&id).await.data();
     app.answer(&id, json!([{"type": "text", "text": "ok"}]))
         .await

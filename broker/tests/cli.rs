@@ -337,10 +337,7 @@ async fn call_errors_exit_1_with_code_and_message() {
     let mut app = App::connect(&broker.http()).await;
     app.register("g", json!([tool("echo")])).await.data();
     let call = spawn_call(broker.home(), &["echo", "{}"]);
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     app.claim(&id).await.data();
     app.fail(&id, "access_denied", "the user said no")
         .await
@@ -566,10 +563,7 @@ async fn call_wait_gives_a_script_time_to_start_the_broker_and_the_app() {
     let broker = Broker::start_in(home).await;
     let mut app = App::connect(&broker.http()).await;
     app.register("g", json!([tool("echo")])).await.data();
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     app.claim(&id).await.data();
     app.answer(&id, json!([{"type": "text", "text": "waited"}]))
         .await

@@ -368,10 +368,7 @@ async fn the_operator_cancels_a_call_others_may_not() {
     app.register("ci", json!([tool("deploy")])).await.data();
     let mut ipc = agent(&broker, "rocket").await;
     ipc.call(1, "deploy", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     let path = format!("/api/v1/client-tools/requests/{id}/cancel");
 
     for token in [device.clone(), broker.agent_token()] {
@@ -410,10 +407,7 @@ async fn the_operator_cancels_a_call_others_may_not() {
     // The console cancels through the same operation.
     let console = Console::login(&broker).await;
     ipc.call(2, "deploy", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     let r = console
         .post(&format!("/console/requests/{id}/cancel"), &json!({}))
         .await;
@@ -511,10 +505,7 @@ async fn ask_human_is_switched_on_asked_answered_and_withdrawn() {
 
     // The console answers only its own calls.
     ipc.call(2, "deploy", json!({})).await;
-    let other = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let other = app.next_request_id().await;
     let r = console
         .post(
             &format!("/console/requests/{other}/answer"),

@@ -157,10 +157,7 @@ async fn every_fixture_matches_the_broker() {
     // An app error, then ownership: the other client registers the group and is refused.
     ipc.call(2, "read_clipboard", json!({"format": "html"}))
         .await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     post(
         &http,
         &format!("/api/v1/client-tools/requests/{id}/claim"),
@@ -189,10 +186,7 @@ async fn every_fixture_matches_the_broker() {
         .data();
     ipc.call(3, "read_clipboard", json!({"format": "text"}))
         .await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     wire::check(
         "http/error_owned_by_other.response.json",
         &post(
@@ -225,10 +219,7 @@ async fn every_fixture_matches_the_broker() {
     // The operator cancels a call.
     ipc.call(4, "read_clipboard", json!({"format": "text"}))
         .await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     wire::check(
         "http/cancel.response.json",
         &post(
@@ -252,10 +243,7 @@ async fn every_fixture_matches_the_broker() {
     // An app that answers at once claims with its result, in one request.
     ipc.call(5, "read_clipboard", json!({"format": "text"}))
         .await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     let r = post(
         &http,
         &format!("/api/v1/client-tools/requests/{id}/result"),

@@ -22,10 +22,7 @@ async fn first_claimant_owns_the_agents_group_until_it_leaves() {
 
     // Both apps see the call; the phone claims first and owns rocket's group.
     rocket.call(1, "read_clip", json!({})).await;
-    let id = mac.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = mac.next_request_id().await;
     assert_eq!(phone.next_request().await.data["id"], id.as_str());
     phone.claim(&id).await.data();
     assert_eq!(mac.claim(&id).await.code(409), "owned_by_other");
@@ -49,10 +46,7 @@ async fn first_claimant_owns_the_agents_group_until_it_leaves() {
 
     // Ownership is per agent: the mac can own scout's group.
     scout.call(1, "read_clip", json!({})).await;
-    let sid = mac.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let sid = mac.next_request_id().await;
     mac.claim(&sid).await.data();
     let pending = broker
         .http()
@@ -112,14 +106,8 @@ async fn a_claimant_that_disconnects_ends_its_calls_as_no_client() {
     let mut rocket = agent(&broker, "rocket").await;
     rocket.call(1, "read_clip", json!({})).await;
     rocket.call(2, "read_clip", json!({})).await;
-    let a = phone.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let b = phone.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let a = phone.next_request_id().await;
+    let b = phone.next_request_id().await;
     phone.claim(&a).await.data();
     drop(phone);
     // The claimed call ends; the unclaimed one still waits, since the mac serves the tool.

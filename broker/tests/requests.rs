@@ -59,10 +59,7 @@ async fn call_claim_and_answer_with_text_image_and_error() {
 
     // The app's own error reaches the agent with its code.
     ipc.call(2, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     app.claim(&id).await.data();
     app.fail(&id, "forbidden_data", "this person cannot see that")
         .await
@@ -75,10 +72,7 @@ async fn call_claim_and_answer_with_text_image_and_error() {
 
     // Other content block kinds pass too.
     ipc.call(3, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     app.claim(&id).await.data();
     let content = json!([
         {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"},
@@ -98,10 +92,7 @@ async fn claim_and_result_rules() {
     app.register("g", json!([tool("echo")])).await.data();
     let mut ipc = agent(&broker, "rocket").await;
     ipc.call(1, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
 
     let r = app.claim("r_doesnotexist").await;
     assert_eq!(r.code(404), "unknown_request");
@@ -349,10 +340,7 @@ async fn timeout_and_a_handoff_that_outlives_it() {
 
     // An explicit timeout_s also ends a claimed call.
     ipc.call(3, "slow", json!({})).await;
-    let slow = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let slow = app.next_request_id().await;
     app.claim(&slow).await.data();
     assert_eq!(outcome_code(&result_of(&mut ipc, 3).await), "timeout");
     assert_eq!(
@@ -442,10 +430,7 @@ async fn a_result_with_claim_claims_and_settles_in_one_request() {
 
     // Unclaimed: claimed and settled together; the app now owns the agent's group.
     ipc.call(1, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     let _ = other.next_request().await;
     let r = http.post(&result(&id), &answer(&app.id, true)).await;
     assert_eq!(r.data()["state"], "settled");
@@ -456,10 +441,7 @@ async fn a_result_with_claim_claims_and_settles_in_one_request() {
 
     // Another client of the group answering at once is refused as its claim would be.
     ipc.call(2, "echo", json!({})).await;
-    let id = other.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = other.next_request_id().await;
     let _ = app.next_request().await;
     let r = http.post(&result(&id), &answer(&other.id, true)).await;
     assert_eq!(r.code(409), "owned_by_other");
@@ -474,10 +456,7 @@ async fn a_result_with_claim_claims_and_settles_in_one_request() {
 
     // A request another client claimed is not taken over.
     ipc.call(3, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     let _ = other.next_request().await;
     app.claim(&id).await.data();
     let r = http.post(&result(&id), &answer(&other.id, true)).await;

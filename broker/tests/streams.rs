@@ -149,10 +149,7 @@ async fn the_unix_socket_serves_the_same_routes() {
     );
     let mut ipc = agent(&broker, "rocket").await;
     ipc.call(1, "echo", json!({})).await;
-    let id = app.next_request().await.data["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let id = app.next_request_id().await;
     assert_eq!(
         unix.get("/api/v1/client-tools/requests?pending=1")
             .await

@@ -61,6 +61,12 @@ impl App {
     pub async fn next_request(&mut self) -> SseEvent {
         self.sse.next_of("client_tool.request").await
     }
+
+    /// The id of the next `client_tool.request`.
+    pub async fn next_request_id(&mut self) -> String {
+        let event = self.next_request().await;
+        event.data["id"].as_str().expect("a request id").to_owned()
+    }
 }
 
 /// A simple tool definition.
