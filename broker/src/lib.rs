@@ -20,6 +20,7 @@ pub mod registry;
 pub mod requests;
 pub mod server;
 pub mod state_file;
+pub mod suggest;
 pub mod tokens;
 
 pub use error::{BrokerError, Result};

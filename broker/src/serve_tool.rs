@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use leo_app::{App, Status, Tool};
+use leo_broker::home::Home;
 use leo_broker::server;
 
 mod child;
@@ -90,7 +91,7 @@ fn specs(args: Args) -> anyhow::Result<Vec<ToolSpec>> {
     ])
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: Args) -> anyhow::Result<()> {
     let jobs = match args.jobs {
         Some(n) => n as usize,
         None => std::thread::available_parallelism().map_or(4, usize::from),
@@ -110,7 +111,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         groups.entry(spec.group.clone()).or_default().push(tool);
     }
-    let mut builder = App::builder().max_concurrent(jobs);
+    let mut builder = App::builder().home(home.root.clone()).max_concurrent(jobs);
     for (group, tools) in groups {
         builder = builder.group(group, tools);
     }

@@ -351,7 +351,7 @@ async fn call_errors_exit_1_with_code_and_message() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
-        "no_client: no connected app serves tool \"nothing\"\n"
+        "no_client: no connected app serves tool \"nothing\"; tools served now: echo\n"
     );
     let out = leo(broker.home(), &["call", "echo", r#"{"text": 5}"#]).await;
     assert_eq!(out.status.code(), Some(1));
@@ -454,8 +454,127 @@ async fn call_refuses_bad_arguments_and_says_when_no_broker_runs() {
             err.contains("broker not running (nothing listens on "),
             "{err}"
         );
+        assert!(
+            err.ends_with("; start it with `leo broker` (same LEO_HOME or --home)\n"),
+            "says how to start it: {err}"
+        );
         assert!(out.stdout.is_empty());
     }
+    let out = leo(nowhere.path(), &["status"]).await;
+    assert!(
+        text(&out.stderr).ends_with(" yet; start it with `leo broker` (same LEO_HOME or --home)\n"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_tool_suggests_the_closest_and_lists_only_what_the_agent_may_call() {
+    let broker = Broker::start_with(
+        "console:\n  ask_human: true\nagents:\n  rocket:\n    deny_tools: [ask_human]\n",
+    )
+    .await;
+    let app = App::connect(&broker.http()).await;
+    app.register("desk", json!([tool("read_clipboard"), tool("write_file")]))
+        .await
+        .data();
+    let said = async |tool: &str, agent: &str| {
+        let out = leo(broker.home(), &["call", tool, "--agent", agent]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    assert_eq!(
+        said("read_clipbaord", "rocket").await,
+        "no_client: no connected app serves tool \"read_clipbaord\" (did you mean \
+         \"read_clipboard\"?); tools served now: read_clipboard, write_file\n"
+    );
+    // The denied tool is neither suggested nor listed to the agent it is denied to.
+    assert_eq!(
+        said("ask_humn", "rocket").await,
+        "no_client: no connected app serves tool \"ask_humn\"; tools served now: \
+         read_clipboard, write_file\n"
+    );
+    assert_eq!(
+        said("ask_humn", "scout").await,
+        "no_client: no connected app serves tool \"ask_humn\" (did you mean \"ask_human\"?); \
+         tools served now: ask_human, read_clipboard, write_file\n"
+    );
+}
+
+#[tokio::test]
+async fn the_home_flag_means_what_leo_home_means_before_or_after_the_command() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let dir = broker.home().to_str().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for args in [
+        &["--home", dir, "status", "--json"][..],
+        &["status", "--json", "--home", dir],
+    ] {
+        // LEO_HOME points elsewhere: the flag wins.
+        let out = leo(elsewhere.path(), args).await;
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(s["groups"][0]["group"], "g", "{args:?}");
+    }
+    let out = leo(elsewhere.path(), &["status"]).await;
+    assert_eq!(out.status.code(), Some(2), "without the flag: LEO_HOME");
+    let mut cmd = leo_cmd(elsewhere.path(), &["client", "list", "--home", dir]);
+    let out = cmd.env_remove("LEO_HOME").output().await.unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[tokio::test]
+async fn cancel_ends_a_pending_call_as_the_operator_and_refuses_what_is_not_live() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let mut app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let call = spawn_call(home, &["echo"]);
+    let id = app.next_request_id().await;
+
+    let out = leo(home, &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("cancelled {id}\n"));
+    let event = app.sse.next_of("client_tool.cancelled").await.data;
+    assert_eq!(
+        (event["id"].as_str(), event["reason"].as_str()),
+        (Some(id.as_str()), Some("cancelled_by_operator"))
+    );
+    let out = finish(call).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "cancelled: the operator cancelled the call\n"
+    );
+
+    let out = leo(home, &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "leo: the broker answered POST /api/v1/client-tools/requests/{id}/cancel with 409: already_settled: "
+        )),
+        "{err}"
+    );
+    let out = leo(home, &["cancel", "r_nope"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown_request"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = leo(home, &["cancel", "../status"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not a request id"),
+        "{}",
+        text(&out.stderr)
+    );
+    let nowhere = tempfile::tempdir().unwrap();
+    let out = leo(nowhere.path(), &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
 #[tokio::test]

@@ -380,7 +380,12 @@ async fn bad_flags_files_and_refused_tools_are_clear_errors() {
                 "--",
                 "no-such-program-x",
             ],
-            "cannot find program \"no-such-program-x\" in PATH".into(),
+            "leo: the command after -- is wrong: program \"no-such-program-x\" not found in PATH"
+                .into(),
+        ),
+        (
+            vec!["--name", "a", "--description", "A", "--", "./missing.sh"],
+            "leo: the command after -- is wrong: \"./missing.sh\" not found".into(),
         ),
         (
             vec!["--name", "leo_a", "--description", "A", "--", "cat"],

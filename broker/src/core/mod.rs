@@ -608,21 +608,20 @@ impl Broker {
         let Some(session) = core.sessions.get(&conn).cloned() else {
             return Err(Refusal::new(ErrorCode::NoClient, "the session is closed"));
         };
-        if self
-            .config
-            .denied_for(&session.agent)
-            .iter()
-            .any(|d| d == tool)
-        {
+        let denied = self.config.denied_for(&session.agent);
+        if denied.iter().any(|d| d == tool) {
             return Err(Refusal::new(
                 ErrorCode::Denied,
                 format!("tool {tool:?} is denied to agent {:?}", session.agent),
             ));
         }
         let Some(visible) = core.registry.visible(tool) else {
+            // Only what this agent may call is named, never a tool denied to it.
+            let mut served = core.registry.names();
+            served.retain(|name| !denied.contains(name));
             return Err(Refusal::new(
                 ErrorCode::NoClient,
-                format!("no connected app serves tool {tool:?}"),
+                crate::suggest::no_such_tool(tool, &served),
             ));
         };
         let spec = visible.spec.clone();
