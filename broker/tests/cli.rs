@@ -169,6 +169,51 @@ async fn status_shows_apps_agents_tools_by_group_and_pending_calls_with_age() {
 }
 
 #[tokio::test]
+async fn status_and_requests_show_the_name_an_app_gave_itself() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let http = broker.http();
+    let mut sse = leo_testkit::Sse::open(
+        &http,
+        "/api/v1/events?client_tools=1&name=Photo%20booth",
+        None,
+    )
+    .await;
+    let id = sse.next().await.data["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut app = App { http, sse, id };
+    app.register("camera", json!([tool("snap")])).await.data();
+    let call = spawn_call(home, &["snap"]);
+    let request = app.next_request_id().await;
+    app.claim(&request).await.data();
+
+    let s = leo_json(home, &["status", "--json"]).await;
+    assert_eq!(s["apps"][0]["name"], "Photo booth");
+    assert_eq!(s["pending"][0]["claimed_by_name"], "Photo booth");
+    let r = leo_json(home, &["requests", "--json"]).await;
+    assert_eq!(r[0]["claimed_by"], json!(app.id));
+    assert_eq!(r[0]["claimed_by_name"], "Photo booth");
+
+    let t = text(&leo(home, &["status"]).await.stdout);
+    line_with(&t, &["CLIENT", "NAME", "WHO"]);
+    line_with(&t, &[&app.id, "Photo booth", "operator", "provider"]);
+    line_with(
+        &t,
+        &["camera", "snap", &format!("{} (Photo booth)", app.id)],
+    );
+    let t = text(&leo(home, &["requests"]).await.stdout);
+    line_with(
+        &t,
+        &[&request, &format!("claimed by Photo booth ({})", app.id)],
+    );
+
+    app.answer(&request, json!([])).await.data();
+    assert_eq!(finish(call).await.status.code(), Some(0));
+}
+
+#[tokio::test]
 async fn requests_lists_pending_calls_with_state_age_and_filters() {
     let broker = Broker::start().await;
     let home = broker.home();
@@ -670,6 +715,89 @@ async fn the_python_example_serves_its_tools_and_comes_back_after_a_broker_resta
     assert_eq!(
         call(broker.home(), "reverse_text", r#"{"text": "abc"}"#).await,
         "cba\n"
+    );
+    example.kill().await.unwrap();
+}
+
+/// The Python example running against `home`, its stdout lines and its log file.
+fn start_example(
+    home: &Path,
+) -> (
+    Child,
+    Lines<BufReader<ChildStdout>>,
+    tempfile::NamedTempFile,
+) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/leo_app.py");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut example = Command::new("python3")
+        .arg(&script)
+        .env("LEO_HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(log.reopen().unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(example.stdout.take().unwrap()).lines();
+    (example, stdout, log)
+}
+
+#[tokio::test]
+async fn the_python_example_names_itself_and_leaves_other_apps_calls_alone() {
+    if !python3_available() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let mut other = App::connect(&broker.http()).await;
+    other
+        .register("other", json!([tool("other_tool")]))
+        .await
+        .data();
+    let (mut example, mut stdout, log_file) = start_example(home);
+    let log = || std::fs::read_to_string(log_file.path()).unwrap_or_default();
+    let serving = tokio::time::timeout(WAIT, stdout.next_line()).await;
+    assert!(
+        matches!(&serving, Ok(Ok(Some(l))) if l.starts_with("serving ")),
+        "{serving:?}\n{}",
+        log()
+    );
+
+    // Every provider stream sees this call; only the app serving its group may take it.
+    let call = spawn_call(home, &["other_tool"]);
+    let id = other.next_request_id().await;
+    other.claim(&id).await.data();
+    other
+        .answer(&id, json!([{"type": "text", "text": "theirs"}]))
+        .await
+        .data();
+    assert_eq!(text(&finish(call).await.stdout), "theirs\n");
+    // The example reads its events in order: once it has answered a later call of its own, it
+    // has seen the other app's call, and must not have tried to claim it.
+    let out = leo(home, &["call", "reverse_text", r#"{"text": "abc"}"#]).await;
+    assert_eq!(
+        text(&out.stdout),
+        "cba\n",
+        "{}\n{}",
+        text(&out.stderr),
+        log()
+    );
+    let log = log();
+    assert!(!log.contains("not claimed"), "{log}");
+    assert!(!log.contains("not_provider"), "{log}");
+
+    let s = leo_json(home, &["status", "--json"]).await;
+    let named: Vec<(Value, Value)> = s["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["groups"].clone(), a["name"].clone()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (json!(["other"]), Value::Null),
+            (json!(["text"]), json!("leo_app.py"))
+        ]
     );
     example.kill().await.unwrap();
 }
