@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_edit;
 pub mod core;
 pub mod error;
 pub mod events;

@@ -828,3 +828,63 @@ async fn call_wait_gives_a_script_time_to_start_the_broker_and_the_app() {
         text(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn client_add_and_rm_change_only_their_entry_in_a_commented_config() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.yaml");
+    // Comments everywhere, odd indents, flow style, quoting, a blank line, no final newline.
+    let before = "# Leo settings for this laptop\n\
+                  web:\n   port: 8371      # not the default\n   allowed_hosts: ['host.docker.internal']\n\
+                  \n\
+                  api_clients:            # who may message agents\n\
+                  \u{20}   \"ci-bot\":  {can_message: [ \"ci-*\" ]}   # the CI runner\n\
+                  \u{20}   # scout goes here later\n\
+                  agents:\n  rocket: {deny_tools: []}\n# the end";
+    std::fs::write(&path, before).unwrap();
+    let out = leo(
+        home.path(),
+        &["client", "add", "scout", "--can-message", "rocket,scout-*"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let added = std::fs::read_to_string(&path).unwrap();
+    let entry = "    \"scout\":\n        can_message: [\"rocket\", \"scout-*\"]\n";
+    let at = before.find("    # scout goes here later").unwrap();
+    assert_eq!(
+        added,
+        format!("{}{entry}{}", &before[..at], &before[at..]),
+        "only the entry is new"
+    );
+    let listed = text(&leo(home.path(), &["client", "list"]).await.stdout);
+    assert!(listed.contains("ci-bot\tcan_message: ci-*\t"), "{listed}");
+    assert!(
+        listed.contains("scout\tcan_message: rocket,scout-*\ttoken: present"),
+        "{listed}"
+    );
+
+    let out = leo(home.path(), &["client", "rm", "scout"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        before,
+        "back to the byte"
+    );
+    assert!(!home.path().join("config.yaml.bak").exists());
+
+    // The last client removed: an empty mapping, the comment on its line kept.
+    let out = leo(home.path(), &["client", "rm", "ci-bot"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let emptied = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        emptied.contains("\napi_clients: {}            # who may message agents\n    # scout goes here later\nagents:"),
+        "{emptied}"
+    );
+    assert_eq!(
+        emptied.replace("api_clients: {}", "api_clients:"),
+        before.replace(
+            "    \"ci-bot\":  {can_message: [ \"ci-*\" ]}   # the CI runner\n",
+            ""
+        )
+    );
+}
