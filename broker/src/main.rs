@@ -22,7 +22,7 @@ mod serve_tool;
     about = "Leo client tools: let apps offer tools to AI agents"
 )]
 struct Cli {
-    /// The broker's home [default: $LEO_HOME, else ~/.leo].
+    /// The broker's home, as LEO_HOME sets it [default: ~/.leo].
     #[arg(
         long,
         global = true,
@@ -63,7 +63,7 @@ enum Command {
     #[command(after_help = cli::EXIT_CODES)]
     Requests(cli::requests::RequestsArgs),
     /// Cancel a pending call (its agent gets `cancelled`), as the console's Cancel button does.
-    #[command(after_help = cli::EXIT_CODES)]
+    #[command(after_help = cli::CANCEL_HELP)]
     Cancel(cli::cancel::CancelArgs),
     /// Call a client tool as an agent would, and print its result.
     #[command(after_help = cli::CALL_HELP)]

@@ -23,10 +23,17 @@ use std::process::ExitCode;
 use leo_broker::error::BrokerError;
 use leo_broker::tokens::read_token_file;
 
-/// `--help` text on exit codes for `leo status`, `leo requests` and `leo cancel`.
+/// `--help` text on exit codes for `leo status` and `leo requests`.
 pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the broker answered with an error; 2 the \
 broker is not running, or a bad argument. With --watch it runs until Ctrl-C and waits out \
 broker restarts.";
+
+/// `--help` text for `leo cancel`.
+pub const CANCEL_HELP: &str = "The agent's call ends with cancelled: the operator cancelled the \
+call; apps get client_tool.cancelled with reason cancelled_by_operator.
+
+Exit codes: 0 cancelled; 1 the broker refused (unknown_request, already_settled: the call had \
+already ended); 2 the broker is not running, or ID is not a request id.";
 
 /// `--help` text for `leo call`.
 pub const CALL_HELP: &str = "Example: leo call reverse_text '{\"text\": \"hello\"}'
