@@ -23,11 +23,14 @@ fn fill(writer: &std::io::PipeWriter) {
         .custom_flags(libc::O_NONBLOCK)
         .open(format!("/proc/self/fd/{}", writer.as_raw_fd()))
         .unwrap();
-    loop {
-        match f.write(&[b'\n'; 4096]) {
-            Ok(_) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return,
-            Err(e) => panic!("filling the pipe: {e}"),
+    // Whole pages first, then single bytes, so not even a short answer fits in what is left.
+    for chunk in [4096, 1] {
+        loop {
+            match f.write(&vec![b'\n'; chunk]) {
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                Err(e) => panic!("filling the pipe: {e}"),
+            }
         }
     }
 }
