@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use leo_protocol::events::check_app_name;
+use leo_protocol::limits::MAX_APP_NAME;
 use leo_protocol::tool::{ToolDef, is_valid_group_name};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
@@ -43,6 +45,8 @@ pub(crate) struct Group {
 /// Everything a session needs, shared by its tasks.
 pub(crate) struct Settings {
     pub endpoint: Endpoint,
+    /// What the app calls itself in `leo status` and the console.
+    pub name: Option<String>,
     pub token: TokenSource,
     pub groups: Vec<Group>,
     /// Tool name → (group, handler, answers at once).
@@ -61,6 +65,7 @@ pub struct Builder {
     token: Option<String>,
     token_file: Option<PathBuf>,
     device: Option<String>,
+    name: Option<String>,
     groups: Vec<(String, Vec<Tool>)>,
     max_concurrent: Option<usize>,
     cancel_grace: Option<Duration>,
@@ -101,6 +106,13 @@ impl Builder {
     /// Presents the token of paired device `name` (`$home/state/devices/NAME.token`).
     pub fn device(mut self, name: impl Into<String>) -> Builder {
         self.device = Some(name.into());
+        self
+    }
+
+    /// What the app calls itself, shown by `leo status`, `leo requests` and the web console
+    /// (default: the program's file name): 1 to 64 printable characters.
+    pub fn name(mut self, name: impl Into<String>) -> Builder {
+        self.name = Some(name.into());
         self
     }
 
@@ -165,6 +177,14 @@ impl Builder {
                 "an app needs at least one group of tools".into(),
             ));
         }
+        let name = match self.name {
+            Some(name) => {
+                check_app_name(&name)
+                    .map_err(|e| Error::Config(format!("app name {name:?} {e}")))?;
+                Some(name)
+            }
+            None => program_name(),
+        };
         let mut groups = Vec::new();
         let mut handlers = HashMap::new();
         let mut group_names = HashSet::new();
@@ -205,6 +225,7 @@ impl Builder {
         Ok(App {
             settings: Arc::new(Settings {
                 endpoint,
+                name,
                 token,
                 groups,
                 handlers,
@@ -217,6 +238,18 @@ impl Builder {
             status,
         })
     }
+}
+
+/// The program's file name, when it makes a valid app name.
+fn program_name() -> Option<String> {
+    let exe = std::env::current_exe().ok()?;
+    let name: String = exe
+        .file_name()?
+        .to_str()?
+        .chars()
+        .take(MAX_APP_NAME)
+        .collect();
+    check_app_name(&name).is_ok().then_some(name)
 }
 
 /// An app that serves its tools through the broker. See the crate docs for an example.

@@ -40,6 +40,10 @@
 //! (`state/devices/phone.token`); `token` and `token_file` take any other. Token files are read
 //! at every connection attempt, so an app may start before the broker ever ran.
 //!
+//! The app names itself on its event stream, so `leo status`, `leo requests` and the web
+//! console can tell it from other apps: `Builder::name("Photo booth")`, by default the
+//! program's file name.
+//!
 //! # Calls
 //!
 //! Every `client_tool.request` for one of the app's tools is claimed, then handed to the tool's

@@ -134,7 +134,11 @@ impl Session {
     async fn open(settings: &Settings, last_event_id: Option<u64>) -> Result<Session> {
         let token = settings.token.read()?;
         let client = Arc::new(Client::new(settings.endpoint.clone(), &token)?);
-        let mut events = Events::new(client.open_events(last_event_id).await?);
+        let mut events = Events::new(
+            client
+                .open_events(settings.name.as_deref(), last_event_id)
+                .await?,
+        );
         let hello = match tokio::time::timeout(HELLO_TIMEOUT, events.next()).await {
             Ok(Ok(Some(frame))) if frame.event == kind::HELLO => parse::<Hello>(&frame, "hello")?,
             Ok(Ok(_)) => {

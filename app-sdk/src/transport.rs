@@ -253,11 +253,19 @@ impl Client {
 
     /// Opens the provider event stream on its own connection; returns its body once the
     /// broker has answered 200.
-    pub async fn open_events(&self, last_event_id: Option<u64>) -> Result<Incoming> {
+    pub async fn open_events(
+        &self,
+        name: Option<&str>,
+        last_event_id: Option<u64>,
+    ) -> Result<Incoming> {
+        let mut path = String::from("/api/v1/events?client_tools=1");
+        if let Some(name) = name {
+            path.push_str("&name=");
+            path.extend(form_urlencoded::byte_serialize(name.as_bytes()));
+        }
         let fut = async {
             let mut sender = self.connect().await?;
-            let mut req =
-                self.request("GET", "/api/v1/events?client_tools=1", Chunks::default())?;
+            let mut req = self.request("GET", &path, Chunks::default())?;
             req.headers_mut()
                 .insert("accept", HeaderValue::from_static("text/event-stream"));
             if let Some(id) = last_event_id {

@@ -90,6 +90,14 @@ fn bad_settings_are_refused_before_connecting() {
                 .group("g", [tool("a")]),
             "give one of a token, a token file or a device",
         ),
+        (
+            App::builder().name("two\nlines").group("g", [tool("a")]),
+            "app name \"two\\nlines\" must be printable characters; U+000A is not",
+        ),
+        (
+            App::builder().name("").group("g", [tool("a")]),
+            "app name \"\" must be 1 to 64 characters, not 0",
+        ),
     ];
     for (builder, want) in cases {
         match builder.build() {
@@ -100,4 +108,39 @@ fn bad_settings_are_refused_before_connecting() {
             Ok(_) => panic!("accepted; want {want}"),
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_is_shown_by_its_name_or_else_by_its_program_name() {
+    let broker = Broker::start().await;
+    let named = builder(&broker)
+        .name("Photo booth")
+        .group("camera", [tool("snap")])
+        .build()
+        .unwrap();
+    let named = Running::start(named).await;
+    let unnamed = builder(&broker)
+        .group("desk", [tool("note")])
+        .build()
+        .unwrap();
+    let unnamed = Running::start(unnamed).await;
+    let status = broker.http().get("/api/v1/status").await;
+    let names: Vec<(serde_json::Value, serde_json::Value)> = status.data()["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["groups"].clone(), a["name"].clone()))
+        .collect();
+    // This test binary's own file name, as the SDK's default.
+    let program = std::env::current_exe().unwrap();
+    let program = program.file_name().unwrap().to_str().unwrap();
+    assert_eq!(
+        names,
+        [
+            (json!(["camera"]), json!("Photo booth")),
+            (json!(["desk"]), json!(program)),
+        ]
+    );
+    named.stop().await.unwrap();
+    unnamed.stop().await.unwrap();
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::config::Config;
+use crate::config_edit;
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic, write_secret_new};
 use crate::tokens::generate;
@@ -38,57 +39,33 @@ fn check_name(kind: &str, name: &str) -> Result<()> {
     }
 }
 
-/// `config.yaml` as a YAML document, for commands that edit it.
-fn load_doc(home: &Home) -> Result<serde_yaml_ng::Mapping> {
+/// The text of `config.yaml` ("" when absent), checked first: the edit must start from, and
+/// leave, a config the broker accepts.
+fn load_text(home: &Home) -> Result<String> {
     let path = home.config();
     let text = match std::fs::read_to_string(&path) {
         Ok(t) => t,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
         Err(e) => return Err(BrokerError::io("read", &path, e)),
     };
-    // The edit must leave a config the broker accepts, so the file is checked first.
     Config::parse(&text).map_err(|message| BrokerError::Config {
         path: path.clone(),
         message,
     })?;
-    if text.trim().is_empty() {
-        return Ok(serde_yaml_ng::Mapping::new());
-    }
-    serde_yaml_ng::from_str(&text).map_err(|e| BrokerError::Config {
-        path,
-        message: e.to_string(),
-    })
+    Ok(text)
 }
 
-/// Writes the edited document back, keeping the previous file as `config.yaml.bak` (the YAML
-/// writer does not keep comments).
-fn save_doc(home: &Home, doc: &serde_yaml_ng::Mapping) -> Result<Option<String>> {
-    let path = home.config();
-    let text = serde_yaml_ng::to_string(doc).map_err(|e| BrokerError::Config {
-        path: path.clone(),
-        message: e.to_string(),
-    })?;
-    Config::parse(&text).map_err(|message| BrokerError::Config {
-        path: path.clone(),
+/// Writes the edited text (already checked by `config_edit`) in one atomic step.
+fn save_text(home: &Home, text: &str) -> Result<()> {
+    write_atomic(&home.config(), text.as_bytes())
+}
+
+/// A refused edit: nothing was written, and the message says why.
+fn edit_refused(home: &Home, message: String) -> BrokerError {
+    BrokerError::Config {
+        path: home.config(),
         message,
-    })?;
-    let mut note = None;
-    if let Ok(old) = std::fs::read(&path) {
-        let backup = home.root.join("config.yaml.bak");
-        write_atomic(&backup, &old)?;
-        if String::from_utf8_lossy(&old).contains('#') {
-            note = Some(format!(
-                "comments in config.yaml were not kept; the previous file is {}",
-                backup.display()
-            ));
-        }
     }
-    write_atomic(&path, text.as_bytes())?;
-    Ok(note)
-}
-
-fn key(s: &str) -> serde_yaml_ng::Value {
-    serde_yaml_ng::Value::String(s.to_owned())
 }
 
 /// `leo client add NAME --can-message T[,T…]`.
@@ -107,36 +84,23 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
         ));
     }
     home.prepare()?;
-    let mut doc = load_doc(home)?;
-    let clients = doc
-        .entry(key("api_clients"))
-        .or_insert_with(|| serde_yaml_ng::Value::Mapping(Default::default()));
-    let Some(clients) = clients.as_mapping_mut() else {
-        return Err(BrokerError::Usage(
-            "api_clients in config.yaml is not a mapping".into(),
-        ));
-    };
+    let text = load_text(home)?;
+    let config = Config::parse(&text).unwrap_or_default();
     let token_path = home.clients().join(format!("{name}.token"));
-    if clients.contains_key(key(name)) || token_path.exists() {
+    if config.api_clients.contains_key(name) || token_path.exists() {
         return Err(BrokerError::Usage(format!(
             "client {name:?} already exists; remove it first with leo client rm {name}"
         )));
     }
-    let mut entry = serde_yaml_ng::Mapping::new();
-    entry.insert(
-        key("can_message"),
-        serde_yaml_ng::Value::Sequence(targets.iter().map(|t| key(t)).collect()),
-    );
-    clients.insert(key(name), serde_yaml_ng::Value::Mapping(entry));
+    // Only the new entry changes: the user's comments and layout stay as they are.
+    let edited = config_edit::add_client(&text, name, &targets)
+        .map_err(|message| edit_refused(home, message))?;
     let token = generate()?;
     write_secret_new(&token_path, &format!("{token}\n"))?;
-    let note = match save_doc(home, &doc) {
-        Ok(note) => note,
-        Err(e) => {
-            let _ = std::fs::remove_file(&token_path);
-            return Err(e);
-        }
-    };
+    if let Err(e) = save_text(home, &edited) {
+        let _ = std::fs::remove_file(&token_path);
+        return Err(e);
+    }
     let config = Config::load(&home.config())?;
     let mut out = String::new();
     let _ = writeln!(
@@ -147,9 +111,6 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
     let _ = writeln!(out, "Token (shown once; also in {}):", token_path.display());
     let _ = writeln!(out, "{token}");
     let _ = writeln!(out, "{RESTART}");
-    if let Some(note) = note {
-        let _ = writeln!(out, "Note: {note}");
-    }
     for line in reachability(&config) {
         let _ = writeln!(out, "Reminder: {line}");
     }
@@ -200,17 +161,22 @@ pub fn client_list(home: &Home) -> Result<Report> {
 /// `leo client rm NAME`.
 pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
     check_name("client", name)?;
-    let mut doc = load_doc(home)?;
+    let text = load_text(home)?;
     let token_path = home.clients().join(format!("{name}.token"));
-    let removed = doc
-        .get_mut(key("api_clients"))
-        .and_then(|v| v.as_mapping_mut())
-        .and_then(|m| m.remove(key(name)))
-        .is_some();
-    if !removed && !token_path.exists() {
+    let edited =
+        config_edit::remove_client(&text, name).map_err(|message| edit_refused(home, message))?;
+    if edited.is_none() && Config::parse(&text).is_ok_and(|c| c.api_clients.contains_key(name)) {
+        return Err(edit_refused(
+            home,
+            format!("cannot find the lines of api_clients.{name}; remove them by hand"),
+        ));
+    }
+    if edited.is_none() && !token_path.exists() {
         return Err(BrokerError::Usage(format!("no client {name:?}")));
     }
-    let note = if removed { save_doc(home, &doc)? } else { None };
+    if let Some(edited) = &edited {
+        save_text(home, edited)?;
+    }
     if token_path.exists() {
         std::fs::remove_file(&token_path).map_err(|e| BrokerError::io("remove", &token_path, e))?;
     }
@@ -218,9 +184,6 @@ pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
     out.push_str(
         "The running broker still accepts its token until it restarts: restart it to revoke.\n",
     );
-    if let Some(note) = note {
-        let _ = writeln!(out, "Note: {note}");
-    }
     Ok(out)
 }
 

@@ -7,6 +7,7 @@
 
 pub mod admin;
 pub mod config;
+pub mod config_edit;
 pub mod core;
 pub mod error;
 pub mod events;
@@ -20,6 +21,7 @@ pub mod registry;
 pub mod requests;
 pub mod server;
 pub mod state_file;
+pub mod suggest;
 pub mod tokens;
 
 pub use error::{BrokerError, Result};

@@ -22,6 +22,15 @@ mod serve_tool;
     about = "Leo client tools: let apps offer tools to AI agents"
 )]
 struct Cli {
+    /// The broker's home, as LEO_HOME sets it [default: ~/.leo].
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "LEO_HOME",
+        hide_env_values = true
+    )]
+    home: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -53,6 +62,9 @@ enum Command {
     /// The pending calls, one line each: who asked for what, and for how long.
     #[command(after_help = cli::EXIT_CODES)]
     Requests(cli::requests::RequestsArgs),
+    /// Cancel a pending call (its agent gets `cancelled`), as the console's Cancel button does.
+    #[command(after_help = cli::CANCEL_HELP)]
+    Cancel(cli::cancel::CancelArgs),
     /// Call a client tool as an agent would, and print its result.
     #[command(after_help = cli::CALL_HELP)]
     Call(cli::call::CallArgs),
@@ -101,33 +113,32 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)
+        .with_ansi(log_colour())
         .init();
+    // `--home` and `LEO_HOME` mean the same; an empty value is no value.
+    let home = match cli.home.filter(|p| !p.as_os_str().is_empty()) {
+        Some(root) => Home::new(root),
+        None => Home::from_env(),
+    };
     let result = match cli.command {
-        Command::Broker { port, bind } => broker(port, bind),
-        Command::Status(args) => return cli::exit(cli::status::run(&Home::from_env(), &args)),
-        Command::Requests(args) => {
-            return cli::exit(cli::requests::run(&Home::from_env(), &args));
-        }
-        Command::Call(args) => return cli::call::run(&Home::from_env(), &args),
-        Command::ServeTool(args) => serve_tool::run(args),
-        Command::Client { command } => {
-            let home = Home::from_env();
-            print(match command {
-                ClientCommand::Add { name, can_message } => {
-                    leo_broker::admin::client_add(&home, &name, &can_message)
-                }
-                ClientCommand::List => leo_broker::admin::client_list(&home),
-                ClientCommand::Rm { name } => leo_broker::admin::client_rm(&home, &name),
-            })
-        }
-        Command::Device { command } => {
-            let home = Home::from_env();
-            print(match command {
-                DeviceCommand::Pair { name } => leo_broker::admin::device_pair(&home, &name),
-                DeviceCommand::List => leo_broker::admin::device_list(&home),
-                DeviceCommand::Rm { name } => leo_broker::admin::device_rm(&home, &name),
-            })
-        }
+        Command::Broker { port, bind } => broker(home, port, bind),
+        Command::Status(args) => return cli::exit(cli::status::run(&home, &args)),
+        Command::Requests(args) => return cli::exit(cli::requests::run(&home, &args)),
+        Command::Cancel(args) => return cli::exit(cli::cancel::run(&home, &args)),
+        Command::Call(args) => return cli::call::run(&home, &args),
+        Command::ServeTool(args) => serve_tool::run(&home, args),
+        Command::Client { command } => print(match command {
+            ClientCommand::Add { name, can_message } => {
+                leo_broker::admin::client_add(&home, &name, &can_message)
+            }
+            ClientCommand::List => leo_broker::admin::client_list(&home),
+            ClientCommand::Rm { name } => leo_broker::admin::client_rm(&home, &name),
+        }),
+        Command::Device { command } => print(match command {
+            DeviceCommand::Pair { name } => leo_broker::admin::device_pair(&home, &name),
+            DeviceCommand::List => leo_broker::admin::device_list(&home),
+            DeviceCommand::Rm { name } => leo_broker::admin::device_rm(&home, &name),
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -145,7 +156,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn broker(port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
+/// Colour in logs only on a terminal, and never with `NO_COLOR` set (no-color.org): a log file
+/// or a pipe gets plain text that `grep` reads.
+fn log_colour() -> bool {
+    use std::io::IsTerminal;
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    !no_color && std::io::stderr().is_terminal()
+}
+
+fn broker(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
     // One thread. A call crosses the broker as a handful of short steps (an IPC frame, an SSE
     // event, a claim, a result); on a work-stealing pool each step woke another worker, and those
     // hand-offs (5 futex calls and 6 extra context switches per call) cost more than the work.
@@ -157,7 +176,7 @@ fn broker(port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result<()> {
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let mut prepared = server::prepare(Home::from_env())?;
+        let mut prepared = server::prepare(home)?;
         if port.is_some() || bind.is_some() {
             let mut config = (*prepared.config).clone();
             if let Some(port) = port {

@@ -12,6 +12,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use leo_app::{App, Status, Tool};
+use leo_broker::home::Home;
 use leo_broker::server;
 
 mod child;
@@ -53,6 +54,10 @@ pub struct Args {
     /// Serve every tool of this YAML or JSON file instead (same fields, plus command and args).
     #[arg(long, value_name = "FILE")]
     tools: Option<PathBuf>,
+    /// What this app is called in `leo status` and the console [default: serve-tool NAME, or
+    /// serve-tool FILE with --tools].
+    #[arg(long, value_name = "TEXT")]
+    app_name: Option<String>,
     /// Calls run at once, at most; more wait unclaimed [default: the number of CPUs].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=4096))]
     jobs: Option<u32>,
@@ -90,11 +95,31 @@ fn specs(args: Args) -> anyhow::Result<Vec<ToolSpec>> {
     ])
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+/// `serve-tool word_count`, or `serve-tool tools.yaml`: what it serves, as far as it fits.
+fn default_app_name(args: &Args) -> String {
+    let what = match (&args.tools, &args.name) {
+        (Some(file), _) => file.file_name().map(|n| n.to_string_lossy().into_owned()),
+        (None, name) => name.clone(),
+    };
+    let name: String = format!("serve-tool {}", what.unwrap_or_default())
+        .chars()
+        .take(leo_protocol::limits::MAX_APP_NAME)
+        .collect();
+    match leo_protocol::events::check_app_name(&name) {
+        Ok(()) => name,
+        Err(_) => "serve-tool".into(),
+    }
+}
+
+pub fn run(home: &Home, args: Args) -> anyhow::Result<()> {
     let jobs = match args.jobs {
         Some(n) => n as usize,
         None => std::thread::available_parallelism().map_or(4, usize::from),
     };
+    let app_name = args
+        .app_name
+        .clone()
+        .unwrap_or_else(|| default_app_name(&args));
     let specs = specs(args)?;
     let mut groups: BTreeMap<String, Vec<Tool>> = BTreeMap::new();
     for spec in &specs {
@@ -110,7 +135,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         };
         groups.entry(spec.group.clone()).or_default().push(tool);
     }
-    let mut builder = App::builder().max_concurrent(jobs);
+    let mut builder = App::builder()
+        .name(app_name)
+        .home(home.root.clone())
+        .max_concurrent(jobs);
     for (group, tools) in groups {
         builder = builder.group(group, tools);
     }

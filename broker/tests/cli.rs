@@ -169,6 +169,51 @@ async fn status_shows_apps_agents_tools_by_group_and_pending_calls_with_age() {
 }
 
 #[tokio::test]
+async fn status_and_requests_show_the_name_an_app_gave_itself() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let http = broker.http();
+    let mut sse = leo_testkit::Sse::open(
+        &http,
+        "/api/v1/events?client_tools=1&name=Photo%20booth",
+        None,
+    )
+    .await;
+    let id = sse.next().await.data["client_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let mut app = App { http, sse, id };
+    app.register("camera", json!([tool("snap")])).await.data();
+    let call = spawn_call(home, &["snap"]);
+    let request = app.next_request_id().await;
+    app.claim(&request).await.data();
+
+    let s = leo_json(home, &["status", "--json"]).await;
+    assert_eq!(s["apps"][0]["name"], "Photo booth");
+    assert_eq!(s["pending"][0]["claimed_by_name"], "Photo booth");
+    let r = leo_json(home, &["requests", "--json"]).await;
+    assert_eq!(r[0]["claimed_by"], json!(app.id));
+    assert_eq!(r[0]["claimed_by_name"], "Photo booth");
+
+    let t = text(&leo(home, &["status"]).await.stdout);
+    line_with(&t, &["CLIENT", "NAME", "WHO"]);
+    line_with(&t, &[&app.id, "Photo booth", "operator", "provider"]);
+    line_with(
+        &t,
+        &["camera", "snap", &format!("{} (Photo booth)", app.id)],
+    );
+    let t = text(&leo(home, &["requests"]).await.stdout);
+    line_with(
+        &t,
+        &[&request, &format!("claimed by Photo booth ({})", app.id)],
+    );
+
+    app.answer(&request, json!([])).await.data();
+    assert_eq!(finish(call).await.status.code(), Some(0));
+}
+
+#[tokio::test]
 async fn requests_lists_pending_calls_with_state_age_and_filters() {
     let broker = Broker::start().await;
     let home = broker.home();
@@ -351,7 +396,7 @@ async fn call_errors_exit_1_with_code_and_message() {
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(
         text(&out.stderr),
-        "no_client: no connected app serves tool \"nothing\"\n"
+        "no_client: no connected app serves tool \"nothing\"; tools served now: echo\n"
     );
     let out = leo(broker.home(), &["call", "echo", r#"{"text": 5}"#]).await;
     assert_eq!(out.status.code(), Some(1));
@@ -454,8 +499,127 @@ async fn call_refuses_bad_arguments_and_says_when_no_broker_runs() {
             err.contains("broker not running (nothing listens on "),
             "{err}"
         );
+        assert!(
+            err.ends_with("; start it with `leo broker` (same LEO_HOME or --home)\n"),
+            "says how to start it: {err}"
+        );
         assert!(out.stdout.is_empty());
     }
+    let out = leo(nowhere.path(), &["status"]).await;
+    assert!(
+        text(&out.stderr).ends_with(" yet; start it with `leo broker` (same LEO_HOME or --home)\n"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn an_unknown_tool_suggests_the_closest_and_lists_only_what_the_agent_may_call() {
+    let broker = Broker::start_with(
+        "console:\n  ask_human: true\nagents:\n  rocket:\n    deny_tools: [ask_human]\n",
+    )
+    .await;
+    let app = App::connect(&broker.http()).await;
+    app.register("desk", json!([tool("read_clipboard"), tool("write_file")]))
+        .await
+        .data();
+    let said = async |tool: &str, agent: &str| {
+        let out = leo(broker.home(), &["call", tool, "--agent", agent]).await;
+        assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    assert_eq!(
+        said("read_clipbaord", "rocket").await,
+        "no_client: no connected app serves tool \"read_clipbaord\" (did you mean \
+         \"read_clipboard\"?); tools served now: read_clipboard, write_file\n"
+    );
+    // The denied tool is neither suggested nor listed to the agent it is denied to.
+    assert_eq!(
+        said("ask_humn", "rocket").await,
+        "no_client: no connected app serves tool \"ask_humn\"; tools served now: \
+         read_clipboard, write_file\n"
+    );
+    assert_eq!(
+        said("ask_humn", "scout").await,
+        "no_client: no connected app serves tool \"ask_humn\" (did you mean \"ask_human\"?); \
+         tools served now: ask_human, read_clipboard, write_file\n"
+    );
+}
+
+#[tokio::test]
+async fn the_home_flag_means_what_leo_home_means_before_or_after_the_command() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let dir = broker.home().to_str().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    for args in [
+        &["--home", dir, "status", "--json"][..],
+        &["status", "--json", "--home", dir],
+    ] {
+        // LEO_HOME points elsewhere: the flag wins.
+        let out = leo(elsewhere.path(), args).await;
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        let s: Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(s["groups"][0]["group"], "g", "{args:?}");
+    }
+    let out = leo(elsewhere.path(), &["status"]).await;
+    assert_eq!(out.status.code(), Some(2), "without the flag: LEO_HOME");
+    let mut cmd = leo_cmd(elsewhere.path(), &["client", "list", "--home", dir]);
+    let out = cmd.env_remove("LEO_HOME").output().await.unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+}
+
+#[tokio::test]
+async fn cancel_ends_a_pending_call_as_the_operator_and_refuses_what_is_not_live() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let mut app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let call = spawn_call(home, &["echo"]);
+    let id = app.next_request_id().await;
+
+    let out = leo(home, &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout), format!("cancelled {id}\n"));
+    let event = app.sse.next_of("client_tool.cancelled").await.data;
+    assert_eq!(
+        (event["id"].as_str(), event["reason"].as_str()),
+        (Some(id.as_str()), Some("cancelled_by_operator"))
+    );
+    let out = finish(call).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(
+        text(&out.stderr),
+        "cancelled: the operator cancelled the call\n"
+    );
+
+    let out = leo(home, &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(1));
+    let err = text(&out.stderr);
+    assert!(
+        err.starts_with(&format!(
+            "leo: the broker answered POST /api/v1/client-tools/requests/{id}/cancel with 409: already_settled: "
+        )),
+        "{err}"
+    );
+    let out = leo(home, &["cancel", "r_nope"]).await;
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown_request"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = leo(home, &["cancel", "../status"]).await;
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("is not a request id"),
+        "{}",
+        text(&out.stderr)
+    );
+    let nowhere = tempfile::tempdir().unwrap();
+    let out = leo(nowhere.path(), &["cancel", &id]).await;
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
 }
 
 #[tokio::test]
@@ -555,6 +719,89 @@ async fn the_python_example_serves_its_tools_and_comes_back_after_a_broker_resta
     example.kill().await.unwrap();
 }
 
+/// The Python example running against `home`, its stdout lines and its log file.
+fn start_example(
+    home: &Path,
+) -> (
+    Child,
+    Lines<BufReader<ChildStdout>>,
+    tempfile::NamedTempFile,
+) {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/leo_app.py");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let mut example = Command::new("python3")
+        .arg(&script)
+        .env("LEO_HOME", home)
+        .stdout(Stdio::piped())
+        .stderr(log.reopen().unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let stdout = BufReader::new(example.stdout.take().unwrap()).lines();
+    (example, stdout, log)
+}
+
+#[tokio::test]
+async fn the_python_example_names_itself_and_leaves_other_apps_calls_alone() {
+    if !python3_available() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let mut other = App::connect(&broker.http()).await;
+    other
+        .register("other", json!([tool("other_tool")]))
+        .await
+        .data();
+    let (mut example, mut stdout, log_file) = start_example(home);
+    let log = || std::fs::read_to_string(log_file.path()).unwrap_or_default();
+    let serving = tokio::time::timeout(WAIT, stdout.next_line()).await;
+    assert!(
+        matches!(&serving, Ok(Ok(Some(l))) if l.starts_with("serving ")),
+        "{serving:?}\n{}",
+        log()
+    );
+
+    // Every provider stream sees this call; only the app serving its group may take it.
+    let call = spawn_call(home, &["other_tool"]);
+    let id = other.next_request_id().await;
+    other.claim(&id).await.data();
+    other
+        .answer(&id, json!([{"type": "text", "text": "theirs"}]))
+        .await
+        .data();
+    assert_eq!(text(&finish(call).await.stdout), "theirs\n");
+    // The example reads its events in order: once it has answered a later call of its own, it
+    // has seen the other app's call, and must not have tried to claim it.
+    let out = leo(home, &["call", "reverse_text", r#"{"text": "abc"}"#]).await;
+    assert_eq!(
+        text(&out.stdout),
+        "cba\n",
+        "{}\n{}",
+        text(&out.stderr),
+        log()
+    );
+    let log = log();
+    assert!(!log.contains("not claimed"), "{log}");
+    assert!(!log.contains("not_provider"), "{log}");
+
+    let s = leo_json(home, &["status", "--json"]).await;
+    let named: Vec<(Value, Value)> = s["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| (a["groups"].clone(), a["name"].clone()))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (json!(["other"]), Value::Null),
+            (json!(["text"]), json!("leo_app.py"))
+        ]
+    );
+    example.kill().await.unwrap();
+}
+
 #[tokio::test]
 async fn call_wait_gives_a_script_time_to_start_the_broker_and_the_app() {
     // Started before the broker exists: the call waits for it, then for the tool.
@@ -579,5 +826,65 @@ async fn call_wait_gives_a_script_time_to_start_the_broker_and_the_app() {
         text(&out.stderr).starts_with("no_client: "),
         "{}",
         text(&out.stderr)
+    );
+}
+
+#[tokio::test]
+async fn client_add_and_rm_change_only_their_entry_in_a_commented_config() {
+    let home = tempfile::tempdir().unwrap();
+    let path = home.path().join("config.yaml");
+    // Comments everywhere, odd indents, flow style, quoting, a blank line, no final newline.
+    let before = "# Leo settings for this laptop\n\
+                  web:\n   port: 8371      # not the default\n   allowed_hosts: ['host.docker.internal']\n\
+                  \n\
+                  api_clients:            # who may message agents\n\
+                  \u{20}   \"ci-bot\":  {can_message: [ \"ci-*\" ]}   # the CI runner\n\
+                  \u{20}   # scout goes here later\n\
+                  agents:\n  rocket: {deny_tools: []}\n# the end";
+    std::fs::write(&path, before).unwrap();
+    let out = leo(
+        home.path(),
+        &["client", "add", "scout", "--can-message", "rocket,scout-*"],
+    )
+    .await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let added = std::fs::read_to_string(&path).unwrap();
+    let entry = "    \"scout\":\n        can_message: [\"rocket\", \"scout-*\"]\n";
+    let at = before.find("    # scout goes here later").unwrap();
+    assert_eq!(
+        added,
+        format!("{}{entry}{}", &before[..at], &before[at..]),
+        "only the entry is new"
+    );
+    let listed = text(&leo(home.path(), &["client", "list"]).await.stdout);
+    assert!(listed.contains("ci-bot\tcan_message: ci-*\t"), "{listed}");
+    assert!(
+        listed.contains("scout\tcan_message: rocket,scout-*\ttoken: present"),
+        "{listed}"
+    );
+
+    let out = leo(home.path(), &["client", "rm", "scout"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        before,
+        "back to the byte"
+    );
+    assert!(!home.path().join("config.yaml.bak").exists());
+
+    // The last client removed: an empty mapping, the comment on its line kept.
+    let out = leo(home.path(), &["client", "rm", "ci-bot"]).await;
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let emptied = std::fs::read_to_string(&path).unwrap();
+    assert!(
+        emptied.contains("\napi_clients: {}            # who may message agents\n    # scout goes here later\nagents:"),
+        "{emptied}"
+    );
+    assert_eq!(
+        emptied.replace("api_clients: {}", "api_clients:"),
+        before.replace(
+            "    \"ci-bot\":  {can_message: [ \"ci-*\" ]}   # the CI runner\n",
+            ""
+        )
     );
 }

@@ -3,8 +3,8 @@
 //! HTTP API and an agent that is an rmcp client of the real `leo-mcp`.
 //!
 //! `.ci/run` installs the browser and `npm ci --prefix broker/tests/browser`. Without them the
-//! test fails in CI (`CI` set) and is skipped with a note elsewhere. The screenshot goes to
-//! `target/tmp/browser-test/console.png`.
+//! test fails in CI (`CI` set) and is skipped with a note elsewhere. The screenshots go to
+//! `target/tmp/browser-test/console.png` and, at a phone's 390 px, `console-phone.png`.
 
 use std::path::{Path, PathBuf};
 
@@ -112,10 +112,13 @@ async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
     script.step("bye").await;
     let log = script.log();
     assert!(script.exit().await.success(), "{log}");
-    let screenshot = cancelled["screenshot"].as_str().unwrap();
-    assert!(
-        std::fs::metadata(screenshot).is_ok_and(|m| m.len() > 0),
-        "{screenshot}"
-    );
-    eprintln!("screenshot: {screenshot}");
+    // The page itself checked that at 390 px nothing overflows and Cancel stays in its card.
+    for key in ["screenshot", "phone"] {
+        let screenshot = cancelled[key].as_str().unwrap();
+        assert!(
+            std::fs::metadata(screenshot).is_ok_and(|m| m.len() > 0),
+            "{screenshot}"
+        );
+        eprintln!("{key}: {screenshot}");
+    }
 }

@@ -473,8 +473,10 @@ async fn client_and_device_commands() {
         "reachability: {out}"
     );
     assert!(
-        out.contains("comments in config.yaml were not kept"),
-        "{out}"
+        std::fs::read_to_string(h.join("config.yaml"))
+            .unwrap()
+            .starts_with("# my settings\nweb:\n  port: 8371\n"),
+        "comments and layout kept"
     );
     let token_file = h.join("state/clients/scout.token");
     use std::os::unix::fs::PermissionsExt;

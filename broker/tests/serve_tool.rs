@@ -380,7 +380,12 @@ async fn bad_flags_files_and_refused_tools_are_clear_errors() {
                 "--",
                 "no-such-program-x",
             ],
-            "cannot find program \"no-such-program-x\" in PATH".into(),
+            "leo: the command after -- is wrong: program \"no-such-program-x\" not found in PATH"
+                .into(),
+        ),
+        (
+            vec!["--name", "a", "--description", "A", "--", "./missing.sh"],
+            "leo: the command after -- is wrong: \"./missing.sh\" not found".into(),
         ),
         (
             vec!["--name", "leo_a", "--description", "A", "--", "cat"],
@@ -440,4 +445,27 @@ async fn bad_flags_files_and_refused_tools_are_clear_errors() {
             && stderr.contains("(name_conflict)"),
         "{stderr}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn it_names_itself_after_its_tool_unless_told_otherwise() {
+    let broker = Broker::start().await;
+    let args = ["--description", "Echo", "--", "cat"];
+    let first = ServeTool::start(&broker, &[&["--name", "echo_a"][..], &args].concat(), 1).await;
+    let second = ServeTool::start(
+        &broker,
+        &[&["--name", "echo_b", "--app-name", "Echo box"][..], &args].concat(),
+        1,
+    )
+    .await;
+    let status = broker.http().get("/api/v1/status").await;
+    let names: Vec<Value> = status.data()["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["name"].clone())
+        .collect();
+    assert_eq!(names, [json!("serve-tool echo_a"), json!("Echo box")]);
+    first.stop().await;
+    second.stop().await;
 }

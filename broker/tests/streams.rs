@@ -181,3 +181,46 @@ async fn the_unix_socket_serves_the_same_routes() {
     );
     assert_eq!(unix.get("/api/v1/nope").await.code(404), "not_found");
 }
+
+#[tokio::test]
+async fn an_app_names_itself_on_its_stream_and_a_bad_name_is_refused_with_its_reason() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let path = "/api/v1/events?client_tools=1&name=Photo%20booth+%E2%98%95";
+    let mut named = Sse::open(&http, path, None).await;
+    let id = named.next().await.data["client_id"].clone();
+    let (_plain, plain) = Sse::provider(&http).await;
+    let status = http.get("/api/v1/status").await;
+    let apps = status.data()["apps"].as_array().unwrap().clone();
+    let name_of = |client: &serde_json::Value| {
+        apps.iter()
+            .find(|a| &a["client_id"] == client)
+            .map(|a| a["name"].clone())
+            .unwrap()
+    };
+    assert_eq!(name_of(&id), json!("Photo booth ☕"));
+    assert_eq!(name_of(&json!(plain)), json!(null), "no name: null");
+
+    let long = format!("name={}", "a".repeat(65));
+    for (query, says) in [
+        ("name=", "must be 1 to 64 characters, not 0"),
+        (long.as_str(), "must be 1 to 64 characters, not 65"),
+        ("name=a%0Ab", "must be printable characters; U+000A is not"),
+        (
+            "name=%E2%80%AEtxt",
+            "must be printable characters; U+202E is not",
+        ),
+        ("name=%20a", "must not begin or end with a space"),
+        ("client_tools=1&name=a&name=b", "is given twice"),
+    ] {
+        let reply = http.get(&format!("/api/v1/events?{query}")).await;
+        assert_eq!(reply.code(400), "invalid_parameter", "{query}");
+        assert_eq!(
+            reply.error(),
+            format!("query parameter \"name\" {says}"),
+            "{query}"
+        );
+    }
+    let reply = http.get("/api/v1/events?name=a&names=b").await;
+    assert_eq!(reply.code(400), "unknown_parameter");
+}

@@ -12,6 +12,7 @@ mod console_browser;
 mod faults;
 mod fixtures;
 mod lifecycle;
+mod logs;
 mod ownership;
 mod quickstart;
 mod registration;

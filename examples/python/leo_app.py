@@ -2,9 +2,9 @@
 """A Leo app in one file, Python standard library only: it offers two text tools to AI agents.
 
 It talks to the Leo broker over $LEO_HOME/run/leo.sock with the operator token, opens the
-provider event stream, registers the group "text", then claims and answers every call. When the
-stream drops (broker restarted, machine asleep) it reconnects with backoff, registers again under
-its new client_id and answers what is still pending."""
+provider event stream as "leo_app.py", registers the group "text", then claims and answers the
+calls of that group (every provider stream sees every call; other apps' calls are theirs). When
+the stream drops it reconnects with backoff, registers again and answers what is still pending."""
 import http.client
 import json
 import logging
@@ -19,7 +19,7 @@ TOKEN_FILE = os.environ.get("LEO_TOKEN_FILE") or os.path.join(HOME, "state", "op
 
 TEXT_ARG = {"type": "object", "required": ["text"],
             "properties": {"text": {"type": "string", "description": "The text to work on"}}}
-GROUP = "text"
+NAME, GROUP = "leo_app.py", "text"  # the name `leo status` shows; letters and ._- need no quoting
 TOOLS = [
     {"name": "reverse_text", "description": "Reverse a text, character by character",
      "input_schema": TEXT_ARG, "timeout_s": 30},
@@ -68,7 +68,7 @@ def api(method, path, body=None):
 
 def events(conn):
     """Yields (event, data) from the provider stream until the broker closes it."""
-    conn.request("GET", "/api/v1/events?client_tools=1", headers=headers())
+    conn.request("GET", f"/api/v1/events?client_tools=1&name={NAME}", headers=headers())
     response = conn.getresponse()
     if response.status != 200:
         raise RuntimeError(f"event stream: {response.status} {response.read()[:200]!r}")
@@ -119,7 +119,7 @@ def serve(on_ready):
                     if request["group"] == GROUP and request["state"] == "parked":
                         answer(request, client_id)
                 on_ready(client_id)
-            elif event == "client_tool.request" and client_id:
+            elif event == "client_tool.request" and client_id and data["group"] == GROUP:
                 answer(data, client_id)
     finally:
         conn.close()

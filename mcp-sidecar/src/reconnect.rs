@@ -4,6 +4,9 @@
 //! then feeds every broker frame to the `BrokerLink` until the connection ends. Then it waits
 //! (capped backoff) and starts over. A broker that is down, restarting or refusing the session
 //! is therefore never an error the harness sees, only calls answered with `no_client`.
+//!
+//! When the harness closes stdin (`stdin_closed`), the task closes the connection at once and
+//! ends: the broker then ends the session's calls as `agent_gone` (see `run`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,7 +16,7 @@ use leo_protocol::limits::IPC_VERSION;
 use tokio::io::BufReader;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
@@ -23,42 +26,66 @@ use crate::frames::{Incoming, read_frame, read_incoming, write_frame};
 use crate::link::{BrokerLink, NOT_RUNNING};
 use crate::mode;
 
+/// Why calls fail once the harness has closed stdin.
+pub const HARNESS_GONE: &str = "the harness closed stdin";
+
 /// How long the broker has to answer `hello`.
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Runs forever (until the process ends).
-pub async fn run(settings: Settings, session: String, link: Arc<BrokerLink>) {
+/// Runs until the process ends, or until stdin closes.
+pub async fn run(
+    settings: Settings,
+    session: String,
+    link: Arc<BrokerLink>,
+    mut stdin_closed: watch::Receiver<bool>,
+) {
     let mut backoff = Backoff::default();
     let mut last_failure = String::new();
     loop {
-        match connect(&settings, &session, &link).await {
-            Ok(conn) => {
-                backoff.reset();
-                last_failure.clear();
-                match conn.serve(&link).await {
-                    Ok(()) => info!("the broker closed the connection"),
-                    Err(e) => warn!(error = %error_chain(&e), "broker connection failed"),
+        let attempt = async {
+            let result = connect(&settings, &session, &link).await;
+            match result {
+                Ok(conn) => {
+                    backoff.reset();
+                    last_failure.clear();
+                    match conn.serve(&link).await {
+                        Ok(()) => info!("the broker closed the connection"),
+                        Err(e) => warn!(error = %error_chain(&e), "broker connection failed"),
+                    }
+                    link.detached(NOT_RUNNING);
                 }
-                link.detached(NOT_RUNNING);
+                Err(e) => failed(&e, &mut last_failure, &link),
             }
-            Err(e) => {
-                let reason = match &e {
-                    SidecarError::Refused { .. } => e.to_string(),
-                    _ => NOT_RUNNING.to_owned(),
-                };
-                // Say it once per kind of failure, not every 5 s while the broker is down.
-                let text = error_chain(&e);
-                if text != last_failure {
-                    warn!(error = %text, "cannot reach the broker; retrying in the background");
-                    last_failure = text;
-                } else {
-                    debug!(error = %last_failure, "broker still unreachable");
-                }
-                link.detached(&reason);
+            tokio::time::sleep(backoff.next_delay()).await;
+        };
+        // Dropping `attempt` drops the connection's reader; `detached` drops the outbox, which
+        // ends the writer: the socket closes and the broker ends the session's calls.
+        tokio::select! {
+            () = attempt => {}
+            _ = stdin_closed.wait_for(|closed| *closed) => {
+                info!("the harness closed stdin; ending this session's calls");
+                link.detached(HARNESS_GONE);
+                return;
             }
         }
-        tokio::time::sleep(backoff.next_delay()).await;
     }
+}
+
+/// A connection attempt failed: say so once per kind of failure, not every 5 s while the
+/// broker is down.
+fn failed(e: &SidecarError, last_failure: &mut String, link: &BrokerLink) {
+    let reason = match e {
+        SidecarError::Refused { .. } => e.to_string(),
+        _ => NOT_RUNNING.to_owned(),
+    };
+    let text = error_chain(e);
+    if text != *last_failure {
+        warn!(error = %text, "cannot reach the broker; retrying in the background");
+        *last_failure = text;
+    } else {
+        debug!(error = %last_failure, "broker still unreachable");
+    }
+    link.detached(&reason);
 }
 
 /// A connection that has been welcomed.

@@ -2,6 +2,13 @@
 //!
 //! The MCP service starts at once, whatever the broker's state, so `initialize` is answered in
 //! milliseconds; the broker connection comes up beside it and every later answer reflects it.
+//!
+//! **Decision: stdin closing ends the agent's calls at once, as `agent_gone`.** A harness that
+//! closes stdin (it quit, or was killed) will read no answer, but rmcp goes on draining
+//! in-flight responses for five seconds. So the moment the transport reads the end of stdin,
+//! the reconnect task closes the broker connection and stops: the broker ends every call of the
+//! session with `cancelled` (reason `agent_gone`, the same as when the process exits) and the
+//! apps get `client_tool.cancelled` without waiting for rmcp.
 
 use rmcp::service::ServerInitializeError;
 use rmcp::transport::IntoTransport;
@@ -21,10 +28,15 @@ pub async fn run(settings: Settings) -> Result<()> {
     let link = BrokerLink::new();
     let session = new_session_id(&settings.agent);
     info!(agent = %settings.agent, session, home = %settings.home.root.display(), "leo-mcp starting");
-    tokio::spawn(reconnect::run(settings.clone(), session, link.clone()));
+    let (input, output) = crate::stdio::streams();
+    tokio::spawn(reconnect::run(
+        settings.clone(),
+        session,
+        link.clone(),
+        input.closed(),
+    ));
 
-    let stdio =
-        IntoTransport::<RoleServer, std::io::Error, _>::into_transport(crate::stdio::streams());
+    let stdio = IntoTransport::<RoleServer, std::io::Error, _>::into_transport((input, output));
     let service = match Sidecar::new(settings, link)
         .serve(RefuseDiscover::new(stdio))
         .await

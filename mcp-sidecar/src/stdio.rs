@@ -13,6 +13,10 @@
 //!   is the protocol, logs go to stderr), and with nothing outside it: the harness holds the
 //!   other end of the pair, a different description;
 //! - anything else (a terminal, a file, `/dev/null`) keeps Tokio's blocking handles.
+//!
+//! `Input` also says when stdin has closed (`Input::closed`). The harness closing stdin means
+//! the agent is gone; rmcp then drains in-flight responses for five seconds before it returns,
+//! and the sidecar must not keep the agent's calls parked at the apps all that time.
 
 use std::fs::File;
 use std::io;
@@ -22,10 +26,23 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::watch;
 use tracing::debug;
 
 /// Standard input as the transport reads it.
-pub struct Input(InputImp);
+pub struct Input {
+    imp: InputImp,
+    /// Set once a read hits the end of stdin or fails.
+    closed: watch::Sender<bool>,
+}
+
+impl Input {
+    /// A receiver that turns `true` when stdin has ended (or failed), the moment the transport
+    /// reads that, before rmcp acts on it.
+    pub fn closed(&self) -> watch::Receiver<bool> {
+        self.closed.subscribe()
+    }
+}
 
 enum InputImp {
     Blocking(tokio::io::Stdin),
@@ -110,7 +127,11 @@ pub fn streams() -> (Input, Output) {
         stdout = output.name(),
         "stdio transport"
     );
-    (Input(input), Output(output))
+    let input = Input {
+        imp: input,
+        closed: watch::channel(false).0,
+    };
+    (input, Output(output))
 }
 
 impl InputImp {
@@ -139,11 +160,24 @@ impl AsyncRead for Input {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
-        match &mut self.get_mut().0 {
+        let me = self.get_mut();
+        let before = buf.filled().len();
+        let room = buf.remaining() > 0;
+        let poll = match &mut me.imp {
             InputImp::Blocking(r) => Pin::new(r).poll_read(cx, buf),
             InputImp::Pipe(r) => Pin::new(r).poll_read(cx, buf),
             InputImp::Socket(r) => Pin::new(r).poll_read(cx, buf),
+        };
+        // A read that had room and got nothing is the end of the stream.
+        let ended = match &poll {
+            Poll::Ready(Ok(())) => room && buf.filled().len() == before,
+            Poll::Ready(Err(_)) => true,
+            Poll::Pending => false,
+        };
+        if ended {
+            me.closed.send_if_modified(|c| !std::mem::replace(c, true));
         }
+        poll
     }
 }
 
@@ -181,6 +215,27 @@ impl AsyncWrite for Output {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[tokio::test]
+    async fn the_end_of_stdin_is_reported_once_read() {
+        use tokio::io::AsyncReadExt;
+        let (a, b) = tokio::net::UnixStream::pair().unwrap();
+        let mut input = Input {
+            imp: InputImp::Socket(a),
+            closed: watch::channel(false).0,
+        };
+        let closed = input.closed();
+        let mut b = b;
+        tokio::io::AsyncWriteExt::write_all(&mut b, b"x")
+            .await
+            .unwrap();
+        let mut buf = [0u8; 8];
+        assert_eq!(input.read(&mut buf).await.unwrap(), 1);
+        assert!(!*closed.borrow(), "data is not the end");
+        drop(b);
+        assert_eq!(input.read(&mut buf).await.unwrap(), 0);
+        assert!(*closed.borrow());
+    }
 
     #[test]
     fn kinds_are_told_apart() {

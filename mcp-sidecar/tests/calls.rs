@@ -89,7 +89,7 @@ async fn app_errors_are_tool_errors_with_code_and_message() {
     let result = agent.call("nope", json!({})).await;
     assert_eq!(
         error_text(&result),
-        "no_client: no connected app serves tool \"nope\""
+        "no_client: no connected app serves tool \"nope\"; tools served now: snap"
     );
     let result = agent.call("snap", json!({"text": 5})).await;
     assert!(

@@ -64,7 +64,7 @@ async fn fallback_tools_appear_only_after_a_first_registration() {
     let result = agent.call("leo_app_call", json!({"tool": "nope"})).await;
     assert_eq!(
         error_text(&result),
-        "no_client: no connected app serves tool \"nope\""
+        "no_client: no connected app serves tool \"nope\"; tools served now: echo"
     );
 
     // Tools registered later show up in leo_app_tools without a restart.

@@ -9,6 +9,7 @@ mod support;
 mod calls;
 mod deny;
 mod fallback;
+mod harness_gone;
 mod interop;
 mod messages;
 mod native;

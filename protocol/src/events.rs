@@ -22,6 +22,37 @@ pub mod kind {
     pub const STATUS: &str = "status";
 }
 
+/// The query parameter by which an app names itself on its event stream.
+pub const NAME_PARAM: &str = "name";
+
+/// Checks the name an app gives itself: 1 to 64 characters, none of them a control or an
+/// invisible formatting character (which could hide or reorder what a person reads in
+/// `leo status` or the console), and no space at either end.
+pub fn check_app_name(name: &str) -> Result<(), String> {
+    let max = crate::limits::MAX_APP_NAME;
+    let count = name.chars().count();
+    if count == 0 || count > max {
+        return Err(format!("must be 1 to {max} characters, not {count}"));
+    }
+    if let Some(c) = name.chars().find(|c| !is_printable(*c)) {
+        return Err(format!(
+            "must be printable characters; U+{:04X} is not",
+            u32::from(c)
+        ));
+    }
+    if name.starts_with(char::is_whitespace) || name.ends_with(char::is_whitespace) {
+        return Err("must not begin or end with a space".into());
+    }
+    Ok(())
+}
+
+/// Not a control character (C0, DEL, C1), nor one of the invisible characters that change how
+/// text around them is shown (zero-width, bidirectional controls, the byte-order mark).
+fn is_printable(c: char) -> bool {
+    !c.is_control()
+        && !matches!(c, '\u{200B}'..='\u{200F}' | '\u{2028}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{FEFF}')
+}
+
 /// Features the broker announces in `hello`.
 pub const FEATURES: &[&str] = &["client_tools"];
 
@@ -107,6 +138,39 @@ impl CancelReason {
             CancelReason::ClientGone => "client_gone",
             CancelReason::Shutdown => "shutdown",
             CancelReason::CancelledByOperator => "cancelled_by_operator",
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn app_names_are_short_printable_text() {
+        for good in [
+            "leo_app.py",
+            "Photo booth",
+            "serve-tool word_count",
+            "café ☕",
+            "x",
+        ] {
+            assert_eq!(check_app_name(good), Ok(()), "{good:?}");
+        }
+        let long = "a".repeat(65);
+        for (bad, says) in [
+            ("", "must be 1 to 64 characters, not 0"),
+            (long.as_str(), "must be 1 to 64 characters, not 65"),
+            ("a\nb", "U+000A is not"),
+            ("a\u{1b}[31m", "U+001B is not"),
+            ("evil\u{202E}txt", "U+202E is not"),
+            ("zero\u{200B}width", "U+200B is not"),
+            (" padded", "must not begin or end with a space"),
+        ] {
+            match check_app_name(bad) {
+                Ok(()) => panic!("{bad:?} accepted"),
+                Err(e) => assert!(e.contains(says), "{bad:?}: {e}"),
+            }
         }
     }
 }

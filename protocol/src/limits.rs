@@ -17,6 +17,8 @@ pub const MAX_TOOLS_PER_GROUP: usize = 64;
 pub const MAX_TOOLS_PER_BROKER: usize = 64;
 /// Longest group name, in characters of `[A-Za-z0-9_.-]`.
 pub const MAX_GROUP_NAME: usize = 64;
+/// Longest name an app gives itself (`GET /api/v1/events?name=…`), in characters.
+pub const MAX_APP_NAME: usize = 64;
 /// Largest result content, in bytes of its JSON as the app sent it.
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// Largest call arguments, in bytes of compact JSON.

@@ -52,6 +52,9 @@ pub struct AppStatus {
     pub provider: bool,
     /// `operator`, `device:NAME`, `agent`, or `console` for the console's built-in provider.
     pub principal: String,
+    /// The name the app gave itself when it opened its stream (`?name=…`), if any.
+    #[serde(default)]
+    pub name: Option<String>,
     pub connected_at: String,
     /// The groups this client has registered.
     #[serde(default)]

@@ -36,22 +36,44 @@ function notice(message) {
   $('notice').hidden = !message;
 }
 
-function formatAge(s) {
-  if (s < 60) return `${s} s`;
-  if (s < 3600) return `${Math.floor(s / 60)} min ${s % 60} s`;
-  return `${Math.floor(s / 3600)} h ${Math.floor((s % 3600) / 60)} min`;
+// Ages as `leo status` and `leo requests` print them: `3s`, `2m10s`, `1h05m`, `3d4h`.
+function formatAge(secs) {
+  const s = Math.max(0, Math.floor(secs));
+  const pad = (n) => String(n).padStart(2, '0');
+  const [d, h, m] = [Math.floor(s / 86400), Math.floor(s / 3600) % 24, Math.floor(s / 60) % 60];
+  if (d > 0) return `${d}d${h}h`;
+  if (h > 0) return `${h}h${pad(m)}m`;
+  if (m > 0) return `${m}m${pad(s % 60)}s`;
+  return `${s}s`;
 }
 
-function clock(timestamp) {
-  const t = new Date(timestamp);
-  return Number.isNaN(t.getTime()) ? timestamp : t.toLocaleTimeString();
+// A tool's timeout as the CLI prints it: `never` for a handoff.
+function formatTimeout(timeoutS) {
+  return timeoutS == null || timeoutS === 0 ? 'never' : formatAge(timeoutS);
 }
 
-// Ages tick between snapshots: each [data-age] holds the age the snapshot gave.
+// How long ago an RFC 3339 stamp of the broker's was, on this browser's clock (the console
+// runs beside the broker, as the CLI does).
+function since(timestamp) {
+  const t = Date.parse(timestamp);
+  return Number.isNaN(t) ? 0 : Math.max(0, Math.floor((Date.now() - t) / 1000));
+}
+
+// An app as the CLI shows it: its name if it gave one, else who opened its stream.
+function appLabel(clientId) {
+  const app = (status.apps || []).find((a) => a.client_id === clientId);
+  return app && app.name ? `${app.name} (${clientId})` : clientId;
+}
+
+// Ages tick between snapshots: each [data-age] holds the age the snapshot gave, each
+// [data-since] the broker's stamp of when something connected.
 function tick() {
   const elapsed = Math.floor((performance.now() - receivedAt) / 1000);
   for (const cell of document.querySelectorAll('[data-age]')) {
     cell.textContent = formatAge(Number(cell.dataset.age) + elapsed);
+  }
+  for (const cell of document.querySelectorAll('[data-since]')) {
+    cell.textContent = `${formatAge(since(cell.dataset.since))} ago`;
   }
 }
 setInterval(tick, 1000);
@@ -201,14 +223,15 @@ function renderCalls() {
         cancel.disabled = false;
       }
     });
-    const state = r.state === 'claimed' ? `claimed by ${r.claimed_by}` : 'waiting';
+    // The words of `leo requests`: parked (nobody has taken it yet), or claimed by an app.
+    const state = r.state === 'claimed' ? `claimed by ${appLabel(r.claimed_by)}` : 'parked';
     return el('tr', { 'data-id': r.id },
-      el('td', { title: `group ${r.group} · ${r.id}` }, el('code', { text: r.tool })),
-      el('td', { text: r.agent }),
-      el('td', { text: state }),
-      el('td', { class: 'age', 'data-age': r.age_s }),
-      el('td', { class: 'args', text: r.arguments_preview }),
-      el('td', {}, cancel));
+      el('td', { 'data-label': 'Tool', title: `group ${r.group} · ${r.id}` }, el('code', { text: r.tool })),
+      el('td', { 'data-label': 'Agent', text: r.agent }),
+      el('td', { 'data-label': 'State', class: `state ${r.state}`, text: state }),
+      el('td', { 'data-label': 'Age', class: 'age', 'data-age': r.age_s }),
+      el('td', { 'data-label': 'Arguments', class: 'args', text: r.arguments_preview }),
+      el('td', { class: 'actions' }, cancel));
   });
   fill($('calls'), rows, 'no-calls');
 }
@@ -222,31 +245,29 @@ function renderTools() {
         el('li', { 'data-tool': t.name },
           el('code', { text: t.name }), ' ',
           el('span', { class: 'desc', text: t.description }), ' ',
-          el('span', {
-            class: 'muted',
-            text: t.timeout_s == null ? '(waits for an answer)' : `(times out after ${t.timeout_s} s)`,
-          })))))));
+          el('span', { class: 'muted', text: `(timeout ${formatTimeout(t.timeout_s)})` })))))));
   $('no-tools').hidden = groups.length > 0;
 }
 
 function renderApps() {
   const rows = status.apps.map((a) =>
     el('tr', { 'data-client': a.client_id },
-      el('td', {}, el('code', { text: a.client_id })),
-      el('td', { text: a.provider ? a.principal : `${a.principal} (watching)` }),
-      el('td', { text: (a.groups || []).join(', ') || '—' }),
-      el('td', { text: clock(a.connected_at) })));
+      el('td', { 'data-label': 'Client' }, el('code', { text: a.client_id })),
+      el('td', { 'data-label': 'Name', class: 'name', text: a.name || '—' }),
+      el('td', { 'data-label': 'Who', text: a.provider ? a.principal : `${a.principal} (watching)` }),
+      el('td', { 'data-label': 'Groups', text: (a.groups || []).join(', ') || '—' }),
+      el('td', { 'data-label': 'Connected', 'data-since': a.connected_at })));
   fill($('app-rows'), rows, 'no-apps');
 }
 
 function renderAgents() {
   const rows = status.agents.map((s) =>
     el('tr', { 'data-agent': s.agent },
-      el('td', { text: s.agent }),
-      el('td', { text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
-      el('td', { text: s.mode }),
-      el('td', {}, el('code', { text: s.session })),
-      el('td', { text: clock(s.connected_at) })));
+      el('td', { 'data-label': 'Agent', text: s.agent }),
+      el('td', { 'data-label': 'Harness', text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
+      el('td', { 'data-label': 'Mode', text: s.mode }),
+      el('td', { 'data-label': 'Session' }, el('code', { text: s.session })),
+      el('td', { 'data-label': 'Connected', 'data-since': s.connected_at })));
   fill($('agent-rows'), rows, 'no-agents');
 }
 

@@ -1,7 +1,8 @@
-//! One GET to the broker's HTTP API over `run/leo.sock`, with the operator token.
+//! One request to the broker's HTTP API over `run/leo.sock`, with the operator token: the GETs
+//! of `leo status` and `leo requests`, and the POST of `leo cancel`.
 //!
 //! The request is written by hand as HTTP/1.0 rather than through an HTTP client: the CLI
-//! makes a handful of GETs, and an HTTP/1.0 request makes the server answer with a plain body
+//! makes a handful of requests, and an HTTP/1.0 request makes the server answer with a plain body
 //! that ends when the connection does (no chunked encoding, no keep-alive), so reading it is a
 //! bounded `read_to_end`. Every answer is bounded in size and time, and a refusal carries the
 //! broker's own `error` message. The token is read at each call, so a command started before
@@ -23,12 +24,12 @@ pub const MAX_RESPONSE_BYTES: u64 = 64 * 1024 * 1024;
 /// How long the broker may stay silent while answering.
 pub const TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Why a GET gave no data.
+/// Why a request gave no data.
 #[derive(Debug, thiserror::Error)]
 pub enum GetError {
     #[error(transparent)]
     Unreachable(#[from] Unreachable),
-    #[error("the broker did not answer GET {route} within {} s", TIMEOUT.as_secs())]
+    #[error("the broker did not answer {route} within {} s", TIMEOUT.as_secs())]
     Timeout { route: String },
     #[error("cannot talk to the broker on {}", socket.display())]
     Io {
@@ -36,15 +37,15 @@ pub enum GetError {
         #[source]
         source: std::io::Error,
     },
-    #[error("the broker answered GET {route} with {status}: {message}")]
+    #[error("the broker answered {route} with {status}: {message}")]
     Refused {
         route: String,
         status: u16,
         message: String,
     },
-    #[error("the broker's answer to GET {route} is larger than {MAX_RESPONSE_BYTES} bytes")]
+    #[error("the broker's answer to {route} is larger than {MAX_RESPONSE_BYTES} bytes")]
     TooLarge { route: String },
-    #[error("the broker's answer to GET {route} is malformed: {reason}")]
+    #[error("the broker's answer to {route} is malformed: {reason}")]
     Malformed { route: String, reason: String },
 }
 
@@ -65,16 +66,27 @@ impl Api {
 
     /// `GET route`, answered `{ok: true, data}`: the data as `T`.
     pub fn get<T: DeserializeOwned>(&self, route: &str) -> Result<T, GetError> {
-        let body = self.get_raw(route)?;
+        self.send("GET", route)
+    }
+
+    /// `POST route` with an empty JSON object, answered `{ok: true, data}`: the data as `T`.
+    pub fn post<T: DeserializeOwned>(&self, route: &str) -> Result<T, GetError> {
+        self.send("POST", route)
+    }
+
+    fn send<T: DeserializeOwned>(&self, method: &str, path: &str) -> Result<T, GetError> {
+        let route = format!("{method} {path}");
+        let body = self.raw(method, path, &route)?;
         serde_json::from_slice::<Success<T>>(&body)
             .map(|s| s.data)
             .map_err(|e| GetError::Malformed {
-                route: route.to_owned(),
+                route,
                 reason: e.to_string(),
             })
     }
 
-    fn get_raw(&self, route: &str) -> Result<Vec<u8>, GetError> {
+    /// `route` is `METHOD path`, for messages.
+    fn raw(&self, method: &str, path: &str, route: &str) -> Result<Vec<u8>, GetError> {
         let token = read_token(&self.token, "operator")?;
         let io = |source: std::io::Error| match source.kind() {
             std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut => GetError::Timeout {
@@ -89,9 +101,12 @@ impl Api {
             .map_err(|source| Unreachable::connecting(&self.socket, source))?;
         stream.set_read_timeout(Some(TIMEOUT)).map_err(io)?;
         stream.set_write_timeout(Some(TIMEOUT)).map_err(io)?;
+        let body = if method == "GET" { "" } else { "{}" };
         write!(
             stream,
-            "GET {route} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\r\n"
+            "{method} {path} HTTP/1.0\r\nHost: localhost\r\nAuthorization: Bearer {token}\r\n\
+             Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
         )
         .map_err(io)?;
         let mut raw = Vec::new();

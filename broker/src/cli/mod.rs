@@ -1,14 +1,15 @@
-//! The operator commands that talk to a running broker: `leo status`, `leo requests` and
-//! `leo call`. They live in the binary, not the library: they are clients of the broker's
+//! The operator commands that talk to a running broker: `leo status`, `leo requests`,
+//! `leo cancel` and `leo call`. They live in the binary, not the library: they are clients of the broker's
 //! public doors (`run/leo.sock` with the operator token, `run/sidecar.sock` with the agent
 //! token), and use nothing of its internals, so what they show is what any app or sidecar sees.
 //!
-//! Exit codes, shared by the three: 0 done, 1 the call ended with an error (`leo call`) or
+//! Exit codes, shared by all four: 0 done, 1 the call ended with an error (`leo call`) or
 //! the broker answered with one, 2 the broker cannot be reached or the command line is wrong,
 //! 130 Ctrl-C.
 
 pub mod api;
 pub mod call;
+pub mod cancel;
 pub mod clock;
 pub mod requests;
 pub mod snapshot;
@@ -26,6 +27,13 @@ use leo_broker::tokens::read_token_file;
 pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the broker answered with an error; 2 the \
 broker is not running, or a bad argument. With --watch it runs until Ctrl-C and waits out \
 broker restarts.";
+
+/// `--help` text for `leo cancel`.
+pub const CANCEL_HELP: &str = "The agent's call ends with cancelled: the operator cancelled the \
+call; apps get client_tool.cancelled with reason cancelled_by_operator.
+
+Exit codes: 0 cancelled; 1 the broker refused (unknown_request, already_settled: the call had \
+already ended); 2 the broker is not running, or ID is not a request id.";
 
 /// `--help` text for `leo call`.
 pub const CALL_HELP: &str = "Example: leo call reverse_text '{\"text\": \"hello\"}'
@@ -55,23 +63,26 @@ pub fn exit(result: anyhow::Result<()>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("leo: {e:#}");
+    if e.downcast_ref::<cancel::BadId>().is_some() {
+        return ExitCode::from(EXIT_UNREACHABLE);
+    }
     match e.downcast_ref::<api::GetError>() {
         Some(api::GetError::Unreachable(u)) if u.not_running() => ExitCode::from(EXIT_UNREACHABLE),
         _ => ExitCode::FAILURE,
     }
 }
 
+/// How to start what is not running, said after every "broker not running".
+pub const START: &str = "start it with `leo broker` (same LEO_HOME or --home)";
+
 /// Why a door of the broker (`run/leo.sock`, `run/sidecar.sock`) could not be opened.
 #[derive(Debug, thiserror::Error)]
 pub enum Unreachable {
-    #[error("broker not running (nothing listens on {})", socket.display())]
-    NotRunning {
-        socket: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
+    /// The socket is missing or refuses connections: both mean nothing listens there.
+    #[error("broker not running (nothing listens on {}); {START}", socket.display())]
+    NotRunning { socket: PathBuf },
     #[error(
-        "broker not running: no {which} token at {} (has `leo broker` run with this LEO_HOME?)",
+        "broker not running: no {which} token at {} yet; {START}",
         path.display()
     )]
     NoToken { which: &'static str, path: PathBuf },
@@ -99,7 +110,7 @@ impl Unreachable {
         use std::io::ErrorKind::{ConnectionRefused, NotFound};
         let socket = socket.to_path_buf();
         match source.kind() {
-            NotFound | ConnectionRefused => Unreachable::NotRunning { socket, source },
+            NotFound | ConnectionRefused => Unreachable::NotRunning { socket },
             _ => Unreachable::Connect { socket, source },
         }
     }

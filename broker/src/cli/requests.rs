@@ -8,7 +8,7 @@ use leo_protocol::requests::{PendingRequest, RequestState};
 
 use super::api::Api;
 use super::clock::human;
-use super::snapshot::{Pending, fetch_pending};
+use super::snapshot::{Pending, STATUS_ROUTE, app_names, fetch_pending, name_claimants};
 use super::style::{Style, Table};
 use super::watch::{self, Form, WatchArgs};
 
@@ -38,8 +38,10 @@ pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
     let api = Api::new(home);
     let style = Style::detect();
     watch::run("leo requests", args.json, &args.watch, &style, |form| {
+        let status: serde_json::Value = api.get(STATUS_ROUTE)?;
         let mut pending = fetch_pending(&api, SystemTime::now())?;
         pending.retain(|p| args.keeps(&p.request));
+        name_claimants(&mut pending, &app_names(&status));
         match form {
             Form::Text => Ok(render(&pending, &style)),
             json => json.encode(&pending),
@@ -63,7 +65,7 @@ pub fn table<'a>(pending: impl IntoIterator<Item = &'a Pending>, style: &Style) 
             p.request.id.clone(),
             p.request.agent.clone(),
             p.request.tool.clone(),
-            state_cell(&p.request, style),
+            state_cell(p, style),
             human(p.age_s),
             p.timeout_left_s.map_or_else(|| "never".into(), human),
         ]);
@@ -72,18 +74,20 @@ pub fn table<'a>(pending: impl IntoIterator<Item = &'a Pending>, style: &Style) 
 }
 
 /// The state, parked calls (nobody has taken them yet) in yellow.
-pub fn state_cell(r: &PendingRequest, style: &Style) -> String {
-    match r.state {
-        RequestState::Parked => style.yellow(&state_text(r)),
-        RequestState::Claimed => state_text(r),
+pub fn state_cell(p: &Pending, style: &Style) -> String {
+    match p.request.state {
+        RequestState::Parked => style.yellow(&state_text(p)),
+        RequestState::Claimed => state_text(p),
     }
 }
 
-/// `parked`, or `claimed by c_…`.
-pub fn state_text(r: &PendingRequest) -> String {
-    match (r.state, &r.claimed_by) {
-        (RequestState::Parked, _) => "parked".into(),
-        (RequestState::Claimed, Some(by)) => format!("claimed by {by}"),
-        (RequestState::Claimed, None) => "claimed".into(),
+/// `parked`, or `claimed by NAME (c_…)`, or `claimed by c_…` for an app with no name.
+pub fn state_text(p: &Pending) -> String {
+    let r = &p.request;
+    match (r.state, &r.claimed_by, &p.claimed_by_name) {
+        (RequestState::Parked, _, _) => "parked".into(),
+        (RequestState::Claimed, Some(by), Some(name)) => format!("claimed by {name} ({by})"),
+        (RequestState::Claimed, Some(by), None) => format!("claimed by {by}"),
+        (RequestState::Claimed, None, _) => "claimed".into(),
     }
 }

@@ -7,11 +7,17 @@
 //!
 //! ```text
 //! {revision, seq,
-//!  apps:    [{client_id, principal, provider, connected_at, groups}],
+//!  apps:    [{client_id, principal, provider, connected_at, groups, name}],
 //!  agents:  [{agent, session, harness: {name, version} | null, mode, connected_at}],
 //!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients}]}],
 //!  pending: [{id, agent, session, group, tool, arguments, state, claimed_by, owner,
-//!             timeout_s, created_at, age_s, timeout_left_s}]}
+//!             timeout_s, created_at, age_s, timeout_left_s, claimed_by_name}]}
+//! ```
+//!
+//! `name` is what the app called itself when it opened its stream, and `claimed_by_name` the
+//! name of the claimant; both are `null` for an app that gave none.
+//!
+//! ```text
 //! ```
 //!
 //! The status answer is read field by field (not through a strict type), so a broker that
@@ -56,6 +62,8 @@ pub struct App {
     pub connected_at: String,
     /// The groups this client serves now.
     pub groups: Vec<String>,
+    /// The name the app gave itself, if any.
+    pub name: Option<String>,
 }
 
 /// A sidecar session.
@@ -95,6 +103,8 @@ pub struct Pending {
     pub age_s: u64,
     /// `null` when the call never times out.
     pub timeout_left_s: Option<u64>,
+    /// The name of the app that claimed the call, if it gave one.
+    pub claimed_by_name: Option<String>,
 }
 
 impl Snapshot {
@@ -102,7 +112,8 @@ impl Snapshot {
     pub fn fetch(api: &Api) -> Result<Snapshot, GetError> {
         let status: Value = api.get(STATUS_ROUTE)?;
         let tools: ToolList = api.get(TOOLS_ROUTE)?;
-        let pending = fetch_pending(api, SystemTime::now())?;
+        let mut pending = fetch_pending(api, SystemTime::now())?;
+        name_claimants(&mut pending, &app_names(&status));
         Ok(Snapshot::combine(&status, tools, pending))
     }
 
@@ -121,6 +132,7 @@ impl Snapshot {
                 principal: text(a, "principal"),
                 provider: a["provider"].as_bool().unwrap_or(false),
                 connected_at: text(a, "connected_at"),
+                name: a["name"].as_str().map(str::to_owned),
                 groups: served
                     .get(a["client_id"].as_str().unwrap_or_default())
                     .cloned()
@@ -168,9 +180,34 @@ pub fn aged(requests: Vec<PendingRequest>, now: SystemTime) -> Vec<Pending> {
                 request,
                 age_s,
                 timeout_left_s,
+                claimed_by_name: None,
             }
         })
         .collect()
+}
+
+/// Client id → the name that app gave itself, from a status answer.
+pub fn app_names(status: &Value) -> BTreeMap<String, String> {
+    list(status, "apps")
+        .filter_map(|a| {
+            Some((
+                a["client_id"].as_str()?.to_owned(),
+                a["name"].as_str()?.to_owned(),
+            ))
+        })
+        .collect()
+}
+
+/// Fills in `claimed_by_name` from `names`.
+pub fn name_claimants(pending: &mut [Pending], names: &BTreeMap<String, String>) {
+    for p in pending {
+        p.claimed_by_name = p
+            .request
+            .claimed_by
+            .as_ref()
+            .and_then(|c| names.get(c))
+            .cloned();
+    }
 }
 
 fn list<'a>(status: &'a Value, key: &str) -> impl Iterator<Item = &'a Value> {

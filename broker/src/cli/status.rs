@@ -56,10 +56,11 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
     let since = |stamp: &str| human(age_s(stamp, now));
 
     section(&mut out, style, "Apps", s.apps.is_empty(), || {
-        let mut t = Table::new(&["CLIENT", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
+        let mut t = Table::new(&["CLIENT", "NAME", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
         for a in &s.apps {
             t.row(vec![
                 a.client_id.clone(),
+                a.name.clone().unwrap_or_else(|| "-".into()),
                 a.principal.clone(),
                 if a.provider { "provider" } else { "watcher" }.into(),
                 format!("{} ago", since(&a.connected_at)),
@@ -89,10 +90,14 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
     });
 
     section(&mut out, style, "Tools", s.groups.is_empty(), || {
+        // An app is shown by the name it gave itself, else by who opened its stream.
         let who: BTreeMap<&str, &str> = s
             .apps
             .iter()
-            .map(|a| (a.client_id.as_str(), a.principal.as_str()))
+            .map(|a| {
+                let label = a.name.as_deref().unwrap_or(&a.principal);
+                (a.client_id.as_str(), label)
+            })
             .collect();
         let mut t = Table::new(&["GROUP", "TOOL", "TIMEOUT", "SERVED BY", "DESCRIPTION"]);
         for g in &s.groups {

@@ -69,6 +69,7 @@ impl Broker {
                 n,
                 provider: true,
                 principal: CONSOLE_CLIENT.to_owned(),
+                name: Some("web console".to_owned()),
                 connected_at: leo_protocol::time::now(),
                 internal: true,
             },

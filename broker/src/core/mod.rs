@@ -54,6 +54,8 @@ pub struct ClientInfo {
     pub provider: bool,
     /// Who opened it: `operator`, `device:NAME`, `agent`; `console` for the console's provider.
     pub principal: String,
+    /// The name the app gave itself (`?name=…`), checked by `check_app_name`.
+    pub name: Option<String>,
     pub connected_at: String,
     /// The web console's built-in provider (`ask_human`): not a stream, and not usable as a
     /// `client_id` over HTTP.
@@ -205,11 +207,13 @@ impl Broker {
 
     // ----- event streams -----
 
-    /// Opens an event stream for `principal`; provider streams may register tools.
+    /// Opens an event stream for `principal`, named `name` by the app; provider streams may
+    /// register tools.
     pub fn open_stream(
         self: &Arc<Self>,
         provider: bool,
         principal: String,
+        name: Option<String>,
         last_event_id: Option<u64>,
     ) -> Opened {
         let client_id = random_id("c_");
@@ -222,6 +226,7 @@ impl Broker {
                 n,
                 provider,
                 principal: principal.clone(),
+                name: name.clone(),
                 connected_at: leo_protocol::time::now(),
                 internal: false,
             },
@@ -229,7 +234,7 @@ impl Broker {
         drop(core);
         self.touched();
         let subscription = self.bus.subscribe(last_event_id);
-        info!(client_id, provider, principal, "event stream opened");
+        info!(client_id, provider, principal, name, "event stream opened");
         Opened {
             hello: Hello {
                 client_id: client_id.clone(),
@@ -608,21 +613,20 @@ impl Broker {
         let Some(session) = core.sessions.get(&conn).cloned() else {
             return Err(Refusal::new(ErrorCode::NoClient, "the session is closed"));
         };
-        if self
-            .config
-            .denied_for(&session.agent)
-            .iter()
-            .any(|d| d == tool)
-        {
+        let denied = self.config.denied_for(&session.agent);
+        if denied.iter().any(|d| d == tool) {
             return Err(Refusal::new(
                 ErrorCode::Denied,
                 format!("tool {tool:?} is denied to agent {:?}", session.agent),
             ));
         }
         let Some(visible) = core.registry.visible(tool) else {
+            // Only what this agent may call is named, never a tool denied to it.
+            let mut served = core.registry.names();
+            served.retain(|name| !denied.contains(name));
             return Err(Refusal::new(
                 ErrorCode::NoClient,
-                format!("no connected app serves tool {tool:?}"),
+                crate::suggest::no_such_tool(tool, &served),
             ));
         };
         let spec = visible.spec.clone();

@@ -29,6 +29,7 @@ impl Broker {
                 client_id: id.clone(),
                 provider: c.provider,
                 principal: c.principal.clone(),
+                name: c.name.clone(),
                 connected_at: c.connected_at.clone(),
                 groups: groups
                     .iter()

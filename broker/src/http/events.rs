@@ -17,7 +17,7 @@ use axum::response::sse::{Event as SseEvent, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use futures_util::stream;
 use leo_protocol::ErrorCode;
-use leo_protocol::events::kind;
+use leo_protocol::events::{NAME_PARAM, check_app_name, kind};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use tokio::sync::broadcast::error::RecvError;
@@ -74,7 +74,8 @@ pub async fn stream(
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, ApiError> {
-    let provider = query_flags(uri.query(), &["client_tools"])?
+    let (name, flags) = app_name(uri.query())?;
+    let provider = query_flags(flags.as_deref(), &["client_tools"])?
         .iter()
         .any(|f| f == "client_tools");
     if provider && who == Principal::Agent {
@@ -98,7 +99,7 @@ pub async fn stream(
         ),
     };
     let broker = state.broker.clone();
-    let opened = broker.open_stream(provider, principal_name(&who), last_event_id);
+    let opened = broker.open_stream(provider, principal_name(&who), name, last_event_id);
     let hello = serde_json::to_string(&opened.hello)
         .map_err(|_| ApiError::new(ErrorCode::Internal, "cannot encode hello"))?;
     let last_sent = opened
@@ -133,6 +134,39 @@ pub async fn stream(
     Ok(Sse::new(events)
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
         .into_response())
+}
+
+/// Takes `name=…` (percent-encoded) out of the query: the app's name, checked, and the
+/// remaining parameters for `query_flags`.
+fn app_name(query: Option<&str>) -> Result<(Option<String>, Option<String>), ApiError> {
+    let mut name = None;
+    let mut rest = Vec::new();
+    for pair in query.unwrap_or_default().split('&') {
+        let Some(raw) = pair
+            .strip_prefix(NAME_PARAM)
+            .and_then(|p| p.strip_prefix('='))
+        else {
+            rest.push(pair);
+            continue;
+        };
+        let bad = |why: String| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("query parameter {NAME_PARAM:?} {why}"),
+            )
+        };
+        if name.is_some() {
+            return Err(bad("is given twice".into()));
+        }
+        let decoded: String = form_urlencoded::parse(format!("{NAME_PARAM}={raw}").as_bytes())
+            .map(|(_, v)| v.into_owned())
+            .next()
+            .unwrap_or_default();
+        check_app_name(&decoded).map_err(bad)?;
+        name = Some(decoded);
+    }
+    let rest = rest.join("&");
+    Ok((name, (!rest.is_empty()).then_some(rest)))
 }
 
 fn sse(event: &Event, provider: bool) -> SseEvent {

@@ -70,7 +70,12 @@ pub fn from_flags(mut fields: Fields, schema: Option<&str>) -> Result<ToolSpec, 
         None => None,
         Some(text) => Some(schema_from_flag(text)?),
     };
-    build(fields, "$", Path::new(".")).map_err(|e| format!("invalid tool {e}"))
+    // The command is what follows `--`, not a field: say so rather than `$.command`.
+    let program =
+        find_program(&fields.command).map_err(|e| format!("the command after -- is wrong: {e}"))?;
+    build(fields, "$", Path::new("."))
+        .map(|spec| ToolSpec { program, ..spec })
+        .map_err(|e| format!("invalid tool {e}"))
 }
 
 /// Every tool of a tools file.
@@ -152,28 +157,32 @@ fn build(fields: Fields, at: &str, dir: &Path) -> Result<ToolSpec, String> {
 }
 
 /// The program as `execvp` would find it: a path if it has a `/`, else the first executable
-/// file of that name in `PATH`.
+/// file of that name in `PATH`. The error says what is wrong with it, without saying where it
+/// was given (the caller does).
 fn find_program(command: &str) -> Result<PathBuf, String> {
+    use std::os::unix::fs::PermissionsExt;
     if command.is_empty() {
         return Err("the command is empty".into());
     }
     let runnable = |p: &Path| {
-        use std::os::unix::fs::PermissionsExt;
         std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
     };
     if command.contains('/') {
         let path = PathBuf::from(command);
-        return if runnable(&path) {
-            Ok(path)
-        } else {
-            Err(format!("{command:?} is not an executable file"))
+        return match std::fs::metadata(&path) {
+            Err(_) => Err(format!("{command:?} not found")),
+            Ok(m) if m.is_dir() => Err(format!("{command:?} is a directory, not a program")),
+            Ok(_) if !runnable(&path) => Err(format!(
+                "{command:?} is not executable (make it so with: chmod +x {command})"
+            )),
+            Ok(_) => Ok(path),
         };
     }
     let path = std::env::var_os("PATH").unwrap_or_default();
     std::env::split_paths(&path)
         .map(|dir| dir.join(command))
         .find(|p| runnable(p))
-        .ok_or_else(|| format!("cannot find program {command:?} in PATH"))
+        .ok_or_else(|| format!("program {command:?} not found in PATH"))
 }
 
 #[cfg(test)]
@@ -214,12 +223,17 @@ mod tests {
             (
                 fields("ok", "no-such-program-x"),
                 None,
-                "cannot find program \"no-such-program-x\" in PATH",
+                "the command after -- is wrong: program \"no-such-program-x\" not found in PATH",
             ),
             (
                 fields("ok", "./nope/x"),
                 None,
-                "\"./nope/x\" is not an executable file",
+                "the command after -- is wrong: \"./nope/x\" not found",
+            ),
+            (
+                fields("ok", "/"),
+                None,
+                "the command after -- is wrong: \"/\" is a directory, not a program",
             ),
             (
                 fields("ok", "sh"),

@@ -96,14 +96,44 @@ try {
   const row = page.locator(`#calls tr[data-id="${id}"]`);
   await row.waitFor();
   await page.locator(`#agent-rows tr[data-agent="${agent}"]`, { hasText: 'native' }).waitFor();
+  // The CLI's words and ages: `parked`, `12s`, `3s ago`.
   const age = await row.locator('td.age').textContent();
-  if (!/^\d+ s$/.test(age ?? '')) throw new Error(`age cell reads ${JSON.stringify(age)}`);
+  if (!/^\d+s$/.test(age ?? '')) throw new Error(`age cell reads ${JSON.stringify(age)}`);
+  const state = await row.locator('td.state').textContent();
+  if (state !== 'parked') throw new Error(`state cell reads ${JSON.stringify(state)}`);
+  const connected = await page.locator(`#agent-rows tr[data-agent="${agent}"] td[data-since]`).textContent();
+  if (!/^\d+s ago$/.test(connected ?? '')) throw new Error(`connected cell reads ${JSON.stringify(connected)}`);
+  await page.locator('#app-rows tr[data-client="console"] td.name', { hasText: 'web console' }).waitFor();
   const screenshot = join(shots, 'console.png');
   await page.screenshot({ path: screenshot, fullPage: true });
+
+  // On a phone: nothing wider than the screen, and the Cancel button inside its card.
+  await page.setViewportSize({ width: 390, height: 844 });
+  const phone = join(shots, 'console-phone.png');
+  await page.screenshot({ path: phone, fullPage: true });
+  const fit = await page.evaluate((rowId) => {
+    const doc = document.documentElement;
+    const button = document.querySelector(`#calls tr[data-id="${rowId}"] button.danger`).getBoundingClientRect();
+    const card = document.querySelector('#pending').getBoundingClientRect();
+    const wide = [...document.querySelectorAll('section')]
+      .filter((s) => s.scrollWidth > s.clientWidth)
+      .map((s) => s.id);
+    return {
+      scrollWidth: doc.scrollWidth,
+      innerWidth: window.innerWidth,
+      inside: button.left >= card.left && button.right <= card.right
+        && button.top >= card.top && button.bottom <= card.bottom,
+      wide,
+    };
+  }, id);
+  if (fit.scrollWidth > fit.innerWidth || !fit.inside || fit.wide.length) {
+    throw new Error(`the page does not fit a phone: ${JSON.stringify(fit)}`);
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
   await row.getByRole('button', { name: 'Cancel' }).click();
   await row.waitFor({ state: 'detached' });
   check();
-  say('cancelled', { screenshot });
+  say('cancelled', { screenshot, phone });
 
   await command('done');
   say('bye');
