@@ -6,6 +6,7 @@
 //! sidecars; `server` binds them and runs the shutdown path.
 
 pub mod admin;
+pub mod agent_tokens;
 pub mod config;
 pub mod core;
 pub mod error;
