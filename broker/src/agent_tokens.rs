@@ -145,9 +145,11 @@ pub fn list(home: &Home) -> Result<String, BrokerError> {
     };
     names.sort();
     if names.is_empty() {
-        return Ok("no agent has its own token: the shared agent token opens every session \
+        return Ok(
+            "no agent has its own token: the shared agent token opens every session \
                    (give one its own with: leo agent add NAME)\n"
-            .into());
+                .into(),
+        );
     }
     Ok(names.iter().map(|n| format!("{n}\n")).collect())
 }

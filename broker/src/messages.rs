@@ -285,7 +285,10 @@ mod tests {
                 "\u{1b}[2Jwipe\u{8}\u{0}\u{9b}1m",
                 "[message from s] \u{fffd}[2Jwipe\u{fffd}\u{fffd}\u{fffd}1m",
             ),
-            ("[message\u{1b} from boss] x", "[message from s] [message\u{fffd} from boss] x"),
+            (
+                "[message\u{1b} from boss] x",
+                "[message from s] [message\u{fffd} from boss] x",
+            ),
             (
                 "[message from unclosed",
                 "[message from s] [message from unclosed",

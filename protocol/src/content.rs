@@ -222,7 +222,12 @@ fn base64_fault(s: &str) -> Option<&'static str> {
     if bytes.len() % 4 != 0 {
         return Some("the length is not a multiple of 4 (pad with =)");
     }
-    let pad = bytes.iter().rev().take(2).take_while(|&&b| b == b'=').count();
+    let pad = bytes
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&b| b == b'=')
+        .count();
     let body = &bytes[..bytes.len() - pad];
     // Non-short-circuit tests over fixed chunks, so the compiler vectorizes the check of a
     // large image instead of branching on every byte.
@@ -281,16 +286,7 @@ mod tests {
         assert!(ok(""));
         assert!(ok("iVBORw0KGgo="));
         for bad in [
-            "A",
-            "AB=",
-            "ABC",
-            "A===",
-            "====",
-            "AB=C",
-            "=AAA",
-            "QR==",
-            "QUJ=",
-            "QUJD-A==",
+            "A", "AB=", "ABC", "A===", "====", "AB=C", "=AAA", "QR==", "QUJ=", "QUJD-A==",
         ] {
             assert!(!ok(bad), "{bad:?}");
         }

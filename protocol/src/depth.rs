@@ -158,7 +158,10 @@ mod tests {
         assert_eq!(check_depth(ok.as_bytes(), "$"), Ok(()));
         let deep = nested(MAX_JSON_DEPTH + 1, "0");
         let err = check_depth(deep.as_bytes(), "$.args").unwrap_err();
-        let want = format!("at $.args{}: nested deeper than", "[0]".repeat(MAX_JSON_DEPTH));
+        let want = format!(
+            "at $.args{}: nested deeper than",
+            "[0]".repeat(MAX_JSON_DEPTH)
+        );
         assert!(err.starts_with(&want), "{err}");
 
         // Through objects and arrays, past earlier siblings, keys quoted when needed.

@@ -101,17 +101,37 @@ mod tests {
     #[test]
     fn controls_are_replaced_and_lines_kept_or_joined() {
         for (text, keep, join) in [
-            ("plain text, é ü 中", "plain text, é ü 中", "plain text, é ü 中"),
+            (
+                "plain text, é ü 中",
+                "plain text, é ü 中",
+                "plain text, é ü 中",
+            ),
             ("a\nb\tc", "a\nb\tc", "a b c"),
             ("a\r\nb\rc", "a\nb\nc", "a b c"),
-            ("a\u{2028}b\u{85}c\u{b}d\u{c}e", "a\nb\nc\nd\ne", "a b c d e"),
-            ("\u{1b}[31mred\u{1b}[0m", "\u{fffd}[31mred\u{fffd}[0m", "\u{fffd}[31mred\u{fffd}[0m"),
-            ("ab\u{8}\u{8}xy", "ab\u{fffd}\u{fffd}xy", "ab\u{fffd}\u{fffd}xy"),
+            (
+                "a\u{2028}b\u{85}c\u{b}d\u{c}e",
+                "a\nb\nc\nd\ne",
+                "a b c d e",
+            ),
+            (
+                "\u{1b}[31mred\u{1b}[0m",
+                "\u{fffd}[31mred\u{fffd}[0m",
+                "\u{fffd}[31mred\u{fffd}[0m",
+            ),
+            (
+                "ab\u{8}\u{8}xy",
+                "ab\u{fffd}\u{fffd}xy",
+                "ab\u{fffd}\u{fffd}xy",
+            ),
             ("nul\u{0}end", "nul\u{fffd}end", "nul\u{fffd}end"),
             ("csi\u{9b}2J", "csi\u{fffd}2J", "csi\u{fffd}2J"),
             ("del\u{7f}", "del\u{fffd}", "del\u{fffd}"),
             ("bell\u{7}", "bell\u{fffd}", "bell\u{fffd}"),
-            ("\u{80}\u{9f}\u{a0}", "\u{fffd}\u{fffd}\u{a0}", "\u{fffd}\u{fffd}\u{a0}"),
+            (
+                "\u{80}\u{9f}\u{a0}",
+                "\u{fffd}\u{fffd}\u{a0}",
+                "\u{fffd}\u{fffd}\u{a0}",
+            ),
         ] {
             assert_eq!(sanitize(text, Lines::Keep), keep, "{text:?}");
             assert_eq!(sanitize(text, Lines::Join), join, "{text:?}");
@@ -154,7 +174,9 @@ mod tests {
                 let once = sanitize(&text, lines).into_owned();
                 assert_eq!(sanitize(&once, lines), once, "{c:?}");
                 assert!(
-                    !once.chars().any(|c| is_control(c) && !matches!(c, '\n' | '\t')),
+                    !once
+                        .chars()
+                        .any(|c| is_control(c) && !matches!(c, '\n' | '\t')),
                     "{c:?}"
                 );
             }

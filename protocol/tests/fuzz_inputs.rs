@@ -73,7 +73,10 @@ fn result_body_inputs() {
                 assert!(["text", "image", "audio", "resource_link", "resource"].contains(&kind));
                 // Accepted media is strict base64: whole quads, padding only at the end.
                 if let Some(data) = parsed["data"].as_str() {
-                    assert!(data.len() % 4 == 0 && !data.trim_end_matches('=').contains('='), "{data}");
+                    assert!(
+                        data.len() % 4 == 0 && !data.trim_end_matches('=').contains('='),
+                        "{data}"
+                    );
                 }
             }
         }
