@@ -19,3 +19,4 @@ mod requests;
 mod security;
 mod serve_tool;
 mod streams;
+mod untrusted;

@@ -14,4 +14,5 @@ mod messages;
 mod native;
 mod protocol;
 mod restart;
+mod untrusted;
 mod wire;
