@@ -219,7 +219,7 @@ fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
 /// multiple of 4 with at most two `=`, and no stray bits after the last byte), or `None`.
 fn base64_fault(s: &str) -> Option<&'static str> {
     let bytes = s.as_bytes();
-    if bytes.len() % 4 != 0 {
+    if !bytes.len().is_multiple_of(4) {
         return Some("the length is not a multiple of 4 (pad with =)");
     }
     let pad = bytes
