@@ -1,8 +1,8 @@
 //! The sidecar side of the broker: `run/sidecar.sock`, one connection per agent session.
 //!
 //! A connection is a session: `hello` (with the agent token, or the agent's own token, see
-//! `agent_tokens`) opens it, closing it means the
-//! agent stopped, and every call still in flight is cancelled with reason `agent_gone`. Frames
+//! `agent_tokens`) opens it, closing it means the agent stopped, and every call still in flight
+//! is cancelled with reason `agent_gone`. Frames
 //! are JSON lines (see `leo_protocol::ipc`). Tool-set changes reach each session through its
 //! own coalescer: the first change after a quiet second is sent at once, later ones are folded
 //! into one frame a second, and the last state is always sent.
