@@ -1,6 +1,7 @@
 //! `$LEO_HOME/config.yaml`: optional, strict.
 //!
-//! An absent file means every default. Unknown keys and wrong types are start-up errors that
+//! An absent file means every default. The file grants API client scopes, so, like a token
+//! file, it is refused when its group or others may write it. Unknown keys and wrong types are start-up errors that
 //! name the key path (`web.port: invalid type…`), because a typo in a security setting such as
 //! `allowed_hosts` must never be silently ignored.
 
@@ -108,13 +109,16 @@ pub struct ApiClient {
 }
 
 impl Config {
-    /// Reads `path`; a missing file is the default config.
+    /// Reads `path`; a missing file is the default config. A file that its group or others
+    /// may write is refused: it grants API client scopes, so whoever can write it can grant
+    /// themselves one.
     pub fn load(path: &Path) -> Result<Config> {
         let text = match std::fs::read_to_string(path) {
             Ok(t) => t,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Config::default()),
             Err(e) => return Err(BrokerError::io("read", path, e)),
         };
+        check_not_writable_by_others(path)?;
         Config::parse(&text).map_err(|message| BrokerError::Config {
             path: path.to_path_buf(),
             message,
@@ -185,6 +189,20 @@ impl Config {
             .map(|a| a.deny_tools.clone())
             .unwrap_or_default()
     }
+}
+
+/// Refuses a file whose group or others have write permission (`chmod go-w` fixes it).
+fn check_not_writable_by_others(path: &Path) -> Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let meta = std::fs::metadata(path).map_err(|e| BrokerError::io("read", path, e))?;
+    let mode = meta.permissions().mode() & 0o777;
+    if mode & 0o022 != 0 {
+        return Err(BrokerError::WritableByOthers {
+            path: path.to_path_buf(),
+            mode,
+        });
+    }
+    Ok(())
 }
 
 /// Parses YAML (or JSON, which is YAML) into `T`, naming the key path on error

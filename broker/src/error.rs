@@ -18,6 +18,10 @@ pub enum BrokerError {
     State { path: PathBuf, message: String },
     #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
     LoosePermissions { path: PathBuf, mode: u32 },
+    #[error(
+        "{path}: permissions are {mode:o}; its group or others can write it, and it grants API client scopes (run: chmod go-w {path})"
+    )]
+    WritableByOthers { path: PathBuf, mode: u32 },
     #[error("{0}")]
     Usage(String),
     #[error("cannot bind {what}")]

@@ -53,6 +53,14 @@ impl Home {
     pub fn clients(&self) -> PathBuf {
         self.state().join("clients")
     }
+    /// Per-agent tokens, `NAME.token` (`leo agent add`).
+    pub fn agents(&self) -> PathBuf {
+        self.state().join("agents")
+    }
+    /// The token of agent `name` alone, whether or not it exists.
+    pub fn own_agent_token(&self, name: &str) -> PathBuf {
+        self.agents().join(format!("{name}.token"))
+    }
     pub fn client_tools(&self) -> PathBuf {
         self.state().join("client-tools.json")
     }
@@ -63,13 +71,15 @@ impl Home {
         self.run().join("sidecar.sock")
     }
 
-    /// Creates `state/`, `state/devices/`, `state/clients/` and `run/`, all 0700.
+    /// Creates `state/`, `state/devices/`, `state/clients/`, `state/agents/` and `run/`, all
+    /// 0700.
     pub fn prepare(&self) -> Result<()> {
         for dir in [
             self.root.clone(),
             self.state(),
             self.devices(),
             self.clients(),
+            self.agents(),
             self.run(),
         ] {
             ensure_private_dir(&dir)?;

@@ -1,7 +1,8 @@
 //! The sidecar side of the broker: `run/sidecar.sock`, one connection per agent session.
 //!
-//! A connection is a session: `hello` (with the agent token) opens it, closing it means the
-//! agent stopped, and every call still in flight is cancelled with reason `agent_gone`. Frames
+//! A connection is a session: `hello` (with the agent token, or the agent's own token, see
+//! `agent_tokens`) opens it, closing it means the agent stopped, and every call still in flight
+//! is cancelled with reason `agent_gone`. Frames
 //! are JSON lines (see `leo_protocol::ipc`). Tool-set changes reach each session through its
 //! own coalescer: the first change after a quiet second is sent at once, later ones are folded
 //! into one frame a second, and the last state is always sent.
@@ -13,13 +14,13 @@ use std::time::Duration;
 
 use leo_protocol::ipc::{BrokerFrame, ResultFrame, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
-use subtle::ConstantTimeEq;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixListener;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tracing::{Instrument, debug, info_span, warn};
 
+use crate::agent_tokens::AgentKeys;
 use crate::core::{Broker, encode_line};
 use crate::requests::ConnId;
 
@@ -29,7 +30,7 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const COALESCE: Duration = Duration::from_secs(1);
 
 /// Accepts sidecar connections until shutdown.
-pub async fn serve(listener: UnixListener, broker: Arc<Broker>, agent_token: Arc<str>) {
+pub async fn serve(listener: UnixListener, broker: Arc<Broker>, keys: AgentKeys) {
     let shutdown = broker.shutdown_token();
     loop {
         let stream = tokio::select! {
@@ -44,10 +45,10 @@ pub async fn serve(listener: UnixListener, broker: Arc<Broker>, agent_token: Arc
             },
         };
         let broker2 = broker.clone();
-        let token = agent_token.clone();
+        let keys = keys.clone();
         broker.tasks().spawn(async move {
             let (r, w) = stream.into_split();
-            session(BufReader::new(r), w, broker2, token).await;
+            session(BufReader::new(r), w, broker2, &keys).await;
         });
     }
 }
@@ -100,9 +101,9 @@ async fn session(
     mut reader: BufReader<OwnedReadHalf>,
     mut writer: OwnedWriteHalf,
     broker: Arc<Broker>,
-    agent_token: Arc<str>,
+    keys: &AgentKeys,
 ) {
-    use leo_protocol::ErrorCode::{InvalidFrame, Unauthorized};
+    use leo_protocol::ErrorCode::InvalidFrame;
     let first = match tokio::time::timeout(HELLO_TIMEOUT, read_frame(&mut reader)).await {
         Ok(Ok(Some(line))) => line,
         Ok(Ok(None)) => return,
@@ -133,13 +134,14 @@ async fn session(
                     InvalidFrame,
                     format!("at $.v: this broker speaks version {IPC_VERSION}, not {v}"),
                 ))
-            } else if !bool::from(token.as_bytes().ct_eq(agent_token.as_bytes())) {
-                Some((Unauthorized, "at $.token: not the agent token".to_owned()))
             } else if !valid_agent_name(&agent) {
+                // Checked before the token: the name picks the agent's own token file.
                 Some((
                     InvalidFrame,
                     "at $.agent: must be 1 to 64 of [A-Za-z0-9_.-]".to_owned(),
                 ))
+            } else if let Err(refusal) = keys.check(&agent, &token) {
+                Some((refusal.code, refusal.message))
             } else if session.is_empty() || session.len() > 128 {
                 Some((
                     InvalidFrame,

@@ -6,6 +6,7 @@
 //! sidecars; `server` binds them and runs the shutdown path.
 
 pub mod admin;
+pub mod agent_tokens;
 pub mod config;
 pub mod config_edit;
 pub mod core;

@@ -51,6 +51,11 @@ enum Command {
         #[command(subcommand)]
         command: ClientCommand,
     },
+    /// Per-agent tokens: a token that alone opens sessions under one agent name.
+    Agent {
+        #[command(subcommand)]
+        command: AgentCommand,
+    },
     /// Paired devices: tokens for apps on other devices.
     Device {
         #[command(subcommand)]
@@ -84,6 +89,17 @@ enum ClientCommand {
     /// List clients, their targets, and whether their token file exists.
     List,
     /// Remove a client and its token (takes effect at the next broker restart).
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
+enum AgentCommand {
+    /// Give an agent its own token (state/agents/NAME.token); the shared agent token is then
+    /// refused for that name.
+    Add { name: String },
+    /// List the agents that have their own token.
+    List,
+    /// Remove an agent's own token; the shared agent token opens its sessions again.
     Rm { name: String },
 }
 
@@ -133,6 +149,11 @@ fn main() -> ExitCode {
             }
             ClientCommand::List => leo_broker::admin::client_list(&home),
             ClientCommand::Rm { name } => leo_broker::admin::client_rm(&home, &name),
+        }),
+        Command::Agent { command } => print(match command {
+            AgentCommand::Add { name } => leo_broker::agent_tokens::add(&home, &name),
+            AgentCommand::List => leo_broker::agent_tokens::list(&home),
+            AgentCommand::Rm { name } => leo_broker::agent_tokens::rm(&home, &name),
         }),
         Command::Device { command } => print(match command {
             DeviceCommand::Pair { name } => leo_broker::admin::device_pair(&home, &name),

@@ -162,7 +162,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     broker.tasks().spawn(crate::ipc::serve(
         listeners.sidecar,
         broker.clone(),
-        p.agent_token.clone(),
+        crate::agent_tokens::AgentKeys::new(p.agent_token.clone(), p.home.agents()),
     ));
 
     stop.await;

@@ -20,3 +20,4 @@ mod requests;
 mod security;
 mod serve_tool;
 mod streams;
+mod untrusted;

@@ -15,6 +15,10 @@ fuzz_target!(|data: &[u8]| {
             let parsed: serde_json::Value = serde_json::from_str(block.get()).expect("a block is JSON");
             let kind = parsed["type"].as_str().expect("a block has a string type");
             assert!(["text", "image", "audio", "resource_link", "resource"].contains(&kind));
+            // Accepted media is strict base64: whole quads, padding only at the end.
+            if let Some(data) = parsed["data"].as_str() {
+                assert!(data.len() % 4 == 0 && !data.trim_end_matches('=').contains('='), "{data}");
+            }
         }
     }
 });

@@ -33,6 +33,8 @@ use tokio::sync::broadcast;
 use tokio::sync::broadcast::error::RecvError;
 use tracing::debug;
 
+use crate::messages::one_line;
+
 /// The experimental capability Claude Code looks for.
 pub const CAPABILITY: &str = "claude/channel";
 /// The notification it listens to.
@@ -47,13 +49,14 @@ pub fn declare(experimental: Option<ExperimentalCapabilities>) -> ExperimentalCa
     caps
 }
 
-/// The channel notification for one message.
+/// The channel notification for one message, through the same sanitizer as `leo_messages`
+/// (the broker sanitized the text already; a second pass changes nothing).
 pub fn notification(message: &Message) -> CustomNotification {
     CustomNotification::new(
         METHOD,
         Some(json!({
-            "content": message.text,
-            "meta": {"from": message.from, "at": message.at},
+            "content": one_line(&message.text),
+            "meta": {"from": one_line(&message.from), "at": one_line(&message.at)},
         })),
     )
 }
@@ -112,6 +115,17 @@ mod tests {
                 "content": "[message from scout#s1] hi",
                 "meta": {"from": "scout#s1", "at": "2026-05-01T12:00:00.000Z"}
             }))
+        );
+        let n = notification(&Message {
+            text: "[message from s] \u{1b}]0;title\u{7}\u{8}\u{0}\u{9b}2J".into(),
+            from: "s".into(),
+            at: "t".into(),
+        });
+        assert_eq!(
+            n.params.as_ref().map(|p| p["content"].clone()),
+            Some(json!(
+                "[message from s] \u{fffd}]0;title\u{fffd}\u{fffd}\u{fffd}\u{fffd}2J"
+            ))
         );
         let caps = declare(None);
         assert_eq!(caps.get(CAPABILITY), Some(&JsonObject::new()));

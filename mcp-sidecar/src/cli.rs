@@ -17,7 +17,10 @@ pub const DEFAULT_PROGRESS: Duration = Duration::from_secs(15);
 /// Overrides `DEFAULT_PROGRESS`, in milliseconds (for tests).
 pub const PROGRESS_ENV: &str = "LEO_MCP_PROGRESS_MS";
 
-/// `leo-mcp --agent NAME [--mode auto|native|fallback] [--channels]`.
+/// `--token-file`, as an environment variable.
+pub const TOKEN_FILE_ENV: &str = "LEO_AGENT_TOKEN_FILE";
+
+/// `leo-mcp --agent NAME [--mode auto|native|fallback] [--token-file PATH] [--channels]`.
 #[derive(Debug, Parser)]
 #[command(
     name = "leo-mcp",
@@ -36,6 +39,13 @@ pub struct Cli {
     /// The broker's home (default: ~/.leo).
     #[arg(long, env = "LEO_HOME", hide_env_values = true)]
     pub home: Option<PathBuf>,
+
+    /// The token to open sessions with, for an agent given its own token (`leo agent add`)
+    /// that cannot read `$LEO_HOME/state/` (a container, another user). Without it, leo-mcp
+    /// uses `state/agents/<agent>.token` when that file exists, else the shared
+    /// `state/agent.token`.
+    #[arg(long, env = TOKEN_FILE_ENV, value_name = "PATH")]
+    pub token_file: Option<PathBuf>,
 
     /// Push messages from API clients into a Claude Code session as channel events (declares
     /// the experimental `claude/channel` capability). Claude Code must be started with this
@@ -61,6 +71,19 @@ pub struct Settings {
     pub progress_every: Duration,
     /// Declare `claude/channel` and push message arrivals (`--channels`).
     pub channels: bool,
+    /// `--token-file`: the token to say hello with, instead of the one under `home`.
+    pub token_file: Option<PathBuf>,
+}
+
+impl Settings {
+    /// The token this session says hello with: `--token-file`, else the agent's own token
+    /// (`state/agents/<agent>.token`) when it exists, else the shared agent token.
+    pub fn read_token(&self) -> Result<String> {
+        match &self.token_file {
+            Some(path) => crate::home::read_token_at(path),
+            None => self.home.read_agent_token(&self.agent),
+        }
+    }
 }
 
 impl Cli {
@@ -73,12 +96,18 @@ impl Cli {
             Some(root) => Home::new(root),
             None => Home::default_location(),
         };
+        let token_file = self.token_file.filter(|p| !p.as_os_str().is_empty());
+        if let Some(path) = &token_file {
+            // A start-up mistake, like a bad name: say it now, not as "broker not running".
+            crate::home::read_token_at(path)?;
+        }
         Ok(Settings {
             agent: self.agent,
             mode: self.mode,
             home,
             progress_every: progress_from_env(),
             channels: self.channels,
+            token_file,
         })
     }
 }

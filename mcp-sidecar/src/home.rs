@@ -1,7 +1,7 @@
 //! The few paths under `$LEO_HOME` the sidecar reads.
 //!
-//! The broker owns the home and its layout (SPEC "Files"); the sidecar only reads the agent
-//! token, connects to the sidecar socket, and, while the broker is down, peeks at
+//! The broker owns the home and its layout; the sidecar only reads the agent token (the
+//! agent's own, `state/agents/<agent>.token`, when it has one), connects to the sidecar socket, and, while the broker is down, peeks at
 //! `state/client-tools.json` and `config.yaml` so that what it lists matches what the broker
 //! would have said.
 
@@ -44,10 +44,36 @@ impl Home {
         self.root.join("config.yaml")
     }
 
-    /// The agent token, trimmed. A missing file means the broker never ran here.
-    pub fn read_agent_token(&self) -> Result<String> {
-        read_trimmed(&self.agent_token())
+    /// Agent `name`'s own token (`leo agent add`), whether or not it exists.
+    pub fn own_agent_token(&self, name: &str) -> PathBuf {
+        self.root
+            .join("state")
+            .join("agents")
+            .join(format!("{name}.token"))
     }
+
+    /// The token for sessions of agent `name`, trimmed: its own when it has one, else the
+    /// shared agent token. A missing shared file means the broker never ran here.
+    pub fn read_agent_token(&self, name: &str) -> Result<String> {
+        match std::fs::read_to_string(self.own_agent_token(name)) {
+            Ok(text) => Ok(text.trim().to_owned()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => read_trimmed(&self.agent_token()),
+            Err(source) => Err(SidecarError::Read {
+                path: self.own_agent_token(name),
+                source,
+            }),
+        }
+    }
+}
+
+/// A token file named by `--token-file`, trimmed; missing is an error, not "not running".
+pub fn read_token_at(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path)
+        .map(|text| text.trim().to_owned())
+        .map_err(|source| SidecarError::Read {
+            path: path.to_path_buf(),
+            source,
+        })
 }
 
 fn read_trimmed(path: &Path) -> Result<String> {

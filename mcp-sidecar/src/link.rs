@@ -24,6 +24,7 @@ use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
 
+use crate::frames::Answers;
 use crate::messages::{Fetch, Fetched, MAX_UNSHOWN};
 use crate::outcome::{Ending, ending};
 use crate::pending::Pending;
@@ -273,6 +274,41 @@ impl BrokerLink {
         }
     }
 
+    /// A frame arrived that this sidecar cannot read: the call or fetch it answers, if known,
+    /// fails alone with a clear error; the connection and every other call go on.
+    pub fn unreadable(&self, answers: Option<Answers>, why: &str) {
+        warn!(
+            error = why,
+            ?answers,
+            "a frame from the broker could not be read; the session goes on"
+        );
+        match answers {
+            Some(Answers::Call(id)) => self.settle(
+                id,
+                crate::pending::failure(
+                    "invalid_result",
+                    &format!("leo-mcp could not read this call's result ({why})"),
+                ),
+            ),
+            Some(Answers::Fetch(id)) => {
+                let failed = Err((
+                    "invalid_frame",
+                    format!(
+                        "leo-mcp could not read the broker's answer ({why}); the messages in it \
+                         were acknowledged and are lost"
+                    ),
+                ));
+                if self.lock().fetches.settle(id, failed).is_err() {
+                    debug!(
+                        fetch = id,
+                        "unreadable messages for a fetch nobody waits for"
+                    );
+                }
+            }
+            None => {}
+        }
+    }
+
     /// Call `id` ended (a result frame, read by either path of `frames`).
     pub fn settle(&self, id: u64, ending: Ending) {
         if self.lock().pending.settle(id, ending).is_err() {
@@ -287,7 +323,9 @@ impl BrokerLink {
         let failed = state
             .pending
             .fail_all(|| crate::pending::failure("no_client", CONNECTION_LOST));
-        state.fetches.fail_all(|| Err(CONNECTION_LOST.to_owned()));
+        state
+            .fetches
+            .fail_all(|| Err(("no_client", CONNECTION_LOST.to_owned())));
         state.down_reason = down_reason.to_owned();
         drop(state);
         if was_connected {
@@ -380,7 +418,10 @@ mod tests {
         // The connection dropping ends a waiting fetch with no_client's reason.
         let (_, mut rx) = link.start_fetch().unwrap();
         link.detached(NOT_RUNNING);
-        assert_eq!(rx.try_recv().unwrap(), Err(CONNECTION_LOST.to_owned()));
+        assert_eq!(
+            rx.try_recv().unwrap(),
+            Err(("no_client", CONNECTION_LOST.to_owned()))
+        );
     }
 
     #[test]

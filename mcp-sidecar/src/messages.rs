@@ -18,6 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leo_protocol::ipc::Message;
+use leo_protocol::sanitize::{Lines, sanitize};
 use rmcp::RoleServer;
 use rmcp::model::{CallToolResult, JsonObject, Tool};
 use rmcp::service::RequestContext;
@@ -51,8 +52,9 @@ pub struct Fetched {
     pub dropped: u64,
 }
 
-/// What a waiting `leo_messages` call gets: the answer, or why there is none (`no_client`).
-pub type Fetch = Result<Fetched, String>;
+/// What a waiting `leo_messages` call gets: the answer, or the code and message of why there
+/// is none.
+pub type Fetch = Result<Fetched, (&'static str, String)>;
 
 /// The MCP tool.
 pub fn tool() -> Tool {
@@ -88,7 +90,7 @@ pub async fn fetch(link: &BrokerLink, ctx: &RequestContext<RoleServer>) -> CallT
     };
     let fetched = match answer {
         Ok(Ok(fetched)) => fetched,
-        Ok(Err(reason)) => return outcome::failure("no_client", &reason),
+        Ok(Err((code, reason))) => return outcome::failure(code, &reason),
         // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
         Err(_) => return outcome::failure("no_client", crate::link::CONNECTION_LOST),
     };
@@ -130,17 +132,13 @@ pub fn render(fetched: &Fetched) -> String {
     out
 }
 
-/// The broker already collapses newlines; collapse again so one message is always one line.
-fn one_line(text: &str) -> String {
-    if text.contains(|c: char| c.is_control()) {
-        text.split(|c: char| c.is_control())
-            .filter(|s| !s.trim().is_empty())
-            .map(str::trim)
-            .collect::<Vec<_>>()
-            .join(" ")
-    } else {
-        text.to_owned()
-    }
+/// The broker already sanitized and collapsed the text; do it again with the same sanitizer,
+/// so one message is always one line and no control character reaches the model.
+pub fn one_line(text: &str) -> String {
+    sanitize(text, Lines::Join)
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ")
 }
 
 #[cfg(test)]
@@ -197,6 +195,22 @@ mod tests {
             dropped: 1,
         };
         assert!(render(&empty).starts_with("no unread messages\n(1 older message "));
+    }
+
+    #[test]
+    fn control_characters_never_reach_the_model() {
+        let f = Fetched {
+            messages: vec![msg(
+                "[message from s] \u{1b}[2Jx\u{8}\u{0}\u{9b}y",
+                "t\u{7}",
+            )],
+            dropped: 0,
+        };
+        assert_eq!(
+            render(&f),
+            "1 unread message (now acknowledged):\n- t\u{fffd} [message from s] \
+             \u{fffd}[2Jx\u{fffd}\u{fffd}\u{fffd}y"
+        );
     }
 
     #[test]

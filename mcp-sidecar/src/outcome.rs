@@ -7,6 +7,7 @@
 //! nobody.
 
 use leo_protocol::ipc::Outcome;
+use leo_protocol::sanitize::{Lines, sanitize};
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::Value;
 
@@ -31,9 +32,14 @@ pub fn to_result(ending: Ending) -> CallToolResult {
     }
 }
 
-/// A tool error `"<code>: <message>"`.
+/// A tool error `"<code>: <message>"`. The message may be an app's, so it goes through the
+/// one sanitizer (the broker applied it too; a second pass changes nothing).
 pub fn failure(code: &str, message: &str) -> CallToolResult {
-    CallToolResult::error(vec![ContentBlock::text(format!("{code}: {message}"))])
+    CallToolResult::error(vec![ContentBlock::text(format!(
+        "{}: {}",
+        sanitize(code, Lines::Join),
+        sanitize(message, Lines::Keep)
+    ))])
 }
 
 /// A successful result of one text block.

@@ -115,6 +115,9 @@ impl Connection {
                 frame = read_incoming(&mut reader, &mut line) => match frame {
                     Ok(Some(Incoming::Result { id, ending })) => link.settle(id, ending),
                     Ok(Some(Incoming::Frame(frame))) => link.apply(frame),
+                    Ok(Some(Incoming::Unreadable { answers, message })) => {
+                        link.unreadable(answers, &message)
+                    }
                     Ok(None) => break Ok(()),
                     Err(e) => break Err(e),
                 },
@@ -131,7 +134,7 @@ impl Connection {
 }
 
 async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Result<Connection> {
-    let token = settings.home.read_agent_token()?;
+    let token = settings.read_token()?;
     let stream = match UnixStream::connect(settings.home.socket()).await {
         Ok(s) => s,
         Err(e)
@@ -200,4 +203,139 @@ fn error_chain(e: &SidecarError) -> String {
         source = s.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+    use crate::outcome::Ending;
+    use leo_protocol::ipc::Outcome;
+    use leo_protocol::limits::MAX_FRAME_BYTES;
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    fn welcome() -> BrokerFrame {
+        BrokerFrame::Welcome {
+            v: IPC_VERSION,
+            session: "1".into(),
+            revision: 0,
+            tools: vec![],
+            ever_registered: true,
+            denied: vec![],
+        }
+    }
+
+    /// A result frame for call `id` whose one block nests `levels` deep in `annotations`.
+    fn deep_result(id: u64, levels: usize) -> String {
+        format!(
+            r#"{{"type":"result","id":{id},"outcome":{{"content":[{{"type":"text","text":"deep","annotations":{}0{}}}]}}}}"#,
+            r#"{"a":"#.repeat(levels),
+            "}".repeat(levels)
+        )
+    }
+
+    fn error_text(ending: Ending) -> String {
+        match ending {
+            Outcome::Error { error } => format!("{}: {}", error.code, error.message),
+            Outcome::Content { content } => panic!("expected an error, got {content:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_unreadable_frame_fails_its_call_alone_and_the_link_stays_up() {
+        let link = BrokerLink::new();
+        let (ours, theirs) = UnixStream::pair().unwrap();
+        let (r, writer) = ours.into_split();
+        let (tx, outbox) = mpsc::unbounded_channel();
+        link.attached(tx, &welcome(), None);
+        let conn = Connection {
+            reader: BufReader::new(r),
+            writer,
+            outbox,
+        };
+        let serving = {
+            let link = link.clone();
+            tokio::spawn(async move { conn.serve(&link).await })
+        };
+
+        // Four calls in flight.
+        let calls: Vec<_> = (0..4)
+            .map(|_| link.start_call("echo", serde_json::json!({})).unwrap())
+            .collect();
+        let (theirs_r, mut theirs_w) = theirs.into_split();
+        let mut lines = BufReader::new(theirs_r).lines();
+        for _ in 0..4 {
+            let line = lines.next_line().await.unwrap().unwrap();
+            assert!(line.contains(r#""type":"call""#), "{line}");
+        }
+        let ids: Vec<u64> = calls.iter().map(|(id, _)| *id).collect();
+
+        // Too deep for serde_json; longer than a frame may be; no frame at all; and a good one.
+        let too_long = format!(
+            r#"{{"type":"result","id":{},"outcome":{{"content":[{{"type":"text","text":"{}"}}]}}}}"#,
+            ids[1],
+            "x".repeat(MAX_FRAME_BYTES)
+        );
+        let good = format!(
+            r#"{{"type":"result","id":{},"outcome":{{"content":[{{"type":"text","text":"fine"}}]}}}}"#,
+            ids[3]
+        );
+        let text = format!(
+            "{}\n{too_long}\n{{\"type\":\"nonsense\"}}\n{{\"type\":\"result\",\"id\":{},\"outcome\":7}}\n{good}\n",
+            deep_result(ids[0], 200),
+            ids[2],
+        );
+        theirs_w.write_all(text.as_bytes()).await.unwrap();
+
+        let mut endings = Vec::new();
+        for (_, rx) in calls {
+            endings.push(
+                tokio::time::timeout(Duration::from_secs(10), rx)
+                    .await
+                    .unwrap()
+                    .unwrap(),
+            );
+        }
+        let mut endings = endings.into_iter();
+        let deep = error_text(endings.next().unwrap());
+        assert!(
+            deep.starts_with("invalid_result: leo-mcp could not read this call's result (")
+                && deep.contains("recursion limit"),
+            "{deep}"
+        );
+        let long = error_text(endings.next().unwrap());
+        assert!(long.contains("frame longer than"), "{long}");
+        let odd = error_text(endings.next().unwrap());
+        assert!(odd.starts_with("invalid_result: "), "{odd}");
+        match endings.next().unwrap() {
+            Outcome::Content { content } => {
+                assert_eq!(content, vec![rmcp::model::ContentBlock::text("fine")])
+            }
+            other => panic!("{other:?}"),
+        }
+
+        // The connection is still the session's: a new call goes out and comes back.
+        assert_eq!(link.down_reason(), None);
+        assert!(!serving.is_finished());
+        let (id, rx) = link.start_call("echo", serde_json::json!({})).unwrap();
+        assert!(
+            lines
+                .next_line()
+                .await
+                .unwrap()
+                .unwrap()
+                .contains(r#""type":"call""#)
+        );
+        let again = format!(
+            "{{\"type\":\"result\",\"id\":{id},\"outcome\":{{\"error\":{{\"code\":\"x\",\"message\":\"y\"}}}}}}\n"
+        );
+        theirs_w.write_all(again.as_bytes()).await.unwrap();
+        assert_eq!(error_text(rx.await.unwrap()), "x: y");
+
+        // The broker closing is what ends it.
+        drop(theirs_w);
+        drop(lines);
+        let ended = tokio::time::timeout(Duration::from_secs(10), serving).await;
+        assert!(ended.unwrap().unwrap().is_ok());
+    }
 }

@@ -25,6 +25,30 @@ pub struct View {
     pub denied: Option<BTreeSet<String>>,
 }
 
+/// The tools with the words a model reads (description, label, the descriptions inside the
+/// schema) through the one sanitizer; the broker applied it too, and a second pass changes
+/// nothing. Every listing, native or fallback, reads the view, so this is the one place.
+fn sanitized(tools: &[AgentTool]) -> Vec<AgentTool> {
+    use leo_protocol::sanitize::{Lines, sanitize, sanitize_schema};
+    tools
+        .iter()
+        .map(|t| {
+            let mut input_schema = t.input_schema.clone();
+            sanitize_schema(&mut input_schema);
+            AgentTool {
+                name: t.name.clone(),
+                description: sanitize(&t.description, Lines::Keep).into_owned(),
+                input_schema,
+                title: t
+                    .title
+                    .as_deref()
+                    .map(|l| sanitize(l, Lines::Join).into_owned()),
+                group: t.group.clone(),
+            }
+        })
+        .collect()
+}
+
 impl View {
     /// The view after `frame`; frames that carry no tool state leave it as is.
     pub fn apply(&self, frame: &BrokerFrame) -> View {
@@ -38,7 +62,7 @@ impl View {
             } => View {
                 connected: true,
                 revision: *revision,
-                tools: tools.clone(),
+                tools: sanitized(tools),
                 ever_registered: Some(*ever_registered),
                 denied: Some(denied.iter().cloned().collect()),
             },
@@ -48,7 +72,7 @@ impl View {
                 ever_registered,
             } => View {
                 revision: *revision,
-                tools: tools.clone(),
+                tools: sanitized(tools),
                 ever_registered: Some(*ever_registered),
                 ..self.clone()
             },

@@ -261,7 +261,7 @@ fn broker_fixtures_drive_the_sidecar() {
     for name in ["broker_result_content", "broker_result_error"] {
         // As the broker writes it: one line, `type` first.
         let line = serde_json::to_vec(&parse_broker_frame(&bytes(name)).unwrap()).unwrap();
-        let Ok(Incoming::Result { ending, .. }) = decode(&line) else {
+        let Incoming::Result { ending, .. } = decode(&line) else {
             panic!("{name}: not read as a result");
         };
         let BrokerFrame::Result {
@@ -278,9 +278,9 @@ fn broker_fixtures_drive_the_sidecar() {
     }
     // A block rmcp cannot read still reaches the harness, as text, through the general path.
     let odd = br#"{"type":"result","id":3,"outcome":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":"high"}}]}}"#;
-    let Ok(Incoming::Frame(BrokerFrame::Result {
+    let Incoming::Frame(BrokerFrame::Result {
         outcome: general, ..
-    })) = decode(odd)
+    }) = decode(odd)
     else {
         panic!("an unreadable block must take the general path");
     };

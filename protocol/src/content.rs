@@ -1,8 +1,10 @@
 //! Results as apps post them, and the shape check of MCP content blocks.
 //!
 //! Content is passed to the agent verbatim, so the broker only checks what a harness needs to
-//! render a block (its type and the fields that type requires) and the size limit. Extra fields
-//! such as `annotations` or `_meta` pass through untouched.
+//! render a block (its type and the fields that type requires, base64 that decodes), that
+//! `leo-mcp` can read it (at most `MAX_JSON_DEPTH` levels deep) and the size limit. Extra fields
+//! such as `annotations` or `_meta` pass through untouched. An app error's message reaches the
+//! agent, so it goes through the one sanitizer (`crate::sanitize`).
 //!
 //! Each block is kept as the JSON text the app sent (`RawValue`) and checked by borrowing from
 //! it: a 256 KiB image is scanned, never copied into a `Value` tree and serialized again, and
@@ -15,6 +17,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
 use crate::limits::*;
+use crate::sanitize::{Lines, sanitize};
 
 /// `POST /api/v1/client-tools/requests/{id}/result`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -86,8 +89,11 @@ impl ResultBody {
             (false, Some(_), Some(_)) => Err(ResultError::Invalid(
                 "at $.content: not allowed when ok is false".into(),
             )),
-            (false, None, Some(error)) => {
+            (false, None, Some(mut error)) => {
                 check_app_error(&error).map_err(ResultError::Invalid)?;
+                if let Cow::Owned(clean) = sanitize(&error.message, Lines::Keep) {
+                    error.message = clean;
+                }
                 Ok(Posted::Error(error))
             }
         }
@@ -146,6 +152,7 @@ fn string(raw: &RawValue) -> Option<Cow<'_, str>> {
 }
 
 fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
+    crate::depth::check_depth(block.get().as_bytes(), at)?;
     let Some(obj) = members(block) else {
         return Err(format!("at {at}: expected a content block object"));
     };
@@ -167,10 +174,10 @@ fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
         "image" | "audio" => {
             let data = need_str("data")?;
             need_str("mimeType")?;
-            if !is_base64(&data) {
-                return Err(format!("at {at}.data: expected base64"));
+            match base64_fault(&data) {
+                Some(fault) => Err(format!("at {at}.data: expected base64: {fault}")),
+                None => Ok(()),
             }
-            Ok(())
         }
         "resource_link" => {
             need_str("uri")?;
@@ -189,7 +196,13 @@ fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
                 None => return Err(format!("at {at}.resource.uri: missing field")),
             }
             let text = res.get("text").map(|v| string(v).is_some());
-            let blob = res.get("blob").map(|v| string(v).is_some());
+            let blob = res.get("blob").map(|v| string(v));
+            if let Some(Some(blob)) = &blob
+                && let Some(fault) = base64_fault(blob)
+            {
+                return Err(format!("at {at}.resource.blob: expected base64: {fault}"));
+            }
+            let blob = blob.map(|b| b.is_some());
             match (text, blob) {
                 (Some(true), None) | (None, Some(true)) => Ok(()),
                 (None, None) => Err(format!("at {at}.resource: needs text or blob")),
@@ -202,15 +215,49 @@ fn check_block(block: &RawValue, at: &str) -> Result<(), String> {
     }
 }
 
-fn is_base64(s: &str) -> bool {
-    let body = s.trim_end_matches('=');
+/// Why `s` is not strict base64 (RFC 4648 section 4: the standard alphabet, padded to a
+/// multiple of 4 with at most two `=`, and no stray bits after the last byte), or `None`.
+fn base64_fault(s: &str) -> Option<&'static str> {
+    let bytes = s.as_bytes();
+    if !bytes.len().is_multiple_of(4) {
+        return Some("the length is not a multiple of 4 (pad with =)");
+    }
+    let pad = bytes
+        .iter()
+        .rev()
+        .take(2)
+        .take_while(|&&b| b == b'=')
+        .count();
+    let body = &bytes[..bytes.len() - pad];
     // Non-short-circuit tests over fixed chunks, so the compiler vectorizes the check of a
     // large image instead of branching on every byte.
-    s.len() - body.len() <= 2
-        && body
-            .as_bytes()
-            .chunks(64)
-            .all(|chunk| chunk.iter().fold(true, |ok, &b| ok & is_base64_byte(b)))
+    let alphabet = body
+        .chunks(64)
+        .all(|chunk| chunk.iter().fold(true, |ok, &b| ok & is_base64_byte(b)));
+    if !alphabet {
+        return Some("a character outside A-Z, a-z, 0-9, + and /, or = before the end");
+    }
+    // One `=` leaves 2 unused bits in the last character, two leave 4; they must be zero.
+    let unused = match (pad, body.last()) {
+        (1, Some(&last)) => sextet(last) & 0b11,
+        (2, Some(&last)) => sextet(last) & 0b1111,
+        _ => 0,
+    };
+    if unused != 0 {
+        return Some("the bits after the last byte are not zero");
+    }
+    None
+}
+
+/// The 6-bit value of a base64 character (of the alphabet).
+fn sextet(b: u8) -> u8 {
+    match b {
+        b'A'..=b'Z' => b - b'A',
+        b'a'..=b'z' => b - b'a' + 26,
+        b'0'..=b'9' => b - b'0' + 52,
+        b'+' => 62,
+        _ => 63,
+    }
 }
 
 fn is_base64_byte(b: u8) -> bool {
@@ -231,17 +278,22 @@ mod tests {
             let expected = b.is_ascii_alphanumeric() || b == b'+' || b == b'/';
             assert_eq!(is_base64_byte(b), expected, "byte {b}");
         }
+        let ok = |s: &str| base64_fault(s).is_none();
         let long = "QUJD".repeat(1000);
-        assert!(is_base64(&long));
-        assert!(is_base64(&format!("{long}==")));
-        assert!(!is_base64(&format!("{long}===")));
-        assert!(!is_base64(&format!("{long}-")));
-        assert!(!is_base64(&format!(
-            "{}é{}",
-            "A".repeat(70),
-            "B".repeat(70)
-        )));
-        assert!(is_base64(""));
+        assert!(ok(&long));
+        assert!(ok(&format!("{long}QQ==")));
+        assert!(ok(&format!("{long}QUI=")));
+        assert!(ok(""));
+        assert!(ok("iVBORw0KGgo="));
+        for bad in [
+            "A", "AB=", "ABC", "A===", "====", "AB=C", "=AAA", "QR==", "QUJ=", "QUJD-A==",
+        ] {
+            assert!(!ok(bad), "{bad:?}");
+        }
+        assert!(!ok(&format!("{long}==")));
+        assert!(!ok(&format!("{long}===")));
+        assert!(!ok(&format!("{long}-AAA")));
+        assert!(!ok(&format!("{}é{}", "A".repeat(70), "B".repeat(72))));
     }
 
     #[test]

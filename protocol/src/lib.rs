@@ -8,11 +8,13 @@
 pub mod codes;
 pub mod console;
 pub mod content;
+pub mod depth;
 pub mod envelope;
 pub mod events;
 pub mod ipc;
 pub mod limits;
 pub mod requests;
+pub mod sanitize;
 pub mod schema;
 pub mod status;
 pub mod time;

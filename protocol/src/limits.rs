@@ -23,6 +23,10 @@ pub const MAX_APP_NAME: usize = 64;
 pub const MAX_RESULT_BYTES: usize = 1024 * 1024;
 /// Largest call arguments, in bytes of compact JSON.
 pub const MAX_ARGUMENTS_BYTES: usize = 1024 * 1024;
+/// Deepest nesting of arrays and objects in one result content block, and in call arguments
+/// (the outermost counts as one). serde_json, which `leo-mcp` and `leo-app` read with, stops at
+/// 128; the frames and events that carry the value add a few levels, and this leaves room.
+pub const MAX_JSON_DEPTH: usize = 64;
 /// `timeout_s` when a tool does not give one.
 pub const DEFAULT_TIMEOUT_S: u64 = 600;
 /// Largest `timeout_s` a tool may ask for (one week); `0` means never.

@@ -58,6 +58,8 @@ fn ipc_frame_inputs() {
 
 #[test]
 fn result_body_inputs() {
+    // Regressions: content nested past what leo-mcp reads, and base64 of a wrong length or
+    // padding; each was accepted once.
     let all = inputs("result_body");
     assert!(!all.is_empty(), "the seed corpus is missing");
     for data in all {
@@ -69,6 +71,13 @@ fn result_body_inputs() {
                 let parsed: serde_json::Value = serde_json::from_str(block.get()).unwrap();
                 let kind = parsed["type"].as_str().unwrap();
                 assert!(["text", "image", "audio", "resource_link", "resource"].contains(&kind));
+                // Accepted media is strict base64: whole quads, padding only at the end.
+                if let Some(data) = parsed["data"].as_str() {
+                    assert!(
+                        data.len() % 4 == 0 && !data.trim_end_matches('=').contains('='),
+                        "{data}"
+                    );
+                }
             }
         }
     }

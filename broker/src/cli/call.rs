@@ -1,9 +1,10 @@
 //! `leo call TOOL [ARGS_JSON]`: call a client tool the way an agent does, from a terminal or a
 //! script: to try an app's tool before wiring up a harness, or to use it from a shell.
 //!
-//! It opens its own sidecar session on `run/sidecar.sock` with the agent token (`hello` as
-//! agent `--agent`, else `$LEO_AGENT`, else `cli`; harness `leo call`), sends one `call` and
-//! waits for its `result`. Text blocks print as plain text, other blocks as one JSON line each.
+//! It opens its own sidecar session on `run/sidecar.sock` (`hello` as agent `--agent`, else
+//! `$LEO_AGENT`, else `cli`; harness `leo call`) with that agent's own token when it has one
+//! (`state/agents/NAME.token`), else the agent token, sends one `call` and waits for its
+//! `result`. Text blocks print as plain text, other blocks as one JSON line each.
 //! Ctrl-C and `--timeout` send `cancel` first, so the app sees the call end at once.
 //! `--wait S` lets a script start the broker and an app just before: the call waits up to S
 //! seconds for the broker to listen and for the tool to be served (the session's tool list).
@@ -161,12 +162,20 @@ fn parse_arguments(text: Option<&str>) -> Result<Value, CallError> {
 /// broker runs yet.
 async fn connect(
     home: &Home,
+    agent: &str,
     wait_until: Option<Instant>,
 ) -> Result<(String, UnixStream), CallError> {
     let socket = home.sidecar_socket();
+    // An agent with its own token (`leo agent add`) is opened with it, as leo-mcp does.
+    let own = home.own_agent_token(agent);
+    let token_path = if own.exists() {
+        own
+    } else {
+        home.agent_token()
+    };
     loop {
         let attempt = async {
-            let token = read_token(&home.agent_token(), "agent")?;
+            let token = read_token(&token_path, "agent")?;
             let stream = UnixStream::connect(&socket)
                 .await
                 .map_err(|source| Unreachable::connecting(&socket, source))?;
@@ -209,17 +218,17 @@ async fn wait_for_tool(
 async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
     let wait_until = args.wait.map(|w| Instant::now() + w);
-    let (token, stream) = tokio::select! {
-        connected = connect(home, wait_until) => connected?,
-        _ = &mut interrupt => return Ok(Ended::Interrupted),
-    };
-    let (reader, mut writer) = stream.into_split();
-    let mut frames = read_frames(BufReader::new(reader));
     let agent = args
         .agent
         .clone()
         .or_else(|| std::env::var("LEO_AGENT").ok().filter(|a| !a.is_empty()))
         .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+    let (token, stream) = tokio::select! {
+        connected = connect(home, &agent, wait_until) => connected?,
+        _ = &mut interrupt => return Ok(Ended::Interrupted),
+    };
+    let (reader, mut writer) = stream.into_split();
+    let mut frames = read_frames(BufReader::new(reader));
     send(
         &mut writer,
         &SidecarFrame::Hello {

@@ -539,13 +539,7 @@ impl Broker {
             .view()
             .values()
             .filter(|v| !denied.contains(&v.spec.def.name))
-            .map(|v| AgentTool {
-                name: v.spec.def.name.clone(),
-                description: v.spec.def.description.clone(),
-                input_schema: v.spec.def.input_schema.clone(),
-                title: v.spec.def.label.clone(),
-                group: v.spec.group.clone(),
-            })
+            .map(|v| agent_tool(&v.spec.def, &v.spec.group))
             .collect();
         (core.registry.revision(), tools, !core.ever.is_empty())
     }
@@ -634,16 +628,21 @@ impl Broker {
             Value::Null => Value::Object(Default::default()),
             other => other,
         };
-        let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |v| v.len());
-        if size > leo_protocol::limits::MAX_ARGUMENTS_BYTES {
+        let text = serde_json::to_vec(&arguments).unwrap_or_default();
+        if text.len() > leo_protocol::limits::MAX_ARGUMENTS_BYTES {
             return Err(Refusal::new(
                 ErrorCode::InvalidArguments,
                 format!(
-                    "at $: arguments have {size} bytes, at most {}",
+                    "at $: arguments have {} bytes, at most {}",
+                    text.len(),
                     leo_protocol::limits::MAX_ARGUMENTS_BYTES
                 ),
             ));
         }
+        // An app reads the arguments with serde_json too: nothing deeper than it can read.
+        leo_protocol::depth::check_depth(&text, "$")
+            .map_err(|message| Refusal::new(ErrorCode::InvalidArguments, message))?;
+        drop(text);
         check_arguments(&spec.validator, &arguments)?;
         if core.requests.find_local(conn, local_id).is_some() {
             return Err(Refusal::new(
@@ -808,6 +807,24 @@ impl Broker {
         drop(core);
         self.touched();
         self.shutdown.cancel();
+    }
+}
+
+/// A tool as agents see it: the words a model reads (description, label, the descriptions in
+/// the schema) through the one sanitizer, since an app wrote them.
+fn agent_tool(def: &leo_protocol::tool::ToolDef, group: &str) -> AgentTool {
+    use leo_protocol::sanitize::{Lines, sanitize, sanitize_schema};
+    let mut input_schema = def.input_schema.clone();
+    sanitize_schema(&mut input_schema);
+    AgentTool {
+        name: def.name.clone(),
+        description: sanitize(&def.description, Lines::Keep).into_owned(),
+        input_schema,
+        title: def
+            .label
+            .as_deref()
+            .map(|l| sanitize(l, Lines::Join).into_owned()),
+        group: group.to_owned(),
     }
 }
 

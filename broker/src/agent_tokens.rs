@@ -1,0 +1,199 @@
+//! Which token may open a sidecar session under which agent name.
+//!
+//! By default one agent token (`state/agent.token`) opens a session under any name: the name is
+//! asserted, not proven, so `deny_tools` is a guardrail against mistakes, not a boundary. An
+//! operator who wants a name proven gives it its own token (`leo agent add NAME` writes
+//! `state/agents/NAME.token`). From then on that token, and only that token, opens sessions
+//! under NAME, and the session reads NAME's mailbox only; the shared token is refused for NAME.
+//! A per-agent token opens no other name (it matches no other file) and no HTTP route.
+//!
+//! `leo agent add|rm|list` manage the files (here, next to the rule they feed). The file is
+//! read at each `hello`, so `leo agent add` and `leo agent rm` apply to the next
+//! session at once, without a broker restart. A session already open keeps its name.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use leo_protocol::ErrorCode;
+use subtle::ConstantTimeEq;
+
+use crate::error::BrokerError;
+use crate::home::{Home, write_secret_new};
+use crate::refusal::Refusal;
+use crate::tokens::{generate, read_token_file};
+
+/// The shared agent token and the folder of per-agent ones.
+#[derive(Debug, Clone)]
+pub struct AgentKeys {
+    shared: Arc<str>,
+    dir: PathBuf,
+}
+
+impl AgentKeys {
+    pub fn new(shared: Arc<str>, dir: PathBuf) -> AgentKeys {
+        AgentKeys { shared, dir }
+    }
+
+    /// Whether `presented` may open a session under `agent`, a name already checked to be
+    /// 1 to 64 of `[A-Za-z0-9_.-]` (so it is one file name, never a path).
+    pub fn check(&self, agent: &str, presented: &str) -> Result<(), Refusal> {
+        let path = self.dir.join(format!("{agent}.token"));
+        let shared = ct_eq(presented, &self.shared);
+        let own = match read_token_file(&path) {
+            Ok(own) => own,
+            Err(BrokerError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                return if shared {
+                    Ok(())
+                } else {
+                    Err(unauthorized("not the agent token"))
+                };
+            }
+            Err(e) => {
+                // Fail closed: a per-agent token the broker cannot trust opens nothing.
+                tracing::warn!(agent, error = %e, "cannot use the agent's own token");
+                return Err(unauthorized(&format!(
+                    "agent {agent:?} has its own token, but the broker cannot use it: {e}"
+                )));
+            }
+        };
+        if ct_eq(presented, &own) {
+            Ok(())
+        } else if shared {
+            Err(unauthorized(&format!(
+                "agent {agent:?} has its own token ({}); the shared agent token cannot open its \
+                 sessions. leo-mcp uses that file when it can read it, or give it with \
+                 --token-file / LEO_AGENT_TOKEN_FILE",
+                path.display()
+            )))
+        } else {
+            Err(unauthorized(&format!("not the token of agent {agent:?}")))
+        }
+    }
+}
+
+// ----- `leo agent add|rm|list` -----
+
+fn check_name(name: &str) -> Result<(), BrokerError> {
+    let valid = !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
+    if valid {
+        Ok(())
+    } else {
+        Err(BrokerError::Usage(format!(
+            "agent name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
+        )))
+    }
+}
+
+/// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
+pub fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
+    check_name(name)?;
+    home.prepare()?;
+    let path = home.own_agent_token(name);
+    if path.exists() {
+        return Err(BrokerError::Usage(format!(
+            "agent {name:?} already has its own token; remove it first with leo agent rm {name}"
+        )));
+    }
+    let token = generate()?;
+    write_secret_new(&path, &format!("{token}\n"))?;
+    Ok(format!(
+        "Gave agent {name:?} its own token (shown once; also in {path}):\n{token}\n\
+         From now on only this token opens sessions as {name:?}, and the shared agent token is \
+         refused for it. New sessions need it at once; sessions already open keep running.\n\
+         leo-mcp --agent {name} reads {path} when it can; an agent that cannot (a container, \
+         another user) is given the file with --token-file PATH or LEO_AGENT_TOKEN_FILE.\n",
+        path = path.display()
+    ))
+}
+
+/// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
+pub fn rm(home: &Home, name: &str) -> Result<String, BrokerError> {
+    check_name(name)?;
+    let path = home.own_agent_token(name);
+    if !path.exists() {
+        return Err(BrokerError::Usage(format!(
+            "agent {name:?} has no token of its own"
+        )));
+    }
+    std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    Ok(format!(
+        "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \
+         agent token again. Sessions already open keep running.\n"
+    ))
+}
+
+/// `leo agent list`: the agents with a token of their own.
+pub fn list(home: &Home) -> Result<String, BrokerError> {
+    let mut names: Vec<String> = match std::fs::read_dir(home.agents()) {
+        Ok(entries) => entries
+            .flatten()
+            .filter_map(|e| {
+                e.file_name()
+                    .to_str()
+                    .and_then(|n| n.strip_suffix(".token"))
+                    .map(str::to_owned)
+            })
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(e) => return Err(BrokerError::io("read", home.agents(), e)),
+    };
+    names.sort();
+    if names.is_empty() {
+        return Ok(
+            "no agent has its own token: the shared agent token opens every session \
+                   (give one its own with: leo agent add NAME)\n"
+                .into(),
+        );
+    }
+    Ok(names.iter().map(|n| format!("{n}\n")).collect())
+}
+
+fn unauthorized(why: &str) -> Refusal {
+    Refusal::new(ErrorCode::Unauthorized, format!("at $.token: {why}"))
+}
+
+/// Constant-time comparison; tokens of a different length are unequal without a byte compared.
+fn ct_eq(a: &str, b: &str) -> bool {
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use std::os::unix::fs::PermissionsExt;
+
+    #[test]
+    fn an_own_token_binds_its_name_and_the_shared_one_opens_the_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = "s".repeat(64);
+        let scout = "a".repeat(64);
+        let path = dir.path().join("scout.token");
+        crate::home::write_secret_new(&path, &format!("{scout}\n")).unwrap();
+        let keys = AgentKeys::new(shared.clone().into(), dir.path().to_owned());
+
+        assert_eq!(keys.check("scout", &scout), Ok(()));
+        assert_eq!(keys.check("rocket", &shared), Ok(()));
+        let e = keys.check("scout", &shared).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthorized);
+        assert!(e.message.contains("has its own token"), "{}", e.message);
+        assert!(e.message.contains("--token-file"), "{}", e.message);
+        // Scout's token opens no other name, and a wrong token nothing.
+        let e = keys.check("rocket", &scout).unwrap_err();
+        assert_eq!(e.message, "at $.token: not the agent token");
+        let e = keys.check("scout", &"x".repeat(64)).unwrap_err();
+        assert_eq!(e.message, "at $.token: not the token of agent \"scout\"");
+
+        // A file others can read opens nothing, and says why.
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let e = keys.check("scout", &scout).unwrap_err();
+        assert!(e.message.contains("chmod 600"), "{}", e.message);
+        assert!(keys.check("scout", &shared).is_err());
+    }
+}

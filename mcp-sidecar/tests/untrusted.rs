@@ -1,0 +1,283 @@
+//! What apps and API clients send reaches the harness only as `leo-mcp` can read and show it: a
+//! result too deep to read is refused at the broker and the session goes on, control characters
+//! are replaced on every path into the model's context, and an agent with its own token is
+//! bound to its name.
+
+use leo_mcp::channel;
+use leo_testkit::{Broker, bin};
+use serde_json::{Value, json};
+
+use crate::support::{
+    Agent, AgentOpts, App, error_text, text_of, tool, wait_for_tools, wait_until,
+};
+
+/// `levels` objects nested as `{"a": {"a": … 0}}`.
+fn nested(levels: usize) -> Value {
+    let mut v = json!(0);
+    for _ in 0..levels {
+        v = json!({ "a": v });
+    }
+    v
+}
+
+async fn post_result(app: &App, id: &str, content: Value) -> leo_testkit::Reply {
+    app.http
+        .post(
+            &format!("/api/v1/client-tools/requests/{id}/result"),
+            &json!({"client_id": app.id, "ok": true, "content": content}),
+        )
+        .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
+    wait_for_tools(&agent, |names| names == ["echo"]).await;
+
+    let first = agent.spawn_call("echo", json!({"text": "one"}));
+    let one = app.next_request().await;
+    let second = agent.spawn_call("echo", json!({"text": "two"}));
+    let two = app.next_request().await;
+    let (one, two) = (
+        one.data["id"].as_str().unwrap().to_owned(),
+        two.data["id"].as_str().unwrap().to_owned(),
+    );
+
+    // 200 levels in annotations: refused, the call still open.
+    app.claim(&one).await;
+    let deep = json!([{"type": "text", "text": "deep", "annotations": nested(200)}]);
+    let r = post_result(&app, &one, deep).await;
+    assert_eq!(r.code(422), "invalid_result");
+    assert!(
+        r.error().starts_with("at $.content[0].annotations.a.a"),
+        "{}",
+        r.error()
+    );
+
+    // The other call completes, and so does the first, answered properly.
+    app.answer(&two, json!([{"type": "text", "text": "two back"}]))
+        .await;
+    assert_eq!(text_of(&second.await.unwrap()), "two back");
+    post_result(&app, &one, json!([{"type": "text", "text": "one back"}]))
+        .await
+        .data();
+    assert_eq!(text_of(&first.await.unwrap()), "one back");
+
+    // Arguments too deep for an app to read fail that call alone, with their path.
+    let result = agent.call("echo", nested(100)).await;
+    let text = error_text(&result);
+    assert!(
+        text.starts_with(&format!(
+            "invalid_arguments: at ${}: nested deeper than 64 levels",
+            ".a".repeat(64)
+        )),
+        "{text}"
+    );
+    let third = agent.spawn_call("echo", json!({"text": "three"}));
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.answer(&id, json!([{"type": "text", "text": "still here"}]))
+        .await;
+    assert_eq!(text_of(&third.await.unwrap()), "still here");
+}
+
+/// ESC sequences (CSI, OSC), backspace, NUL, DEL, the one-byte CSI U+009B and a bell.
+const NASTY: &str = "\u{1b}[2J\u{1b}]0;t\u{7}x\u{8}\u{8}\u{0}\u{7f}\u{9b}1m";
+
+/// True when `text` has a control character other than a line feed or a tab.
+fn has_controls(text: &str) -> bool {
+    text.chars()
+        .any(|c| c.is_control() && c != '\n' && c != '\t')
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_characters_are_replaced_on_every_path_to_the_agent() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    let nasty_tool = json!({
+        "name": "nasty",
+        "label": format!("Label\n{NASTY}"),
+        "description": format!("Line one\r\nline two\t{NASTY}"),
+        "input_schema": {"type": "object", "properties": {
+            "text": {"type": "string", "description": format!("the text{NASTY}")}
+        }}
+    });
+    app.register("g", json!([nasty_tool])).await;
+
+    // Native: description, label and the schema's words, as the harness lists them.
+    let pushed = Agent::start(
+        broker.home(),
+        AgentOpts::native("rocket").env(channel::ENV, "1"),
+    )
+    .await;
+    wait_for_tools(&pushed, |names| names == ["nasty"]).await;
+    let tools = pushed.tools().await;
+    let t = tools.iter().find(|t| t.name == "nasty").unwrap();
+    let description = t.description.as_deref().unwrap();
+    assert!(!has_controls(description), "{description:?}");
+    assert!(
+        description.starts_with("Line one\nline two\t\u{fffd}[2J"),
+        "{description:?}"
+    );
+    let title = t.title.as_deref().unwrap();
+    assert!(
+        !has_controls(title) && title.starts_with("Label \u{fffd}[2J"),
+        "{title:?}"
+    );
+    let schema = Value::Object((*t.input_schema).clone()).to_string();
+    let words = schema.split("the text").nth(1).unwrap();
+    assert!(
+        words.starts_with("\u{fffd}[2J") && !words.contains("\\u001b"),
+        "{schema}"
+    );
+
+    // Fallback: leo_app_tools lists the same words.
+    let fallback = Agent::start(broker.home(), AgentOpts::fallback("rocket")).await;
+    let listing = text_of(&fallback.call("leo_app_tools", json!({})).await);
+    let listing: Value = serde_json::from_str(&listing).unwrap();
+    let listed = listing["tools"][0]["description"].as_str().unwrap();
+    assert_eq!(listed, description);
+    assert_eq!(listing["tools"][0]["title"].as_str(), Some(title));
+
+    // An app's error message.
+    let call = pushed.spawn_call("nasty", json!({"text": "hi"}));
+    let id = app.next_request().await.data["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    app.fail(&id, "bad_input", &format!("failed:\n{NASTY}"))
+        .await;
+    let text = error_text(&call.await.unwrap());
+    assert!(!has_controls(&text), "{text:?}");
+    assert!(
+        text.starts_with("bad_input: failed:\n\u{fffd}[2J\u{fffd}]0;t\u{fffd}x"),
+        "{text:?}"
+    );
+
+    // A message, pushed on the Claude Code channel and returned by leo_messages.
+    let first = pushed.call("leo_messages", json!({})).await;
+    assert_eq!(text_of(&first), "no unread messages");
+    broker
+        .http()
+        .post(
+            "/web/agent/rocket/message",
+            &json!({"text": format!("hello{NASTY}"), "from": "ops"}),
+        )
+        .await
+        .data();
+    wait_until("a channel push", || {
+        !pushed.custom(channel::METHOD).is_empty()
+    })
+    .await;
+    let push = &pushed.custom(channel::METHOD)[0];
+    let content = push["content"].as_str().unwrap();
+    assert!(!has_controls(content), "{content:?}");
+    assert!(
+        content.starts_with("[message from ops] hello\u{fffd}[2J"),
+        "{content:?}"
+    );
+    let text = text_of(&pushed.call("leo_messages", json!({})).await);
+    assert!(!has_controls(&text), "{text:?}");
+    assert!(text.ends_with(content), "{text:?}");
+}
+
+/// Runs `leo agent add NAME` on `home`.
+fn agent_add(home: &std::path::Path, name: &str) {
+    let out = std::process::Command::new(bin("leo"))
+        .args(["agent", "add", name])
+        .env("LEO_HOME", home)
+        .output()
+        .expect("run leo agent add");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The first answer of `leo_messages` once the session has settled, connected or refused.
+async fn messages_once_settled(agent: &Agent) -> String {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let result = agent.call("leo_messages", json!({})).await;
+        let text = text_of(&result);
+        if text != "no_client: broker not running" {
+            return text;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "never settled");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_with_its_own_token_opens_its_sessions_with_it_alone() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    agent_add(home, "scout");
+    let own = home.join("state/agents/scout.token");
+    let shared = home.join("state/agent.token");
+
+    // leo-mcp finds scout's token in the home by itself.
+    let scout = Agent::start(home, AgentOpts::native("scout")).await;
+    assert_eq!(messages_once_settled(&scout).await, "no unread messages");
+
+    // Or is given it, for an agent that cannot read the home's state (a copy elsewhere).
+    let elsewhere = tempfile::tempdir().unwrap();
+    let copy = elsewhere.path().join("scout.token");
+    std::fs::copy(&own, &copy).unwrap();
+    let given = Agent::start(
+        home,
+        AgentOpts::native("scout").env("LEO_AGENT_TOKEN_FILE", copy.to_str().unwrap()),
+    )
+    .await;
+    assert_eq!(messages_once_settled(&given).await, "no unread messages");
+
+    // The shared token is refused for scout, with the reason.
+    let shared_as_scout = Agent::start(
+        home,
+        AgentOpts::native("scout").env("LEO_AGENT_TOKEN_FILE", shared.to_str().unwrap()),
+    )
+    .await;
+    let text = messages_once_settled(&shared_as_scout).await;
+    assert!(
+        text.starts_with(
+            "no_client: the broker refused the session: unauthorized: at $.token: agent \"scout\" has its own token"
+        ),
+        "{text}"
+    );
+
+    // Scout's token opens no other name.
+    let scout_as_rocket = Agent::start(
+        home,
+        AgentOpts::native("rocket").env("LEO_AGENT_TOKEN_FILE", copy.to_str().unwrap()),
+    )
+    .await;
+    let text = messages_once_settled(&scout_as_rocket).await;
+    assert_eq!(
+        text,
+        "no_client: the broker refused the session: unauthorized: at $.token: not the agent token"
+    );
+
+    // A token file that is not there is a start-up error, said at once.
+    let out = std::process::Command::new(bin("leo-mcp"))
+        .args([
+            "--agent",
+            "scout",
+            "--token-file",
+            "/nonexistent/scout.token",
+        ])
+        .env("LEO_HOME", home)
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("/nonexistent/scout.token"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
