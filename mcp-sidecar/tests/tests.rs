@@ -15,4 +15,5 @@ mod messages;
 mod native;
 mod protocol;
 mod restart;
+mod scope;
 mod wire;

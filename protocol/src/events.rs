@@ -106,6 +106,13 @@ pub struct Redacted {
 pub struct ChangedEvent {
     pub revision: u64,
     pub tools: Vec<String>,
+    /// Tools now offered with a definition different from the one agents saw before.
+    #[serde(default)]
+    pub changed: Vec<String>,
+    /// Tools whose changed definition waits for the operator's approval (`pin_definitions`);
+    /// agents are still offered the previous one.
+    #[serde(default)]
+    pub awaiting_approval: Vec<String>,
 }
 
 /// Why a call ended without a result.
