@@ -259,6 +259,14 @@ mod tests {
             ),
             ("web:\n  bind: not-an-ip\n", "web.bind: "),
             (
+                "agents:\n  a:\n    allow_tools: tool\n",
+                "agents.a.allow_tools: invalid type",
+            ),
+            (
+                "client_tools:\n  pin_definitions: 1\n",
+                "client_tools.pin_definitions: invalid type",
+            ),
+            (
                 "console:\n  ask_humans: true\n",
                 "console.ask_humans: unknown field `ask_humans`",
             ),
