@@ -596,6 +596,13 @@ impl Broker {
 
     /// What `agent` sees: every visible tool offered to it, and the revision.
     pub fn agent_tools(&self, agent: &str) -> (u64, Vec<AgentTool>, bool) {
+        let (revision, tools, ever_registered, _) = self.agent_tools_scoped(agent);
+        (revision, tools, ever_registered)
+    }
+
+    /// `agent_tools`, and whether that revision offers some tool to chosen agents only (read
+    /// under the same lock, so a shared frame is never one cut for a chosen agent).
+    fn agent_tools_scoped(&self, agent: &str) -> (u64, Vec<AgentTool>, bool, bool) {
         let denied = self.config.denied_for(agent);
         let core = self.lock();
         let tools = core
@@ -611,29 +618,36 @@ impl Broker {
                 group: v.spec.group.clone(),
             })
             .collect();
-        (core.registry.revision(), tools, !core.ever.is_empty())
+        let scoped = core.registry.scoped();
+        (
+            core.registry.revision(),
+            tools,
+            !core.ever.is_empty(),
+            scoped,
+        )
     }
 
-    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` all see the
-    /// same list, so theirs is serialized once per revision and shared by every session.
+    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` or
+    /// `allow_tools` see the same list while no tool is offered to chosen agents only, so theirs
+    /// is serialized once per such revision and shared by every session.
     pub fn tools_line(&self, agent: &str) -> Bytes {
-        let shared = self.config.denied_for(agent).is_empty()
-            && self.config.allowed_for(agent).is_none()
-            && !self.lock().registry.scoped();
+        let shared =
+            self.config.denied_for(agent).is_empty() && self.config.allowed_for(agent).is_none();
         let mut cache = self.tools_cache.lock().unwrap_or_else(|p| p.into_inner());
+        // Only lines of unscoped revisions are cached, so a hit is right for every such agent.
         if shared
             && let Some((revision, line)) = cache.as_ref()
             && *revision == *self.revision.borrow()
         {
             return line.clone();
         }
-        let (revision, tools, ever_registered) = self.agent_tools(agent);
+        let (revision, tools, ever_registered, scoped) = self.agent_tools_scoped(agent);
         let line = encode_line(&BrokerFrame::Tools {
             revision,
             tools,
             ever_registered,
         });
-        if shared {
+        if shared && !scoped {
             *cache = Some((revision, line.clone()));
         }
         line
