@@ -210,3 +210,52 @@ async fn bad_agents_lists_are_refused_with_their_path() {
         assert_eq!(r.error(), want);
     }
 }
+
+#[tokio::test]
+async fn a_call_ends_when_its_agent_leaves_the_tools_scope() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    let (http, id) = (app.http.clone(), app.id.clone());
+    let register = |agents: Value| {
+        let (http, id) = (http.clone(), id.clone());
+        async move {
+            http.post(
+                "/api/v1/client-tools",
+                &json!({"client_id": id, "group": "deploy", "tools": [crate::support::tool("deploy_now")], "agents": agents}),
+            )
+            .await
+            .data()
+            .clone()
+        }
+    };
+    register(json!(["rocket", "scout"])).await;
+    let mut rocket = crate::support::agent(&broker, "rocket").await;
+    let mut scout = crate::support::agent(&broker, "scout").await;
+    rocket.call(1, "deploy_now", json!({})).await;
+    scout.call(1, "deploy_now", json!({})).await;
+    app.next_request().await;
+    app.next_request().await;
+
+    register(json!(["scout"])).await;
+    let c = app.sse.next_of("client_tool.cancelled").await;
+    assert_eq!(c.data["agent"], "rocket");
+    assert_eq!(c.data["reason"], "tool_withdrawn");
+    let outcome = crate::support::result_of(&mut rocket, 1).await;
+    assert_eq!(
+        crate::support::outcome_code(&outcome),
+        "cancelled",
+        "{outcome}"
+    );
+    // Scout's call is still live: the app answers it.
+    let pending = app.http.get("/api/v1/client-tools/requests").await;
+    let live = pending.data().as_array().cloned().unwrap_or_default();
+    assert_eq!(live.len(), 1, "{live:?}");
+    assert_eq!(live[0]["agent"], "scout");
+    let id = live[0]["id"].as_str().unwrap_or_default().to_owned();
+    app.claim(&id).await.data();
+    app.answer(&id, json!([{"type": "text", "text": "ok"}]))
+        .await
+        .data();
+    let outcome = crate::support::result_of(&mut scout, 1).await;
+    assert_eq!(outcome["content"][0]["text"], "ok", "{outcome}");
+}

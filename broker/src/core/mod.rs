@@ -286,8 +286,10 @@ impl Broker {
         if change == Change::Changed {
             let registry = &core.registry;
             ended.extend(core.requests.end_where(|call, stage| {
+                // A call also ends when the tool is no longer offered to its agent (scope).
                 let served = registry.visible(&call.tool).is_some_and(|v| {
                     v.spec.group == call.group
+                        && v.spec.offered_to(&call.agent)
                         && match stage {
                             crate::requests::Stage::Parked => true,
                             crate::requests::Stage::Claimed { by } => {
