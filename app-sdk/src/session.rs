@@ -189,6 +189,7 @@ async fn register(
         client_id: client_id.to_owned(),
         group: group.to_owned(),
         tools: tools.to_vec(),
+        agents: None,
     };
     let body = serde_json::to_vec(&body).map_err(|e| Error::Config(e.to_string()))?;
     let answer = client

@@ -82,6 +82,9 @@ pub struct ClientTools {
     /// How many ended requests are remembered, so a late claim or result gets
     /// `already_settled` rather than `unknown_request`.
     pub remember_settled: usize,
+    /// Hold a re-registered tool's changed definition until the operator approves it
+    /// (`leo tools approve NAME`); until then agents keep the previous one.
+    pub pin_definitions: bool,
 }
 
 impl Default for ClientTools {
@@ -90,6 +93,7 @@ impl Default for ClientTools {
             default_timeout_s: leo_protocol::limits::DEFAULT_TIMEOUT_S,
             replay_events: 4096,
             remember_settled: 4096,
+            pin_definitions: false,
         }
     }
 }
@@ -99,6 +103,8 @@ impl Default for ClientTools {
 #[serde(deny_unknown_fields, default)]
 pub struct Agent {
     pub deny_tools: Vec<String>,
+    /// When present, the only client tools offered to this agent (Leo's own stay offered).
+    pub allow_tools: Option<Vec<String>>,
 }
 
 /// `api_clients.NAME:` (seed 001).
@@ -163,23 +169,41 @@ impl Config {
         Ok(())
     }
 
-    /// Checks every `agents.NAME.deny_tools` entry against the tools that can exist: Leo's own
-    /// and every name an app ever registered.
+    /// Checks every `agents.NAME.deny_tools` and `allow_tools` entry against the tools that can
+    /// exist: Leo's own and every name an app ever registered.
     pub fn check_deny_tools(
         &self,
         known: &std::collections::BTreeSet<String>,
     ) -> std::result::Result<(), String> {
         for (agent, a) in &self.agents {
-            for (i, tool) in a.deny_tools.iter().enumerate() {
-                let builtin = crate::BUILTIN_TOOLS.contains(&tool.as_str());
-                if !builtin && !known.contains(tool) {
-                    return Err(format!(
-                        "agents.{agent}.deny_tools[{i}]: {tool:?} is neither a Leo tool nor a client tool any app has registered"
-                    ));
+            let lists = [
+                ("deny_tools", Some(&a.deny_tools)),
+                ("allow_tools", a.allow_tools.as_ref()),
+            ];
+            for (key, list) in lists {
+                for (i, tool) in list.into_iter().flatten().enumerate() {
+                    let builtin = crate::BUILTIN_TOOLS.contains(&tool.as_str());
+                    if !builtin && !known.contains(tool) {
+                        return Err(format!(
+                            "agents.{agent}.{key}[{i}]: {tool:?} is neither a Leo tool nor a client tool any app has registered"
+                        ));
+                    }
                 }
             }
         }
         Ok(())
+    }
+
+    /// `agents.NAME.allow_tools`: when present, the only client tools `agent` is offered.
+    pub fn allowed_for(&self, agent: &str) -> Option<&[String]> {
+        self.agents.get(agent)?.allow_tools.as_deref()
+    }
+
+    /// True when `agent`'s allow list (if any) lets `tool` through; Leo's own always pass.
+    pub fn allows(&self, agent: &str, tool: &str) -> bool {
+        self.allowed_for(agent).is_none_or(|list| {
+            crate::BUILTIN_TOOLS.contains(&tool) || list.iter().any(|t| t == tool)
+        })
     }
 
     /// The tools denied to `agent`.
@@ -252,6 +276,14 @@ mod tests {
                 "api_clients.scout.can_message: an empty list",
             ),
             ("web:\n  bind: not-an-ip\n", "web.bind: "),
+            (
+                "agents:\n  a:\n    allow_tools: tool\n",
+                "agents.a.allow_tools: invalid type",
+            ),
+            (
+                "client_tools:\n  pin_definitions: 1\n",
+                "client_tools.pin_definitions: invalid type",
+            ),
             (
                 "console:\n  ask_humans: true\n",
                 "console.ask_humans: unknown field `ask_humans`",

@@ -5,7 +5,9 @@
 //! is cancelled with reason `agent_gone`. Frames
 //! are JSON lines (see `leo_protocol::ipc`). Tool-set changes reach each session through its
 //! own coalescer: the first change after a quiet second is sent at once, later ones are folded
-//! into one frame a second, and the last state is always sent.
+//! into one frame a second, and the last state is always sent. A change that leaves what this
+//! session's agent is offered as it was (another agent's scope, a tool it is denied) sends
+//! nothing.
 
 use std::sync::Arc;
 
@@ -187,6 +189,8 @@ async fn run_session(
 ) {
     let mut revisions = broker.watch_revision();
     revisions.mark_unchanged();
+    // Taken before the welcome: a change in between then differs and is sent, never lost.
+    let offered = broker.offer_fingerprint(agent);
     // The welcome is encoded and dropped at once: a session lives for hours, and holding its
     // copy of every tool definition would cost each session the whole tool set in memory.
     let welcome = {
@@ -212,6 +216,7 @@ async fn run_session(
         broker.watch_arrivals(),
         broker.clone(),
         agent.to_owned(),
+        offered,
     ));
     let send = |frame: BrokerFrame| {
         let tx = tx.clone();
@@ -328,6 +333,7 @@ async fn write_loop(
     mut arrivals: tokio::sync::broadcast::Receiver<(String, leo_protocol::ipc::Message)>,
     broker: Arc<Broker>,
     agent: String,
+    mut offered: u64,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let mut changed = false;
@@ -349,6 +355,11 @@ async fn write_loop(
             }
             _ = tokio::time::sleep_until(next_at), if changed => {
                 changed = false;
+                let now = broker.offer_fingerprint(&agent);
+                if now == offered {
+                    continue;
+                }
+                offered = now;
                 next_at = tokio::time::Instant::now() + COALESCE;
                 broker.tools_line(&agent)
             }

@@ -15,6 +15,7 @@ pub mod events;
 pub mod home;
 pub mod http;
 pub mod ipc;
+pub mod lints;
 pub mod messages;
 pub mod ownership;
 pub mod refusal;

@@ -70,6 +70,11 @@ enum Command {
     /// Cancel a pending call (its agent gets `cancelled`), as the console's Cancel button does.
     #[command(after_help = cli::CANCEL_HELP)]
     Cancel(cli::cancel::CancelArgs),
+    /// Client tools: approve a changed definition.
+    Tools {
+        #[command(subcommand)]
+        command: cli::tools::ToolsCommand,
+    },
     /// Call a client tool as an agent would, and print its result.
     #[command(after_help = cli::CALL_HELP)]
     Call(cli::call::CallArgs),
@@ -142,6 +147,7 @@ fn main() -> ExitCode {
         Command::Requests(args) => return cli::exit(cli::requests::run(&home, &args)),
         Command::Cancel(args) => return cli::exit(cli::cancel::run(&home, &args)),
         Command::Call(args) => return cli::call::run(&home, &args),
+        Command::Tools { command } => return cli::exit(cli::tools::run(&home, &command)),
         Command::ServeTool(args) => serve_tool::run(&home, args),
         Command::Client { command } => print(match command {
             ClientCommand::Add { name, can_message } => {

@@ -6,6 +6,12 @@
 //! tool name belongs to exactly one group (case-insensitively); the definition agents see is the
 //! most recent registration of the group that contains it. The `revision` moves only when what
 //! agents see changes, so an app re-registering the same tools wakes nobody.
+//!
+//! The registry also remembers, per tool name, the definition agents were last offered (by
+//! its digest), so a re-registration that changes a definition is reported, and with
+//! `pin_definitions` held back: the previous definition, with its own argument checks, stays
+//! offered until the operator approves the new one. A trusted tool cannot change behind an
+//! agent's back.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,6 +33,76 @@ pub struct ToolSpec {
     /// `None` for a handoff (`timeout_s: 0`).
     pub timeout_s: Option<u64>,
     pub validator: jsonschema::Validator,
+    /// The agents the group's registration names (`agents`); `None` means every agent.
+    pub agents: Option<Arc<[String]>>,
+    /// `sha256:` of the definition as registered.
+    pub digest: String,
+}
+
+impl ToolSpec {
+    /// True when the registration offers this tool to `agent` (by the `can_message` glob).
+    pub fn offered_to(&self, agent: &str) -> bool {
+        self.agents
+            .as_deref()
+            .is_none_or(|list| crate::messages::target_allowed(list, agent))
+    }
+
+    /// The same definition under another registration's group and scope (a pinned definition
+    /// offered for a group that re-registered).
+    fn rescoped(&self, like: &ToolSpec) -> Option<ToolSpec> {
+        Some(ToolSpec {
+            group: like.group.clone(),
+            def: self.def.clone(),
+            timeout_s: self.timeout_s,
+            validator: jsonschema::validator_for(&self.def.input_schema).ok()?,
+            agents: like.agents.clone(),
+            digest: self.digest.clone(),
+        })
+    }
+}
+
+/// `value` as JSON with every object's keys sorted, so equal definitions hash equally however
+/// the app ordered its keys.
+fn canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+/// `sha256:` and the hex digest of a definition's JSON, keys sorted.
+pub fn digest_of(def: &ToolDef) -> String {
+    use sha2::Digest;
+    let value = serde_json::to_value(def).unwrap_or_default();
+    let mut text = String::new();
+    canonical(&value, &mut text);
+    let hash = sha2::Sha256::digest(text.as_bytes());
+    let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 impl std::fmt::Debug for ToolSpec {
@@ -60,7 +136,23 @@ pub struct Registry {
     order: u64,
     revision: u64,
     view: BTreeMap<String, Visible>,
+    /// Hold changed definitions until approved (`client_tools.pin_definitions`).
+    pin: bool,
+    /// Per name, the definition agents were last offered; kept after a withdrawal, so an app
+    /// that comes back with another definition is noticed.
+    seen: BTreeMap<String, Arc<ToolSpec>>,
+    /// Per name, a changed definition held back by pinning.
+    held: BTreeMap<String, Arc<ToolSpec>>,
+    /// Per name, when its offered definition last changed.
+    changed_at: BTreeMap<String, String>,
+    /// What the last change of the view changed: definitions replaced.
+    last_changed: Vec<String>,
+    /// Per group, the warnings of its last registration.
+    warnings: BTreeMap<String, Vec<String>>,
 }
+
+/// How many remembered definitions are kept beyond the visible ones.
+const MAX_SEEN: usize = 4 * MAX_TOOLS_PER_BROKER;
 
 /// What a change did to the agents' view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +162,64 @@ pub enum Change {
 }
 
 impl Registry {
+    pub fn new(pin: bool) -> Registry {
+        Registry {
+            pin,
+            ..Registry::default()
+        }
+    }
+
+    /// Names whose changed definition waits for approval, sorted.
+    pub fn awaiting_approval(&self) -> Vec<String> {
+        self.held.keys().cloned().collect()
+    }
+
+    /// The digest of `name`'s held definition, if one waits.
+    pub fn held_digest(&self, name: &str) -> Option<&str> {
+        self.held.get(name).map(|s| s.digest.as_str())
+    }
+
+    /// Tools whose offered definition the last change replaced.
+    pub fn last_changed(&self) -> &[String] {
+        &self.last_changed
+    }
+
+    /// When `name`'s offered definition last changed, if it did.
+    pub fn changed_at(&self, name: &str) -> Option<&String> {
+        self.changed_at.get(name)
+    }
+
+    /// Each group's last registration warnings.
+    pub fn warnings(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.warnings
+    }
+
+    /// Records `group`'s registration warnings (none clears them).
+    pub fn set_warnings(&mut self, group: &str, warnings: Vec<String>) {
+        if warnings.is_empty() {
+            self.warnings.remove(group);
+        } else {
+            self.warnings.insert(group.to_owned(), warnings);
+        }
+    }
+
+    /// True when some visible tool is offered to chosen agents only.
+    pub fn scoped(&self) -> bool {
+        self.view.values().any(|v| v.spec.agents.is_some())
+    }
+
+    /// The operator approves `name`'s held definition: it is offered from now on.
+    pub fn approve(&mut self, name: &str) -> Result<(Change, String), Refusal> {
+        let Some(spec) = self.held.remove(name) else {
+            return Err(Refusal::new(
+                ErrorCode::NotFound,
+                format!("no changed definition of tool {name:?} awaits approval"),
+            ));
+        };
+        let view = self.derive_accepting(&self.groups.clone(), Some(name));
+        Ok((self.install(view), spec.digest.clone()))
+    }
+
     pub fn revision(&self) -> u64 {
         self.revision
     }
@@ -101,8 +251,14 @@ impl Registry {
     pub fn prepare(
         group: &str,
         defs: Vec<ToolDef>,
+        agents: Option<Vec<String>>,
         default_timeout_s: u64,
     ) -> Result<Vec<Arc<ToolSpec>>, Refusal> {
+        if let Some(list) = &agents {
+            leo_protocol::tool::check_agent_patterns(list)
+                .map_err(|e| Refusal::new(ErrorCode::InvalidParameter, e.message))?;
+        }
+        let agents: Option<Arc<[String]>> = agents.map(Into::into);
         if !is_valid_group_name(group) {
             return Err(Refusal::new(
                 ErrorCode::InvalidTool,
@@ -139,8 +295,10 @@ impl Registry {
             specs.push(Arc::new(ToolSpec {
                 group: group.to_owned(),
                 timeout_s: def.effective_timeout_s(default_timeout_s),
+                digest: digest_of(&def),
                 def,
                 validator,
+                agents: agents.clone(),
             }));
         }
         Ok(specs)
@@ -179,7 +337,7 @@ impl Registry {
         if regs.is_empty() {
             next.remove(group);
         }
-        let view = derive_view(&next);
+        let view = self.derive(&next);
         if view.len() > MAX_TOOLS_PER_BROKER {
             return Err(Refusal::new(
                 ErrorCode::TooManyTools,
@@ -204,7 +362,7 @@ impl Registry {
             }
             !regs.is_empty()
         });
-        let view = derive_view(&self.groups);
+        let view = self.derive(&self.groups.clone());
         (self.install(view), left)
     }
 
@@ -226,12 +384,83 @@ impl Registry {
         None
     }
 
+    /// The view of `groups` as agents are offered it: the latest definitions, except that with
+    /// pinning a changed definition is held and the one agents saw stays. Held definitions are
+    /// recorded in `self.held`.
+    fn derive(
+        &mut self,
+        groups: &BTreeMap<String, Vec<Registration>>,
+    ) -> BTreeMap<String, Visible> {
+        self.derive_accepting(groups, None)
+    }
+
+    /// `derive`, offering `accept`'s latest definition whatever agents saw before (approval).
+    fn derive_accepting(
+        &mut self,
+        groups: &BTreeMap<String, Vec<Registration>>,
+        accept: Option<&str>,
+    ) -> BTreeMap<String, Visible> {
+        let mut view = derive_view(groups);
+        self.held.retain(|name, _| view.contains_key(name));
+        if !self.pin {
+            return view;
+        }
+        for (name, v) in view.iter_mut() {
+            let Some(seen) = self.seen.get(name) else {
+                continue;
+            };
+            if accept == Some(name.as_str()) {
+                continue;
+            }
+            if seen.digest == v.spec.digest {
+                self.held.remove(name);
+                continue;
+            }
+            if let Some(pinned) = seen.rescoped(&v.spec) {
+                let latest = std::mem::replace(&mut v.spec, Arc::new(pinned));
+                if self
+                    .held
+                    .get(name)
+                    .is_none_or(|h| h.digest != latest.digest)
+                {
+                    tracing::warn!(tool = %name, offered = %seen.digest, held = %latest.digest, "changed tool definition held until the operator approves it");
+                }
+                self.held.insert(name.clone(), latest);
+            }
+        }
+        view
+    }
+
     fn install(&mut self, view: BTreeMap<String, Visible>) -> Change {
         let same = view.len() == self.view.len()
             && view.iter().zip(self.view.iter()).all(|((a, va), (b, vb))| {
-                a == b && va.spec.group == vb.spec.group && va.spec.def == vb.spec.def
+                a == b
+                    && va.spec.group == vb.spec.group
+                    && va.spec.digest == vb.spec.digest
+                    && va.spec.agents == vb.spec.agents
             });
+        let mut changed = Vec::new();
+        for (name, v) in &view {
+            let before = self.seen.insert(name.clone(), v.spec.clone());
+            if before.is_some_and(|b| b.digest != v.spec.digest) {
+                changed.push(name.clone());
+                self.changed_at
+                    .insert(name.clone(), leo_protocol::time::now());
+            }
+        }
+        if !changed.is_empty() {
+            tracing::warn!(tools = ?changed, "tool definitions changed; agents are offered the new ones");
+        }
+        if self.seen.len() > MAX_SEEN {
+            self.seen.retain(|name, _| view.contains_key(name));
+            self.changed_at.retain(|name, _| view.contains_key(name));
+        }
+        let groups = &self.groups;
+        self.warnings.retain(|g, _| groups.contains_key(g));
         self.view = view;
+        if !same {
+            self.last_changed = changed;
+        }
         if same {
             Change::Unchanged
         } else {
@@ -255,6 +484,9 @@ impl Registry {
                     timeout_s: v.spec.timeout_s,
                     label: v.spec.def.label.clone(),
                     clients: v.clients.clone(),
+                    agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
+                    digest: v.spec.digest.clone(),
+                    awaiting_approval: self.held_digest(&v.spec.def.name).map(str::to_owned),
                 })
                 .collect(),
         }
@@ -287,4 +519,55 @@ fn derive_view(groups: &BTreeMap<String, Vec<Registration>>) -> BTreeMap<String,
         }
     }
     view
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn echo(description: &str) -> Vec<Arc<ToolSpec>> {
+        let def: ToolDef = serde_json::from_value(serde_json::json!({
+            "name": "echo", "description": description, "input_schema": {"type": "object"}
+        }))
+        .unwrap_or_else(|e| panic!("{e}"));
+        Registry::prepare("g", vec![def], None, 60).unwrap_or_else(|e| panic!("{}", e.message))
+    }
+
+    #[test]
+    fn a_pinned_change_waits_for_approval_then_is_reported() {
+        let mut r = Registry::new(true);
+        assert_eq!(r.register("c", "g", echo("v1")).ok(), Some(Change::Changed));
+        assert!(
+            r.last_changed().is_empty(),
+            "a first definition is no change"
+        );
+        assert_eq!(
+            r.register("c", "g", echo("v2")).ok(),
+            Some(Change::Unchanged)
+        );
+        assert_eq!(r.awaiting_approval(), ["echo"]);
+        assert_eq!(r.view()["echo"].spec.def.description, "v1");
+        let approved = r.approve("echo").map(|(c, _)| c).ok();
+        assert_eq!(approved, Some(Change::Changed));
+        assert_eq!(r.view()["echo"].spec.def.description, "v2");
+        assert_eq!(r.last_changed(), ["echo"]);
+        assert!(r.awaiting_approval().is_empty());
+    }
+
+    #[test]
+    fn digests_ignore_key_order_but_not_content() {
+        let a: ToolDef = serde_json::from_str(
+            r#"{"name":"t","description":"d","input_schema":{"type":"object","properties":{"a":{"type":"string"}}}}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let b: ToolDef = serde_json::from_str(
+            r#"{"input_schema":{"properties":{"a":{"type":"string"}},"type":"object"},"description":"d","name":"t"}"#,
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(digest_of(&a), digest_of(&b));
+        let mut c = a.clone();
+        c.label = Some("L".into());
+        assert_ne!(digest_of(&a), digest_of(&c));
+        assert!(digest_of(&a).starts_with("sha256:"));
+    }
 }

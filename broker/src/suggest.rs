@@ -1,7 +1,7 @@
 //! What a call to a tool nobody serves is told: the closest served name, if one is close, and
 //! the names that are served, so an agent (or a person at `leo call`) can correct a typo
 //! without asking twice. Only names the caller may call are ever passed in, so a tool denied
-//! to the agent is never revealed here.
+//! to the agent, or registered for other agents only, is never revealed here.
 
 /// How many served names the message lists at most.
 pub const MAX_LISTED: usize = 20;

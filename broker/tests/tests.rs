@@ -17,6 +17,7 @@ mod ownership;
 mod quickstart;
 mod registration;
 mod requests;
+mod scope;
 mod security;
 mod serve_tool;
 mod streams;

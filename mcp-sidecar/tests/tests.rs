@@ -15,5 +15,6 @@ mod messages;
 mod native;
 mod protocol;
 mod restart;
+mod scope;
 mod untrusted;
 mod wire;

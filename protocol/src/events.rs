@@ -106,6 +106,14 @@ pub struct Redacted {
 pub struct ChangedEvent {
     pub revision: u64,
     pub tools: Vec<String>,
+    /// Tools now offered with a definition different from the one agents saw before; absent
+    /// when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed: Vec<String>,
+    /// Tools whose changed definition waits for the operator's approval (`pin_definitions`);
+    /// agents are still offered the previous one. Absent when none.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub awaiting_approval: Vec<String>,
 }
 
 /// Why a call ended without a result.

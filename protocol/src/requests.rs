@@ -49,6 +49,17 @@ pub struct ListedTool {
     pub label: Option<String>,
     /// The connected clients that serve it.
     pub clients: Vec<String>,
+    /// The agents it is offered to (`agents` of its registration); absent means every agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<String>>,
+    /// `sha256:` of the definition agents are offered (name, description, input_schema,
+    /// timeout_s, label).
+    #[serde(default)]
+    pub digest: String,
+    /// With `pin_definitions`, the digest of a changed definition that waits for the
+    /// operator's approval; until then the one above stays offered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub awaiting_approval: Option<String>,
 }
 
 /// `GET /api/v1/client-tools`.
@@ -64,6 +75,17 @@ pub struct Registered {
     pub group: String,
     pub revision: u64,
     pub tools: Vec<String>,
+    /// What harnesses are known to mishandle in this registration; it was accepted anyway.
+    #[serde(default)]
+    pub warnings: Vec<String>,
+}
+
+/// `POST /api/v1/client-tools/definitions/{name}/approve`: the held definition is now offered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Approved {
+    pub tool: String,
+    pub digest: String,
+    pub revision: u64,
 }
 
 /// Claim and result answers.

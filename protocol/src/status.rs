@@ -43,6 +43,9 @@ pub struct Status {
     /// Whether the console's `ask_human` tool is offered to agents.
     #[serde(default)]
     pub ask_human: bool,
+    /// Each group's registration warnings (its last registration's).
+    #[serde(default)]
+    pub warnings: BTreeMap<String, Vec<String>>,
 }
 
 /// One connected client.
@@ -81,6 +84,15 @@ pub struct GroupTool {
     pub label: Option<String>,
     /// The connected clients that serve it.
     pub clients: Vec<String>,
+    /// The agents it is offered to; absent means every agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<String>>,
+    /// When its definition last changed while the broker ran, if it did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changed_at: Option<String>,
+    /// A changed definition waits for the operator's approval (`pin_definitions`).
+    #[serde(default)]
+    pub awaiting_approval: bool,
 }
 
 /// One live call.

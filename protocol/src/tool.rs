@@ -17,6 +17,46 @@ pub struct RegisterBody {
     pub client_id: String,
     pub group: String,
     pub tools: Vec<ToolDef>,
+    /// The agents this group is offered to: exact names or `*`/`?` globs; `None` means every
+    /// agent. An agent outside the list neither sees nor can call the group's tools.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agents: Option<Vec<String>>,
+}
+
+/// At most this many entries in a registration's `agents`.
+pub const MAX_AGENT_PATTERNS: usize = 64;
+
+/// Checks a registration's `agents`: 1 to 64 entries, each 1 to 64 of `[A-Za-z0-9_.-]`, `*`
+/// and `?` (the agent-name characters and the glob marks).
+pub fn check_agent_patterns(agents: &[String]) -> Result<(), ToolError> {
+    if agents.is_empty() {
+        return Err(ToolError {
+            message: "at $.agents: an empty list offers the tools to no agent; leave agents out to offer them to every agent".into(),
+        });
+    }
+    if agents.len() > MAX_AGENT_PATTERNS {
+        return Err(ToolError {
+            message: format!(
+                "at $.agents: {} entries, at most {MAX_AGENT_PATTERNS}",
+                agents.len()
+            ),
+        });
+    }
+    for (i, p) in agents.iter().enumerate() {
+        let ok = !p.is_empty()
+            && p.len() <= MAX_GROUP_NAME
+            && p.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b'*' | b'?')
+            });
+        if !ok {
+            return Err(ToolError {
+                message: format!(
+                    "at $.agents[{i}]: {p:?} must be 1 to 64 of [A-Za-z0-9_.-], with * and ? as globs"
+                ),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// One tool as an app defines it.

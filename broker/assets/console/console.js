@@ -236,16 +236,45 @@ function renderCalls() {
   fill($('calls'), rows, 'no-calls');
 }
 
+// A held definition's Approve button: agents are offered the new definition once pressed.
+function approveButton(name) {
+  const approve = el('button', { type: 'button', class: 'approve', text: 'Approve' });
+  approve.addEventListener('click', async () => {
+    approve.disabled = true;
+    try {
+      await post(`/console/tools/${encodeURIComponent(name)}/approve`, {});
+      notice('');
+    } catch (error) {
+      notice(error.message);
+      approve.disabled = false;
+    }
+  });
+  return approve;
+}
+
+function toolItem(t) {
+  const classes = [t.changed_at ? 'changed' : '', t.awaiting_approval ? 'held' : ''].join(' ').trim();
+  const item = el('li', { 'data-tool': t.name, class: classes },
+    el('code', { text: t.name }), ' ',
+    el('span', { class: 'desc', text: t.description }), ' ',
+    el('span', { class: 'muted', text: `(timeout ${formatTimeout(t.timeout_s)})` }));
+  if (t.agents) item.append(' ', el('span', { class: 'muted scope', text: `for ${t.agents.join(', ')}` }));
+  if (t.awaiting_approval) {
+    item.append(' ', el('span', { class: 'badge', text: 'changed definition awaits approval' }), ' ', approveButton(t.name));
+  } else if (t.changed_at) {
+    item.append(' ', el('span', { class: 'badge', text: 'definition changed' }), ' ', el('span', { class: 'muted', 'data-since': t.changed_at }));
+  }
+  return item;
+}
+
 function renderTools() {
   const groups = Object.entries(status.tools_by_group || {});
+  const warnings = status.warnings || {};
   $('groups').replaceChildren(...groups.map(([group, tools]) =>
     el('div', { class: 'group', 'data-group': group },
       el('h3', { text: group }),
-      el('ul', {}, ...tools.map((t) =>
-        el('li', { 'data-tool': t.name },
-          el('code', { text: t.name }), ' ',
-          el('span', { class: 'desc', text: t.description }), ' ',
-          el('span', { class: 'muted', text: `(timeout ${formatTimeout(t.timeout_s)})` })))))));
+      el('ul', {}, ...tools.map(toolItem)),
+      ...(warnings[group] || []).map((w) => el('p', { class: 'warning', text: w })))));
   $('no-tools').hidden = groups.length > 0;
 }
 

@@ -15,6 +15,7 @@ pub mod requests;
 pub mod snapshot;
 pub mod status;
 pub mod style;
+pub mod tools;
 pub mod watch;
 
 use std::path::{Path, PathBuf};
@@ -34,6 +35,11 @@ call; apps get client_tool.cancelled with reason cancelled_by_operator.
 
 Exit codes: 0 cancelled; 1 the broker refused (unknown_request, already_settled: the call had \
 already ended); 2 the broker is not running, or ID is not a request id.";
+
+/// `--help` text for `leo tools approve`.
+pub const APPROVE_HELP: &str = "With client_tools.pin_definitions: true, a tool an app re-registers with another definition keeps its previous one until approved; leo status marks it \"awaiting approval\".
+
+Exit codes: 0 approved; 1 the broker refused (not_found: no changed definition of that tool awaits approval); 2 the broker is not running, or NAME is not a tool name.";
 
 /// `--help` text for `leo call`.
 pub const CALL_HELP: &str = "Example: leo call reverse_text '{\"text\": \"hello\"}'
@@ -63,7 +69,7 @@ pub fn exit(result: anyhow::Result<()>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("leo: {e:#}");
-    if e.downcast_ref::<cancel::BadId>().is_some() {
+    if e.downcast_ref::<cancel::BadId>().is_some() || e.downcast_ref::<tools::BadName>().is_some() {
         return ExitCode::from(EXIT_UNREACHABLE);
     }
     match e.downcast_ref::<api::GetError>() {

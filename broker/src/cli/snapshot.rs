@@ -9,7 +9,9 @@
 //! {revision, seq,
 //!  apps:    [{client_id, principal, provider, connected_at, groups, name}],
 //!  agents:  [{agent, session, harness: {name, version} | null, mode, connected_at}],
-//!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients}]}],
+//!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients,
+//!                                      agents, awaiting_approval}]}],
+//!  warnings: {group: [warning]},
 //!  pending: [{id, agent, session, group, tool, arguments, state, claimed_by, owner,
 //!             timeout_s, created_at, age_s, timeout_left_s, claimed_by_name}]}
 //! ```
@@ -50,6 +52,8 @@ pub struct Snapshot {
     pub groups: Vec<Group>,
     /// Oldest first.
     pub pending: Vec<Pending>,
+    /// Each group's registration warnings.
+    pub warnings: BTreeMap<String, Vec<String>>,
 }
 
 /// An event stream: an app's provider stream, or a watcher's.
@@ -93,6 +97,10 @@ pub struct Tool {
     pub timeout_s: Option<u64>,
     pub label: Option<String>,
     pub clients: Vec<String>,
+    /// The agents it is offered to; `null` means every agent.
+    pub agents: Option<Vec<String>>,
+    /// A changed definition waits for `leo tools approve`.
+    pub awaiting_approval: bool,
 }
 
 /// A pending call, as the requests route lists it, with its age and the time it has left.
@@ -156,6 +164,7 @@ impl Snapshot {
             agents,
             groups,
             pending,
+            warnings: serde_json::from_value(status["warnings"].clone()).unwrap_or_default(),
         }
     }
 }
@@ -239,6 +248,8 @@ fn groups(tools: Vec<ListedTool>) -> Vec<Group> {
                         timeout_s: t.timeout_s,
                         label: t.label,
                         clients: t.clients,
+                        agents: t.agents,
+                        awaiting_approval: t.awaiting_approval.is_some(),
                     })
                     .collect(),
             }

@@ -116,7 +116,7 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
                     } else {
                         String::new()
                     },
-                    tool.name.clone(),
+                    tool_cell(tool),
                     timeout(tool.timeout_s),
                     served.join(", "),
                     clip(&tool.description, DESCRIPTION_WIDTH),
@@ -125,6 +125,17 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
         }
         t
     });
+
+    if !s.warnings.is_empty() {
+        out.push('\n');
+        out.push_str(&style.bold("Warnings"));
+        out.push('\n');
+        for (group, warnings) in &s.warnings {
+            for w in warnings {
+                out.push_str(&format!("  {group}: {w}\n"));
+            }
+        }
+    }
 
     let title = format!("Pending calls ({})", s.pending.len());
     section(&mut out, style, &title, s.pending.is_empty(), || {
@@ -137,6 +148,18 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
         ));
     }
     out
+}
+
+/// The tool's name, with whom it is offered to when not everyone, and a held definition.
+fn tool_cell(tool: &super::snapshot::Tool) -> String {
+    let mut cell = tool.name.clone();
+    if let Some(agents) = &tool.agents {
+        cell.push_str(&format!(" (for {})", agents.join(", ")));
+    }
+    if tool.awaiting_approval {
+        cell.push_str(" (changed, awaiting approval)");
+    }
+    cell
 }
 
 fn section(

@@ -53,7 +53,7 @@ impl Broker {
             self.client_gone(CONSOLE_CLIENT);
             return Ok(AskHumanState { on: false });
         }
-        let specs = Registry::prepare(CONSOLE_GROUP, vec![ask_human_tool()], 0)?;
+        let specs = Registry::prepare(CONSOLE_GROUP, vec![ask_human_tool()], None, 0)?;
         let mut core = self.lock();
         if core.clients.contains_key(CONSOLE_CLIENT) {
             return Ok(AskHumanState { on: true });

@@ -22,7 +22,7 @@ use leo_protocol::events::{
     CancelReason, CancelledEvent, ChangedEvent, FEATURES, Hello, Redacted, RequestEvent, kind,
 };
 use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, RawOutcome as Outcome};
-use leo_protocol::requests::{PendingRequest, Registered, RequestAck, ToolList};
+use leo_protocol::requests::{Approved, PendingRequest, Registered, RequestAck, ToolList};
 use leo_protocol::tool::RegisterBody;
 use serde::Serialize;
 use serde_json::Value;
@@ -153,7 +153,7 @@ impl Broker {
             arrivals,
             core: Mutex::new(Core {
                 clients: HashMap::new(),
-                registry: Registry::default(),
+                registry: Registry::new(config.client_tools.pin_definitions),
                 requests: Requests::new(config.client_tools.remember_settled),
                 owners: Owners::default(),
                 ever,
@@ -286,8 +286,10 @@ impl Broker {
         if change == Change::Changed {
             let registry = &core.registry;
             ended.extend(core.requests.end_where(|call, stage| {
+                // A call also ends when the tool is no longer offered to its agent (scope).
                 let served = registry.visible(&call.tool).is_some_and(|v| {
                     v.spec.group == call.group
+                        && v.spec.offered_to(&call.agent)
                         && match stage {
                             crate::requests::Stage::Parked => true,
                             crate::requests::Stage::Claimed { by } => {
@@ -312,6 +314,8 @@ impl Broker {
                 json(&ChangedEvent {
                     revision,
                     tools: core.registry.names(),
+                    changed: core.registry.last_changed().to_vec(),
+                    awaiting_approval: core.registry.awaiting_approval(),
                 }),
                 None,
             );
@@ -366,17 +370,24 @@ impl Broker {
         let specs = Registry::prepare(
             &body.group,
             body.tools,
+            body.agents,
             self.config.client_tools.default_timeout_s,
         )?;
         let mut core = self.lock();
         Self::require_provider(&core, &body.client_id)?;
         let names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
+        let defs: Vec<leo_protocol::tool::ToolDef> = specs.iter().map(|s| s.def.clone()).collect();
         let change = core
             .registry
             .register(&body.client_id, &body.group, specs)?;
         if names.is_empty() {
             core.owners.release_group(&body.client_id, &body.group);
         }
+        let warnings = Self::lint(&core.registry, &body.group, &defs);
+        for w in &warnings {
+            warn!(group = %body.group, warning = %w, "registration warning");
+        }
+        core.registry.set_warnings(&body.group, warnings.clone());
         if let Err(e) = core.ever.remember(names.iter().map(String::as_str)) {
             // The registration stands; the file is retried on the next new name.
             warn!(error = %e, "cannot write client-tools.json");
@@ -389,6 +400,37 @@ impl Broker {
             group: body.group,
             revision,
             tools: names,
+            warnings,
+        })
+    }
+
+    /// The registration lints of `group`'s `defs`, against the other groups' visible tools.
+    fn lint(registry: &Registry, group: &str, defs: &[leo_protocol::tool::ToolDef]) -> Vec<String> {
+        let refs: Vec<&leo_protocol::tool::ToolDef> = defs.iter().collect();
+        let others = registry
+            .view()
+            .values()
+            .filter(|v| v.spec.group != group)
+            .map(|v| v.spec.def.name.as_str());
+        crate::lints::warnings(&refs, others)
+    }
+
+    /// The operator approves `tool`'s changed definition (`pin_definitions`): agents are
+    /// offered it from now on, and their calls are checked against it.
+    pub fn approve(&self, tool: &str) -> Result<Approved, Refusal> {
+        let mut core = self.lock();
+        let (change, digest) = core.registry.approve(tool)?;
+        self.after_change(&mut core, change, Vec::new());
+        self.touched();
+        let revision = core.registry.revision();
+        info!(
+            tool,
+            digest, revision, "changed tool definition approved by the operator"
+        );
+        Ok(Approved {
+            tool: tool.to_owned(),
+            digest,
+            revision,
         })
     }
 
@@ -530,38 +572,78 @@ impl Broker {
         info!(agent = %info.agent, session = %info.session, cancelled = ended.len(), "sidecar session closed");
     }
 
-    /// What `agent` sees: every visible tool it is not denied, and the revision.
+    /// True when `agent` is offered `spec`: the registration's `agents` name it, its
+    /// `allow_tools` (if any) list it, and its `deny_tools` do not.
+    fn offered(&self, agent: &str, denied: &[String], spec: &crate::registry::ToolSpec) -> bool {
+        spec.offered_to(agent)
+            && self.config.allows(agent, &spec.def.name)
+            && !denied.contains(&spec.def.name)
+    }
+
+    /// A fingerprint of what `agent` is offered now: equal fingerprints, equal `tools` frames
+    /// (but for the revision), so a session is told only about changes that reach it.
+    pub fn offer_fingerprint(&self, agent: &str) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let denied = self.config.denied_for(agent);
+        let core = self.lock();
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        for v in core.registry.view().values() {
+            if self.offered(agent, &denied, &v.spec) {
+                (&v.spec.def.name, &v.spec.group, &v.spec.digest).hash(&mut h);
+            }
+        }
+        core.ever.is_empty().hash(&mut h);
+        h.finish()
+    }
+
+    /// What `agent` sees: every visible tool offered to it, and the revision.
     pub fn agent_tools(&self, agent: &str) -> (u64, Vec<AgentTool>, bool) {
+        let (revision, tools, ever_registered, _) = self.agent_tools_scoped(agent);
+        (revision, tools, ever_registered)
+    }
+
+    /// `agent_tools`, and whether that revision offers some tool to chosen agents only (read
+    /// under the same lock, so a shared frame is never one cut for a chosen agent).
+    fn agent_tools_scoped(&self, agent: &str) -> (u64, Vec<AgentTool>, bool, bool) {
         let denied = self.config.denied_for(agent);
         let core = self.lock();
         let tools = core
             .registry
             .view()
             .values()
-            .filter(|v| !denied.contains(&v.spec.def.name))
+            .filter(|v| self.offered(agent, &denied, &v.spec))
             .map(|v| agent_tool(&v.spec.def, &v.spec.group))
             .collect();
-        (core.registry.revision(), tools, !core.ever.is_empty())
+        let scoped = core.registry.scoped();
+        (
+            core.registry.revision(),
+            tools,
+            !core.ever.is_empty(),
+            scoped,
+        )
     }
 
-    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` all see the
-    /// same list, so theirs is serialized once per revision and shared by every session.
+    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` or
+    /// `allow_tools` see the same list while no tool is offered to chosen agents only, so theirs
+    /// is serialized once per such revision and shared by every session.
     pub fn tools_line(&self, agent: &str) -> Bytes {
-        let shared = self.config.denied_for(agent).is_empty();
+        let shared =
+            self.config.denied_for(agent).is_empty() && self.config.allowed_for(agent).is_none();
         let mut cache = self.tools_cache.lock().unwrap_or_else(|p| p.into_inner());
+        // Only lines of unscoped revisions are cached, so a hit is right for every such agent.
         if shared
             && let Some((revision, line)) = cache.as_ref()
             && *revision == *self.revision.borrow()
         {
             return line.clone();
         }
-        let (revision, tools, ever_registered) = self.agent_tools(agent);
+        let (revision, tools, ever_registered, scoped) = self.agent_tools_scoped(agent);
         let line = encode_line(&BrokerFrame::Tools {
             revision,
             tools,
             ever_registered,
         });
-        if shared {
+        if shared && !scoped {
             *cache = Some((revision, line.clone()));
         }
         line
@@ -614,10 +696,30 @@ impl Broker {
                 format!("tool {tool:?} is denied to agent {:?}", session.agent),
             ));
         }
-        let Some(visible) = core.registry.visible(tool) else {
-            // Only what this agent may call is named, never a tool denied to it.
-            let mut served = core.registry.names();
-            served.retain(|name| !denied.contains(name));
+        if !self.config.allows(&session.agent, tool) {
+            // Said of any name outside the list, served or not, so it reveals nothing.
+            return Err(Refusal::new(
+                ErrorCode::Denied,
+                format!(
+                    "tool {tool:?} is not in the allow_tools of agent {:?}",
+                    session.agent
+                ),
+            ));
+        }
+        let offered = core
+            .registry
+            .visible(tool)
+            .filter(|v| v.spec.offered_to(&session.agent));
+        let Some(visible) = offered else {
+            // Only what this agent may call is named, never a tool denied to it or registered
+            // for other agents.
+            let served: Vec<String> = core
+                .registry
+                .view()
+                .values()
+                .filter(|v| self.offered(&session.agent, &denied, &v.spec))
+                .map(|v| v.spec.def.name.clone())
+                .collect();
             return Err(Refusal::new(
                 ErrorCode::NoClient,
                 crate::suggest::no_such_tool(tool, &served),

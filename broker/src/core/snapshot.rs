@@ -60,6 +60,9 @@ impl Broker {
                     timeout_s: v.spec.timeout_s,
                     label: v.spec.def.label.clone(),
                     clients: v.clients.clone(),
+                    agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
+                    changed_at: core.registry.changed_at(&v.spec.def.name).cloned(),
+                    awaiting_approval: core.registry.held_digest(&v.spec.def.name).is_some(),
                 });
         }
         let now = Instant::now();
@@ -98,6 +101,7 @@ impl Broker {
             tools_by_group,
             requests,
             ask_human: core.clients.contains_key(super::CONSOLE_CLIENT),
+            warnings: core.registry.warnings().clone(),
         }
     }
 }

@@ -37,6 +37,8 @@ pub enum Route {
     Claim,
     Result,
     Cancel,
+    /// `POST …/definitions/{name}/approve`: the operator approves a changed definition.
+    Approve,
     Status,
     Message,
     /// `GET /login`, the form.
@@ -53,6 +55,8 @@ pub enum Route {
     ConsoleCancel,
     ConsoleAnswer,
     AskHuman,
+    /// The console's approve button.
+    ConsoleApprove,
 }
 
 /// Kinds of caller, for the table.
@@ -91,6 +95,7 @@ const POLICY: &[(Route, &[Kind])] = &[
     (Route::Claim, &[Kind::Operator, Kind::Device]),
     (Route::Result, &[Kind::Operator, Kind::Device]),
     (Route::Cancel, &[Kind::Operator]),
+    (Route::Approve, &[Kind::Operator]),
     (Route::Status, &[Kind::Operator, Kind::Device]),
     (Route::Message, &[Kind::Operator, Kind::ApiClient]),
     (Route::LoginPage, PUBLIC),
@@ -103,7 +108,11 @@ const POLICY: &[(Route, &[Kind])] = &[
     (Route::ConsoleCancel, &[Kind::Session]),
     (Route::ConsoleAnswer, &[Kind::Session]),
     (Route::AskHuman, &[Kind::Session]),
+    (Route::ConsoleApprove, &[Kind::Session]),
 ];
+
+/// The approve route's path, as the router and the policy table both name it.
+pub const APPROVE_PATH: &str = "/api/v1/client-tools/definitions/{name}/approve";
 
 /// The message route's path, as the router and the API-client check both name it.
 pub const MESSAGE_PATH: &str = "/web/agent/{target}/message";
@@ -118,6 +127,7 @@ impl Route {
             ("POST", "/api/v1/client-tools/requests/{id}/claim") => Route::Claim,
             ("POST", "/api/v1/client-tools/requests/{id}/result") => Route::Result,
             ("POST", "/api/v1/client-tools/requests/{id}/cancel") => Route::Cancel,
+            ("POST", APPROVE_PATH) => Route::Approve,
             ("GET", "/api/v1/status") => Route::Status,
             ("POST", MESSAGE_PATH) => Route::Message,
             ("GET", "/login") => Route::LoginPage,
@@ -132,6 +142,7 @@ impl Route {
             ("POST", "/console/requests/{id}/cancel") => Route::ConsoleCancel,
             ("POST", "/console/requests/{id}/answer") => Route::ConsoleAnswer,
             ("POST", "/console/ask-human") => Route::AskHuman,
+            ("POST", "/console/tools/{name}/approve") => Route::ConsoleApprove,
             _ => return None,
         })
     }
@@ -156,6 +167,7 @@ impl Route {
                 | Route::ConsoleCancel
                 | Route::ConsoleAnswer
                 | Route::AskHuman
+                | Route::ConsoleApprove
         )
     }
 
@@ -169,6 +181,7 @@ impl Route {
                 | Route::ConsoleCancel
                 | Route::ConsoleAnswer
                 | Route::AskHuman
+                | Route::ConsoleApprove
         )
     }
 }
@@ -458,6 +471,7 @@ mod tests {
             Route::Claim,
             Route::Result,
             Route::Cancel,
+            Route::Approve,
             Route::Status,
             Route::Message,
             Route::LoginPage,
@@ -470,6 +484,7 @@ mod tests {
             Route::ConsoleCancel,
             Route::ConsoleAnswer,
             Route::AskHuman,
+            Route::ConsoleApprove,
         ] {
             assert!(POLICY.iter().any(|(x, _)| *x == r), "{r:?}");
             let public = r.allows(Kind::Anonymous);
@@ -487,6 +502,9 @@ mod tests {
         assert!(Route::Message.allows(Kind::ApiClient));
         assert!(Route::Cancel.allows(Kind::Operator));
         assert!(!Route::Cancel.allows(Kind::Device));
+        assert!(Route::Approve.allows(Kind::Operator));
+        assert!(!Route::Approve.allows(Kind::Device));
+        assert!(!Route::Approve.allows(Kind::Agent));
         assert_eq!(message_target("/web/agent/rocket/message"), Some("rocket"));
         assert_eq!(message_target("/web/agent//message"), None);
         assert_eq!(message_target("/web/agent/a/b/message"), None);

@@ -51,6 +51,7 @@ fn api_routes() -> Router<Arc<AppState>> {
             "/api/v1/client-tools/requests/{id}/cancel",
             post(routes::cancel),
         )
+        .route(auth::APPROVE_PATH, post(routes::approve))
         .route("/api/v1/status", get(routes::status))
         .route(auth::MESSAGE_PATH, post(routes::message))
 }

@@ -77,6 +77,18 @@ pub async fn cancel(
     Ok(ok(state.broker.cancel_request(&id)?))
 }
 
+/// `POST /api/v1/client-tools/definitions/{name}/approve`: the operator approves a changed
+/// definition held by `pin_definitions`.
+#[tracing::instrument(name = "approve", skip_all, fields(tool = %name))]
+pub async fn approve(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let CancelBody {} = optional_json_body(body, state.max_body).await?;
+    Ok(ok(state.broker.approve(&name)?))
+}
+
 pub async fn status(State(state): State<Arc<AppState>>) -> Response {
     ok(state.broker.status())
 }

@@ -34,5 +34,9 @@ pub fn routes() -> Router<Arc<AppState>> {
         .route("/console/requests/{id}/cancel", post(super::routes::cancel))
         .route("/console/requests/{id}/answer", post(api::answer))
         .route("/console/ask-human", post(api::ask_human))
+        .route(
+            "/console/tools/{name}/approve",
+            post(super::routes::approve),
+        )
         .layer(axum::middleware::map_response(pages::security_headers))
 }
