@@ -314,11 +314,12 @@ fn split_host(host: &str) -> Option<(&str, u16)> {
     Some((name, port.parse().ok()?))
 }
 
-/// The target segment of `/web/agent/<target>/message`, as it appears in the raw path.
+/// The target segment of `/web/agent/<target>/message`, as it appears in the raw path. An
+/// empty segment is one too (the router matches it), and `decode_target` refuses it.
 pub fn message_segment(path: &str) -> Option<&str> {
     path.strip_prefix("/web/agent/")?
         .strip_suffix("/message")
-        .filter(|t| !t.is_empty() && !t.contains('/'))
+        .filter(|t| !t.contains('/'))
 }
 
 /// An agent name: 1 to 64 of `[A-Za-z0-9_.-]`, the rule the sidecar's hello applies.
@@ -424,7 +425,7 @@ mod tests {
     #[test]
     fn targets_are_decoded_once_and_must_be_agent_names() {
         assert_eq!(message_segment("/web/agent/rocket/message"), Some("rocket"));
-        assert_eq!(message_segment("/web/agent//message"), None);
+        assert_eq!(message_segment("/web/agent//message"), Some(""));
         assert_eq!(message_segment("/web/agent/a/b/message"), None);
         assert_eq!(decode_target("scout-%31").as_deref(), Ok("scout-1"));
         assert_eq!(decode_target("rocket").as_deref(), Ok("rocket"));
