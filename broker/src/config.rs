@@ -55,8 +55,14 @@ pub struct Web {
     pub bind: IpAddr,
     /// Extra Host names or IPs accepted besides loopback.
     pub allowed_hosts: Vec<String>,
-    /// Largest request body, in bytes.
+    /// Largest request body, in bytes (registrations and results; other routes take less).
     pub max_body_bytes: usize,
+    /// Most TCP connections served at once; one more is answered `503` and closed.
+    pub max_connections: usize,
+    /// Seconds a TCP connection has to send a request's head once it is ready for one.
+    pub header_timeout_s: u64,
+    /// Seconds a TCP connection may move no byte either way before it is closed.
+    pub idle_timeout_s: u64,
 }
 
 impl Default for Web {
@@ -67,6 +73,9 @@ impl Default for Web {
             bind: IpAddr::from([127, 0, 0, 1]),
             allowed_hosts: Vec::new(),
             max_body_bytes: 2 * 1024 * 1024,
+            max_connections: 1024,
+            header_timeout_s: 10,
+            idle_timeout_s: 60,
         }
     }
 }
@@ -147,6 +156,13 @@ impl Config {
         }
         if self.web.max_body_bytes < 1024 {
             return Err("web.max_body_bytes: must be at least 1024".into());
+        }
+        if self.web.max_connections == 0 || self.web.header_timeout_s == 0 {
+            return Err("web.max_connections and web.header_timeout_s: must be at least 1".into());
+        }
+        if self.web.idle_timeout_s < 20 {
+            // Event streams send a keep-alive every 15 s; a shorter idle limit would cut them.
+            return Err("web.idle_timeout_s: must be at least 20".into());
         }
         if self.client_tools.default_timeout_s > leo_protocol::limits::MAX_TIMEOUT_S {
             return Err(format!(

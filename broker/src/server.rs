@@ -11,7 +11,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::ListenerExt;
 use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
@@ -109,6 +108,39 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
     })
 }
 
+/// The TCP bounds from `web:`, with the connection cap held under half the descriptors the
+/// process may open, so that a TCP flood leaves the unix sockets (apps, agents' sidecars) and
+/// the state files the other half.
+fn tcp_limits(web: &crate::config::Web) -> crate::http::TcpLimits {
+    let descriptors = raise_fd_limit();
+    let budget = usize::try_from(descriptors / 2)
+        .unwrap_or(usize::MAX)
+        .max(1);
+    if web.max_connections > budget {
+        warn!(
+            max_connections = web.max_connections,
+            budget, "web.max_connections is over half the file-descriptor limit; using {budget}"
+        );
+    }
+    crate::http::TcpLimits {
+        max_connections: web.max_connections.min(budget),
+        header_timeout: Duration::from_secs(web.header_timeout_s),
+        idle_timeout: Duration::from_secs(web.idle_timeout_s),
+    }
+}
+
+/// Raises the soft limit on open files to the hard limit; returns the limit now in force.
+fn raise_fd_limit() -> u64 {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        return 1024;
+    };
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return hard;
+    }
+    soft
+}
+
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
     let broker = Broker::new(p.config.clone(), p.ever);
@@ -139,25 +171,25 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             &p.config.web.allowed_hosts,
         ));
         let app = crate::http::tcp_router(state.clone(), check);
-        let tcp = tcp.tap_io(|s| {
-            if let Err(e) = s.set_nodelay(true) {
-                warn!(error = %e, "cannot set TCP_NODELAY");
-            }
-        });
-        let t = token.clone();
-        servers.spawn(async move {
-            axum::serve(tcp, app)
-                .with_graceful_shutdown(t.cancelled_owned())
-                .await
-        });
+        let limits = tcp_limits(&p.config.web);
+        info!(
+            max_connections = limits.max_connections,
+            header_timeout_s = limits.header_timeout.as_secs(),
+            idle_timeout_s = limits.idle_timeout.as_secs(),
+            "TCP limits"
+        );
+        servers.spawn(crate::http::serve_tcp(tcp, app, limits, token.clone()));
     }
     let app = crate::http::router(state.clone());
     let t = token.clone();
     let api = listeners.api;
     servers.spawn(async move {
-        axum::serve(api, app)
+        if let Err(e) = axum::serve(api, app)
             .with_graceful_shutdown(t.cancelled_owned())
             .await
+        {
+            warn!(error = %e, "the API socket server ended with an error");
+        }
     });
     broker.tasks().spawn(crate::ipc::serve(
         listeners.sidecar,
@@ -169,11 +201,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     info!("shutting down");
     broker.begin_shutdown();
     let drained = tokio::time::timeout(DRAIN, async {
-        while let Some(r) = servers.join_next().await {
-            if let Ok(Err(e)) = r {
-                warn!(error = %e, "server ended with an error");
-            }
-        }
+        while servers.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {

@@ -9,14 +9,17 @@ pub mod console;
 mod events;
 mod reply;
 mod routes;
+pub mod rules;
+mod serve;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::routing::{get, post};
 
-pub use auth::{HostCheck, Route};
 pub use reply::ApiError;
+pub use rules::{HostCheck, Route};
+pub use serve::{TcpLimits, serve_tcp};
 
 use crate::core::Broker;
 use crate::tokens::Tokens;
@@ -51,9 +54,9 @@ fn api_routes() -> Router<Arc<AppState>> {
             "/api/v1/client-tools/requests/{id}/cancel",
             post(routes::cancel),
         )
-        .route(auth::APPROVE_PATH, post(routes::approve))
+        .route(rules::APPROVE_PATH, post(routes::approve))
         .route("/api/v1/status", get(routes::status))
-        .route(auth::MESSAGE_PATH, post(routes::message))
+        .route(rules::MESSAGE_PATH, post(routes::message))
 }
 
 /// Authorizes `routes` by the policy table in `auth` and answers what no route matched.

@@ -1,5 +1,9 @@
 //! Turning outcomes into responses: the `{ok, data}` envelope, the one error type, and the body
 //! reader that enforces the size limit and names the field at fault.
+//!
+//! The body is read frame by frame and refused as soon as it passes its route's limit: memory
+//! grows with the bytes that actually arrived, never with what `Content-Length` announces, and
+//! never past the limit.
 
 use axum::Json;
 use axum::body::Body;
@@ -47,14 +51,33 @@ pub fn ok<T: Serialize>(data: T) -> Response {
     Json(Success::new(data)).into_response()
 }
 
-/// Reads the whole body, at most `limit` bytes.
-async fn read_body(body: Body, limit: usize) -> Result<axum::body::Bytes, ApiError> {
-    axum::body::to_bytes(body, limit).await.map_err(|_| {
-        ApiError::new(
-            ErrorCode::BodyTooLarge,
-            format!("the body is larger than {limit} bytes"),
-        )
-    })
+/// The `413 body_too_large` for a body over `limit` bytes.
+pub fn too_large(limit: usize) -> ApiError {
+    ApiError::new(
+        ErrorCode::BodyTooLarge,
+        format!("the body is larger than {limit} bytes"),
+    )
+}
+
+/// Reads the whole body, at most `limit` bytes, as it arrives.
+pub async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+    use http_body_util::BodyExt;
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            ApiError::new(
+                ErrorCode::InvalidParameter,
+                format!("the body could not be read: {e}"),
+            )
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len() + data.len() > limit {
+                return Err(too_large(limit));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
 }
 
 /// Reads the whole body (at most `limit` bytes) and parses it as `T`.

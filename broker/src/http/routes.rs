@@ -13,6 +13,7 @@ use leo_protocol::content::ResultBody;
 use leo_protocol::requests::ClaimBody;
 use leo_protocol::tool::RegisterBody;
 
+use super::auth::{BodyLimit, Target};
 use super::reply::{json_body, ok, optional_json_body, query_flags};
 use super::{ApiError, AppState};
 use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
@@ -21,9 +22,10 @@ use crate::tokens::Principal;
 #[tracing::instrument(name = "register", skip_all)]
 pub async fn register(
     State(state): State<Arc<AppState>>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: RegisterBody = json_body(body, state.max_body).await?;
+    let body: RegisterBody = json_body(body, limit).await?;
     Ok(ok(state.broker.register(body)?))
 }
 
@@ -46,9 +48,10 @@ pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Res
 pub async fn claim(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: ClaimBody = json_body(body, state.max_body).await?;
+    let body: ClaimBody = json_body(body, limit).await?;
     Ok(ok(state.broker.claim(&id, &body.client_id)?))
 }
 
@@ -56,9 +59,10 @@ pub async fn claim(
 pub async fn result(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: ResultBody = json_body(body, state.max_body).await?;
+    let body: ResultBody = json_body(body, limit).await?;
     let ack = state.broker.post_result(&id, body)?;
     // The agent is waiting and the app is not: let the session write the result frame before
     // this response is written, so the sidecar is woken first.
@@ -71,9 +75,10 @@ pub async fn result(
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let CancelBody {} = optional_json_body(body, state.max_body).await?;
+    let CancelBody {} = optional_json_body(body, limit).await?;
     Ok(ok(state.broker.cancel_request(&id)?))
 }
 
@@ -83,9 +88,10 @@ pub async fn cancel(
 pub async fn approve(
     State(state): State<Arc<AppState>>,
     Path(name): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let CancelBody {} = optional_json_body(body, state.max_body).await?;
+    let CancelBody {} = optional_json_body(body, limit).await?;
     Ok(ok(state.broker.approve(&name)?))
 }
 
@@ -114,15 +120,17 @@ pub async fn method_not_allowed(
     })
 }
 
-/// `POST /web/agent/{target}/message` (seed 001).
+/// `POST /web/agent/{target}/message` (seed 001). The target is the one `auth` decoded and
+/// checked against the caller's scope; the raw path segment is never looked at again.
 #[tracing::instrument(name = "message", skip_all, fields(target = %target))]
 pub async fn message(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
-    Path(target): Path<String>,
+    Extension(Target(target)): Extension<Target>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: MessageBody = json_body(body, state.max_body).await?;
+    let body: MessageBody = json_body(body, limit).await?;
     if body.text.len() > MAX_TEXT_BYTES {
         return Err(ApiError::new(
             ErrorCode::TextTooLarge,

@@ -25,6 +25,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
+use crate::http::auth::BodyLimit;
 use crate::http::reply::{json_body, ok};
 use crate::http::{ApiError, AppState};
 
@@ -108,9 +109,10 @@ async fn next_snapshot(mut s: Live) -> Option<(Result<SseEvent, Infallible>, Liv
 #[tracing::instrument(name = "ask_human_switch", skip_all)]
 pub async fn ask_human(
     State(state): State<Arc<AppState>>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: AskHumanBody = json_body(body, state.max_body).await?;
+    let body: AskHumanBody = json_body(body, limit).await?;
     Ok(ok(state.broker.set_ask_human(body.on)?))
 }
 
@@ -119,9 +121,10 @@ pub async fn ask_human(
 pub async fn answer(
     State(state): State<Arc<AppState>>,
     Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, ApiError> {
-    let body: AnswerBody = json_body(body, state.max_body).await?;
+    let body: AnswerBody = json_body(body, limit).await?;
     if body.text.trim().is_empty() {
         return Err(ApiError::new(
             ErrorCode::InvalidParameter,

@@ -16,7 +16,8 @@ use leo_protocol::console::LoggedOut;
 
 use super::session::{self, Session};
 use crate::http::AppState;
-use crate::http::reply::ok;
+use crate::http::auth::BodyLimit;
+use crate::http::reply::{ok, read_body};
 use crate::tokens::Principal;
 
 const INDEX: &str = include_str!("../../../assets/console/index.html");
@@ -93,8 +94,13 @@ pub async fn login_page(State(state): State<Arc<AppState>>, headers: HeaderMap) 
 
 /// `POST /login` with the form field `token`: only the operator token logs in.
 #[tracing::instrument(name = "login", skip_all)]
-pub async fn login(State(state): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
-    let Ok(bytes) = axum::body::to_bytes(body, state.max_body).await else {
+pub async fn login(
+    State(state): State<Arc<AppState>>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let Ok(bytes) = read_body(body, limit).await else {
         return login_form(StatusCode::PAYLOAD_TOO_LARGE, Some("the form is too large"));
     };
     let token = match form_token(&bytes) {

@@ -1,0 +1,507 @@
+//! The request rules that need no runtime: which route a request is, who may call it, how large
+//! its body may be, whether the authority it names is ours, and which agent the message route
+//! is aimed at.
+//!
+//! They are plain functions over strings and bytes, and this file uses nothing outside `std`,
+//! so the fuzz target `fuzz/fuzz_targets/http_request.rs` compiles it alone (no axum, no tokio)
+//! and drives every rule with arbitrary request heads. `auth` applies them to real requests.
+
+use std::collections::HashSet;
+
+/// The routes, as the policy table names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Route {
+    Events,
+    RegisterTools,
+    ListTools,
+    Pending,
+    Claim,
+    Result,
+    Cancel,
+    /// `POST …/definitions/{name}/approve`: the operator approves a changed definition.
+    Approve,
+    Status,
+    Message,
+    /// `GET /login`, the form.
+    LoginPage,
+    /// `POST /login`.
+    Login,
+    Logout,
+    /// `GET /`, the console.
+    ConsolePage,
+    /// The console's script, stylesheet and icon.
+    ConsoleAsset,
+    ConsoleSession,
+    ConsoleEvents,
+    ConsoleCancel,
+    ConsoleAnswer,
+    AskHuman,
+    /// The console's approve button.
+    ConsoleApprove,
+}
+
+/// Kinds of caller, for the table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Operator,
+    Device,
+    Agent,
+    ApiClient,
+    /// A web-console login (the operator, through the session cookie).
+    Session,
+    /// No credentials at all.
+    Anonymous,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Operator,
+        Kind::Device,
+        Kind::Agent,
+        Kind::ApiClient,
+        Kind::Session,
+        Kind::Anonymous,
+    ];
+}
+
+/// Routes anyone may call: the login form and the console's assets. An API-client token is
+/// still refused, by the API-client check that runs first.
+const PUBLIC: &[Kind] = &[
+    Kind::Anonymous,
+    Kind::Session,
+    Kind::Operator,
+    Kind::Device,
+    Kind::Agent,
+];
+
+/// Route × caller kind: the one place that says who may call what. The provider stream
+/// (`?client_tools=1`) is refused to agents in its handler, since it shares a path with the
+/// plain stream; an API client is further limited to the targets of its `can_message`.
+/// Cancelling a call is the operator's alone: devices are apps, and an app must not end
+/// another app's calls. Console routes (TCP only) take the session cookie, not tokens.
+const POLICY: &[(Route, &[Kind])] = &[
+    (Route::Events, &[Kind::Operator, Kind::Device, Kind::Agent]),
+    (Route::RegisterTools, &[Kind::Operator, Kind::Device]),
+    (Route::ListTools, &[Kind::Operator, Kind::Device]),
+    (Route::Pending, &[Kind::Operator, Kind::Device]),
+    (Route::Claim, &[Kind::Operator, Kind::Device]),
+    (Route::Result, &[Kind::Operator, Kind::Device]),
+    (Route::Cancel, &[Kind::Operator]),
+    (Route::Approve, &[Kind::Operator]),
+    (Route::Status, &[Kind::Operator, Kind::Device]),
+    (Route::Message, &[Kind::Operator, Kind::ApiClient]),
+    (Route::LoginPage, PUBLIC),
+    (Route::Login, PUBLIC),
+    (Route::ConsoleAsset, PUBLIC),
+    (Route::Logout, &[Kind::Session]),
+    (Route::ConsolePage, &[Kind::Session]),
+    (Route::ConsoleSession, &[Kind::Session]),
+    (Route::ConsoleEvents, &[Kind::Session]),
+    (Route::ConsoleCancel, &[Kind::Session]),
+    (Route::ConsoleAnswer, &[Kind::Session]),
+    (Route::AskHuman, &[Kind::Session]),
+    (Route::ConsoleApprove, &[Kind::Session]),
+];
+
+/// The approve route's path, as the router and the policy table both name it.
+pub const APPROVE_PATH: &str = "/api/v1/client-tools/definitions/{name}/approve";
+
+/// The message route's path, as the router and the API-client check both name it.
+pub const MESSAGE_PATH: &str = "/web/agent/{target}/message";
+
+/// Method, path pattern (as the router matches it) and route: how a matched request is named.
+pub const ROUTES: &[(&str, &str, Route)] = &[
+    ("GET", "/api/v1/events", Route::Events),
+    ("POST", "/api/v1/client-tools", Route::RegisterTools),
+    ("GET", "/api/v1/client-tools", Route::ListTools),
+    ("GET", "/api/v1/client-tools/requests", Route::Pending),
+    (
+        "POST",
+        "/api/v1/client-tools/requests/{id}/claim",
+        Route::Claim,
+    ),
+    (
+        "POST",
+        "/api/v1/client-tools/requests/{id}/result",
+        Route::Result,
+    ),
+    (
+        "POST",
+        "/api/v1/client-tools/requests/{id}/cancel",
+        Route::Cancel,
+    ),
+    ("POST", APPROVE_PATH, Route::Approve),
+    ("GET", "/api/v1/status", Route::Status),
+    ("POST", MESSAGE_PATH, Route::Message),
+    ("GET", "/login", Route::LoginPage),
+    ("POST", "/login", Route::Login),
+    ("POST", "/logout", Route::Logout),
+    ("GET", "/", Route::ConsolePage),
+    ("GET", "/console/console.js", Route::ConsoleAsset),
+    ("GET", "/console/console.css", Route::ConsoleAsset),
+    ("GET", "/console/icon.svg", Route::ConsoleAsset),
+    ("GET", "/console/session", Route::ConsoleSession),
+    ("GET", "/console/events", Route::ConsoleEvents),
+    (
+        "POST",
+        "/console/requests/{id}/cancel",
+        Route::ConsoleCancel,
+    ),
+    (
+        "POST",
+        "/console/requests/{id}/answer",
+        Route::ConsoleAnswer,
+    ),
+    ("POST", "/console/ask-human", Route::AskHuman),
+    (
+        "POST",
+        "/console/tools/{name}/approve",
+        Route::ConsoleApprove,
+    ),
+];
+
+/// The login form's body: `token=<64 hex digits>` with room for a browser's encoding.
+pub const LOGIN_BODY: usize = 4 * 1024;
+/// Bodies of a few small fields: a claim's `client_id`, a cancel, the console's switch.
+pub const SMALL_BODY: usize = 16 * 1024;
+/// A message: 16 KiB of text, each byte of which JSON may spell in six (`\u0000`), plus the
+/// envelope and `from`.
+pub const MESSAGE_BODY: usize = 6 * 16 * 1024 + 4 * 1024;
+
+impl Route {
+    /// The route of a request the router matched with `pattern`.
+    pub fn of(method: &str, pattern: &str) -> Option<Route> {
+        ROUTES
+            .iter()
+            .find(|(m, p, _)| *m == method && *p == pattern)
+            .map(|(_, _, r)| *r)
+    }
+
+    pub fn allows(self, kind: Kind) -> bool {
+        POLICY
+            .iter()
+            .any(|(route, kinds)| *route == self && kinds.contains(&kind))
+    }
+
+    /// A web-console route: served on TCP only, authenticated by the session cookie.
+    pub fn console(self) -> bool {
+        matches!(
+            self,
+            Route::LoginPage
+                | Route::Login
+                | Route::Logout
+                | Route::ConsolePage
+                | Route::ConsoleAsset
+                | Route::ConsoleSession
+                | Route::ConsoleEvents
+                | Route::ConsoleCancel
+                | Route::ConsoleAnswer
+                | Route::AskHuman
+                | Route::ConsoleApprove
+        )
+    }
+
+    /// A console route that changes state: it passes the Origin check, and the CSRF check
+    /// when it has a session.
+    pub fn changes_state(self) -> bool {
+        matches!(
+            self,
+            Route::Login
+                | Route::Logout
+                | Route::ConsoleCancel
+                | Route::ConsoleAnswer
+                | Route::AskHuman
+                | Route::ConsoleApprove
+        )
+    }
+
+    /// The largest body the route reads, in bytes. `max_body` (`web.max_body_bytes`) is for
+    /// the routes that carry tools or results; the `GET` routes take no body.
+    pub fn body_limit(self, max_body: usize) -> usize {
+        match self {
+            Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            Route::Message => MESSAGE_BODY,
+            Route::Login => LOGIN_BODY,
+            Route::Claim
+            | Route::Cancel
+            | Route::Approve
+            | Route::ConsoleCancel
+            | Route::ConsoleApprove
+            | Route::AskHuman
+            | Route::Logout => SMALL_BODY,
+            Route::Events
+            | Route::ListTools
+            | Route::Pending
+            | Route::Status
+            | Route::LoginPage
+            | Route::ConsolePage
+            | Route::ConsoleAsset
+            | Route::ConsoleSession
+            | Route::ConsoleEvents => 0,
+        }
+    }
+}
+
+/// Why a request's authority was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HostRefusal {
+    /// More than one Host header (RFC 9112 §3.2): `400`.
+    Malformed,
+    /// No Host, or one that is not ours: `403 forbidden host`.
+    Forbidden,
+}
+
+/// The names and port a TCP request's authority must carry.
+#[derive(Debug, Clone)]
+pub struct HostCheck {
+    port: u16,
+    hosts: HashSet<String>,
+}
+
+impl HostCheck {
+    /// Loopback names, the bind address when it is specific, and `allowed_hosts`.
+    pub fn new(port: u16, bind: std::net::IpAddr, allowed: &[String]) -> HostCheck {
+        let mut hosts: HashSet<String> = ["localhost", "127.0.0.1", "::1"]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
+        if !bind.is_unspecified() {
+            hosts.insert(bind.to_string());
+        }
+        hosts.extend(allowed.iter().map(|h| {
+            h.trim_start_matches('[')
+                .trim_end_matches(']')
+                .to_ascii_lowercase()
+        }));
+        HostCheck { port, hosts }
+    }
+
+    /// True when `host` (a Host header value or a target's authority) names an allowed host
+    /// with our port.
+    pub fn allows(&self, host: &str) -> bool {
+        let Some((name, port)) = split_host(host) else {
+            return false;
+        };
+        port == self.port && self.hosts.contains(&name.to_ascii_lowercase())
+    }
+
+    /// Checks a request's authorities: the request target's (absolute form), when it has
+    /// one, and its Host header, which must be there exactly once. Every authority the
+    /// request states must pass, so a good Host cannot carry a foreign target or a second,
+    /// foreign Host.
+    pub fn check<'a>(
+        &self,
+        target_authority: Option<&str>,
+        host_headers: impl IntoIterator<Item = &'a [u8]>,
+    ) -> Result<(), HostRefusal> {
+        let mut hosts = host_headers.into_iter();
+        let host = hosts.next();
+        if hosts.next().is_some() {
+            return Err(HostRefusal::Malformed);
+        }
+        let host = match host {
+            Some(bytes) => Some(std::str::from_utf8(bytes).map_err(|_| HostRefusal::Forbidden)?),
+            None => None,
+        };
+        if host.is_none() && target_authority.is_none() {
+            return Err(HostRefusal::Forbidden);
+        }
+        for authority in [target_authority, host].into_iter().flatten() {
+            if !self.allows(authority) {
+                return Err(HostRefusal::Forbidden);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `name:port` or `[v6]:port` → (name, port). A missing port is `None`.
+fn split_host(host: &str) -> Option<(&str, u16)> {
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        let (name, after) = rest.split_once(']')?;
+        (name, after.strip_prefix(':')?)
+    } else {
+        let (name, port) = host.rsplit_once(':')?;
+        if name.contains(':') {
+            return None;
+        }
+        (name, port)
+    };
+    if name.is_empty() || port.is_empty() || !port.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((name, port.parse().ok()?))
+}
+
+/// The target segment of `/web/agent/<target>/message`, as it appears in the raw path. An
+/// empty segment is one too (the router matches it), and `decode_target` refuses it.
+pub fn message_segment(path: &str) -> Option<&str> {
+    path.strip_prefix("/web/agent/")?
+        .strip_suffix("/message")
+        .filter(|t| !t.contains('/'))
+}
+
+/// An agent name: 1 to 64 of `[A-Za-z0-9_.-]`, the rule the sidecar's hello applies.
+pub fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// The agent a raw target segment names: percent-decoded exactly once, then held to the
+/// agent-name rule, so `%2F`, `%00` and a second layer of encoding are refused rather than
+/// matched against a scope in one spelling and delivered in another.
+pub fn decode_target(segment: &str) -> Result<String, String> {
+    let refuse = || {
+        format!(
+            "the target {segment:?} is not an agent name (1 to 64 of A-Z a-z 0-9 _ . - after \
+             percent-decoding)"
+        )
+    };
+    let raw = segment.as_bytes();
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3).ok_or_else(refuse)?;
+            let hex = std::str::from_utf8(hex).map_err(|_| refuse())?;
+            out.push(u8::from_str_radix(hex, 16).map_err(|_| refuse())?);
+            i += 3;
+        } else {
+            out.push(raw[i]);
+            i += 1;
+        }
+    }
+    let name = String::from_utf8(out).map_err(|_| refuse())?;
+    if valid_agent_name(&name) {
+        Ok(name)
+    } else {
+        Err(refuse())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_header_variants() {
+        let c = HostCheck::new(
+            8370,
+            [127, 0, 0, 1].into(),
+            &["leo".into(), "[fd00::1]".into()],
+        );
+        for (host, ok) in [
+            ("127.0.0.1:8370", true),
+            ("localhost:8370", true),
+            ("LOCALHOST:8370", true),
+            ("[::1]:8370", true),
+            ("leo:8370", true),
+            ("[fd00::1]:8370", true),
+            ("127.0.0.1", false),
+            ("leo", false),
+            ("127.0.0.1:8371", false),
+            ("evil.example:8370", false),
+            ("::1:8370", false),
+            ("[::1]", false),
+            ("[::1]8370", false),
+            ("127.0.0.1:", false),
+            ("127.0.0.1:99999", false),
+            (":8370", false),
+            ("user@localhost:8370", false),
+        ] {
+            assert_eq!(c.allows(host), ok, "{host}");
+        }
+    }
+
+    #[test]
+    fn every_authority_of_a_request_counts() {
+        let c = HostCheck::new(8370, [127, 0, 0, 1].into(), &[]);
+        let good: &[u8] = b"localhost:8370";
+        let evil: &[u8] = b"evil.example:8370";
+        assert_eq!(c.check(None, [good]), Ok(()));
+        assert_eq!(c.check(Some("127.0.0.1:8370"), [good]), Ok(()));
+        assert_eq!(c.check(Some("127.0.0.1:8370"), []), Ok(()));
+        assert_eq!(c.check(None, [good, evil]), Err(HostRefusal::Malformed));
+        assert_eq!(c.check(None, [good, good]), Err(HostRefusal::Malformed));
+        assert_eq!(
+            c.check(Some("evil.example:8370"), [good]),
+            Err(HostRefusal::Forbidden)
+        );
+        assert_eq!(
+            c.check(Some("localhost:8370"), [evil]),
+            Err(HostRefusal::Forbidden)
+        );
+        assert_eq!(c.check(None, []), Err(HostRefusal::Forbidden));
+        assert_eq!(
+            c.check(None, [&b"localhost:8370\xff"[..]]),
+            Err(HostRefusal::Forbidden)
+        );
+    }
+
+    #[test]
+    fn targets_are_decoded_once_and_must_be_agent_names() {
+        assert_eq!(message_segment("/web/agent/rocket/message"), Some("rocket"));
+        assert_eq!(message_segment("/web/agent//message"), Some(""));
+        assert_eq!(message_segment("/web/agent/a/b/message"), None);
+        assert_eq!(decode_target("scout-%31").as_deref(), Ok("scout-1"));
+        assert_eq!(decode_target("rocket").as_deref(), Ok("rocket"));
+        assert_eq!(decode_target("a.b_c-D").as_deref(), Ok("a.b_c-D"));
+        for bad in [
+            "scout-%2F1",
+            "scout-%2f1",
+            "scout-%001",
+            "scout-%252",
+            "scout-%2531",
+            "scout-%",
+            "scout-%3",
+            "scout-%zz",
+            "scout-%C3%A9",
+            "%20",
+            "a%3Fb",
+            "",
+        ] {
+            assert!(decode_target(bad).is_err(), "{bad}");
+        }
+        assert!(decode_target(&"a".repeat(65)).is_err());
+        assert!(decode_target(&"a".repeat(64)).is_ok());
+    }
+
+    #[test]
+    fn every_route_has_a_policy_row_and_a_pattern() {
+        for (_, _, r) in ROUTES {
+            assert!(POLICY.iter().any(|(x, _)| x == r), "{r:?}");
+        }
+        for (r, _) in POLICY {
+            assert!(ROUTES.iter().any(|(_, _, x)| x == r), "{r:?}");
+            let public = r.allows(Kind::Anonymous);
+            assert_eq!(
+                r.allows(Kind::Session),
+                r.console(),
+                "{r:?}: sessions open console routes only"
+            );
+            assert!(!r.allows(Kind::ApiClient) || *r == Route::Message, "{r:?}");
+            assert!(!public || r.console() && !r.changes_state() || *r == Route::Login);
+        }
+        assert!(!Route::Claim.allows(Kind::Agent));
+        assert!(Route::Events.allows(Kind::Agent));
+        assert!(!Route::Events.allows(Kind::ApiClient));
+        assert!(Route::Message.allows(Kind::ApiClient));
+        assert!(Route::Cancel.allows(Kind::Operator));
+        assert!(!Route::Cancel.allows(Kind::Device));
+        assert_eq!(Route::of("POST", MESSAGE_PATH), Some(Route::Message));
+        assert_eq!(Route::of("GET", MESSAGE_PATH), None);
+    }
+
+    #[test]
+    fn bodies_fit_their_routes() {
+        let max = 2 * 1024 * 1024;
+        assert!(Route::Login.body_limit(max) <= 4096);
+        assert_eq!(Route::Result.body_limit(max), max);
+        assert_eq!(Route::RegisterTools.body_limit(max), max);
+        assert!(Route::Message.body_limit(max) < 128 * 1024);
+        assert_eq!(Route::Status.body_limit(max), 0);
+    }
+}

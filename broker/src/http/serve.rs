@@ -1,0 +1,291 @@
+//! Serving the router on TCP with bounds: a cap on concurrent connections, a deadline for a
+//! request's head, and an idle deadline for a connection on which nothing moves.
+//!
+//! `axum::serve` keeps every connection as long as its peer likes: twenty thousand idle
+//! sockets used up the broker's file descriptors, and with them the sidecar socket, and a head
+//! sent one line every few seconds was never cut off. So TCP has its own accept loop on
+//! hyper's HTTP/1 connection, with hyper's header-read timer and a semaphore:
+//!
+//! - at most `web.max_connections` connections are served at once; one past the cap is
+//!   answered `503` with `Connection: close` and closed, never served (up to 64 refusals at a
+//!   time linger a second so the client reads the answer; past that, one write and a close);
+//! - a request's head must be complete `web.header_timeout_s` after the connection became ready
+//!   for it (accepted, or the previous response sent), which bounds both a slow head and an
+//!   idle keep-alive connection;
+//! - a connection on which no byte moves either way for `web.idle_timeout_s` is closed (a body
+//!   that stalls, a reader that stopped reading). Event streams send a keep-alive every 15 s, so
+//!   a live stream is never idle.
+//!
+//! The unix sockets are not served here and share none of this budget: the TCP cap is also held
+//! under half the process's file-descriptor limit (see `server`), so a TCP flood leaves the
+//! sockets the rest.
+
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::Router;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, warn};
+
+/// The bounds of the TCP listener.
+#[derive(Debug, Clone, Copy)]
+pub struct TcpLimits {
+    pub max_connections: usize,
+    pub header_timeout: Duration,
+    pub idle_timeout: Duration,
+}
+
+/// What a connection past the cap is told before it is closed.
+const BUSY: &[u8] = b"HTTP/1.1 503 Service Unavailable\r\n\
+content-type: text/plain; charset=utf-8\r\n\
+retry-after: 1\r\n\
+connection: close\r\n\
+content-length: 21\r\n\
+\r\n\
+too many connections\n";
+
+/// How many refused connections are answered at once with a lingering close (the `503` is
+/// written, then what the client already sent is read away for a moment, so it sees the answer
+/// rather than a reset); past that a refusal is one write and a close.
+const REFUSALS: usize = 64;
+
+/// The largest buffer hyper keeps for a connection, and so the largest head it accepts.
+const MAX_BUF: usize = 64 * 1024;
+
+/// Serves `app` on `listener` until `shutdown` fires, then lets open connections finish (the
+/// caller bounds how long).
+pub async fn serve_tcp(
+    listener: TcpListener,
+    app: Router,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) {
+    let permits = Arc::new(Semaphore::new(limits.max_connections));
+    let refusals = Arc::new(Semaphore::new(REFUSALS));
+    let graceful = GracefulShutdown::new();
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .max_buf_size(MAX_BUF)
+        .keep_alive(true);
+    let mut connections = JoinSet::new();
+    let mut refused = Refused::default();
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    // Out of descriptors or a peer that gave up: wait a little, keep serving.
+                    warn!(error = %e, "cannot accept a TCP connection");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        while connections.try_join_next().is_some() {}
+        let Ok(permit) = permits.clone().try_acquire_owned() else {
+            refused.count(limits.max_connections);
+            match refusals.clone().try_acquire_owned() {
+                Ok(slot) => {
+                    connections.spawn(refuse(stream, slot));
+                }
+                Err(_) => {
+                    let _ = stream.try_write(BUSY);
+                }
+            }
+            continue;
+        };
+        if let Err(e) = stream.set_nodelay(true) {
+            debug!(error = %e, "cannot set TCP_NODELAY");
+        }
+        let activity = Arc::new(Activity::new());
+        let io = TokioIo::new(Watched {
+            inner: stream,
+            activity: activity.clone(),
+        });
+        let conn = http.serve_connection(io, TowerToHyperService::new(app.clone()));
+        let conn = graceful.watch(conn);
+        let idle = limits.idle_timeout;
+        connections.spawn(async move {
+            let _permit = permit;
+            tokio::select! {
+                r = conn => if let Err(e) = r {
+                    debug!(error = %e, "TCP connection ended");
+                },
+                () = activity.idle_for(idle) => debug!("idle TCP connection closed"),
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+    while connections.join_next().await.is_some() {}
+}
+
+/// Answers a connection past the cap with `503` and closes it cleanly: the answer, then a
+/// second of reading away what the client sent, so the close is not a reset.
+async fn refuse(mut stream: TcpStream, _slot: tokio::sync::OwnedSemaphorePermit) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    if stream.write_all(BUSY).await.is_err() || stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 4096];
+    let _ = tokio::time::timeout(Duration::from_secs(1), async {
+        let mut left: usize = 64 * 1024;
+        while left > 0 {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
+}
+
+/// Counts connections refused past the cap, and says so at most once every ten seconds.
+#[derive(Default)]
+struct Refused {
+    since: u64,
+    last: Option<Instant>,
+}
+
+impl Refused {
+    fn count(&mut self, cap: usize) {
+        self.since += 1;
+        let now = Instant::now();
+        if self
+            .last
+            .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10))
+        {
+            warn!(
+                cap,
+                refused = self.since,
+                "TCP connection cap reached; refusing new connections with 503"
+            );
+            self.since = 0;
+            self.last = Some(now);
+        }
+    }
+}
+
+/// When a connection last moved a byte, in milliseconds since it was accepted.
+struct Activity {
+    start: Instant,
+    last_ms: AtomicU64,
+}
+
+impl Activity {
+    fn new() -> Activity {
+        Activity {
+            start: Instant::now(),
+            last_ms: AtomicU64::new(0),
+        }
+    }
+
+    fn touch(&self) {
+        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+        self.last_ms.store(ms, Ordering::Relaxed);
+    }
+
+    fn last(&self) -> Instant {
+        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    }
+
+    /// Resolves once nothing has moved for `limit`.
+    async fn idle_for(&self, limit: Duration) {
+        loop {
+            let deadline = self.last() + limit;
+            if deadline <= Instant::now() {
+                return;
+            }
+            tokio::time::sleep_until(deadline).await;
+        }
+    }
+}
+
+/// A socket that records when a byte last went through it.
+struct Watched {
+    inner: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for Watched {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buf.filled().len();
+        let r = Pin::new(&mut self.inner).poll_read(cx, buf);
+        if matches!(r, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            self.activity.touch();
+        }
+        r
+    }
+}
+
+impl AsyncWrite for Watched {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write(cx, buf);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        let r = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        if matches!(r, Poll::Ready(Ok(n)) if n > 0) {
+            self.activity.touch();
+        }
+        r
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_resolves_only_after_a_quiet_stretch() {
+        let a = Activity::new();
+        let limit = Duration::from_secs(60);
+        tokio::time::advance(Duration::from_secs(50)).await;
+        a.touch();
+        let quiet = tokio::time::timeout(Duration::from_secs(59), a.idle_for(limit)).await;
+        assert!(quiet.is_err(), "closed although a byte moved 59 s ago");
+        let quiet = tokio::time::timeout(Duration::from_secs(2), a.idle_for(limit)).await;
+        assert!(quiet.is_ok());
+    }
+}
