@@ -29,7 +29,9 @@ fn routers() -> &'static HashMap<&'static str, matchit::Router<&'static str>> {
         let mut by_method: HashMap<&str, matchit::Router<&str>> = HashMap::new();
         for (method, pattern, _) in ROUTES {
             let router = by_method.entry(method).or_default();
-            router.insert(*pattern, *pattern).expect("the patterns do not clash");
+            router
+                .insert(*pattern, *pattern)
+                .expect("the patterns do not clash");
         }
         by_method
     })
