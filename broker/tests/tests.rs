@@ -18,4 +18,5 @@ mod registration;
 mod requests;
 mod security;
 mod serve_tool;
+mod setup_lines;
 mod streams;

@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod http;
 pub mod ipc;
+pub mod require;
 pub mod script;
 pub mod sse;
 pub mod wire;
