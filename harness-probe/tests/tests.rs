@@ -24,10 +24,6 @@ fn repo() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn clients() -> PathBuf {
-    repo().join("harness-probe/clients")
-}
-
 /// True when node and the TypeScript SDK are installed (see `leo_testkit::require`).
 fn node_sdk() -> bool {
     require::node_package(

@@ -28,12 +28,16 @@ use std::time::Instant;
 /// The names `LEO_TEST_SKIP` takes (the same as `leo_testkit::require::Prereq`).
 const SKIP_NAMES: [&str; 4] = ["node", "python", "browser", "harness-clis"];
 
-/// Each npm lock file the tests use, and the skip name that leaves it out.
-const NPM_DIRS: [(&str, &str); 4] = [
-    ("mcp-sidecar/tests/interop", "node"),
-    ("harness-probe/clients", "node"),
-    ("broker/tests/browser", "browser"),
-    ("testdata/harness-clis", "harness-clis"),
+/// Each npm lock file the tests use, the skip name that leaves it out, and whether `npm ci`
+/// can install it. The harness CLIs cannot: their wrappers list a binary package per platform
+/// as optional dependencies, and where the registry lacks one for another platform the lock
+/// file cannot hold it, which `npm ci` takes for a stale lock. `npm install --no-save` installs
+/// the same locked, exact versions (with the lock's integrity hashes) and writes nothing.
+const NPM_DIRS: [(&str, &str, bool); 4] = [
+    ("mcp-sidecar/tests/interop", "node", true),
+    ("harness-probe/clients", "node", true),
+    ("broker/tests/browser", "browser", true),
+    ("testdata/harness-clis", "harness-clis", false),
 ];
 
 const VENV: &str = "target/test-venv";
@@ -100,11 +104,11 @@ fn setup() -> Result<Setup, Failure> {
     let skips = skips()?;
     let wanted = |name: &str| !skips.iter().any(|s| s == name);
     let root = root();
-    for (dir, name) in NPM_DIRS {
+    for (dir, name, ci) in NPM_DIRS {
         if wanted(name) {
-            timed(&format!("npm ci in {dir}"), || npm_ci(&root, dir))?;
+            timed(&format!("npm packages in {dir}"), || npm(&root, dir, ci))?;
         } else {
-            println!("xtask: npm ci in {dir}: left out (LEO_TEST_SKIP={name})");
+            println!("xtask: npm packages in {dir}: left out (LEO_TEST_SKIP={name})");
         }
     }
     let python = if wanted("python") {
@@ -155,8 +159,9 @@ fn stamp(input: &Path, stamp: &Path) -> Result<(), Failure> {
         .map_err(|e| format!("{}: {e}", stamp.display()))
 }
 
-/// `npm ci` in `dir`, unless its `node_modules` was installed from this very lock file.
-fn npm_ci(root: &Path, dir: &str) -> Result<(), Failure> {
+/// `npm ci` (or `npm install --no-save`) in `dir`, unless its `node_modules` was installed from
+/// this very lock file.
+fn npm(root: &Path, dir: &str, ci: bool) -> Result<(), Failure> {
     let dir = root.join(dir);
     let lock = dir.join("package-lock.json");
     let done = dir.join("node_modules/.xtask-package-lock.json");
@@ -170,8 +175,14 @@ fn npm_ci(root: &Path, dir: &str) -> Result<(), Failure> {
                 .into(),
         );
     }
+    let install: &[&str] = if ci {
+        &["ci"]
+    } else {
+        &["install", "--no-save"]
+    };
     run(Command::new("npm")
-        .args(["ci", "--no-audit", "--no-fund", "--loglevel=error"])
+        .args(install)
+        .args(["--no-audit", "--no-fund", "--loglevel=error"])
         .current_dir(&dir))?;
     stamp(&lock, &done)
 }
