@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 use leo_broker::home::Home;
 use leo_broker::server;
 
+mod banner;
 mod cli;
 mod serve_tool;
 
@@ -220,66 +221,8 @@ fn broker(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Result
             Some(l) => Some(l.local_addr().context("cannot read the TCP address")?),
             None => None,
         };
-        print_banner(&prepared.home, tcp)?;
+        banner::print(&prepared.home, tcp)?;
         server::run(prepared, listeners, stop).await?;
         anyhow::Ok(())
     })
-}
-
-/// What a person needs to connect an app and an agent, on stdout.
-fn print_banner(home: &Home, tcp: Option<std::net::SocketAddr>) -> std::io::Result<()> {
-    let mut out = std::io::stdout().lock();
-    match tcp {
-        Some(addr) => writeln!(out, "leo broker listening on http://{addr}")?,
-        None => writeln!(
-            out,
-            "leo broker listening (TCP disabled by web.enabled: false)"
-        )?,
-    }
-    writeln!(out, "  unix socket:   {}", home.api_socket().display())?;
-    writeln!(out, "  sidecar IPC:   {}", home.sidecar_socket().display())?;
-    writeln!(
-        out,
-        "  app token:     {} (operator)",
-        home.operator_token().display()
-    )?;
-    let base = tcp
-        .map(|a| format!("http://{a}"))
-        .unwrap_or_else(|| "http://localhost".into());
-    if tcp.is_some() {
-        writeln!(
-            out,
-            "  web console:   {base}/ (log in with the operator token)"
-        )?;
-    }
-    writeln!(out)?;
-    writeln!(
-        out,
-        "Connect an app: any program as a tool, or the SDK (leo-app), or the HTTP API:"
-    )?;
-    writeln!(
-        out,
-        "  leo serve-tool --name NAME --description TEXT -- COMMAND ARGS…   (try it: leo call NAME '{{…}}')"
-    )?;
-    writeln!(
-        out,
-        "  curl -N -H \"Authorization: Bearer $(cat {})\" '{base}/api/v1/events?client_tools=1'",
-        home.operator_token().display()
-    )?;
-    writeln!(out)?;
-    let leo_home = home.root.display();
-    writeln!(out, "Connect an agent (leo-mcp is the stdio MCP server):")?;
-    writeln!(
-        out,
-        "  Claude Code: claude mcp add --transport stdio --scope user -e LEO_HOME={leo_home} leo -- leo-mcp --agent claude"
-    )?;
-    writeln!(
-        out,
-        "  opencode (opencode.json): \"mcp\": {{\"leo\": {{\"type\": \"local\", \"command\": [\"leo-mcp\", \"--agent\", \"opencode\"], \"environment\": {{\"LEO_HOME\": \"{leo_home}\"}}}}}}"
-    )?;
-    writeln!(
-        out,
-        "  codex: codex mcp add leo --env LEO_HOME={leo_home} -- leo-mcp --agent codex   (or [mcp_servers.leo] in ~/.codex/config.toml)"
-    )?;
-    out.flush()
 }

@@ -2,52 +2,40 @@
 //! `tests/browser/console.mjs` with `playwright-core`, against the real `leo`, an app over the
 //! HTTP API and an agent that is an rmcp client of the real `leo-mcp`.
 //!
-//! `.ci/run` installs the browser and `npm ci --prefix broker/tests/browser`. Without them the
-//! test fails in CI (`CI` set) and is skipped with a note elsewhere. The screenshots go to
-//! `target/tmp/browser-test/console.png` and, at a phone's 390 px, `console-phone.png`.
+//! `cargo xtask test` installs the browser and `npm ci --prefix broker/tests/browser`. Without
+//! them the test fails with the command that installs them, unless `LEO_TEST_SKIP=browser`.
+//! The screenshots go to `target/tmp/browser-test/console.png` and, at a phone's 390 px,
+//! `console-phone.png`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use leo_testkit::agent::{Agent, AgentOpts, error_text, text_of, wait_for_tools};
-use leo_testkit::{Broker, Script, WAIT, in_ci};
+use leo_testkit::require::{self, Prereq};
+use leo_testkit::{Broker, Script, WAIT};
 use serde_json::json;
 use tokio::process::Command;
 
 use crate::support::{App, tool_with_timeout};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
-
 fn browser_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/browser")
 }
 
-/// Why the test cannot run here, if it cannot.
-fn missing(dir: &Path) -> Option<String> {
-    let node = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    let playwright = dir
-        .join("node_modules/playwright-core/package.json")
-        .exists();
-    let chromium = Path::new(CHROMIUM).exists();
-    (!(node && playwright && chromium)).then(|| {
-        format!(
-            "the console browser test needs node, `npm ci --prefix {}` and Debian's chromium at {CHROMIUM} \
-             (node found: {node}, playwright-core installed: {playwright}, chromium found: {chromium})",
-            dir.display()
-        )
-    })
+/// True when node, playwright-core and chromium are all here; otherwise fails (or skips, when
+/// `LEO_TEST_SKIP` names `browser`) with what installs them.
+fn browser_ready() -> bool {
+    let dir = "broker/tests/browser";
+    let npm = require::node_package_missing(dir, "playwright-core");
+    require::require(Prereq::Browser, npm, &require::npm_install_command(dir))
+        && require::chromium()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
-    let dir = browser_dir();
-    if let Some(why) = missing(&dir) {
-        assert!(!in_ci(), "{why}");
-        eprintln!("note: skipping: {why}");
+    if !browser_ready() {
         return;
     }
+    let dir = browser_dir();
     let broker = Broker::start().await;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-test");
     let mut cmd = Command::new("node");
@@ -55,7 +43,8 @@ async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
         .current_dir(&dir)
         .env("LEO_URL", format!("http://{}", broker.addr))
         .env("LEO_TOKEN", broker.operator_token())
-        .env("LEO_SHOTS", &shots);
+        .env("LEO_SHOTS", &shots)
+        .env("CHROMIUM", require::CHROMIUM);
     let mut script = Script::spawn(cmd, &broker.home().join("browser.stderr"));
 
     script.step("logged_in").await;

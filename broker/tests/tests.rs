@@ -21,5 +21,6 @@ mod requests;
 mod scope;
 mod security;
 mod serve_tool;
+mod setup_lines;
 mod streams;
 mod untrusted;

@@ -1,9 +1,9 @@
 //! Integration tests: the real binary, driven by real MCP clients.
 //!
-//! The SDK clients (TypeScript, Python) are installed by `.ci/run`:
-//! `npm ci --prefix harness-probe/clients` and `pip install -r harness-probe/clients/requirements.txt`.
-//! When one is missing a test skips with a note, except under `CI=true`, where it fails. The
-//! rmcp client is this binary itself and always runs.
+//! The SDK clients (TypeScript, Python) are installed by `cargo xtask test`:
+//! `npm ci --prefix harness-probe/clients` and a venv with `harness-probe/clients/requirements.txt`.
+//! When one is missing a test fails with the command that installs it, unless `LEO_TEST_SKIP`
+//! names it (`node`, `python`). The rmcp client is this binary itself and always runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -12,6 +12,7 @@ use std::process::Command;
 
 use harness_probe::run::VerdictFile;
 use harness_probe::verdict::Honors;
+use leo_testkit::require::{self, Prereq};
 use serde_json::Value;
 
 const PROBE: &str = env!("CARGO_BIN_EXE_harness-probe");
@@ -23,51 +24,18 @@ fn repo() -> PathBuf {
         .unwrap_or_default()
 }
 
-fn clients() -> PathBuf {
-    repo().join("harness-probe/clients")
-}
-
-/// Skips (locally) or fails (CI) when a client is not installed.
-fn require(what: &str, present: bool, install: &str) -> bool {
-    if present {
-        return true;
-    }
-    if std::env::var("CI").as_deref() == Ok("true") {
-        panic!("{what} is not installed; CI must run `{install}`");
-    }
-    eprintln!("note: skipping, {what} is not installed (`{install}`)");
-    false
-}
-
+/// True when node and the TypeScript SDK are installed (see `leo_testkit::require`).
 fn node_sdk() -> bool {
-    let present = clients()
-        .join("node_modules/@modelcontextprotocol/sdk/package.json")
-        .exists()
-        && Command::new("node")
-            .arg("--version")
-            .output()
-            .is_ok_and(|o| o.status.success());
-    require(
-        "the TypeScript SDK client",
-        present,
-        "npm ci --prefix harness-probe/clients",
+    require::node_package(
+        Prereq::Node,
+        "harness-probe/clients",
+        "@modelcontextprotocol/sdk",
     )
 }
 
-fn python() -> String {
-    std::env::var("HARNESS_PROBE_PYTHON").unwrap_or_else(|_| "python3".to_owned())
-}
-
-fn python_sdk() -> bool {
-    let present = Command::new(python())
-        .args(["-c", "from mcp import Client; import mcp_types"])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    require(
-        "the Python SDK client (mcp 2.x)",
-        present,
-        "pip install -r harness-probe/clients/requirements.txt",
-    )
+/// The test venv's Python with the Python SDK (mcp 2.x), if installed.
+fn python_sdk() -> Option<String> {
+    require::python(&["mcp", "mcp_types"]).map(|p| p.display().to_string())
 }
 
 /// `harness-probe run --kind sdk -- <command>` in a temp dir; returns the verdict file.
@@ -204,8 +172,7 @@ fn ts_sdk_that_ignores_is_no() {
 
 #[test]
 fn py_sdk_that_relists_is_yes() {
-    if python_sdk() {
-        let py = python();
+    if let Some(py) = python_sdk() {
         let f = run(&[&py, "harness-probe/clients/py_client.py", "relist"]);
         check(&f, "harness-probe-py-sdk-relist", Honors::Yes);
     }
@@ -213,8 +180,7 @@ fn py_sdk_that_relists_is_yes() {
 
 #[test]
 fn py_sdk_on_a_subscription_is_yes() {
-    if python_sdk() {
-        let py = python();
+    if let Some(py) = python_sdk() {
         let f = run(&[&py, "harness-probe/clients/py_client.py", "relist-modern"]);
         check(&f, "harness-probe-py-sdk-relist-modern", Honors::Yes);
         assert_eq!(
@@ -226,8 +192,7 @@ fn py_sdk_on_a_subscription_is_yes() {
 
 #[test]
 fn py_sdk_by_itself_is_no() {
-    if python_sdk() {
-        let py = python();
+    if let Some(py) = python_sdk() {
         let f = run(&[&py, "harness-probe/clients/py_client.py", "default"]);
         check(&f, "harness-probe-py-sdk-default", Honors::No);
     }
@@ -235,8 +200,7 @@ fn py_sdk_by_itself_is_no() {
 
 #[test]
 fn py_sdk_that_ignores_is_no() {
-    if python_sdk() {
-        let py = python();
+    if let Some(py) = python_sdk() {
         let f = run(&[&py, "harness-probe/clients/py_client.py", "ignore"]);
         check(&f, "harness-probe-py-sdk-ignore", Honors::No);
     }

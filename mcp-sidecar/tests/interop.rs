@@ -1,13 +1,13 @@
 //! Interop with the official TypeScript MCP SDK client (`tests/interop/interop.mjs`).
 //!
-//! The SDK is installed by `npm ci --prefix mcp-sidecar/tests/interop`. Without it the test
-//! fails in CI (`CI` set) and is skipped with a note elsewhere, so a fresh checkout still runs
-//! `cargo test` without Node.
+//! The SDK is installed by `npm ci --prefix mcp-sidecar/tests/interop` (`cargo xtask test`
+//! does it). Without it the test fails with that command, unless `LEO_TEST_SKIP=node`.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use leo_testkit::{Broker, Script, bin, in_ci};
+use leo_testkit::require::{self, Prereq};
+use leo_testkit::{Broker, Script, bin};
 use serde_json::json;
 use tokio::process::Command;
 
@@ -19,22 +19,14 @@ fn interop_dir() -> PathBuf {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_client() {
-    let dir = interop_dir();
-    let sdk = dir.join("node_modules/@modelcontextprotocol/sdk/package.json");
-    let node_ok = std::process::Command::new("node")
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !sdk.exists() || !node_ok {
-        let why = format!(
-            "the TypeScript SDK interop test needs node and `npm ci --prefix {}` (sdk installed: {}, node found: {node_ok})",
-            dir.display(),
-            sdk.exists()
-        );
-        assert!(!in_ci(), "{why}");
-        eprintln!("note: skipping: {why}");
+    if !require::node_package(
+        Prereq::Node,
+        "mcp-sidecar/tests/interop",
+        "@modelcontextprotocol/sdk",
+    ) {
         return;
     }
+    let dir = interop_dir();
 
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;

@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod http;
 pub mod ipc;
+pub mod require;
 pub mod script;
 pub mod sse;
 pub mod wire;
@@ -23,7 +24,7 @@ use tokio::process::{Child, Command};
 
 pub use http::{Http, Reply};
 pub use ipc::Ipc;
-pub use script::{Script, in_ci};
+pub use script::Script;
 pub use sse::{Sse, SseEvent};
 
 /// A generous bound for anything a test waits on.

@@ -11,11 +11,6 @@ use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
 use crate::WAIT;
 
-/// True under CI (`CI` set and not `0`/`false`), where a test must not skip for a missing tool.
-pub fn in_ci() -> bool {
-    std::env::var("CI").is_ok_and(|v| !v.is_empty() && v != "false" && v != "0")
-}
-
 /// A running script.
 pub struct Script {
     child: Child,

@@ -1,0 +1,448 @@
+//! Every agent setup line a person is shown, run with the real harness CLI: the blocks between
+//! the README's `setup:<harness>` markers and the lines the broker's banner prints, after the
+//! README's `run-broker` block started it. Nothing is retyped here.
+//!
+//! The CLIs are the pinned `@anthropic-ai/claude-code`, `@openai/codex` and `opencode-ai` of
+//! `testdata/harness-clis/` (`cargo xtask test` installs them). Each runs with a throw-away
+//! `HOME` and no model: its own `mcp add` writes its config, its `mcp list` must show `leo`
+//! (Claude Code and opencode start the server for that health check), and then the server the
+//! config names is started as the harness would start it and must list the app's tool, which
+//! proves the command and `LEO_HOME` it was given reach the broker.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use leo_testkit::agent::{Agent, AgentOpts, text_of};
+use leo_testkit::{Http, WAIT, bin, require};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+
+use crate::support::{App, tool};
+
+/// The tool the test's app registers; every harness's server must list it.
+const TOOL: &str = "setup_line_check";
+
+#[derive(Clone, Copy, Debug)]
+enum Harness {
+    Claude,
+    Codex,
+    Opencode,
+}
+
+impl Harness {
+    /// The name in the README's markers and the CLI's name.
+    fn key(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude",
+            Harness::Codex => "codex",
+            Harness::Opencode => "opencode",
+        }
+    }
+
+    /// The label of its line in the broker's banner.
+    fn banner_label(self) -> &'static str {
+        match self {
+            Harness::Claude => "Claude Code:",
+            Harness::Codex => "codex:",
+            Harness::Opencode => "opencode:",
+        }
+    }
+
+    /// The `clientInfo.name` the harness sends.
+    fn client_name(self) -> &'static str {
+        match self {
+            Harness::Claude => "claude-code",
+            Harness::Codex => "codex-mcp-client",
+            Harness::Opencode => "opencode",
+        }
+    }
+}
+
+fn repo() -> PathBuf {
+    require::repo_root()
+}
+
+/// The fenced block between `<!-- NAME:begin -->` and `<!-- NAME:end -->` in README.md.
+fn readme_block(name: &str) -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).expect("README.md");
+    let begin = format!("<!-- {name}:begin -->");
+    let end = format!("<!-- {name}:end -->");
+    let (_, rest) = readme
+        .split_once(&begin)
+        .unwrap_or_else(|| panic!("README.md has no {begin} marker"));
+    let (section, _) = rest
+        .split_once(&end)
+        .unwrap_or_else(|| panic!("README.md has no {end} marker"));
+    section
+        .trim()
+        .strip_prefix("```sh\n")
+        .and_then(|b| b.strip_suffix("```"))
+        .unwrap_or_else(|| panic!("{begin} must wrap one ```sh block"))
+        .to_owned()
+}
+
+/// The commands of a block: its lines that are not comments or blank.
+fn commands(block: &str) -> Vec<String> {
+    block
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// A throw-away home for one harness run, with the env its CLI needs offline.
+struct Home {
+    dir: tempfile::TempDir,
+    path_var: String,
+}
+
+impl Home {
+    /// `extra_path` comes first on PATH, then the harness CLIs, then the system's.
+    fn new(extra_path: Option<&Path>) -> Option<Home> {
+        let clis = require::harness_clis()?;
+        let node_dir = which("node").and_then(|p| p.parent().map(Path::to_path_buf));
+        let mut dirs: Vec<PathBuf> = extra_path.into_iter().map(Path::to_path_buf).collect();
+        dirs.push(clis);
+        dirs.extend(node_dir);
+        dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+        let path_var = std::env::join_paths(dirs)
+            .expect("PATH")
+            .to_string_lossy()
+            .into_owned();
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("proj")).expect("project dir");
+        Some(Home { dir, path_var })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// A command with only this home's environment, as a fresh login would have.
+    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        let home = self.path();
+        let mut cmd = Command::new(program);
+        cmd.env_clear()
+            .current_dir(home.join("proj"))
+            .env("HOME", home)
+            .env("PATH", &self.path_var)
+            .env("LANG", "C.UTF-8")
+            .env("TMPDIR", std::env::temp_dir())
+            .env("XDG_CONFIG_HOME", home.join(".config"))
+            .env("XDG_DATA_HOME", home.join(".local/share"))
+            .env("XDG_CACHE_HOME", home.join(".cache"))
+            .env("XDG_STATE_HOME", home.join(".local/state"))
+            // Claude Code: no update check, no telemetry.
+            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+            .env("DISABLE_AUTOUPDATER", "1")
+            .env("DISABLE_TELEMETRY", "1")
+            // opencode: no self-update, no models list, no plugin install.
+            .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+            .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        cmd
+    }
+
+    /// Runs `lines` in `sh -eu` in this home; returns stdout and stderr, failing on error.
+    async fn run(&self, lines: &[String]) -> String {
+        let script = format!("set -eu\n{}\n", lines.join("\n"));
+        let out =
+            tokio::time::timeout(WAIT * 6, self.command("sh").arg("-c").arg(&script).output())
+                .await
+                .unwrap_or_else(|_| panic!("did not finish in time:\n{script}"))
+                .expect("sh");
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            out.status.success(),
+            "failed ({}):\n{script}\n--- output\n{text}",
+            out.status
+        );
+        strip_ansi(&text)
+    }
+}
+
+fn which(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+}
+
+fn strip_ansi(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.chars();
+    while let Some(c) = chars.next() {
+        if c == '\u{1b}' {
+            // CSI: ESC [ … final byte in @..~
+            if chars.next() == Some('[') {
+                for c in chars.by_ref() {
+                    if ('@'..='~').contains(&c) {
+                        break;
+                    }
+                }
+            }
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
+/// `mcp list` printed `leo` as healthy, in each CLI's words.
+fn assert_listed(harness: Harness, out: &str) {
+    let ok = out.lines().map(str::trim).any(|l| match harness {
+        Harness::Claude => l.starts_with("leo:") && l.ends_with("Connected"),
+        Harness::Codex => l.starts_with("leo ") && l.contains(" enabled"),
+        Harness::Opencode => l.contains("leo") && l.ends_with("connected"),
+    });
+    assert!(
+        ok,
+        "{harness:?}: `mcp list` does not show leo healthy:\n{out}"
+    );
+}
+
+/// The server the harness's own config names: program, arguments and environment.
+async fn configured_server(harness: Harness, home: &Home) -> (String, Vec<String>, Value) {
+    let read = |p: PathBuf| -> Value {
+        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", p.display()))
+    };
+    let strings = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .unwrap_or_else(|| panic!("not a list: {v}"))
+            .iter()
+            .map(|s| s.as_str().expect("a string").to_owned())
+            .collect()
+    };
+    match harness {
+        Harness::Claude => {
+            let s = read(home.path().join(".claude.json"))["mcpServers"]["leo"].clone();
+            let cmd = s["command"].as_str().expect("command").to_owned();
+            (cmd, strings(&s["args"]), s["env"].clone())
+        }
+        Harness::Codex => {
+            let out = home
+                .command("codex")
+                .args(["mcp", "get", "leo", "--json"])
+                .output()
+                .await
+                .expect("codex mcp get");
+            let v: Value = serde_json::from_slice(&out.stdout)
+                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+            let t = &v["transport"];
+            let cmd = t["command"].as_str().expect("command").to_owned();
+            (cmd, strings(&t["args"]), t["env"].clone())
+        }
+        Harness::Opencode => {
+            let s = read(home.path().join(".config/opencode/opencode.jsonc"))["mcp"]["leo"].clone();
+            assert_eq!(s["type"], "local", "{s}");
+            let mut argv = strings(&s["command"]);
+            let cmd = argv.remove(0);
+            (cmd, argv, s["environment"].clone())
+        }
+    }
+}
+
+/// Starts the configured server as the harness would and checks it reaches the broker: the
+/// app's tool is listed natively, or through `leo_app_tools` in fallback mode.
+async fn assert_server_reaches_broker(harness: Harness, home: &Home) {
+    let (program, args, env) = configured_server(harness, home).await;
+    let mut cmd = home.command(&program);
+    cmd.args(&args);
+    for (k, v) in env.as_object().into_iter().flatten() {
+        cmd.env(k, v.as_str().expect("an env value"));
+    }
+    let opts = AgentOpts::auto(harness.key(), harness.client_name());
+    let agent = Agent::launch(cmd, &opts, home.path().join("leo-mcp.stderr")).await;
+    let names = agent.tool_names().await;
+    if !names.iter().any(|n| n == TOOL) {
+        assert!(
+            names.iter().any(|n| n == "leo_app_tools"),
+            "{harness:?}: {program} {args:?} lists neither {TOOL} nor leo_app_tools: {names:?}"
+        );
+        let listed = text_of(&agent.call("leo_app_tools", json!({})).await);
+        assert!(listed.contains(TOOL), "{harness:?}: {listed}");
+    }
+}
+
+/// A broker started as `program args` in `leo_home` on a free port, with its banner.
+struct Running {
+    _child: Child,
+    banner: Vec<String>,
+    _app: App,
+}
+
+async fn start_broker(program: &Path, args: &[&str], leo_home: &Path, path_var: &str) -> Running {
+    std::fs::create_dir_all(leo_home).expect("LEO_HOME");
+    std::fs::write(leo_home.join("config.yaml"), "web:\n  port: 0\n").expect("config.yaml");
+    let mut child = Command::new(program)
+        .args(args)
+        .env("LEO_HOME", leo_home)
+        .env("PATH", path_var)
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(std::fs::File::create(leo_home.join("broker.stderr")).expect("log"))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{}: {e}", program.display()));
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout")).lines();
+    let mut banner = Vec::new();
+    tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let last = line.trim_start().starts_with("then `claude mcp list`");
+            banner.push(line);
+            if last {
+                return;
+            }
+        }
+        panic!("the broker's banner ended early:\n{}", banner.join("\n"));
+    })
+    .await
+    .unwrap_or_else(|_| panic!("no whole banner in time:\n{}", banner.join("\n")));
+    tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+    let addr = banner[0]
+        .strip_prefix("leo broker listening on http://")
+        .and_then(|a| a.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no address in {:?}", banner[0]));
+    let token = std::fs::read_to_string(leo_home.join("state/operator.token")).expect("token");
+    let app = App::connect(&Http::tcp(addr, Some(token.trim().to_owned()))).await;
+    app.register("setup", json!([tool(TOOL)])).await.data();
+    Running {
+        _child: child,
+        banner,
+        _app: app,
+    }
+}
+
+/// The README's block for `harness`, run as written with `leo-mcp` on PATH (the quickstart
+/// installed it), against a broker on `~/.leo`.
+async fn readme_lines_work(harness: Harness) {
+    let lines = commands(&readme_block(&format!("setup:{}", harness.key())));
+    let add = format!("{} mcp add ", harness.key());
+    let list = format!("{} mcp list", harness.key());
+    assert!(lines.iter().any(|l| l.starts_with(&add)), "{lines:?}");
+    assert_eq!(lines.last(), Some(&list), "the block ends with {list}");
+    let build = bin("leo-mcp").parent().expect("build dir").to_path_buf();
+    let Some(home) = Home::new(Some(&build)) else {
+        return;
+    };
+    let _broker = start_broker(
+        &bin("leo"),
+        &["broker"],
+        &home.path().join(".leo"),
+        &home.path_var,
+    )
+    .await;
+    let out = home.run(&lines).await;
+    assert_listed(harness, &out);
+    assert_server_reaches_broker(harness, &home).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_claude_code_lines_work_with_claude_code() {
+    readme_lines_work(Harness::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_codex_lines_work_with_codex() {
+    readme_lines_work(Harness::Codex).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_opencode_lines_work_with_opencode() {
+    readme_lines_work(Harness::Opencode).await;
+}
+
+/// The README's `run-broker` block: its build line builds both binaries, its run line starts
+/// the broker that build made. Returns the run line's arguments after the program.
+fn run_broker_block() -> Vec<String> {
+    let lines = commands(&readme_block("run-broker"));
+    let [build, run] = lines.as_slice() else {
+        panic!("the run-broker block is a build line and a run line: {lines:?}");
+    };
+    let words: Vec<&str> = build.split_whitespace().collect();
+    assert_eq!(&words[..2], ["cargo", "build"], "{build}");
+    assert!(words.contains(&"--release"), "{build}");
+    let packages: Vec<&str> = words
+        .windows(2)
+        .filter(|w| w[0] == "-p" || w[0] == "--package")
+        .map(|w| w[1])
+        .collect();
+    for (package, binary) in [("leo-broker", "leo"), ("leo-mcp", "leo-mcp")] {
+        assert!(
+            packages.contains(&package),
+            "{build} does not build {binary} (package {package})"
+        );
+    }
+    let mut run_words = run.split_whitespace().map(str::to_owned);
+    assert_eq!(
+        run_words.next().as_deref(),
+        Some("target/release/leo"),
+        "{run}"
+    );
+    run_words.collect()
+}
+
+/// The broker as the README's first command starts it (the test's own build standing in for
+/// `target/release`), with nothing of ours on PATH: every setup line its banner prints works as
+/// printed, with each harness.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_banners_setup_lines_work_with_every_harness() {
+    let args = run_broker_block();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let Some(broker_home) = Home::new(None) else {
+        return;
+    };
+    let leo_home = broker_home.path().join(".leo");
+    let broker = start_broker(&bin("leo"), &args, &leo_home, &broker_home.path_var).await;
+    let banner = broker.banner.join("\n");
+    let leo_mcp = bin("leo-mcp").display().to_string();
+    for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {
+        let line = broker
+            .banner
+            .iter()
+            .find_map(|l| l.trim().strip_prefix(harness.banner_label()))
+            .unwrap_or_else(|| {
+                panic!(
+                    "no {} line in the banner:\n{banner}",
+                    harness.banner_label()
+                )
+            })
+            .trim()
+            .to_owned();
+        assert!(
+            line.contains(&format!("-- {leo_mcp} --agent ")),
+            "leo-mcp is not on PATH, so the banner must name it by its path: {line}"
+        );
+        let list = format!("{} mcp list", harness.key());
+        assert!(banner.contains(&format!("`{list}`")), "{banner}");
+        let home = Home::new(None).expect("the harness CLIs");
+        let out = home.run(&[line, list]).await;
+        assert_listed(harness, &out);
+        assert_server_reaches_broker(harness, &home).await;
+    }
+    // The app lines name `leo` by the path the shell can run.
+    let serve_tool = broker
+        .banner
+        .iter()
+        .find(|l| l.contains(" serve-tool --name "))
+        .unwrap_or_else(|| panic!("no serve-tool line:\n{banner}"));
+    let program = serve_tool.split_whitespace().next().expect("a program");
+    assert_eq!(program, bin("leo").display().to_string(), "{serve_tool}");
+    let help = broker_home
+        .command(program)
+        .args(["serve-tool", "--help"])
+        .output()
+        .await
+        .expect("leo");
+    assert!(help.status.success(), "{serve_tool}");
+}
