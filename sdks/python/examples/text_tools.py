@@ -8,7 +8,7 @@
 
 from leo_app import App, Call
 
-app = App("text", name="text-tools", max_concurrent=8)
+app = App("text", max_concurrent=8)
 
 
 @app.tool(answers_at_once=True, timeout_s=30)
