@@ -10,15 +10,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "sdks" / "python" / "src"))
 
-from leo_app import App, Reply  # noqa: E402
+from leo_app import App, Call, Reply  # noqa: E402
+
+
+def answer(raw: bytes):
+    reply = Reply.raw_content(raw)
+
+    def handler(call: Call) -> Reply:
+        return reply
+
+    return handler
+
 
 app = App("bench", max_concurrent=256)
 for t in json.loads(Path(sys.argv[1]).read_text()):
-    raw = json.dumps(t["content"], separators=(",", ":")).encode()
-
-    def handler(call, raw=raw):
-        return Reply.raw_content(raw)
-
+    handler = answer(json.dumps(t["content"], separators=(",", ":")).encode())
     app.tool(
         handler, name=t["name"], description=t["description"], schema=t["input_schema"],
         answers_at_once=True,
