@@ -342,6 +342,9 @@ class _Serving:
             self.pool.shutdown(wait=False)
 
     async def open(self) -> _Session:
+        if self.session is not None:
+            # The old session's calls ended with its stream; its idle connections go too.
+            self.session.client.close()
         client = Client(self.app.endpoint, self.app._read_token())
         try:
             stream = await client.open_stream(self.events_path, self.last_event_id)
