@@ -276,3 +276,66 @@ class Other:
 
 def text_of(result: dict[str, Any]) -> str:
     return "".join(b.get("text", "") for b in result.get("content", []) if b.get("type") == "text")
+
+
+class Pipe:
+    """A unix-socket relay in front of the broker's socket that the test can cut (every
+    connection closed, new ones refused) and mend, to take an app away without a restart."""
+
+    def __init__(self, broker: Broker):
+        self.upstream = broker.socket
+        self.path = os.path.join(broker.home, "pipe.sock")
+        self.server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.server.bind(self.path)
+        self.server.listen(64)
+        self.cut_off = False
+        self.live: list[socket.socket] = []
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        while True:
+            try:
+                down, _ = self.server.accept()
+            except OSError:
+                return
+            if self.cut_off:
+                down.close()
+                continue
+            up = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            up.connect(self.upstream)
+            with self.lock:
+                self.live += [down, up]
+            for a, b in ((down, up), (up, down)):
+                threading.Thread(target=self._pump, args=(a, b), daemon=True).start()
+
+    @staticmethod
+    def _pump(a: socket.socket, b: socket.socket) -> None:
+        try:
+            while data := a.recv(65536):
+                b.sendall(data)
+        except OSError:
+            pass
+        for s in (a, b):
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def cut(self) -> None:
+        self.cut_off = True
+        with self.lock:
+            live, self.live = self.live, []
+        for s in live:
+            try:
+                s.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+            s.close()
+
+    def mend(self) -> None:
+        self.cut_off = False
+
+    def close(self) -> None:
+        self.cut()
+        self.server.close()

@@ -13,7 +13,7 @@ import time
 import unittest
 from typing import Literal, Optional, TypedDict
 
-from support import Broker, McpAgent, Other, leo_call, spawn_call, text_of, wait_until
+from support import Broker, McpAgent, Other, Pipe, leo_call, spawn_call, text_of, wait_until
 
 from leo_app import App, Call, Reply, ToolError, content, schema_of
 
@@ -294,6 +294,42 @@ class Reconnect(Case):
         self.start(app)
         out, err = call.communicate(timeout=20)
         self.assertEqual(out.strip(), "app: early", err)
+
+
+class Recovery(unittest.TestCase):
+    def test_requests_that_waited_while_the_app_was_away_are_served_when_it_returns(self) -> None:
+        # The ring keeps one event, so of two requests made while the app is away only the last
+        # is replayed on Last-Event-ID: the first reaches it through the pending list alone.
+        broker = Broker("client_tools:\n  replay_events: 1\n")
+        self.addCleanup(broker.close)
+        other = Other(broker, "echo", ["echo"])
+        self.addCleanup(other.close)
+        pipe = Pipe(broker)
+        self.addCleanup(pipe.close)
+        app = App("echo", home=broker.home, socket=pipe.path, backoff=(0.05, 0.2))
+
+        @app.tool
+        def echo(text: str) -> str:
+            "Echo"
+            return f"app: {text}"
+
+        app.start()
+        self.addCleanup(app.stop, 10)
+        app.wait_serving()
+        self.assertEqual(leo_call(broker, "echo", {"text": "a"})[1], "app: a")
+        other.next_request()
+        pipe.cut()
+        self.assertTrue(app.wait_status("serving", not_=True))
+        first = spawn_call(broker, "echo", {"text": "b"})
+        second = spawn_call(broker, "echo", {"text": "c"})
+        self.addCleanup(first.kill)
+        self.addCleanup(second.kill)
+        other.next_request()
+        other.next_request()
+        self.assertEqual(len(broker.pending()), 2)
+        pipe.mend()
+        self.assertEqual(first.communicate(timeout=20)[0].strip(), "app: b")
+        self.assertEqual(second.communicate(timeout=20)[0].strip(), "app: c")
 
 
 class Settings(unittest.TestCase):

@@ -282,6 +282,8 @@ async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str],
             name, _, value = line.partition(":")
             headers[name.strip().lower()] = value.strip()
     keep = headers.get("connection", "").lower() != "close" and status_line[0] == "HTTP/1.1"
+    if "content-length" not in headers and headers.get("transfer-encoding", "").lower() != "chunked":
+        keep = False  # the body ends when the connection does
     return status, headers, keep
 
 
