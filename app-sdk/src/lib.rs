@@ -6,16 +6,19 @@
 //! handler, posts the answer, and keeps doing so across broker restarts.
 //!
 //! ```no_run
-//! use leo_app::{App, Call, Reply, Tool};
+//! use leo_app::{App, Call, JsonSchema, Reply, Tool};
 //! use serde::Deserialize;
 //!
-//! #[derive(Deserialize)]
-//! struct Args { name: String }
+//! /// The input schema is derived from this struct, doc comments included.
+//! #[derive(Deserialize, JsonSchema)]
+//! struct Args {
+//!     /// Who to greet.
+//!     name: String,
+//! }
 //!
 //! #[tokio::main]
 //! async fn main() -> Result<(), leo_app::Error> {
-//!     let greet = Tool::new("greet", "Greet someone by name", |call: Call| async move {
-//!         let args: Args = call.args()?; // a mismatch is an `invalid_arguments` app error
+//!     let greet = Tool::typed("greet", "Greet someone by name", |args: Args, call: Call| async move {
 //!         tokio::select! {
 //!             () = call.cancelled() => Err(Reply::error("cancelled", "no greeting")),
 //!             () = tokio::time::sleep(std::time::Duration::from_millis(50)) => {
@@ -23,13 +26,15 @@
 //!             }
 //!         }
 //!     })
-//!     .schema(serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}}))
 //!     .timeout_s(60);
 //!     // $LEO_HOME/run/leo.sock with the operator token; `.url(…)`, `.device(…)` to change.
 //!     let app = App::builder().group("greeter", [greet]).max_concurrent(8).build()?;
 //!     app.run_until(async { tokio::signal::ctrl_c().await.unwrap_or(()) }).await
 //! }
 //! ```
+//!
+//! `Tool::new` with `.schema(json!(…))` and `call.args()` is the untyped form, for schemas
+//! written by hand.
 //!
 //! # Connecting
 //!
@@ -105,5 +110,7 @@ pub use hyper::body::Bytes;
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
 pub use reply::{Reply, content};
+/// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).
+pub use schemars::{self, JsonSchema};
 pub use tokio_util::sync::CancellationToken;
-pub use tool::Tool;
+pub use tool::{Tool, schema_for};

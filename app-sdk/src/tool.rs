@@ -5,6 +5,9 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use leo_protocol::tool::ToolDef;
+use schemars::JsonSchema;
+use schemars::generate::SchemaSettings;
+use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
 use crate::call::Call;
@@ -64,6 +67,36 @@ impl Tool {
         }
     }
 
+    /// A tool whose arguments are an `A`: the input schema is derived from `A` (`schemars`,
+    /// with every subschema inlined, since the broker accepts no `$ref`), and the handler gets
+    /// the arguments already deserialized, so schema and struct cannot drift apart. Arguments
+    /// that do not deserialize (the broker checked them against the schema, so this is rare)
+    /// answer `invalid_arguments` with the JSON path. A recursive `A` cannot be inlined: the
+    /// broker's check then refuses the schema when the app is built.
+    pub fn typed<A, F, Fut, R>(
+        name: impl Into<String>,
+        description: impl Into<String>,
+        handler: F,
+    ) -> Tool
+    where
+        A: DeserializeOwned + JsonSchema + Send + 'static,
+        F: Fn(A, Call) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = R> + Send + 'static,
+        R: Into<Reply>,
+    {
+        let handler = Arc::new(handler);
+        Tool::new(name, description, move |call: Call| {
+            let handler = handler.clone();
+            async move {
+                match call.args::<A>() {
+                    Ok(args) => handler(args, call).await.into(),
+                    Err(e) => Reply::from(e),
+                }
+            }
+        })
+        .schema(schema_for::<A>())
+    }
+
     /// This tool's handler answers at once and may safely run on more than one instance of
     /// the app. Its calls are not claimed first: the handler runs as soon as a call arrives and
     /// its reply is posted with the claim in one request (`"claim": true`), which saves a round
@@ -96,4 +129,17 @@ impl Tool {
     pub fn definition(&self) -> &ToolDef {
         &self.def
     }
+}
+
+/// The input schema of `A`: JSON Schema 2020-12 with every subschema inlined and no `$schema`
+/// (the broker's subset is its own dialect; harnesses ignore the URI).
+pub fn schema_for<A: JsonSchema>() -> Value {
+    let schema = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .into_generator()
+        .into_root_schema_for::<A>();
+    schema.to_value()
 }

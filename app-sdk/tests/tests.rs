@@ -11,3 +11,4 @@ mod cancel;
 mod concurrency;
 mod reconnect;
 mod refusals;
+mod typed;

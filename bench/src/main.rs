@@ -42,7 +42,8 @@ struct Args {
     /// Calls per throughput row, shared by the agents (default 4,000; quick 640).
     #[arg(long)]
     throughput_calls: Option<usize>,
-    /// Relay systems to run: floor, leo, leo-claim, py-http, py-stdio (default: all).
+    /// Relay systems to run: floor, leo, leo-claim, py-http, py-stdio, py-sdk, ts-sdk, ts-stdio
+    /// (default: all).
     #[arg(long, value_delimiter = ',')]
     systems: Vec<String>,
     /// Tools the latency rows call: echo_small, echo_64k, image_256k (default: all).

@@ -57,14 +57,23 @@ enum Kind {
     LeoClaim,
     PyHttp,
     PyStdio,
+    /// The app on the Python SDK (`sdks/python`), answering at once, in a process of its own.
+    PySdk,
+    /// The app on the TypeScript SDK (`sdks/typescript`), answering at once.
+    TsSdk,
+    /// The same tools as a TypeScript MCP server over stdio (`bench/typescript/server.mjs`).
+    TsStdio,
 }
 
-const KINDS: [Kind; 5] = [
+const KINDS: [Kind; 8] = [
     Kind::Floor,
     Kind::Leo,
     Kind::LeoClaim,
     Kind::PyHttp,
     Kind::PyStdio,
+    Kind::PySdk,
+    Kind::TsSdk,
+    Kind::TsStdio,
 ];
 
 impl Kind {
@@ -76,6 +85,9 @@ impl Kind {
             Kind::LeoClaim => "leo-claim",
             Kind::PyHttp => "py-http",
             Kind::PyStdio => "py-stdio",
+            Kind::PySdk => "py-sdk",
+            Kind::TsSdk => "ts-sdk",
+            Kind::TsStdio => "ts-stdio",
         }
     }
 
@@ -86,6 +98,9 @@ impl Kind {
             Kind::LeoClaim => "leo, claim then result",
             Kind::PyHttp => "(b) Python HTTP + mcp-proxy",
             Kind::PyStdio => "(c) Python stdio",
+            Kind::PySdk => "leo, Python SDK app",
+            Kind::TsSdk => "leo, TypeScript SDK app",
+            Kind::TsStdio => "(d) TypeScript stdio",
         }
     }
 }
@@ -179,6 +194,61 @@ impl PythonEnv {
     }
 }
 
+/// `LEO_BENCH_NODE`, else `node` on `PATH`.
+fn node() -> PathBuf {
+    std::env::var_os("LEO_BENCH_NODE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "node".into())
+}
+
+/// The tools of every system as `[{name, description, input_schema, content}]`, for the apps
+/// and servers that are not Rust, so they answer with the same bytes.
+fn write_tools(dir: &Path) -> Result<PathBuf, String> {
+    let tools: Vec<Value> = PAYLOADS
+        .iter()
+        .map(|p| {
+            json!({"name": p.tool, "description": p.description(),
+                   "input_schema": payload::input_schema(), "content": p.content()})
+        })
+        .collect();
+    let path = dir.join("tools.json");
+    std::fs::write(&path, Value::Array(tools).to_string()).map_err(|e| e.to_string())?;
+    Ok(path)
+}
+
+/// A broker and the Python or TypeScript SDK app on it, once the app says it serves.
+async fn start_sdk_app(kind: Kind, dir: &Path) -> Result<Backend, String> {
+    use tokio::io::AsyncBufReadExt;
+    let tools = write_tools(dir)?;
+    let broker = Broker::start_quiet("").await;
+    let here = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut cmd = if kind == Kind::PySdk {
+        let python = std::env::var_os("LEO_BENCH_SDK_PYTHON").unwrap_or_else(|| "python3".into());
+        let mut cmd = Command::new(python);
+        cmd.arg(here.join("python/sdk_app.py"));
+        cmd
+    } else {
+        let mut cmd = Command::new(node());
+        cmd.arg(here.join("typescript/sdk-app.mjs"));
+        cmd
+    };
+    let mut app = cmd
+        .arg(&tools)
+        .env("LEO_HOME", broker.home())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(log_file(dir, &format!("{kind:?}-app"))?)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("skipped: cannot start the {} ({e})", kind.label()))?;
+    let stdout = app.stdout.take().ok_or("no stdout")?;
+    let mut lines = tokio::io::BufReader::new(stdout).lines();
+    match tokio::time::timeout(STEP, lines.next_line()).await {
+        Ok(Ok(Some(line))) if line.trim() == "serving" => Ok(Backend::AppProcess { broker, app }),
+        other => Err(format!("the {} did not start: {other:?}", kind.label())),
+    }
+}
+
 /// A system ready to take sessions.
 enum Backend {
     Floor,
@@ -196,11 +266,20 @@ enum Backend {
         python: PathBuf,
         script: PathBuf,
     },
+    /// The broker and an SDK app in a process of its own.
+    AppProcess {
+        broker: Broker,
+        app: Child,
+    },
+    TsStdio {
+        node: PathBuf,
+        tools: PathBuf,
+    },
 }
 
 impl Drop for Backend {
     fn drop(&mut self) {
-        if let Backend::PyHttp { server, .. } = self {
+        if let Backend::PyHttp { server, .. } | Backend::AppProcess { app: server, .. } = self {
             let _ = server.start_kill();
         }
     }
@@ -266,6 +345,21 @@ impl Backend {
                     script: py.script.clone(),
                 })
             }
+            Kind::PySdk | Kind::TsSdk => start_sdk_app(kind, dir).await,
+            Kind::TsStdio => {
+                let module = Path::new(env!("CARGO_MANIFEST_DIR"))
+                    .join("typescript/node_modules/@modelcontextprotocol/sdk/package.json");
+                if !module.is_file() {
+                    return Err(
+                        "skipped: the TypeScript MCP SDK is not installed (npm ci --prefix bench/typescript)"
+                            .into(),
+                    );
+                }
+                Ok(Backend::TsStdio {
+                    node: node(),
+                    tools: write_tools(dir)?,
+                })
+            }
         }
     }
 
@@ -273,7 +367,7 @@ impl Backend {
     fn command(&self, i: usize) -> Command {
         match self {
             Backend::Floor => Command::new(bin("leo-bench-floor")),
-            Backend::Leo { broker, .. } => {
+            Backend::Leo { broker, .. } | Backend::AppProcess { broker, .. } => {
                 let mut cmd = Command::new(bin("leo-mcp"));
                 cmd.args(["--agent", &format!("bench-{i}"), "--mode", "native"])
                     .env("LEO_HOME", broker.home())
@@ -296,13 +390,19 @@ impl Backend {
                 cmd.arg(script).args(["--transport", "stdio"]);
                 cmd
             }
+            Backend::TsStdio { node, tools } => {
+                let mut cmd = Command::new(node);
+                cmd.arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("typescript/server.mjs"))
+                    .arg(tools);
+                cmd
+            }
         }
     }
 
     /// Processes besides the sessions' own whose memory counts (the Python HTTP server).
     fn server_pid(&self) -> Option<u32> {
         match self {
-            Backend::Leo { broker, .. } => Some(broker.pid()),
+            Backend::Leo { broker, .. } | Backend::AppProcess { broker, .. } => Some(broker.pid()),
             Backend::PyHttp { server, .. } => server.id(),
             _ => None,
         }
@@ -425,6 +525,8 @@ fn cost_processes(
         Kind::Leo | Kind::LeoClaim => ("leo-mcp", "broker", "bench (client + app)"),
         Kind::PyHttp => ("mcp-proxy", "Python HTTP server", "bench (client)"),
         Kind::PyStdio => ("Python stdio server", "", "bench (client)"),
+        Kind::PySdk | Kind::TsSdk => ("leo-mcp", "broker", "bench (client)"),
+        Kind::TsStdio => ("TypeScript stdio server", "", "bench (client)"),
     };
     let mut out = Vec::new();
     if let Some(pid) = session {
@@ -838,7 +940,9 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         .iter()
         .find(|s| !KINDS.iter().any(|k| k.key() == s.as_str()))
     {
-        anyhow::bail!("unknown system {bad:?}; use floor, leo, leo-claim, py-http, py-stdio");
+        anyhow::bail!(
+            "unknown system {bad:?}; use floor, leo, leo-claim, py-http, py-stdio, py-sdk, ts-sdk, ts-stdio"
+        );
     }
     if let Some(bad) = opts
         .payloads
@@ -905,6 +1009,21 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         "`bench/python/server.py --transport stdio`".into(),
         &format!("server: {py_server}"),
     );
+    report.row(
+        "leo, Python SDK app",
+        "`leo-mcp --mode native` → broker → `bench/python/sdk_app.py` on `sdks/python` (`answers_at_once`, over `run/leo.sock`)".into(),
+        "a process of its own, standard library only, answering at once with content serialized ahead",
+    );
+    report.row(
+        "leo, TypeScript SDK app",
+        "`leo-mcp --mode native` → broker → `bench/typescript/sdk-app.mjs` on `sdks/typescript` (`answersAtOnce`)".into(),
+        "a Node process of its own, answering at once with content serialized ahead",
+    );
+    report.row(
+        "(d) TypeScript stdio",
+        "`bench/typescript/server.mjs` on @modelcontextprotocol/sdk 1.32.2".into(),
+        "the TypeScript SDK apps' baseline: the same tools served directly",
+    );
 
     report.section(&format!(
         "Relay round trip: latency, {} sequential `tools/call` per payload ({} warm-up)",
@@ -920,6 +1039,22 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
             };
             report.row(&format!("{}: {}", p.label, k.label()), value, "");
         }
+        sdk_rows(
+            report,
+            p.label,
+            lat(Kind::PySdk),
+            lat(Kind::PyStdio),
+            lat(Kind::PyHttp),
+            "Python",
+        );
+        sdk_rows(
+            report,
+            p.label,
+            lat(Kind::TsSdk),
+            lat(Kind::TsStdio),
+            lat(Kind::PyHttp),
+            "TypeScript",
+        );
         let (Some(leo), floor) = (lat(Kind::Leo), lat(Kind::Floor)) else {
             continue;
         };
@@ -1089,6 +1224,41 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
 
     targets(report, get(Kind::Leo), get(Kind::Floor), get(Kind::PyHttp));
     Ok(())
+}
+
+/// An SDK app against its language's direct stdio server (target within +300 µs at p50) and
+/// the mcp-proxy chain (target ≥ 5× faster at p50); nothing is asserted.
+fn sdk_rows(
+    report: &mut Report,
+    payload: &str,
+    sdk: Option<Latency>,
+    direct: Option<Latency>,
+    chain: Option<Latency>,
+    language: &str,
+) {
+    let Some(sdk) = sdk else { return };
+    if let Some(d) = direct {
+        let d50 = sdk.p50 as i64 - d.p50 as i64;
+        report.row(
+            &format!("{payload}: {language} SDK app − {language} stdio server"),
+            format!(
+                "p50 {} · p99 {}",
+                signed_us(d50),
+                signed_us(sdk.p99 as i64 - d.p99 as i64)
+            ),
+            &format!("target ≤ +300 µs at p50: {}", met(d50 <= 300)),
+        );
+    }
+    if let Some(c) = chain {
+        report.row(
+            &format!("{payload}: {language} SDK app vs (b) mcp-proxy chain"),
+            format!("{} faster at p50", ratio(c.p50 as f64, sdk.p50 as f64)),
+            &format!(
+                "target ≥ 5× at p50: {}",
+                met(c.p50 as f64 >= 5.0 * sdk.p50 as f64)
+            ),
+        );
+    }
 }
 
 /// The relay targets in one place (for the note; nothing is asserted).

@@ -1,0 +1,106 @@
+"""The app's own book of calls: which requests wait for a free slot, which run, which were
+already seen.
+
+Pure state, driven by the session loop, so the rules are tested without a broker:
+- a request is claimed only when a slot is free (`max_concurrent`); until then it waits here
+  unclaimed, so another instance of the app can take it, and leaves the queue if the broker
+  cancels it;
+- a request is offered once, however many ways it arrives (the stream, a replay after
+  `Last-Event-ID`, the `pending=1` list);
+- when the stream is lost the broker ends every call this client had claimed, so running
+  handlers are cancelled, and queued requests are forgotten: the `pending=1` list after the
+  reconnect says which of them still wait.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from typing import Any, Callable
+
+#: How many finished request ids are remembered to drop repeats.
+SEEN = 4096
+
+
+class Control:
+    """The cancellation of one running call."""
+
+    __slots__ = ("ended", "on_cancel")
+
+    def __init__(self) -> None:
+        #: The broker ended the call: its reply must not be posted.
+        self.ended = False
+        #: Called with `ended` or `shutdown` when the call is cancelled.
+        self.on_cancel: Callable[[str], None] | None = None
+
+    def end(self) -> None:
+        self.ended = True
+        if self.on_cancel:
+            self.on_cancel("ended")
+
+    def stop(self) -> None:
+        if self.on_cancel:
+            self.on_cancel("shutdown")
+
+
+class Calls:
+    def __init__(self, max_concurrent: int):
+        self.max = max(1, max_concurrent)
+        self.queue: deque[dict[str, Any]] = deque()
+        self.queued: set[str] = set()
+        self.running: dict[str, Control] = {}
+        self.seen: OrderedDict[str, None] = OrderedDict()
+
+    def _remember(self, rid: str) -> None:
+        if rid not in self.seen:
+            self.seen[rid] = None
+            if len(self.seen) > SEEN:
+                self.seen.popitem(last=False)
+
+    def offer(self, request: dict[str, Any]) -> bool:
+        """Queues a request unless it was seen before; returns whether it was queued."""
+        rid = request["id"]
+        if rid in self.seen or rid in self.queued or rid in self.running:
+            return False
+        self._remember(rid)
+        self.queued.add(rid)
+        self.queue.append(request)
+        return True
+
+    def cancelled(self, rid: str) -> None:
+        """The broker ended request `rid`: it leaves the queue, or its handler is cancelled."""
+        self._remember(rid)
+        if rid in self.queued:
+            self.queued.discard(rid)
+            self.queue = deque(r for r in self.queue if r["id"] != rid)
+        control = self.running.get(rid)
+        if control is not None:
+            control.end()
+
+    def next_to_start(self) -> tuple[dict[str, Any], Control] | None:
+        """The next request to claim, if a slot is free; it counts as running from now on."""
+        if len(self.running) >= self.max or not self.queue:
+            return None
+        request = self.queue.popleft()
+        self.queued.discard(request["id"])
+        control = Control()
+        self.running[request["id"]] = control
+        return request, control
+
+    def finished(self, rid: str) -> None:
+        self.running.pop(rid, None)
+
+    def session_lost(self) -> None:
+        """The stream is gone: end what runs, forget what waits."""
+        for control in list(self.running.values()):
+            control.end()
+        for rid in self.queued:
+            self.seen.pop(rid, None)
+        self.queued.clear()
+        self.queue.clear()
+
+    def shutdown(self) -> None:
+        """The app stops: ask what runs to stop, drop what waits."""
+        for control in list(self.running.values()):
+            control.stop()
+        self.queued.clear()
+        self.queue.clear()

@@ -1,0 +1,303 @@
+"""HTTP/1.1 to the broker over its unix socket or TCP, written by hand on asyncio streams.
+
+A quick tool costs one POST per call, so that POST is the app's whole overhead: `http.client`
+builds header objects, parses with `email`, and is blocking; here a request is one `write` of
+bytes prepared ahead (the Host and Authorization lines are encoded once per client) and a
+response is a status line, a few header lines and a `Content-Length` body. Idle connections are
+kept for reuse (keep-alive) and dropped after `IDLE_FOR`, before the server would time them
+out; a request that a reused connection could not deliver is sent again on a fresh one.
+
+The event stream gets a connection of its own (`open_stream`), read as chunked or plain bytes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import ConnectError, ProtocolError, Refused
+
+#: Idle connections kept for reuse.
+MAX_IDLE = 32
+#: An idle connection older than this is closed rather than reused (seconds).
+IDLE_FOR = 20.0
+#: A bound on connecting and on any JSON request (seconds).
+REQUEST_TIMEOUT = 30.0
+#: The largest response head accepted.
+MAX_HEAD = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """Where the broker listens: a unix socket path, or `host:port` over TCP."""
+
+    socket: str | None = None
+    authority: str | None = None
+
+    @staticmethod
+    def from_url(url: str) -> "Endpoint":
+        """Parses `http://host:port` (a trailing `/` is allowed; the port is required)."""
+        if not url.startswith("http://"):
+            raise ValueError(f"invalid broker URL {url!r}: only http:// is supported")
+        authority = url[len("http://") :].rstrip("/")
+        if not authority or any(c in authority for c in "/?#@ "):
+            raise ValueError(f"invalid broker URL {url!r}: expected http://host:port")
+        host, sep, port = authority.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"invalid broker URL {url!r}: a port is required, such as http://127.0.0.1:8370"
+            )
+        if ":" in host and not (host.startswith("[") and host.endswith("]")):
+            raise ValueError(f"invalid broker URL {url!r}: expected http://host:port")
+        return Endpoint(authority=authority)
+
+    @property
+    def host_header(self) -> str:
+        return self.authority if self.authority else "localhost"
+
+    def __str__(self) -> str:
+        return f"unix:{self.socket}" if self.socket else f"http://{self.authority}"
+
+
+@dataclass
+class Answer:
+    """A whole response."""
+
+    status: int
+    body: bytes
+
+    def data(self) -> Any:
+        """`data` of a 200 `{ok: true, data}`, else raises the refusal."""
+        if self.status != 200:
+            raise self.refusal()
+        try:
+            return json.loads(self.body)["data"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise ProtocolError(f"response: {e}") from None
+
+    def refusal(self) -> Exception:
+        """The documented error of a failed response."""
+        try:
+            failure = json.loads(self.body)
+            return Refused(failure["code"], failure["error"], self.status)
+        except (ValueError, KeyError, TypeError):
+            text = self.body[:200].decode("utf-8", "replace").strip()
+            if self.status == 403:
+                # The Host check answers a plain-text 403 before any JSON.
+                return Refused("forbidden", text, 403)
+            return ProtocolError(f"HTTP {self.status}: {text}")
+
+
+class _Conn:
+    __slots__ = ("reader", "writer", "since")
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+        self.reader = reader
+        self.writer = writer
+        self.since = 0.0
+
+    def close(self) -> None:
+        try:
+            self.writer.close()
+        except Exception:  # noqa: BLE001 - closing a broken socket may fail any way
+            pass
+
+
+class Client:
+    """A client of one broker with one token."""
+
+    def __init__(self, endpoint: Endpoint, token: str):
+        if any(c in token for c in "\r\n"):
+            raise ValueError("the token has characters a header cannot carry")
+        self.endpoint = endpoint
+        self._head_tail = (
+            f"Host: {endpoint.host_header}\r\nAuthorization: Bearer {token}\r\n".encode()
+        )
+        self._idle: list[_Conn] = []
+
+    async def _connect(self) -> _Conn:
+        try:
+            if self.endpoint.socket:
+                reader, writer = await asyncio.open_unix_connection(
+                    self.endpoint.socket, limit=MAX_HEAD * 4
+                )
+            else:
+                host, _, port = self.endpoint.authority.rpartition(":")  # type: ignore[union-attr]
+                reader, writer = await asyncio.open_connection(
+                    host.strip("[]"), int(port), limit=MAX_HEAD * 4
+                )
+                sock = writer.get_extra_info("socket")
+                if sock is not None:
+                    import socket
+
+                    # Without it a body written after its head waits for a delayed ACK.
+                    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except OSError as e:
+            raise ConnectError(f"cannot connect to {self.endpoint}: {e}") from None
+        return _Conn(reader, writer)
+
+    def _take_idle(self) -> _Conn | None:
+        now = time.monotonic()
+        while self._idle:
+            conn = self._idle.pop()
+            if now - conn.since < IDLE_FOR and not conn.reader.at_eof():
+                return conn
+            conn.close()
+        return None
+
+    def _put_idle(self, conn: _Conn) -> None:
+        if len(self._idle) < MAX_IDLE and not conn.reader.at_eof():
+            conn.since = time.monotonic()
+            self._idle.append(conn)
+        else:
+            conn.close()
+
+    def _head(self, method: str, path: str, length: int) -> bytes:
+        if length:
+            return (
+                f"{method} {path} HTTP/1.1\r\n".encode()
+                + self._head_tail
+                + f"Content-Type: application/json\r\nContent-Length: {length}\r\n\r\n".encode()
+            )
+        if method == "GET":
+            return f"GET {path} HTTP/1.1\r\n".encode() + self._head_tail + b"\r\n"
+        return f"{method} {path} HTTP/1.1\r\n".encode() + self._head_tail + b"Content-Length: 0\r\n\r\n"
+
+    async def send(self, method: str, path: str, body: bytes | list[bytes] = b"") -> Answer:
+        """Sends a request on a pooled connection and reads the whole answer."""
+        return await asyncio.wait_for(self._send(method, path, body), REQUEST_TIMEOUT)
+
+    async def _send(self, method: str, path: str, body: bytes | list[bytes]) -> Answer:
+        parts = body if isinstance(body, list) else [body]
+        length = sum(len(p) for p in parts)
+        head = self._head(method, path, length)
+        while True:
+            conn = self._take_idle()
+            reused = conn is not None
+            if conn is None:
+                conn = await self._connect()
+            try:
+                if len(parts) == 1 and len(parts[0]) < 16 * 1024:
+                    conn.writer.write(head + parts[0])
+                else:
+                    conn.writer.writelines([head, *parts])
+                status, headers, keep = await _read_head(conn.reader)
+            except (ConnectionError, asyncio.IncompleteReadError, ProtocolError) as e:
+                conn.close()
+                if reused:
+                    # The server closed an idle connection: the request never reached it.
+                    continue
+                raise ConnectError(f"{self.endpoint}: {e}") from None
+            try:
+                data = await _read_body(conn.reader, headers)
+            except (ConnectionError, asyncio.IncompleteReadError) as e:
+                conn.close()
+                raise ConnectError(f"{self.endpoint}: {e}") from None
+            if keep:
+                self._put_idle(conn)
+            else:
+                conn.close()
+            return Answer(status, data)
+
+    async def get(self, path: str) -> Answer:
+        return await self.send("GET", path)
+
+    async def post(self, path: str, body: bytes | list[bytes]) -> Answer:
+        return await self.send("POST", path, body)
+
+    async def open_stream(self, path: str, last_event_id: int | None) -> "Stream":
+        """Opens the event stream on its own connection, once the broker answered 200."""
+
+        async def open_() -> Stream:
+            conn = await self._connect()
+            head = f"GET {path} HTTP/1.1\r\n".encode() + self._head_tail
+            head += b"Accept: text/event-stream\r\n"
+            if last_event_id is not None:
+                head += f"Last-Event-ID: {last_event_id}\r\n".encode()
+            conn.writer.write(head + b"\r\n")
+            try:
+                status, headers, _ = await _read_head(conn.reader)
+                if status != 200:
+                    data = await _read_body(conn.reader, headers)
+                    conn.close()
+                    raise Answer(status, data).refusal()
+            except (ConnectionError, asyncio.IncompleteReadError) as e:
+                conn.close()
+                raise ConnectError(f"{self.endpoint}: {e}") from None
+            return Stream(conn, headers.get("transfer-encoding", "").lower() == "chunked")
+
+        return await asyncio.wait_for(open_(), REQUEST_TIMEOUT)
+
+    def close(self) -> None:
+        for conn in self._idle:
+            conn.close()
+        self._idle.clear()
+
+
+class Stream:
+    """A streaming response body, read in pieces as they arrive."""
+
+    def __init__(self, conn: _Conn, chunked: bool):
+        self._conn = conn
+        self._chunked = chunked
+
+    async def read(self) -> bytes:
+        """The next bytes of the body; `b""` at its end."""
+        reader = self._conn.reader
+        if not self._chunked:
+            return await reader.read(64 * 1024)
+        line = await reader.readline()
+        if not line:
+            return b""
+        try:
+            size = int(line.split(b";", 1)[0].strip(), 16)
+        except ValueError:
+            raise ProtocolError("stream: bad chunk size") from None
+        if size == 0:
+            return b""
+        data = await reader.readexactly(size + 2)
+        return data[:-2]
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+async def _read_head(reader: asyncio.StreamReader) -> tuple[int, dict[str, str], bool]:
+    """Status, lower-cased headers, and whether the connection may be reused."""
+    try:
+        raw = await reader.readuntil(b"\r\n\r\n")
+    except asyncio.LimitOverrunError:
+        raise ProtocolError("response head too large") from None
+    lines = raw.decode("latin-1").split("\r\n")
+    status_line = lines[0].split(" ", 2)
+    if len(status_line) < 2 or not status_line[0].startswith("HTTP/1."):
+        raise ProtocolError(f"not an HTTP response: {lines[0][:80]!r}")
+    status = int(status_line[1])
+    headers: dict[str, str] = {}
+    for line in lines[1:]:
+        if line:
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+    keep = headers.get("connection", "").lower() != "close" and status_line[0] == "HTTP/1.1"
+    if "content-length" not in headers and headers.get("transfer-encoding", "").lower() != "chunked":
+        keep = False  # the body ends when the connection does
+    return status, headers, keep
+
+
+async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
+    length = headers.get("content-length")
+    if length is not None:
+        return await reader.readexactly(int(length)) if int(length) else b""
+    if headers.get("transfer-encoding", "").lower() == "chunked":
+        out = bytearray()
+        while True:
+            line = await reader.readline()
+            size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+            if size == 0:
+                await reader.readline()
+                return bytes(out)
+            out += (await reader.readexactly(size + 2))[:-2]
+    return await reader.read()

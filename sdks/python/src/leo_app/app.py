@@ -1,0 +1,598 @@
+"""The app: its settings and tools, and the connection loop that serves them.
+
+Order matters in a session. The event stream is opened first (its `hello` carries the
+`client_id` every other route wants), with `Last-Event-ID` so that a short outage replays what
+it missed. Then every group is registered again, because the broker withdrew them when the old
+stream closed. Then `GET …/requests?pending=1` lists the calls that still wait: any unclaimed
+one for our tools that this app has not seen is served like a fresh request. When the stream
+ends, the loop waits a jittered, doubling delay and starts over.
+
+A call is claimed, handed to its handler, and the reply posted (two requests); a tool that
+`answers_at_once` skips the claim and posts its reply with `"claim": true` (one request).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import json
+import logging
+import os
+import random
+import signal
+import threading
+import urllib.parse
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+from ._calls import Calls, Control
+from ._http import Client, Endpoint, Stream
+from ._sse import FrameTooLarge, Parser
+from .call import Call
+from .errors import ConnectError, FatalError, LeoError, ProtocolError, Refused, ToolError
+from .reply import Reply, to_reply
+from .tool import Tool, make_tool
+
+log = logging.getLogger("leo_app")
+
+#: The broker sends a keep-alive comment every 15 s; a stream silent for this long is dead.
+STREAM_IDLE = 45.0
+#: How long the broker has to send `hello`.
+HELLO_TIMEOUT = 10.0
+#: Added to the cancel grace for the replies still posted at shutdown.
+SHUTDOWN_POST = 5.0
+#: Claim refusals that mean another instance took the call, or that it is over.
+_LOST_RACE = {
+    "already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider",
+    "not_claimant",
+}
+#: Refusals that retrying cannot fix.
+_FATAL = {"unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"}
+
+
+def default_home() -> Path:
+    """`$LEO_HOME`, else `~/.leo`."""
+    home = os.environ.get("LEO_HOME")
+    return Path(home) if home else Path.home() / ".leo"
+
+
+class App:
+    """An app that serves tools through the Leo broker.
+
+    By default it connects to `$LEO_HOME/run/leo.sock` with the operator token
+    (`state/operator.token`). `url="http://127.0.0.1:8370"` uses TCP; `device="phone"`
+    presents a paired device's token (`state/devices/phone.token`); `token=` and `token_file=`
+    take any other. Token files are read at every connection attempt.
+    """
+
+    def __init__(
+        self,
+        group: str,
+        *,
+        name: str | None = None,
+        home: str | os.PathLike[str] | None = None,
+        socket: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        token: str | None = None,
+        token_file: str | os.PathLike[str] | None = None,
+        device: str | None = None,
+        max_concurrent: int = 64,
+        cancel_grace: float = 5.0,
+        backoff: tuple[float, float] = (0.1, 5.0),
+    ):
+        self.group = group
+        #: The app's name, sent to the broker with the event stream when set.
+        self.name = name
+        home_path = Path(home) if home is not None else default_home()
+        if url and socket:
+            raise ValueError("give a URL or a socket, not both")
+        self.endpoint = (
+            Endpoint.from_url(url)
+            if url
+            else Endpoint(socket=str(socket or home_path / "run" / "leo.sock"))
+        )
+        given = [x for x in (token, token_file, device) if x is not None]
+        if len(given) > 1:
+            raise ValueError("give one of a token, a token file or a device")
+        self._token = token
+        if device is not None:
+            token_file = home_path / "state" / "devices" / f"{device}.token"
+        self._token_file = Path(token_file or home_path / "state" / "operator.token")
+        self.max_concurrent = max(1, max_concurrent)
+        self.cancel_grace = cancel_grace
+        self.backoff = backoff
+        self.tools: dict[str, Tool] = {}
+        self._status = "stopped"
+        self._client_id: str | None = None
+        self._status_changed = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._main: asyncio.Task[None] | None = None
+        self._error: BaseException | None = None
+
+    # -- tools ---------------------------------------------------------------------------
+
+    def tool(
+        self,
+        fn: Callable[..., Any] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        group: str | None = None,
+        schema: dict[str, Any] | None = None,
+        timeout_s: int | None = None,
+        label: str | None = None,
+        answers_at_once: bool = False,
+    ) -> Any:
+        """Declares a tool from a typed function (`@app.tool` or `@app.tool(...)`).
+
+        The input schema comes from the parameters' type hints, the description from the
+        docstring's first paragraph. `answers_at_once=True` is for quick tools that may safely
+        run on more than one instance of the app: the handler runs as soon as the call arrives
+        and its reply is posted with the claim in one request; a plain (non-async) handler of
+        such a tool runs on the event loop's thread, so it must not block.
+        """
+
+        def register(f: Callable[..., Any]) -> Callable[..., Any]:
+            t = make_tool(
+                f, group=group or self.group, name=name, description=description,
+                schema=schema, timeout_s=timeout_s, label=label,
+                answers_at_once=answers_at_once,
+            )
+            if t.name.lower() in {n.lower() for n in self.tools}:
+                raise ValueError(f"tool {t.name!r} is given twice (names are compared without case)")
+            self.tools[t.name] = t
+            return f
+
+        return register(fn) if fn is not None else register
+
+    # -- status --------------------------------------------------------------------------
+
+    @property
+    def status(self) -> str:
+        """`connecting`, `serving`, `waiting` (to retry) or `stopped`."""
+        return self._status
+
+    @property
+    def client_id(self) -> str | None:
+        """The broker's id for the current stream, while serving."""
+        return self._client_id
+
+    def _set_status(self, status: str, client_id: str | None = None) -> None:
+        with self._status_changed:
+            self._status = status
+            self._client_id = client_id
+            self._status_changed.notify_all()
+
+    def wait_status(self, status: str, timeout: float = 20.0, not_: bool = False) -> bool:
+        """Blocks until the status is (or, with `not_`, is no longer) `status`."""
+        with self._status_changed:
+            return self._status_changed.wait_for(
+                lambda: (self._status != status) if not_ else (self._status == status), timeout
+            )
+
+    def wait_serving(self, timeout: float = 20.0) -> str:
+        """Blocks until the app serves; returns its client id. Raises the run's error if it
+        ended."""
+        with self._status_changed:
+            self._status_changed.wait_for(
+                lambda: self._status == "serving" or self._error is not None, timeout
+            )
+            if self._error is not None:
+                raise self._error
+            if self._status != "serving" or self._client_id is None:
+                raise TimeoutError(f"the app is {self._status}, not serving")
+            return self._client_id
+
+    # -- running -------------------------------------------------------------------------
+
+    def run(self) -> None:
+        """Serves until Ctrl-C or SIGTERM, or a fatal error (raised)."""
+        async def main() -> None:
+            task = asyncio.current_task()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                try:
+                    loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+                except (NotImplementedError, RuntimeError):
+                    pass
+            try:
+                await self.serve()
+            except asyncio.CancelledError:
+                pass
+
+        asyncio.run(main())
+
+    def start(self) -> "App":
+        """Serves in a background thread with its own event loop; `stop()` ends it."""
+        if self._thread is not None:
+            raise RuntimeError("the app is already running")
+        ready = threading.Event()
+
+        def thread() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._main = loop.create_task(self.serve())
+            ready.set()
+            try:
+                loop.run_until_complete(self._main)
+            except asyncio.CancelledError:
+                pass
+            except BaseException as e:  # noqa: BLE001 - reported to the caller
+                with self._status_changed:
+                    self._error = e
+                    self._status_changed.notify_all()
+            finally:
+                loop.close()
+
+        self._error = None
+        self._thread = threading.Thread(target=thread, name="leo-app", daemon=True)
+        self._thread.start()
+        ready.wait()
+        return self
+
+    def stop(self, timeout: float | None = None) -> None:
+        """Stops a `start()`ed app: running handlers are asked to stop, and replies they give
+        within the cancel grace are still posted. Raises the run's fatal error, if any."""
+        thread, loop, main = self._thread, self._loop, self._main
+        if thread is None or loop is None or main is None:
+            return
+        try:
+            loop.call_soon_threadsafe(main.cancel)
+        except RuntimeError:
+            pass  # the loop already ended
+        thread.join(timeout)
+        self._thread = None
+        if self._error is not None:
+            error, self._error = self._error, None
+            raise error
+
+    async def serve(self) -> None:
+        """Serves until cancelled or a fatal error (`FatalError`, raised)."""
+        if not self.tools:
+            raise FatalError("an app needs at least one tool")
+        session = _Serving(self, asyncio.get_running_loop())
+        try:
+            await session.run()
+        finally:
+            self._set_status("stopped")
+
+    def _read_token(self) -> str:
+        if self._token is not None:
+            return self._token
+        try:
+            return self._token_file.read_text().strip()
+        except OSError as e:
+            # The broker creates it at its first start, which may come after the app's.
+            raise ConnectError(f"cannot read the token file {self._token_file}: {e}") from None
+
+
+class _Session:
+    """One connected stream."""
+
+    def __init__(self, client: Client, stream: Stream, client_id: str, seq: int):
+        self.client = client
+        self.stream = stream
+        self.client_id = client_id
+        self.hello_seq = seq
+        cid = json.dumps(client_id)
+        self.claim_body = f'{{"client_id":{cid}}}'.encode()
+        self.ok_prefix = f'{{"client_id":{cid},"ok":true,"content":'.encode()
+        self.claim_ok_prefix = f'{{"client_id":{cid},"ok":true,"claim":true,"content":'.encode()
+
+    def result_body(self, reply: Reply, claim: bool) -> list[bytes]:
+        if reply.app_error is None:
+            prefix = self.claim_ok_prefix if claim else self.ok_prefix
+            return [prefix, reply.content_bytes or b"[]", b"}"]
+        body: dict[str, Any] = {"client_id": self.client_id, "ok": False}
+        if claim:
+            body["claim"] = True
+        body["error"] = {"code": reply.app_error[0], "message": reply.app_error[1]}
+        return [json.dumps(body, separators=(",", ":")).encode()]
+
+
+class _Serving:
+    """The state that outlives sessions: the book of calls, the last event id, the backoff."""
+
+    def __init__(self, app: App, loop: asyncio.AbstractEventLoop):
+        self.app = app
+        self.loop = loop
+        self.calls = Calls(app.max_concurrent)
+        self.last_event_id: int | None = None
+        self.session: _Session | None = None
+        self.tasks: dict[str, asyncio.Task[None]] = {}
+        self.pool = ThreadPoolExecutor(max_workers=app.max_concurrent, thread_name_prefix="leo-tool")
+        path = "/api/v1/events?client_tools=1"
+        if app.name is not None:
+            path += "&name=" + urllib.parse.quote(app.name, safe="")
+        self.events_path = path
+
+    async def run(self) -> None:
+        first, cap = self.app.backoff
+        step = max(first, 0.001)
+        last_error = ""
+        try:
+            while True:
+                self.app._set_status("connecting")
+                try:
+                    session = await self.open()
+                except FatalError:
+                    raise
+                except (LeoError, OSError, asyncio.TimeoutError) as e:
+                    error = _describe(e)
+                else:
+                    step = max(first, 0.001)
+                    last_error = ""
+                    error = await self.serve_session(session)
+                    self.calls.session_lost()
+                if error != last_error:
+                    log.warning("not connected to the broker (%s); retrying", error)
+                    last_error = error
+                self.app._set_status("waiting")
+                await asyncio.sleep(random.uniform(step / 2, step))
+                step = min(step * 2, cap)
+        except asyncio.CancelledError:
+            await self.drain()
+            raise
+        finally:
+            if self.session is not None:
+                self.session.stream.close()
+                self.session.client.close()
+            self.pool.shutdown(wait=False)
+
+    async def open(self) -> _Session:
+        if self.session is not None:
+            # The old session's calls ended with its stream; its idle connections go too.
+            self.session.client.close()
+        client = Client(self.app.endpoint, self.app._read_token())
+        try:
+            stream = await client.open_stream(self.events_path, self.last_event_id)
+        except Refused as e:
+            if e.code in _FATAL:
+                raise FatalError(f"the broker refused the app: {e}") from None
+            raise
+        parser = Parser()
+        try:
+            hello = await asyncio.wait_for(_next_frame(stream, parser), HELLO_TIMEOUT)
+            if hello is None or hello.event != "hello":
+                raise ProtocolError("the first event is not hello")
+            data = json.loads(hello.payload)
+            session = _Session(client, stream, data["client_id"], int(data.get("seq", 0)))
+            if self.last_event_id is not None and self.last_event_id > session.hello_seq:
+                # A restarted broker counts from zero again.
+                self.last_event_id = session.hello_seq
+            for group, tools in self.groups().items():
+                await self.register(session, group, tools)
+            pending = (await client.get("/api/v1/client-tools/requests?pending=1")).data()
+        except BaseException:
+            stream.close()
+            client.close()
+            raise
+        self.parser = parser
+        recovered = [p for p in pending if p.get("state") == "parked" and self.serves(p)]
+        if recovered:
+            log.info("serving %d requests that waited for us", len(recovered))
+        self.recovered = recovered
+        return session
+
+    def groups(self) -> dict[str, list[Tool]]:
+        groups: dict[str, list[Tool]] = {}
+        for t in self.app.tools.values():
+            groups.setdefault(t.group, []).append(t)
+        return groups
+
+    async def register(self, session: _Session, group: str, tools: list[Tool]) -> None:
+        body = json.dumps(
+            {"client_id": session.client_id, "group": group,
+             "tools": [t.definition() for t in tools]},
+            separators=(",", ":"),
+        ).encode()
+        try:
+            (await session.client.post("/api/v1/client-tools", body)).data()
+        except Refused as e:
+            if e.code == "unknown_client":
+                raise  # the stream closed between hello and now: reconnect
+            raise FatalError(f"cannot register group {group!r}: {e}") from None
+        log.debug("registered group %s", group)
+
+    def serves(self, request: dict[str, Any]) -> bool:
+        t = self.app.tools.get(request.get("tool", ""))
+        return t is not None and t.group == request.get("group")
+
+    async def serve_session(self, session: _Session) -> str:
+        """Serves until the stream ends; returns why it ended."""
+        self.session = session
+        self.app._set_status("serving", session.client_id)
+        log.debug("serving as %s on %s", session.client_id, self.app.endpoint)
+        for request in self.recovered:
+            self.calls.offer(request)
+        self.recovered = []
+        self.start()
+        self.handle(getattr(self.parser, "held", []))
+        try:
+            while True:
+                try:
+                    data = await asyncio.wait_for(session.stream.read(), STREAM_IDLE)
+                except asyncio.TimeoutError:
+                    return f"no event or keep-alive for {STREAM_IDLE:.0f} s"
+                except (OSError, asyncio.IncompleteReadError, LeoError) as e:
+                    return _describe(e)
+                if not data:
+                    return "the broker closed the event stream"
+                try:
+                    frames = self.parser.push(data)
+                except FrameTooLarge:
+                    return "an event is larger than 8 MiB"
+                self.handle(frames)
+        finally:
+            session.stream.close()
+
+    def handle(self, frames: list[Any]) -> None:
+        for frame in frames:
+            if frame.id is not None:
+                self.last_event_id = frame.id
+            if frame.event == "client_tool.request":
+                self.on_request(frame.payload)
+            elif frame.event == "client_tool.cancelled":
+                self.on_cancelled(frame.payload)
+
+    def on_request(self, payload: bytes) -> None:
+        try:
+            request = json.loads(payload)
+        except ValueError as e:
+            log.warning("skipping an event: %s", e)
+            return
+        if self.serves(request) and self.calls.offer(request):
+            self.start()
+
+    def on_cancelled(self, payload: bytes) -> None:
+        try:
+            rid = json.loads(payload)["id"]
+        except (ValueError, KeyError, TypeError) as e:
+            log.warning("skipping an event: %s", e)
+            return
+        log.debug("request %s cancelled", rid)
+        self.calls.cancelled(rid)
+        self.start()
+
+    def start(self) -> None:
+        """Starts every waiting request a free slot allows."""
+        session = self.session
+        while session is not None:
+            nxt = self.calls.next_to_start()
+            if nxt is None:
+                return
+            request, control = nxt
+            tool = self.app.tools[request["tool"]]
+            task = self.loop.create_task(self.work(session, tool, request, control))
+            self.tasks[request["id"]] = task
+
+    def finished(self, rid: str) -> None:
+        self.calls.finished(rid)
+        self.tasks.pop(rid, None)
+        self.start()
+
+    async def work(self, s: _Session, tool: Tool, request: dict[str, Any], control: Control) -> None:
+        """Claims the call (unless the tool answers at once), runs the handler, posts the
+        reply."""
+        rid = request["id"]
+        call = Call(request, self.loop)
+        timer: asyncio.TimerHandle | None = None
+
+        def on_cancel(reason: str) -> None:
+            nonlocal timer
+            call._cancel(reason)
+            task = self.tasks.get(rid)
+            if task is not None and timer is None:
+                timer = self.loop.call_later(self.app.cancel_grace, task.cancel)
+
+        control.on_cancel = on_cancel
+        try:
+            if not tool.answers_at_once and not await self.claim(s, rid):
+                return
+            if control.ended:
+                return
+            reply = await self.run_handler(tool, call)
+            if control.ended:
+                log.debug("request %s ended at the broker; its reply is dropped", rid)
+                return
+            await self.post(s, rid, reply, tool.answers_at_once)
+        except asyncio.CancelledError:
+            log.debug("request %s: the handler did not return within the cancel grace", rid)
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self.finished(rid)
+
+    async def run_handler(self, tool: Tool, call: Call) -> Reply:
+        try:
+            args, kwargs = tool.bind(call)
+        except Exception as e:  # noqa: BLE001 - the agent is told
+            return Reply.error("invalid_arguments", str(e))
+        try:
+            if tool.is_async:
+                value = await tool.handler(*args, **kwargs)
+            elif tool.answers_at_once:
+                value = tool.handler(*args, **kwargs)
+            else:
+                value = await self.loop.run_in_executor(
+                    self.pool, functools.partial(tool.handler, *args, **kwargs)
+                )
+            return to_reply(value)
+        except ToolError as e:
+            return Reply.error(e.code, e.message)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the agent is told, the app logs it
+            log.exception("the handler of %s raised", tool.name)
+            return Reply.error("internal", f"the tool's handler raised {type(e).__name__}: {e}")
+
+    async def claim(self, s: _Session, rid: str) -> bool:
+        try:
+            answer = await s.client.post(
+                f"/api/v1/client-tools/requests/{rid}/claim", s.claim_body
+            )
+        except (LeoError, OSError, asyncio.TimeoutError) as e:
+            log.warning("claim of %s failed: %s", rid, _describe(e))
+            return False
+        if answer.status == 200:
+            return True
+        refusal = answer.refusal()
+        if isinstance(refusal, Refused) and refusal.code in _LOST_RACE:
+            log.debug("request %s not claimed: %s", rid, refusal)
+        else:
+            log.warning("claim of %s failed: %s", rid, refusal)
+        return False
+
+    async def post(self, s: _Session, rid: str, reply: Reply, claim: bool) -> None:
+        """Posts the reply; one the broker refuses becomes an app error with its message."""
+        path = f"/api/v1/client-tools/requests/{rid}/result"
+        for attempt in range(2):
+            try:
+                answer = await s.client.post(path, s.result_body(reply, claim))
+            except (LeoError, OSError, asyncio.TimeoutError) as e:
+                log.warning("cannot post the result of %s: %s", rid, _describe(e))
+                return
+            if answer.status == 200:
+                return
+            refusal = answer.refusal()
+            code = getattr(refusal, "code", None)
+            if code in ("invalid_result", "result_too_large") and attempt == 0:
+                log.warning("the broker refused the reply to %s (%s); answering with an error", rid, refusal)
+                reply = Reply.error(code, refusal.message)  # type: ignore[union-attr]
+                continue
+            if code in _LOST_RACE:
+                log.debug("request %s ended before its reply", rid)
+            else:
+                log.warning("cannot post the result of %s: %s", rid, refusal)
+            return
+
+    async def drain(self) -> None:
+        """At shutdown: asks every handler to stop and waits for them (bounded)."""
+        self.calls.shutdown()
+        tasks = list(self.tasks.values())
+        if not tasks:
+            return
+        done, pending = await asyncio.wait(tasks, timeout=self.app.cancel_grace + SHUTDOWN_POST)
+        for task in pending:
+            task.cancel()
+
+
+async def _next_frame(stream: Stream, parser: Parser) -> Any:
+    while True:
+        data = await stream.read()
+        if not data:
+            return None
+        frames = parser.push(data)
+        if frames:
+            # Only `hello` can come first; anything after it in the same read is kept.
+            first, rest = frames[0], frames[1:]
+            parser.held = rest  # type: ignore[attr-defined]
+            return first
+
+
+def _describe(e: BaseException) -> str:
+    if isinstance(e, asyncio.TimeoutError):
+        return "timed out"
+    return str(e) or type(e).__name__

@@ -1,0 +1,44 @@
+"""The app's errors: what the broker refused, what cannot be retried, and a tool's own failure."""
+
+from __future__ import annotations
+
+
+class LeoError(Exception):
+    """Any error of this package."""
+
+
+class ConnectError(LeoError):
+    """The broker could not be reached, or the connection broke. Retried."""
+
+
+class ProtocolError(LeoError):
+    """The broker answered something this package cannot read. Retried."""
+
+
+class Refused(LeoError):
+    """The broker refused a request with a documented error code."""
+
+    def __init__(self, code: str, message: str, status: int = 0):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+        self.status = status
+
+
+class FatalError(LeoError):
+    """An error retrying cannot fix: a wrong setting, a refused token, a refused group. Ends
+    `App.serve`."""
+
+
+class ToolError(Exception):
+    """Raise it from a handler to answer the call with the app's own error; the agent sees
+    `"<code>: <message>"`. `code` is 1 to 64 of `[A-Za-z0-9_.-]`."""
+
+    def __init__(self, code: str, message: str):
+        super().__init__(f"{code}: {message}")
+        self.code = code
+        self.message = message
+
+
+class Cancelled(Exception):
+    """Raised by `Call.check()` and `Call.sleep()` once the call is cancelled."""

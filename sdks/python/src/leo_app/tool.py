@@ -1,0 +1,131 @@
+"""A tool: its definition as the broker registers it, built from a typed function, and the way
+a call's arguments reach that function.
+
+Every parameter of the handler is a property of the input schema, typed by its hint, required
+unless it has a default. A parameter annotated `Call` is not an argument: it receives the call
+itself (agent, deadline, cancellation). With an explicit `schema=`, the handler takes only the
+`Call` and reads `call.arguments`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from .call import Call
+from .schema import _is_json, convert, schema_of
+
+
+@dataclass
+class Tool:
+    """One tool of an app (made by `App.tool`)."""
+
+    name: str
+    description: str
+    handler: Callable[..., Any]
+    group: str
+    input_schema: dict[str, Any]
+    timeout_s: int | None = None
+    label: str | None = None
+    answers_at_once: bool = False
+    is_async: bool = False
+    #: (name, hint) of each argument parameter; `None` when the handler takes the Call only.
+    params: list[tuple[str, Any]] | None = field(default=None)
+    #: The name of the parameter that receives the Call, if any.
+    call_param: str | None = None
+
+    def definition(self) -> dict[str, Any]:
+        """The tool as `POST /api/v1/client-tools` wants it."""
+        d: dict[str, Any] = {
+            "name": self.name,
+            "description": self.description,
+            "input_schema": self.input_schema,
+        }
+        if self.timeout_s is not None:
+            d["timeout_s"] = self.timeout_s
+        if self.label is not None:
+            d["label"] = self.label
+        return d
+
+    def bind(self, call: Call) -> tuple[list[Any], dict[str, Any]]:
+        """The handler's arguments for `call`."""
+        if self.params is None:
+            return [call], {}
+        kwargs: dict[str, Any] = {}
+        args = call.arguments
+        for name, hint in self.params:
+            if name in args:
+                kwargs[name] = convert(args[name], hint)
+        if self.call_param:
+            kwargs[self.call_param] = call
+        return [], kwargs
+
+
+def make_tool(
+    fn: Callable[..., Any],
+    *,
+    group: str,
+    name: str | None,
+    description: str | None,
+    schema: dict[str, Any] | None,
+    timeout_s: int | None,
+    label: str | None,
+    answers_at_once: bool,
+) -> Tool:
+    name = name or fn.__name__
+    doc = inspect.getdoc(fn) or ""
+    description = description or doc.split("\n\n", 1)[0].strip()
+    if not description:
+        raise ValueError(f"tool {name!r} needs a description (a docstring or description=)")
+    is_async = inspect.iscoroutinefunction(fn)
+    hints = typing.get_type_hints(fn, include_extras=True)
+    signature = inspect.signature(fn)
+    call_param = None
+    params: list[tuple[str, Any]] = []
+    props: dict[str, Any] = {}
+    required: list[str] = []
+    for p in signature.parameters.values():
+        hint = hints.get(p.name, Any)
+        if hint is Call:
+            call_param = p.name
+            continue
+        if p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            raise TypeError(f"tool {name!r}: *args and **kwargs cannot be arguments")
+        if schema is not None:
+            raise TypeError(
+                f"tool {name!r}: with schema= the handler takes only the Call "
+                f"(read call.arguments), not {p.name!r}"
+            )
+        params.append((p.name, hint))
+        try:
+            prop = schema_of(hint)
+        except TypeError as e:
+            raise TypeError(f"tool {name!r}, parameter {p.name!r}: {e}") from None
+        if p.default is p.empty:
+            required.append(p.name)
+        elif _is_json(p.default):
+            prop = {**prop, "default": p.default}
+        props[p.name] = prop
+    explicit = schema is not None
+    if schema is None:
+        schema = {"type": "object", "properties": props}
+        if required:
+            schema["required"] = required
+        schema["additionalProperties"] = False
+    elif call_param is None:
+        raise TypeError(f"tool {name!r}: with schema= the handler takes one parameter typed Call")
+    return Tool(
+        name=name,
+        description=description,
+        handler=fn,
+        group=group,
+        input_schema=schema,
+        timeout_s=timeout_s,
+        label=label,
+        answers_at_once=answers_at_once,
+        is_async=is_async,
+        params=None if explicit else params,
+        call_param=call_param,
+    )

@@ -1,0 +1,370 @@
+"""The Python SDK against the real broker and the real leo-mcp: every reply kind, typed
+arguments, cancellation, the concurrency bound, reconnect and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import enum
+import json
+import threading
+import time
+import unittest
+from typing import Literal, Optional, TypedDict
+
+from support import Broker, McpAgent, Other, Pipe, leo_call, spawn_call, text_of, wait_until
+
+from leo_app import App, Call, Reply, ToolError, content, schema_of
+
+PNG = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+class Colour(enum.Enum):
+    RED = "red"
+    BLUE = "blue"
+
+
+class Point(TypedDict):
+    x: int
+    y: int
+
+
+@dataclasses.dataclass
+class Box:
+    """A box"""
+
+    width: float
+    label: str = "box"
+
+
+# pydantic is optional for users of the package, but the suite tests it: it is in
+# tests/requirements.txt, and a missing one fails here rather than skipping.
+import pydantic  # noqa: E402
+
+
+class Inner(pydantic.BaseModel):
+    n: int
+
+
+class Outer(pydantic.BaseModel):
+    inner: Inner
+    items: list[Inner] = []
+
+
+class Case(unittest.TestCase):
+    def setUp(self) -> None:
+        self.broker = Broker()
+        self.addCleanup(self.broker.close)
+        self.apps: list[App] = []
+
+    def start(self, app: App) -> App:
+        app.start()
+        self.addCleanup(app.stop, 10)
+        app.wait_serving()
+        return app
+
+    def agent(self) -> McpAgent:
+        a = McpAgent(self.broker)
+        self.addCleanup(a.close)
+        return a
+
+
+class Replies(Case):
+    def test_every_reply_kind_reaches_the_agent(self) -> None:
+        app = App("kinds", home=self.broker.home)
+
+        @app.tool(answers_at_once=True)
+        def text(s: str) -> str:
+            "Text"
+            return s
+
+        @app.tool
+        def as_json(n: int) -> dict:
+            "JSON"
+            return {"n": n, "list": [1, 2]}
+
+        @app.tool
+        async def image() -> Reply:
+            "An image"
+            return Reply.image(PNG, "image/png")
+
+        @app.tool
+        def blocks() -> Reply:
+            "Several blocks"
+            return Reply.content([
+                content.text("one"),
+                content.resource_link("file:///tmp/a.txt", "a.txt"),
+                content.resource("file:///tmp/b.txt", text="bee"),
+                content.audio(b"\x00\x01", "audio/wav"),
+            ])
+
+        @app.tool(answers_at_once=True)
+        def fails(why: str) -> str:
+            "Fails"
+            raise ToolError("not_allowed", why)
+
+        @app.tool
+        def crashes() -> str:
+            "Crashes"
+            raise ValueError("boom")
+
+        @app.tool
+        def bad_content() -> Reply:
+            "Bad content"
+            return Reply.content([{"type": "image", "data": "not base64!", "mimeType": "x"}])
+
+        self.start(app)
+        agent = self.agent()
+        self.assertEqual(agent.call("text", {"s": "hé"})["content"], [{"type": "text", "text": "hé"}])
+        self.assertEqual(json.loads(text_of(agent.call("as_json", {"n": 3}))), {"n": 3, "list": [1, 2]})
+        img = agent.call("image", {})["content"][0]
+        self.assertEqual((img["type"], img["mimeType"]), ("image", "image/png"))
+        self.assertEqual(base64.b64decode(img["data"]), PNG)
+        got = agent.call("blocks", {})["content"]
+        self.assertEqual([b["type"] for b in got], ["text", "resource_link", "resource", "audio"])
+        self.assertEqual(got[2]["resource"], {"uri": "file:///tmp/b.txt", "text": "bee"})
+        failed = agent.call("fails", {"why": "no way"})
+        self.assertTrue(failed["isError"])
+        self.assertIn("not_allowed: no way", text_of(failed))
+        crashed = agent.call("crashes", {})
+        self.assertTrue(crashed["isError"])
+        self.assertIn("internal: the tool's handler raised ValueError: boom", text_of(crashed))
+        refused = agent.call("bad_content", {})
+        self.assertTrue(refused["isError"])
+        self.assertIn("invalid_result", text_of(refused))
+
+    def test_typed_arguments_are_checked_by_the_broker_and_converted(self) -> None:
+        app = App("typed", home=self.broker.home)
+        seen: dict = {}
+
+        @app.tool
+        def shapes(
+            box: Box, colour: Colour, where: Point, mode: Literal["a", "b"] = "a",
+            tags: Optional[list[str]] = None, ratio: float = 1.0,
+        ) -> str:
+            "Shapes"
+            seen.update(box=box, colour=colour, where=where, mode=mode, tags=tags, ratio=ratio)
+            return "ok"
+
+        self.start(app)
+        schema = app.tools["shapes"].input_schema
+        self.assertEqual(schema["required"], ["box", "colour", "where"])
+        self.assertEqual(schema["properties"]["colour"], {"enum": ["red", "blue"], "type": "string"})
+        self.assertEqual(schema["properties"]["tags"]["type"] if "type" in schema["properties"]["tags"]
+                         else schema["properties"]["tags"]["anyOf"][1], {"type": "null"})
+        rc, out, err = leo_call(self.broker, "shapes", {
+            "box": {"width": 2}, "colour": "blue", "where": {"x": 1, "y": 2}, "ratio": 3,
+        })
+        self.assertEqual((rc, out), (0, "ok"), err)
+        self.assertEqual(seen["box"], Box(width=2.0))
+        self.assertIs(seen["colour"], Colour.BLUE)
+        self.assertEqual(seen["where"], {"x": 1, "y": 2})
+        self.assertIsInstance(seen["ratio"], float)
+        rc, _, err = leo_call(self.broker, "shapes", {"box": {}, "colour": "green", "where": {}})
+        self.assertEqual(rc, 1)
+        self.assertIn("invalid_arguments", err)
+
+    def test_pydantic_models_are_inlined(self) -> None:
+        schema = schema_of(Outer)
+        self.assertNotIn("$defs", json.dumps(schema))
+        self.assertNotIn("$ref", json.dumps(schema))
+        app = App("pyd", home=self.broker.home)
+
+        @app.tool
+        def nested(value: Outer) -> str:
+            "Nested"
+            return str(value.inner.n + len(value.items))
+
+        self.start(app)
+        rc, out, err = leo_call(self.broker, "nested", {"value": {"inner": {"n": 4}, "items": [{"n": 1}]}})
+        self.assertEqual((rc, out), (0, "5"), err)
+
+
+class Cancellation(Case):
+    def test_an_agent_cancel_reaches_an_async_handler_and_no_reply_is_posted(self) -> None:
+        app = App("slow", home=self.broker.home)
+        started, stopped = threading.Event(), threading.Event()
+
+        @app.tool
+        async def wait(call: Call) -> str:
+            "Waits"
+            started.set()
+            await call.wait_cancelled()
+            stopped.set()
+            return "too late"
+
+        self.start(app)
+        agent = self.agent()
+        rid = agent.start_call("wait", {})
+        self.assertTrue(started.wait(20))
+        agent.cancel(rid)
+        self.assertTrue(stopped.wait(20), "the handler saw the cancellation")
+        wait_until(lambda: not self.broker.pending(), what="the call ended")
+
+    def test_a_timeout_reaches_a_plain_handler(self) -> None:
+        app = App("slow", home=self.broker.home, cancel_grace=0.5)
+        stopped = threading.Event()
+
+        @app.tool(timeout_s=1)
+        def block(call: Call) -> str:
+            "Blocks"
+            call.cancel_event.wait(20)
+            stopped.set()
+            return "late"
+
+        self.start(app)
+        rc, _, err = leo_call(self.broker, "block", {})
+        self.assertEqual(rc, 1)
+        self.assertIn("timeout", err)
+        self.assertTrue(stopped.wait(20))
+
+
+class Concurrency(Case):
+    def test_at_most_max_concurrent_calls_run_and_the_rest_wait_unclaimed(self) -> None:
+        app = App("busy", home=self.broker.home, max_concurrent=2)
+        running, peak, lock = [0], [0], threading.Lock()
+        release = asyncio.Event()
+        loop_box: list = []
+
+        @app.tool
+        async def work(n: int) -> str:
+            "Works"
+            loop_box[:] = [asyncio.get_running_loop()]
+            with lock:
+                running[0] += 1
+                peak[0] = max(peak[0], running[0])
+            await release.wait()
+            with lock:
+                running[0] -= 1
+            return f"done {n}"
+
+        self.start(app)
+        calls = [spawn_call(self.broker, "work", {"n": i}) for i in range(4)]
+        self.addCleanup(lambda: [c.kill() for c in calls])
+
+        def states():
+            p = self.broker.pending()
+            return len(p) == 4 and sorted(r["state"] for r in p)
+
+        self.assertEqual(wait_until(states, what="four pending calls"),
+                         ["claimed", "claimed", "parked", "parked"])
+        time.sleep(0.3)
+        self.assertEqual(peak[0], 2)
+        loop_box[0].call_soon_threadsafe(release.set)
+        outs = sorted(c.communicate(timeout=20)[0].strip() for c in calls)
+        self.assertEqual(outs, [f"done {i}" for i in range(4)])
+        self.assertEqual(peak[0], 2)
+
+
+class Reconnect(Case):
+    def test_the_app_serves_again_after_a_broker_restart(self) -> None:
+        app = App("echo", home=self.broker.home, backoff=(0.05, 0.5))
+
+        @app.tool(answers_at_once=True)
+        def echo(text: str) -> str:
+            "Echo"
+            return f"app: {text}"
+
+        self.start(app)
+        first = app.client_id
+        self.assertEqual(leo_call(self.broker, "echo", {"text": "a"})[1], "app: a")
+        self.broker.restart()
+        second = wait_until(lambda: app.status == "serving" and app.client_id != first and app.client_id,
+                            what="a new session")
+        self.assertNotEqual(first, second)
+        rc, out, err = leo_call(self.broker, "echo", {"text": "b"})
+        self.assertEqual((rc, out), (0, "app: b"), err)
+
+    def test_a_request_parked_before_the_app_subscribed_is_served(self) -> None:
+        other = Other(self.broker, "echo", ["echo"])
+        self.addCleanup(other.close)
+        call = spawn_call(self.broker, "echo", {"text": "early"})
+        self.addCleanup(call.kill)
+        other.next_request()
+        app = App("echo", home=self.broker.home)
+
+        @app.tool
+        def echo(text: str) -> str:
+            "Echo"
+            return f"app: {text}"
+
+        self.start(app)
+        out, err = call.communicate(timeout=20)
+        self.assertEqual(out.strip(), "app: early", err)
+
+
+class Recovery(unittest.TestCase):
+    def test_requests_that_waited_while_the_app_was_away_are_served_when_it_returns(self) -> None:
+        # The ring keeps one event, so of two requests made while the app is away only the last
+        # is replayed on Last-Event-ID: the first reaches it through the pending list alone.
+        broker = Broker("client_tools:\n  replay_events: 1\n")
+        self.addCleanup(broker.close)
+        other = Other(broker, "echo", ["echo"])
+        self.addCleanup(other.close)
+        pipe = Pipe(broker)
+        self.addCleanup(pipe.close)
+        app = App("echo", home=broker.home, socket=pipe.path, backoff=(0.05, 0.2))
+
+        @app.tool
+        def echo(text: str) -> str:
+            "Echo"
+            return f"app: {text}"
+
+        app.start()
+        self.addCleanup(app.stop, 10)
+        app.wait_serving()
+        self.assertEqual(leo_call(broker, "echo", {"text": "a"})[1], "app: a")
+        other.next_request()
+        pipe.cut()
+        self.assertTrue(app.wait_status("serving", not_=True))
+        first = spawn_call(broker, "echo", {"text": "b"})
+        second = spawn_call(broker, "echo", {"text": "c"})
+        self.addCleanup(first.kill)
+        self.addCleanup(second.kill)
+        other.next_request()
+        other.next_request()
+        self.assertEqual(len(broker.pending()), 2)
+        pipe.mend()
+        self.assertEqual(first.communicate(timeout=20)[0].strip(), "app: b")
+        self.assertEqual(second.communicate(timeout=20)[0].strip(), "app: c")
+
+
+class Settings(unittest.TestCase):
+    def test_bad_settings_fail_early(self) -> None:
+        with self.assertRaises(ValueError):
+            App("g", url="https://x:1")
+        with self.assertRaises(ValueError):
+            App("g", url="http://127.0.0.1")
+        with self.assertRaises(ValueError):
+            App("g", token="a", device="b")
+        app = App("g")
+        with self.assertRaises(ValueError):
+
+            @app.tool
+            def nodoc() -> str:
+                return ""
+
+    def test_a_refused_group_ends_the_app(self) -> None:
+        broker = Broker()
+        self.addCleanup(broker.close)
+        app = App("g", home=broker.home)
+
+        @app.tool(name="leo_reserved")
+        def t() -> str:
+            "Reserved name"
+            return ""
+
+        app.start()
+        from leo_app import FatalError
+
+        with self.assertRaises(FatalError) as e:
+            app.wait_serving()
+        self.assertIn("invalid_tool", str(e.exception))
+        app._thread = None
+
+
+if __name__ == "__main__":
+    unittest.main()

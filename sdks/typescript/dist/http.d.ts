@@ -1,0 +1,60 @@
+import http from "node:http";
+/** The broker answered with a documented error code. */
+export declare class Refused extends Error {
+    readonly code: string;
+    readonly brokerMessage: string;
+    readonly status: number;
+    constructor(code: string, brokerMessage: string, status: number);
+}
+/** An error retrying cannot fix: a wrong setting, a refused token, a refused group. */
+export declare class FatalError extends Error {
+    constructor(message: string);
+}
+export interface Endpoint {
+    socketPath?: string;
+    host?: string;
+    port?: number;
+    /** The Host header: `localhost` on the socket, `host:port` on TCP (the broker checks it). */
+    hostHeader: string;
+}
+/** Parses `http://host:port` (the port is required). */
+export declare function endpointFromUrl(url: string): Endpoint;
+export declare function describe(e: unknown): string;
+export interface Answer {
+    status: number;
+    body: Buffer;
+}
+/** The documented error of a failed answer. */
+export declare function refusal(a: Answer): Error;
+export declare function data<T>(a: Answer): T;
+/** A client of one broker with one token. JSON requests are written by hand on pooled
+ * keep-alive sockets: a quick tool's whole cost is one POST, and `node:http`'s client spends
+ * more time per request than the broker does. */
+export declare class Client {
+    readonly endpoint: Endpoint;
+    private readonly headTail;
+    private readonly headers;
+    private idle;
+    constructor(endpoint: Endpoint, token: string);
+    private options;
+    private connect;
+    private takeIdle;
+    send(method: string, path: string, body?: Buffer | string): Promise<Answer>;
+    get(path: string): Promise<Answer>;
+    post(path: string, body: Buffer | string): Promise<Answer>;
+    /** Opens the event stream on its own connection; resolves once the broker answered 200. */
+    openStream(path: string, lastEventId: number | undefined): Promise<http.IncomingMessage>;
+    close(): void;
+}
+/** One server-sent event. */
+export interface Frame {
+    id?: number;
+    event: string;
+    data: string;
+}
+/** The SSE line format: bytes in, frames out; comments (keep-alives) are skipped. */
+export declare class SseParser {
+    private buf;
+    private frame;
+    push(chunk: string): Frame[];
+}

@@ -1,0 +1,326 @@
+// HTTP/1.1 to the broker over its unix socket or TCP.
+//
+// A quick tool costs one POST per call, so that POST is written by hand on a pooled keep-alive
+// socket (`node:net`): a request is one write of a prepared head and the body, a response a
+// status line, a few headers and a Content-Length body. The event stream, opened once per
+// session, uses `node:http` on a connection of its own (`agent: false`), read as it arrives.
+import http from "node:http";
+import net from "node:net";
+/** The broker answered with a documented error code. */
+export class Refused extends Error {
+    code;
+    brokerMessage;
+    status;
+    constructor(code, brokerMessage, status) {
+        super(`${code}: ${brokerMessage}`);
+        this.code = code;
+        this.brokerMessage = brokerMessage;
+        this.status = status;
+        this.name = "Refused";
+    }
+}
+/** An error retrying cannot fix: a wrong setting, a refused token, a refused group. */
+export class FatalError extends Error {
+    constructor(message) {
+        super(message);
+        this.name = "FatalError";
+    }
+}
+/** Parses `http://host:port` (the port is required). */
+export function endpointFromUrl(url) {
+    const m = /^http:\/\/(\[[^\]]+\]|[^:/?#@ ]+):(\d+)\/?$/.exec(url);
+    const port = m ? Number(m[2]) : 0;
+    if (!m || port <= 0 || port > 65535) {
+        throw new Error(`invalid broker URL ${JSON.stringify(url)}: expected http://host:port`);
+    }
+    return { host: m[1].replace(/^\[|\]$/g, ""), port, hostHeader: `${m[1]}:${m[2]}` };
+}
+export function describe(e) {
+    return e instanceof Error ? e.message : String(e);
+}
+/** The documented error of a failed answer. */
+export function refusal(a) {
+    try {
+        const f = JSON.parse(a.body.toString("utf8"));
+        if (typeof f.code === "string")
+            return new Refused(f.code, String(f.error), a.status);
+    }
+    catch {
+        // not JSON: the Host check answers a plain-text 403
+    }
+    const text = a.body.subarray(0, 200).toString("utf8").trim();
+    if (a.status === 403)
+        return new Refused("forbidden", text, 403);
+    return new Error(`HTTP ${a.status}: ${text}`);
+}
+export function data(a) {
+    if (a.status !== 200)
+        throw refusal(a);
+    return JSON.parse(a.body.toString("utf8")).data;
+}
+const REQUEST_TIMEOUT_MS = 30_000;
+/** One keep-alive connection; one request at a time (no pipelining). */
+class Conn {
+    sock;
+    buf = Buffer.alloc(0);
+    waiting;
+    dead = false;
+    /** Bytes of a response have arrived since the last request was written. */
+    answered = false;
+    since = 0;
+    constructor(sock) {
+        this.sock = sock;
+        sock.setNoDelay(true);
+        sock.on("data", (d) => {
+            this.answered = true;
+            this.buf = this.buf.length ? Buffer.concat([this.buf, d]) : d;
+            this.parse();
+        });
+        sock.on("error", (e) => this.fail(e));
+        sock.on("close", () => this.fail(new Error("the broker closed the connection")));
+    }
+    request(head, body) {
+        this.answered = false;
+        return new Promise((resolve, reject) => {
+            this.waiting = { resolve, reject };
+            if (body && body.length < 16 * 1024)
+                this.sock.write(Buffer.concat([Buffer.from(head, "latin1"), body]));
+            else {
+                this.sock.write(head, "latin1");
+                if (body)
+                    this.sock.write(body);
+            }
+        });
+    }
+    fail(e) {
+        this.dead = true;
+        const w = this.waiting;
+        this.waiting = undefined;
+        w?.reject(e);
+    }
+    parse() {
+        if (!this.waiting)
+            return;
+        const end = this.buf.indexOf("\r\n\r\n");
+        if (end < 0)
+            return;
+        const lines = this.buf.subarray(0, end).toString("latin1").split("\r\n");
+        const status = Number(lines[0].split(" ")[1]);
+        let length = -1;
+        let keep = lines[0].startsWith("HTTP/1.1");
+        let chunked = false;
+        for (const line of lines.slice(1)) {
+            const colon = line.indexOf(":");
+            const name = line.slice(0, colon).trim().toLowerCase();
+            const value = line.slice(colon + 1).trim().toLowerCase();
+            if (name === "content-length")
+                length = Number(value);
+            else if (name === "connection" && value === "close")
+                keep = false;
+            else if (name === "transfer-encoding" && value === "chunked")
+                chunked = true;
+        }
+        let body;
+        let rest;
+        if (chunked) {
+            const parts = [];
+            let at = end + 4;
+            for (;;) {
+                const eol = this.buf.indexOf("\r\n", at);
+                if (eol < 0)
+                    return;
+                const size = parseInt(this.buf.subarray(at, eol).toString("latin1"), 16);
+                if (this.buf.length < eol + 2 + size + 2)
+                    return;
+                if (size === 0) {
+                    at = eol + 4;
+                    break;
+                }
+                parts.push(this.buf.subarray(eol + 2, eol + 2 + size));
+                at = eol + 2 + size + 2;
+            }
+            body = Buffer.concat(parts);
+            rest = this.buf.subarray(at);
+        }
+        else {
+            if (length < 0)
+                return this.fail(new Error("a response without Content-Length"));
+            if (this.buf.length < end + 4 + length)
+                return;
+            body = this.buf.subarray(end + 4, end + 4 + length);
+            rest = this.buf.subarray(end + 4 + length);
+        }
+        this.buf = rest.length ? Buffer.from(rest) : Buffer.alloc(0);
+        const w = this.waiting;
+        this.waiting = undefined;
+        w.resolve({ status, body, keep });
+    }
+}
+const MAX_IDLE = 32;
+const IDLE_FOR_MS = 20_000;
+/** A client of one broker with one token. JSON requests are written by hand on pooled
+ * keep-alive sockets: a quick tool's whole cost is one POST, and `node:http`'s client spends
+ * more time per request than the broker does. */
+export class Client {
+    endpoint;
+    headTail;
+    headers;
+    idle = [];
+    constructor(endpoint, token) {
+        this.endpoint = endpoint;
+        if (/[\r\n]/.test(token))
+            throw new Error("the token has characters a header cannot carry");
+        this.headers = { host: endpoint.hostHeader, authorization: `Bearer ${token}` };
+        this.headTail = `Host: ${endpoint.hostHeader}\r\nAuthorization: Bearer ${token}\r\n`;
+    }
+    options(method, path) {
+        const o = { method, path, headers: { ...this.headers } };
+        if (this.endpoint.socketPath)
+            o.socketPath = this.endpoint.socketPath;
+        else {
+            o.host = this.endpoint.host;
+            o.port = this.endpoint.port;
+        }
+        return o;
+    }
+    connect() {
+        return new Promise((resolve, reject) => {
+            const sock = this.endpoint.socketPath
+                ? net.connect({ path: this.endpoint.socketPath })
+                : net.connect({ host: this.endpoint.host, port: this.endpoint.port });
+            const onError = (e) => reject(e);
+            sock.once("error", onError);
+            sock.once("connect", () => {
+                sock.off("error", onError);
+                resolve(new Conn(sock));
+            });
+        });
+    }
+    takeIdle() {
+        const now = Date.now();
+        for (;;) {
+            const c = this.idle.pop();
+            if (!c)
+                return undefined;
+            if (!c.dead && now - c.since < IDLE_FOR_MS)
+                return c;
+            c.sock.destroy();
+        }
+    }
+    async send(method, path, body) {
+        const payload = body === undefined ? undefined : Buffer.from(body);
+        let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
+        if (payload)
+            head += `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`;
+        else
+            head += method === "GET" ? "\r\n" : "Content-Length: 0\r\n\r\n";
+        for (;;) {
+            let conn = this.takeIdle();
+            const reused = conn !== undefined;
+            conn ??= await this.connect();
+            let timer;
+            try {
+                const answer = await Promise.race([
+                    conn.request(head, payload),
+                    new Promise((_, reject) => {
+                        timer = setTimeout(() => reject(new Error("the broker did not answer in time")), REQUEST_TIMEOUT_MS);
+                    }),
+                ]);
+                if (answer.keep && this.idle.length < MAX_IDLE) {
+                    conn.since = Date.now();
+                    this.idle.push(conn);
+                }
+                else
+                    conn.sock.destroy();
+                return { status: answer.status, body: answer.body };
+            }
+            catch (e) {
+                conn.sock.destroy();
+                // The broker closed an idle connection before the request reached it: send it again.
+                if (reused && !conn.answered)
+                    continue;
+                throw e;
+            }
+            finally {
+                clearTimeout(timer);
+            }
+        }
+    }
+    get(path) {
+        return this.send("GET", path);
+    }
+    post(path, body) {
+        return this.send("POST", path, body);
+    }
+    /** Opens the event stream on its own connection; resolves once the broker answered 200. */
+    openStream(path, lastEventId) {
+        return new Promise((resolve, reject) => {
+            const o = this.options("GET", path);
+            o.agent = false;
+            o.headers.accept = "text/event-stream";
+            if (lastEventId !== undefined)
+                o.headers["last-event-id"] = String(lastEventId);
+            const req = http.request(o, (res) => {
+                clearTimeout(timer);
+                if (res.statusCode === 200)
+                    return resolve(res);
+                const parts = [];
+                res.on("data", (c) => parts.push(c));
+                res.on("end", () => reject(refusal({ status: res.statusCode ?? 0, body: Buffer.concat(parts) })));
+            });
+            const timer = setTimeout(() => req.destroy(new Error("no answer to the event stream")), REQUEST_TIMEOUT_MS);
+            req.on("error", (e) => {
+                clearTimeout(timer);
+                reject(e);
+            });
+            req.end();
+        });
+    }
+    close() {
+        for (const c of this.idle.splice(0))
+            c.sock.destroy();
+    }
+}
+/** The SSE line format: bytes in, frames out; comments (keep-alives) are skipped. */
+export class SseParser {
+    buf = "";
+    frame = { event: "message", data: [] };
+    push(chunk) {
+        this.buf += chunk;
+        const out = [];
+        let start = 0;
+        for (;;) {
+            const end = this.buf.indexOf("\n", start);
+            if (end < 0)
+                break;
+            let line = this.buf.slice(start, end);
+            start = end + 1;
+            if (line.endsWith("\r"))
+                line = line.slice(0, -1);
+            if (line === "") {
+                if (this.frame.data.length) {
+                    out.push({ id: this.frame.id, event: this.frame.event, data: this.frame.data.join("\n") });
+                }
+                this.frame = { event: "message", data: [] };
+                continue;
+            }
+            if (line.startsWith(":"))
+                continue;
+            const colon = line.indexOf(":");
+            const name = colon < 0 ? line : line.slice(0, colon);
+            let value = colon < 0 ? "" : line.slice(colon + 1);
+            if (value.startsWith(" "))
+                value = value.slice(1);
+            if (name === "data")
+                this.frame.data.push(value);
+            else if (name === "event")
+                this.frame.event = value;
+            else if (name === "id")
+                this.frame.id = /^\d+$/.test(value) ? Number(value) : undefined;
+        }
+        this.buf = this.buf.slice(start);
+        if (this.buf.length > 8 * 1024 * 1024)
+            throw new Error("an event is larger than 8 MiB");
+        return out;
+    }
+}

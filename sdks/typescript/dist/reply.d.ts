@@ -1,0 +1,49 @@
+/** One MCP content block. */
+export type ContentBlock = {
+    type: string;
+    [field: string]: unknown;
+};
+/** Raise it from a handler to answer with the app's own error (`"<code>: <message>"`). */
+export declare class ToolError extends Error {
+    readonly code: string;
+    constructor(code: string, message: string);
+}
+/** A handler's answer; the content is serialized once, when it is made. */
+export declare class Reply {
+    /** The content blocks as one serialized JSON array, for a content reply. */
+    readonly contentJson?: string | undefined;
+    /** The app's error, for an error reply. */
+    readonly error?: {
+        code: string;
+        message: string;
+    } | undefined;
+    private constructor();
+    get isError(): boolean;
+    /** One text block. */
+    static text(text: string): Reply;
+    /** One text block holding `value` as JSON (MCP has no JSON block; agents read text). */
+    static json(value: unknown): Reply;
+    /** One image block from raw bytes. */
+    static image(data: Uint8Array, mimeType: string): Reply;
+    /** Any MCP content blocks (see `content`). */
+    static content(blocks: ContentBlock[]): Reply;
+    /** Content serialized ahead of time: a JSON array of content blocks, posted as it is. */
+    static rawContent(json: string): Reply;
+    /** The app's own error; the agent sees `"<code>: <message>"`. */
+    static error(code: string, message: string): Reply;
+    /** What a handler returned, as a reply: a `Reply` as it is, a string as text, `undefined`
+     * as no content, anything else as JSON text. */
+    static from(value: unknown): Reply;
+}
+/** Builders of single MCP content blocks. */
+export declare const content: {
+    text: (text: string, extra?: Record<string, unknown>) => ContentBlock;
+    image: (data: Uint8Array, mimeType: string) => ContentBlock;
+    audio: (data: Uint8Array, mimeType: string) => ContentBlock;
+    resourceLink: (uri: string, name: string, extra?: Record<string, unknown>) => ContentBlock;
+    resource: (uri: string, body: {
+        text: string;
+    } | {
+        blob: Uint8Array;
+    }, mimeType?: string) => ContentBlock;
+};

@@ -1,0 +1,623 @@
+// Offer tools to AI coding agents from a Node app, through the local Leo broker.
+//
+// The connection loop mirrors the Rust and Python SDKs: open the event stream (with
+// `Last-Event-ID` after an outage), register every group again, list
+// `GET …/requests?pending=1` and serve the unclaimed calls that waited, then serve events until
+// the stream ends, and start over after a jittered, doubling delay. A call is claimed, handed to
+// its handler, and the reply posted; a tool that `answersAtOnce` posts its reply with
+// `"claim": true` in one request.
+
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+
+import { Client, type Endpoint, FatalError, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
+import { Reply, ToolError } from "./reply.js";
+
+export { Reply, ToolError, content, type ContentBlock } from "./reply.js";
+export { FatalError, Refused } from "./http.js";
+
+/** A JSON Schema object (the broker accepts a keyword subset; see the docs). */
+export type JsonSchema = { type: "object"; [keyword: string]: unknown };
+
+/** A zod schema (zod ≥ 3.25 with its v4 API): only what this package calls. */
+export interface ZodLike<T> {
+  safeParse(value: unknown): { success: true; data: T } | { success: false; error: { issues: { path: PropertyKey[]; message: string }[] } };
+}
+
+/** One call of a tool, as its handler sees it. */
+export interface Call {
+  /** The request id (`r_…`). */
+  id: string;
+  /** The agent that called. */
+  agent: string;
+  session: string;
+  group: string;
+  tool: string;
+  /** The arguments, as the broker checked them against the input schema. */
+  arguments: Record<string, unknown>;
+  /** The call's timeout in seconds; `null` for a handoff. */
+  timeoutS: number | null;
+  createdAt: string;
+  /** When the broker times the call out (ms since the epoch); `null` for never. */
+  deadline: number | null;
+  /** Aborted when the call is cancelled (timeout, the agent cancelled, the app stops…). */
+  signal: AbortSignal;
+}
+
+export type Handler<A> = (args: A, call: Call) => unknown | Promise<unknown>;
+
+export interface ToolOptions<A> {
+  name: string;
+  description: string;
+  /** A JSON Schema for the arguments, or a zod object schema (the arguments are parsed by it). */
+  inputSchema?: JsonSchema | ZodLike<A>;
+  handler: Handler<A>;
+  /** Default: the app's group. */
+  group?: string;
+  timeoutS?: number;
+  label?: string;
+  /** A quick tool that may run on more than one instance: no claim, one request per call. */
+  answersAtOnce?: boolean;
+}
+
+export interface AppOptions {
+  /** The default group of the app's tools. */
+  group: string;
+  /** The app's name, sent with the event stream when set. */
+  name?: string;
+  /** The broker's home (default `$LEO_HOME`, else `~/.leo`). */
+  home?: string;
+  /** A unix socket other than `$home/run/leo.sock`. */
+  socket?: string;
+  /** TCP instead, `http://host:port`. */
+  url?: string;
+  token?: string;
+  tokenFile?: string;
+  /** A paired device's token (`state/devices/NAME.token`). */
+  device?: string;
+  /** At most this many calls at once (default 64); the rest wait unclaimed. */
+  maxConcurrent?: number;
+  /** How long a cancelled handler may run on before it is abandoned (default 5000 ms). */
+  cancelGraceMs?: number;
+  /** The reconnect delay: first, doubling to cap (default 100 ms to 5 s), jittered. */
+  backoffMs?: [number, number];
+}
+
+export type Status = "connecting" | "serving" | "waiting" | "stopped";
+
+interface ToolEntry {
+  def: Record<string, unknown>;
+  group: string;
+  handler: Handler<any>;
+  zod?: ZodLike<any>;
+  atOnce: boolean;
+}
+
+interface Request {
+  id: string;
+  agent: string;
+  session: string;
+  group: string;
+  tool: string;
+  arguments: Record<string, unknown> | null;
+  timeout_s: number | null;
+  created_at: string;
+  state?: string;
+}
+
+const STREAM_IDLE_MS = 45_000;
+const HELLO_TIMEOUT_MS = 10_000;
+const LOST_RACE = new Set(["already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider", "not_claimant"]);
+const FATAL = new Set(["unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"]);
+
+/** `$LEO_HOME`, else `~/.leo`. */
+export function defaultHome(): string {
+  return process.env.LEO_HOME || join(homedir(), ".leo");
+}
+
+function isZod(s: unknown): s is ZodLike<unknown> {
+  return typeof s === "object" && s !== null && typeof (s as ZodLike<unknown>).safeParse === "function";
+}
+
+/** Replaces local `$ref`s with their definitions and drops `$defs`, for the broker's subset. */
+export function inlineRefs(schema: Record<string, unknown>): Record<string, unknown> {
+  const defs = { ...(schema.definitions as object), ...(schema.$defs as object) } as Record<string, unknown>;
+  const walk = (node: unknown, seen: string[]): unknown => {
+    if (Array.isArray(node)) return node.map((n) => walk(n, seen));
+    if (typeof node !== "object" || node === null) return node;
+    const out: Record<string, unknown> = {};
+    const ref = (node as Record<string, unknown>).$ref;
+    if (typeof ref === "string") {
+      const name = ref.split("/").pop()!;
+      if (seen.includes(name)) throw new Error(`recursive schema ${name} cannot be inlined`);
+      if (!(name in defs)) throw new Error(`unresolvable $ref ${ref}`);
+      Object.assign(out, walk(defs[name], [...seen, name]));
+    }
+    for (const [k, v] of Object.entries(node)) {
+      if (k === "$ref" || k === "$defs" || k === "definitions" || k === "discriminator") continue;
+      if (k === "properties") out[k] = Object.fromEntries(Object.entries(v as object).map(([p, s]) => [p, walk(s, seen)]));
+      else if (k === "const" || k === "default" || k === "enum" || k === "examples") out[k] = v;
+      else out[k] = walk(v, seen);
+    }
+    return out;
+  };
+  return walk(schema, []) as Record<string, unknown>;
+}
+
+async function zodToJsonSchema(schema: ZodLike<unknown>): Promise<Record<string, unknown>> {
+  let z: { toJSONSchema?: (s: unknown, o?: unknown) => Record<string, unknown> };
+  try {
+    z = await import("zod" as string);
+  } catch {
+    throw new FatalError("a zod schema was given but zod cannot be imported (npm install zod)");
+  }
+  if (typeof z.toJSONSchema !== "function") {
+    throw new FatalError("zod ≥ 3.25 (with toJSONSchema) is needed for zod schemas");
+  }
+  const json = inlineRefs(z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }));
+  delete json.$schema;
+  return json;
+}
+
+/** An app that serves tools through the Leo broker. */
+export class App {
+  readonly group: string;
+  readonly name?: string;
+  private readonly endpoint: Endpoint;
+  private readonly token?: string;
+  private readonly tokenFile: string;
+  private readonly maxConcurrent: number;
+  private readonly graceMs: number;
+  private readonly backoffMs: [number, number];
+  private readonly tools = new Map<string, ToolEntry>();
+  private statusNow: Status = "stopped";
+  private clientIdNow?: string;
+  private listeners = new Set<() => void>();
+  private stopper?: AbortController;
+  private running?: Promise<void>;
+
+  constructor(o: AppOptions) {
+    this.group = o.group;
+    this.name = o.name;
+    const home = o.home ?? defaultHome();
+    if (o.url && o.socket) throw new Error("give a URL or a socket, not both");
+    this.endpoint = o.url
+      ? endpointFromUrl(o.url)
+      : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
+    if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
+      throw new Error("give one of a token, a token file or a device");
+    }
+    this.token = o.token;
+    this.tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+    this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
+    this.graceMs = o.cancelGraceMs ?? 5000;
+    this.backoffMs = o.backoffMs ?? [100, 5000];
+  }
+
+  /** Declares a tool. */
+  tool<A = Record<string, unknown>>(t: ToolOptions<A>): this {
+    if (!t.description?.trim()) throw new Error(`tool ${t.name} needs a description`);
+    for (const name of this.tools.keys()) {
+      if (name.toLowerCase() === t.name.toLowerCase()) throw new Error(`tool ${t.name} is given twice`);
+    }
+    const def: Record<string, unknown> = { name: t.name, description: t.description };
+    const zod = isZod(t.inputSchema) ? (t.inputSchema as ZodLike<A>) : undefined;
+    def.input_schema = zod ? undefined : (t.inputSchema ?? { type: "object" });
+    if (t.timeoutS !== undefined) def.timeout_s = t.timeoutS;
+    if (t.label !== undefined) def.label = t.label;
+    this.tools.set(t.name, { def, group: t.group ?? this.group, handler: t.handler as Handler<any>, zod, atOnce: !!t.answersAtOnce });
+    return this;
+  }
+
+  get status(): Status {
+    return this.statusNow;
+  }
+
+  /** The broker's id for the current stream, while serving. */
+  get clientId(): string | undefined {
+    return this.clientIdNow;
+  }
+
+  private setStatus(s: Status, clientId?: string): void {
+    this.statusNow = s;
+    this.clientIdNow = clientId;
+    for (const l of [...this.listeners]) l();
+  }
+
+  /** Resolves when `pred` holds of the app (checked on every status change). */
+  waitFor(pred: (app: App) => boolean, timeoutMs = 20_000): Promise<void> {
+    return new Promise((resolve, reject) => {
+      if (pred(this)) return resolve();
+      const timer = setTimeout(() => {
+        this.listeners.delete(check);
+        reject(new Error(`the app is ${this.statusNow}`));
+      }, timeoutMs);
+      const check = () => {
+        if (pred(this)) {
+          clearTimeout(timer);
+          this.listeners.delete(check);
+          resolve();
+        }
+      };
+      this.listeners.add(check);
+    });
+  }
+
+  /** Starts serving; resolves once serving, rejects on a fatal error. `stop()` ends it. */
+  async start(): Promise<string> {
+    this.stopper = new AbortController();
+    let failed: unknown;
+    this.running = this.serve(this.stopper.signal).catch((e) => {
+      failed = e;
+      this.setStatus("stopped");
+    });
+    await this.waitFor((a) => a.status === "serving" || failed !== undefined);
+    if (failed !== undefined) throw failed;
+    return this.clientIdNow!;
+  }
+
+  /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+  async stop(): Promise<void> {
+    this.stopper?.abort();
+    await this.running;
+  }
+
+  /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+  async serve(signal?: AbortSignal): Promise<void> {
+    if (this.tools.size === 0) throw new FatalError("an app needs at least one tool");
+    for (const t of this.tools.values()) {
+      if (t.zod && t.def.input_schema === undefined) t.def.input_schema = await zodToJsonSchema(t.zod);
+    }
+    const s = new Serving(this, this.tools, signal ?? new AbortController().signal, {
+      endpoint: this.endpoint,
+      readToken: () => this.readToken(),
+      maxConcurrent: this.maxConcurrent,
+      graceMs: this.graceMs,
+      backoffMs: this.backoffMs,
+      setStatus: (st, id) => this.setStatus(st, id),
+    });
+    try {
+      await s.run();
+    } finally {
+      this.setStatus("stopped");
+    }
+  }
+
+  private readToken(): string {
+    if (this.token !== undefined) return this.token;
+    return readFileSync(this.tokenFile, "utf8").trim();
+  }
+}
+
+interface Settings {
+  endpoint: Endpoint;
+  readToken: () => string;
+  maxConcurrent: number;
+  graceMs: number;
+  backoffMs: [number, number];
+  setStatus: (s: Status, clientId?: string) => void;
+}
+
+interface Running {
+  abort: AbortController;
+  ended: boolean;
+}
+
+interface Session {
+  client: Client;
+  clientId: string;
+  claimBody: string;
+  okPrefix: string;
+  claimOkPrefix: string;
+}
+
+const sleep = (ms: number, signal: AbortSignal) =>
+  new Promise<void>((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+  });
+
+/** The state that outlives sessions: the book of calls, the last event id. */
+class Serving {
+  private queue: Request[] = [];
+  private queued = new Set<string>();
+  private running = new Map<string, Running>();
+  private seen = new Set<string>();
+  private lastEventId?: number;
+  private session?: Session;
+  private eventsPath: string;
+  private tasks = new Set<Promise<void>>();
+
+  constructor(
+    private readonly app: App,
+    private readonly tools: Map<string, ToolEntry>,
+    private readonly signal: AbortSignal,
+    private readonly s: Settings,
+  ) {
+    this.eventsPath = "/api/v1/events?client_tools=1" + (app.name !== undefined ? `&name=${encodeURIComponent(app.name)}` : "");
+  }
+
+  async run(): Promise<void> {
+    const [first, cap] = this.s.backoffMs;
+    let step = Math.max(first, 1);
+    let lastError = "";
+    while (!this.signal.aborted) {
+      this.s.setStatus("connecting");
+      let error: string;
+      try {
+        error = await this.serveSession();
+        step = Math.max(first, 1);
+      } catch (e) {
+        if (e instanceof FatalError) throw e;
+        error = describe(e);
+      }
+      this.sessionLost();
+      if (this.signal.aborted) break;
+      if (error !== lastError) {
+        console.warn(`leo-app: not connected to the broker (${error}); retrying`);
+        lastError = error;
+      }
+      this.s.setStatus("waiting");
+      await sleep(step / 2 + Math.random() * (step / 2), this.signal);
+      step = Math.min(step * 2, cap);
+    }
+    await this.drain();
+  }
+
+  private serves(r: { group: string; tool: string }): boolean {
+    return this.tools.get(r.tool)?.group === r.group;
+  }
+
+  /** One session: returns why it ended. */
+  private async serveSession(): Promise<string> {
+    let token: string;
+    try {
+      token = this.s.readToken();
+    } catch (e) {
+      return `cannot read the token: ${describe(e)}`;
+    }
+    const client = new Client(this.s.endpoint, token);
+    let res;
+    try {
+      res = await client.openStream(this.eventsPath, this.lastEventId);
+    } catch (e) {
+      client.close();
+      if (e instanceof Refused && FATAL.has(e.code)) throw new FatalError(`the broker refused the app: ${e.message}`);
+      throw e;
+    }
+    res.setEncoding("utf8");
+    const parser = new SseParser();
+    const frames: ReturnType<SseParser["push"]> = [];
+    let wake: (() => void) | undefined;
+    let ended: string | undefined;
+    const finish = (why: string) => {
+      ended ??= why;
+      wake?.();
+    };
+    let idle = setTimeout(() => finish("no event or keep-alive for 45 s"), STREAM_IDLE_MS);
+    res.on("data", (chunk: string) => {
+      clearTimeout(idle);
+      idle = setTimeout(() => finish("no event or keep-alive for 45 s"), STREAM_IDLE_MS);
+      try {
+        frames.push(...parser.push(chunk));
+      } catch (e) {
+        finish(describe(e));
+      }
+      wake?.();
+    });
+    res.on("end", () => finish("the broker closed the event stream"));
+    res.on("error", (e) => finish(describe(e)));
+    res.on("close", () => finish("the event stream closed"));
+    const onAbort = () => finish("stopped");
+    this.signal.addEventListener("abort", onAbort, { once: true });
+    const next = async (timeoutMs: number) => {
+      while (frames.length === 0 && ended === undefined) {
+        await new Promise<void>((r) => {
+          wake = r;
+          if (timeoutMs) setTimeout(r, timeoutMs);
+        });
+        wake = undefined;
+        if (timeoutMs && frames.length === 0) return undefined;
+      }
+      return frames.shift();
+    };
+    try {
+      const hello = await next(HELLO_TIMEOUT_MS);
+      if (!hello || hello.event !== "hello") return ended ?? "the first event is not hello";
+      const h = JSON.parse(hello.data) as { client_id: string; seq: number };
+      if (this.lastEventId !== undefined && this.lastEventId > h.seq) this.lastEventId = h.seq;
+      const cid = JSON.stringify(h.client_id);
+      const session: Session = {
+        client,
+        clientId: h.client_id,
+        claimBody: `{"client_id":${cid}}`,
+        okPrefix: `{"client_id":${cid},"ok":true,"content":`,
+        claimOkPrefix: `{"client_id":${cid},"ok":true,"claim":true,"content":`,
+      };
+      const groups = new Map<string, Record<string, unknown>[]>();
+      for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
+      for (const [group, defs] of groups) {
+        try {
+          data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs })));
+        } catch (e) {
+          if (e instanceof Refused && e.code !== "unknown_client") throw new FatalError(`cannot register group ${group}: ${e.message}`);
+          throw e;
+        }
+      }
+      const pending = data<Request[]>(await client.get("/api/v1/client-tools/requests?pending=1"));
+      this.session = session;
+      this.s.setStatus("serving", h.client_id);
+      for (const p of pending) if (p.state === "parked" && this.serves(p)) this.offer(p);
+      for (;;) {
+        const frame = await next(0);
+        if (!frame) {
+          if (this.signal.aborted) await this.drain();
+          return ended ?? "the event stream ended";
+        }
+        if (frame.id !== undefined) this.lastEventId = frame.id;
+        if (frame.event === "client_tool.request") {
+          const r = JSON.parse(frame.data) as Request;
+          if (this.serves(r)) this.offer(r);
+        } else if (frame.event === "client_tool.cancelled") {
+          this.cancelled((JSON.parse(frame.data) as { id: string }).id);
+        }
+      }
+    } finally {
+      clearTimeout(idle);
+      this.signal.removeEventListener("abort", onAbort);
+      res.destroy();
+      this.session = undefined;
+      setTimeout(() => client.close(), this.s.graceMs + 5000).unref();
+    }
+  }
+
+  private remember(id: string): void {
+    this.seen.add(id);
+    if (this.seen.size > 4096) this.seen.delete(this.seen.values().next().value as string);
+  }
+
+  private offer(r: Request): void {
+    if (this.seen.has(r.id) || this.queued.has(r.id) || this.running.has(r.id)) return;
+    this.remember(r.id);
+    this.queued.add(r.id);
+    this.queue.push(r);
+    this.start();
+  }
+
+  private cancelled(id: string): void {
+    this.remember(id);
+    if (this.queued.delete(id)) this.queue = this.queue.filter((r) => r.id !== id);
+    const running = this.running.get(id);
+    if (running) {
+      running.ended = true;
+      running.abort.abort(new Error("the call was cancelled"));
+    }
+    this.start();
+  }
+
+  private sessionLost(): void {
+    for (const r of this.running.values()) {
+      r.ended = true;
+      r.abort.abort(new Error("the app lost its connection"));
+    }
+    for (const id of this.queued) this.seen.delete(id);
+    this.queued.clear();
+    this.queue = [];
+  }
+
+  private start(): void {
+    const session = this.session;
+    while (session && this.running.size < this.s.maxConcurrent && this.queue.length) {
+      const r = this.queue.shift()!;
+      this.queued.delete(r.id);
+      const run: Running = { abort: new AbortController(), ended: false };
+      this.running.set(r.id, run);
+      const task = this.work(session, r, run).finally(() => {
+        this.running.delete(r.id);
+        this.tasks.delete(task);
+        this.start();
+      });
+      this.tasks.add(task);
+    }
+  }
+
+  private async work(s: Session, r: Request, run: Running): Promise<void> {
+    const tool = this.tools.get(r.tool)!;
+    if (!tool.atOnce && !(await this.claim(s, r.id))) return;
+    if (run.ended) return;
+    const created = Date.parse(r.created_at);
+    const call: Call = {
+      id: r.id,
+      agent: r.agent,
+      session: r.session,
+      group: r.group,
+      tool: r.tool,
+      arguments: r.arguments ?? {},
+      timeoutS: r.timeout_s,
+      createdAt: r.created_at,
+      deadline: r.timeout_s == null || Number.isNaN(created) ? null : created + r.timeout_s * 1000,
+      signal: run.abort.signal,
+    };
+    const outcome = this.runHandler(tool, call);
+    // After a cancel, the handler has the grace to return; then it is abandoned.
+    const abandoned = new Promise<undefined>((resolve) => {
+      run.abort.signal.addEventListener("abort", () => setTimeout(() => resolve(undefined), this.s.graceMs).unref(), { once: true });
+    });
+    const reply = await Promise.race([outcome, abandoned]);
+    if (reply === undefined || run.ended) return;
+    await this.post(s, r.id, reply, tool.atOnce);
+  }
+
+  private async runHandler(tool: ToolEntry, call: Call): Promise<Reply> {
+    let args: unknown = call.arguments;
+    if (tool.zod) {
+      const parsed = tool.zod.safeParse(call.arguments);
+      if (!parsed.success) {
+        const issue = parsed.error.issues[0];
+        const path = "$" + (issue?.path ?? []).map((p) => (typeof p === "number" ? `[${p}]` : `.${String(p)}`)).join("");
+        return Reply.error("invalid_arguments", `at ${path}: ${issue?.message ?? "invalid"}`);
+      }
+      args = parsed.data;
+    }
+    try {
+      return Reply.from(await tool.handler(args, call));
+    } catch (e) {
+      if (e instanceof ToolError) return Reply.error(e.code, e.message);
+      const name = e instanceof Error ? e.name : typeof e;
+      return Reply.error("internal", `the tool's handler threw ${name}: ${describe(e)}`);
+    }
+  }
+
+  private async claim(s: Session, id: string): Promise<boolean> {
+    try {
+      const a = await s.client.post(`/api/v1/client-tools/requests/${id}/claim`, s.claimBody);
+      if (a.status === 200) return true;
+      const e = refusal(a);
+      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: claim of ${id} failed: ${e.message}`);
+    } catch (e) {
+      console.warn(`leo-app: claim of ${id} failed: ${describe(e)}`);
+    }
+    return false;
+  }
+
+  private body(s: Session, reply: Reply, claim: boolean): string {
+    if (!reply.error) return (claim ? s.claimOkPrefix : s.okPrefix) + (reply.contentJson ?? "[]") + "}";
+    return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
+  }
+
+  private async post(s: Session, id: string, reply: Reply, claim: boolean): Promise<void> {
+    const path = `/api/v1/client-tools/requests/${id}/result`;
+    for (let attempt = 0; attempt < 2; attempt++) {
+      let a;
+      try {
+        a = await s.client.post(path, this.body(s, reply, claim));
+      } catch (e) {
+        console.warn(`leo-app: cannot post the result of ${id}: ${describe(e)}`);
+        return;
+      }
+      if (a.status === 200) return;
+      const e = refusal(a);
+      if (e instanceof Refused && (e.code === "invalid_result" || e.code === "result_too_large") && attempt === 0) {
+        reply = Reply.error(e.code, e.brokerMessage);
+        continue;
+      }
+      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
+      return;
+    }
+  }
+
+  /** At shutdown: aborts every handler and waits for them (bounded). */
+  private async drain(): Promise<void> {
+    this.queue = [];
+    this.queued.clear();
+    for (const r of this.running.values()) r.abort.abort(new Error("the app is stopping"));
+    if (this.tasks.size === 0) return;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.tasks]),
+      new Promise((r) => (timer = setTimeout(r, this.s.graceMs + 5000))),
+    ]);
+    clearTimeout(timer);
+  }
+}

@@ -1,0 +1,185 @@
+// Test support: the real `leo` broker on a temporary LEO_HOME and port 0, agents played by the
+// real `leo-mcp` (MCP over stdio, as a harness) or by `leo call`, and a bare provider that keeps
+// a tool alive without answering. Binaries: LEO_BIN / LEO_MCP_BIN, else target/debug/.
+
+import { spawn } from "node:child_process";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import http from "node:http";
+import { tmpdir } from "node:os";
+import { dirname, join } from "node:path";
+import { createInterface } from "node:readline";
+import { fileURLToPath } from "node:url";
+
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
+export const WAIT = 20_000;
+
+function binary(env, name) {
+  const path = process.env[env] || join(ROOT, "target", "debug", name);
+  if (!existsSync(path)) throw new Error(`${name} is not built at ${path}: run \`cargo build -p leo-broker -p leo-mcp\` or set ${env}`);
+  return path;
+}
+export const LEO = binary("LEO_BIN", "leo");
+export const LEO_MCP = binary("LEO_MCP_BIN", "leo-mcp");
+
+export async function waitUntil(pred, what = "condition", timeout = WAIT) {
+  const end = Date.now() + timeout;
+  while (Date.now() < end) {
+    const v = await pred();
+    if (v) return v;
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`timed out waiting for ${what}`);
+}
+
+export class Broker {
+  static async start() {
+    const b = new Broker();
+    b.home = mkdtempSync(join(tmpdir(), "leo-ts-"));
+    await b.spawn();
+    return b;
+  }
+  async spawn() {
+    const log = openSync(join(this.home, "broker.stderr"), "a");
+    this.proc = spawn(LEO, ["broker", "--port", "0"], {
+      env: { ...process.env, LEO_HOME: this.home, RUST_LOG: process.env.RUST_LOG ?? "info" },
+      stdio: ["ignore", "pipe", log],
+    });
+    const lines = createInterface({ input: this.proc.stdout });
+    this.addr = await new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`leo broker did not start:\n${this.log()}`)), WAIT);
+      lines.on("line", (l) => {
+        if (l.startsWith("leo broker listening on http://")) {
+          clearTimeout(t);
+          resolve(l.split("http://")[1].trim());
+        }
+      });
+    });
+  }
+  log() {
+    try { return readFileSync(join(this.home, "broker.stderr"), "utf8"); } catch { return ""; }
+  }
+  get socket() { return join(this.home, "run", "leo.sock"); }
+  get operatorToken() { return readFileSync(join(this.home, "state", "operator.token"), "utf8").trim(); }
+  async kill() {
+    if (this.proc.exitCode === null && this.proc.signalCode === null) {
+      const exited = new Promise((r) => this.proc.once("exit", r));
+      this.proc.kill("SIGKILL");
+      await exited;
+    }
+  }
+  async restart() { await this.kill(); await this.spawn(); }
+  async close() { await this.kill(); rmSync(this.home, { recursive: true, force: true }); }
+  request(method, path, body) {
+    return new Promise((resolve, reject) => {
+      const data = body === undefined ? undefined : JSON.stringify(body);
+      const req = http.request({ socketPath: this.socket, method, path, headers: {
+        host: "localhost", authorization: `Bearer ${this.operatorToken}`,
+        ...(data ? { "content-type": "application/json" } : {}),
+      } }, (res) => {
+        let text = "";
+        res.on("data", (c) => (text += c));
+        res.on("end", () => resolve({ status: res.statusCode, body: JSON.parse(text || "null") }));
+      });
+      req.on("error", reject);
+      req.end(data);
+    });
+  }
+  async pending() {
+    const { status, body } = await this.request("GET", "/api/v1/client-tools/requests?pending=1");
+    if (status !== 200) throw new Error(JSON.stringify(body));
+    return body.data;
+  }
+}
+
+/** `leo call TOOL ARGS`; resolves to {code, out, err}. */
+export function leoCall(broker, tool, args = {}, ...extra) {
+  const proc = spawn(LEO, ["call", tool, JSON.stringify(args), "--wait", "10", ...extra], {
+    env: { ...process.env, LEO_HOME: broker.home }, stdio: ["ignore", "pipe", "pipe"],
+  });
+  let out = "", err = "";
+  proc.stdout.on("data", (c) => (out += c));
+  proc.stderr.on("data", (c) => (err += c));
+  const done = new Promise((resolve) => proc.on("close", (code) => resolve({ code, out: out.trim(), err: err.trim() })));
+  done.proc = proc;
+  return done;
+}
+
+/** A harness speaking MCP over stdio to a real leo-mcp (fallback mode: `leo_app_call`). */
+export class McpAgent {
+  constructor(broker, agent = "nodetest") {
+    const log = openSync(join(broker.home, `leo-mcp-${agent}.stderr`), "a");
+    this.proc = spawn(LEO_MCP, ["--agent", agent], {
+      env: { ...process.env, LEO_HOME: broker.home, RUST_LOG: "warn" }, stdio: ["pipe", "pipe", log],
+    });
+    this.next = 0;
+    this.waiting = new Map();
+    createInterface({ input: this.proc.stdout }).on("line", (l) => {
+      const m = JSON.parse(l);
+      const w = this.waiting.get(m.id);
+      if (w && ("result" in m || "error" in m)) { this.waiting.delete(m.id); w(m); }
+    });
+  }
+  static async start(broker) {
+    const a = new McpAgent(broker);
+    await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "leo-app-node-tests", version: "1" } });
+    a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+    return a;
+  }
+  send(m) { this.proc.stdin.write(JSON.stringify(m) + "\n"); }
+  startRpc(method, params) {
+    const id = ++this.next;
+    const answer = new Promise((resolve, reject) => {
+      const t = setTimeout(() => reject(new Error(`leo-mcp did not answer ${method}`)), WAIT);
+      this.waiting.set(id, (m) => { clearTimeout(t); m.error ? reject(new Error(JSON.stringify(m.error))) : resolve(m.result); });
+    });
+    this.send({ jsonrpc: "2.0", id, method, params });
+    return { id, answer };
+  }
+  rpc(method, params) { return this.startRpc(method, params).answer; }
+  startCall(tool, args) { return this.startRpc("tools/call", { name: "leo_app_call", arguments: { tool, args } }); }
+  call(tool, args = {}) { return this.startCall(tool, args).answer; }
+  cancel(id) { this.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "gave up" } }); }
+  close() { this.proc.kill("SIGKILL"); }
+}
+
+/** A bare provider: opens the stream, registers a group, never answers. */
+export class Other {
+  static async connect(broker, group, tools) {
+    const o = new Other();
+    o.events = [];
+    o.waiters = [];
+    let buf = "";
+    o.res = await new Promise((resolve, reject) => {
+      const req = http.request({ socketPath: broker.socket, path: "/api/v1/events?client_tools=1",
+        headers: { host: "localhost", authorization: `Bearer ${broker.operatorToken}` } }, resolve);
+      req.on("error", reject);
+      req.end();
+    });
+    o.res.setEncoding("utf8");
+    o.res.on("data", (c) => {
+      buf += c;
+      let i;
+      while ((i = buf.indexOf("\n\n")) >= 0) {
+        const raw = buf.slice(0, i); buf = buf.slice(i + 2);
+        const ev = /^event: ?(.*)$/m.exec(raw)?.[1], data = /^data: ?(.*)$/m.exec(raw)?.[1];
+        if (data) { o.events.push({ event: ev, data: JSON.parse(data) }); o.waiters.splice(0).forEach((w) => w()); }
+      }
+    });
+    const hello = await o.next();
+    o.clientId = hello.data.client_id;
+    const r = await broker.request("POST", "/api/v1/client-tools", { client_id: o.clientId, group,
+      tools: tools.map((t) => ({ name: t, description: `The ${t} tool`, input_schema: { type: "object" } })) });
+    if (r.status !== 200) throw new Error(JSON.stringify(r.body));
+    return o;
+  }
+  async next() {
+    while (!this.events.length) await new Promise((r) => this.waiters.push(r));
+    return this.events.shift();
+  }
+  async nextRequest() {
+    for (;;) { const e = await this.next(); if (e.event === "client_tool.request") return e.data; }
+  }
+  close() { this.res.destroy(); }
+}
+
+export const textOf = (result) => result.content.filter((b) => b.type === "text").map((b) => b.text).join("");
