@@ -37,7 +37,7 @@ pub async fn list_tools(
 
 pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, ApiError> {
     // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
-    // is accepted because the seed's apps send it.
+    // is accepted because existing apps send it.
     query_flags(uri.query(), &["pending"])?;
     Ok(ok(state.broker.pending()))
 }
@@ -102,7 +102,7 @@ pub async fn method_not_allowed(
     })
 }
 
-/// `POST /web/agent/{target}/message` (seed 001).
+/// `POST /web/agent/{target}/message`: an API client (or the operator) messages an agent.
 #[tracing::instrument(name = "message", skip_all, fields(target = %target))]
 pub async fn message(
     State(state): State<Arc<AppState>>,
