@@ -9,6 +9,7 @@ mod bad_input;
 mod cli;
 mod console;
 mod console_browser;
+mod docs;
 mod faults;
 mod fixtures;
 mod lifecycle;
