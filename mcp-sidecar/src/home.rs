@@ -1,6 +1,6 @@
 //! The few paths under `$LEO_HOME` the sidecar reads.
 //!
-//! The broker owns the home and its layout (docs/home.md); the sidecar only reads the agent
+//! The broker owns the home and its layout (SPEC "Files"); the sidecar only reads the agent
 //! token, connects to the sidecar socket, and, while the broker is down, peeks at
 //! `state/client-tools.json` and `config.yaml` so that what it lists matches what the broker
 //! would have said.

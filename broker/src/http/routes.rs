@@ -102,7 +102,7 @@ pub async fn method_not_allowed(
     })
 }
 
-/// `POST /web/agent/{target}/message`: an API client (or the operator) messages an agent.
+/// `POST /web/agent/{target}/message` (seed 001).
 #[tracing::instrument(name = "message", skip_all, fields(target = %target))]
 pub async fn message(
     State(state): State<Arc<AppState>>,
