@@ -997,7 +997,7 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         "leo, claim then result",
         "the same, with the app claiming first, then posting the result (two requests per call)"
             .into(),
-        "the seed's flow and the SDK's default",
+        "the two-step flow of the protocol and the SDK's default",
     );
     report.row(
         "(b) Python HTTP + mcp-proxy",

@@ -1,5 +1,5 @@
 //! The operator's commands that change `$LEO_HOME` while the broker may be running:
-//! `leo client add|list|rm` (API clients, seed 001) and `leo device pair|list|rm`.
+//! `leo client add|list|rm` (API clients) and `leo device pair|list|rm`.
 //!
 //! The running broker reads tokens and `api_clients` at start only, so every change here takes
 //! effect at the next restart, and the commands say so: in particular `rm` does not revoke a

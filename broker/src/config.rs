@@ -116,7 +116,7 @@ pub struct Agent {
     pub allow_tools: Option<Vec<String>>,
 }
 
-/// `api_clients.NAME:` (seed 001).
+/// `api_clients.NAME:`: a scoped token that may only message these agents.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ApiClient {

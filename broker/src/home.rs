@@ -1,6 +1,6 @@
 //! The `$LEO_HOME` layout, and creating its directories and secret files with safe modes.
 //!
-//! Every path the broker touches is named here, so the layout in SPEC.md has one source.
+//! Every path the broker touches is named here, so the layout (docs/home.md) has one source.
 
 use std::fs;
 use std::io::Write;

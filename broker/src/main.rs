@@ -47,7 +47,7 @@ enum Command {
         #[arg(long)]
         bind: Option<IpAddr>,
     },
-    /// API clients: scoped tokens that may only message agents (seed 001).
+    /// API clients: scoped tokens that may only message agents.
     Client {
         #[command(subcommand)]
         command: ClientCommand,

@@ -1,4 +1,4 @@
-//! Messages from API clients to agents (seed 001): sender identity, stamping, and the bounded
+//! Messages from API clients to agents: sender identity, stamping, and the bounded
 //! per-agent mailbox that the agent's sidecar drains through its `leo_messages` tool.
 //!
 //! The stamp is the security boundary: the text an agent reads starts with the identity the

@@ -19,7 +19,7 @@ pub enum Principal {
     Operator,
     Device(String),
     Agent,
-    /// An API client of `api_clients:` (seed 001), scoped to messaging its targets.
+    /// An API client of `api_clients:`, scoped to messaging its targets.
     ApiClient(String),
 }
 

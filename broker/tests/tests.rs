@@ -10,6 +10,7 @@ mod bad_input;
 mod cli;
 mod console;
 mod console_browser;
+mod docs;
 mod faults;
 mod fixtures;
 mod lifecycle;

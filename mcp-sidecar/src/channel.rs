@@ -1,4 +1,4 @@
-//! The push path for messages: Claude Code channels (`../shared/HARNESSES.md`, "Push into a
+//! The push path for messages: Claude Code channels (the `claude/channel` capability, "Push into a
 //! session").
 //!
 //! A server that declares `capabilities.experimental["claude/channel"]: {}` may send

@@ -3,7 +3,7 @@
 //! rmcp 3.11 implements the 2026-07-28 lifecycle, where a client may open with `server/discover`
 //! and never send `initialize`. There, `list_changed` only travels on a `subscriptions/listen`
 //! stream, and `clientInfo` (which picks native or fallback) arrives per request. The contract
-//! (SPEC "Sidecar") is simpler: answer `server/discover` with -32601 so that discover-first
+//! (docs/protocol.md) is simpler: answer `server/discover` with -32601 so that discover-first
 //! clients fall back to `initialize`, which every harness we know speaks. rmcp would answer a
 //! discover without complete `_meta` with -32602 before any handler runs, so the refusal is
 //! made here, on the transport, for every `server/discover` whatever its shape.

@@ -1,4 +1,4 @@
-//! The numeric limits of the contract, merged from seeds 000 and 004 (the stricter wins).
+//! The numeric limits of the contract (docs/protocol.md, "Limits").
 //!
 //! They are constants rather than configuration because apps are written against them: a tool
 //! accepted by one broker must be accepted by every other.
@@ -7,7 +7,7 @@
 pub const MAX_TOOL_NAME: usize = 64;
 /// Longest tool description, in characters.
 pub const MAX_DESCRIPTION: usize = 1024;
-/// Longest label, in characters (seed 004).
+/// Longest label, in characters.
 pub const MAX_LABEL: usize = 80;
 /// Largest input_schema, in bytes of compact JSON.
 pub const MAX_SCHEMA_BYTES: usize = 16 * 1024;

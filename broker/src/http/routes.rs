@@ -39,7 +39,7 @@ pub async fn list_tools(
 
 pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, ApiError> {
     // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
-    // is accepted because the seed's apps send it.
+    // is accepted because existing apps send it.
     query_flags(uri.query(), &["pending"])?;
     Ok(ok(state.broker.pending()))
 }
