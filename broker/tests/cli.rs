@@ -709,6 +709,7 @@ async fn the_python_example_serves_its_tools_and_comes_back_after_a_broker_resta
 
 /// The Python example running against `home`, its stdout lines and its log file.
 fn start_example(
+    python: &Path,
     home: &Path,
 ) -> (
     Child,
@@ -717,7 +718,7 @@ fn start_example(
 ) {
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/leo_app.py");
     let log = tempfile::NamedTempFile::new().unwrap();
-    let mut example = Command::new("python3")
+    let mut example = Command::new(python)
         .arg(&script)
         .env("LEO_HOME", home)
         .stdout(Stdio::piped())
@@ -731,9 +732,9 @@ fn start_example(
 
 #[tokio::test]
 async fn the_python_example_names_itself_and_leaves_other_apps_calls_alone() {
-    if !python3_available() {
+    let Some(python) = leo_testkit::require::python(&[]) else {
         return;
-    }
+    };
     let broker = Broker::start().await;
     let home = broker.home();
     let mut other = App::connect(&broker.http()).await;
@@ -741,7 +742,7 @@ async fn the_python_example_names_itself_and_leaves_other_apps_calls_alone() {
         .register("other", json!([tool("other_tool")]))
         .await
         .data();
-    let (mut example, mut stdout, log_file) = start_example(home);
+    let (mut example, mut stdout, log_file) = start_example(&python, home);
     let log = || std::fs::read_to_string(log_file.path()).unwrap_or_default();
     let serving = tokio::time::timeout(WAIT, stdout.next_line()).await;
     assert!(
