@@ -248,8 +248,8 @@ fn chromium() -> Result<(), Failure> {
         .env("DEBIAN_FRONTEND", "noninteractive"))
 }
 
-/// `setup`, then `cargo test --locked` (with `--workspace` unless arguments are given), then the
-/// list of what was skipped.
+/// `setup`, then `cargo test --locked --no-fail-fast` (every failing test binary reported, not
+/// only the first; `--workspace` unless arguments are given), then the list of what was skipped.
 fn test(args: &[String]) -> Result<ExitCode, Failure> {
     let setup = setup()?;
     let root = root();
@@ -257,7 +257,7 @@ fn test(args: &[String]) -> Result<ExitCode, Failure> {
     let _ = std::fs::remove_file(&skipped_file);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["test", "--locked"]).current_dir(&root);
+    cmd.args(["test", "--locked", "--no-fail-fast"]).current_dir(&root);
     if args.is_empty() {
         cmd.arg("--workspace");
     } else {

@@ -120,8 +120,9 @@ pub async fn method_not_allowed(
     })
 }
 
-/// `POST /web/agent/{target}/message` (seed 001). The target is the one `auth` decoded and
-/// checked against the caller's scope; the raw path segment is never looked at again.
+/// `POST /web/agent/{target}/message`, for scoped API clients. The target is the one `auth`
+/// decoded and checked against the caller's scope; the raw path segment is never looked at
+/// again.
 #[tracing::instrument(name = "message", skip_all, fields(target = %target))]
 pub async fn message(
     State(state): State<Arc<AppState>>,
