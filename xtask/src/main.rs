@@ -257,7 +257,8 @@ fn test(args: &[String]) -> Result<ExitCode, Failure> {
     let _ = std::fs::remove_file(&skipped_file);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.args(["test", "--locked", "--no-fail-fast"]).current_dir(&root);
+    cmd.args(["test", "--locked", "--no-fail-fast"])
+        .current_dir(&root);
     if args.is_empty() {
         cmd.arg("--workspace");
     } else {
