@@ -275,29 +275,17 @@ async fn run_session(
                 );
             }
             Ok(SidecarFrame::Cancel { id }) => broker.cancel_call(conn, id),
-            Ok(SidecarFrame::FetchMessages { .. })
-                if broker
-                    .config()
-                    .denied_for(agent)
-                    .iter()
-                    .any(|t| t == "leo_messages") =>
-            {
-                // The mailbox stays unread: a denied agent cannot drain it through raw frames.
-                send(BrokerFrame::Error {
-                    code: leo_protocol::ErrorCode::Denied.as_str().to_owned(),
-                    message: format!("tool \"leo_messages\" is denied to agent {agent:?}"),
-                })
-                .await;
-            }
-            Ok(SidecarFrame::FetchMessages { id }) => {
-                let (messages, dropped) = broker.take_messages(agent);
-                send(BrokerFrame::Messages {
-                    id,
-                    messages,
-                    dropped,
-                })
-                .await;
-            }
+            Ok(SidecarFrame::FetchMessages { id }) => match broker.fetch_messages(agent) {
+                Ok((messages, dropped)) => {
+                    send(BrokerFrame::Messages {
+                        id,
+                        messages,
+                        dropped,
+                    })
+                    .await
+                }
+                Err(refusal) => send(error_frame(refusal.code, refusal.message)).await,
+            },
             Ok(SidecarFrame::Harness { harness, mode }) => {
                 broker.session_harness(conn, harness, mode)
             }
