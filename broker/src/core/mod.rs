@@ -125,16 +125,6 @@ impl Drop for ClientGuard {
     }
 }
 
-/// One IPC frame as a JSON line, ready to write to any number of sessions.
-pub fn encode_line<F: Serialize>(frame: &F) -> Bytes {
-    let mut line = serde_json::to_vec(frame).unwrap_or_else(|e| {
-        warn!(error = %e, "frame failed to serialize");
-        b"{}".to_vec()
-    });
-    line.push(b'\n');
-    line.into()
-}
-
 fn json<T: Serialize>(value: &T) -> String {
     // Our own event types always serialize; a failure would be a bug, not bad input.
     serde_json::to_string(value).unwrap_or_else(|e| {

@@ -9,7 +9,9 @@ use leo_protocol::tool::ToolDef;
 use tokio::sync::broadcast;
 use tracing::info;
 
-use super::{Broker, SessionInfo, encode_line};
+use leo_protocol::lines::encode_frame;
+
+use super::{Broker, SessionInfo};
 
 /// The broker's built-in tool that reads an agent's mailbox.
 pub const MESSAGES_TOOL: &str = "leo_messages";
@@ -126,7 +128,7 @@ impl Broker {
         )
     }
 
-    /// The `tools` frame for `agent`, as one JSON line. Agents without `deny_tools` or
+    /// The `tools` frame for `agent`, encoded. Agents without `deny_tools` or
     /// `allow_tools` see the same list while no tool is offered to chosen agents only, so theirs
     /// is serialized once per such revision and shared by every session.
     pub fn tools_line(&self, agent: &str) -> Bytes {
@@ -141,7 +143,7 @@ impl Broker {
             return line.clone();
         }
         let (revision, tools, ever_registered, scoped) = self.agent_tools_scoped(agent);
-        let line = encode_line(&BrokerFrame::Tools {
+        let line = encode_frame(&BrokerFrame::Tools {
             revision,
             tools,
             ever_registered,
