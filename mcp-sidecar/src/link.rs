@@ -304,7 +304,7 @@ impl BrokerLink {
         match answers {
             Some(Answers::Call(id)) => self.settle(
                 id,
-                crate::pending::failure(
+                crate::pending::failed(
                     "invalid_result",
                     &format!("leo-mcp could not read this call's result ({why})"),
                 ),
@@ -341,7 +341,7 @@ impl BrokerLink {
         let was_connected = state.conn.take().is_some();
         let failed = state
             .pending
-            .fail_all(|| crate::pending::failure("no_client", CONNECTION_LOST));
+            .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST));
         state
             .fetches
             .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));

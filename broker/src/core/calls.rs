@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leo_protocol::ErrorCode;
 use leo_protocol::events::{CancelReason, Redacted, RequestEvent, kind};
-use leo_protocol::ipc::RawOutcome as Outcome;
+use leo_protocol::ipc::RawOutcome;
 use leo_protocol::limits::MAX_ARGUMENTS_BYTES;
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -29,7 +29,7 @@ impl Broker {
         local_id: u64,
         tool: &str,
         arguments: Value,
-    ) -> Result<oneshot::Receiver<Outcome>, Refusal> {
+    ) -> Result<oneshot::Receiver<RawOutcome>, Refusal> {
         let mut core = self.lock();
         let session = Self::caller(&core, conn)?;
         let spec = self.permitted(&core, &session.agent, tool)?;
@@ -114,7 +114,7 @@ impl Broker {
 
     /// Parks a checked call, arms its timer and publishes `client_tool.request`, under the
     /// lock.
-    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<Outcome>) {
+    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) {
         let id = random_id("r_");
         let event = RequestEvent {
             id: id.clone(),
