@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use leo_protocol::ErrorCode;
 use leo_protocol::content::{AppError, Posted};
 use leo_protocol::events::CancelReason;
-use leo_protocol::ipc::RawOutcome as Outcome;
+use leo_protocol::ipc::{Outcome, RawOutcome};
 use leo_protocol::requests::{PendingRequest, RequestState};
 use serde_json::Value;
 use tokio::sync::oneshot;
@@ -63,7 +63,7 @@ struct Live {
     n: u64,
     call: Call,
     stage: Stage,
-    reply: oneshot::Sender<Outcome>,
+    reply: oneshot::Sender<RawOutcome>,
     timer: Option<tokio::task::AbortHandle>,
 }
 
@@ -154,7 +154,7 @@ impl Requests {
     }
 
     /// Parks a new call. The id must be fresh.
-    pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<Outcome>) {
+    pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<RawOutcome>) {
         self.parked += 1;
         self.order.insert(self.parked, id.clone());
         self.by_local.insert((call.conn, call.local_id), id.clone());
@@ -383,7 +383,7 @@ mod tests {
         }
     }
 
-    fn parked(reqs: &mut Requests, id: &str, agent: &str) -> oneshot::Receiver<Outcome> {
+    fn parked(reqs: &mut Requests, id: &str, agent: &str) -> oneshot::Receiver<RawOutcome> {
         let (tx, rx) = oneshot::channel();
         reqs.park(id.into(), call(agent, reqs.len() as u64), tx);
         rx
@@ -401,7 +401,7 @@ mod tests {
     }
 
     /// An outcome as the sidecar reads it, for comparisons.
-    fn parsed(o: Outcome) -> leo_protocol::ipc::Outcome {
+    fn parsed(o: RawOutcome) -> Outcome {
         let line = serde_json::to_vec(&o).unwrap();
         serde_json::from_slice(&line).unwrap()
     }
@@ -426,7 +426,7 @@ mod tests {
         reqs.settle("r1", "c1", text("hi")).unwrap();
         assert_eq!(
             parsed(rx.try_recv().unwrap()),
-            leo_protocol::ipc::Outcome::Content {
+            Outcome::Content {
                 content: vec![json!({"type": "text", "text": "hi"})]
             }
         );
@@ -446,7 +446,7 @@ mod tests {
         reqs.settle("r1", "c1", Posted::Error(err.clone())).unwrap();
         assert_eq!(
             parsed(rx.try_recv().unwrap()),
-            leo_protocol::ipc::Outcome::Error { error: err }
+            Outcome::Error { error: err }
         );
         assert_eq!(
             code(reqs.settle("r1", "c1", text("again"))),

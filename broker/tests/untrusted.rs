@@ -260,3 +260,38 @@ async fn an_agent_with_its_own_token_is_bound_to_that_name_and_mailbox() {
             .starts_with("no agent has its own token")
     );
 }
+
+#[tokio::test]
+async fn sidecar_connections_past_the_limit_are_refused_clearly_and_a_closed_one_frees_its_slot() {
+    let broker = Broker::start().await;
+    let sock = broker.home().join("run/sidecar.sock");
+    let mut open = Vec::new();
+    for i in 0..leo_broker::ipc::MAX_SESSIONS {
+        open.push(agent(&broker, &format!("a{i}")).await);
+    }
+    let mut extra = Ipc::connect(&sock).await;
+    let refused = extra.recv().await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    assert_eq!(refused["code"], "internal");
+    let message = refused["message"].as_str().unwrap();
+    assert!(message.contains("sidecar connections open"), "{message}");
+    assert!(extra.recv_or_end().await.is_none(), "and closed");
+    // Closing one session lets the next one in.
+    open.pop().unwrap().close().await;
+    let mut next = None;
+    for _ in 0..50 {
+        let mut ipc = Ipc::connect(&sock).await;
+        ipc.send(&json!({
+            "type": "hello", "v": 1, "agent": "late", "session": "late-s1",
+            "token": broker.agent_token(), "mode": "native"
+        }))
+        .await;
+        let frame = ipc.recv().await;
+        if frame["type"] == "welcome" {
+            next = Some(frame);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert!(next.is_some(), "a freed slot is usable");
+}

@@ -1,25 +1,25 @@
 //! JSON lines on the IPC socket: one frame per line, at most `MAX_FRAME_BYTES`.
 //!
-//! The frame types live in `leo_protocol::ipc`; this file only moves them across the socket,
-//! with the same length rule the broker applies, so a runaway line is an error rather than an
-//! unbounded allocation.
+//! The frame types live in `leo_protocol::ipc` and the line codec in `leo_protocol::lines`
+//! (the broker's own), so the length rule is the broker's and a runaway line is an error
+//! rather than an unbounded allocation; this file decodes what the codec cuts.
 //!
 //! Once a connection is welcomed, no single line can end it: a line this sidecar cannot read
 //! (too long, too deep for serde_json, a shape it does not know) is `Incoming::Unreadable`,
 //! naming the call or fetch it answers when its head can still be read, so that one call fails
 //! with a clear error and every other call of the session goes on.
 
+use futures_util::{SinkExt, StreamExt};
 use leo_protocol::ipc::{BrokerFrame, RESULT_FRAME_PREFIX, ResultFrameIn, SidecarFrame};
 use leo_protocol::limits::MAX_FRAME_BYTES;
+use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use rmcp::model::ContentBlock;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::UnixStream;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::error::{Result, SidecarError};
 use crate::outcome::Ending;
-
-/// A line buffer that grew past this is given back after the frame, so one large image does
-/// not stay in the sidecar's memory for the rest of the session.
-const KEEP_BUFFER: usize = 1024 * 1024;
 
 /// A frame as the connection loop takes it: a call's result with its content already in rmcp's
 /// blocks, or any other frame.
@@ -46,115 +46,51 @@ pub enum Answers {
     Fetch(u64),
 }
 
-/// What `read_line` found.
-#[derive(Debug, PartialEq, Eq)]
-enum Line {
-    End,
-    /// A whole line is in the buffer.
-    Whole,
-    /// The line was longer than `MAX_FRAME_BYTES`: its start is in the buffer, the rest was
-    /// read and dropped.
-    TooLong,
-}
+/// The broker's frames, read with the one IPC codec.
+pub type Reader = FramedRead<OwnedReadHalf, LineCodec>;
+/// This sidecar's frames, written with the one IPC codec.
+pub type Writer = FramedWrite<OwnedWriteHalf, LineCodec>;
 
-/// Reads the next non-blank line into `buf` (cleared first); `false` at end of stream. A line
-/// over the limit is an error.
-async fn read_line<R: AsyncBufRead + Unpin>(reader: &mut R, buf: &mut Vec<u8>) -> Result<bool> {
-    match read_line_or_skip(reader, buf, false).await? {
-        Line::End => Ok(false),
-        Line::Whole => Ok(true),
-        Line::TooLong => Err(too_long()),
-    }
+/// The two halves of a connection to the broker. Results can be large (an image is hundreds
+/// of KiB): the socket is read in large chunks.
+pub fn split(stream: UnixStream) -> (Reader, Writer) {
+    let (r, w) = stream.into_split();
+    (
+        FramedRead::with_capacity(r, LineCodec::default(), 64 * 1024),
+        FramedWrite::new(w, LineCodec::default()),
+    )
 }
 
 fn too_long() -> SidecarError {
     SidecarError::BadFrame {
-        message: format!("frame longer than {MAX_FRAME_BYTES} bytes"),
+        message: Line::too_long_message(MAX_FRAME_BYTES),
     }
 }
 
-/// `read_line`; with `skip_long`, a line over the limit is read to its end and dropped
-/// (`Line::TooLong`) instead of ending the connection.
-async fn read_line_or_skip<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-    skip_long: bool,
-) -> Result<Line> {
-    loop {
-        buf.clear();
-        if buf.capacity() > KEEP_BUFFER {
-            buf.shrink_to(64 * 1024);
-        }
-        let n = (&mut *reader)
-            .take(MAX_FRAME_BYTES as u64 + 1)
-            .read_until(b'\n', buf)
-            .await
-            .map_err(|source| SidecarError::Ipc {
-                context: "read",
-                source,
-            })?;
-        if n == 0 {
-            return Ok(Line::End);
-        }
-        if buf.last() != Some(&b'\n') && buf.len() > MAX_FRAME_BYTES {
-            if !skip_long {
-                return Err(too_long());
-            }
-            skip_rest_of_line(reader).await?;
-            return Ok(Line::TooLong);
-        }
-        if !buf.iter().all(u8::is_ascii_whitespace) {
-            return Ok(Line::Whole);
-        }
+fn read_error(source: std::io::Error) -> SidecarError {
+    SidecarError::Ipc {
+        context: "read",
+        source,
     }
 }
 
-/// Reads up to and including the next newline (or the end of stream), keeping nothing.
-async fn skip_rest_of_line<R: AsyncBufRead + Unpin>(reader: &mut R) -> Result<()> {
-    loop {
-        let chunk = reader
-            .fill_buf()
-            .await
-            .map_err(|source| SidecarError::Ipc {
-                context: "read",
-                source,
-            })?;
-        if chunk.is_empty() {
-            return Ok(());
-        }
-        match chunk.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                reader.consume(i + 1);
-                return Ok(());
-            }
-            None => {
-                let n = chunk.len();
-                reader.consume(n);
-            }
-        }
+/// Reads the next frame. `Ok(None)` at end of stream; a line over the limit is an error.
+pub async fn read_frame(reader: &mut Reader) -> Result<Option<BrokerFrame>> {
+    match reader.next().await.transpose().map_err(read_error)? {
+        None => Ok(None),
+        Some(Line::TooLong { .. }) => Err(too_long()),
+        Some(Line::Frame(line)) => parse_broker_frame(&line).map(Some),
     }
 }
 
-/// Reads the next frame. `Ok(None)` at end of stream; blank lines are skipped.
-pub async fn read_frame<R: AsyncBufRead + Unpin>(reader: &mut R) -> Result<Option<BrokerFrame>> {
-    let mut buf = Vec::new();
-    if !read_line(reader, &mut buf).await? {
-        return Ok(None);
-    }
-    parse_broker_frame(&buf).map(Some)
-}
-
-/// Reads the next frame of a welcomed connection into `buf`, which the caller keeps between
-/// calls. `Ok(None)` at end of stream; only the socket failing is an error.
-pub async fn read_incoming<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    buf: &mut Vec<u8>,
-) -> Result<Option<Incoming>> {
-    match read_line_or_skip(reader, buf, true).await? {
-        Line::End => Ok(None),
-        Line::Whole => Ok(Some(decode(buf))),
-        Line::TooLong => Ok(Some(Incoming::Unreadable {
-            answers: result_id_from_prefix(buf).map(Answers::Call),
+/// Reads the next frame of a welcomed connection. `Ok(None)` at end of stream; only the socket
+/// failing is an error.
+pub async fn read_incoming(reader: &mut Reader) -> Result<Option<Incoming>> {
+    match reader.next().await.transpose().map_err(read_error)? {
+        None => Ok(None),
+        Some(Line::Frame(line)) => Ok(Some(decode(&line))),
+        Some(Line::TooLong { head }) => Ok(Some(Incoming::Unreadable {
+            answers: result_id_from_prefix(&head).map(Answers::Call),
             message: too_long().to_string(),
         })),
     }
@@ -221,22 +157,12 @@ pub fn parse_broker_frame(line: &[u8]) -> Result<BrokerFrame> {
         .map_err(|e| SidecarError::BadFrame { message: e.message })
 }
 
-/// The line for `frame`, newline included.
-pub fn encode(frame: &SidecarFrame) -> Vec<u8> {
+/// Writes one frame.
+pub async fn write_frame(writer: &mut Writer, frame: &SidecarFrame) -> Result<()> {
     // Our own frames always serialize (string keys, no non-finite floats from outside: the
     // arguments came in as JSON already).
-    let mut line = serde_json::to_vec(frame).unwrap_or_else(|_| b"{}".to_vec());
-    line.push(b'\n');
-    line
-}
-
-/// Writes one frame.
-pub async fn write_frame<W: AsyncWrite + Unpin>(
-    writer: &mut W,
-    frame: &SidecarFrame,
-) -> Result<()> {
     writer
-        .write_all(&encode(frame))
+        .send(encode_frame(frame))
         .await
         .map_err(|source| SidecarError::Ipc {
             context: "write",

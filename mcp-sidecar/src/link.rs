@@ -262,7 +262,26 @@ impl BrokerLink {
                 let _ = self.arrivals.send(message);
             }
             BrokerFrame::Tools { .. } => self.view.send_modify(|v| *v = Arc::new(v.apply(&frame))),
-            BrokerFrame::Error { code, message } => {
+            BrokerFrame::Error {
+                code,
+                message,
+                id: Some(id),
+            } => {
+                // The broker refused this fetch (its policy, not ours): that call fails alone.
+                if self
+                    .lock()
+                    .fetches
+                    .settle(id, Err((code, message)))
+                    .is_err()
+                {
+                    debug!(fetch = id, "a refusal for a fetch nobody waits for");
+                }
+            }
+            BrokerFrame::Error {
+                code,
+                message,
+                id: None,
+            } => {
                 warn!(
                     code,
                     message, "the broker reported an error on this session"
@@ -285,14 +304,14 @@ impl BrokerLink {
         match answers {
             Some(Answers::Call(id)) => self.settle(
                 id,
-                crate::pending::failure(
+                crate::pending::failed(
                     "invalid_result",
                     &format!("leo-mcp could not read this call's result ({why})"),
                 ),
             ),
             Some(Answers::Fetch(id)) => {
                 let failed = Err((
-                    "invalid_frame",
+                    "invalid_frame".to_owned(),
                     format!(
                         "leo-mcp could not read the broker's answer ({why}); the messages in it \
                          were acknowledged and are lost"
@@ -322,10 +341,10 @@ impl BrokerLink {
         let was_connected = state.conn.take().is_some();
         let failed = state
             .pending
-            .fail_all(|| crate::pending::failure("no_client", CONNECTION_LOST));
+            .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST));
         state
             .fetches
-            .fail_all(|| Err(("no_client", CONNECTION_LOST.to_owned())));
+            .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));
         state.down_reason = down_reason.to_owned();
         drop(state);
         if was_connected {
@@ -420,7 +439,7 @@ mod tests {
         link.detached(NOT_RUNNING);
         assert_eq!(
             rx.try_recv().unwrap(),
-            Err(("no_client", CONNECTION_LOST.to_owned()))
+            Err(("no_client".to_owned(), CONNECTION_LOST.to_owned()))
         );
     }
 

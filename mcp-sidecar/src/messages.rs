@@ -54,7 +54,7 @@ pub struct Fetched {
 
 /// What a waiting `leo_messages` call gets: the answer, or the code and message of why there
 /// is none.
-pub type Fetch = Result<Fetched, (&'static str, String)>;
+pub type Fetch = Result<Fetched, (String, String)>;
 
 /// The MCP tool.
 pub fn tool() -> Tool {
@@ -90,7 +90,7 @@ pub async fn fetch(link: &BrokerLink, ctx: &RequestContext<RoleServer>) -> CallT
     };
     let fetched = match answer {
         Ok(Ok(fetched)) => fetched,
-        Ok(Err((code, reason))) => return outcome::failure(code, &reason),
+        Ok(Err((code, reason))) => return outcome::failure(&code, &reason),
         // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
         Err(_) => return outcome::failure("no_client", crate::link::CONNECTION_LOST),
     };

@@ -67,7 +67,7 @@ impl<T> Pending<T> {
 }
 
 /// An `Outcome::Error`, whatever the outcome's content type.
-pub fn failure<C>(code: &str, message: &str) -> Outcome<C> {
+pub fn failed<C>(code: &str, message: &str) -> Outcome<C> {
     Outcome::Error {
         error: AppError {
             code: code.to_owned(),

@@ -13,16 +13,14 @@ use std::time::Duration;
 
 use leo_protocol::ipc::{BrokerFrame, Harness, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
-use tokio::io::BufReader;
 use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::backoff::Backoff;
 use crate::cli::Settings;
 use crate::error::{Result, SidecarError};
-use crate::frames::{Incoming, read_frame, read_incoming, write_frame};
+use crate::frames::{self, Incoming, Reader, Writer, read_frame, read_incoming, write_frame};
 use crate::link::{BrokerLink, NOT_RUNNING};
 use crate::mode;
 
@@ -90,8 +88,8 @@ fn failed(e: &SidecarError, last_failure: &mut String, link: &BrokerLink) {
 
 /// A connection that has been welcomed.
 struct Connection {
-    reader: BufReader<OwnedReadHalf>,
-    writer: OwnedWriteHalf,
+    reader: Reader,
+    writer: Writer,
     outbox: mpsc::UnboundedReceiver<SidecarFrame>,
 }
 
@@ -109,10 +107,9 @@ impl Connection {
             }
             Ok::<(), SidecarError>(())
         });
-        let mut line = Vec::new();
         let result = loop {
             tokio::select! {
-                frame = read_incoming(&mut reader, &mut line) => match frame {
+                frame = read_incoming(&mut reader) => match frame {
                     Ok(Some(Incoming::Result { id, ending })) => link.settle(id, ending),
                     Ok(Some(Incoming::Frame(frame))) => link.apply(frame),
                     Ok(Some(Incoming::Unreadable { answers, message })) => {
@@ -152,9 +149,7 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
             });
         }
     };
-    let (r, mut writer) = stream.into_split();
-    // Results can be large (an image is hundreds of KiB): read the socket in large chunks.
-    let mut reader = BufReader::with_capacity(64 * 1024, r);
+    let (mut reader, mut writer) = frames::split(stream);
     let known = link.harness();
     let hello_harness: Option<Harness> = known.as_ref().map(|(h, _)| h.clone());
     let mode = known
@@ -185,7 +180,9 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
                 outbox: rx,
             })
         }
-        Some(BrokerFrame::Error { code, message }) => Err(SidecarError::Refused { code, message }),
+        Some(BrokerFrame::Error { code, message, .. }) => {
+            Err(SidecarError::Refused { code, message })
+        }
         Some(_) => Err(SidecarError::BadFrame {
             message: "the first frame must be welcome".into(),
         }),
@@ -245,11 +242,11 @@ mod tests {
     async fn one_unreadable_frame_fails_its_call_alone_and_the_link_stays_up() {
         let link = BrokerLink::new();
         let (ours, theirs) = UnixStream::pair().unwrap();
-        let (r, writer) = ours.into_split();
+        let (reader, writer) = frames::split(ours);
         let (tx, outbox) = mpsc::unbounded_channel();
         link.attached(tx, &welcome(), None);
         let conn = Connection {
-            reader: BufReader::new(r),
+            reader,
             writer,
             outbox,
         };
@@ -263,7 +260,7 @@ mod tests {
             .map(|_| link.start_call("echo", serde_json::json!({})).unwrap())
             .collect();
         let (theirs_r, mut theirs_w) = theirs.into_split();
-        let mut lines = BufReader::new(theirs_r).lines();
+        let mut lines = tokio::io::BufReader::new(theirs_r).lines();
         for _ in 0..4 {
             let line = lines.next_line().await.unwrap().unwrap();
             assert!(line.contains(r#""type":"call""#), "{line}");

@@ -6,8 +6,10 @@
 //! itself, and cancels a request's context on `notifications/cancelled`, which `call` turns into
 //! a `cancel` frame. With `--channels`, `initialized` also starts the channel pusher.
 //!
-//! **Architecture Invariant:** `deny_tools` is enforced here as well as in the broker: a denied
-//! name is never listed and a call to it is refused before anything is sent.
+//! **Architecture Invariant:** the broker decides every allow and deny (`deny_tools`,
+//! `allow_tools`, scopes, `leo_messages`); the sidecar only leaves out of its listings what the
+//! broker's `denied` list names, and offers its own built-in tools (`leo_messages` and the
+//! fallback pair) by the same list, answering a call to one it does not list as denied.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -124,7 +126,7 @@ impl Inner {
 
     /// Whether `leo_messages` may be listed, called and pushed for.
     fn messages_allowed(&self, view: &View) -> bool {
-        !self.denied(view).contains(MESSAGES)
+        self.offers_builtin(view, MESSAGES)
     }
 
     fn native_visible(&self, view: &View) -> Vec<AgentTool> {
@@ -142,11 +144,13 @@ impl Inner {
         })
     }
 
-    fn denied_failure(&self, tool: &str) -> CallToolResult {
-        outcome::failure(
-            "denied",
-            &format!("tool {tool:?} is denied to agent {:?}", self.settings.agent),
-        )
+    /// Whether this sidecar offers its own tool `name` (`leo_messages`, `leo_app_tools`,
+    /// `leo_app_call`): not when the broker's `denied` list (or `config.yaml` before any
+    /// welcome) names it. The same rule decides what is listed and what is answered, so a
+    /// built-in tool is refused exactly when it is not listed, with the broker up or down;
+    /// every app tool is the broker's to allow or refuse, and so is the mailbox itself.
+    fn offers_builtin(&self, view: &View, name: &str) -> bool {
+        !self.denied(view).contains(name)
     }
 
     async fn call(
@@ -157,23 +161,24 @@ impl Inner {
     ) -> CallToolResult {
         self.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let view = self.link.view();
-        let denied = self.denied(&view);
-        if denied.contains(name) {
-            return self.denied_failure(name);
-        }
         let every = self.settings.progress_every;
         match name {
+            MESSAGES | APP_TOOLS | APP_CALL if !self.offers_builtin(&view, name) => {
+                outcome::failure(
+                    "denied",
+                    &format!("tool {name:?} is denied to agent {:?}", self.settings.agent),
+                )
+            }
             MESSAGES => messages::fetch(&self.link, ctx).await,
             APP_TOOLS => match self.link.down_reason() {
                 Some(reason) => outcome::failure("no_client", &reason),
                 None => outcome::text(fallback::describe(
                     view.revision,
-                    &view.visible_tools(&denied),
+                    &self.native_visible(&view),
                 )),
             },
             APP_CALL => match fallback::parse_call(&arguments) {
                 Err(message) => outcome::failure("invalid_arguments", &message),
-                Ok(c) if denied.contains(&c.tool) => self.denied_failure(&c.tool),
                 Ok(c) => call::forward(&self.link, &c.tool, c.args, ctx, every).await,
             },
             _ => call::forward(&self.link, name, arguments, ctx, every).await,

@@ -159,6 +159,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
             BrokerFrame::Error {
                 code: "unauthorized".into(),
                 message: "at $.token: not the agent token".into(),
+                id: None,
             },
         ),
         (

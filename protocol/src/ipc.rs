@@ -189,8 +189,14 @@ pub enum BrokerFrame {
     /// A message arrived for this agent (a push, for harnesses with a push channel); it stays
     /// unread until fetched.
     MessageArrived { message: Message },
-    /// The session is refused or broken; the broker closes after it.
-    Error { code: String, message: String },
+    /// The session is refused or broken, and the broker closes after it; or, with `id`, the
+    /// `fetch_messages` of that id is refused (`denied`) and the session goes on.
+    Error {
+        code: String,
+        message: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        id: Option<u64>,
+    },
 }
 
 #[cfg(test)]

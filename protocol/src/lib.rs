@@ -13,6 +13,8 @@ pub mod envelope;
 pub mod events;
 pub mod ipc;
 pub mod limits;
+#[cfg(feature = "codec")]
+pub mod lines;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;

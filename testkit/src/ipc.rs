@@ -3,15 +3,20 @@
 
 use std::path::Path;
 
+use futures_util::StreamExt;
+use leo_protocol::lines::{Line, LineCodec};
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::net::UnixStream;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio_util::codec::FramedRead;
 
 use crate::WAIT;
 
 pub struct Ipc {
-    reader: BufReader<OwnedReadHalf>,
+    /// The broker's frames, read with the codec every part uses.
+    reader: FramedRead<OwnedReadHalf, LineCodec>,
+    /// Raw, so tests can write lines no codec would (too long, not JSON).
     writer: OwnedWriteHalf,
 }
 
@@ -22,7 +27,7 @@ impl Ipc {
             .expect("connect sidecar.sock");
         let (r, w) = stream.into_split();
         Ipc {
-            reader: BufReader::new(r),
+            reader: FramedRead::new(r, LineCodec::default()),
             writer: w,
         }
     }
@@ -76,12 +81,11 @@ impl Ipc {
     }
 
     pub async fn recv_or_end(&mut self) -> Option<Value> {
-        let mut line = String::new();
-        let n = self.reader.read_line(&mut line).await.ok()?;
-        if n == 0 {
-            return None;
+        match self.reader.next().await? {
+            Ok(Line::Frame(line)) => Some(serde_json::from_slice(&line).expect("frame is JSON")),
+            Ok(Line::TooLong { head }) => panic!("frame over the limit: {head:?}…"),
+            Err(_) => None,
         }
-        Some(serde_json::from_str(&line).expect("frame is JSON"))
     }
 
     pub async fn within(&mut self, d: std::time::Duration) -> Option<Value> {

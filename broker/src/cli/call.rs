@@ -18,16 +18,18 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 use std::time::Duration;
 
+use futures_util::{SinkExt, StreamExt};
 use leo_broker::home::Home;
 use leo_protocol::content::AppError;
 use leo_protocol::ipc::{BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
+use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use serde_json::Value;
-use tokio::io::{AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use tokio::net::unix::OwnedWriteHalf;
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
+use tokio_util::codec::{FramedRead, FramedWrite};
 
 use super::{EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, read_token};
 
@@ -207,7 +209,7 @@ async fn wait_for_tool(
             BrokerFrame::Tools { tools, .. } if tools.iter().any(|t| t.name == tool) => {
                 return Ok(());
             }
-            BrokerFrame::Error { code, message } => {
+            BrokerFrame::Error { code, message, .. } => {
                 return Err(CallError::Refused { code, message });
             }
             _ => {}
@@ -227,8 +229,9 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
         connected = connect(home, &agent, wait_until) => connected?,
         _ = &mut interrupt => return Ok(Ended::Interrupted),
     };
-    let (reader, mut writer) = stream.into_split();
-    let mut frames = read_frames(BufReader::new(reader));
+    let (reader, writer) = stream.into_split();
+    let mut writer = FramedWrite::new(writer, LineCodec::default());
+    let mut frames = read_frames(FramedRead::new(reader, LineCodec::default()));
     send(
         &mut writer,
         &SidecarFrame::Hello {
@@ -262,7 +265,9 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
                 }
             }
         }
-        BrokerFrame::Error { code, message } => return Err(CallError::Refused { code, message }),
+        BrokerFrame::Error { code, message, .. } => {
+            return Err(CallError::Refused { code, message });
+        }
         other => {
             return Err(CallError::BadFrame(format!(
                 "expected welcome, got {other:?}"
@@ -299,7 +304,7 @@ async fn outcome(
     loop {
         match frames.recv().await.ok_or(CallError::Lost)?? {
             BrokerFrame::Result { id, outcome } if id == CALL_ID => return Ok(outcome),
-            BrokerFrame::Error { code, message } => {
+            BrokerFrame::Error { code, message, .. } => {
                 return Err(CallError::Refused { code, message });
             }
             _ => continue,
@@ -310,17 +315,21 @@ async fn outcome(
 /// The broker's frames, read by a task of their own so that waiting for one can be abandoned
 /// (Ctrl-C) without losing half a line.
 fn read_frames(
-    mut reader: BufReader<tokio::net::unix::OwnedReadHalf>,
+    mut reader: FramedRead<OwnedReadHalf, LineCodec>,
 ) -> mpsc::Receiver<Result<BrokerFrame, CallError>> {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         loop {
-            let frame = match leo_broker::ipc::read_frame(&mut reader).await {
-                Ok(None) => return,
-                Ok(Some(line)) if line.iter().all(u8::is_ascii_whitespace) => continue,
-                Ok(Some(line)) => leo_protocol::envelope::parse_json::<BrokerFrame>(&line)
-                    .map_err(|e| CallError::BadFrame(e.message)),
-                Err(e) => Err(CallError::Io(e)),
+            let frame = match reader.next().await {
+                None => return,
+                Some(Ok(Line::Frame(line))) => {
+                    leo_protocol::envelope::parse_json::<BrokerFrame>(&line)
+                        .map_err(|e| CallError::BadFrame(e.message))
+                }
+                Some(Ok(Line::TooLong { .. })) => Err(CallError::BadFrame(Line::too_long_message(
+                    reader.decoder().max(),
+                ))),
+                Some(Err(e)) => Err(CallError::Io(e)),
             };
             let last = frame.is_err();
             if tx.send(frame).await.is_err() || last {
@@ -331,13 +340,17 @@ fn read_frames(
     rx
 }
 
-async fn send(writer: &mut OwnedWriteHalf, frame: &SidecarFrame) -> Result<(), CallError> {
-    let mut line = serde_json::to_vec(frame).map_err(|e| CallError::Io(e.into()))?;
-    line.push(b'\n');
-    writer.write_all(&line).await.map_err(|e| match e.kind() {
-        std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => CallError::Lost,
-        _ => CallError::Io(e),
-    })
+async fn send(
+    writer: &mut FramedWrite<OwnedWriteHalf, LineCodec>,
+    frame: &SidecarFrame,
+) -> Result<(), CallError> {
+    writer
+        .send(encode_frame(frame))
+        .await
+        .map_err(|e| match e.kind() {
+            std::io::ErrorKind::BrokenPipe | std::io::ErrorKind::ConnectionReset => CallError::Lost,
+            _ => CallError::Io(e),
+        })
 }
 
 /// Text blocks as they are, one per line; any other block as one JSON line.

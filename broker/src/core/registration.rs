@@ -1,0 +1,95 @@
+//! Registration: groups of tools in, the lints, the operator's approval, the tool list.
+
+use leo_protocol::ErrorCode;
+use leo_protocol::console::{ASK_HUMAN, CONSOLE_GROUP};
+use leo_protocol::requests::{Approved, Registered, ToolList};
+use leo_protocol::tool::{RegisterBody, ToolDef};
+use tracing::{info, warn};
+
+use super::Broker;
+use crate::refusal::Refusal;
+use crate::registry::Registry;
+
+impl Broker {
+    /// `POST /api/v1/client-tools`.
+    pub fn register(&self, body: RegisterBody) -> Result<Registered, Refusal> {
+        if body.group == CONSOLE_GROUP {
+            return Err(Refusal::new(
+                ErrorCode::NameConflict,
+                format!(
+                    "at $.group: group {CONSOLE_GROUP:?} is reserved for the web console's {ASK_HUMAN}"
+                ),
+            ));
+        }
+        let specs = Registry::prepare(
+            &body.group,
+            body.tools,
+            body.agents,
+            self.config.client_tools.default_timeout_s,
+        )?;
+        let mut core = self.lock();
+        Self::require_provider(&core, &body.client_id)?;
+        let names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
+        let defs: Vec<ToolDef> = specs.iter().map(|s| s.def.clone()).collect();
+        let change = core
+            .registry
+            .register(&body.client_id, &body.group, specs)?;
+        if names.is_empty() {
+            core.owners.release_group(&body.client_id, &body.group);
+        }
+        let warnings = Self::lint(&core.registry, &body.group, &defs);
+        for w in &warnings {
+            warn!(group = %body.group, warning = %w, "registration warning");
+        }
+        core.registry.set_warnings(&body.group, warnings.clone());
+        if let Err(e) = core.ever.remember(names.iter().map(String::as_str)) {
+            // The registration stands; the file is retried on the next new name.
+            warn!(error = %e, "cannot write client-tools.json");
+        }
+        self.after_change(&mut core, change, Vec::new());
+        self.touched();
+        let revision = core.registry.revision();
+        info!(client_id = %body.client_id, group = %body.group, tools = names.len(), revision, "group registered");
+        Ok(Registered {
+            group: body.group,
+            revision,
+            tools: names,
+            warnings,
+        })
+    }
+
+    /// The registration lints of `group`'s `defs`, against the other groups' visible tools.
+    fn lint(registry: &Registry, group: &str, defs: &[ToolDef]) -> Vec<String> {
+        let refs: Vec<&ToolDef> = defs.iter().collect();
+        let others = registry
+            .view()
+            .values()
+            .filter(|v| v.spec.group != group)
+            .map(|v| v.spec.def.name.as_str());
+        crate::lints::warnings(&refs, others)
+    }
+
+    /// The operator approves `tool`'s changed definition (`pin_definitions`): agents are
+    /// offered it from now on, and their calls are checked against it.
+    pub fn approve(&self, tool: &str) -> Result<Approved, Refusal> {
+        let mut core = self.lock();
+        let (change, digest) = core.registry.approve(tool)?;
+        self.after_change(&mut core, change, Vec::new());
+        self.touched();
+        let revision = core.registry.revision();
+        info!(
+            tool,
+            digest, revision, "changed tool definition approved by the operator"
+        );
+        Ok(Approved {
+            tool: tool.to_owned(),
+            digest,
+            revision,
+        })
+    }
+
+    /// `GET /api/v1/client-tools`.
+    pub fn tools(&self) -> ToolList {
+        self.lock().registry.list()
+    }
+}

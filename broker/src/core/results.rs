@@ -1,0 +1,110 @@
+//! Claims and results from apps, and the operator's cancel: the ways a parked call ends
+//! from the app's side.
+
+use leo_protocol::ErrorCode;
+use leo_protocol::content::{Posted, ResultBody, ResultError};
+use leo_protocol::events::CancelReason;
+use leo_protocol::requests::{PendingRequest, RequestAck};
+use tracing::{debug, info};
+
+use super::{Broker, Core};
+use crate::refusal::Refusal;
+use crate::requests::{Call, Failure, Stage};
+
+impl Broker {
+    /// `GET …/requests`: pending requests.
+    pub fn pending(&self) -> Vec<PendingRequest> {
+        let core = self.lock();
+        core.requests.pending(&core.owners)
+    }
+
+    /// `POST …/requests/{id}/claim`.
+    pub fn claim(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
+        let mut core = self.lock();
+        Self::require_provider(&core, client_id)?;
+        let call = Self::claim_locked(&mut core, id, client_id)?;
+        debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
+        self.touched();
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "claimed".into(),
+        })
+    }
+
+    /// `POST …/requests/{id}/result`.
+    pub fn post_result(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
+        let client_id = body.client_id.clone();
+        let claim = body.claim;
+        let posted = body.into_posted().map_err(|e| match e {
+            ResultError::Invalid(m) => Refusal::new(ErrorCode::InvalidResult, m),
+            ResultError::TooLarge(n) => Refusal::new(
+                ErrorCode::ResultTooLarge,
+                format!(
+                    "at $.content: {n} bytes, at most {}",
+                    leo_protocol::limits::MAX_RESULT_BYTES
+                ),
+            ),
+        })?;
+        let mut core = self.lock();
+        Self::require_provider(&core, &client_id)?;
+        let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
+        debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        self.touched();
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "settled".into(),
+        })
+    }
+
+    /// Claims request `id` for `client_id`, with the claim route's checks (the client must serve
+    /// the call's group; ownership).
+    fn claim_locked<'c>(
+        core: &'c mut Core,
+        id: &str,
+        client_id: &str,
+    ) -> Result<&'c Call, Refusal> {
+        let serves = core
+            .requests
+            .get(id)
+            .is_some_and(|(call, _)| core.registry.serves(client_id, &call.group));
+        core.requests.claim(id, client_id, serves, &mut core.owners)
+    }
+
+    /// Settles request `id`; with `claim`, a request still parked is claimed first, under the
+    /// same lock, so nobody sees it claimed but unanswered.
+    pub(super) fn settle_locked(
+        core: &mut Core,
+        id: &str,
+        client_id: &str,
+        posted: Posted,
+        claim: bool,
+    ) -> Result<Call, Refusal> {
+        if claim && matches!(core.requests.get(id), Some((_, Stage::Parked))) {
+            Self::claim_locked(core, id, client_id)?;
+        }
+        core.requests.settle(id, client_id, posted)
+    }
+
+    /// The operator cancels a live call, from the console or `POST …/requests/{id}/cancel`.
+    pub fn cancel_request(&self, id: &str) -> Result<RequestAck, Refusal> {
+        let mut core = self.lock();
+        let ended = core.requests.end(
+            id,
+            Failure::new(
+                ErrorCode::Cancelled,
+                CancelReason::CancelledByOperator,
+                "the operator cancelled the call",
+            ),
+        );
+        let Some(e) = ended else {
+            return Err(core.requests.not_live(id));
+        };
+        info!(request = id, agent = %e.call.agent, tool = %e.call.tool, "request cancelled by the operator");
+        self.publish_ended(&[e]);
+        self.touched();
+        Ok(RequestAck {
+            id: id.to_owned(),
+            state: "cancelled".into(),
+        })
+    }
+}

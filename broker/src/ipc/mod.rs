@@ -1,0 +1,214 @@
+//! The sidecar side of the broker: `run/sidecar.sock`, one connection per agent session.
+//!
+//! A connection is a session: `hello` (with the agent token, or the agent's own token, see
+//! `agent_tokens`) opens it, closing it means the agent stopped, and every call still in flight
+//! is cancelled with reason `agent_gone`. Frames are JSON lines (`leo_protocol::lines`, the
+//! one codec every part uses). `hello` is checked here; the open session is a `Session`
+//! (`session`), which owns its connection and its calls in flight; tool-set changes reach it
+//! through its own `Coalescer` (`coalesce`). Every allow and deny is the core's
+//! (`Broker::call`, `Broker::fetch_messages`): this module only moves frames.
+//!
+//! At most `MAX_SESSIONS` connections are open at once; one more is answered with an `error`
+//! frame (`internal`, saying so) and closed, so a runaway client cannot exhaust the broker's
+//! file descriptors.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures_util::{SinkExt, StreamExt};
+use leo_protocol::ErrorCode;
+use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
+use leo_protocol::limits::IPC_VERSION;
+use leo_protocol::lines::{Line, LineCodec, encode_frame};
+use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::Semaphore;
+use tokio_util::codec::{FramedRead, FramedWrite};
+use tracing::{Instrument, info_span, warn};
+
+use crate::agent_tokens::AgentKeys;
+use crate::core::Broker;
+
+mod coalesce;
+mod session;
+
+pub use coalesce::Coalescer;
+pub use session::Session;
+
+/// How long a new connection has to say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// At most one tool-set frame a second per session.
+pub const COALESCE: Duration = Duration::from_secs(1);
+/// Sidecar connections open at once, at most.
+pub const MAX_SESSIONS: usize = 1024;
+
+/// A session's connection: JSON lines over the socket, read and written with the one codec.
+/// Its halves are apart so that a session can read while a write waits on a slow sidecar.
+pub struct Conn {
+    reader: FramedRead<OwnedReadHalf, LineCodec>,
+    writer: FramedWrite<OwnedWriteHalf, LineCodec>,
+}
+
+impl Conn {
+    fn new(stream: UnixStream) -> Conn {
+        let (r, w) = stream.into_split();
+        Conn {
+            reader: FramedRead::new(r, LineCodec::default()),
+            writer: FramedWrite::new(w, LineCodec::default()),
+        }
+    }
+
+    /// The longest line read.
+    fn max(&self) -> usize {
+        self.reader.decoder().max()
+    }
+}
+
+/// Accepts sidecar connections until shutdown.
+pub async fn serve(listener: UnixListener, broker: Arc<Broker>, keys: AgentKeys) {
+    let shutdown = broker.shutdown_token();
+    let slots = Arc::new(Semaphore::new(MAX_SESSIONS));
+    loop {
+        let stream = tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    warn!(error = %e, "sidecar accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+        };
+        let mut conn = Conn::new(stream);
+        let Ok(slot) = slots.clone().try_acquire_owned() else {
+            warn!(
+                max = MAX_SESSIONS,
+                "sidecar connection refused: too many open"
+            );
+            let message = format!(
+                "the broker has {MAX_SESSIONS} sidecar connections open, its limit; close one and retry"
+            );
+            broker.tasks().spawn(async move {
+                let _ = send_error(&mut conn, ErrorCode::Internal, message).await;
+            });
+            continue;
+        };
+        let broker2 = broker.clone();
+        let keys = keys.clone();
+        broker.tasks().spawn(async move {
+            accept(conn, broker2, &keys).await;
+            drop(slot);
+        });
+    }
+}
+
+/// Writes an `error` frame that ends the connection.
+async fn send_error(
+    conn: &mut Conn,
+    code: ErrorCode,
+    message: impl Into<String>,
+) -> std::io::Result<()> {
+    conn.writer
+        .send(encode_frame(&BrokerFrame::Error {
+            code: code.as_str().to_owned(),
+            message: message.into(),
+            id: None,
+        }))
+        .await
+}
+
+fn valid_agent_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 64
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+}
+
+/// A hello that opens a session.
+struct Hello {
+    agent: String,
+    session: String,
+    harness: Option<leo_protocol::ipc::Harness>,
+    mode: leo_protocol::ipc::Mode,
+}
+
+/// Reads and checks `hello`, then runs the session; refuses the connection otherwise.
+async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys) {
+    let hello = match read_hello(&mut conn, keys).await {
+        Ok(Some(hello)) => hello,
+        Ok(None) => return,
+        Err((code, message)) => {
+            let _ = send_error(&mut conn, code, message).await;
+            return;
+        }
+    };
+    let id = broker.session_open(&hello.agent, &hello.session, hello.harness, hello.mode);
+    let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
+    Session::new(broker, id, hello.agent, conn)
+        .run()
+        .instrument(span)
+        .await;
+}
+
+/// The first frame, checked: the version, the agent's name, its token, the session id.
+/// `Ok(None)` when the peer left without a word.
+async fn read_hello(
+    conn: &mut Conn,
+    keys: &AgentKeys,
+) -> Result<Option<Hello>, (ErrorCode, String)> {
+    use ErrorCode::InvalidFrame;
+    let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.reader.next()).await {
+        Err(_) => return Err((InvalidFrame, "no hello within 10 s".to_owned())),
+        Ok(None) => return Ok(None),
+        Ok(Some(Err(e))) => return Err((InvalidFrame, e.to_string())),
+        Ok(Some(Ok(Line::TooLong { .. }))) => {
+            return Err((InvalidFrame, Line::too_long_message(conn.max())));
+        }
+        Ok(Some(Ok(Line::Frame(line)))) => line,
+    };
+    let frame = leo_protocol::envelope::parse_json::<SidecarFrame>(&first)
+        .map_err(|e| (InvalidFrame, e.message))?;
+    let SidecarFrame::Hello {
+        v,
+        agent,
+        session,
+        token,
+        harness,
+        mode,
+    } = frame
+    else {
+        return Err((
+            InvalidFrame,
+            "at $.type: the first frame must be hello".to_owned(),
+        ));
+    };
+    if v != IPC_VERSION {
+        return Err((
+            InvalidFrame,
+            format!("at $.v: this broker speaks version {IPC_VERSION}, not {v}"),
+        ));
+    }
+    if !valid_agent_name(&agent) {
+        // Checked before the token: the name picks the agent's own token file.
+        return Err((
+            InvalidFrame,
+            "at $.agent: must be 1 to 64 of [A-Za-z0-9_.-]".to_owned(),
+        ));
+    }
+    keys.check(&agent, &token)
+        .map_err(|refusal| (refusal.code, refusal.message))?;
+    if session.is_empty() || session.len() > 128 {
+        return Err((
+            InvalidFrame,
+            "at $.session: must be 1 to 128 bytes".to_owned(),
+        ));
+    }
+    Ok(Some(Hello {
+        agent,
+        session,
+        harness,
+        mode,
+    }))
+}
