@@ -89,7 +89,6 @@
 //! (`invalid_tool`, `name_conflict`, `too_many_tools`, with the broker's message).
 
 mod app;
-mod backoff;
 mod call;
 mod calls;
 mod endpoint;

@@ -5,7 +5,7 @@ use std::time::Duration;
 use leo_testkit::Broker;
 use serde_json::{Value, json};
 
-use leo_mcp::caps::Table;
+use leo_mcp::caps;
 use leo_protocol::ipc::Mode;
 
 use crate::support::{Agent, AgentOpts, App, tool, wait_until};
@@ -61,7 +61,7 @@ async fn auto_mode_follows_the_built_in_table() {
     let app = App::connect(&broker.http()).await;
     app.register("g", json!([tool("echo")])).await;
 
-    let table = Table::builtin();
+    let table = caps::builtin();
     let fallback_tools = ["leo_app_call", "leo_app_tools"];
     let cases = [
         ("a", "claude-code"),

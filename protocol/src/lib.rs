@@ -5,12 +5,17 @@
 //! decide whether a tool definition or a result is acceptable. The broker, the sidecar and the
 //! probe all speak through these types, so a rule lives in exactly one place.
 
+pub mod backoff;
+pub mod chain;
 pub mod codes;
 pub mod console;
 pub mod content;
 pub mod depth;
 pub mod envelope;
 pub mod events;
+pub mod glob;
+pub mod harness;
+pub mod home;
 pub mod ipc;
 pub mod limits;
 pub mod requests;

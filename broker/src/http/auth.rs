@@ -119,7 +119,7 @@ fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<
         .get(name)
         .map(|c| c.can_message.as_slice())
         .unwrap_or_default();
-    if crate::messages::target_allowed(patterns, &target.0) {
+    if leo_protocol::glob::any_matches(patterns, &target.0) {
         Ok(target)
     } else {
         Err(ApiError::new(
