@@ -12,8 +12,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use leo_protocol::ErrorCode;
 use leo_protocol::ipc::Message;
+pub use leo_protocol::messages::{MessageBody, Queued};
 use leo_protocol::sanitize::{Lines, sanitize};
-use serde::{Deserialize, Serialize};
 
 use crate::refusal::Refusal;
 
@@ -23,23 +23,6 @@ pub const MAILBOX: usize = 256;
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 /// Longest `#session` suffix of `from`.
 pub const MAX_SESSION: usize = 128;
-
-/// `POST /web/agent/{target}/message`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MessageBody {
-    pub text: String,
-    pub from: String,
-}
-
-/// What the sender is told.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Queued {
-    pub agent: String,
-    pub unread: usize,
-    /// Messages dropped from this agent's mailbox since the broker started.
-    pub dropped: u64,
-}
 
 /// Checks that `from` is `client` or `client#session`.
 pub fn check_from(client: &str, from: &str) -> Result<(), Refusal> {

@@ -18,6 +18,7 @@ pub mod harness;
 pub mod home;
 pub mod ipc;
 pub mod limits;
+pub mod messages;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;
