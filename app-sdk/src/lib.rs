@@ -95,7 +95,6 @@ mod endpoint;
 mod error;
 mod reply;
 mod session;
-mod sse;
 mod tool;
 mod transport;
 mod worker;

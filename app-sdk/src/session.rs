@@ -28,11 +28,11 @@ use crate::app::{Settings, Status};
 use crate::call::from_pending;
 use crate::calls::Calls;
 use crate::error::{Error, Result};
-use crate::sse::{Frame, Parser};
 use crate::transport::{Chunks, Client};
 use crate::worker::{Link, work};
 use leo_protocol::backoff::Backoff;
 use leo_protocol::chain::error_chain;
+use leo_protocol::sse::{Frame, Parser};
 
 /// The broker sends a keep-alive comment every 15 s; a stream silent for this long is dead.
 const STREAM_IDLE: Duration = Duration::from_secs(45);

@@ -22,6 +22,7 @@ pub mod messages;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;
+pub mod sse;
 pub mod status;
 pub mod time;
 pub mod tool;
