@@ -20,6 +20,7 @@ pub fn default_home() -> PathBuf {
 
 /// How to reach the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Endpoint {
     /// The broker's unix socket (`run/leo.sock`).
     Unix(PathBuf),
@@ -79,6 +80,7 @@ impl fmt::Display for Endpoint {
 
 /// Which token to present.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenSource {
     /// This token.
     Value(String),

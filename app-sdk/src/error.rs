@@ -12,6 +12,7 @@ use leo_protocol::ErrorCode;
 
 /// An error of the SDK.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A builder setting is wrong (a URL, a tool definition, a duplicate name).
     #[error("{0}")]
@@ -32,7 +33,7 @@ pub enum Error {
     },
     /// The HTTP connection failed mid-way.
     #[error("the connection to the broker failed")]
-    Http(#[source] hyper::Error),
+    Http(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The broker answered a request with a documented error.
     #[error("the broker refused: {message} ({code})")]
     Refused { code: ErrorCode, message: String },

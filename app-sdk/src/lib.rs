@@ -103,11 +103,9 @@ pub use app::{App, Builder, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_CONCURRENT, Status
 pub use call::Call;
 pub use endpoint::{Endpoint, TokenSource, default_home};
 pub use error::{Error, Result};
-/// The bytes type of `Reply::raw_content` (the `bytes` crate's, as hyper re-exports it).
-pub use hyper::body::Bytes;
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
-pub use reply::{Reply, content};
+pub use reply::{RawContent, Reply, content};
 /// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).
 pub use schemars::{self, JsonSchema};
 pub use tokio_util::sync::CancellationToken;

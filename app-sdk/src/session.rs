@@ -249,7 +249,7 @@ impl Events {
             match tokio::time::timeout(STREAM_IDLE, self.body.frame()).await {
                 Err(_) => return Err(Error::Timeout(STREAM_IDLE)),
                 Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(Error::Http(e)),
+                Ok(Some(Err(e))) => return Err(Error::Http(e.into())),
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         self.parser.push(&data);

@@ -222,7 +222,7 @@ impl Client {
                     tracing::debug!(error = %e, "a pooled connection closed; using a new one");
                     continue;
                 }
-                Err(e) => return Err(Error::Http(e)),
+                Err(e) => return Err(Error::Http(e.into())),
             };
             let resp = match sent {
                 Ok(resp) => resp,
@@ -231,10 +231,10 @@ impl Client {
                     tracing::debug!(error = %e.error(), "a pooled connection closed; using a new one");
                     continue;
                 }
-                Err(e) => return Err(Error::Http(e.into_error())),
+                Err(e) => return Err(Error::Http(e.into_error().into())),
             };
             let status = resp.status().as_u16();
-            let body = resp.into_body().collect().await.map_err(Error::Http)?;
+            let body = resp.into_body().collect().await.map_err(|e| Error::Http(e.into()))?;
             self.put_idle(sender);
             return Ok(Answer {
                 status,
@@ -272,12 +272,12 @@ impl Client {
                 req.headers_mut()
                     .insert("last-event-id", HeaderValue::from(id));
             }
-            let resp: Response<Incoming> = sender.send_request(req).await.map_err(Error::Http)?;
+            let resp: Response<Incoming> = sender.send_request(req).await.map_err(|e| Error::Http(e.into()))?;
             let status = resp.status().as_u16();
             if status == 200 {
                 return Ok(resp.into_body());
             }
-            let body = resp.into_body().collect().await.map_err(Error::Http)?;
+            let body = resp.into_body().collect().await.map_err(|e| Error::Http(e.into()))?;
             Err(Answer {
                 status,
                 body: body.to_bytes(),
@@ -297,7 +297,7 @@ fn spawn_conn<IO>(
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let (sender, conn) = handshake.map_err(Error::Http)?;
+    let (sender, conn) = handshake.map_err(|e| Error::Http(e.into()))?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "broker connection ended");
