@@ -234,7 +234,11 @@ impl Client {
                 Err(e) => return Err(Error::Http(e.into_error().into())),
             };
             let status = resp.status().as_u16();
-            let body = resp.into_body().collect().await.map_err(|e| Error::Http(e.into()))?;
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Http(e.into()))?;
             self.put_idle(sender);
             return Ok(Answer {
                 status,
@@ -272,12 +276,19 @@ impl Client {
                 req.headers_mut()
                     .insert("last-event-id", HeaderValue::from(id));
             }
-            let resp: Response<Incoming> = sender.send_request(req).await.map_err(|e| Error::Http(e.into()))?;
+            let resp: Response<Incoming> = sender
+                .send_request(req)
+                .await
+                .map_err(|e| Error::Http(e.into()))?;
             let status = resp.status().as_u16();
             if status == 200 {
                 return Ok(resp.into_body());
             }
-            let body = resp.into_body().collect().await.map_err(|e| Error::Http(e.into()))?;
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Http(e.into()))?;
             Err(Answer {
                 status,
                 body: body.to_bytes(),
