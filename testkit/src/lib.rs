@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod agent;
+pub mod app;
 pub mod http;
 pub mod ipc;
 pub mod require;
