@@ -110,3 +110,9 @@ pub use reply::{RawContent, Reply, content};
 pub use schemars::{self, JsonSchema};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{Tool, schema_for};
+
+/// The HTTP client the SDK talks to the broker with (unix socket or TCP, keep-alive), for
+/// other clients of the broker's JSON routes: `leo`'s CLI and the relay bench use it.
+pub mod http {
+    pub use crate::transport::{Answer, Client, REQUEST_TIMEOUT};
+}
