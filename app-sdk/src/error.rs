@@ -50,6 +50,9 @@ pub enum Error {
     /// The broker did not answer in time.
     #[error("the broker did not answer within {0:?}")]
     Timeout(Duration),
+    /// An answer was larger than the client's bound (`http::Client::with_max_body`).
+    #[error("the broker's answer is larger than {0} bytes")]
+    TooLarge(usize),
     /// The event stream ended.
     #[error("the event stream ended")]
     StreamEnded,

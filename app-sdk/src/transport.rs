@@ -147,6 +147,7 @@ pub struct Client {
     auth: HeaderValue,
     idle: Mutex<Vec<(Sender, Instant)>>,
     timeout: Duration,
+    max_body: usize,
 }
 
 impl Client {
@@ -162,7 +163,15 @@ impl Client {
             auth,
             idle: Mutex::new(Vec::new()),
             timeout: REQUEST_TIMEOUT,
+            max_body: usize::MAX,
         })
+    }
+
+    /// The same client refusing an answer whose body is larger than `bytes`
+    /// (`Error::TooLarge`); by default there is no bound.
+    pub fn with_max_body(mut self, bytes: usize) -> Client {
+        self.max_body = bytes;
+        self
     }
 
     /// The same client with another bound on connecting and on each request.
@@ -258,16 +267,9 @@ impl Client {
                 Err(e) => return Err(Error::Http(e.into_error().into())),
             };
             let status = resp.status().as_u16();
-            let body = resp
-                .into_body()
-                .collect()
-                .await
-                .map_err(|e| Error::Http(e.into()))?;
+            let body = read_limited(resp.into_body(), self.max_body).await?;
             self.put_idle(sender);
-            return Ok(Answer {
-                status,
-                body: body.to_bytes(),
-            });
+            return Ok(Answer { status, body });
         }
     }
 
@@ -329,6 +331,15 @@ impl Client {
         tokio::time::timeout(self.timeout, fut)
             .await
             .map_err(|_| Error::Timeout(self.timeout))?
+    }
+}
+
+/// Reads a whole body, refusing one over `limit` bytes as it arrives.
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge(limit)),
+        Err(e) => Err(Error::Http(e)),
     }
 }
 
