@@ -5,7 +5,10 @@
 //! Here they are named once (docs/home.md describes them), as paths only: creating, reading
 //! and securing the files is the business of the part that does it.
 
+use std::collections::BTreeSet;
 use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
 
 /// The files and folders under `$LEO_HOME`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +89,16 @@ impl Home {
     pub fn sidecar_socket(&self) -> PathBuf {
         self.run().join("sidecar.sock")
     }
+}
+
+/// `state/client-tools.json`: every tool name an app ever registered here. The broker writes
+/// it; the sidecar reads it while the broker is down, to tell "no app yet" from "broker down".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientToolsFile {
+    /// Always 1.
+    pub version: u32,
+    pub tools: BTreeSet<String>,
 }
 
 #[cfg(test)]
