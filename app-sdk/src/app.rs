@@ -24,6 +24,7 @@ pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
 
 /// Where the app stands, for display (`App::status`).
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Status {
     /// Opening the event stream.
     Connecting,

@@ -9,21 +9,18 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use leo_protocol::home::Home;
+
 use crate::error::{Error, Result};
 
 /// `$LEO_HOME`, else `~/.leo`.
 pub fn default_home() -> PathBuf {
-    std::env::var_os("LEO_HOME")
-        .filter(|v| !v.is_empty())
-        .map(PathBuf::from)
-        .unwrap_or_else(|| {
-            let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-            PathBuf::from(home).join(".leo")
-        })
+    Home::from_env().root
 }
 
 /// How to reach the broker.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Endpoint {
     /// The broker's unix socket (`run/leo.sock`).
     Unix(PathBuf),
@@ -35,7 +32,7 @@ pub enum Endpoint {
 impl Endpoint {
     /// `$home/run/leo.sock`.
     pub fn in_home(home: &Path) -> Endpoint {
-        Endpoint::Unix(home.join("run").join("leo.sock"))
+        Endpoint::Unix(Home::new(home).api_socket())
     }
 
     /// Parses `http://host:port` (a trailing `/` is allowed; the port is required, because the
@@ -83,6 +80,7 @@ impl fmt::Display for Endpoint {
 
 /// Which token to present.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TokenSource {
     /// This token.
     Value(String),
@@ -93,16 +91,12 @@ pub enum TokenSource {
 impl TokenSource {
     /// The operator token of `home`.
     pub fn operator(home: &Path) -> TokenSource {
-        TokenSource::File(home.join("state").join("operator.token"))
+        TokenSource::File(Home::new(home).operator_token())
     }
 
     /// The token of paired device `name` in `home` (`leo device pair NAME`).
     pub fn device(home: &Path, name: &str) -> TokenSource {
-        TokenSource::File(
-            home.join("state")
-                .join("devices")
-                .join(format!("{name}.token")),
-        )
+        TokenSource::File(Home::new(home).device_token(name))
     }
 
     /// Reads the token now.

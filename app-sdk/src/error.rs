@@ -12,6 +12,7 @@ use leo_protocol::ErrorCode;
 
 /// An error of the SDK.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum Error {
     /// A builder setting is wrong (a URL, a tool definition, a duplicate name).
     #[error("{0}")]
@@ -32,7 +33,7 @@ pub enum Error {
     },
     /// The HTTP connection failed mid-way.
     #[error("the connection to the broker failed")]
-    Http(#[source] hyper::Error),
+    Http(#[source] Box<dyn std::error::Error + Send + Sync>),
     /// The broker answered a request with a documented error.
     #[error("the broker refused: {message} ({code})")]
     Refused { code: ErrorCode, message: String },
@@ -49,6 +50,9 @@ pub enum Error {
     /// The broker did not answer in time.
     #[error("the broker did not answer within {0:?}")]
     Timeout(Duration),
+    /// An answer was larger than the client's bound (`http::Client::with_max_body`).
+    #[error("the broker's answer is larger than {0} bytes")]
+    TooLarge(usize),
     /// The event stream ended.
     #[error("the event stream ended")]
     StreamEnded,

@@ -89,14 +89,12 @@
 //! (`invalid_tool`, `name_conflict`, `too_many_tools`, with the broker's message).
 
 mod app;
-mod backoff;
 mod call;
 mod calls;
 mod endpoint;
 mod error;
 mod reply;
 mod session;
-mod sse;
 mod tool;
 mod transport;
 mod worker;
@@ -105,12 +103,16 @@ pub use app::{App, Builder, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_CONCURRENT, Status
 pub use call::Call;
 pub use endpoint::{Endpoint, TokenSource, default_home};
 pub use error::{Error, Result};
-/// The bytes type of `Reply::raw_content` (the `bytes` crate's, as hyper re-exports it).
-pub use hyper::body::Bytes;
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
-pub use reply::{Reply, content};
+pub use reply::{RawContent, Reply, content};
 /// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).
 pub use schemars::{self, JsonSchema};
 pub use tokio_util::sync::CancellationToken;
 pub use tool::{Tool, schema_for};
+
+/// The HTTP client the SDK talks to the broker with (unix socket or TCP, keep-alive), for
+/// other clients of the broker's JSON routes: `leo`'s CLI and the relay bench use it.
+pub mod http {
+    pub use crate::transport::{Answer, Client, REQUEST_TIMEOUT};
+}

@@ -5,11 +5,48 @@
 //! 1 MiB image is never copied into a second buffer or encoded twice. `Reply::raw_content` takes
 //! content serialized ahead of time, for apps that answer the same large payload many times.
 
-use hyper::body::Bytes;
+use bytes::Bytes;
 use leo_protocol::content::AppError;
 use leo_protocol::limits::MAX_ERROR_MESSAGE;
 use serde::Serialize;
 use serde_json::{Value, json};
+
+/// MCP content serialized ahead of time (a JSON array of content blocks), for
+/// `Reply::raw_content`. Cloning it shares the bytes rather than copying them, so an app that
+/// answers the same large payload many times makes it once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RawContent(pub(crate) Bytes);
+
+impl RawContent {
+    /// The JSON text.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl From<Vec<u8>> for RawContent {
+    fn from(json: Vec<u8>) -> RawContent {
+        RawContent(Bytes::from(json))
+    }
+}
+
+impl From<String> for RawContent {
+    fn from(json: String) -> RawContent {
+        RawContent(Bytes::from(json))
+    }
+}
+
+impl From<&'static [u8]> for RawContent {
+    fn from(json: &'static [u8]) -> RawContent {
+        RawContent(Bytes::from_static(json))
+    }
+}
+
+impl From<&'static str> for RawContent {
+    fn from(json: &'static str) -> RawContent {
+        RawContent(Bytes::from_static(json.as_bytes()))
+    }
+}
 
 /// A handler's answer.
 #[derive(Debug, Clone, PartialEq)]
@@ -54,8 +91,8 @@ impl Reply {
     /// Content serialized ahead of time: `json` must be a JSON array of MCP content blocks. It is
     /// posted byte for byte; the broker checks it and, if it is refused, the call fails with
     /// the broker's `invalid_result` or `result_too_large` message instead of hanging.
-    pub fn raw_content(json: impl Into<Bytes>) -> Reply {
-        Reply(Outcome::Content(json.into()))
+    pub fn raw_content(json: impl Into<RawContent>) -> Reply {
+        Reply(Outcome::Content(json.into().0))
     }
 
     /// The app's own error; the agent sees `"<code>: <message>"`. `code` should be 1 to 64 of
@@ -77,7 +114,7 @@ impl Reply {
     }
 
     /// The serialized content, for a content reply.
-    pub fn content_bytes(&self) -> Option<&Bytes> {
+    pub fn content_bytes(&self) -> Option<&[u8]> {
         match &self.0 {
             Outcome::Content(bytes) => Some(bytes),
             Outcome::Error(_) => None,
@@ -178,8 +215,8 @@ mod tests {
     #[test]
     fn replies_serialize_once_and_errors_are_bounded() {
         let text = Reply::text("hi \"there\"");
-        let bytes = text.content_bytes().cloned().unwrap_or_default();
-        let parsed: Value = serde_json::from_slice(&bytes).unwrap_or_default();
+        let bytes = text.content_bytes().unwrap_or_default();
+        let parsed: Value = serde_json::from_slice(bytes).unwrap_or_default();
         assert_eq!(parsed, json!([{"type": "text", "text": "hi \"there\""}]));
         let long = Reply::error("boom", "é".repeat(MAX_ERROR_MESSAGE + 10));
         let error = long.app_error().map(|e| e.message.chars().count());

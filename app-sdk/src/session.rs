@@ -25,13 +25,14 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::app::{Settings, Status};
-use crate::backoff::Backoff;
 use crate::call::from_pending;
 use crate::calls::Calls;
 use crate::error::{Error, Result};
-use crate::sse::{Frame, Parser};
 use crate::transport::{Chunks, Client};
 use crate::worker::{Link, work};
+use leo_protocol::backoff::Backoff;
+use leo_protocol::chain::error_chain;
+use leo_protocol::sse::{Frame, Parser};
 
 /// The broker sends a keep-alive comment every 15 s; a stream silent for this long is dead.
 const STREAM_IDLE: Duration = Duration::from_secs(45);
@@ -46,7 +47,7 @@ pub async fn serve(
     status: &watch::Sender<Status>,
     shutdown: CancellationToken,
 ) -> Result<()> {
-    let mut backoff = Backoff::new(settings.backoff.0, settings.backoff.1);
+    let mut backoff = Backoff::new(settings.backoff.0, settings.backoff.1).jittered();
     let mut calls = Calls::new(settings.max_concurrent);
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let mut last_event_id = None;
@@ -107,18 +108,6 @@ pub async fn serve(
             () = tokio::time::sleep(backoff.next_delay()) => {}
         }
     }
-}
-
-/// An error and its causes, on one line.
-fn error_chain(error: &Error) -> String {
-    let mut text = error.to_string();
-    let mut source = std::error::Error::source(error);
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
 }
 
 /// One connected stream.
@@ -260,7 +249,7 @@ impl Events {
             match tokio::time::timeout(STREAM_IDLE, self.body.frame()).await {
                 Err(_) => return Err(Error::Timeout(STREAM_IDLE)),
                 Ok(None) => return Ok(None),
-                Ok(Some(Err(e))) => return Err(Error::Http(e)),
+                Ok(Some(Err(e))) => return Err(Error::Http(e.into())),
                 Ok(Some(Ok(frame))) => {
                     if let Ok(data) = frame.into_data() {
                         self.parser.push(&data);

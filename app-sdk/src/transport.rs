@@ -1,6 +1,11 @@
 //! HTTP/1.1 to the broker over its unix socket or TCP: a small pool of keep-alive connections
 //! for the JSON routes, and one dedicated connection for the event stream.
 //!
+//! It is the one HTTP client of the workspace: the SDK's transport, and, as `leo_app::http`,
+//! the client the `leo` CLI and the relay bench use, so what they measure and show is what an
+//! app goes through. Its public face carries no hyper type: bodies in are bytes, answers out
+//! are a status and bytes.
+//!
 //! Claims and results are two requests per call, so a connection per request would double the
 //! round trips (and on TCP pay a handshake each time); the pool keeps up to `MAX_IDLE` idle
 //! connections and drops any idle longer than `IDLE_FOR`, before a server could time it out. A
@@ -36,13 +41,13 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// A request body made of chunks, with an exact length.
 #[derive(Debug, Clone, Default)]
-pub struct Chunks {
+pub(crate) struct Chunks {
     parts: VecDeque<Bytes>,
     len: u64,
 }
 
 impl Chunks {
-    pub fn new(parts: impl IntoIterator<Item = Bytes>) -> Chunks {
+    pub(crate) fn new(parts: impl IntoIterator<Item = Bytes>) -> Chunks {
         let parts: VecDeque<Bytes> = parts.into_iter().filter(|b| !b.is_empty()).collect();
         let len = parts.iter().map(|b| b.len() as u64).sum();
         Chunks { parts, len }
@@ -76,11 +81,21 @@ impl Body for Chunks {
 /// A whole response.
 #[derive(Debug)]
 pub struct Answer {
-    pub status: u16,
-    pub body: Bytes,
+    pub(crate) status: u16,
+    pub(crate) body: Bytes,
 }
 
 impl Answer {
+    /// The HTTP status.
+    pub fn status(&self) -> u16 {
+        self.status
+    }
+
+    /// The body, as the broker sent it.
+    pub fn body(&self) -> &[u8] {
+        &self.body
+    }
+
     /// `data` of a 200 `{ok: true, data}`, else the refusal.
     pub fn data<T: DeserializeOwned>(&self) -> Result<T> {
         if self.status != 200 {
@@ -124,12 +139,15 @@ impl Answer {
 
 type Sender = SendRequest<Chunks>;
 
-/// A client of one broker with one token.
+/// A client of one broker with one token: keep-alive connections, reused one request at a
+/// time, each request bounded in time (`REQUEST_TIMEOUT` unless `with_timeout`).
 pub struct Client {
     endpoint: Endpoint,
     host: HeaderValue,
     auth: HeaderValue,
     idle: Mutex<Vec<(Sender, Instant)>>,
+    timeout: Duration,
+    max_body: usize,
 }
 
 impl Client {
@@ -144,7 +162,22 @@ impl Client {
             host,
             auth,
             idle: Mutex::new(Vec::new()),
+            timeout: REQUEST_TIMEOUT,
+            max_body: usize::MAX,
         })
+    }
+
+    /// The same client refusing an answer whose body is larger than `bytes`
+    /// (`Error::TooLarge`); by default there is no bound.
+    pub fn with_max_body(mut self, bytes: usize) -> Client {
+        self.max_body = bytes;
+        self
+    }
+
+    /// The same client with another bound on connecting and on each request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Client {
+        self.timeout = timeout;
+        self
     }
 
     fn request(&self, method: &str, path: &str, body: Chunks) -> Result<Request<Chunks>> {
@@ -203,10 +236,10 @@ impl Client {
     }
 
     /// Sends a request on a pooled connection and reads the whole answer.
-    pub async fn send(&self, method: &str, path: &str, body: Chunks) -> Result<Answer> {
-        tokio::time::timeout(REQUEST_TIMEOUT, self.send_now(method, path, body))
+    pub(crate) async fn send(&self, method: &str, path: &str, body: Chunks) -> Result<Answer> {
+        tokio::time::timeout(self.timeout, self.send_now(method, path, body))
             .await
-            .map_err(|_| Error::Timeout(REQUEST_TIMEOUT))?
+            .map_err(|_| Error::Timeout(self.timeout))?
     }
 
     async fn send_now(&self, method: &str, path: &str, body: Chunks) -> Result<Answer> {
@@ -222,7 +255,7 @@ impl Client {
                     tracing::debug!(error = %e, "a pooled connection closed; using a new one");
                     continue;
                 }
-                Err(e) => return Err(Error::Http(e)),
+                Err(e) => return Err(Error::Http(e.into())),
             };
             let resp = match sent {
                 Ok(resp) => resp,
@@ -231,29 +264,33 @@ impl Client {
                     tracing::debug!(error = %e.error(), "a pooled connection closed; using a new one");
                     continue;
                 }
-                Err(e) => return Err(Error::Http(e.into_error())),
+                Err(e) => return Err(Error::Http(e.into_error().into())),
             };
             let status = resp.status().as_u16();
-            let body = resp.into_body().collect().await.map_err(Error::Http)?;
+            let body = read_limited(resp.into_body(), self.max_body).await?;
             self.put_idle(sender);
-            return Ok(Answer {
-                status,
-                body: body.to_bytes(),
-            });
+            return Ok(Answer { status, body });
         }
     }
 
+    /// `GET path`.
     pub async fn get(&self, path: &str) -> Result<Answer> {
         self.send("GET", path, Chunks::default()).await
     }
 
-    pub async fn post(&self, path: &str, body: Chunks) -> Result<Answer> {
+    pub(crate) async fn post(&self, path: &str, body: Chunks) -> Result<Answer> {
         self.send("POST", path, body).await
+    }
+
+    /// `POST path` with a JSON body (already serialized, sent as it is).
+    pub async fn post_json(&self, path: &str, json: impl Into<Vec<u8>>) -> Result<Answer> {
+        self.post(path, Chunks::new([Bytes::from(json.into())]))
+            .await
     }
 
     /// Opens the provider event stream on its own connection; returns its body once the
     /// broker has answered 200.
-    pub async fn open_events(
+    pub(crate) async fn open_events(
         &self,
         name: Option<&str>,
         last_event_id: Option<u64>,
@@ -272,21 +309,37 @@ impl Client {
                 req.headers_mut()
                     .insert("last-event-id", HeaderValue::from(id));
             }
-            let resp: Response<Incoming> = sender.send_request(req).await.map_err(Error::Http)?;
+            let resp: Response<Incoming> = sender
+                .send_request(req)
+                .await
+                .map_err(|e| Error::Http(e.into()))?;
             let status = resp.status().as_u16();
             if status == 200 {
                 return Ok(resp.into_body());
             }
-            let body = resp.into_body().collect().await.map_err(Error::Http)?;
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| Error::Http(e.into()))?;
             Err(Answer {
                 status,
                 body: body.to_bytes(),
             }
             .refusal())
         };
-        tokio::time::timeout(REQUEST_TIMEOUT, fut)
+        tokio::time::timeout(self.timeout, fut)
             .await
-            .map_err(|_| Error::Timeout(REQUEST_TIMEOUT))?
+            .map_err(|_| Error::Timeout(self.timeout))?
+    }
+}
+
+/// Reads a whole body, refusing one over `limit` bytes as it arrives.
+async fn read_limited(body: Incoming, limit: usize) -> Result<Bytes> {
+    match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(body) => Ok(body.to_bytes()),
+        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(Error::TooLarge(limit)),
+        Err(e) => Err(Error::Http(e)),
     }
 }
 
@@ -297,7 +350,7 @@ fn spawn_conn<IO>(
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
-    let (sender, conn) = handshake.map_err(Error::Http)?;
+    let (sender, conn) = handshake.map_err(|e| Error::Http(e.into()))?;
     tokio::spawn(async move {
         if let Err(e) = conn.await {
             tracing::debug!(error = %e, "broker connection ended");

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper::body::Bytes;
+use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::ResultBody;
 use leo_protocol::events::RequestEvent;

@@ -50,11 +50,11 @@ async fn the_app_reconnects_and_registers_again_after_a_broker_restart() {
 async fn a_request_parked_before_the_app_subscribed_is_served() {
     let broker = Broker::start().await;
     // Another client keeps the tool alive but never answers.
-    let mut other = Other::connect(&broker).await;
-    other.register("g", json!([tool_json("echo")])).await;
+    let mut other = Other::connect(&broker.http()).await;
+    other.register_ok("g", json!([tool_json("echo")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
     let call = agent.spawn_call("echo", json!({"text": "early"}));
-    other.next_request().await;
+    other.next_request_id().await;
 
     // No Last-Event-ID on a first start: only the pending list can tell the app.
     let app = Running::start(builder(&broker).group("g", [echo()]).build().unwrap()).await;
@@ -67,8 +67,8 @@ async fn requests_that_waited_while_the_app_was_away_are_served_when_it_returns(
     // The ring keeps one event, so of two requests made while the app is away, only the last
     // is replayed on Last-Event-ID: the first reaches it through the pending list alone.
     let broker = Broker::start_with("client_tools:\n  replay_events: 1\n").await;
-    let mut other = Other::connect(&broker).await;
-    other.register("g", json!([tool_json("echo")])).await;
+    let mut other = Other::connect(&broker.http()).await;
+    other.register_ok("g", json!([tool_json("echo")])).await;
     let pipe = Pipe::start(broker.home());
     let app = builder(&broker)
         .socket(&pipe.path)
@@ -81,14 +81,14 @@ async fn requests_that_waited_while_the_app_was_away_are_served_when_it_returns(
         text_of(&agent.call("echo", json!({"text": "a"})).await),
         "app: a"
     );
-    other.next_request().await;
+    other.next_request_id().await;
 
     pipe.cut();
     app.not_serving().await;
     let first = agent.spawn_call("echo", json!({"text": "b"}));
     let second = agent.spawn_call("echo", json!({"text": "c"}));
-    other.next_request().await;
-    other.next_request().await;
+    other.next_request_id().await;
+    other.next_request_id().await;
     assert_eq!(pending(&broker).await.len(), 2);
 
     pipe.mend();

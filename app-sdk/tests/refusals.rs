@@ -17,8 +17,10 @@ fn tool(name: &str) -> Tool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_group_the_broker_refuses_ends_run_with_its_message() {
     let broker = Broker::start().await;
-    let other = Other::connect(&broker).await;
-    other.register("theirs", json!([tool_json("taken")])).await;
+    let other = Other::connect(&broker.http()).await;
+    other
+        .register_ok("theirs", json!([tool_json("taken")]))
+        .await;
     let app = builder(&broker)
         .group("mine", [tool("taken")])
         .build()

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use leo_app::CancellationToken;
 use leo_app::{App, Builder, Status};
-use leo_testkit::{Broker, Http, Sse, WAIT};
+use leo_testkit::{Broker, WAIT};
 use serde_json::{Value, json};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -86,36 +86,9 @@ impl Running {
     }
 }
 
-/// A provider played by hand: it registers, and claims nothing unless told.
-pub struct Other {
-    pub http: Http,
-    pub sse: Sse,
-    pub id: String,
-}
-
-impl Other {
-    pub async fn connect(broker: &Broker) -> Other {
-        let http = broker.http();
-        let (sse, id) = Sse::provider(&http).await;
-        Other { http, sse, id }
-    }
-
-    pub async fn register(&self, group: &str, tools: Value) {
-        self.http
-            .post(
-                "/api/v1/client-tools",
-                &json!({"client_id": self.id, "group": group, "tools": tools}),
-            )
-            .await
-            .data();
-    }
-
-    /// The next request id on this provider's stream.
-    pub async fn next_request(&mut self) -> String {
-        let e = self.sse.next_of("client_tool.request").await;
-        e.data["id"].as_str().unwrap().to_owned()
-    }
-}
+/// A provider played by hand (the test kit's app): it registers, and claims nothing unless
+/// told.
+pub use leo_testkit::app::App as Other;
 
 /// The broker's pending requests.
 pub async fn pending(broker: &Broker) -> Vec<Value> {

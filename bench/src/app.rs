@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-use hyper::body::Bytes;
+use leo_app::RawContent;
 use leo_app::{App, Reply, Status, Tool};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -46,7 +46,7 @@ pub async fn serve(
     let served = Arc::new(AtomicUsize::new(0));
     let mut defs = Vec::with_capacity(tools.len());
     for t in tools {
-        let content = Bytes::from(serde_json::to_vec(&t.content)?);
+        let content = RawContent::from(serde_json::to_vec(&t.content)?);
         let served = served.clone();
         let tool = Tool::new(t.name, t.description, move |_call| {
             served.fetch_add(1, Ordering::Relaxed);

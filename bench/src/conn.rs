@@ -1,67 +1,30 @@
-//! A bare HTTP client for the breakdown rows: one keep-alive HTTP/1.1 connection that posts a
-//! body serialized once, to time one round trip to the broker with nothing else around it.
+//! The bare HTTP client of the breakdown rows: the SDK's own client (`leo_app::http`), whose
+//! keep-alive pool holds the one connection these rows post on one request at a time, to time
+//! a round trip to the broker with nothing else around it.
 
-use http_body_util::{BodyExt, Full};
-use hyper::Request;
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
+use leo_app::Endpoint;
+use leo_app::http::Client;
 use leo_testkit::http::{Http, Target};
 
 pub struct RawConn {
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
-    host: String,
-    auth: Option<String>,
-}
-
-async fn handshake<IO>(
-    io: IO,
-) -> anyhow::Result<hyper::client::conn::http1::SendRequest<Full<Bytes>>>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (sender, conn) = hyper::client::conn::http1::handshake(io).await?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    Ok(sender)
+    client: Client,
 }
 
 impl RawConn {
-    /// Opens a connection to `http`'s broker (TCP or its unix socket), with its token.
+    /// A client of `http`'s broker (TCP or its unix socket), with its token.
     pub async fn open(http: &Http) -> anyhow::Result<RawConn> {
-        let (sender, host) = match &http.target {
-            Target::Tcp(addr) => {
-                let stream = tokio::net::TcpStream::connect(addr).await?;
-                stream.set_nodelay(true)?;
-                (handshake(TokioIo::new(stream)).await?, addr.to_string())
-            }
-            Target::Unix(path) => {
-                let stream = tokio::net::UnixStream::connect(path).await?;
-                (handshake(TokioIo::new(stream)).await?, "localhost".into())
-            }
+        let endpoint = match &http.target {
+            Target::Tcp(addr) => Endpoint::from_url(&format!("http://{addr}"))?,
+            Target::Unix(path) => Endpoint::Unix(path.clone()),
         };
+        let token = http.token.as_deref().unwrap_or_default();
         Ok(RawConn {
-            sender,
-            host,
-            auth: http.token.as_ref().map(|t| format!("Bearer {t}")),
+            client: Client::new(endpoint, token)?,
         })
     }
 
     /// POSTs a JSON body; returns the status (the body is read and dropped).
-    pub async fn post(&mut self, path: &str, body: Bytes) -> anyhow::Result<u16> {
-        let mut req = Request::builder()
-            .method("POST")
-            .uri(path)
-            .header("host", &self.host)
-            .header("content-type", "application/json");
-        if let Some(auth) = &self.auth {
-            req = req.header("authorization", auth);
-        }
-        let req = req.body(Full::new(body))?;
-        self.sender.ready().await?;
-        let resp = self.sender.send_request(req).await?;
-        let status = resp.status().as_u16();
-        resp.into_body().collect().await?;
-        Ok(status)
+    pub async fn post(&mut self, path: &str, body: Vec<u8>) -> anyhow::Result<u16> {
+        Ok(self.client.post_json(path, body).await?.status())
     }
 }

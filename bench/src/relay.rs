@@ -768,7 +768,7 @@ async fn post_latency(http: &leo_testkit::Http, opts: &Opts) -> Result<Latency, 
     let mut conn = crate::conn::RawConn::open(http)
         .await
         .map_err(|e| e.to_string())?;
-    let body = hyper::body::Bytes::from(json!({"client_id": "nobody"}).to_string());
+    let body = json!({"client_id": "nobody"}).to_string().into_bytes();
     let mut samples = Vec::with_capacity(opts.calls);
     for i in 0..opts.warmup + opts.calls {
         let t = Instant::now();

@@ -83,10 +83,10 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
             "--can-message needs at least one target: an empty list denies everything".into(),
         ));
     }
-    home.prepare()?;
+    crate::home::prepare(home)?;
     let text = load_text(home)?;
     let config = Config::parse(&text).unwrap_or_default();
-    let token_path = home.clients().join(format!("{name}.token"));
+    let token_path = home.client_token(name);
     if config.api_clients.contains_key(name) || token_path.exists() {
         return Err(BrokerError::Usage(format!(
             "client {name:?} already exists; remove it first with leo client rm {name}"
@@ -147,7 +147,7 @@ pub fn client_list(home: &Home) -> Result<Report> {
         out.push_str("no API clients (add one with: leo client add NAME --can-message TARGET)\n");
     }
     for (name, c) in &config.api_clients {
-        let token = home.clients().join(format!("{name}.token")).exists();
+        let token = home.client_token(name).exists();
         let _ = writeln!(
             out,
             "{name}\tcan_message: {}\ttoken: {}",
@@ -162,7 +162,7 @@ pub fn client_list(home: &Home) -> Result<Report> {
 pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
     check_name("client", name)?;
     let text = load_text(home)?;
-    let token_path = home.clients().join(format!("{name}.token"));
+    let token_path = home.client_token(name);
     let edited =
         config_edit::remove_client(&text, name).map_err(|message| edit_refused(home, message))?;
     if edited.is_none() && Config::parse(&text).is_ok_and(|c| c.api_clients.contains_key(name)) {
@@ -190,7 +190,7 @@ pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
 /// `leo device pair NAME`: a token for an app on another device.
 pub fn device_pair(home: &Home, name: &str) -> Result<Report> {
     check_name("device", name)?;
-    home.prepare()?;
+    crate::home::prepare(home)?;
     let path = home.devices().join(format!("{name}.token"));
     if path.exists() {
         return Err(BrokerError::Usage(format!(

@@ -93,7 +93,7 @@ fn check_name(name: &str) -> Result<(), BrokerError> {
 /// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
 pub fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
     check_name(name)?;
-    home.prepare()?;
+    crate::home::prepare(home)?;
     let path = home.own_agent_token(name);
     if path.exists() {
         return Err(BrokerError::Usage(format!(

@@ -1,5 +1,5 @@
 //! The broker library's error type: everything that can stop the broker from starting or
-//! serving. Request-level failures are `http::ApiError` and IPC `error` frames instead.
+//! serving. Request-level failures are `refusal::Refusal` and IPC `error` frames instead.
 
 use std::path::PathBuf;
 

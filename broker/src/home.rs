@@ -1,91 +1,29 @@
 //! The `$LEO_HOME` layout, and creating its directories and secret files with safe modes.
 //!
-//! Every path the broker touches is named here, so the layout (docs/home.md) has one source.
+//! The paths themselves are `leo_protocol::home`, shared with the sidecar and the SDK.
 
 use std::fs;
 use std::io::Write;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{BrokerError, Result};
 
-/// The files and folders under `$LEO_HOME`.
-#[derive(Debug, Clone)]
-pub struct Home {
-    pub root: PathBuf,
-}
+pub use leo_protocol::home::Home;
 
-impl Home {
-    /// `$LEO_HOME`, else `~/.leo`.
-    pub fn from_env() -> Home {
-        let root = std::env::var_os("LEO_HOME")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                let home = std::env::var_os("HOME").unwrap_or_else(|| ".".into());
-                PathBuf::from(home).join(".leo")
-            });
-        Home { root }
+/// Creates `state/`, `state/devices/`, `state/clients/`, `state/agents/` and `run/`, all 0700.
+pub fn prepare(home: &Home) -> Result<()> {
+    for dir in [
+        home.root.clone(),
+        home.state(),
+        home.devices(),
+        home.clients(),
+        home.agents(),
+        home.run(),
+    ] {
+        ensure_private_dir(&dir)?;
     }
-
-    pub fn new(root: impl Into<PathBuf>) -> Home {
-        Home { root: root.into() }
-    }
-
-    pub fn config(&self) -> PathBuf {
-        self.root.join("config.yaml")
-    }
-    pub fn state(&self) -> PathBuf {
-        self.root.join("state")
-    }
-    pub fn run(&self) -> PathBuf {
-        self.root.join("run")
-    }
-    pub fn operator_token(&self) -> PathBuf {
-        self.state().join("operator.token")
-    }
-    pub fn agent_token(&self) -> PathBuf {
-        self.state().join("agent.token")
-    }
-    pub fn devices(&self) -> PathBuf {
-        self.state().join("devices")
-    }
-    pub fn clients(&self) -> PathBuf {
-        self.state().join("clients")
-    }
-    /// Per-agent tokens, `NAME.token` (`leo agent add`).
-    pub fn agents(&self) -> PathBuf {
-        self.state().join("agents")
-    }
-    /// The token of agent `name` alone, whether or not it exists.
-    pub fn own_agent_token(&self, name: &str) -> PathBuf {
-        self.agents().join(format!("{name}.token"))
-    }
-    pub fn client_tools(&self) -> PathBuf {
-        self.state().join("client-tools.json")
-    }
-    pub fn api_socket(&self) -> PathBuf {
-        self.run().join("leo.sock")
-    }
-    pub fn sidecar_socket(&self) -> PathBuf {
-        self.run().join("sidecar.sock")
-    }
-
-    /// Creates `state/`, `state/devices/`, `state/clients/`, `state/agents/` and `run/`, all
-    /// 0700.
-    pub fn prepare(&self) -> Result<()> {
-        for dir in [
-            self.root.clone(),
-            self.state(),
-            self.devices(),
-            self.clients(),
-            self.agents(),
-            self.run(),
-        ] {
-            ensure_private_dir(&dir)?;
-        }
-        Ok(())
-    }
+    Ok(())
 }
 
 /// Creates `dir` with mode 0700 if missing, and tightens `run/`-style dirs that exist.

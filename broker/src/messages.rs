@@ -12,8 +12,8 @@ use std::collections::{BTreeSet, HashMap, VecDeque};
 
 use leo_protocol::ErrorCode;
 use leo_protocol::ipc::Message;
+pub use leo_protocol::messages::{MessageBody, Queued};
 use leo_protocol::sanitize::{Lines, sanitize};
-use serde::{Deserialize, Serialize};
 
 use crate::refusal::Refusal;
 
@@ -23,23 +23,6 @@ pub const MAILBOX: usize = 256;
 pub const MAX_TEXT_BYTES: usize = 16 * 1024;
 /// Longest `#session` suffix of `from`.
 pub const MAX_SESSION: usize = 128;
-
-/// `POST /web/agent/{target}/message`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MessageBody {
-    pub text: String,
-    pub from: String,
-}
-
-/// What the sender is told.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Queued {
-    pub agent: String,
-    pub unread: usize,
-    /// Messages dropped from this agent's mailbox since the broker started.
-    pub dropped: u64,
-}
 
 /// Checks that `from` is `client` or `client#session`.
 pub fn check_from(client: &str, from: &str) -> Result<(), Refusal> {
@@ -193,39 +176,6 @@ impl Mailboxes {
     }
 }
 
-/// True when `target` matches a `can_message` entry: exactly, or as a glob with `*` and `?`.
-pub fn target_allowed(patterns: &[String], target: &str) -> bool {
-    patterns
-        .iter()
-        .any(|p| glob(p.as_bytes(), target.as_bytes()))
-}
-
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    // Iterative matcher with one backtrack point: linear in practice, no recursion.
-    let (mut pi, mut si) = (0, 0);
-    let (mut star, mut mark) = (None, 0);
-    while si < s.len() {
-        if pi < p.len() && (p[pi] == b'?' || p[pi] == s[si]) {
-            pi += 1;
-            si += 1;
-        } else if pi < p.len() && p[pi] == b'*' {
-            star = Some(pi);
-            mark = si;
-            pi += 1;
-        } else if let Some(st) = star {
-            pi = st + 1;
-            mark += 1;
-            si = mark;
-        } else {
-            return false;
-        }
-    }
-    while pi < p.len() && p[pi] == b'*' {
-        pi += 1;
-    }
-    pi == p.len()
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -296,24 +246,6 @@ mod tests {
         ] {
             assert_eq!(stamp("s", text), want, "{text:?}");
         }
-    }
-
-    #[test]
-    fn globs() {
-        let pats = vec!["rocket".to_owned(), "scout-*".to_owned(), "a?c".to_owned()];
-        for (t, ok) in [
-            ("rocket", true),
-            ("rockets", false),
-            ("scout-1", true),
-            ("scout-", true),
-            ("scout", false),
-            ("abc", true),
-            ("abbc", false),
-            ("olympus", false),
-        ] {
-            assert_eq!(target_allowed(&pats, t), ok, "{t}");
-        }
-        assert!(target_allowed(&["*".to_owned()], "anything"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! `Refusal`: a documented error code with a message for people, the one way the broker says no
-//! to a request, a registration or a call.
+//! to a request, a registration or a call. Over HTTP it is the response itself
+//! (`http::reply` implements `IntoResponse`); over the IPC it becomes an `error` outcome.
 
 use leo_protocol::ErrorCode;
 
@@ -16,5 +17,12 @@ impl Refusal {
             code,
             message: message.into(),
         }
+    }
+}
+
+/// A body the protocol's parser refused, with the JSON path in its message.
+impl From<leo_protocol::envelope::BodyError> for Refusal {
+    fn from(e: leo_protocol::envelope::BodyError) -> Refusal {
+        Refusal::new(e.code, e.message)
     }
 }

@@ -40,11 +40,11 @@ pub struct ToolSpec {
 }
 
 impl ToolSpec {
-    /// True when the registration offers this tool to `agent` (by the `can_message` glob).
+    /// True when the registration offers this tool to `agent` (by `leo_protocol::glob`).
     pub fn offered_to(&self, agent: &str) -> bool {
         self.agents
             .as_deref()
-            .is_none_or(|list| crate::messages::target_allowed(list, agent))
+            .is_none_or(|list| leo_protocol::glob::any_matches(list, agent))
     }
 
     /// The same definition under another registration's group and scope (a pinned definition

@@ -43,7 +43,7 @@ pub struct Listeners {
 
 /// Loads config, state and tokens from `home`, creating what first start creates.
 pub fn prepare(home: Home) -> Result<Prepared> {
-    home.prepare()?;
+    crate::home::prepare(&home)?;
     let config = Config::load(&home.config())?;
     let ever = EverRegistered::load(&home.client_tools())?;
     config

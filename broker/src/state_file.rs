@@ -8,17 +8,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
 use crate::error::{BrokerError, Result};
 use crate::home::write_atomic;
 
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-struct File {
-    version: u32,
-    tools: BTreeSet<String>,
-}
+use leo_protocol::home::ClientToolsFile as File;
 
 /// The remembered names and where they are kept.
 #[derive(Debug)]

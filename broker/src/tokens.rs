@@ -121,7 +121,7 @@ impl Tokens {
             }
         }
         for name in config.api_clients.keys() {
-            let path = home.clients().join(format!("{name}.token"));
+            let path = home.client_token(name);
             if path.exists() {
                 tokens.add(read_token_file(&path)?, Principal::ApiClient(name.clone()));
             } else {

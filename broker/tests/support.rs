@@ -1,94 +1,15 @@
-//! Shared pieces: an app played by the test, an agent played through raw IPC frames, and a
-//! logged-in web console.
+//! Shared pieces: an app played by the test (the test kit's), an agent played through raw IPC
+//! frames, and a logged-in web console.
 
-use leo_testkit::{Broker, Http, Ipc, Reply, Sse, SseEvent};
-use serde_json::{Value, json};
+use leo_testkit::{Broker, Http, Ipc, Reply, Sse};
+use serde_json::Value;
 
-/// An app: a provider stream and the HTTP client it posts with.
-pub struct App {
-    pub http: Http,
-    pub sse: Sse,
-    pub id: String,
-}
-
-impl App {
-    pub async fn connect(http: &Http) -> App {
-        let (sse, id) = Sse::provider(http).await;
-        App {
-            http: http.clone(),
-            sse,
-            id,
-        }
-    }
-
-    pub async fn register(&self, group: &str, tools: Value) -> Reply {
-        self.http
-            .post(
-                "/api/v1/client-tools",
-                &json!({"client_id": self.id, "group": group, "tools": tools}),
-            )
-            .await
-    }
-
-    pub async fn claim(&self, id: &str) -> Reply {
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/claim"),
-                &json!({"client_id": self.id}),
-            )
-            .await
-    }
-
-    pub async fn answer(&self, id: &str, content: Value) -> Reply {
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/result"),
-                &json!({"client_id": self.id, "ok": true, "content": content}),
-            )
-            .await
-    }
-
-    pub async fn fail(&self, id: &str, code: &str, message: &str) -> Reply {
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/result"),
-                &json!({"client_id": self.id, "ok": false, "error": {"code": code, "message": message}}),
-            )
-            .await
-    }
-
-    /// The next `client_tool.request` on this app's stream.
-    pub async fn next_request(&mut self) -> SseEvent {
-        self.sse.next_of("client_tool.request").await
-    }
-
-    /// The id of the next `client_tool.request`.
-    pub async fn next_request_id(&mut self) -> String {
-        let event = self.next_request().await;
-        event.data["id"].as_str().expect("a request id").to_owned()
-    }
-}
-
-/// A simple tool definition.
-pub fn tool(name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": format!("The {name} tool"),
-        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
-    })
-}
-
-/// A tool with a timeout.
-pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
-    let mut t = tool(name);
-    t["timeout_s"] = json!(timeout_s);
-    t
-}
+pub use leo_testkit::app::{App, tool, tool_with_timeout};
 
 /// An agent session over raw IPC.
 pub async fn agent(broker: &Broker, name: &str) -> Ipc {
     let (ipc, _) = Ipc::hello(
-        &broker.home().join("run/sidecar.sock"),
+        &leo_protocol::home::Home::new(broker.home()).sidecar_socket(),
         &broker.agent_token(),
         name,
     )

@@ -81,7 +81,7 @@ impl Settings {
     pub fn read_token(&self) -> Result<String> {
         match &self.token_file {
             Some(path) => crate::home::read_token_at(path),
-            None => self.home.read_agent_token(&self.agent),
+            None => crate::home::read_agent_token(&self.home, &self.agent),
         }
     }
 }

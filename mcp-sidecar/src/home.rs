@@ -1,68 +1,26 @@
-//! The few paths under `$LEO_HOME` the sidecar reads.
+//! What the sidecar reads under `$LEO_HOME` (the layout itself is `leo_protocol::home`).
 //!
-//! The broker owns the home and its layout; the sidecar only reads the agent token (the
+//! The broker owns the home; the sidecar only reads the agent token (the
 //! agent's own, `state/agents/<agent>.token`, when it has one), connects to the sidecar socket, and, while the broker is down, peeks at
 //! `state/client-tools.json` and `config.yaml` so that what it lists matches what the broker
 //! would have said.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Result, SidecarError};
 
-/// `$LEO_HOME`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Home {
-    pub root: PathBuf,
-}
+pub use leo_protocol::home::Home;
 
-impl Home {
-    pub fn new(root: impl Into<PathBuf>) -> Home {
-        Home { root: root.into() }
-    }
-
-    /// `~/.leo`, or `./.leo` when there is no `HOME`.
-    pub fn default_location() -> Home {
-        let home = std::env::var_os("HOME")
-            .filter(|h| !h.is_empty())
-            .unwrap_or_else(|| ".".into());
-        Home::new(PathBuf::from(home).join(".leo"))
-    }
-
-    pub fn socket(&self) -> PathBuf {
-        self.root.join("run").join("sidecar.sock")
-    }
-
-    pub fn agent_token(&self) -> PathBuf {
-        self.root.join("state").join("agent.token")
-    }
-
-    pub fn client_tools(&self) -> PathBuf {
-        self.root.join("state").join("client-tools.json")
-    }
-
-    pub fn config(&self) -> PathBuf {
-        self.root.join("config.yaml")
-    }
-
-    /// Agent `name`'s own token (`leo agent add`), whether or not it exists.
-    pub fn own_agent_token(&self, name: &str) -> PathBuf {
-        self.root
-            .join("state")
-            .join("agents")
-            .join(format!("{name}.token"))
-    }
-
-    /// The token for sessions of agent `name`, trimmed: its own when it has one, else the
-    /// shared agent token. A missing shared file means the broker never ran here.
-    pub fn read_agent_token(&self, name: &str) -> Result<String> {
-        match std::fs::read_to_string(self.own_agent_token(name)) {
-            Ok(text) => Ok(text.trim().to_owned()),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => read_trimmed(&self.agent_token()),
-            Err(source) => Err(SidecarError::Read {
-                path: self.own_agent_token(name),
-                source,
-            }),
-        }
+/// The token for sessions of agent `name`, trimmed: its own when it has one, else the shared
+/// agent token. A missing shared file means the broker never ran here.
+pub fn read_agent_token(home: &Home, name: &str) -> Result<String> {
+    match std::fs::read_to_string(home.own_agent_token(name)) {
+        Ok(text) => Ok(text.trim().to_owned()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => read_trimmed(&home.agent_token()),
+        Err(source) => Err(SidecarError::Read {
+            path: home.own_agent_token(name),
+            source,
+        }),
     }
 }
 

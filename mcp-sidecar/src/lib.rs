@@ -29,7 +29,6 @@
 
 #![deny(clippy::print_stdout)]
 
-pub mod backoff;
 pub mod call;
 pub mod caps;
 pub mod channel;

@@ -8,7 +8,7 @@ use std::sync::OnceLock;
 
 use leo_protocol::ipc::Mode;
 
-use crate::caps::Table;
+use crate::caps;
 use crate::cli::ModeChoice;
 
 /// The mode to use for a harness named `client_name`.
@@ -17,7 +17,7 @@ pub fn resolve(choice: ModeChoice, client_name: Option<&str>) -> Mode {
         ModeChoice::Native => Mode::Native,
         ModeChoice::Fallback => Mode::Fallback,
         ModeChoice::Auto => match client_name {
-            Some(name) => Table::builtin().mode_for(name),
+            Some(name) => caps::builtin().mode_for(name),
             None => Mode::Fallback,
         },
     }
@@ -55,7 +55,7 @@ mod tests {
 
     #[test]
     fn overrides_win_and_auto_uses_the_table() {
-        let table = Table::builtin();
+        let table = caps::builtin();
         assert_eq!(
             resolve(ModeChoice::Native, Some("codex-mcp-client")),
             Mode::Native

@@ -9,15 +9,9 @@
 
 use std::collections::BTreeSet;
 
-use serde::Deserialize;
+use leo_protocol::home::ClientToolsFile;
 
 use crate::home::Home;
-
-#[derive(Debug, Deserialize)]
-struct ClientToolsFile {
-    #[serde(default)]
-    tools: Vec<String>,
-}
 
 /// True when `state/client-tools.json` names at least one tool.
 pub fn ever_registered(home: &Home) -> bool {

@@ -17,12 +17,13 @@ use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
-use crate::backoff::Backoff;
 use crate::cli::Settings;
 use crate::error::{Result, SidecarError};
 use crate::frames::{self, Incoming, Reader, Writer, read_frame, read_incoming, write_frame};
 use crate::link::{BrokerLink, NOT_RUNNING};
 use crate::mode;
+use leo_protocol::backoff::Backoff;
+use leo_protocol::chain::error_chain;
 
 /// Why calls fail once the harness has closed stdin.
 pub const HARNESS_GONE: &str = "the harness closed stdin";
@@ -132,7 +133,7 @@ impl Connection {
 
 async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Result<Connection> {
     let token = settings.read_token()?;
-    let stream = match UnixStream::connect(settings.home.socket()).await {
+    let stream = match UnixStream::connect(settings.home.sidecar_socket()).await {
         Ok(s) => s,
         Err(e)
             if matches!(
@@ -188,18 +189,6 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         }),
         None => Err(SidecarError::NotRunning),
     }
-}
-
-/// `error: cause: cause`, for one log line.
-fn error_chain(e: &SidecarError) -> String {
-    let mut text = e.to_string();
-    let mut source = std::error::Error::source(e);
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

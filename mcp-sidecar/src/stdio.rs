@@ -5,14 +5,14 @@
 //! sidecar's CPU per call. Harnesses launch MCP servers with pipes (Rust and Python clients) or
 //! with unix socket pairs (Node's libuv), and both can be driven by epoll directly:
 //!
-//! - a FIFO is reopened through `/proc/self/fd/N` with `O_NONBLOCK`, which gives it an open file
-//!   description of its own, so the flag does not leak into fd 0/1 or anything sharing them
-//!   (the same technique as rmcp's `stdio_pipes`);
-//! - a socket cannot be reopened that way, so it is duplicated and set non-blocking. The flag is
-//!   then shared with our own fd 0/1, which nothing else in this process reads or writes (stdout
-//!   is the protocol, logs go to stderr), and with nothing outside it: the harness holds the
-//!   other end of the pair, a different description;
-//! - anything else (a terminal, a file, `/dev/null`) keeps Tokio's blocking handles.
+//! - pipes are rmcp's `transport::stdio_pipes()`: each FIFO is reopened through
+//!   `/proc/self/fd/N` with `O_NONBLOCK` on an open file description of its own, and anything
+//!   that is not a pair of FIFOs (a terminal, a file, `/dev/null`) keeps Tokio's blocking
+//!   handles;
+//! - a socket cannot be reopened that way, so it is ours: duplicated and set non-blocking. The
+//!   flag is then shared with our own fd 0/1, which nothing else in this process reads or
+//!   writes (stdout is the protocol, logs go to stderr), and with nothing outside it: the
+//!   harness holds the other end of the pair, a different description.
 //!
 //! `Input` also says when stdin has closed (`Input::closed`). The harness closing stdin means
 //! the agent is gone; rmcp then drains in-flight responses for five seconds before it returns,
@@ -20,11 +20,12 @@
 
 use std::fs::File;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::os::fd::{AsFd, BorrowedFd};
+use std::os::unix::fs::FileTypeExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+use rmcp::transport::io::{StdioReader, StdioWriter, stdio_pipes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::watch;
 use tracing::debug;
@@ -45,8 +46,7 @@ impl Input {
 }
 
 enum InputImp {
-    Blocking(tokio::io::Stdin),
-    Pipe(tokio::net::unix::pipe::Receiver),
+    Stdio(StdioReader),
     Socket(tokio::net::UnixStream),
 }
 
@@ -54,74 +54,50 @@ enum InputImp {
 pub struct Output(OutputImp);
 
 enum OutputImp {
-    Blocking(tokio::io::Stdout),
-    Pipe(tokio::net::unix::pipe::Sender),
+    Stdio(StdioWriter),
     Socket(tokio::net::UnixStream),
 }
 
-/// What kind of stream a standard descriptor is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Fifo,
-    Socket,
-    Other,
+fn is_socket(fd: BorrowedFd<'_>) -> bool {
+    fd.try_clone_to_owned()
+        .map(File::from)
+        .and_then(|f| f.metadata())
+        .is_ok_and(|m| m.file_type().is_socket())
 }
 
-fn kind_of(fd: std::os::fd::BorrowedFd<'_>) -> Kind {
-    let Ok(owned) = fd.try_clone_to_owned() else {
-        return Kind::Other;
-    };
-    match File::from(owned).metadata().map(|m| m.file_type()) {
-        Ok(t) if t.is_fifo() => Kind::Fifo,
-        Ok(t) if t.is_socket() => Kind::Socket,
-        _ => Kind::Other,
+/// `fd` as a non-blocking socket, when it is one.
+fn socket(fd: BorrowedFd<'_>, name: &str) -> Option<tokio::net::UnixStream> {
+    if !is_socket(fd) {
+        return None;
     }
-}
-
-/// Reopens `/proc/self/fd/N` non-blocking, on a new open file description.
-fn reopen_fifo(fd: std::os::fd::BorrowedFd<'_>, write: bool) -> io::Result<OwnedFd> {
-    use std::os::fd::AsRawFd;
-    let path = format!("/proc/self/fd/{}", fd.as_raw_fd());
-    let file = std::fs::OpenOptions::new()
-        .read(!write)
-        .write(write)
-        .custom_flags(libc::O_NONBLOCK)
-        .open(path)?;
-    Ok(file.into())
-}
-
-fn socket(fd: std::os::fd::BorrowedFd<'_>) -> io::Result<tokio::net::UnixStream> {
-    let stream = std::os::unix::net::UnixStream::from(fd.try_clone_to_owned()?);
-    stream.set_nonblocking(true)?;
-    tokio::net::UnixStream::from_std(stream)
+    let stream = fd
+        .try_clone_to_owned()
+        .map(std::os::unix::net::UnixStream::from)
+        .and_then(|s| s.set_nonblocking(true).map(|()| s))
+        .and_then(tokio::net::UnixStream::from_std);
+    match stream {
+        Ok(stream) => Some(stream),
+        Err(e) => {
+            debug!(error = %e, "{name} is a socket but stays with rmcp's stdio");
+            None
+        }
+    }
 }
 
 /// The sidecar's stdin and stdout. Must be called inside the Tokio runtime.
 pub fn streams() -> (Input, Output) {
-    let stdin = io::stdin();
-    let input = match kind_of(stdin.as_fd()) {
-        Kind::Fifo => reopen_fifo(stdin.as_fd(), false)
-            .and_then(tokio::net::unix::pipe::Receiver::from_owned_fd)
-            .map(InputImp::Pipe),
-        Kind::Socket => socket(stdin.as_fd()).map(InputImp::Socket),
-        Kind::Other => Ok(InputImp::Blocking(tokio::io::stdin())),
-    }
-    .unwrap_or_else(|e| {
-        debug!(error = %e, "stdin stays on the blocking pool");
-        InputImp::Blocking(tokio::io::stdin())
-    });
-    let stdout = io::stdout();
-    let output = match kind_of(stdout.as_fd()) {
-        Kind::Fifo => reopen_fifo(stdout.as_fd(), true)
-            .and_then(tokio::net::unix::pipe::Sender::from_owned_fd)
-            .map(OutputImp::Pipe),
-        Kind::Socket => socket(stdout.as_fd()).map(OutputImp::Socket),
-        Kind::Other => Ok(OutputImp::Blocking(tokio::io::stdout())),
-    }
-    .unwrap_or_else(|e| {
-        debug!(error = %e, "stdout stays on the blocking pool");
-        OutputImp::Blocking(tokio::io::stdout())
-    });
+    let stdin = socket(io::stdin().as_fd(), "stdin");
+    let stdout = socket(io::stdout().as_fd(), "stdout");
+    let (input, output) = match (stdin, stdout) {
+        (Some(r), Some(w)) => (InputImp::Socket(r), OutputImp::Socket(w)),
+        (r, w) => {
+            let (reader, writer) = stdio_pipes();
+            (
+                r.map_or(InputImp::Stdio(reader), InputImp::Socket),
+                w.map_or(OutputImp::Stdio(writer), OutputImp::Socket),
+            )
+        }
+    };
     debug!(
         stdin = input.name(),
         stdout = output.name(),
@@ -137,8 +113,7 @@ pub fn streams() -> (Input, Output) {
 impl InputImp {
     fn name(&self) -> &'static str {
         match self {
-            InputImp::Blocking(_) => "blocking",
-            InputImp::Pipe(_) => "pipe",
+            InputImp::Stdio(_) => "stdio",
             InputImp::Socket(_) => "socket",
         }
     }
@@ -147,8 +122,7 @@ impl InputImp {
 impl OutputImp {
     fn name(&self) -> &'static str {
         match self {
-            OutputImp::Blocking(_) => "blocking",
-            OutputImp::Pipe(_) => "pipe",
+            OutputImp::Stdio(_) => "stdio",
             OutputImp::Socket(_) => "socket",
         }
     }
@@ -164,8 +138,7 @@ impl AsyncRead for Input {
         let before = buf.filled().len();
         let room = buf.remaining() > 0;
         let poll = match &mut me.imp {
-            InputImp::Blocking(r) => Pin::new(r).poll_read(cx, buf),
-            InputImp::Pipe(r) => Pin::new(r).poll_read(cx, buf),
+            InputImp::Stdio(r) => Pin::new(r).poll_read(cx, buf),
             InputImp::Socket(r) => Pin::new(r).poll_read(cx, buf),
         };
         // A read that had room and got nothing is the end of the stream.
@@ -188,24 +161,21 @@ impl AsyncWrite for Output {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         match &mut self.get_mut().0 {
-            OutputImp::Blocking(w) => Pin::new(w).poll_write(cx, buf),
-            OutputImp::Pipe(w) => Pin::new(w).poll_write(cx, buf),
+            OutputImp::Stdio(w) => Pin::new(w).poll_write(cx, buf),
             OutputImp::Socket(w) => Pin::new(w).poll_write(cx, buf),
         }
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
-            OutputImp::Blocking(w) => Pin::new(w).poll_flush(cx),
-            OutputImp::Pipe(w) => Pin::new(w).poll_flush(cx),
+            OutputImp::Stdio(w) => Pin::new(w).poll_flush(cx),
             OutputImp::Socket(w) => Pin::new(w).poll_flush(cx),
         }
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match &mut self.get_mut().0 {
-            OutputImp::Blocking(w) => Pin::new(w).poll_shutdown(cx),
-            OutputImp::Pipe(w) => Pin::new(w).poll_shutdown(cx),
+            OutputImp::Stdio(w) => Pin::new(w).poll_shutdown(cx),
             OutputImp::Socket(w) => Pin::new(w).poll_shutdown(cx),
         }
     }
@@ -238,13 +208,13 @@ mod tests {
     }
 
     #[test]
-    fn kinds_are_told_apart() {
+    fn sockets_are_told_from_pipes_and_files() {
         let (a, _b) = std::os::unix::net::UnixStream::pair().unwrap();
-        assert_eq!(kind_of(a.as_fd()), Kind::Socket);
+        assert!(is_socket(a.as_fd()));
         let (r, w) = std::io::pipe().unwrap();
-        assert_eq!(kind_of(r.as_fd()), Kind::Fifo);
-        assert_eq!(kind_of(w.as_fd()), Kind::Fifo);
+        assert!(!is_socket(r.as_fd()));
+        assert!(!is_socket(w.as_fd()));
         let file = tempfile::tempfile().unwrap();
-        assert_eq!(kind_of(file.as_fd()), Kind::Other);
+        assert!(!is_socket(file.as_fd()));
     }
 }

@@ -17,7 +17,7 @@ async fn lists_and_calls_with_text_and_image_results() {
     let mut app = App::connect(&broker.http()).await;
     let mut snap = tool("snap");
     snap["label"] = json!("Take a snapshot");
-    app.register("camera", json!([tool("echo"), snap])).await;
+    app.register_ok("camera", json!([tool("echo"), snap])).await;
 
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
     let tools = agent.tools().await;
@@ -44,7 +44,7 @@ async fn lists_and_calls_with_text_and_image_results() {
         "{}",
         req.data
     );
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "hi back"}]),
     )
@@ -60,7 +60,7 @@ async fn lists_and_calls_with_text_and_image_results() {
     ]);
     let call = agent.spawn_call("snap", json!({}));
     let req = app.next_request().await;
-    app.answer(req.data["id"].as_str().unwrap(), content.clone())
+    app.serve(req.data["id"].as_str().unwrap(), content.clone())
         .await;
     let result = call.await.unwrap();
     assert_ne!(result.is_error, Some(true));
@@ -71,12 +71,12 @@ async fn lists_and_calls_with_text_and_image_results() {
 async fn app_errors_are_tool_errors_with_code_and_message() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("camera", json!([tool("snap")])).await;
+    app.register_ok("camera", json!([tool("snap")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
 
     let call = agent.spawn_call("snap", json!({}));
     let req = app.next_request().await;
-    app.fail(
+    app.serve_error(
         req.data["id"].as_str().unwrap(),
         "camera_busy",
         "the camera is in use",
@@ -102,7 +102,7 @@ async fn app_errors_are_tool_errors_with_code_and_message() {
 async fn a_call_nobody_answers_times_out() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("slow", json!([tool_with_timeout("wait", 1)]))
+    app.register_ok("slow", json!([tool_with_timeout("wait", 1)]))
         .await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
 
@@ -119,7 +119,7 @@ async fn a_call_nobody_answers_times_out() {
 async fn a_harness_cancel_reaches_the_app() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("slow", json!([tool_with_timeout("wait", 0)]))
+    app.register_ok("slow", json!([tool_with_timeout("wait", 0)]))
         .await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
 
@@ -135,7 +135,7 @@ async fn a_harness_cancel_reaches_the_app() {
     // The session carries on.
     let call = agent.spawn_call("wait", json!({}));
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "done"}]),
     )
@@ -147,12 +147,12 @@ async fn a_harness_cancel_reaches_the_app() {
 async fn a_withdrawn_tool_cancels_its_call() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("gone")])).await;
+    app.register_ok("g", json!([tool("gone")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
 
     let call = agent.spawn_call("gone", json!({}));
     app.next_request().await;
-    app.register("g", json!([])).await;
+    app.register_ok("g", json!([])).await;
     let result = call.await.unwrap();
     assert_eq!(
         error_text(&result),
@@ -164,7 +164,7 @@ async fn a_withdrawn_tool_cancels_its_call() {
 async fn killing_the_agent_cancels_its_calls() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool_with_timeout("wait", 0)]))
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
 
@@ -180,7 +180,7 @@ async fn killing_the_agent_cancels_its_calls() {
 async fn a_parked_call_reports_progress() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool_with_timeout("wait", 0)]))
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
     let agent = Agent::start(
         broker.home(),
@@ -191,7 +191,7 @@ async fn a_parked_call_reports_progress() {
     let call = agent.spawn_call("wait", json!({}));
     let req = app.next_request().await;
     wait_until("two progress notifications", || agent.progress() >= 2).await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "ok"}]),
     )

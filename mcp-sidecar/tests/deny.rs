@@ -19,14 +19,14 @@ const CONFIG: &str = "agents:
 async fn broker_with_denials() -> (Broker, App) {
     let first = Broker::start().await;
     let app = App::connect(&first.http()).await;
-    app.register("g", json!([tool("secret"), tool("open")]))
+    app.register_ok("g", json!([tool("secret"), tool("open")]))
         .await;
     drop(app);
     let home = first.kill_keep_home().await;
     std::fs::write(home.path().join("config.yaml"), CONFIG).unwrap();
     let broker = Broker::start_in(home).await;
     let app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("secret"), tool("open")]))
+    app.register_ok("g", json!([tool("secret"), tool("open")]))
         .await;
     (broker, app)
 }
@@ -52,7 +52,7 @@ async fn denied_tools_are_hidden_and_refused_in_native_mode() {
     let call = other.spawn_call("secret", json!({}));
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "someone_else");
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "s"}]),
     )

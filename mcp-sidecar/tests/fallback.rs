@@ -15,7 +15,7 @@ async fn fallback_tools_appear_only_after_a_first_registration() {
     let mut app = App::connect(&broker.http()).await;
     let mut echo = tool("echo");
     echo["label"] = json!("Echo");
-    app.register("g", json!([echo])).await;
+    app.register_ok("g", json!([echo])).await;
 
     // Sampled once per session: the early session still lists nothing, and gets no
     // notification (it would not re-list anyway)...
@@ -48,7 +48,7 @@ async fn fallback_tools_appear_only_after_a_first_registration() {
     let req = app.next_request().await;
     assert_eq!(req.data["tool"], "echo");
     assert_eq!(req.data["arguments"], json!({"text": "yo"}));
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "yo!"}]),
     )
@@ -68,7 +68,7 @@ async fn fallback_tools_appear_only_after_a_first_registration() {
     );
 
     // Tools registered later show up in leo_app_tools without a restart.
-    app.register("h", json!([tool("later")])).await;
+    app.register_ok("h", json!([tool("later")])).await;
     let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
     loop {
         let text = text_of(&agent.call("leo_app_tools", json!({})).await);

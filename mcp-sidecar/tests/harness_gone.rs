@@ -39,7 +39,7 @@ fn fill(writer: &std::io::PipeWriter) {
 async fn stdin_closing_cancels_parked_calls_while_rmcp_is_still_draining() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("slow")])).await;
+    app.register_ok("g", json!([tool("slow")])).await;
 
     // stdout is a pipe the test holds both ends of: once it is full, rmcp's drain cannot
     // finish, so leo-mcp stays alive for as long as the test wants. What the test checks is

@@ -30,7 +30,7 @@ async fn typescript_sdk_client() {
 
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
+    app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
         .await;
 
     let mut cmd = Command::new("node");
@@ -59,7 +59,7 @@ async fn typescript_sdk_client() {
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "ts-sdk");
     assert_eq!(req.data["arguments"], json!({"text": "hi"}));
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "hi back"}]),
     )
@@ -73,7 +73,7 @@ async fn typescript_sdk_client() {
     // Answer after twice the SDK's request timeout: progress must have kept it waiting.
     let req = app.next_request().await;
     tokio::time::sleep(Duration::from_millis(2000)).await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "late"}]),
     )
@@ -93,7 +93,7 @@ async fn typescript_sdk_client() {
     );
 
     script.step("ready_for_change").await;
-    app.register("more", json!([tool("later")])).await;
+    app.register_ok("more", json!([tool("later")])).await;
     script.send_line("go").await;
     let changed = script.step("changed").await;
     assert_eq!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 use leo_testkit::Broker;
 use serde_json::{Value, json};
 
-use leo_mcp::caps::Table;
+use leo_mcp::caps;
 use leo_protocol::ipc::Mode;
 
 use crate::support::{Agent, AgentOpts, App, tool, wait_until};
@@ -24,7 +24,7 @@ async fn ten_changes_in_200ms_give_one_or_two_notifications_and_the_last_state()
     for i in 0..10 {
         last = (0..=i).map(|j| format!("t{j}")).collect::<Vec<_>>();
         let tools: Vec<Value> = last.iter().map(|n| tool(n)).collect();
-        app.register("g", Value::Array(tools)).await;
+        app.register_ok("g", Value::Array(tools)).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -59,9 +59,9 @@ async fn ten_changes_in_200ms_give_one_or_two_notifications_and_the_last_state()
 async fn auto_mode_follows_the_built_in_table() {
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
 
-    let table = Table::builtin();
+    let table = caps::builtin();
     let fallback_tools = ["leo_app_call", "leo_app_tools"];
     let cases = [
         ("a", "claude-code"),
@@ -121,13 +121,13 @@ async fn auto_mode_follows_the_built_in_table() {
 async fn a_second_app_group_appears_with_a_notification() {
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
-    app.register("one", json!([tool("a1")])).await;
+    app.register_ok("one", json!([tool("a1")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
     assert_eq!(agent.tool_names_without_messages().await, ["a1"]);
     let before = agent.list_changed();
 
     let other = App::connect(&broker.http()).await;
-    other.register("two", json!([tool("b1")])).await;
+    other.register_ok("two", json!([tool("b1")])).await;
     wait_until("list_changed", || agent.list_changed() > before).await;
     assert_eq!(agent.tool_names_without_messages().await, ["a1", "b1"]);
 

@@ -141,7 +141,7 @@ fn a_bad_agent_name_is_a_start_up_error() {
 async fn a_discover_first_client_falls_back_to_initialize_and_works() {
     let broker = leo_testkit::Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
     let mut opts = AgentOpts::native("modern");
     opts.discover_first = true;
     let agent = Agent::start(broker.home(), opts).await;
@@ -154,7 +154,7 @@ async fn a_discover_first_client_falls_back_to_initialize_and_works() {
     assert_eq!(agent.tool_names_without_messages().await, ["echo"]);
     let call = agent.spawn_call("echo", json!({"text": "x"}));
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "y"}]),
     )

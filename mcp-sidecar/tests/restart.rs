@@ -19,7 +19,7 @@ async fn starts_without_a_broker_and_connects_when_it_comes() {
     let broker = Broker::start_in(home).await;
     let mut app = App::connect(&broker.http()).await;
     let before = agent.list_changed();
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
     wait_until("list_changed once the broker is up", || {
         agent.list_changed() > before
     })
@@ -28,7 +28,7 @@ async fn starts_without_a_broker_and_connects_when_it_comes() {
 
     let call = agent.spawn_call("echo", json!({"text": "a"}));
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "b"}]),
     )
@@ -40,7 +40,7 @@ async fn starts_without_a_broker_and_connects_when_it_comes() {
 async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool_with_timeout("wait", 0)]))
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
     assert_eq!(agent.tool_names_without_messages().await, ["wait"]);
@@ -64,7 +64,7 @@ async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
     let broker = Broker::start_in(home).await;
     let mut app = App::connect(&broker.http()).await;
     let before = agent.list_changed();
-    app.register("g", json!([tool("wait")])).await;
+    app.register_ok("g", json!([tool("wait")])).await;
     wait_until("list_changed after the restart", || {
         agent.list_changed() > before
     })
@@ -74,7 +74,7 @@ async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
     let call = agent.spawn_call("wait", json!({}));
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "claude");
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "back"}]),
     )
@@ -86,7 +86,7 @@ async fn a_broker_restart_ends_calls_in_flight_and_the_session_recovers() {
 async fn fallback_reads_the_state_file_while_the_broker_is_down() {
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
     drop(app);
     let home = broker.kill_keep_home().await;
 
@@ -101,7 +101,7 @@ async fn fallback_reads_the_state_file_while_the_broker_is_down() {
     // Once the broker is back, the same fixed tools work.
     let broker = Broker::start_in(home).await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
     let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
     let call = loop {
         let call = agent.spawn_call("leo_app_call", json!({"tool": "echo"}));
@@ -125,7 +125,7 @@ async fn fallback_reads_the_state_file_while_the_broker_is_down() {
         );
     };
     let (call, req) = call;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "ok"}]),
     )

@@ -9,18 +9,16 @@ use crate::support::{
     Agent, AgentOpts, App, error_text, text_of, tool, wait_for_tools, wait_until,
 };
 
-impl App {
-    /// Registers `group` for `agents` only; asserts success and returns the answer's data.
-    async fn register_for(&self, group: &str, tools: Value, agents: Value) -> Value {
-        self.http
-            .post(
-                "/api/v1/client-tools",
-                &json!({"client_id": self.id, "group": group, "tools": tools, "agents": agents}),
-            )
-            .await
-            .data()
-            .clone()
-    }
+/// Registers `group` for `agents` only; asserts success and returns the answer's data.
+async fn register_for(app: &App, group: &str, tools: Value, agents: Value) -> Value {
+    app.http
+        .post(
+            "/api/v1/client-tools",
+            &json!({"client_id": app.id, "group": group, "tools": tools, "agents": agents}),
+        )
+        .await
+        .data()
+        .clone()
 }
 
 /// The names `leo_app_tools` lists.
@@ -38,13 +36,14 @@ async fn app_tools(agent: &Agent) -> Vec<String> {
 async fn scoped_broker() -> (Broker, App) {
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
-    app.register_for(
+    register_for(
+        &app,
         "deploy",
         json!([tool("deploy_now")]),
         json!(["rocket", "ci-*"]),
     )
     .await;
-    app.register("open", json!([tool("open_tool")])).await;
+    app.register_ok("open", json!([tool("open_tool")])).await;
     (broker, app)
 }
 
@@ -60,7 +59,7 @@ async fn a_group_for_chosen_agents_is_hidden_from_the_others_in_native_mode() {
     let call = ci.spawn_call("deploy_now", json!({}));
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "ci-7");
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "done"}]),
     )
@@ -70,7 +69,7 @@ async fn a_group_for_chosen_agents_is_hidden_from_the_others_in_native_mode() {
     let scout = Agent::start(broker.home(), AgentOpts::native("scout")).await;
     assert_eq!(scout.tool_names_without_messages().await, ["open_tool"]);
     // A later change reaches both through their tools frames: each still gets its own cut.
-    app.register("more", json!([tool("more_tool")])).await;
+    app.register_ok("more", json!([tool("more_tool")])).await;
     wait_for_tools(&scout, |names| names == ["more_tool", "open_tool"]).await;
     wait_for_tools(&ci, |names| {
         names == ["deploy_now", "more_tool", "open_tool"]
@@ -119,14 +118,14 @@ const ALLOW_CONFIG: &str = "agents:
 async fn broker_with_allow_list() -> (Broker, App) {
     let first = Broker::start().await;
     let app = App::connect(&first.http()).await;
-    app.register("g", json!([tool("alpha"), tool("beta"), tool("gamma")]))
+    app.register_ok("g", json!([tool("alpha"), tool("beta"), tool("gamma")]))
         .await;
     drop(app);
     let home = first.kill_keep_home().await;
     std::fs::write(home.path().join("config.yaml"), ALLOW_CONFIG).unwrap();
     let broker = Broker::start_in(home).await;
     let app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("alpha"), tool("beta"), tool("gamma")]))
+    app.register_ok("g", json!([tool("alpha"), tool("beta"), tool("gamma")]))
         .await;
     (broker, app)
 }
@@ -198,8 +197,13 @@ async fn allow_tools_naming_an_unknown_tool_stops_the_broker_at_start() {
 async fn a_scope_change_notifies_only_the_sessions_it_reaches() {
     let broker = Broker::start().await;
     let app = App::connect(&broker.http()).await;
-    app.register_for("deploy", json!([tool("deploy_now")]), json!(["rocket"]))
-        .await;
+    register_for(
+        &app,
+        "deploy",
+        json!([tool("deploy_now")]),
+        json!(["rocket"]),
+    )
+    .await;
     let rocket = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
     let scout = Agent::start(broker.home(), AgentOpts::native("scout")).await;
     assert_eq!(rocket.tool_names_without_messages().await, ["deploy_now"]);
@@ -213,7 +217,8 @@ async fn a_scope_change_notifies_only_the_sessions_it_reaches() {
     .await;
 
     // The group now reaches scout as well: rocket's view is as it was.
-    app.register_for(
+    register_for(
+        &app,
         "deploy",
         json!([tool("deploy_now")]),
         json!(["rocket", "scout"]),
@@ -224,7 +229,7 @@ async fn a_scope_change_notifies_only_the_sessions_it_reaches() {
 
     // Then a change that reaches everyone. Rocket's first tools frame and first notification
     // must be this one: had the scope change been sent to it, that frame would come first.
-    app.register("marker", json!([tool("marker")])).await;
+    app.register_ok("marker", json!([tool("marker")])).await;
     let frame = raw.recv_of("tools").await;
     let names: Vec<&str> = frame["tools"]
         .as_array()
@@ -266,7 +271,7 @@ async fn approve(http: &Http, name: &str) -> Value {
 async fn a_pinned_definition_stays_until_approved_in_native_mode() {
     let broker = Broker::start_with(PIN_CONFIG).await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", echo("Echo v1", "string")).await;
+    app.register_ok("g", echo("Echo v1", "string")).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
     assert_eq!(
         agent.tools().await[0].description.as_deref(),
@@ -274,7 +279,7 @@ async fn a_pinned_definition_stays_until_approved_in_native_mode() {
     );
 
     // The app changes the definition: agents keep v1, and its checks.
-    app.register("g", echo("Echo v2", "integer")).await;
+    app.register_ok("g", echo("Echo v2", "integer")).await;
     let listed = broker.http().get("/api/v1/client-tools").await;
     let held = listed.data()["tools"][0]["awaiting_approval"].clone();
     assert!(held.as_str().unwrap().starts_with("sha256:"), "{listed:?}");
@@ -288,7 +293,7 @@ async fn a_pinned_definition_stays_until_approved_in_native_mode() {
     );
     let call = agent.spawn_call("echo", json!({"text": "old"}));
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "ok"}]),
     )
@@ -332,7 +337,7 @@ async fn a_pinned_definition_stays_until_approved_in_native_mode() {
     );
     let call = agent.spawn_call("echo", json!({"text": 5}));
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "new"}]),
     )
@@ -351,7 +356,7 @@ async fn a_pinned_definition_stays_until_approved_in_native_mode() {
 async fn a_pinned_definition_stays_until_approved_in_fallback_mode() {
     let broker = Broker::start_with(PIN_CONFIG).await;
     let app = App::connect(&broker.http()).await;
-    app.register("g", echo("Echo v1", "string")).await;
+    app.register_ok("g", echo("Echo v1", "string")).await;
     let agent = Agent::start(broker.home(), AgentOpts::fallback("rocket")).await;
     let described = |listed: Value| {
         listed["tools"][0]["description"]
@@ -365,7 +370,7 @@ async fn a_pinned_definition_stays_until_approved_in_fallback_mode() {
     };
     assert_eq!(described(list().await), "Echo v1");
 
-    app.register("g", echo("Echo v2", "integer")).await;
+    app.register_ok("g", echo("Echo v2", "integer")).await;
     assert_eq!(described(list().await), "Echo v1");
     let old_checks = agent
         .call("leo_app_call", json!({"tool": "echo", "args": {"text": 5}}))
@@ -397,7 +402,7 @@ async fn a_pinned_definition_stays_until_approved_in_fallback_mode() {
 async fn a_changed_definition_is_reported_and_offered_without_pinning() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", echo("Echo v1", "string")).await;
+    app.register_ok("g", echo("Echo v1", "string")).await;
     let first = app.sse.next_of("client_tools.changed").await;
     assert!(
         first.data.get("changed").is_none(),
@@ -411,7 +416,7 @@ async fn a_changed_definition_is_reported_and_offered_without_pinning() {
     );
 
     let before = agent.list_changed();
-    app.register("g", echo("Echo v2", "string")).await;
+    app.register_ok("g", echo("Echo v2", "string")).await;
     let changed = app.sse.next_of("client_tools.changed").await;
     assert_eq!(
         changed.data["changed"],

@@ -5,105 +5,14 @@
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use leo_testkit::{Http, Reply, Sse, SseEvent, WAIT, bin};
-use serde_json::{Value, json};
+use leo_testkit::{WAIT, bin};
+use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 
-// ----- the app -----
+// ----- the app: the test kit's -----
 
-/// An app: a provider stream and the HTTP client it posts with.
-pub struct App {
-    pub http: Http,
-    pub sse: Sse,
-    pub id: String,
-}
-
-impl App {
-    pub async fn connect(http: &Http) -> App {
-        let (sse, id) = Sse::provider(http).await;
-        App {
-            http: http.clone(),
-            sse,
-            id,
-        }
-    }
-
-    /// Registers (or replaces) `group`; asserts success.
-    pub async fn register(&self, group: &str, tools: Value) {
-        let reply = self.try_register(group, tools).await;
-        reply.data();
-    }
-
-    pub async fn try_register(&self, group: &str, tools: Value) -> Reply {
-        self.http
-            .post(
-                "/api/v1/client-tools",
-                &json!({"client_id": self.id, "group": group, "tools": tools}),
-            )
-            .await
-    }
-
-    pub async fn claim(&self, id: &str) {
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/claim"),
-                &json!({"client_id": self.id}),
-            )
-            .await
-            .data();
-    }
-
-    /// Claims request `id` and answers it with `content`.
-    pub async fn answer(&self, id: &str, content: Value) {
-        self.claim(id).await;
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/result"),
-                &json!({"client_id": self.id, "ok": true, "content": content}),
-            )
-            .await
-            .data();
-    }
-
-    /// Claims request `id` and fails it with the app's own code.
-    pub async fn fail(&self, id: &str, code: &str, message: &str) {
-        self.claim(id).await;
-        self.http
-            .post(
-                &format!("/api/v1/client-tools/requests/{id}/result"),
-                &json!({"client_id": self.id, "ok": false, "error": {"code": code, "message": message}}),
-            )
-            .await
-            .data();
-    }
-
-    /// The next `client_tool.request` on this app's stream.
-    pub async fn next_request(&mut self) -> SseEvent {
-        self.sse.next_of("client_tool.request").await
-    }
-
-    /// The next `client_tool.cancelled` on this app's stream.
-    pub async fn next_cancelled(&mut self) -> SseEvent {
-        self.sse.next_of("client_tool.cancelled").await
-    }
-}
-
-/// A simple tool definition.
-pub fn tool(name: &str) -> Value {
-    json!({
-        "name": name,
-        "description": format!("The {name} tool"),
-        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
-    })
-}
-
-/// A tool with a timeout.
-pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
-    let mut t = tool(name);
-    t["timeout_s"] = json!(timeout_s);
-    t
-}
+pub use leo_testkit::app::{App, tool, tool_with_timeout};
 
 // ----- the agent: an rmcp client on the real `leo-mcp`, shared through the testkit -----
 

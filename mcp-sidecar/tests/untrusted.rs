@@ -33,7 +33,7 @@ async fn post_result(app: &App, id: &str, content: Value) -> leo_testkit::Reply 
 async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await;
+    app.register_ok("g", json!([tool("echo")])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
     wait_for_tools(&agent, |names| names == ["echo"]).await;
 
@@ -47,7 +47,7 @@ async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on()
     );
 
     // 200 levels in annotations: refused, the call still open.
-    app.claim(&one).await;
+    app.claim_ok(&one).await;
     let deep = json!([{"type": "text", "text": "deep", "annotations": nested(200)}]);
     let r = post_result(&app, &one, deep).await;
     assert_eq!(r.code(422), "invalid_result");
@@ -58,7 +58,7 @@ async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on()
     );
 
     // The other call completes, and so does the first, answered properly.
-    app.answer(&two, json!([{"type": "text", "text": "two back"}]))
+    app.serve(&two, json!([{"type": "text", "text": "two back"}]))
         .await;
     assert_eq!(text_of(&second.await.unwrap()), "two back");
     post_result(&app, &one, json!([{"type": "text", "text": "one back"}]))
@@ -81,7 +81,7 @@ async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on()
         .as_str()
         .unwrap()
         .to_owned();
-    app.answer(&id, json!([{"type": "text", "text": "still here"}]))
+    app.serve(&id, json!([{"type": "text", "text": "still here"}]))
         .await;
     assert_eq!(text_of(&third.await.unwrap()), "still here");
 }
@@ -107,7 +107,7 @@ async fn control_characters_are_replaced_on_every_path_to_the_agent() {
             "text": {"type": "string", "description": format!("the text{NASTY}")}
         }}
     });
-    app.register("g", json!([nasty_tool])).await;
+    app.register_ok("g", json!([nasty_tool])).await;
 
     // Native: description, label and the schema's words, as the harness lists them.
     let pushed = Agent::start(
@@ -150,7 +150,7 @@ async fn control_characters_are_replaced_on_every_path_to_the_agent() {
         .as_str()
         .unwrap()
         .to_owned();
-    app.fail(&id, "bad_input", &format!("failed:\n{NASTY}"))
+    app.serve_error(&id, "bad_input", &format!("failed:\n{NASTY}"))
         .await;
     let text = error_text(&call.await.unwrap());
     assert!(!has_controls(&text), "{text:?}");

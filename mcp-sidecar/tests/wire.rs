@@ -345,7 +345,7 @@ fn broker_fixtures_drive_the_sidecar() {
 async fn sidecar_fixtures_are_accepted_by_the_real_broker() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("demo", json!([tool("echo")])).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
 
     let mut ipc = broker.ipc().await;
     let mut hello = read("sidecar_hello");

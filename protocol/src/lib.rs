@@ -5,19 +5,26 @@
 //! decide whether a tool definition or a result is acceptable. The broker, the sidecar and the
 //! probe all speak through these types, so a rule lives in exactly one place.
 
+pub mod backoff;
+pub mod chain;
 pub mod codes;
 pub mod console;
 pub mod content;
 pub mod depth;
 pub mod envelope;
 pub mod events;
+pub mod glob;
+pub mod harness;
+pub mod home;
 pub mod ipc;
 pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
+pub mod messages;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;
+pub mod sse;
 pub mod status;
 pub mod time;
 pub mod tool;

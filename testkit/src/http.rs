@@ -1,5 +1,9 @@
 //! A small HTTP/1.1 client over TCP or a unix socket, built on hyper's connection API so both
 //! transports share one code path. Each request opens its own connection.
+//!
+//! Apps, the CLI and the bench share the SDK's client (`leo_app::http`); the tests keep this
+//! one because they send what no client should: no Host, a foreign Host, no token, a body the
+//! server stops reading, and they read headers and half-open streams.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -123,21 +127,8 @@ impl Http {
     pub async fn try_post_raw(&self, path: &str, body: impl Into<Bytes>) -> Result<u16, String> {
         let req = self.request("POST", path, body.into(), &[]);
         let fut = async {
-            let resp = match &self.target {
-                Target::Tcp(addr) => {
-                    let stream = tokio::net::TcpStream::connect(addr)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    let _ = stream.set_nodelay(true);
-                    try_send_on(TokioIo::new(stream), req).await?
-                }
-                Target::Unix(path) => {
-                    let stream = tokio::net::UnixStream::connect(path)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    try_send_on(TokioIo::new(stream), req).await?
-                }
-            };
+            let mut sender = handshake(&self.target).await?;
+            let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
             Ok(resp.status().as_u16())
         };
         tokio::time::timeout(WAIT, fut)
@@ -169,20 +160,8 @@ impl Http {
     ) -> Response<Incoming> {
         let req = self.request(method, path, body, headers);
         let fut = async {
-            match &self.target {
-                Target::Tcp(addr) => {
-                    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                    // Without it, a request written in two segments waits for a delayed ACK.
-                    let _ = stream.set_nodelay(true);
-                    send_on(TokioIo::new(stream), req).await
-                }
-                Target::Unix(path) => {
-                    let stream = tokio::net::UnixStream::connect(path)
-                        .await
-                        .expect("connect unix");
-                    send_on(TokioIo::new(stream), req).await
-                }
-            }
+            let mut sender = handshake(&self.target).await.expect("connect");
+            sender.send_request(req).await.expect("send request")
         };
         tokio::time::timeout(WAIT, fut)
             .await
@@ -227,48 +206,16 @@ impl Http {
     }
 }
 
-async fn send_on<IO>(io: IO, req: Request<Full<Bytes>>) -> Response<Incoming>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    try_send_on(io, req).await.expect("send request")
-}
-
-async fn try_send_on<IO>(io: IO, req: Request<Full<Bytes>>) -> Result<Response<Incoming>, String>
-where
-    IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
-{
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(io)
-        .await
-        .map_err(|e| e.to_string())?;
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    sender.send_request(req).await.map_err(|e| e.to_string())
-}
-
 /// One keep-alive connection, for tests that send many requests in a row.
 pub struct Conn {
     http: Http,
-    sender: hyper::client::conn::http1::SendRequest<Full<Bytes>>,
+    sender: Sender,
 }
 
 impl Http {
     /// Opens a keep-alive connection with this client's target, token and Host.
     pub async fn connect(&self) -> Conn {
-        let sender = match &self.target {
-            Target::Tcp(addr) => {
-                let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-                let _ = stream.set_nodelay(true);
-                handshake(TokioIo::new(stream)).await
-            }
-            Target::Unix(path) => {
-                let stream = tokio::net::UnixStream::connect(path)
-                    .await
-                    .expect("connect unix");
-                handshake(TokioIo::new(stream)).await
-            }
-        };
+        let sender = handshake(&self.target).await.expect("connect");
         Conn {
             http: self.clone(),
             sender,
@@ -276,17 +223,39 @@ impl Http {
     }
 }
 
-async fn handshake<IO>(io: IO) -> hyper::client::conn::http1::SendRequest<Full<Bytes>>
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
+
+/// A new connection to `target`, driven by its own task.
+async fn handshake(target: &Target) -> Result<Sender, String> {
+    match target {
+        Target::Tcp(addr) => {
+            let stream = tokio::net::TcpStream::connect(addr)
+                .await
+                .map_err(|e| e.to_string())?;
+            // Without it, a request written in two segments waits for a delayed ACK.
+            let _ = stream.set_nodelay(true);
+            handshake_on(TokioIo::new(stream)).await
+        }
+        Target::Unix(path) => {
+            let stream = tokio::net::UnixStream::connect(path)
+                .await
+                .map_err(|e| e.to_string())?;
+            handshake_on(TokioIo::new(stream)).await
+        }
+    }
+}
+
+async fn handshake_on<IO>(io: IO) -> Result<Sender, String>
 where
     IO: hyper::rt::Read + hyper::rt::Write + Unpin + Send + 'static,
 {
     let (sender, conn) = hyper::client::conn::http1::handshake(io)
         .await
-        .expect("handshake");
+        .map_err(|e| e.to_string())?;
     tokio::spawn(async move {
         let _ = conn.await;
     });
-    sender
+    Ok(sender)
 }
 
 impl Conn {

@@ -8,6 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 pub mod agent;
+pub mod app;
 pub mod http;
 pub mod ipc;
 pub mod require;
@@ -106,11 +107,11 @@ impl Broker {
     }
 
     pub fn operator_token(&self) -> String {
-        read_token(&self.home().join("state/operator.token"))
+        read_token(&leo_protocol::home::Home::new(self.home()).operator_token())
     }
 
     pub fn agent_token(&self) -> String {
-        read_token(&self.home().join("state/agent.token"))
+        read_token(&leo_protocol::home::Home::new(self.home()).agent_token())
     }
 
     /// An HTTP client over TCP with the operator token.
@@ -121,14 +122,14 @@ impl Broker {
     /// An HTTP client over `run/leo.sock` with the operator token.
     pub fn http_unix(&self) -> Http {
         Http::unix(
-            self.home().join("run/leo.sock"),
+            leo_protocol::home::Home::new(self.home()).api_socket(),
             Some(self.operator_token()),
         )
     }
 
     /// A raw IPC connection to `run/sidecar.sock`.
     pub async fn ipc(&self) -> Ipc {
-        Ipc::connect(&self.home().join("run/sidecar.sock")).await
+        Ipc::connect(&leo_protocol::home::Home::new(self.home()).sidecar_socket()).await
     }
 
     /// Sends `signal` (`TERM`, `INT`, `KILL`) and waits for the exit status.

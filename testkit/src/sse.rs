@@ -1,7 +1,9 @@
-//! An SSE reader over `Http::open`: parses `id:`, `event:`, `data:` lines and skips comments.
+//! An SSE reader over `Http::open`, on the SDK's parser (`leo_protocol::sse`): a test reads the
+//! stream exactly as an app does, frames split anywhere and UTF-8 kept whole across chunks.
 
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
+use leo_protocol::sse::{Frame, Parser};
 use serde_json::Value;
 
 use crate::{Http, WAIT};
@@ -17,7 +19,7 @@ pub struct SseEvent {
 /// An open stream.
 pub struct Sse {
     body: Incoming,
-    buf: String,
+    parser: Parser,
     pub status: u16,
 }
 
@@ -40,7 +42,7 @@ impl Sse {
         Sse {
             status: resp.status().as_u16(),
             body: resp.into_body(),
-            buf: String::new(),
+            parser: Parser::default(),
         }
     }
 
@@ -78,16 +80,14 @@ impl Sse {
     /// The next event, or `None` when the stream ends.
     pub async fn next_or_end(&mut self) -> Option<SseEvent> {
         loop {
-            if let Some(i) = self.buf.find("\n\n") {
-                let block: String = self.buf.drain(..i + 2).collect();
-                if let Some(e) = parse_block(&block) {
-                    return Some(e);
-                }
-                continue;
+            match self.parser.next_frame() {
+                Ok(Some(frame)) => return Some(event(frame)),
+                Ok(None) => {}
+                Err(too_large) => panic!("the stream sent a frame over the limit: {too_large:?}"),
             }
             let frame = self.body.frame().await?.ok()?;
             if let Ok(data) = frame.into_data() {
-                self.buf.push_str(&String::from_utf8_lossy(&data));
+                self.parser.push(&data);
             }
         }
     }
@@ -101,33 +101,13 @@ impl Sse {
     }
 }
 
-fn parse_block(block: &str) -> Option<SseEvent> {
-    let mut id = None;
-    let mut event = String::from("message");
-    let mut data = String::new();
-    let mut any = false;
-    for line in block.lines() {
-        if line.starts_with(':') || line.is_empty() {
-            continue;
-        }
-        let (field, value) = line.split_once(':').unwrap_or((line, ""));
-        let value = value.strip_prefix(' ').unwrap_or(value);
-        any = true;
-        match field {
-            "id" => id = value.parse().ok(),
-            "event" => event = value.to_owned(),
-            "data" => {
-                if !data.is_empty() {
-                    data.push('\n');
-                }
-                data.push_str(value);
-            }
-            _ => {}
-        }
+/// A frame with its data read as JSON (or kept as a string when it is not JSON).
+fn event(frame: Frame) -> SseEvent {
+    let data = serde_json::from_slice(&frame.data)
+        .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&frame.data).into_owned()));
+    SseEvent {
+        id: frame.id,
+        event: frame.event,
+        data,
     }
-    if !any {
-        return None;
-    }
-    let data = serde_json::from_str(&data).unwrap_or(Value::String(data));
-    Some(SseEvent { id, event, data })
 }

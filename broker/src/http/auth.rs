@@ -5,8 +5,8 @@
 //! header (or absolute-form target) is not an allowed name with the listener's port gets a
 //! plain `403 forbidden host` (DNS rebinding protection), which an operator can tell apart from
 //! a JSON scope denial; two Host headers are a malformed request (`400`). Then every route
-//! states, in `POLICY`, which kinds of caller may call it; a route missing from the table is
-//! refused, so a new route is closed until someone opens it there.
+//! states, in `Route::callers`, which kinds of caller may call it; that is an exhaustive
+//! `match`, so a new route does not compile until someone decides who may call it.
 //!
 //! Nothing of a body is read here: a caller that fails these checks is answered before a byte
 //! of its body is taken, and one that passes gets its route's body limit (`BodyLimit`). A body
@@ -29,11 +29,12 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use leo_protocol::ErrorCode;
 
+use super::AppState;
 use super::console::guard::{check_csrf, check_origin};
 use super::console::pages::to_login;
 use super::console::session::Session;
 use super::rules::{HostCheck, HostRefusal, Kind, Route, decode_target, message_segment};
-use super::{ApiError, AppState};
+use crate::refusal::Refusal;
 use crate::tokens::Principal;
 
 /// The message route's target, decoded once and checked; what the handler delivers to.
@@ -75,9 +76,9 @@ fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
 pub fn authenticate(
     state: &AppState,
     headers: &axum::http::HeaderMap,
-) -> Result<Principal, ApiError> {
+) -> Result<Principal, Refusal> {
     let Some(token) = bearer(headers) else {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::Unauthorized,
             "missing Authorization: Bearer <token>",
         ));
@@ -85,28 +86,28 @@ pub fn authenticate(
     state
         .tokens
         .lookup(token)
-        .ok_or_else(|| ApiError::new(ErrorCode::Unauthorized, "unknown token"))
+        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "unknown token"))
 }
 
 /// The message route's target of `req`, decoded, or the `400` for one that is not an agent.
-fn target_of(req: &Request<Body>) -> Option<Result<Target, ApiError>> {
+fn target_of(req: &Request<Body>) -> Option<Result<Target, Refusal>> {
     let segment = message_segment(req.uri().path())?;
     Some(
         decode_target(segment)
             .map(Target)
-            .map_err(|m| ApiError::new(ErrorCode::InvalidParameter, m)),
+            .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m)),
     )
 }
 
 /// The API-client check, run before any other: such a token may only post a message to an
 /// agent its `can_message` allows; everything else, routed or not, is 403. The scope is
 /// matched against the decoded target, the one the message is delivered to.
-fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<Target, ApiError> {
+fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<Target, Refusal> {
     let target = (req.method() == Method::POST)
         .then(|| target_of(req))
         .flatten();
     let Some(target) = target else {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::Forbidden,
             format!("client {name:?} may only post to /web/agent/<target>/message"),
         ));
@@ -119,10 +120,10 @@ fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<
         .get(name)
         .map(|c| c.can_message.as_slice())
         .unwrap_or_default();
-    if crate::messages::target_allowed(patterns, &target.0) {
+    if leo_protocol::glob::any_matches(patterns, &target.0) {
         Ok(target)
     } else {
-        Err(ApiError::new(
+        Err(Refusal::new(
             ErrorCode::Forbidden,
             format!("client {name:?} is not permitted to message {:?}", target.0),
         ))
@@ -130,7 +131,7 @@ fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<
 }
 
 /// Route layer: finds the caller (token, console session, or nobody), runs the API-client
-/// check, applies `POLICY`, then the console's CSRF defences.
+/// check, applies `Route::callers`, then the console's CSRF defences.
 pub async fn authorize(
     State(state): State<Arc<AppState>>,
     mut req: Request<Body>,
@@ -181,21 +182,21 @@ pub async fn authorize(
     next.run(req).await
 }
 
-/// The answer to a caller `POLICY` does not admit to `route`.
+/// The answer to a caller `Route::callers` does not admit to `route`.
 fn refuse(kind: Kind, route: Option<Route>, req: &Request<Body>, path: &str) -> Response {
     match (kind, route) {
         (Kind::Anonymous, Some(Route::ConsolePage)) => to_login(),
-        (Kind::Anonymous, Some(r)) if r.console() => ApiError::new(
+        (Kind::Anonymous, Some(r)) if r.console() => Refusal::new(
             ErrorCode::Unauthorized,
             "no console login (log in at /login)",
         )
         .into_response(),
-        (Kind::Anonymous, _) => ApiError::new(
+        (Kind::Anonymous, _) => Refusal::new(
             ErrorCode::Unauthorized,
             "missing Authorization: Bearer <token>",
         )
         .into_response(),
-        _ => ApiError::new(
+        _ => Refusal::new(
             ErrorCode::Forbidden,
             format!("this token may not {} {path}", req.method()),
         )
@@ -203,7 +204,7 @@ fn refuse(kind: Kind, route: Option<Route>, req: &Request<Body>, path: &str) -> 
     }
 }
 
-/// The checks after `POLICY`: the console's CSRF defences, the message route's target
+/// The checks after `Route::callers`: the console's CSRF defences, the message route's target
 /// (decoded once, unless the API-client gate already did), and the route's body limit, which
 /// a declared `Content-Length` must respect before the handler reads anything.
 fn admit(
@@ -212,7 +213,7 @@ fn admit(
     caller: &Caller,
     req: &mut Request<Body>,
     target: Option<Target>,
-) -> Result<(), ApiError> {
+) -> Result<(), Refusal> {
     if route.console() && route.changes_state() {
         check_origin(req.headers())?;
         if let Caller::Session(session) = caller {
@@ -223,7 +224,7 @@ fn admit(
         let target = match target {
             Some(t) => t,
             None => target_of(req)
-                .unwrap_or_else(|| Err(ApiError::new(ErrorCode::InvalidParameter, "no target")))?,
+                .unwrap_or_else(|| Err(Refusal::new(ErrorCode::InvalidParameter, "no target")))?,
         };
         req.extensions_mut().insert(target);
     }
@@ -242,12 +243,12 @@ fn admit(
 
 /// For requests no route matched: 401 without a valid token, 403 for an API client (whose
 /// token opens nothing but its message route), else `None` so the caller answers 404 or 405.
-pub fn gate_unrouted(state: &AppState, req: &Request<Body>) -> Option<ApiError> {
+pub fn gate_unrouted(state: &AppState, req: &Request<Body>) -> Option<Refusal> {
     match authenticate(state, req.headers()) {
         Err(e) => Some(e),
         Ok(Principal::ApiClient(name)) => {
             Some(api_client_gate(state, &name, req).err().unwrap_or_else(|| {
-                ApiError::new(ErrorCode::Forbidden, "this token may not use this route")
+                Refusal::new(ErrorCode::Forbidden, "this token may not use this route")
             }))
         }
         Ok(_) => None,

@@ -24,10 +24,11 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::AppState;
 use super::reply::query_flags;
-use super::{ApiError, AppState};
 use crate::core::{Broker, ClientGuard};
 use crate::events::{Event, STREAM_BACKLOG_BYTES};
+use crate::refusal::Refusal;
 use crate::tokens::Principal;
 
 /// Comment lines that keep proxies and clients from timing the stream out.
@@ -73,13 +74,13 @@ pub async fn stream(
     Extension(who): Extension<Principal>,
     headers: HeaderMap,
     uri: Uri,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let (name, flags) = app_name(uri.query())?;
     let provider = query_flags(flags.as_deref(), &["client_tools"])?
         .iter()
         .any(|f| f == "client_tools");
     if provider && who == Principal::Agent {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::Forbidden,
             "the agent token cannot open a provider stream (client_tools=1)",
         ));
@@ -91,7 +92,7 @@ pub async fn stream(
                 .ok()
                 .and_then(|s| s.trim().parse::<u64>().ok())
                 .ok_or_else(|| {
-                    ApiError::new(
+                    Refusal::new(
                         ErrorCode::InvalidParameter,
                         "Last-Event-ID must be a non-negative integer",
                     )
@@ -101,7 +102,7 @@ pub async fn stream(
     let broker = state.broker.clone();
     let opened = broker.open_stream(provider, principal_name(&who), name, last_event_id);
     let hello = serde_json::to_string(&opened.hello)
-        .map_err(|_| ApiError::new(ErrorCode::Internal, "cannot encode hello"))?;
+        .map_err(|_| Refusal::new(ErrorCode::Internal, "cannot encode hello"))?;
     let last_sent = opened
         .subscription
         .replay
@@ -138,7 +139,7 @@ pub async fn stream(
 
 /// Takes `name=…` (percent-encoded) out of the query: the app's name, checked, and the
 /// remaining parameters for `query_flags`.
-fn app_name(query: Option<&str>) -> Result<(Option<String>, Option<String>), ApiError> {
+fn app_name(query: Option<&str>) -> Result<(Option<String>, Option<String>), Refusal> {
     let mut name = None;
     let mut rest = Vec::new();
     for pair in query.unwrap_or_default().split('&') {
@@ -150,7 +151,7 @@ fn app_name(query: Option<&str>) -> Result<(Option<String>, Option<String>), Api
             continue;
         };
         let bad = |why: String| {
-            ApiError::new(
+            Refusal::new(
                 ErrorCode::InvalidParameter,
                 format!("query parameter {NAME_PARAM:?} {why}"),
             )

@@ -15,9 +15,8 @@ mod serve;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::routing::{get, post};
+use axum::routing::{MethodFilter, MethodRouter, on};
 
-pub use reply::ApiError;
 pub use rules::{HostCheck, Route};
 pub use serve::{TcpLimits, serve_tcp};
 
@@ -35,28 +34,49 @@ pub struct AppState {
 
 /// The API routes, shared by both listeners.
 fn api_routes() -> Router<Arc<AppState>> {
-    Router::new()
-        .route("/api/v1/events", get(events::stream))
-        .route(
-            "/api/v1/client-tools",
-            post(routes::register).get(routes::list_tools),
-        )
-        .route("/api/v1/client-tools/requests", get(routes::pending))
-        .route(
-            "/api/v1/client-tools/requests/{id}/claim",
-            post(routes::claim),
-        )
-        .route(
-            "/api/v1/client-tools/requests/{id}/result",
-            post(routes::result),
-        )
-        .route(
-            "/api/v1/client-tools/requests/{id}/cancel",
-            post(routes::cancel),
-        )
-        .route(rules::APPROVE_PATH, post(routes::approve))
-        .route("/api/v1/status", get(routes::status))
-        .route(rules::MESSAGE_PATH, post(routes::message))
+    routes_where(|route| !route.console())
+}
+
+/// The rows of `rules::ROUTES` that `pick` keeps, each served by its handler: a route's method
+/// and path are declared there and nowhere else.
+fn routes_where(pick: impl Fn(Route) -> bool) -> Router<Arc<AppState>> {
+    rules::ROUTES
+        .iter()
+        .filter(|(_, _, route)| pick(*route))
+        .fold(Router::new(), |router, (method, path, route)| {
+            let filter = match *method {
+                "POST" => MethodFilter::POST,
+                _ => MethodFilter::GET,
+            };
+            router.route(path, handler(*route, filter))
+        })
+}
+
+/// The handler of each route, on the method of its row, as a `match` the compiler holds to
+/// every route.
+fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
+    use console::{api, pages};
+    match route {
+        Route::Events => on(method, events::stream),
+        Route::RegisterTools => on(method, routes::register),
+        Route::ListTools => on(method, routes::list_tools),
+        Route::Pending => on(method, routes::pending),
+        Route::Claim => on(method, routes::claim),
+        Route::Result => on(method, routes::result),
+        Route::Cancel | Route::ConsoleCancel => on(method, routes::cancel),
+        Route::Approve | Route::ConsoleApprove => on(method, routes::approve),
+        Route::Status => on(method, routes::status),
+        Route::Message => on(method, routes::message),
+        Route::LoginPage => on(method, pages::login_page),
+        Route::Login => on(method, pages::login),
+        Route::Logout => on(method, pages::logout),
+        Route::ConsolePage => on(method, pages::index),
+        Route::ConsoleAsset => on(method, pages::asset),
+        Route::ConsoleSession => on(method, api::session),
+        Route::ConsoleEvents => on(method, api::events),
+        Route::ConsoleAnswer => on(method, api::answer),
+        Route::AskHuman => on(method, api::ask_human),
+    }
 }
 
 /// Authorizes `routes` by the policy table in `auth` and answers what no route matched.

@@ -1,4 +1,4 @@
-//! Turning outcomes into responses: the `{ok, data}` envelope, the one error type, and the body
+//! Turning outcomes into responses: the `{ok, data}` envelope, `Refusal` as a response, and the body
 //! reader that enforces the size limit and names the field at fault.
 //!
 //! The body is read frame by frame and refused as soon as it passes its route's limit: memory
@@ -16,29 +16,9 @@ use serde::de::DeserializeOwned;
 
 use crate::refusal::Refusal;
 
-/// Every failed response. It never carries internals: the message is written for the caller.
-#[derive(Debug, Clone)]
-pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
-}
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> ApiError {
-        ApiError {
-            code,
-            message: message.into(),
-        }
-    }
-}
-
-impl From<Refusal> for ApiError {
-    fn from(r: Refusal) -> Self {
-        ApiError::new(r.code, r.message)
-    }
-}
-
-impl IntoResponse for ApiError {
+/// Every failed response: the documented `{ok: false, error, code}` with the status of its
+/// code. It never carries internals: the message is written for the caller.
+impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
@@ -52,20 +32,20 @@ pub fn ok<T: Serialize>(data: T) -> Response {
 }
 
 /// The `413 body_too_large` for a body over `limit` bytes.
-pub fn too_large(limit: usize) -> ApiError {
-    ApiError::new(
+pub fn too_large(limit: usize) -> Refusal {
+    Refusal::new(
         ErrorCode::BodyTooLarge,
         format!("the body is larger than {limit} bytes"),
     )
 }
 
 /// Reads the whole body, at most `limit` bytes, as it arrives.
-pub async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, ApiError> {
+pub async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, Refusal> {
     use http_body_util::BodyExt;
     let mut bytes = Vec::new();
     while let Some(frame) = body.frame().await {
         let frame = frame.map_err(|e| {
-            ApiError::new(
+            Refusal::new(
                 ErrorCode::InvalidParameter,
                 format!("the body could not be read: {e}"),
             )
@@ -81,31 +61,31 @@ pub async fn read_body(mut body: Body, limit: usize) -> Result<Vec<u8>, ApiError
 }
 
 /// Reads the whole body (at most `limit` bytes) and parses it as `T`.
-pub async fn json_body<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, ApiError> {
+pub async fn json_body<T: DeserializeOwned>(body: Body, limit: usize) -> Result<T, Refusal> {
     let bytes = read_body(body, limit).await?;
     if bytes.is_empty() {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::InvalidParameter,
             "at $: a JSON body is required",
         ));
     }
-    leo_protocol::envelope::parse_json(&bytes).map_err(|e| ApiError::new(e.code, e.message))
+    leo_protocol::envelope::parse_json(&bytes).map_err(Refusal::from)
 }
 
 /// Like `json_body`, but an empty body is `T::default()` (for routes whose body is optional).
 pub async fn optional_json_body<T: DeserializeOwned + Default>(
     body: Body,
     limit: usize,
-) -> Result<T, ApiError> {
+) -> Result<T, Refusal> {
     let bytes = read_body(body, limit).await?;
     if bytes.iter().all(u8::is_ascii_whitespace) {
         return Ok(T::default());
     }
-    leo_protocol::envelope::parse_json(&bytes).map_err(|e| ApiError::new(e.code, e.message))
+    leo_protocol::envelope::parse_json(&bytes).map_err(Refusal::from)
 }
 
 /// Parses `a=1&b=0` flags; names the parameter at fault.
-pub fn query_flags(query: Option<&str>, allowed: &[&str]) -> Result<Vec<String>, ApiError> {
+pub fn query_flags(query: Option<&str>, allowed: &[&str]) -> Result<Vec<String>, Refusal> {
     let mut on = Vec::new();
     for pair in query
         .unwrap_or_default()
@@ -114,7 +94,7 @@ pub fn query_flags(query: Option<&str>, allowed: &[&str]) -> Result<Vec<String>,
     {
         let (key, value) = pair.split_once('=').unwrap_or((pair, "1"));
         if !allowed.contains(&key) {
-            return Err(ApiError::new(
+            return Err(Refusal::new(
                 ErrorCode::UnknownParameter,
                 format!("unknown query parameter {key:?}"),
             ));
@@ -123,7 +103,7 @@ pub fn query_flags(query: Option<&str>, allowed: &[&str]) -> Result<Vec<String>,
             "1" | "true" => on.push(key.to_owned()),
             "0" | "false" => {}
             other => {
-                return Err(ApiError::new(
+                return Err(Refusal::new(
                     ErrorCode::InvalidParameter,
                     format!("query parameter {key:?} must be 1 or 0, not {other:?}"),
                 ));

@@ -13,10 +13,11 @@ use leo_protocol::content::ResultBody;
 use leo_protocol::requests::ClaimBody;
 use leo_protocol::tool::RegisterBody;
 
+use super::AppState;
 use super::auth::{BodyLimit, Target};
 use super::reply::{json_body, ok, optional_json_body, query_flags};
-use super::{ApiError, AppState};
 use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
+use crate::refusal::Refusal;
 use crate::tokens::Principal;
 
 #[tracing::instrument(name = "register", skip_all)]
@@ -24,20 +25,17 @@ pub async fn register(
     State(state): State<Arc<AppState>>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: RegisterBody = json_body(body, limit).await?;
     Ok(ok(state.broker.register(body)?))
 }
 
-pub async fn list_tools(
-    State(state): State<Arc<AppState>>,
-    uri: Uri,
-) -> Result<Response, ApiError> {
+pub async fn list_tools(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
     query_flags(uri.query(), &[])?;
     Ok(ok(state.broker.tools()))
 }
 
-pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, ApiError> {
+pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
     // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
     // is accepted because existing apps send it.
     query_flags(uri.query(), &["pending"])?;
@@ -50,7 +48,7 @@ pub async fn claim(
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
     Ok(ok(state.broker.claim(&id, &body.client_id)?))
 }
@@ -61,7 +59,7 @@ pub async fn result(
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: ResultBody = json_body(body, limit).await?;
     let ack = state.broker.post_result(&id, body)?;
     // The agent is waiting and the app is not: let the session write the result frame before
@@ -77,7 +75,7 @@ pub async fn cancel(
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
     Ok(ok(state.broker.cancel_request(&id)?))
 }
@@ -90,7 +88,7 @@ pub async fn approve(
     Path(name): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
     Ok(ok(state.broker.approve(&name)?))
 }
@@ -99,21 +97,18 @@ pub async fn status(State(state): State<Arc<AppState>>) -> Response {
     ok(state.broker.status())
 }
 
-pub async fn not_found(State(state): State<Arc<AppState>>, req: Request<Body>) -> ApiError {
+pub async fn not_found(State(state): State<Arc<AppState>>, req: Request<Body>) -> Refusal {
     super::auth::gate_unrouted(&state, &req).unwrap_or_else(|| {
-        ApiError::new(
+        Refusal::new(
             ErrorCode::NotFound,
             format!("no route {}", req.uri().path()),
         )
     })
 }
 
-pub async fn method_not_allowed(
-    State(state): State<Arc<AppState>>,
-    req: Request<Body>,
-) -> ApiError {
+pub async fn method_not_allowed(State(state): State<Arc<AppState>>, req: Request<Body>) -> Refusal {
     super::auth::gate_unrouted(&state, &req).unwrap_or_else(|| {
-        ApiError::new(
+        Refusal::new(
             ErrorCode::MethodNotAllowed,
             format!("method not allowed on {}", req.uri().path()),
         )
@@ -130,10 +125,10 @@ pub async fn message(
     Extension(Target(target)): Extension<Target>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: MessageBody = json_body(body, limit).await?;
     if body.text.len() > MAX_TEXT_BYTES {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::TextTooLarge,
             format!(
                 "at $.text: {} bytes, at most {MAX_TEXT_BYTES}",

@@ -25,9 +25,10 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Session;
+use crate::http::AppState;
 use crate::http::auth::BodyLimit;
 use crate::http::reply::{json_body, ok};
-use crate::http::{ApiError, AppState};
+use crate::refusal::Refusal;
 
 /// The shortest gap between two snapshots; changes within it are sent as one.
 const COALESCE: Duration = Duration::from_millis(150);
@@ -111,7 +112,7 @@ pub async fn ask_human(
     State(state): State<Arc<AppState>>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: AskHumanBody = json_body(body, limit).await?;
     Ok(ok(state.broker.set_ask_human(body.on)?))
 }
@@ -123,16 +124,16 @@ pub async fn answer(
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
-) -> Result<Response, ApiError> {
+) -> Result<Response, Refusal> {
     let body: AnswerBody = json_body(body, limit).await?;
     if body.text.trim().is_empty() {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::InvalidParameter,
             "at $.text: the answer is empty",
         ));
     }
     if body.text.len() > MAX_RESULT_BYTES {
-        return Err(ApiError::new(
+        return Err(Refusal::new(
             ErrorCode::ResultTooLarge,
             format!(
                 "at $.text: {} bytes, at most {MAX_RESULT_BYTES}",

@@ -12,10 +12,10 @@ use axum::http::{HeaderMap, header};
 use leo_protocol::ErrorCode;
 
 use super::session::{CSRF_HEADER, Session};
-use crate::http::ApiError;
+use crate::refusal::Refusal;
 
 /// An `Origin` header, when present, must be `http://` and the request's own Host.
-pub fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
+pub fn check_origin(headers: &HeaderMap) -> Result<(), Refusal> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -30,7 +30,7 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
     if same {
         Ok(())
     } else {
-        Err(ApiError::new(
+        Err(Refusal::new(
             ErrorCode::Forbidden,
             format!("cross-origin request refused: Origin {origin:?} is not http://{host}"),
         ))
@@ -38,15 +38,15 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), ApiError> {
 }
 
 /// The request must carry `session`'s CSRF token in `X-Leo-Csrf`.
-pub fn check_csrf(headers: &HeaderMap, session: &Session) -> Result<(), ApiError> {
+pub fn check_csrf(headers: &HeaderMap, session: &Session) -> Result<(), Refusal> {
     let presented = headers.get(CSRF_HEADER).and_then(|v| v.to_str().ok());
     match presented {
         Some(token) if session.csrf_matches(token) => Ok(()),
-        Some(_) => Err(ApiError::new(
+        Some(_) => Err(Refusal::new(
             ErrorCode::Forbidden,
             "the X-Leo-Csrf header does not match this session",
         )),
-        None => Err(ApiError::new(
+        None => Err(Refusal::new(
             ErrorCode::Forbidden,
             "missing X-Leo-Csrf header (send the token from the console page)",
         )),

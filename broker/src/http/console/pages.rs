@@ -10,7 +10,7 @@ use std::sync::Arc;
 use axum::Extension;
 use axum::body::Body;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use leo_protocol::console::LoggedOut;
 
@@ -156,23 +156,16 @@ pub async fn logout(
         .into_response()
 }
 
-/// `GET /console/console.js`.
-pub async fn script() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        SCRIPT,
-    )
-        .into_response()
-}
-
-/// `GET /console/console.css`.
-pub async fn style() -> Response {
-    ([(header::CONTENT_TYPE, "text/css; charset=utf-8")], STYLE).into_response()
-}
-
-/// `GET /console/icon.svg`.
-pub async fn icon() -> Response {
-    ([(header::CONTENT_TYPE, "image/svg+xml")], ICON).into_response()
+/// `GET /console/<file>`: the script, the stylesheet and the icon, by their file names (the
+/// paths are routed in `rules::ROUTES`; anything else there would be a 404 here).
+pub async fn asset(uri: Uri) -> Response {
+    let (kind, body) = match uri.path().rsplit('/').next() {
+        Some("console.js") => ("text/javascript; charset=utf-8", SCRIPT),
+        Some("console.css") => ("text/css; charset=utf-8", STYLE),
+        Some("icon.svg") => ("image/svg+xml", ICON),
+        _ => return StatusCode::NOT_FOUND.into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
 /// For `auth`: where a browser without a login is sent.

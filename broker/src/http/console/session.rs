@@ -15,7 +15,7 @@ use leo_protocol::ErrorCode;
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
 
-use crate::http::ApiError;
+use crate::refusal::Refusal;
 
 /// The cookie's name.
 pub const COOKIE: &str = "leo_session";
@@ -72,10 +72,10 @@ impl Sessions {
     }
 
     /// A new login.
-    pub fn create(&self) -> Result<Session, ApiError> {
+    pub fn create(&self) -> Result<Session, Refusal> {
         let random = || {
             crate::tokens::generate()
-                .map_err(|_| ApiError::new(ErrorCode::Internal, "no randomness for a session"))
+                .map_err(|_| Refusal::new(ErrorCode::Internal, "no randomness for a session"))
         };
         let session = Session {
             id: random()?,

@@ -2,7 +2,8 @@
 //!
 //! The broker's stream is small and regular (`id:`, `event:`, one `data:` line, comments for
 //! keep-alive), so a hand-written parser of the SSE line format is shorter than a dependency
-//! and lets the data stay bytes until the one `serde_json` pass that reads it. Lines may end in
+//! and lets the data stay bytes until the one `serde_json` pass that reads it. The SDK and the
+//! test kit both read the stream through it, so what a test sees is what an app sees. Lines may end in
 //! `\n`, `\r\n` or `\r`; a frame ends at a blank line. A frame larger than `MAX_FRAME` is an
 //! error, so a broken peer cannot grow the buffer without bound.
 
@@ -179,6 +180,21 @@ mod tests {
             got,
             [frame(None, "message", "a\nb"), frame(None, "message", "c")]
         );
+    }
+
+    #[test]
+    fn keeps_utf8_whole_when_a_character_is_split_between_chunks() {
+        let text = "data: {\"t\":\"h\u{e9}llo \u{1f980}\"}\n\n".as_bytes();
+        for split in 1..text.len() {
+            let (a, b) = text.split_at(split);
+            let got = frames(&[a, b]);
+            assert_eq!(got.len(), 1, "split at {split}");
+            assert_eq!(
+                std::str::from_utf8(&got[0].data),
+                Ok("{\"t\":\"h\u{e9}llo \u{1f980}\"}"),
+                "split at {split}"
+            );
+        }
     }
 
     #[test]

@@ -1,0 +1,124 @@
+//! An app played by the test over HTTP and SSE: a provider stream and the client it posts with.
+//!
+//! The broker's, the sidecar's and the SDK's suites each had one of these; this is the one.
+//! The plain methods return the broker's `Reply` for a test that checks a refusal; the `_ok`
+//! and `serve` forms assert success, for a test whose subject is something else.
+
+use serde_json::{Value, json};
+
+use crate::{Http, Reply, Sse, SseEvent};
+
+/// An app: a provider stream and the HTTP client it posts with.
+pub struct App {
+    pub http: Http,
+    pub sse: Sse,
+    pub id: String,
+}
+
+impl App {
+    /// Opens a provider stream (`?client_tools=1`) and reads its `hello`.
+    pub async fn connect(http: &Http) -> App {
+        let (sse, id) = Sse::provider(http).await;
+        App {
+            http: http.clone(),
+            sse,
+            id,
+        }
+    }
+
+    /// Registers (or replaces) `group`.
+    pub async fn register(&self, group: &str, tools: Value) -> Reply {
+        self.http
+            .post(
+                "/api/v1/client-tools",
+                &json!({"client_id": self.id, "group": group, "tools": tools}),
+            )
+            .await
+    }
+
+    /// Registers `group`; asserts success.
+    pub async fn register_ok(&self, group: &str, tools: Value) {
+        self.register(group, tools).await.data();
+    }
+
+    pub async fn claim(&self, id: &str) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/claim"),
+                &json!({"client_id": self.id}),
+            )
+            .await
+    }
+
+    /// Claims request `id`; asserts success.
+    pub async fn claim_ok(&self, id: &str) {
+        self.claim(id).await.data();
+    }
+
+    /// Posts `content` as the result of a claimed request.
+    pub async fn answer(&self, id: &str, content: Value) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": true, "content": content}),
+            )
+            .await
+    }
+
+    /// Posts the app's own error as the result of a claimed request.
+    pub async fn fail(&self, id: &str, code: &str, message: &str) -> Reply {
+        self.http
+            .post(
+                &format!("/api/v1/client-tools/requests/{id}/result"),
+                &json!({"client_id": self.id, "ok": false, "error": {"code": code, "message": message}}),
+            )
+            .await
+    }
+
+    /// Claims request `id` and answers it with `content`; asserts both.
+    pub async fn serve(&self, id: &str, content: Value) {
+        self.claim_ok(id).await;
+        self.answer(id, content).await.data();
+    }
+
+    /// Claims request `id` and fails it with the app's own code; asserts both.
+    pub async fn serve_error(&self, id: &str, code: &str, message: &str) {
+        self.claim_ok(id).await;
+        self.fail(id, code, message).await.data();
+    }
+
+    /// The next `client_tool.request` on this app's stream.
+    pub async fn next_request(&mut self) -> SseEvent {
+        self.sse.next_of("client_tool.request").await
+    }
+
+    /// The id of the next `client_tool.request`.
+    pub async fn next_request_id(&mut self) -> String {
+        let event = self.next_request().await;
+        match event.data["id"].as_str() {
+            Some(id) => id.to_owned(),
+            None => panic!("a request without an id: {:?}", event.data),
+        }
+    }
+
+    /// The next `client_tool.cancelled` on this app's stream.
+    pub async fn next_cancelled(&mut self) -> SseEvent {
+        self.sse.next_of("client_tool.cancelled").await
+    }
+}
+
+/// A simple tool definition.
+pub fn tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("The {name} tool"),
+        "input_schema": {"type": "object", "properties": {"text": {"type": "string"}}}
+    })
+}
+
+/// A tool with a timeout.
+pub fn tool_with_timeout(name: &str, timeout_s: u64) -> Value {
+    let mut t = tool(name);
+    t["timeout_s"] = json!(timeout_s);
+    t
+}
