@@ -218,6 +218,7 @@ async fn run_session(
         agent.to_owned(),
         offered,
     ));
+    broker.attach_outbox(conn, tx.clone());
     let send = |frame: BrokerFrame| {
         let tx = tx.clone();
         async move {
@@ -301,6 +302,9 @@ async fn run_session(
             Ok(SidecarFrame::Harness { harness, mode }) => {
                 broker.session_harness(conn, harness, mode)
             }
+            Ok(SidecarFrame::InputAnswer { input, outcome }) => {
+                broker.input_answered(conn, input, outcome)
+            }
             Ok(SidecarFrame::Hello { .. }) => {
                 send(error_frame(
                     leo_protocol::ErrorCode::InvalidFrame,
@@ -318,6 +322,7 @@ async fn run_session(
         }
     }
     // Calls still in flight end now (agent_gone); their results go out before the writer stops.
+    broker.detach_outbox(conn);
     broker.session_closed(conn);
     drop(tx);
     let _ = tokio::time::timeout(Duration::from_secs(2), writer_task).await;

@@ -3,19 +3,24 @@
 //! The call goes to the broker and the handler waits for exactly one of: the broker's result
 //! (content, app error, timeout, withdrawal…), the connection dropping (`no_client`), or the
 //! harness cancelling, in which case the broker is told with a `cancel` frame (the app then
-//! sees `client_tool.cancelled`, reason `cancelled_by_agent`). Progress is reported meanwhile.
+//! sees `client_tool.cancelled`, reason `cancelled_by_agent`). Meanwhile the app's progress
+//! reaches the harness (or the sidecar's own keep-alive while the app is quiet), and the app's
+//! questions become `elicitation/create` requests (see `elicit`), ended with the call.
 //! The sidecar adds no timeout of its own: `timeout_s: 0` tools are handoffs that may wait for
 //! days, and the broker ends everything else.
 
 use std::time::Duration;
 
+use leo_protocol::ipc::InputOutcome;
 use rmcp::RoleServer;
 use rmcp::model::CallToolResult;
 use rmcp::service::RequestContext;
 use serde_json::Value;
+use tokio::task::JoinSet;
 use tracing::debug;
 
-use crate::link::BrokerLink;
+use crate::elicit;
+use crate::link::{BrokerLink, CallEvent};
 use crate::outcome;
 use crate::progress::Ticker;
 
@@ -27,11 +32,14 @@ pub async fn forward(
     ctx: &RequestContext<RoleServer>,
     progress_every: Duration,
 ) -> CallToolResult {
-    let (id, mut rx) = match link.start_call(tool, arguments) {
+    let (id, mut rx, mut events) = match link.start_live_call(tool, arguments) {
         Ok(started) => started,
         Err(reason) => return outcome::failure("no_client", &reason),
     };
     let mut ticker = Ticker::new(ctx.meta.get_progress_token(), progress_every);
+    // Questions asked of the user, each answered when its harness request ends; dropping the
+    // set (the call ended) aborts those still open.
+    let mut questions: JoinSet<(u64, InputOutcome)> = JoinSet::new();
     loop {
         tokio::select! {
             biased;
@@ -46,6 +54,29 @@ pub async fn forward(
                 link.cancel(id);
                 // rmcp does not answer a cancelled request; this result is never sent.
                 return outcome::failure("cancelled", "the harness cancelled the call");
+            }
+            Some(event) = events.recv() => match event {
+                CallEvent::Progress { progress, total, message } => {
+                    if let Some(p) = ticker.app_reported(progress, total, message) {
+                        debug!(call = id, progress = p.progress, "app progress");
+                        if ctx.peer.notify_progress(p).await.is_err() {
+                            debug!(call = id, "cannot send progress; the client may be gone");
+                        }
+                    }
+                }
+                CallEvent::Input { input, message, requested_schema } => {
+                    match elicit::prepare(&ctx.peer, message, requested_schema) {
+                        Ok(ask) => {
+                            questions.spawn(async move { (input, ask.await) });
+                        }
+                        Err(refused) => link.answer_input(input, refused),
+                    }
+                }
+            },
+            Some(answered) = questions.join_next(), if !questions.is_empty() => {
+                if let Ok((input, outcome)) = answered {
+                    link.answer_input(input, outcome);
+                }
             }
             progress = ticker.tick() => {
                 debug!(call = id, progress = progress.progress, "progress");

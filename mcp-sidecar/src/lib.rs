@@ -35,6 +35,7 @@ pub mod caps;
 pub mod channel;
 pub mod cli;
 pub mod discover;
+pub mod elicit;
 pub mod error;
 pub mod fallback;
 pub mod frames;

@@ -11,6 +11,7 @@ pub mod content;
 pub mod depth;
 pub mod envelope;
 pub mod events;
+pub mod input;
 pub mod ipc;
 pub mod limits;
 pub mod requests;

@@ -100,9 +100,15 @@ pub fn run(home: &Home, args: &CallArgs) -> ExitCode {
         runtime.block_on(call(home, args, arguments))
     });
     match ended {
-        Ok(Ended::Answered(Outcome::Content { content })) => {
+        Ok(Ended::Answered(Outcome::Content {
+            content,
+            structured_content,
+        })) => {
             // A closed stdout (`leo call … | head -1`) is not the tool's failure.
             let _ = print_content(&content);
+            if let Some(structured) = structured_content.filter(|_| content.is_empty()) {
+                println!("{structured}");
+            }
             ExitCode::SUCCESS
         }
         Ok(Ended::Answered(Outcome::Error { error })) => {

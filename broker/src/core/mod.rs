@@ -42,6 +42,7 @@ use crate::state_file::EverRegistered;
 use crate::tokens::random_id;
 
 mod ask_human;
+mod relay;
 mod snapshot;
 
 pub use ask_human::CONSOLE_CLIENT;
@@ -101,6 +102,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     me: Weak<Broker>,
+    /// Sessions' outboxes and open questions (`relay`).
+    relay: relay::Relay,
 }
 
 /// A stream's start: its hello, what to replay, and the live receiver. Dropping `guard`
@@ -168,6 +171,7 @@ impl Broker {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             me: me.clone(),
+            relay: relay::Relay::default(),
         })
     }
 
@@ -476,6 +480,7 @@ impl Broker {
         })?;
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
+        Self::check_output(&core, id, &posted)?;
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
         self.touched();
@@ -612,7 +617,7 @@ impl Broker {
             .view()
             .values()
             .filter(|v| self.offered(agent, &denied, &v.spec))
-            .map(|v| agent_tool(&v.spec.def, &v.spec.group))
+            .map(|v| agent_tool(&v.spec.def, &v.spec.group, v.spec.timeout_s.is_none()))
             .collect();
         let scoped = core.registry.scoped();
         (
@@ -914,19 +919,25 @@ impl Broker {
 
 /// A tool as agents see it: the words a model reads (description, label, the descriptions in
 /// the schema) through the one sanitizer, since an app wrote them.
-fn agent_tool(def: &leo_protocol::tool::ToolDef, group: &str) -> AgentTool {
+fn agent_tool(def: &leo_protocol::tool::ToolDef, group: &str, handoff: bool) -> AgentTool {
     use leo_protocol::sanitize::{Lines, sanitize, sanitize_schema};
     let mut input_schema = def.input_schema.clone();
     sanitize_schema(&mut input_schema);
+    let output_schema = def.output_schema.clone().map(|mut s| {
+        sanitize_schema(&mut s);
+        s
+    });
     AgentTool {
         name: def.name.clone(),
         description: sanitize(&def.description, Lines::Keep).into_owned(),
         input_schema,
         title: def
-            .label
-            .as_deref()
+            .shown_title()
             .map(|l| sanitize(l, Lines::Join).into_owned()),
         group: group.to_owned(),
+        annotations: def.annotations,
+        output_schema,
+        execution: def.effective_execution(handoff),
     }
 }
 

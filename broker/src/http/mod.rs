@@ -57,6 +57,8 @@ fn api_routes() -> Router<Arc<AppState>> {
         .route(rules::APPROVE_PATH, post(routes::approve))
         .route("/api/v1/status", get(routes::status))
         .route(rules::MESSAGE_PATH, post(routes::message))
+        .route(rules::PROGRESS_PATH, post(routes::progress))
+        .route(rules::INPUT_PATH, post(routes::input))
 }
 
 /// Authorizes `routes` by the policy table in `auth` and answers what no route matched.
