@@ -1,0 +1,358 @@
+//! The MCP features apps reach harnesses with, end to end through the real broker and `leo-mcp`,
+//! with the official TypeScript and Python SDK clients as harnesses: tool `title`,
+//! `annotations` and `outputSchema`; structured results (checked against the output schema);
+//! progress reports from the app; questions for the user (elicitation), answered, declined, or
+//! refused at once to a harness that cannot ask.
+
+use std::path::PathBuf;
+
+use leo_testkit::require::{self, Prereq};
+use leo_testkit::{Broker, Script, bin};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+use crate::support::App;
+
+/// A tool with every MCP field an app can give.
+fn record_tool() -> Value {
+    json!({
+        "name": "record",
+        "description": "Return the build record",
+        "input_schema": {"type": "object"},
+        "title": "Build record",
+        "annotations": {"readOnlyHint": true, "openWorldHint": false},
+        "output_schema": {
+            "type": "object",
+            "properties": {"build": {"type": "integer"}, "url": {"type": "string"}},
+            "required": ["build", "url"]
+        }
+    })
+}
+
+fn plain_tool(name: &str) -> Value {
+    json!({
+        "name": name,
+        "description": format!("The {name} tool"),
+        "input_schema": {"type": "object"},
+        "annotations": {"destructiveHint": true, "idempotentHint": false}
+    })
+}
+
+fn confirm_form() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "confirm": {"type": "boolean", "title": "Go ahead?"},
+            "env": {"type": "string", "enum": ["prod", "staging"]}
+        },
+        "required": ["confirm"]
+    })
+}
+
+impl App {
+    async fn post_for(&self, id: &str, what: &str, body: Value) -> leo_testkit::Reply {
+        let mut body = body;
+        body["client_id"] = json!(self.id);
+        self.http
+            .post(&format!("/api/v1/client-tools/requests/{id}/{what}"), &body)
+            .await
+    }
+}
+
+/// Registers the feature tools and returns the app.
+async fn feature_app(broker: &Broker) -> App {
+    let app = App::connect(&broker.http()).await;
+    app.register(
+        "features",
+        json!([record_tool(), plain_tool("deploy"), plain_tool("confirm")]),
+    )
+    .await;
+    app
+}
+
+/// The record call: an invalid structured result is refused with its path, a valid one with
+/// no blocks reaches the harness.
+async fn answer_record(app: &mut App) {
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.claim(&id).await;
+    let missing = app
+        .post_for(
+            &id,
+            "result",
+            json!({"ok": true, "content": [{"type": "text", "text": "no data"}]}),
+        )
+        .await;
+    assert_eq!(missing.code(422), "invalid_result");
+    assert!(
+        missing
+            .error()
+            .contains("at $.structured_content: required"),
+        "{missing:?}"
+    );
+    let wrong = app
+        .post_for(
+            &id,
+            "result",
+            json!({"ok": true, "structured_content": {"build": "seven", "url": "u"}}),
+        )
+        .await;
+    assert_eq!(wrong.code(422), "invalid_result");
+    assert!(
+        wrong.error().starts_with("at $.structured_content.build: "),
+        "{wrong:?}"
+    );
+    app.post_for(
+        &id,
+        "result",
+        json!({"ok": true, "structured_content": {"build": 7, "url": "https://ci.example/7"}}),
+    )
+    .await
+    .data();
+}
+
+/// The deploy call: two progress reports with messages, then the result.
+async fn answer_deploy(app: &mut App) {
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    // Progress before the claim is refused: only the claimant speaks for a call.
+    let early = app.post_for(&id, "progress", json!({"progress": 1})).await;
+    assert_eq!(early.code(409), "not_claimant");
+    app.claim(&id).await;
+    for (n, message) in [(1, "building"), (2, "uploading")] {
+        app.post_for(
+            &id,
+            "progress",
+            json!({"progress": n, "total": 3, "message": message}),
+        )
+        .await
+        .data();
+    }
+    let bad = app.post_for(&id, "progress", json!({"progress": -1})).await;
+    assert_eq!(bad.code(400), "invalid_parameter");
+    // Give the reports time to cross before the result overtakes them on the harness side.
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    app.post_for(
+        &id,
+        "result",
+        json!({"ok": true, "content": [{"type": "text", "text": "deployed"}]}),
+    )
+    .await
+    .data();
+}
+
+fn typescript_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_client() {
+    if !require::node_package(
+        Prereq::Node,
+        "mcp-sidecar/tests/interop",
+        "@modelcontextprotocol/sdk",
+    ) {
+        return;
+    }
+    let broker = Broker::start().await;
+    let mut app = feature_app(&broker).await;
+    let dir = typescript_dir();
+    let mut cmd = Command::new("node");
+    cmd.arg(dir.join("features.mjs"))
+        .current_dir(&dir)
+        .env("LEO_MCP_BIN", bin("leo-mcp"))
+        .env("LEO_HOME", broker.home())
+        .env("LEO_MCP_LOG", "leo_mcp=debug");
+    let mut script = Script::spawn(cmd, &broker.home().join("features-ts.stderr"));
+    script.step("connected").await;
+
+    let listed = script.step("listed").await;
+    let tools = listed["tools"].as_array().unwrap();
+    let by_name = |n: &str| {
+        tools
+            .iter()
+            .find(|t| t["name"] == n)
+            .unwrap_or_else(|| panic!("{n} not listed: {listed}"))
+    };
+    let record = by_name("record");
+    assert_eq!(record["title"], "Build record");
+    assert_eq!(
+        record["annotations"],
+        json!({"readOnlyHint": true, "openWorldHint": false})
+    );
+    assert_eq!(record["outputSchema"], record_tool()["output_schema"]);
+    assert_eq!(
+        by_name("deploy")["annotations"],
+        json!({"destructiveHint": true, "idempotentHint": false})
+    );
+    assert!(by_name("deploy").get("outputSchema").is_none());
+
+    answer_record(&mut app).await;
+    let got = script.step("record").await;
+    let data = json!({"build": 7, "url": "https://ci.example/7"});
+    assert_eq!(got["result"]["structuredContent"], data, "{got}");
+    let text = got["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), data);
+
+    answer_deploy(&mut app).await;
+    let got = script.step("deploy").await;
+    assert_eq!(got["result"]["content"][0]["text"], "deployed", "{got}");
+    let reports = got["reports"].as_array().unwrap();
+    let from_app: Vec<(&Value, &Value, &Value)> = reports
+        .iter()
+        .map(|r| (&r["progress"], &r["total"], &r["message"]))
+        .collect();
+    assert_eq!(
+        from_app,
+        [
+            (&json!(1), &json!(3), &json!("building")),
+            (&json!(2), &json!(3), &json!("uploading"))
+        ],
+        "{got}"
+    );
+
+    // Questions: the script's user accepts the first and declines the second.
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.claim(&id).await;
+    let yes = app
+        .post_for(
+            &id,
+            "input",
+            json!({"message": "Deploy build 7 to production?", "requested_schema": confirm_form()}),
+        )
+        .await;
+    assert_eq!(
+        yes.data(),
+        &json!({"action": "accept", "content": {"confirm": true, "env": "prod"}})
+    );
+    let no = app
+        .post_for(
+            &id,
+            "input",
+            json!({"message": "Also wipe the cache?", "requested_schema": confirm_form()}),
+        )
+        .await;
+    assert_eq!(no.data(), &json!({"action": "decline"}));
+    let bad = app
+        .post_for(
+            &id,
+            "input",
+            json!({"message": "x", "requested_schema": {"type": "object", "properties": {"a": {"type": "array"}}}}),
+        )
+        .await;
+    assert_eq!(bad.code(400), "invalid_parameter");
+    assert!(
+        bad.error()
+            .starts_with("at $.requested_schema.properties.a.type"),
+        "{bad:?}"
+    );
+    app.post_for(
+        &id,
+        "result",
+        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
+    )
+    .await
+    .data();
+    let got = script.step("confirm").await;
+    assert_eq!(got["result"]["content"][0]["text"], "confirmed");
+    assert_eq!(got["asked"][0]["mode"], "form", "{got}");
+    assert_eq!(got["asked"][0]["requestedSchema"], confirm_form(), "{got}");
+    assert_eq!(got["asked"][1]["message"], "Also wipe the cache?");
+
+    script.step("done").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
+}
+
+/// The Python SDK as a harness, with (`ask`) and without (`plain`) an elicitation callback.
+async fn python_run(mode: &str) {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = feature_app(&broker).await;
+    let mut cmd = Command::new(python);
+    cmd.arg(typescript_dir().join("features.py"))
+        .arg(mode)
+        .env("LEO_MCP_BIN", bin("leo-mcp"))
+        .env("LEO_HOME", broker.home())
+        .env("LEO_MCP_LOG", "leo_mcp=debug");
+    let mut script = Script::spawn(cmd, &broker.home().join("features-py.stderr"));
+
+    let listed = script.step("listed").await;
+    let record = listed["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "record")
+        .unwrap_or_else(|| panic!("{listed}"))
+        .clone();
+    assert_eq!(record["title"], "Build record");
+    assert_eq!(record["annotations"]["readOnlyHint"], true);
+    assert_eq!(record["outputSchema"], record_tool()["output_schema"]);
+
+    answer_record(&mut app).await;
+    let got = script.step("record").await;
+    assert_eq!(
+        got["result"]["structuredContent"],
+        json!({"build": 7, "url": "https://ci.example/7"}),
+        "{got}"
+    );
+
+    answer_deploy(&mut app).await;
+    let got = script.step("deploy").await;
+    let messages: Vec<&Value> = got["reports"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| &r["message"])
+        .collect();
+    assert_eq!(messages, [&json!("building"), &json!("uploading")], "{got}");
+    assert_eq!(got["reports"][1]["total"], 3.0);
+
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.claim(&id).await;
+    let asked = app
+        .post_for(
+            &id,
+            "input",
+            json!({"message": "Deploy now?", "requested_schema": confirm_form()}),
+        )
+        .await;
+    if mode == "ask" {
+        assert_eq!(
+            asked.data(),
+            &json!({"action": "accept", "content": {"confirm": true}})
+        );
+        let seen = script.step("asked").await;
+        assert_eq!(seen["message"], "Deploy now?");
+    } else {
+        // A harness that cannot ask: refused at once, so the app can fall back.
+        assert_eq!(asked.code(409), "input_unsupported", "{asked:?}");
+        assert!(asked.error().contains("leo-features-py-plain"), "{asked:?}");
+    }
+    app.post_for(
+        &id,
+        "result",
+        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
+    )
+    .await
+    .data();
+    let got = script.step("confirm").await;
+    assert_eq!(got["result"]["content"][0]["text"], "confirmed");
+    script.step("done").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_that_asks_its_user() {
+    python_run("ask").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_client_without_elicitation_is_refused_at_once() {
+    python_run("plain").await;
+}
