@@ -356,3 +356,82 @@ async fn python_sdk_client_that_asks_its_user() {
 async fn python_sdk_client_without_elicitation_is_refused_at_once() {
     python_run("plain").await;
 }
+
+/// A question the user never answers ends with its call: the harness cancelling the call (the
+/// app's request answers `already_settled`), or the call timing out (`timeout`); the app's
+/// request never hangs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unanswered_question_ends_with_its_call() {
+    use crate::support::Raw;
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register(
+        "features",
+        json!([plain_tool("confirm"), {
+            "name": "quick", "description": "Times out soon", "input_schema": {"type": "object"},
+            "timeout_s": 2
+        }]),
+    )
+    .await;
+    let mut mcp = Raw::start(broker.home(), "raw");
+    let init = mcp
+        .request(json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {"elicitation": {}},
+                "clientInfo": {"name": "raw-asker", "version": "1"}
+            }
+        }))
+        .await;
+    assert!(init["result"].is_object(), "{init}");
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+
+    for (n, tool) in [(2, "confirm"), (3, "quick")] {
+        mcp.send(&json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}}))
+            .await;
+        let req = app.next_request().await;
+        let id = req.data["id"].as_str().unwrap().to_owned();
+        app.claim(&id).await;
+        let asking = {
+            let app_http = app.http.clone();
+            let body = json!({"client_id": app.id, "message": "Sure?", "requested_schema": confirm_form()});
+            let path = format!("/api/v1/client-tools/requests/{id}/input");
+            tokio::spawn(async move { app_http.post(&path, &body).await })
+        };
+        // The harness is asked (form mode) and does not answer.
+        let ask = loop {
+            let msg = mcp.recv().await;
+            if msg["method"] == "elicitation/create" {
+                break msg;
+            }
+        };
+        assert_eq!(ask["params"]["mode"], "form", "{ask}");
+        assert_eq!(ask["params"]["requestedSchema"], confirm_form());
+        if tool == "confirm" {
+            mcp.send(
+                &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": n, "reason": "user pressed Esc"}}),
+            )
+            .await;
+            let answer = asking.await.unwrap();
+            assert_eq!(answer.code(409), "already_settled", "{answer:?}");
+            assert_eq!(
+                app.next_cancelled().await.data["reason"],
+                "cancelled_by_agent"
+            );
+        } else {
+            let answer = asking.await.unwrap();
+            assert!(
+                matches!(answer.code(answer.status), "timeout" | "already_settled"),
+                "{answer:?}"
+            );
+            let ended = mcp
+                .request(json!({"jsonrpc": "2.0", "id": 99, "method": "ping"}))
+                .await;
+            assert!(ended["result"].is_object());
+        }
+    }
+}
