@@ -112,3 +112,32 @@ pub async fn notify_changes(
         }
     }
 }
+
+/// 2026-07-28: sends `list_changed` on one `subscriptions/listen` stream whenever the visible
+/// tools differ from what they were when it opened or last notified, until it is cancelled.
+pub async fn listen(
+    context: &rmcp::service::SubscriptionContext,
+    mut views: watch::Receiver<Arc<View>>,
+    visible: impl Fn(&View) -> Vec<AgentTool>,
+) {
+    let mut last = visible(&views.borrow_and_update());
+    loop {
+        tokio::select! {
+            () = context.cancelled() => return,
+            changed = views.changed() => if changed.is_err() { return },
+        }
+        let tools = visible(&views.borrow_and_update());
+        if tools == last {
+            continue;
+        }
+        last = tools;
+        debug!(
+            tools = last.len(),
+            "tool list changed; notifying the listen stream"
+        );
+        if context.sink().notify_tool_list_changed().await.is_err() {
+            debug!("the listen stream is closed");
+            return;
+        }
+    }
+}

@@ -15,12 +15,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use leo_protocol::ipc::{AgentTool, Harness, Mode};
+use rmcp::model::SubscriptionFilter;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ServerCapabilities, ServerConfig,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use tracing::info;
@@ -201,11 +202,38 @@ impl ServerHandler for Sidecar {
             .with_instructions(instructions)
     }
 
-    /// Every version that has an `initialize` handshake (see `discover`).
+    /// Every version that has an `initialize` handshake, and 2026-07-28 with `--discover`
+    /// (see `discover`).
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        let newest = if self.inner.settings.discover {
+            ProtocolVersion::LATEST
+        } else {
+            ProtocolVersion::LATEST_WITH_INITIALIZE
+        };
+        Cow::Borrowed(ProtocolVersion::known_up_to(&newest))
+    }
+
+    /// 2026-07-28: tool-list changes are the one kind of notification offered.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        requested
+            .tools_list_changed
+            .filter(|on| *on)
+            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// 2026-07-28: a native session's `list_changed` goes out on the listen stream.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let inner = self.inner.clone();
+        if inner.mode_for(context.request_context()) != Mode::Native {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let views = inner.link.subscribe();
+        native::listen(&context, views, move |view| inner.native_visible(view)).await;
+        Ok(())
     }
 
     async fn initialize(

@@ -435,3 +435,51 @@ async fn an_unanswered_question_ends_with_its_call() {
         }
     }
 }
+
+/// A 2026-07-28 session (`--discover`): discover, list, call, and `list_changed` through
+/// `subscriptions/listen`, with the Python SDK in its default mode.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_2026_session() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("demo", json!([crate::support::tool("echo")]))
+        .await;
+    let mut cmd = Command::new(python);
+    cmd.arg(typescript_dir().join("modern.py"))
+        .env("LEO_MCP_BIN", bin("leo-mcp"))
+        .env("LEO_HOME", broker.home())
+        .env("LEO_MCP_LOG", "leo_mcp=debug,rmcp=debug");
+    let mut script = Script::spawn(cmd, &broker.home().join("modern-py.stderr"));
+    let connected = script.step("connected").await;
+    assert_eq!(connected["protocol"], "2026-07-28", "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(listed["tools"], json!(["echo", "leo_messages"]));
+    // Native from the per-request client info; the broker heard of the harness too.
+    let status = broker.http().get("/api/v1/status").await;
+    assert!(
+        status.body.to_string().contains("0-python-sdk"),
+        "{:?}",
+        status.body
+    );
+    let req = app.next_request().await;
+    assert_eq!(req.data["agent"], "py-modern");
+    app.answer(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "hi back"}]),
+    )
+    .await;
+    let called = script.step("called").await;
+    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+    script.step("listening").await;
+    app.register("more", json!([crate::support::tool("later")]))
+        .await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert_eq!(changed["tools"], json!(["echo", "later", "leo_messages"]));
+    script.step("done").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
+}
