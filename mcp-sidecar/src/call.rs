@@ -9,12 +9,13 @@
 //! The sidecar adds no timeout of its own: `timeout_s: 0` tools are handoffs that may wait for
 //! days, and the broker ends everything else.
 
+use std::future::Future;
 use std::time::Duration;
 
 use leo_protocol::ipc::InputOutcome;
-use rmcp::RoleServer;
-use rmcp::model::CallToolResult;
+use rmcp::model::{CallToolResult, ProgressToken};
 use rmcp::service::RequestContext;
+use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::task::JoinSet;
 use tracing::debug;
@@ -32,11 +33,48 @@ pub async fn forward(
     ctx: &RequestContext<RoleServer>,
     progress_every: Duration,
 ) -> CallToolResult {
+    let harness = Harness {
+        peer: &ctx.peer,
+        progress: ctx.meta.get_progress_token(),
+        progress_every,
+    };
+    match run(link, tool, arguments, harness, ctx.ct.cancelled()).await {
+        Ended::Result(result) => result,
+        // rmcp does not answer a cancelled request; this result is never sent.
+        Ended::Cancelled => outcome::failure("cancelled", "the harness cancelled the call"),
+    }
+}
+
+/// Who a call reports to: the harness, and the progress token of its request (if any).
+pub struct Harness<'a> {
+    pub peer: &'a Peer<RoleServer>,
+    pub progress: Option<ProgressToken>,
+    pub progress_every: Duration,
+}
+
+/// How a forwarded call ended.
+pub enum Ended {
+    Result(CallToolResult),
+    /// The harness cancelled it (the broker was told).
+    Cancelled,
+}
+
+/// `forward`, with the cancellation signal given: the request's own, or a task's
+/// `tasks/cancel` (see `task`).
+pub async fn run(
+    link: &BrokerLink,
+    tool: &str,
+    arguments: Value,
+    harness: Harness<'_>,
+    cancelled: impl Future<Output = ()>,
+) -> Ended {
     let (id, mut rx, mut events) = match link.start_live_call(tool, arguments) {
         Ok(started) => started,
-        Err(reason) => return outcome::failure("no_client", &reason),
+        Err(reason) => return Ended::Result(outcome::failure("no_client", &reason)),
     };
-    let mut ticker = Ticker::new(ctx.meta.get_progress_token(), progress_every);
+    tokio::pin!(cancelled);
+    let peer = harness.peer;
+    let mut ticker = Ticker::new(harness.progress, harness.progress_every);
     // Questions asked of the user, each answered when its harness request ends; dropping the
     // set (the call ended) aborts those still open.
     let mut questions: JoinSet<(u64, InputOutcome)> = JoinSet::new();
@@ -44,28 +82,27 @@ pub async fn forward(
         tokio::select! {
             biased;
             ended = &mut rx => {
-                return match ended {
+                return Ended::Result(match ended {
                     Ok(o) => outcome::to_result(o),
                     // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
                     Err(_) => outcome::failure("no_client", crate::link::CONNECTION_LOST),
-                };
+                });
             }
-            () = ctx.ct.cancelled() => {
+            () = &mut cancelled => {
                 link.cancel(id);
-                // rmcp does not answer a cancelled request; this result is never sent.
-                return outcome::failure("cancelled", "the harness cancelled the call");
+                return Ended::Cancelled;
             }
             Some(event) = events.recv() => match event {
                 CallEvent::Progress { progress, total, message } => {
                     if let Some(p) = ticker.app_reported(progress, total, message) {
                         debug!(call = id, progress = p.progress, "app progress");
-                        if ctx.peer.notify_progress(p).await.is_err() {
+                        if peer.notify_progress(p).await.is_err() {
                             debug!(call = id, "cannot send progress; the client may be gone");
                         }
                     }
                 }
                 CallEvent::Input { input, message, requested_schema } => {
-                    match elicit::prepare(&ctx.peer, message, requested_schema) {
+                    match elicit::prepare(peer, message, requested_schema) {
                         Ok(ask) => {
                             questions.spawn(async move { (input, ask.await) });
                         }
@@ -80,7 +117,7 @@ pub async fn forward(
             }
             progress = ticker.tick() => {
                 debug!(call = id, progress = progress.progress, "progress");
-                if ctx.peer.notify_progress(progress).await.is_err() {
+                if peer.notify_progress(progress).await.is_err() {
                     debug!(call = id, "cannot send progress; the client may be gone");
                 }
             }

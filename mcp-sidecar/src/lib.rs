@@ -53,6 +53,7 @@ pub mod run;
 pub mod server;
 pub mod session;
 pub mod stdio;
+pub mod task;
 pub mod view;
 
 pub use error::{Result, SidecarError};

@@ -15,12 +15,13 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use leo_protocol::ipc::{AgentTool, Harness, Mode};
-use rmcp::model::SubscriptionFilter;
+use leo_protocol::tool::Execution;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
     InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
     ProtocolVersion, ServerCapabilities, ServerConfig,
 };
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, SubscriptionFilter};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
@@ -36,6 +37,7 @@ use crate::mode::SessionMode;
 use crate::native::{self, Shown};
 use crate::offline;
 use crate::outcome;
+use crate::task::{self, Tasks};
 use crate::view::View;
 
 /// How long a request right after start waits for the first connection attempt to finish, so
@@ -71,6 +73,7 @@ struct Inner {
     shown: Arc<Shown>,
     notifier: OnceLock<()>,
     pusher: OnceLock<()>,
+    tasks: Tasks,
 }
 
 impl Sidecar {
@@ -84,6 +87,7 @@ impl Sidecar {
                 shown: Arc::new(Shown::default()),
                 notifier: OnceLock::new(),
                 pusher: OnceLock::new(),
+                tasks: Tasks::default(),
             }),
         }
     }
@@ -143,6 +147,34 @@ impl Inner {
         })
     }
 
+    /// The call to run as a task, if the harness declared tasks and the tool asks for it:
+    /// the app tool's name and arguments (through `leo_app_call` too).
+    fn as_task(
+        &self,
+        name: &str,
+        arguments: &Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<(String, Value)> {
+        if !task::supported(ctx) {
+            return None;
+        }
+        let (tool, args) = match name {
+            MESSAGES | APP_TOOLS => return None,
+            APP_CALL => fallback::parse_call(arguments)
+                .ok()
+                .map(|c| (c.tool, c.args))?,
+            _ => (name.to_owned(), arguments.clone()),
+        };
+        let view = self.link.view();
+        if self.denied(&view).contains(&tool) {
+            return None;
+        }
+        view.tools
+            .iter()
+            .any(|t| t.name == tool && t.execution == Execution::Task)
+            .then_some((tool, args))
+    }
+
     fn denied_failure(&self, tool: &str) -> CallToolResult {
         outcome::failure(
             "denied",
@@ -188,6 +220,7 @@ impl ServerHandler for Sidecar {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
+        task::declare(&mut capabilities);
         let mut instructions = INSTRUCTIONS.to_owned();
         if self.inner.messages_allowed(&self.inner.link.view()) {
             instructions.push_str(MESSAGES_INSTRUCTIONS);
@@ -307,7 +340,38 @@ impl ServerHandler for Sidecar {
             Some(map) => Value::Object(map),
             None => Value::Object(Default::default()),
         };
+        if let Some((tool, args)) = self.inner.as_task(&request.name, &arguments, &context) {
+            let inner = &self.inner;
+            let task = inner.tasks.start(
+                inner.link.clone(),
+                tool,
+                args,
+                &context,
+                inner.settings.progress_every,
+            );
+            return Ok(CallToolResponse::Task(task));
+        }
         let result = self.inner.call(&request.name, arguments, &context).await;
         Ok(result.into())
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.inner
+            .tasks
+            .get(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    /// `tasks/cancel`: the broker's request ends `cancelled_by_agent`.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.tasks.cancel(&request.task_id)
     }
 }

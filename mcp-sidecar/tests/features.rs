@@ -483,3 +483,111 @@ async fn python_sdk_2026_session() {
     let log = script.log();
     assert!(script.exit().await.success(), "{log}");
 }
+
+/// A harness that declares the tasks extension gets a task for a handoff (`timeout_s: 0`) and
+/// for `execution: "task"`, polls it with `tasks/get` (working, then the result inline), and
+/// cancels one with `tasks/cancel` (the app sees `cancelled_by_agent`); other tools stay plain
+/// calls.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handoff_runs_as_a_task_for_a_harness_with_tasks() {
+    use crate::support::Raw;
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register(
+        "features",
+        json!([
+            {"name": "handoff", "description": "Waits for a person", "input_schema": {"type": "object"}, "timeout_s": 0},
+            {"name": "review", "description": "Runs as a task", "input_schema": {"type": "object"}, "execution": "task"},
+            {"name": "quick", "description": "A plain call", "input_schema": {"type": "object"}}
+        ]),
+    )
+    .await;
+    let mut mcp = Raw::start(broker.home(), "tasker");
+    let init = mcp
+        .request(json!({
+            "jsonrpc": "2.0", "id": 1, "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {"extensions": {"io.modelcontextprotocol/tasks": {}}},
+                "clientInfo": {"name": "claude-code", "version": "0-raw"}
+            }
+        }))
+        .await;
+    assert!(
+        init["result"]["capabilities"]["extensions"]["io.modelcontextprotocol/tasks"].is_object(),
+        "{init}"
+    );
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let call = |id: u64, name: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": name, "arguments": {}}});
+    let get = |id: u64, task: &str| json!({"jsonrpc": "2.0", "id": id, "method": "tasks/get", "params": {"taskId": task}});
+
+    // A plain tool stays a plain call.
+    mcp.send(&call(2, "quick")).await;
+    let req = app.next_request().await;
+    app.answer(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "done"}]),
+    )
+    .await;
+    let quick = loop {
+        let msg = mcp.recv().await;
+        if msg["id"] == 2 {
+            break msg;
+        }
+    };
+    assert_eq!(quick["result"]["content"][0]["text"], "done", "{quick}");
+
+    // A handoff answers at once with a task, polled until the app's result is inline.
+    for (n, tool) in [(3, "handoff"), (4, "review")] {
+        let created = mcp.request(call(n, tool)).await;
+        assert_eq!(created["result"]["resultType"], "task", "{created}");
+        let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+        let req = app.next_request().await;
+        let working = mcp.request(get(100 + n, &task)).await;
+        assert_eq!(working["result"]["status"], "working", "{working}");
+        app.answer(
+            req.data["id"].as_str().unwrap(),
+            json!([{"type": "text", "text": format!("{tool} answered")}]),
+        )
+        .await;
+        let mut polls = 0;
+        let done = loop {
+            let got = mcp.request(get(200 + polls, &task)).await;
+            if got["result"]["status"] != "working" {
+                break got;
+            }
+            polls += 1;
+            assert!(polls < 100, "the task never completed: {got}");
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        };
+        assert_eq!(done["result"]["status"], "completed", "{done}");
+        assert_eq!(
+            done["result"]["result"]["content"][0]["text"],
+            format!("{tool} answered"),
+            "{done}"
+        );
+    }
+
+    // tasks/cancel ends the broker's request as the agent's cancel.
+    let created = mcp.request(call(5, "handoff")).await;
+    let task = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let req = app.next_request().await;
+    let ack = mcp
+        .request(json!({"jsonrpc": "2.0", "id": 6, "method": "tasks/cancel", "params": {"taskId": task}}))
+        .await;
+    assert!(ack["result"].is_object(), "{ack}");
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], req.data["id"]);
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    let mut polls = 0;
+    loop {
+        let got = mcp.request(get(300 + polls, &task)).await;
+        if got["result"]["status"] == "cancelled" {
+            break;
+        }
+        polls += 1;
+        assert!(polls < 100, "the task never ended cancelled: {got}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
