@@ -37,6 +37,52 @@ fn supports_form(peer: &Peer<RoleServer>) -> bool {
     })
 }
 
+/// The refusal for a harness that cannot ask its user.
+pub fn unsupported(ctx: &rmcp::service::RequestContext<RoleServer>) -> InputOutcome {
+    let name = ctx
+        .client_info()
+        .map(|i| i.name)
+        .unwrap_or_else(|| "the harness".into());
+    refused(
+        "input_unsupported",
+        format!("the agent's harness ({name}) does not support MCP elicitation"),
+    )
+}
+
+/// The form request for `input_required` (2026-07-28), or `None` if the form does not read.
+pub fn form_request(
+    message: String,
+    requested_schema: Value,
+) -> Result<ElicitRequest, InputOutcome> {
+    let schema: ElicitationSchema = serde_json::from_value(requested_schema)
+        .map_err(|e| refused("invalid_parameter", format!("at $.requested_schema: {e}")))?;
+    Ok(ElicitRequest::new(
+        ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message,
+            requested_schema: schema,
+        },
+    ))
+}
+
+/// The app's answer from a client's `ElicitResult` JSON.
+pub fn answer_of(result: &Value) -> InputOutcome {
+    match serde_json::from_value::<rmcp::model::ElicitResult>(result.clone()) {
+        Ok(r) => InputOutcome::Answer(InputAnswer {
+            action: match r.action {
+                ElicitationAction::Accept => InputAction::Accept,
+                ElicitationAction::Decline => InputAction::Decline,
+                _ => InputAction::Cancel,
+            },
+            content: r.content,
+        }),
+        Err(e) => refused(
+            "input_unsupported",
+            format!("the harness answered with something that is not an elicitation result: {e}"),
+        ),
+    }
+}
+
 /// The request to send, or the refusal to answer at once.
 pub fn prepare(
     peer: &Peer<RoleServer>,

@@ -43,6 +43,7 @@ pub mod home;
 pub mod link;
 pub mod messages;
 pub mod mode;
+pub mod mrtr;
 pub mod native;
 pub mod offline;
 pub mod outcome;

@@ -27,13 +27,14 @@ use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use tracing::info;
 
-use crate::call;
+use crate::call::{self, Ended};
 use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
 use crate::link::BrokerLink;
 use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
+use crate::mrtr::Suspended;
 use crate::native::{self, Shown};
 use crate::offline;
 use crate::outcome;
@@ -74,6 +75,7 @@ struct Inner {
     notifier: OnceLock<()>,
     pusher: OnceLock<()>,
     tasks: Tasks,
+    suspended: Suspended,
 }
 
 impl Sidecar {
@@ -88,6 +90,7 @@ impl Sidecar {
                 notifier: OnceLock::new(),
                 pusher: OnceLock::new(),
                 tasks: Tasks::default(),
+                suspended: Suspended::default(),
             }),
         }
     }
@@ -187,29 +190,79 @@ impl Inner {
         name: &str,
         arguments: Value,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> CallToolResponse {
         self.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let view = self.link.view();
         let denied = self.denied(&view);
         if denied.contains(name) {
-            return self.denied_failure(name);
+            return self.denied_failure(name).into();
         }
-        let every = self.settings.progress_every;
         match name {
-            MESSAGES => messages::fetch(&self.link, ctx).await,
+            MESSAGES => messages::fetch(&self.link, ctx).await.into(),
             APP_TOOLS => match self.link.down_reason() {
-                Some(reason) => outcome::failure("no_client", &reason),
+                Some(reason) => outcome::failure("no_client", &reason).into(),
                 None => outcome::text(fallback::describe(
                     view.revision,
                     &view.visible_tools(&denied),
-                )),
+                ))
+                .into(),
             },
             APP_CALL => match fallback::parse_call(&arguments) {
-                Err(message) => outcome::failure("invalid_arguments", &message),
-                Ok(c) if denied.contains(&c.tool) => self.denied_failure(&c.tool),
-                Ok(c) => call::forward(&self.link, &c.tool, c.args, ctx, every).await,
+                Err(message) => outcome::failure("invalid_arguments", &message).into(),
+                Ok(c) if denied.contains(&c.tool) => self.denied_failure(&c.tool).into(),
+                Ok(c) => {
+                    let harness = call::Harness::of(ctx, self.settings.progress_every);
+                    let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
+                    self.finish(ended.await, ctx).await
+                }
             },
-            _ => call::forward(&self.link, name, arguments, ctx, every).await,
+            _ => {
+                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let ended = call::run(&self.link, name, arguments, harness, ctx.ct.cancelled());
+                self.finish(ended.await, ctx).await
+            }
+        }
+    }
+
+    /// The answer for a call that ended, or stopped to ask in a 2026-07-28 request (then the
+    /// request ends with `input_required`; see `mrtr`).
+    async fn finish(&self, mut ended: Ended, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+        loop {
+            match ended {
+                Ended::Result(result) => return result.into(),
+                // rmcp does not answer a cancelled request; this result is never sent.
+                Ended::Cancelled => {
+                    return outcome::failure("cancelled", "the harness cancelled the call").into();
+                }
+                Ended::Asks(asked) => match self.suspended.suspend(&self.link, *asked) {
+                    Ok(response) => return response,
+                    Err(live) => {
+                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// A 2026-07-28 retry with `request_state`: the answer goes to the app and the call goes on.
+    async fn resume(
+        &self,
+        state: &str,
+        responses: Option<&rmcp::model::InputResponses>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        match self.suspended.resume(&self.link, state, responses) {
+            Some(live) => {
+                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
+                self.finish(ended, ctx).await
+            }
+            None => outcome::failure(
+                "invalid_arguments",
+                "requestState names no call waiting for an answer (it ended, or was answered)",
+            )
+            .into(),
         }
     }
 }
@@ -340,6 +393,10 @@ impl ServerHandler for Sidecar {
             Some(map) => Value::Object(map),
             None => Value::Object(Default::default()),
         };
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.as_ref();
+            return Ok(self.inner.resume(state, responses, &context).await);
+        }
         if let Some((tool, args)) = self.inner.as_task(&request.name, &arguments, &context) {
             let inner = &self.inner;
             let task = inner.tasks.start(
@@ -351,8 +408,7 @@ impl ServerHandler for Sidecar {
             );
             return Ok(CallToolResponse::Task(task));
         }
-        let result = self.inner.call(&request.name, arguments, &context).await;
-        Ok(result.into())
+        Ok(self.inner.call(&request.name, arguments, &context).await)
     }
 
     async fn get_task(

@@ -71,10 +71,16 @@ impl Tasks {
                     peer: &peer,
                     progress: None,
                     progress_every,
+                    asks_by_result: false,
                 };
                 match call::run(&link, &tool, arguments, harness, tctx.cancelled()).await {
                     Ended::Result(result) => Ok(result),
                     Ended::Cancelled => Err(TaskExit::Cancelled),
+                    // Not produced without `asks_by_result`.
+                    Ended::Asks(asked) => {
+                        link.cancel(asked.live.id);
+                        Err(TaskExit::Cancelled)
+                    }
                 }
             })
         });

@@ -445,8 +445,11 @@ async fn python_sdk_2026_session() {
     };
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
-    app.register("demo", json!([crate::support::tool("echo")]))
-        .await;
+    app.register(
+        "demo",
+        json!([crate::support::tool("echo"), plain_tool("confirm")]),
+    )
+    .await;
     let mut cmd = Command::new(python);
     cmd.arg(typescript_dir().join("modern.py"))
         .env("LEO_MCP_BIN", bin("leo-mcp"))
@@ -456,7 +459,7 @@ async fn python_sdk_2026_session() {
     let connected = script.step("connected").await;
     assert_eq!(connected["protocol"], "2026-07-28", "{connected}");
     let listed = script.step("listed").await;
-    assert_eq!(listed["tools"], json!(["echo", "leo_messages"]));
+    assert_eq!(listed["tools"], json!(["confirm", "echo", "leo_messages"]));
     // Native from the per-request client info; the broker heard of the harness too.
     let status = broker.http().get("/api/v1/status").await;
     assert!(
@@ -473,12 +476,45 @@ async fn python_sdk_2026_session() {
     .await;
     let called = script.step("called").await;
     assert_eq!(called["result"]["content"][0]["text"], "hi back");
+
+    // A question in a 2026-07-28 session: input_required, answered on the client's retry,
+    // while the broker's call stays the same live call.
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.claim(&id).await;
+    let asked = app
+        .post_for(
+            &id,
+            "input",
+            json!({"message": "Deploy now?", "requested_schema": confirm_form()}),
+        )
+        .await;
+    assert_eq!(
+        asked.data(),
+        &json!({"action": "accept", "content": {"confirm": true}})
+    );
+    assert_eq!(script.step("asked").await["message"], "Deploy now?");
+    app.post_for(
+        &id,
+        "result",
+        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
+    )
+    .await
+    .data();
+    let confirmed = script.step("confirmed").await;
+    assert_eq!(
+        confirmed["result"]["content"][0]["text"], "confirmed",
+        "{confirmed}"
+    );
     script.step("listening").await;
     app.register("more", json!([crate::support::tool("later")]))
         .await;
     script.send_line("go").await;
     let changed = script.step("changed").await;
-    assert_eq!(changed["tools"], json!(["echo", "later", "leo_messages"]));
+    assert_eq!(
+        changed["tools"],
+        json!(["confirm", "echo", "later", "leo_messages"])
+    );
     script.step("done").await;
     let log = script.log();
     assert!(script.exit().await.success(), "{log}");
