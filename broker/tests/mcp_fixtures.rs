@@ -138,3 +138,58 @@ async fn mcp_fixtures_match_the_broker() {
         &asking.await.unwrap().body,
     );
 }
+
+/// `leo call` is a harness without a form: an app's question is refused at once, and a
+/// structured result without blocks is printed as its JSON.
+#[tokio::test]
+async fn leo_call_refuses_questions_and_prints_structured_results() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    post(&app.http, "/api/v1/client-tools", "register_mcp", &app.id)
+        .await
+        .data();
+    let call = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args([
+            "call",
+            "deploy",
+            r#"{"build": 42, "env": "prod"}"#,
+            "--agent",
+            "ops",
+        ])
+        .env("LEO_HOME", broker.home())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let id = app.next_request_id().await;
+    let at = format!("/api/v1/client-tools/requests/{id}");
+    post(&app.http, &format!("{at}/claim"), "claim", &app.id)
+        .await
+        .data();
+    let asked = post(&app.http, &format!("{at}/input"), "input", &app.id).await;
+    assert_eq!(asked.code(409), "input_unsupported", "{asked:?}");
+    post(
+        &app.http,
+        &format!("{at}/result"),
+        "result_structured",
+        &app.id,
+    )
+    .await
+    .data();
+    let out = tokio::time::timeout(leo_testkit::WAIT, call.wait_with_output())
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        printed,
+        wire::load("http/result_structured.request.json", &[])["structured_content"]
+    );
+}
