@@ -61,6 +61,7 @@ impl Tool {
                 input_schema: json!({"type": "object"}),
                 timeout_s: None,
                 label: None,
+                ..ToolDef::default()
             },
             handler,
             at_once: false,

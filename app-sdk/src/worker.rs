@@ -52,6 +52,7 @@ impl Link {
                 ok: true,
                 claim,
                 content: None,
+                structured_content: None,
                 error: None,
             })
             .map_err(encode)?;
@@ -86,6 +87,7 @@ impl Link {
                     ok: false,
                     claim,
                     content: None,
+                    structured_content: None,
                     error: Some(error.clone()),
                 };
                 Chunks::new([Bytes::from(serde_json::to_vec(&body).unwrap_or_default())])

@@ -104,6 +104,7 @@ mod tests {
             input_schema: schema,
             timeout_s: None,
             label: None,
+            ..ToolDef::default()
         }
     }
 

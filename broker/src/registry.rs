@@ -33,6 +33,9 @@ pub struct ToolSpec {
     /// `None` for a handoff (`timeout_s: 0`).
     pub timeout_s: Option<u64>,
     pub validator: jsonschema::Validator,
+    /// The compiled `output_schema`, if the tool has one: results must carry matching
+    /// `structured_content`.
+    pub output: Option<jsonschema::Validator>,
     /// The agents the group's registration names (`agents`); `None` means every agent.
     pub agents: Option<Arc<[String]>>,
     /// `sha256:` of the definition as registered.
@@ -55,6 +58,10 @@ impl ToolSpec {
             def: self.def.clone(),
             timeout_s: self.timeout_s,
             validator: jsonschema::validator_for(&self.def.input_schema).ok()?,
+            output: match &self.def.output_schema {
+                Some(schema) => Some(jsonschema::validator_for(schema).ok()?),
+                None => None,
+            },
             agents: like.agents.clone(),
             digest: self.digest.clone(),
         })
@@ -292,12 +299,22 @@ impl Registry {
             let validator = jsonschema::validator_for(&def.input_schema).map_err(|e| {
                 Refusal::new(ErrorCode::InvalidTool, format!("at {at}.input_schema: {e}"))
             })?;
+            let output = match &def.output_schema {
+                Some(schema) => Some(jsonschema::validator_for(schema).map_err(|e| {
+                    Refusal::new(
+                        ErrorCode::InvalidTool,
+                        format!("at {at}.output_schema: {e}"),
+                    )
+                })?),
+                None => None,
+            };
             specs.push(Arc::new(ToolSpec {
                 group: group.to_owned(),
                 timeout_s: def.effective_timeout_s(default_timeout_s),
                 digest: digest_of(&def),
                 def,
                 validator,
+                output,
                 agents: agents.clone(),
             }));
         }
@@ -483,6 +500,10 @@ impl Registry {
                     input_schema: v.spec.def.input_schema.clone(),
                     timeout_s: v.spec.timeout_s,
                     label: v.spec.def.label.clone(),
+                    title: v.spec.def.title.clone(),
+                    annotations: v.spec.def.annotations,
+                    output_schema: v.spec.def.output_schema.clone(),
+                    execution: v.spec.def.execution,
                     clients: v.clients.clone(),
                     agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
                     digest: v.spec.digest.clone(),

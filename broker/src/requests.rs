@@ -259,7 +259,20 @@ impl Requests {
             Stage::Claimed { .. } => {}
         }
         let (ended, outcome) = match posted {
-            Posted::Content(content) => (Ended::Result, Outcome::Content { content }),
+            Posted::Content(content) => (
+                Ended::Result,
+                Outcome::Content {
+                    content,
+                    structured_content: None,
+                },
+            ),
+            Posted::Structured(content, structured) => (
+                Ended::Result,
+                Outcome::Content {
+                    content,
+                    structured_content: Some(structured),
+                },
+            ),
             Posted::Error(error) => (Ended::AppError, Outcome::Error { error }),
         };
         let live = self.remove(id, ended).ok_or_else(|| self.not_live(id))?;
@@ -427,7 +440,8 @@ mod tests {
         assert_eq!(
             parsed(rx.try_recv().unwrap()),
             Outcome::Content {
-                content: vec![json!({"type": "text", "text": "hi"})]
+                content: vec![json!({"type": "text", "text": "hi"})],
+                structured_content: None,
             }
         );
         assert!(reqs.is_empty());

@@ -130,11 +130,27 @@ async fn malformed_bodies_name_the_field() {
         ),
         (
             format!(
-                r#"{{"client_id": "{id}", "group": "g", "tools": [{{"name": "a", "description": "d", "input_schema": {{"type": "object"}}, "execution": "browser"}}]}}"#
+                r#"{{"client_id": "{id}", "group": "g", "tools": [{{"name": "a", "description": "d", "input_schema": {{"type": "object"}}, "runtime": "browser"}}]}}"#
             ),
             400,
             "unknown_parameter",
+            "at $.tools[0].runtime",
+        ),
+        (
+            format!(
+                r#"{{"client_id": "{id}", "group": "g", "tools": [{{"name": "a", "description": "d", "input_schema": {{"type": "object"}}, "execution": "browser"}}]}}"#
+            ),
+            400,
+            "invalid_parameter",
             "at $.tools[0].execution",
+        ),
+        (
+            format!(
+                r#"{{"client_id": "{id}", "group": "g", "tools": [{{"name": "a", "description": "d", "input_schema": {{"type": "object"}}, "annotations": {{"readOnly": true}}}}]}}"#
+            ),
+            400,
+            "unknown_parameter",
+            "at $.tools[0].annotations.readOnly",
         ),
         (
             format!(

@@ -15,6 +15,7 @@ mod faults;
 mod fixtures;
 mod lifecycle;
 mod logs;
+mod mcp_fixtures;
 mod ownership;
 mod quickstart;
 mod registration;

@@ -52,6 +52,12 @@ pub struct Cli {
     /// server enabled as a channel too. The variable takes 1/0, true/false, yes/no, on/off.
     #[arg(long, env = crate::channel::ENV, value_parser = clap::builder::BoolishValueParser::new())]
     pub channels: bool,
+
+    /// Also serve MCP 2026-07-28: answer `server/discover`, take each request's own client
+    /// info, and deliver tool-list changes on `subscriptions/listen`. Without it, discover is
+    /// refused so that every client uses `initialize`. The variable takes 1/0, true/false.
+    #[arg(long, env = crate::discover::ENV, value_parser = clap::builder::BoolishValueParser::new())]
+    pub discover: bool,
 }
 
 /// `--mode`.
@@ -73,6 +79,8 @@ pub struct Settings {
     pub channels: bool,
     /// `--token-file`: the token to say hello with, instead of the one under `home`.
     pub token_file: Option<PathBuf>,
+    /// Serve the 2026-07-28 lifecycle too (`--discover`).
+    pub discover: bool,
 }
 
 impl Settings {
@@ -108,6 +116,7 @@ impl Cli {
             progress_every: progress_from_env(),
             channels: self.channels,
             token_file,
+            discover: self.discover,
         })
     }
 }

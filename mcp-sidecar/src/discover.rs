@@ -1,4 +1,5 @@
-//! Keeps every client on the `initialize` handshake by refusing `server/discover`.
+//! Keeps every client on the `initialize` handshake by refusing `server/discover`, unless
+//! `--discover` (`LEO_MCP_DISCOVER`) asks for the 2026-07-28 lifecycle too.
 //!
 //! rmcp 3.11 implements the 2026-07-28 lifecycle, where a client may open with `server/discover`
 //! and never send `initialize`. There, `list_changed` only travels on a `subscriptions/listen`
@@ -7,6 +8,12 @@
 //! clients fall back to `initialize`, which every harness we know speaks. rmcp would answer a
 //! discover without complete `_meta` with -32602 before any handler runs, so the refusal is
 //! made here, on the transport, for every `server/discover` whatever its shape.
+//!
+//! With `--discover`, this wrapper is left out and rmcp serves both lifecycles: `discover` is
+//! answered from the server info, a request with complete `_meta` starts a stateless session
+//! (its client info picks native or fallback, see `server`), and `list_changed` travels on
+//! `subscriptions/listen` (see `native::listen`). Server-to-client requests do not exist
+//! there, so an app's question gets `input_unsupported` in such a session.
 
 use std::borrow::Cow;
 
@@ -19,6 +26,9 @@ use rmcp::transport::Transport;
 
 /// The method refused.
 pub const DISCOVER: &str = "server/discover";
+
+/// The variable behind `--discover`.
+pub const ENV: &str = "LEO_MCP_DISCOVER";
 
 /// A transport that answers `server/discover` itself and passes everything else through.
 pub struct RefuseDiscover<T> {

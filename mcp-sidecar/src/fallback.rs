@@ -63,6 +63,13 @@ pub fn describe(revision: u64, tools: &[AgentTool]) -> String {
             if let Some(title) = &t.title {
                 v["title"] = json!(title);
             }
+            if let Some(a) = &t.annotations {
+                v["annotations"] = json!(a);
+            }
+            if let Some(schema) = &t.output_schema {
+                // The result's JSON follows this schema (as the text of the answer).
+                v["output_schema"] = schema.clone();
+            }
             v
         })
         .collect();

@@ -17,9 +17,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 
-use leo_protocol::ipc::{BrokerFrame, Harness, Message, Mode, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, Harness, InputOutcome, Message, Mode, SidecarFrame};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
@@ -41,10 +41,31 @@ pub type Outbox = mpsc::UnboundedSender<SidecarFrame>;
 /// Arrivals buffered for a slow channel pusher before it starts missing some (they stay unread).
 const ARRIVALS: usize = 64;
 
+/// What the app sends the harness while a call is live.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CallEvent {
+    Progress {
+        progress: f64,
+        total: Option<f64>,
+        message: Option<String>,
+    },
+    /// A question for the user; answered with `BrokerLink::answer_input(input, …)`.
+    Input {
+        input: u64,
+        message: String,
+        requested_schema: Value,
+    },
+}
+
+/// A live call's stream of `CallEvent`s.
+pub type CallEvents = mpsc::UnboundedReceiver<CallEvent>;
+
 #[derive(Debug)]
 struct State {
     conn: Option<Outbox>,
     pending: Pending<Ending>,
+    /// Live calls' event streams, by the call's id.
+    events: HashMap<u64, mpsc::UnboundedSender<CallEvent>>,
     fetches: Pending<Fetch>,
     /// Messages the broker acknowledged that no `leo_messages` answer has shown yet, oldest
     /// first (their call was cancelled or gave up waiting).
@@ -71,6 +92,7 @@ impl BrokerLink {
             state: Mutex::new(State {
                 conn: None,
                 pending: Pending::default(),
+                events: HashMap::new(),
                 fetches: Pending::default(),
                 unshown: VecDeque::new(),
                 harness: None,
@@ -113,6 +135,16 @@ impl BrokerLink {
         tool: &str,
         arguments: Value,
     ) -> Result<(u64, oneshot::Receiver<Ending>), String> {
+        self.start_live_call(tool, arguments)
+            .map(|(id, rx, _)| (id, rx))
+    }
+
+    /// `start_call`, with the stream of what the app sends the harness meanwhile.
+    pub fn start_live_call(
+        &self,
+        tool: &str,
+        arguments: Value,
+    ) -> Result<(u64, oneshot::Receiver<Ending>, CallEvents), String> {
         let mut state = self.lock();
         let Some(conn) = state.conn.clone() else {
             return Err(state.down_reason.clone());
@@ -128,14 +160,46 @@ impl BrokerLink {
             state.pending.forget(id);
             return Err(CONNECTION_LOST.to_owned());
         }
+        let (events_tx, events) = mpsc::unbounded_channel();
+        state.events.insert(id, events_tx);
         debug!(call = id, tool, "call sent");
-        Ok((id, rx))
+        Ok((id, rx, events))
+    }
+
+    /// Answers the broker's question `input` (the user's answer, or why there is none).
+    pub fn answer_input(&self, input: u64, outcome: InputOutcome) {
+        if let Some(conn) = &self.lock().conn {
+            let _ = conn.send(SidecarFrame::InputAnswer { input, outcome });
+        }
+    }
+
+    /// Passes a progress or input frame to its call; a question for a call that is no longer
+    /// waiting is answered `cancelled` at once, so the app is not left waiting.
+    fn to_call(&self, id: u64, event: CallEvent) {
+        let state = self.lock();
+        let delivered = state
+            .events
+            .get(&id)
+            .is_some_and(|tx| tx.send(event.clone()).is_ok());
+        drop(state);
+        if !delivered && let CallEvent::Input { input, .. } = event {
+            self.answer_input(
+                input,
+                InputOutcome::Refused {
+                    error: leo_protocol::content::AppError {
+                        code: "cancelled".into(),
+                        message: "the call is no longer waiting".into(),
+                    },
+                },
+            );
+        }
     }
 
     /// The harness cancelled call `id`: tell the broker and stop waiting for it.
     pub fn cancel(&self, id: u64) {
         let mut state = self.lock();
         state.pending.forget(id);
+        state.events.remove(&id);
         if let Some(conn) = &state.conn {
             let _ = conn.send(SidecarFrame::Cancel { id });
         }
@@ -290,6 +354,32 @@ impl BrokerLink {
             BrokerFrame::Welcome { .. } => {
                 warn!("unexpected second welcome; ignored");
             }
+            BrokerFrame::Progress {
+                id,
+                progress,
+                total,
+                message,
+            } => self.to_call(
+                id,
+                CallEvent::Progress {
+                    progress,
+                    total,
+                    message,
+                },
+            ),
+            BrokerFrame::Input {
+                id,
+                input,
+                message,
+                requested_schema,
+            } => self.to_call(
+                id,
+                CallEvent::Input {
+                    input,
+                    message,
+                    requested_schema,
+                },
+            ),
         }
     }
 
@@ -330,7 +420,9 @@ impl BrokerLink {
 
     /// Call `id` ended (a result frame, read by either path of `frames`).
     pub fn settle(&self, id: u64, ending: Ending) {
-        if self.lock().pending.settle(id, ending).is_err() {
+        let mut state = self.lock();
+        state.events.remove(&id);
+        if state.pending.settle(id, ending).is_err() {
             debug!(call = id, "result for a call nobody waits for");
         }
     }
@@ -342,6 +434,7 @@ impl BrokerLink {
         let failed = state
             .pending
             .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST));
+        state.events.clear();
         state
             .fetches
             .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));

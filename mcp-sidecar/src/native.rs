@@ -1,7 +1,7 @@
 //! Native mode: every client tool is an MCP tool, and changes are announced.
 //!
-//! Tools are shown as registered: name, description, `inputSchema`, and `title` from the app's
-//! `label`. The broker already coalesces tool-set changes to at most one `tools` frame a second
+//! Tools are shown as registered: name, description, `inputSchema`, `title` (the app's `title`,
+//! else its `label`), `annotations` and `outputSchema`. The broker already coalesces tool-set changes to at most one `tools` frame a second
 //! per session with the last state always sent, so the notifier only has to turn each change of
 //! what this harness would see into one `notifications/tools/list_changed`. It compares with
 //! what the harness was last shown (listed or notified), so a revision that changes nothing for
@@ -10,7 +10,7 @@
 use std::sync::{Arc, Mutex};
 
 use leo_protocol::ipc::AgentTool;
-use rmcp::model::{JsonObject, Tool};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use rmcp::{Peer, RoleServer};
 use tokio::sync::{Notify, watch};
 use tracing::debug;
@@ -34,6 +34,17 @@ pub fn to_mcp_tool(tool: &AgentTool) -> Tool {
         Arc::new(schema),
     );
     out.title = tool.title.clone();
+    out.annotations = tool.annotations.map(|a| {
+        let mut mcp = ToolAnnotations::default();
+        mcp.read_only_hint = a.read_only_hint;
+        mcp.destructive_hint = a.destructive_hint;
+        mcp.idempotent_hint = a.idempotent_hint;
+        mcp.open_world_hint = a.open_world_hint;
+        mcp
+    });
+    if let Some(serde_json::Value::Object(map)) = &tool.output_schema {
+        out.output_schema = Some(Arc::new(map.clone()));
+    }
     out
 }
 
@@ -97,6 +108,35 @@ pub async fn notify_changes(
         );
         if peer.notify_tool_list_changed().await.is_err() {
             debug!("the client is gone; notifier stops");
+            return;
+        }
+    }
+}
+
+/// 2026-07-28: sends `list_changed` on one `subscriptions/listen` stream whenever the visible
+/// tools differ from what they were when it opened or last notified, until it is cancelled.
+pub async fn listen(
+    context: &rmcp::service::SubscriptionContext,
+    mut views: watch::Receiver<Arc<View>>,
+    visible: impl Fn(&View) -> Vec<AgentTool>,
+) {
+    let mut last = visible(&views.borrow_and_update());
+    loop {
+        tokio::select! {
+            () = context.cancelled() => return,
+            changed = views.changed() => if changed.is_err() { return },
+        }
+        let tools = visible(&views.borrow_and_update());
+        if tools == last {
+            continue;
+        }
+        last = tools;
+        debug!(
+            tools = last.len(),
+            "tool list changed; notifying the listen stream"
+        );
+        if context.sink().notify_tool_list_changed().await.is_err() {
+            debug!("the listen stream is closed");
             return;
         }
     }

@@ -1,6 +1,7 @@
 //! How a call's ending looks to the harness.
 //!
-//! Content from the app passes through as MCP content blocks, images and all. Every failure,
+//! Content from the app passes through as MCP content blocks, images and all; structured content
+//! as `structuredContent`, with a text block of its JSON when the app sent no blocks. Every failure,
 //! whether the broker's (`no_client`, `timeout`, `cancelled`, `denied`, `invalid_arguments`) or
 //! the app's own code, is a tool result with `isError: true` and one text block
 //! `"<code>: <message>"`: models read tool errors, while JSON-RPC errors are usually shown to
@@ -17,8 +18,12 @@ pub type Ending = Outcome<Vec<ContentBlock>>;
 /// The ending of an outcome read as JSON values.
 pub fn ending(outcome: Outcome) -> Ending {
     match outcome {
-        Outcome::Content { content } => Outcome::Content {
+        Outcome::Content {
+            content,
+            structured_content,
+        } => Outcome::Content {
             content: content_blocks(content),
+            structured_content,
         },
         Outcome::Error { error } => Outcome::Error { error },
     }
@@ -27,7 +32,22 @@ pub fn ending(outcome: Outcome) -> Ending {
 /// The tool result for an ending.
 pub fn to_result(ending: Ending) -> CallToolResult {
     match ending {
-        Outcome::Content { content } => CallToolResult::success(content),
+        Outcome::Content {
+            content,
+            structured_content: None,
+        } => CallToolResult::success(content),
+        Outcome::Content {
+            mut content,
+            structured_content: Some(structured),
+        } => {
+            // Clients that read only `content` still get the data (MCP's advice).
+            if content.is_empty() {
+                content.push(ContentBlock::text(structured.to_string()));
+            }
+            let mut result = CallToolResult::success(content);
+            result.structured_content = Some(structured);
+            result
+        }
         Outcome::Error { error } => failure(&error.code, &error.message),
     }
 }

@@ -223,7 +223,7 @@ mod tests {
     fn error_text(ending: Ending) -> String {
         match ending {
             Outcome::Error { error } => format!("{}: {}", error.code, error.message),
-            Outcome::Content { content } => panic!("expected an error, got {content:?}"),
+            Outcome::Content { content, .. } => panic!("expected an error, got {content:?}"),
         }
     }
 
@@ -294,7 +294,7 @@ mod tests {
         let odd = error_text(endings.next().unwrap());
         assert!(odd.starts_with("invalid_result: "), "{odd}");
         match endings.next().unwrap() {
-            Outcome::Content { content } => {
+            Outcome::Content { content, .. } => {
                 assert_eq!(content, vec![rmcp::model::ContentBlock::text("fine")])
             }
             other => panic!("{other:?}"),

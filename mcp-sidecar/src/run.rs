@@ -37,10 +37,14 @@ pub async fn run(settings: Settings) -> Result<()> {
     ));
 
     let stdio = IntoTransport::<RoleServer, std::io::Error, _>::into_transport((input, output));
-    let service = match Sidecar::new(settings, link)
-        .serve(RefuseDiscover::new(stdio))
-        .await
-    {
+    let modern = settings.discover;
+    let sidecar = Sidecar::new(settings, link);
+    let served = if modern {
+        sidecar.serve(stdio).await
+    } else {
+        sidecar.serve(RefuseDiscover::new(stdio)).await
+    };
+    let service = match served {
         Ok(service) => service,
         // The harness went away before initializing (a config check, a cancelled start).
         Err(ServerInitializeError::ConnectionClosed(why)) => {

@@ -17,26 +17,30 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use leo_protocol::ipc::{AgentTool, Harness, Mode};
+use leo_protocol::tool::Execution;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, Implementation,
-    InitializeRequestParams, InitializeResult, ListToolsResult, PaginatedRequestParams,
-    ProtocolVersion, ServerCapabilities, ServerConfig,
+    CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
+    InitializeResult, ListToolsResult, PaginatedRequestParams, ProtocolVersion, ServerCapabilities,
+    ServerConfig,
 };
-use rmcp::service::{NotificationContext, RequestContext};
+use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, SubscriptionFilter};
+use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
 use tracing::info;
 
-use crate::call;
+use crate::call::{self, Ended};
 use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
 use crate::link::BrokerLink;
 use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
+use crate::mrtr::Suspended;
 use crate::native::{self, Shown};
 use crate::offline;
 use crate::outcome;
+use crate::task::{self, Tasks};
 use crate::view::View;
 
 /// How long a request right after start waits for the first connection attempt to finish, so
@@ -72,6 +76,8 @@ struct Inner {
     shown: Arc<Shown>,
     notifier: OnceLock<()>,
     pusher: OnceLock<()>,
+    tasks: Tasks,
+    suspended: Suspended,
 }
 
 impl Sidecar {
@@ -85,6 +91,8 @@ impl Sidecar {
                 shown: Arc::new(Shown::default()),
                 notifier: OnceLock::new(),
                 pusher: OnceLock::new(),
+                tasks: Tasks::default(),
+                suspended: Suspended::default(),
             }),
         }
     }
@@ -153,35 +161,115 @@ impl Inner {
         !self.denied(view).contains(name)
     }
 
+    /// The call to run as a task, if the harness declared tasks and the tool asks for it:
+    /// the app tool's name and arguments (through `leo_app_call` too). A tool the agent is
+    /// not offered is not run as a task; the broker refuses the plain call.
+    fn as_task(
+        &self,
+        name: &str,
+        arguments: &Value,
+        ctx: &RequestContext<RoleServer>,
+    ) -> Option<(String, Value)> {
+        if !task::supported(ctx) {
+            return None;
+        }
+        let (tool, args) = match name {
+            MESSAGES | APP_TOOLS => return None,
+            APP_CALL => fallback::parse_call(arguments)
+                .ok()
+                .map(|c| (c.tool, c.args))?,
+            _ => (name.to_owned(), arguments.clone()),
+        };
+        let view = self.link.view();
+        if self.denied(&view).contains(&tool) {
+            return None;
+        }
+        view.tools
+            .iter()
+            .any(|t| t.name == tool && t.execution == Execution::Task)
+            .then_some((tool, args))
+    }
+
     async fn call(
         &self,
         name: &str,
         arguments: Value,
         ctx: &RequestContext<RoleServer>,
-    ) -> CallToolResult {
+    ) -> CallToolResponse {
         self.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let view = self.link.view();
-        let every = self.settings.progress_every;
         match name {
             MESSAGES | APP_TOOLS | APP_CALL if !self.offers_builtin(&view, name) => {
                 outcome::failure(
                     "denied",
                     &format!("tool {name:?} is denied to agent {:?}", self.settings.agent),
                 )
+                .into()
             }
-            MESSAGES => messages::fetch(&self.link, ctx).await,
+            MESSAGES => messages::fetch(&self.link, ctx).await.into(),
             APP_TOOLS => match self.link.down_reason() {
-                Some(reason) => outcome::failure("no_client", &reason),
+                Some(reason) => outcome::failure("no_client", &reason).into(),
                 None => outcome::text(fallback::describe(
                     view.revision,
                     &self.native_visible(&view),
-                )),
+                ))
+                .into(),
             },
             APP_CALL => match fallback::parse_call(&arguments) {
-                Err(message) => outcome::failure("invalid_arguments", &message),
-                Ok(c) => call::forward(&self.link, &c.tool, c.args, ctx, every).await,
+                Err(message) => outcome::failure("invalid_arguments", &message).into(),
+                Ok(c) => {
+                    let harness = call::Harness::of(ctx, self.settings.progress_every);
+                    let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
+                    self.finish(ended.await, ctx).await
+                }
             },
-            _ => call::forward(&self.link, name, arguments, ctx, every).await,
+            _ => {
+                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let ended = call::run(&self.link, name, arguments, harness, ctx.ct.cancelled());
+                self.finish(ended.await, ctx).await
+            }
+        }
+    }
+
+    /// The answer for a call that ended, or stopped to ask in a 2026-07-28 request (then the
+    /// request ends with `input_required`; see `mrtr`).
+    async fn finish(&self, mut ended: Ended, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
+        loop {
+            match ended {
+                Ended::Result(result) => return result.into(),
+                // rmcp does not answer a cancelled request; this result is never sent.
+                Ended::Cancelled => {
+                    return outcome::failure("cancelled", "the harness cancelled the call").into();
+                }
+                Ended::Asks(asked) => match self.suspended.suspend(&self.link, *asked) {
+                    Ok(response) => return response,
+                    Err(live) => {
+                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
+                    }
+                },
+            }
+        }
+    }
+
+    /// A 2026-07-28 retry with `request_state`: the answer goes to the app and the call goes on.
+    async fn resume(
+        &self,
+        state: &str,
+        responses: Option<&rmcp::model::InputResponses>,
+        ctx: &RequestContext<RoleServer>,
+    ) -> CallToolResponse {
+        match self.suspended.resume(&self.link, state, responses) {
+            Some(live) => {
+                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
+                self.finish(ended, ctx).await
+            }
+            None => outcome::failure(
+                "invalid_arguments",
+                "requestState names no call waiting for an answer (it ended, or was answered)",
+            )
+            .into(),
         }
     }
 }
@@ -192,6 +280,7 @@ impl ServerHandler for Sidecar {
             .enable_tools()
             .enable_tool_list_changed()
             .build();
+        task::declare(&mut capabilities);
         let mut instructions = INSTRUCTIONS.to_owned();
         if self.inner.messages_allowed(&self.inner.link.view()) {
             instructions.push_str(MESSAGES_INSTRUCTIONS);
@@ -206,11 +295,38 @@ impl ServerHandler for Sidecar {
             .with_instructions(instructions)
     }
 
-    /// Every version that has an `initialize` handshake (see `discover`).
+    /// Every version that has an `initialize` handshake, and 2026-07-28 with `--discover`
+    /// (see `discover`).
     fn supported_protocol_versions(&self) -> Cow<'static, [ProtocolVersion]> {
-        Cow::Borrowed(ProtocolVersion::known_up_to(
-            &ProtocolVersion::LATEST_WITH_INITIALIZE,
-        ))
+        let newest = if self.inner.settings.discover {
+            ProtocolVersion::LATEST
+        } else {
+            ProtocolVersion::LATEST_WITH_INITIALIZE
+        };
+        Cow::Borrowed(ProtocolVersion::known_up_to(&newest))
+    }
+
+    /// 2026-07-28: tool-list changes are the one kind of notification offered.
+    fn accepted_subscription_filter(
+        &self,
+        requested: &SubscriptionFilter,
+    ) -> Option<SubscriptionFilter> {
+        requested
+            .tools_list_changed
+            .filter(|on| *on)
+            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+    }
+
+    /// 2026-07-28: a native session's `list_changed` goes out on the listen stream.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let inner = self.inner.clone();
+        if inner.mode_for(context.request_context()) != Mode::Native {
+            context.cancelled().await;
+            return Ok(());
+        }
+        let views = inner.link.subscribe();
+        native::listen(&context, views, move |view| inner.native_visible(view)).await;
+        Ok(())
     }
 
     async fn initialize(
@@ -284,7 +400,41 @@ impl ServerHandler for Sidecar {
             Some(map) => Value::Object(map),
             None => Value::Object(Default::default()),
         };
-        let result = self.inner.call(&request.name, arguments, &context).await;
-        Ok(result.into())
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.as_ref();
+            return Ok(self.inner.resume(state, responses, &context).await);
+        }
+        if let Some((tool, args)) = self.inner.as_task(&request.name, &arguments, &context) {
+            let inner = &self.inner;
+            let task = inner.tasks.start(
+                inner.link.clone(),
+                tool,
+                args,
+                &context,
+                inner.settings.progress_every,
+            );
+            return Ok(CallToolResponse::Task(task));
+        }
+        Ok(self.inner.call(&request.name, arguments, &context).await)
+    }
+
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.inner
+            .tasks
+            .get(&request.task_id)
+            .map(GetTaskResult::new)
+    }
+
+    /// `tasks/cancel`: the broker's request ends `cancelled_by_agent`.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.tasks.cancel(&request.task_id)
     }
 }

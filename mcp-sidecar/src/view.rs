@@ -35,7 +35,14 @@ fn sanitized(tools: &[AgentTool]) -> Vec<AgentTool> {
         .map(|t| {
             let mut input_schema = t.input_schema.clone();
             sanitize_schema(&mut input_schema);
+            let output_schema = t.output_schema.clone().map(|mut s| {
+                sanitize_schema(&mut s);
+                s
+            });
             AgentTool {
+                annotations: t.annotations,
+                output_schema,
+                execution: t.execution,
                 name: t.name.clone(),
                 description: sanitize(&t.description, Lines::Keep).into_owned(),
                 input_schema,

@@ -9,6 +9,7 @@ mod support;
 mod calls;
 mod deny;
 mod fallback;
+mod features;
 mod harness_gone;
 mod interop;
 mod messages;

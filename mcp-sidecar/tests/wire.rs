@@ -13,7 +13,9 @@ use leo_mcp::messages::{self, Fetched};
 use leo_mcp::view::View;
 use leo_mcp::{channel, outcome};
 use leo_protocol::content::AppError;
+use leo_protocol::input::{InputAction, InputAnswer, InputOutcome};
 use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, Outcome, SidecarFrame};
+use leo_protocol::tool::{Execution, ToolAnnotations};
 use leo_testkit::{Broker, Ipc};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -56,6 +58,30 @@ fn echo_tool() -> AgentTool {
         input_schema: json!({"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}),
         title: Some("Echo".into()),
         group: "demo".into(),
+        annotations: None,
+        output_schema: None,
+        execution: Execution::Sync,
+    }
+}
+
+/// A tool with every optional MCP field.
+fn deploy_tool() -> AgentTool {
+    AgentTool {
+        name: "deploy".into(),
+        description: "Deploy the current build".into(),
+        input_schema: json!({"type": "object", "properties": {"env": {"type": "string"}}}),
+        title: Some("Deploy".into()),
+        group: "ops".into(),
+        annotations: Some(ToolAnnotations {
+            read_only_hint: Some(false),
+            destructive_hint: Some(true),
+            idempotent_hint: Some(true),
+            open_world_hint: Some(false),
+        }),
+        output_schema: Some(
+            json!({"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]}),
+        ),
+        execution: Execution::Task,
     }
 }
 
@@ -106,6 +132,28 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
             "sidecar_fetch_messages",
             SidecarFrame::FetchMessages { id: 9 },
         ),
+        (
+            "sidecar_input_answer",
+            SidecarFrame::InputAnswer {
+                input: 3,
+                outcome: InputOutcome::Answer(InputAnswer {
+                    action: InputAction::Accept,
+                    content: Some(json!({"confirm": true})),
+                }),
+            },
+        ),
+        (
+            "sidecar_input_unsupported",
+            SidecarFrame::InputAnswer {
+                input: 4,
+                outcome: InputOutcome::Refused {
+                    error: AppError {
+                        code: "input_unsupported".into(),
+                        message: "the agent's harness (codex-mcp-client) does not support MCP elicitation".into(),
+                    },
+                },
+            },
+        ),
     ]
 }
 
@@ -139,6 +187,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                         json!({"type": "text", "text": "hello"}),
                         json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
                     ],
+                    structured_content: None,
                 },
             },
         ),
@@ -174,6 +223,42 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
             "broker_message_arrived",
             BrokerFrame::MessageArrived {
                 message: scout_message(),
+            },
+        ),
+        (
+            "broker_tools_mcp_fields",
+            BrokerFrame::Tools {
+                revision: 6,
+                tools: vec![deploy_tool()],
+                ever_registered: true,
+            },
+        ),
+        (
+            "broker_result_structured",
+            BrokerFrame::Result {
+                id: 10,
+                outcome: Outcome::Content {
+                    content: vec![],
+                    structured_content: Some(json!({"url": "https://example.invalid/build/7"})),
+                },
+            },
+        ),
+        (
+            "broker_progress",
+            BrokerFrame::Progress {
+                id: 7,
+                progress: 3.0,
+                total: Some(10.0),
+                message: Some("uploading 3 of 10".into()),
+            },
+        ),
+        (
+            "broker_input",
+            BrokerFrame::Input {
+                id: 7,
+                input: 3,
+                message: "Deploy to production?".into(),
+                requested_schema: json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
             },
         ),
     ]
@@ -296,6 +381,41 @@ fn broker_fixtures_drive_the_sidecar() {
         parse_broker_frame(&bytes("broker_error")).unwrap(),
         BrokerFrame::Error { .. }
     ));
+
+    // Structured content: `structuredContent`, and a text block of the same JSON since the
+    // app sent no blocks; through both readers.
+    let line = serde_json::to_vec(&parse_broker_frame(&bytes("broker_result_structured")).unwrap())
+        .unwrap();
+    let Incoming::Result { ending, .. } = decode(&line) else {
+        panic!("structured result not read as a result");
+    };
+    let result = serde_json::to_value(outcome::to_result(ending)).unwrap();
+    let data = json!({"url": "https://example.invalid/build/7"});
+    assert_eq!(result["structuredContent"], data);
+    assert_eq!(
+        result["content"],
+        json!([{"type": "text", "text": data.to_string()}])
+    );
+
+    // The MCP fields of a tool reach the harness's listing.
+    let tools = parse_broker_frame(&bytes("broker_tools_mcp_fields")).unwrap();
+    let view = View::default().apply(&tools);
+    let listed = serde_json::to_value(leo_mcp::native::to_mcp_tool(&view.tools[0])).unwrap();
+    assert_eq!(listed["title"], "Deploy");
+    assert_eq!(
+        listed["annotations"],
+        json!({"readOnlyHint": false, "destructiveHint": true, "idempotentHint": true, "openWorldHint": false})
+    );
+    assert_eq!(
+        listed["outputSchema"],
+        read("broker_tools_mcp_fields")["tools"][0]["output_schema"]
+    );
+    for name in ["broker_progress", "broker_input"] {
+        assert!(
+            matches!(decode(&bytes(name)), Incoming::Frame(_)),
+            "{name} must be readable"
+        );
+    }
 
     // `messages` is what leo_messages renders: each stamped text with its time, and the drops.
     let BrokerFrame::Messages {

@@ -66,6 +66,8 @@ pub enum ErrorCode {
     InvalidFrame,
     /// Something failed inside the broker; the message does not leak details.
     Internal,
+    /// The agent's harness cannot ask its user (it did not declare MCP elicitation).
+    InputUnsupported,
 }
 
 impl ErrorCode {
@@ -100,6 +102,7 @@ impl ErrorCode {
             ErrorCode::TextTooLarge => "text_too_large",
             ErrorCode::InvalidFrame => "invalid_frame",
             ErrorCode::Internal => "internal",
+            ErrorCode::InputUnsupported => "input_unsupported",
         }
     }
 
@@ -121,7 +124,8 @@ impl ErrorCode {
             | ErrorCode::AlreadyClaimed
             | ErrorCode::AlreadySettled
             | ErrorCode::NotClaimant
-            | ErrorCode::NotProvider => 409,
+            | ErrorCode::NotProvider
+            | ErrorCode::InputUnsupported => 409,
             ErrorCode::BodyTooLarge | ErrorCode::ResultTooLarge | ErrorCode::TextTooLarge => 413,
             ErrorCode::InvalidTool
             | ErrorCode::TooManyTools

@@ -31,6 +31,11 @@ pub struct ResultBody {
     pub claim: bool,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content: Option<Vec<Box<RawValue>>>,
+    /// A JSON object the harness receives as `structuredContent`; required (and checked) when
+    /// the tool has an `output_schema`. Without `content`, the agent also gets one text block
+    /// holding the same JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured_content: Option<serde_json::Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<AppError>,
 }
@@ -57,6 +62,8 @@ pub enum ResultError {
 pub enum Posted {
     /// The blocks, each as the app sent it.
     Content(Vec<Box<RawValue>>),
+    /// Blocks (maybe none) and a structured JSON object.
+    Structured(Vec<Box<RawValue>>, serde_json::Value),
     Error(AppError),
 }
 
@@ -68,6 +75,21 @@ pub fn content_size(blocks: &[Box<RawValue>]) -> usize {
 impl ResultBody {
     /// Checks the body and returns what the agent is to receive.
     pub fn into_posted(self) -> Result<Posted, ResultError> {
+        if let Some(structured) = self.structured_content {
+            return match (self.ok, self.content, self.error) {
+                (true, content, None) => {
+                    let content = content.unwrap_or_default();
+                    check_structured(&content, &structured)?;
+                    Ok(Posted::Structured(content, structured))
+                }
+                (true, _, Some(_)) => Err(ResultError::Invalid(
+                    "at $.error: not allowed when ok is true".into(),
+                )),
+                (false, ..) => Err(ResultError::Invalid(
+                    "at $.structured_content: not allowed when ok is false".into(),
+                )),
+            };
+        }
         match (self.ok, self.content, self.error) {
             (true, Some(content), None) => {
                 let size = content_size(&content);
@@ -98,6 +120,26 @@ impl ResultBody {
             }
         }
     }
+}
+
+/// Checks content and structured content together: one size limit over both, the blocks'
+/// shapes, and a structured value that is an object no deeper than `MAX_JSON_DEPTH`.
+fn check_structured(
+    content: &[Box<RawValue>],
+    structured: &serde_json::Value,
+) -> Result<(), ResultError> {
+    let text = serde_json::to_vec(structured).unwrap_or_default();
+    let size = content_size(content) + text.len();
+    if size > MAX_RESULT_BYTES {
+        return Err(ResultError::TooLarge(size));
+    }
+    check_content(content).map_err(ResultError::Invalid)?;
+    if !structured.is_object() {
+        return Err(ResultError::Invalid(
+            "at $.structured_content: expected a JSON object".into(),
+        ));
+    }
+    crate::depth::check_depth(&text, "$.structured_content").map_err(ResultError::Invalid)
 }
 
 fn check_app_error(error: &AppError) -> Result<(), String> {

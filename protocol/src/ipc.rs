@@ -11,6 +11,8 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::content::AppError;
+pub use crate::input::{InputAnswer, InputOutcome};
+use crate::tool::{Execution, ToolAnnotations};
 
 /// What the harness said about itself in `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -55,6 +57,8 @@ pub enum SidecarFrame {
     Cancel { id: u64 },
     /// `leo_messages` was called: return and acknowledge this agent's unread messages.
     FetchMessages { id: u64 },
+    /// Answers the broker's `input` frame `input`: the user's answer, or why none can come.
+    InputAnswer { input: u64, outcome: InputOutcome },
 }
 
 /// A message to an agent, stamped by the broker (`[message from <from>] <text>`).
@@ -79,6 +83,17 @@ pub struct AgentTool {
     #[serde(default)]
     pub title: Option<String>,
     pub group: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// Whether the harness may run this tool's calls as tasks (where it supports them).
+    #[serde(default, skip_serializing_if = "is_sync")]
+    pub execution: Execution,
+}
+
+fn is_sync(e: &Execution) -> bool {
+    *e == Execution::Sync
 }
 
 /// How a call ended, as the sidecar forwards it to the harness. `C` is how the content blocks
@@ -87,8 +102,12 @@ pub struct AgentTool {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(untagged)]
 pub enum Outcome<C = Vec<Value>> {
-    /// The app's content, verbatim.
-    Content { content: C },
+    /// The app's content, verbatim, and its structured content (a JSON object) if it sent one.
+    Content {
+        content: C,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        structured_content: Option<Value>,
+    },
     /// A failure; the harness sees `"<code>: <message>"` as a tool error.
     Error { error: AppError },
 }
@@ -138,6 +157,8 @@ pub struct OutcomeIn<C> {
     #[serde(default = "none")]
     pub content: Option<C>,
     #[serde(default)]
+    pub structured_content: Option<Value>,
+    #[serde(default)]
     pub error: Option<AppError>,
 }
 
@@ -149,8 +170,13 @@ impl<C> OutcomeIn<C> {
     /// The outcome, or `None` when both or neither field is present.
     pub fn into_outcome(self) -> Option<Outcome<C>> {
         match (self.content, self.error) {
-            (Some(content), None) => Some(Outcome::Content { content }),
-            (None, Some(error)) => Some(Outcome::Error { error }),
+            (Some(content), None) => Some(Outcome::Content {
+                content,
+                structured_content: self.structured_content,
+            }),
+            (None, Some(error)) if self.structured_content.is_none() => {
+                Some(Outcome::Error { error })
+            }
             _ => None,
         }
     }
@@ -197,6 +223,23 @@ pub enum BrokerFrame {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         id: Option<u64>,
     },
+    /// The app reported progress on call `id` (the sidecar's id).
+    Progress {
+        id: u64,
+        progress: f64,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        total: Option<f64>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// The app asks the user, through the harness, during call `id`; answered by the sidecar's
+    /// `input_answer` frame with the same `input`.
+    Input {
+        id: u64,
+        input: u64,
+        message: String,
+        requested_schema: Value,
+    },
 }
 
 #[cfg(test)]
@@ -209,7 +252,10 @@ mod tests {
     fn a_raw_result_frame_reads_as_the_parsed_one() {
         let blocks = r#"[{"type":"text","text":"a \"quoted\"\nline"}, {"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":1}}]"#;
         let raw: Vec<Box<RawValue>> = serde_json::from_str(blocks).unwrap();
-        let outcome = RawOutcome::Content { content: raw };
+        let outcome = RawOutcome::Content {
+            content: raw,
+            structured_content: None,
+        };
         let line = serde_json::to_string(&ResultFrame {
             id: 7,
             outcome: &outcome,
@@ -220,6 +266,7 @@ mod tests {
             id: 7,
             outcome: Outcome::Content {
                 content: serde_json::from_str(blocks).unwrap(),
+                structured_content: None,
             },
         };
         // The same frame; only the key order inside blocks is the app's, not sorted.
@@ -262,7 +309,10 @@ mod tests {
         // The enum's own serialization starts the same way.
         let enum_line = serde_json::to_vec(&BrokerFrame::Result {
             id: 1,
-            outcome: Outcome::Content { content: vec![] },
+            outcome: Outcome::Content {
+                content: vec![],
+                structured_content: None,
+            },
         })
         .unwrap();
         assert!(enum_line.starts_with(RESULT_FRAME_PREFIX));

@@ -16,6 +16,7 @@ pub mod events;
 pub mod glob;
 pub mod harness;
 pub mod home;
+pub mod input;
 pub mod ipc;
 pub mod limits;
 #[cfg(feature = "codec")]

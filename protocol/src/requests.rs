@@ -47,6 +47,14 @@ pub struct ListedTool {
     /// `None` for a handoff.
     pub timeout_s: Option<u64>,
     pub label: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<crate::tool::ToolAnnotations>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<crate::tool::Execution>,
     /// The connected clients that serve it.
     pub clients: Vec<String>,
     /// The agents it is offered to (`agents` of its registration); absent means every agent.

@@ -59,8 +59,10 @@ pub fn check_agent_patterns(agents: &[String]) -> Result<(), ToolError> {
     Ok(())
 }
 
-/// One tool as an app defines it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// One tool as an app defines it. The optional MCP fields (`title`, `annotations`,
+/// `output_schema`, `execution`) are left out of the JSON when absent, so a definition without
+/// them has the digest it always had.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ToolDef {
     pub name: String,
@@ -70,6 +72,46 @@ pub struct ToolDef {
     pub timeout_s: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
+    /// The MCP tool's `title` (a harness shows it instead of the name); `label` when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// MCP tool annotations: hints a harness may use to decide whether to ask before a call.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<ToolAnnotations>,
+    /// An object schema for the result's `structured_content`, with the input_schema subset and
+    /// limits; a tool with one must send `structured_content` that matches it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_schema: Option<Value>,
+    /// How a harness that supports MCP tasks should run the tool's calls; absent means `task`
+    /// for a handoff (`timeout_s: 0`) and `sync` otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub execution: Option<Execution>,
+}
+
+/// MCP tool annotations, as the app registers them (`docs/protocol.md`, "Tool annotations").
+/// They are hints for the harness, not guarantees Leo checks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct ToolAnnotations {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotent_hint: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_world_hint: Option<bool>,
+}
+
+/// Whether a call runs as an MCP task where the harness supports tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Execution {
+    /// The call blocks the harness's request until it ends.
+    #[default]
+    Sync,
+    /// The harness gets a task at once and polls it (`tasks/get`, `tasks/result`).
+    Task,
 }
 
 /// A registration rule that one tool breaks, with the JSON path of the field at fault.
@@ -160,6 +202,18 @@ impl ToolDef {
                 message: format!("invalid input_schema of tool {:?}: {e}", self.name),
             });
         }
+        if let Some(output) = &self.output_schema {
+            self.check_output_schema(output, at)?;
+        }
+        if let Some(title) = &self.title {
+            let n = title.chars().count();
+            if n == 0 || n > MAX_LABEL || title.trim().is_empty() {
+                return Err(fail(
+                    "title",
+                    format!("title must be 1 to {MAX_LABEL} characters, got {n}"),
+                ));
+            }
+        }
         if let Some(t) = self.timeout_s
             && t > MAX_TIMEOUT_S
         {
@@ -178,5 +232,43 @@ impl ToolDef {
             }
         }
         Ok(())
+    }
+
+    /// `output_schema` follows the input_schema rules: an object schema of the subset, at most
+    /// `MAX_SCHEMA_BYTES`.
+    fn check_output_schema(&self, output: &Value, at: &str) -> Result<(), ToolError> {
+        let size = serde_json::to_vec(output)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_SCHEMA_BYTES {
+            return Err(ToolError {
+                message: format!(
+                    "at {at}.output_schema: output_schema has {size} bytes, at most {MAX_SCHEMA_BYTES}"
+                ),
+            });
+        }
+        check_input_schema(output).map_err(|e| ToolError {
+            message: format!(
+                "invalid output_schema of tool {:?}: at {at}.output_schema{}: {}",
+                self.name,
+                e.path.strip_prefix('$').unwrap_or(&e.path),
+                e.message
+            ),
+        })
+    }
+
+    /// The title a harness shows: `title`, else `label`.
+    pub fn shown_title(&self) -> Option<&str> {
+        self.title.as_deref().or(self.label.as_deref())
+    }
+
+    /// The execution mode this tool's calls get where the harness supports tasks; `handoff`
+    /// says whether its calls never time out.
+    pub fn effective_execution(&self, handoff: bool) -> Execution {
+        match self.execution {
+            Some(e) => e,
+            None if handoff => Execution::Task,
+            None => Execution::Sync,
+        }
     }
 }

@@ -26,6 +26,16 @@ impl App {
         }
     }
 
+    /// Posts `body` with this app's `client_id` to `…/requests/{id}/{what}` (`progress`,
+    /// `input`, …).
+    pub async fn post_for(&self, id: &str, what: &str, body: Value) -> Reply {
+        let mut body = body;
+        body["client_id"] = Value::String(self.id.clone());
+        self.http
+            .post(&format!("/api/v1/client-tools/requests/{id}/{what}"), &body)
+            .await
+    }
+
     /// Registers (or replaces) `group`.
     pub async fn register(&self, group: &str, tools: Value) -> Reply {
         self.http

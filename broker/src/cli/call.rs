@@ -102,9 +102,15 @@ pub fn run(home: &Home, args: &CallArgs) -> ExitCode {
         runtime.block_on(call(home, args, arguments))
     });
     match ended {
-        Ok(Ended::Answered(Outcome::Content { content })) => {
+        Ok(Ended::Answered(Outcome::Content {
+            content,
+            structured_content,
+        })) => {
             // A closed stdout (`leo call … | head -1`) is not the tool's failure.
             let _ = print_content(&content);
+            if let Some(structured) = structured_content.filter(|_| content.is_empty()) {
+                println!("{structured}");
+            }
             ExitCode::SUCCESS
         }
         Ok(Ended::Answered(Outcome::Error { error })) => {
@@ -285,7 +291,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     .await?;
     let deadline = args.timeout.map(|d| tokio::time::Instant::now() + d);
     let stop = tokio::select! {
-        outcome = outcome(&mut frames) => return outcome.map(Ended::Answered),
+        outcome = outcome(&mut frames, &mut writer) => return outcome.map(Ended::Answered),
         _ = &mut interrupt => Ended::Interrupted,
         _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)),
             if deadline.is_some() => Ended::GaveUp(args.timeout.unwrap_or_default()),
@@ -293,17 +299,36 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     // Tell the broker, and give it a moment to end the call before the session closes (closing
     // alone would end it too, as `agent_gone`; `cancel` says what happened).
     send(&mut writer, &SidecarFrame::Cancel { id: CALL_ID }).await?;
-    let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut frames)).await;
+    let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut frames, &mut writer)).await;
     Ok(stop)
 }
 
-/// Waits for the result of the one call, skipping tool-set changes and message pushes.
+/// Waits for the result of the one call, skipping tool-set changes, message pushes and
+/// progress. A question from the app is refused at once: a terminal has no form to show, and
+/// the app can fall back.
 async fn outcome(
     frames: &mut mpsc::Receiver<Result<BrokerFrame, CallError>>,
+    writer: &mut FramedWrite<OwnedWriteHalf, LineCodec>,
 ) -> Result<Outcome, CallError> {
     loop {
         match frames.recv().await.ok_or(CallError::Lost)?? {
             BrokerFrame::Result { id, outcome } if id == CALL_ID => return Ok(outcome),
+            BrokerFrame::Input { input, .. } => {
+                let refused = leo_protocol::ipc::InputOutcome::Refused {
+                    error: AppError {
+                        code: "input_unsupported".into(),
+                        message: "leo call cannot ask its user".into(),
+                    },
+                };
+                send(
+                    writer,
+                    &SidecarFrame::InputAnswer {
+                        input,
+                        outcome: refused,
+                    },
+                )
+                .await?;
+            }
             BrokerFrame::Error { code, message, .. } => {
                 return Err(CallError::Refused { code, message });
             }

@@ -41,6 +41,7 @@ fn ask_human_tool() -> ToolDef {
         }),
         timeout_s: Some(0),
         label: Some("Asking the operator".into()),
+        ..ToolDef::default()
     }
 }
 

@@ -210,7 +210,7 @@ fn check_arguments(validator: &jsonschema::Validator, args: &Value) -> Result<()
 }
 
 /// `/a/0/b c` → `$.a[0]["b c"]`.
-fn pointer_to_path(pointer: &str) -> String {
+pub(super) fn pointer_to_path(pointer: &str) -> String {
     let mut out = String::from("$");
     for raw in pointer.split('/').skip(1) {
         let seg = raw.replace("~1", "/").replace("~0", "~");

@@ -39,6 +39,7 @@ mod ask_human;
 mod calls;
 mod mail;
 mod registration;
+mod relay;
 mod results;
 mod sessions;
 mod shutdown;
@@ -103,6 +104,8 @@ pub struct Broker {
     shutdown: CancellationToken,
     tasks: TaskTracker,
     me: Weak<Broker>,
+    /// Sessions' outboxes and open questions (`relay`).
+    relay: relay::Relay,
 }
 
 /// A stream's start: its hello, what to replay, and the live receiver. Dropping `guard`
@@ -157,6 +160,7 @@ impl Broker {
             shutdown: CancellationToken::new(),
             tasks: TaskTracker::new(),
             me: me.clone(),
+            relay: relay::Relay::default(),
         })
     }
 

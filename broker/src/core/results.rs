@@ -47,6 +47,7 @@ impl Broker {
         })?;
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
+        Self::check_output(&core, id, &posted)?;
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
         self.touched();

@@ -117,7 +117,7 @@ impl Broker {
             .view()
             .values()
             .filter(|v| self.offered(agent, &denied, &v.spec))
-            .map(|v| agent_tool(&v.spec.def, &v.spec.group))
+            .map(|v| agent_tool(&v.spec.def, &v.spec.group, v.spec.timeout_s.is_none()))
             .collect();
         let scoped = core.registry.scoped();
         (
@@ -207,18 +207,24 @@ impl Broker {
 
 /// A tool as agents see it: the words a model reads (description, label, the descriptions in
 /// the schema) through the one sanitizer, since an app wrote them.
-fn agent_tool(def: &ToolDef, group: &str) -> AgentTool {
+fn agent_tool(def: &ToolDef, group: &str, handoff: bool) -> AgentTool {
     use leo_protocol::sanitize::{Lines, sanitize, sanitize_schema};
     let mut input_schema = def.input_schema.clone();
     sanitize_schema(&mut input_schema);
+    let output_schema = def.output_schema.clone().map(|mut s| {
+        sanitize_schema(&mut s);
+        s
+    });
     AgentTool {
         name: def.name.clone(),
         description: sanitize(&def.description, Lines::Keep).into_owned(),
         input_schema,
         title: def
-            .label
-            .as_deref()
+            .shown_title()
             .map(|l| sanitize(l, Lines::Join).into_owned()),
         group: group.to_owned(),
+        annotations: def.annotations,
+        output_schema,
+        execution: def.effective_execution(handoff),
     }
 }

@@ -67,6 +67,8 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Approve | Route::ConsoleApprove => on(method, routes::approve),
         Route::Status => on(method, routes::status),
         Route::Message => on(method, routes::message),
+        Route::Progress => on(method, routes::progress),
+        Route::Input => on(method, routes::input),
         Route::LoginPage => on(method, pages::login_page),
         Route::Login => on(method, pages::login),
         Route::Logout => on(method, pages::logout),

@@ -144,3 +144,27 @@ pub async fn message(
         .broker
         .deliver_message(&target, &body.from, &body.text)?))
 }
+
+/// `POST …/requests/{id}/progress`: the claimant's progress, passed to the calling harness.
+#[tracing::instrument(name = "progress", skip_all, fields(request = %id))]
+pub async fn progress(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::input::ProgressBody = json_body(body, limit).await?;
+    Ok(ok(state.broker.report_progress(&id, body)?))
+}
+
+/// `POST …/requests/{id}/input`: asks the agent's user; answers with what the user did.
+#[tracing::instrument(name = "input", skip_all, fields(request = %id))]
+pub async fn input(
+    State(state): State<Arc<AppState>>,
+    Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::input::InputBody = json_body(body, limit).await?;
+    Ok(ok(state.broker.ask_input(&id, body).await?))
+}

@@ -38,6 +38,10 @@ pub enum Route {
     AskHuman,
     /// The console's approve button.
     ConsoleApprove,
+    /// `POST …/requests/{id}/progress`: the claimant reports progress.
+    Progress,
+    /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
+    Input,
 }
 
 /// Kinds of caller, for the table.
@@ -129,7 +133,16 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
         "/console/tools/{name}/approve",
         Route::ConsoleApprove,
     ),
+    ("POST", PROGRESS_PATH, Route::Progress),
+    ("POST", INPUT_PATH, Route::Input),
 ];
+
+/// The progress route's path, as the router and the policy table both name it.
+pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
+/// The input route's path, likewise.
+pub const INPUT_PATH: &str = "/api/v1/client-tools/requests/{id}/input";
+/// A question for the user: its message and a form of at most 16 KiB, with room for escaping.
+pub const INPUT_BODY: usize = 64 * 1024;
 
 /// The login form's body: `token=<64 hex digits>` with room for a browser's encoding.
 pub const LOGIN_BODY: usize = 4 * 1024;
@@ -160,6 +173,7 @@ impl Route {
             Route::Events => &[Kind::Operator, Kind::Device, Kind::Agent],
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
+            Route::Progress | Route::Input => APPS,
             Route::Cancel | Route::Approve => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
@@ -216,6 +230,8 @@ impl Route {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
             Route::Message => MESSAGE_BODY,
+            Route::Input => INPUT_BODY,
+            Route::Progress => SMALL_BODY,
             Route::Login => LOGIN_BODY,
             Route::Claim
             | Route::Cancel

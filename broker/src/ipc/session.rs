@@ -23,7 +23,7 @@ use leo_protocol::ipc::{BrokerFrame, Message, RawOutcome, ResultFrame, SidecarFr
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use tokio::net::unix::OwnedWriteHalf;
-use tokio::sync::{broadcast, oneshot, watch};
+use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 use tokio_util::codec::FramedWrite;
 use tracing::debug;
@@ -37,6 +37,8 @@ const DRAIN: Duration = Duration::from_secs(2);
 /// Frames queued for a sidecar that does not read, past which the session stops reading its
 /// frames too (so a peer that only writes cannot grow the queue without end).
 const MAX_QUEUED: usize = 4096;
+/// Frames the core may push to this session (progress, questions) before it drops one.
+const OUTBOX: usize = 256;
 
 /// A parked call's receiver, resolving to its id and outcome.
 struct InFlight {
@@ -63,6 +65,7 @@ enum Event {
     Revision(bool),
     Due,
     Arrival(Result<(String, Message), broadcast::error::RecvError>),
+    Pushed(Option<Bytes>),
     Shutdown,
 }
 
@@ -81,6 +84,8 @@ pub struct Session {
     mail_open: bool,
     revisions: watch::Receiver<u64>,
     arrivals: broadcast::Receiver<(String, Message)>,
+    /// Frames the core pushes for a call in flight (`progress`, `input`); see `core/relay.rs`.
+    outbox: mpsc::Receiver<Bytes>,
     coalescer: Coalescer,
 }
 
@@ -91,7 +96,10 @@ impl Session {
         revisions.mark_unchanged();
         // Taken before the welcome: a change in between then differs and is sent, never lost.
         let offered = broker.offer_fingerprint(&agent);
+        let (tx, outbox) = mpsc::channel(OUTBOX);
+        broker.attach_outbox(id, tx);
         Session {
+            outbox,
             arrivals: broker.watch_arrivals(),
             revisions,
             coalescer: Coalescer::new(COALESCE, offered, Instant::now()),
@@ -112,6 +120,7 @@ impl Session {
             self.serve().await;
         }
         // Calls still in flight end now (agent_gone); their endings go out before we close.
+        self.broker.detach_outbox(self.id);
         self.broker.session_closed(self.id);
         let _ = tokio::time::timeout(DRAIN, self.drain()).await;
     }
@@ -154,6 +163,7 @@ impl Session {
             r = self.revisions.changed(), if watching => Event::Revision(r.is_ok()),
             () = self.coalescer.wait() => Event::Due,
             a = self.arrivals.recv(), if self.mail_open => Event::Arrival(a),
+            p = self.outbox.recv(), if reading => Event::Pushed(p),
         }
     }
 
@@ -184,6 +194,8 @@ impl Session {
                 }
                 Event::Due => self.tools_frame(),
                 Event::Arrival(a) => self.arrival(a),
+                // The core holds the sender until `detach_outbox`; `None` does not come sooner.
+                Event::Pushed(p) => p,
             };
             self.out.extend(line);
         }
@@ -227,6 +239,10 @@ impl Session {
             SidecarFrame::FetchMessages { id } => Some(self.fetch(id)),
             SidecarFrame::Harness { harness, mode } => {
                 self.broker.session_harness(self.id, harness, mode);
+                None
+            }
+            SidecarFrame::InputAnswer { input, outcome } => {
+                self.broker.input_answered(self.id, input, outcome);
                 None
             }
             SidecarFrame::Hello { .. } => Some(error_frame(

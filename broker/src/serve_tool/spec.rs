@@ -138,6 +138,7 @@ fn build(fields: Fields, at: &str, dir: &Path) -> Result<ToolSpec, String> {
         input_schema,
         timeout_s: fields.timeout,
         label: None,
+        ..ToolDef::default()
     };
     def.check(at).map_err(|e| e.message)?;
     let group = fields.group.unwrap_or_else(|| def.name.clone());

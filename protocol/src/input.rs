@@ -1,0 +1,260 @@
+//! What a claimant may send while it works on a call: progress, and questions for the user.
+//!
+//! Both travel to the harness that made the call: progress as MCP `notifications/progress` on
+//! the call's progress token, a question as an MCP `elicitation/create` request in form mode.
+//! A harness shows the question to its user; MCP limits form schemas to a flat object of
+//! primitive properties, and a harness refuses anything else, so the broker checks that shape
+//! here and names the JSON path at fault rather than letting the harness fail later.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::limits::{MAX_ERROR_MESSAGE, MAX_SCHEMA_BYTES};
+
+/// `POST /api/v1/client-tools/requests/{id}/progress`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProgressBody {
+    pub client_id: String,
+    /// How far the work is; a harness expects it to grow with each report.
+    pub progress: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+impl ProgressBody {
+    /// Checks the numbers and the message length.
+    pub fn check(&self) -> Result<(), String> {
+        if !self.progress.is_finite() || self.progress < 0.0 {
+            return Err("at $.progress: must be a number of at least 0".into());
+        }
+        if let Some(total) = self.total
+            && (!total.is_finite() || total < 0.0)
+        {
+            return Err("at $.total: must be a number of at least 0".into());
+        }
+        check_message(self.message.as_deref())
+    }
+}
+
+fn check_message(message: Option<&str>) -> Result<(), String> {
+    match message {
+        Some(m) if m.chars().count() > MAX_ERROR_MESSAGE => Err(format!(
+            "at $.message: at most {MAX_ERROR_MESSAGE} characters"
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `POST /api/v1/client-tools/requests/{id}/input`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputBody {
+    pub client_id: String,
+    /// What the user is asked, shown by the harness.
+    pub message: String,
+    /// The form: `{"type": "object", "properties": {...}, "required": [...]}` with properties
+    /// of type string, number, integer or boolean (a string may carry `enum`).
+    pub requested_schema: Value,
+}
+
+impl InputBody {
+    /// Checks the message and the form's shape.
+    pub fn check(&self) -> Result<(), String> {
+        if self.message.trim().is_empty() {
+            return Err("at $.message: required".into());
+        }
+        check_message(Some(&self.message))?;
+        let size = serde_json::to_vec(&self.requested_schema)
+            .map(|v| v.len())
+            .unwrap_or(usize::MAX);
+        if size > MAX_SCHEMA_BYTES {
+            return Err(format!(
+                "at $.requested_schema: {size} bytes, at most {MAX_SCHEMA_BYTES}"
+            ));
+        }
+        check_form(&self.requested_schema, "$.requested_schema")
+    }
+}
+
+/// The keywords a form property may use, by its type.
+fn property_keywords(kind: &str) -> Option<&'static [&'static str]> {
+    const COMMON: &[&str] = &["type", "title", "description", "default"];
+    Some(match kind {
+        "string" => &[
+            "type",
+            "title",
+            "description",
+            "default",
+            "minLength",
+            "maxLength",
+            "format",
+            "enum",
+            "enumNames",
+        ],
+        "number" | "integer" => &[
+            "type",
+            "title",
+            "description",
+            "default",
+            "minimum",
+            "maximum",
+        ],
+        "boolean" => COMMON,
+        _ => return None,
+    })
+}
+
+/// Checks an elicitation form schema (MCP's restricted subset), naming the path at fault.
+pub fn check_form(schema: &Value, at: &str) -> Result<(), String> {
+    let Some(root) = schema.as_object() else {
+        return Err(format!("at {at}: expected an object schema"));
+    };
+    if root.get("type").and_then(Value::as_str) != Some("object") {
+        return Err(format!("at {at}.type: must be \"object\""));
+    }
+    for key in root.keys() {
+        if !matches!(
+            key.as_str(),
+            "type" | "properties" | "required" | "title" | "description"
+        ) {
+            return Err(format!(
+                "at {at}.{key}: not allowed in a form (type, properties, required, title, description)"
+            ));
+        }
+    }
+    let empty = Map::new();
+    let properties = match root.get("properties") {
+        None => &empty,
+        Some(Value::Object(p)) => p,
+        Some(_) => return Err(format!("at {at}.properties: expected an object")),
+    };
+    for (name, prop) in properties {
+        check_property(prop, &format!("{at}.properties.{name}"))?;
+    }
+    match root.get("required") {
+        None => Ok(()),
+        Some(Value::Array(names)) => {
+            for (i, n) in names.iter().enumerate() {
+                match n.as_str() {
+                    Some(n) if properties.contains_key(n) => {}
+                    _ => {
+                        return Err(format!(
+                            "at {at}.required[{i}]: must name one of the properties"
+                        ));
+                    }
+                }
+            }
+            Ok(())
+        }
+        Some(_) => Err(format!("at {at}.required: expected an array of names")),
+    }
+}
+
+fn check_property(prop: &Value, at: &str) -> Result<(), String> {
+    let Some(obj) = prop.as_object() else {
+        return Err(format!("at {at}: expected an object"));
+    };
+    let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
+    let Some(allowed) = property_keywords(kind) else {
+        return Err(format!(
+            "at {at}.type: must be \"string\", \"number\", \"integer\" or \"boolean\""
+        ));
+    };
+    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        Some(k) => Err(format!("at {at}.{k}: not allowed for a {kind} property")),
+        None => Ok(()),
+    }
+}
+
+/// What the user did with a question.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InputAction {
+    Accept,
+    Decline,
+    Cancel,
+}
+
+/// The answer the app gets: `{action, content?}` (`content` only with `accept`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct InputAnswer {
+    pub action: InputAction,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub content: Option<Value>,
+}
+
+/// How a question ended on the sidecar: an answer, or a refusal with a documented code
+/// (`input_unsupported` when the harness cannot ask its user).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InputOutcome {
+    Answer(InputAnswer),
+    Refused { error: crate::content::AppError },
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn forms_are_flat_objects_of_primitives() {
+        let ok = json!({"type": "object", "properties": {
+            "ok": {"type": "boolean", "title": "Deploy?"},
+            "env": {"type": "string", "enum": ["prod", "dev"]},
+            "n": {"type": "integer", "minimum": 1}
+        }, "required": ["ok"]});
+        assert_eq!(check_form(&ok, "$.s"), Ok(()));
+        let cases = [
+            (json!([]), "at $.s: expected an object schema"),
+            (json!({"type": "string"}), "at $.s.type: must be \"object\""),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "object"}}}),
+                "at $.s.properties.a.type: must be \"string\", \"number\", \"integer\" or \"boolean\"",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "number", "enum": [1]}}}),
+                "at $.s.properties.a.enum: not allowed for a number property",
+            ),
+            (
+                json!({"type": "object", "properties": {}, "required": ["x"]}),
+                "at $.s.required[0]: must name one of the properties",
+            ),
+            (
+                json!({"type": "object", "anyOf": []}),
+                "at $.s.anyOf: not allowed in a form (type, properties, required, title, description)",
+            ),
+        ];
+        for (schema, want) in cases {
+            assert_eq!(check_form(&schema, "$.s"), Err(want.to_owned()), "{schema}");
+        }
+    }
+
+    #[test]
+    fn progress_numbers_are_checked() {
+        let body = |p: f64, t: Option<f64>| ProgressBody {
+            client_id: "c".into(),
+            progress: p,
+            total: t,
+            message: None,
+        };
+        assert!(body(1.0, Some(3.0)).check().is_ok());
+        assert!(
+            body(-1.0, None)
+                .check()
+                .unwrap_err()
+                .starts_with("at $.progress")
+        );
+        assert!(
+            body(1.0, Some(-2.0))
+                .check()
+                .unwrap_err()
+                .starts_with("at $.total")
+        );
+    }
+}
