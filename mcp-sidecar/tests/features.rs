@@ -459,7 +459,7 @@ async fn python_sdk_2026_session() {
     );
     let req = app.next_request().await;
     assert_eq!(req.data["agent"], "py-modern");
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "hi back"}]),
     )
@@ -551,7 +551,7 @@ async fn a_handoff_runs_as_a_task_for_a_harness_with_tasks() {
     // A plain tool stays a plain call.
     mcp.send(&call(2, "quick")).await;
     let req = app.next_request().await;
-    app.answer(
+    app.serve(
         req.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": "done"}]),
     )
@@ -572,7 +572,7 @@ async fn a_handoff_runs_as_a_task_for_a_harness_with_tasks() {
         let req = app.next_request().await;
         let working = mcp.request(get(100 + n, &task)).await;
         assert_eq!(working["result"]["status"], "working", "{working}");
-        app.answer(
+        app.serve(
             req.data["id"].as_str().unwrap(),
             json!([{"type": "text", "text": format!("{tool} answered")}]),
         )
