@@ -186,7 +186,9 @@ fn read_token(path: &Path) -> String {
 }
 
 /// Runs `leo broker --port 0` in `home`; returns the child once it prints its address.
-/// It logs at `RUST_LOG`, else `debug`, to `home/broker.stderr`.
+/// It logs at `RUST_LOG`, else `debug`, to a file of its own in `home` (`broker-N.stderr`):
+/// two brokers started on one home (a refused second start, a restart) never write over
+/// each other's log.
 pub async fn spawn(home: &Path) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
     spawn_logging(home, &level).await
@@ -197,7 +199,9 @@ pub async fn spawn_logging(
     home: &Path,
     log: &str,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    let stderr_path = home.join("broker.stderr");
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stderr_path = home.join(format!("broker-{n}.stderr"));
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
     let mut child = Command::new(bin("leo"))
         .args(["broker", "--port", "0"])
