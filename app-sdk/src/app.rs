@@ -41,6 +41,8 @@ pub enum Status {
 pub(crate) struct Group {
     pub name: String,
     pub tools: Vec<ToolDef>,
+    /// The agents the group is offered to (names or `*`/`?` globs); `None`: every agent.
+    pub agents: Option<Vec<String>>,
 }
 
 /// Everything a session needs, shared by its tasks.
@@ -67,7 +69,7 @@ pub struct Builder {
     token_file: Option<PathBuf>,
     device: Option<String>,
     name: Option<String>,
-    groups: Vec<(String, Vec<Tool>)>,
+    groups: Vec<(String, Option<Vec<String>>, Vec<Tool>)>,
     max_concurrent: Option<usize>,
     cancel_grace: Option<Duration>,
     backoff: Option<(Duration, Duration)>,
@@ -124,7 +126,22 @@ impl Builder {
         name: impl Into<String>,
         tools: impl IntoIterator<Item = Tool>,
     ) -> Builder {
-        self.groups.push((name.into(), tools.into_iter().collect()));
+        self.groups
+            .push((name.into(), None, tools.into_iter().collect()));
+        self
+    }
+
+    /// Serves `tools` as group `name`, offered only to `agents`: exact agent names or `*`/`?`
+    /// globs (`["rocket", "ci-*"]`). Other agents neither see the tools nor can call them.
+    pub fn group_for<S: Into<String>>(
+        mut self,
+        name: impl Into<String>,
+        agents: impl IntoIterator<Item = S>,
+        tools: impl IntoIterator<Item = Tool>,
+    ) -> Builder {
+        let agents = agents.into_iter().map(Into::into).collect();
+        self.groups
+            .push((name.into(), Some(agents), tools.into_iter().collect()));
         self
     }
 
@@ -190,7 +207,7 @@ impl Builder {
         let mut handlers = HashMap::new();
         let mut group_names = HashSet::new();
         let mut tool_names = HashSet::new();
-        for (name, tools) in self.groups {
+        for (name, agents, tools) in self.groups {
             if !is_valid_group_name(&name) {
                 return Err(Error::Config(format!(
                     "group name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
@@ -201,6 +218,10 @@ impl Builder {
             }
             if tools.is_empty() {
                 return Err(Error::Config(format!("group {name:?} has no tools")));
+            }
+            if let Some(agents) = &agents {
+                leo_protocol::tool::check_agent_patterns(agents)
+                    .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
             }
             let mut defs = Vec::new();
             for (i, tool) in tools.into_iter().enumerate() {
@@ -220,7 +241,11 @@ impl Builder {
                 );
                 defs.push(tool.def);
             }
-            groups.push(Group { name, tools: defs });
+            groups.push(Group {
+                name,
+                tools: defs,
+                agents,
+            });
         }
         let (status, _) = watch::channel(Status::Connecting);
         Ok(App {

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
-use crate::app::{Settings, Status};
+use crate::app::{Group, Settings, Status};
 use crate::call::from_pending;
 use crate::calls::Calls;
 use crate::error::{Error, Result};
@@ -141,7 +141,7 @@ impl Session {
         };
         let link = Arc::new(Link::new(client.clone(), hello.client_id.clone())?);
         for group in &settings.groups {
-            register(&client, &hello.client_id, &group.name, &group.tools).await?;
+            register(&client, &hello.client_id, group).await?;
         }
         let pending: Vec<PendingRequest> = client
             .get("/api/v1/client-tools/requests?pending=1")
@@ -168,18 +168,14 @@ impl Session {
 }
 
 /// Registers one group; a refusal other than a lost stream is fatal.
-async fn register(
-    client: &Client,
-    client_id: &str,
-    group: &str,
-    tools: &[leo_protocol::tool::ToolDef],
-) -> Result<()> {
+async fn register(client: &Client, client_id: &str, group: &Group) -> Result<()> {
     let body = RegisterBody {
         client_id: client_id.to_owned(),
-        group: group.to_owned(),
-        tools: tools.to_vec(),
-        agents: None,
+        group: group.name.clone(),
+        tools: group.tools.clone(),
+        agents: group.agents.clone(),
     };
+    let group = group.name.as_str();
     let body = serde_json::to_vec(&body).map_err(|e| Error::Config(e.to_string()))?;
     let answer = client
         .post("/api/v1/client-tools", Chunks::new([body.into()]))

@@ -11,4 +11,5 @@ mod cancel;
 mod concurrency;
 mod reconnect;
 mod refusals;
+mod scope;
 mod typed;

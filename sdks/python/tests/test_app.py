@@ -332,8 +332,41 @@ class Recovery(unittest.TestCase):
         self.assertEqual(second.communicate(timeout=20)[0].strip(), "app: c")
 
 
+class Scope(Case):
+    def test_a_group_for_chosen_agents_reaches_them_and_no_other(self) -> None:
+        app = App("open", home=self.broker.home, agents={"deploy": ["rocket", "ci-*"]})
+
+        @app.tool(group="deploy")
+        def deploy_now() -> str:
+            "Deploys"
+            return "deployed"
+
+        @app.tool
+        def open_tool() -> str:
+            "Open to all"
+            return "open"
+
+        self.start(app)
+        ci = McpAgent(self.broker, "ci-7")
+        self.addCleanup(ci.close)
+        self.assertEqual(text_of(ci.call("deploy_now", {})), "deployed")
+        scout = McpAgent(self.broker, "scout")
+        self.addCleanup(scout.close)
+        self.assertEqual(text_of(scout.call("open_tool", {})), "open")
+        refused = scout.call("deploy_now", {})
+        self.assertTrue(refused["isError"])
+        self.assertIn("no_client", text_of(refused))
+        listed = text_of(scout.rpc("tools/call", {"name": "leo_app_tools", "arguments": {}}))
+        self.assertIn("open_tool", listed)
+        self.assertNotIn("deploy_now", listed)
+
+
 class Settings(unittest.TestCase):
     def test_bad_settings_fail_early(self) -> None:
+        with self.assertRaises(ValueError):
+            App("g", agents=[])
+        with self.assertRaises(ValueError):
+            App("g", agents={"g": "ci-*"})
         with self.assertRaises(ValueError):
             App("g", url="https://x:1")
         with self.assertRaises(ValueError):

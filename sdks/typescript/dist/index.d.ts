@@ -74,6 +74,12 @@ export interface AppOptions {
     cancelGraceMs?: number;
     /** The reconnect delay: first, doubling to cap (default 100 ms to 5 s), jittered. */
     backoffMs?: [number, number];
+    /**
+     * The agents the tools are offered to: exact names or `*`/`?` globs. A list applies to the
+     * app's group, `{ deploy: ["ci-*"] }` to each group named. Other agents neither see nor can
+     * call those tools. Left out, every agent gets them.
+     */
+    agents?: string[] | Record<string, string[]>;
 }
 export type Status = "connecting" | "serving" | "waiting" | "stopped";
 /** `$LEO_HOME`, else `~/.leo`. */
@@ -90,6 +96,7 @@ export declare class App {
     private readonly maxConcurrent;
     private readonly graceMs;
     private readonly backoffMs;
+    private readonly agents;
     private readonly tools;
     private statusNow;
     private clientIdNow?;

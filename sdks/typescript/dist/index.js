@@ -71,6 +71,18 @@ async function zodToJsonSchema(schema) {
     delete json.$schema;
     return json;
 }
+/** `agents` as a map from group to its agents; the broker checks the patterns themselves. */
+function agentsByGroup(group, agents) {
+    if (agents === undefined)
+        return new Map();
+    const byGroup = new Map(Array.isArray(agents) ? [[group, agents]] : Object.entries(agents));
+    for (const [g, patterns] of byGroup) {
+        if (!Array.isArray(patterns) || patterns.length === 0 || !patterns.every((p) => typeof p === "string")) {
+            throw new Error(`agents for group ${g} must be a non-empty list of agent names or globs`);
+        }
+    }
+    return byGroup;
+}
 /** An app that serves tools through the Leo broker. */
 export class App {
     group;
@@ -81,6 +93,7 @@ export class App {
     maxConcurrent;
     graceMs;
     backoffMs;
+    agents;
     tools = new Map();
     statusNow = "stopped";
     clientIdNow;
@@ -104,6 +117,7 @@ export class App {
         this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
         this.graceMs = o.cancelGraceMs ?? 5000;
         this.backoffMs = o.backoffMs ?? [100, 5000];
+        this.agents = agentsByGroup(o.group, o.agents);
     }
     /** Declares a tool. */
     tool(t) {
@@ -187,6 +201,7 @@ export class App {
             maxConcurrent: this.maxConcurrent,
             graceMs: this.graceMs,
             backoffMs: this.backoffMs,
+            agents: this.agents,
             setStatus: (st, id) => this.setStatus(st, id),
         });
         try {
@@ -338,7 +353,8 @@ class Serving {
                 groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
             for (const [group, defs] of groups) {
                 try {
-                    data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs })));
+                    const agents = this.s.agents.get(group);
+                    data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) })));
                 }
                 catch (e) {
                     if (e instanceof Refused && e.code !== "unknown_client")

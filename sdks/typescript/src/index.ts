@@ -82,6 +82,12 @@ export interface AppOptions {
   cancelGraceMs?: number;
   /** The reconnect delay: first, doubling to cap (default 100 ms to 5 s), jittered. */
   backoffMs?: [number, number];
+  /**
+   * The agents the tools are offered to: exact names or `*`/`?` globs. A list applies to the
+   * app's group, `{ deploy: ["ci-*"] }` to each group named. Other agents neither see nor can
+   * call those tools. Left out, every agent gets them.
+   */
+  agents?: string[] | Record<string, string[]>;
 }
 
 export type Status = "connecting" | "serving" | "waiting" | "stopped";
@@ -160,6 +166,18 @@ async function zodToJsonSchema(schema: ZodLike<unknown>): Promise<Record<string,
   return json;
 }
 
+/** `agents` as a map from group to its agents; the broker checks the patterns themselves. */
+function agentsByGroup(group: string, agents: AppOptions["agents"]): Map<string, string[]> {
+  if (agents === undefined) return new Map();
+  const byGroup = new Map(Array.isArray(agents) ? [[group, agents]] : Object.entries(agents));
+  for (const [g, patterns] of byGroup) {
+    if (!Array.isArray(patterns) || patterns.length === 0 || !patterns.every((p) => typeof p === "string")) {
+      throw new Error(`agents for group ${g} must be a non-empty list of agent names or globs`);
+    }
+  }
+  return byGroup;
+}
+
 /** An app that serves tools through the Leo broker. */
 export class App {
   readonly group: string;
@@ -170,6 +188,7 @@ export class App {
   private readonly maxConcurrent: number;
   private readonly graceMs: number;
   private readonly backoffMs: [number, number];
+  private readonly agents: Map<string, string[]>;
   private readonly tools = new Map<string, ToolEntry>();
   private statusNow: Status = "stopped";
   private clientIdNow?: string;
@@ -193,6 +212,7 @@ export class App {
     this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
     this.graceMs = o.cancelGraceMs ?? 5000;
     this.backoffMs = o.backoffMs ?? [100, 5000];
+    this.agents = agentsByGroup(o.group, o.agents);
   }
 
   /** Declares a tool. */
@@ -275,6 +295,7 @@ export class App {
       maxConcurrent: this.maxConcurrent,
       graceMs: this.graceMs,
       backoffMs: this.backoffMs,
+      agents: this.agents,
       setStatus: (st, id) => this.setStatus(st, id),
     });
     try {
@@ -296,6 +317,8 @@ interface Settings {
   maxConcurrent: number;
   graceMs: number;
   backoffMs: [number, number];
+  /** The agents each group is offered to (absent: every agent). */
+  agents: Map<string, string[]>;
   setStatus: (s: Status, clientId?: string) => void;
 }
 
@@ -439,7 +462,8 @@ class Serving {
       for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
       for (const [group, defs] of groups) {
         try {
-          data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs })));
+          const agents = this.s.agents.get(group);
+          data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) })));
         } catch (e) {
           if (e instanceof Refused && e.code !== "unknown_client") throw new FatalError(`cannot register group ${group}: ${e.message}`);
           throw e;

@@ -168,12 +168,37 @@ describe("reconnect", () => {
   });
 });
 
+describe("scope", () => {
+  const ctx = context();
+  test("a group for chosen agents reaches them and no other", async () => {
+    const app = new App({ group: "open", home: ctx.broker.home, agents: { deploy: ["rocket", "ci-*"] } })
+      .tool({ name: "deploy_now", description: "Deploys", group: "deploy", handler: () => "deployed" })
+      .tool({ name: "open_tool", description: "Open to all", handler: () => "open" });
+    await ctx.start(app);
+    const agent = async (name) => {
+      const a = new McpAgent(ctx.broker, name);
+      ctx.cleanups.push(() => a.close());
+      await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "leo-app-node-tests", version: "1" } });
+      a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
+      return a;
+    };
+    const ci = await agent("ci-7");
+    assert.equal(textOf(await ci.call("deploy_now", {})), "deployed");
+    const scout = await agent("scout");
+    assert.equal(textOf(await scout.call("open_tool", {})), "open");
+    const refused = await scout.call("deploy_now", {});
+    assert.equal(refused.isError, true);
+    assert.match(textOf(refused), /no_client/);
+  });
+});
+
 describe("settings", () => {
   const ctx = context();
   test("bad settings fail early and a refused group ends the app", async () => {
     assert.throws(() => new App({ group: "g", url: "https://x:1" }));
     assert.throws(() => new App({ group: "g", url: "http://127.0.0.1" }));
     assert.throws(() => new App({ group: "g", token: "a", device: "b" }));
+    assert.throws(() => new App({ group: "g", agents: [] }));
     assert.throws(() => new App({ group: "g" }).tool({ name: "t", description: "", handler: () => "" }));
     const app = new App({ group: "g", home: ctx.broker.home }).tool({ name: "leo_reserved", description: "Reserved", handler: () => "" });
     await assert.rejects(app.start(), (e) => e instanceof FatalError && /invalid_tool/.test(e.message));

@@ -57,6 +57,23 @@ def default_home() -> Path:
     return Path(home) if home else Path.home() / ".leo"
 
 
+def _agents_by_group(
+    group: str, agents: list[str] | dict[str, list[str]] | None
+) -> dict[str, list[str]]:
+    """`App(agents=...)` as a map from group to its agents; the broker checks the patterns."""
+    if agents is None:
+        return {}
+    by_group = {group: agents} if isinstance(agents, list) else dict(agents)
+    for g, patterns in by_group.items():
+        if not isinstance(patterns, list) or not patterns or not all(
+            isinstance(p, str) for p in patterns
+        ):
+            raise ValueError(
+                f"agents for group {g!r} must be a non-empty list of agent names or globs"
+            )
+    return by_group
+
+
 class App:
     """An app that serves tools through the Leo broker.
 
@@ -64,6 +81,10 @@ class App:
     (`state/operator.token`). `url="http://127.0.0.1:8370"` uses TCP; `device="phone"`
     presents a paired device's token (`state/devices/phone.token`); `token=` and `token_file=`
     take any other. Token files are read at every connection attempt.
+
+    `agents=["rocket", "ci-*"]` offers the app's group only to those agents (exact names or
+    `*`/`?` globs); `agents={"deploy": ["ci-*"]}` does it per group. Other agents neither see
+    nor can call those tools. Left out, every agent gets them.
     """
 
     def __init__(
@@ -80,8 +101,11 @@ class App:
         max_concurrent: int = 64,
         cancel_grace: float = 5.0,
         backoff: tuple[float, float] = (0.1, 5.0),
+        agents: list[str] | dict[str, list[str]] | None = None,
     ):
         self.group = group
+        #: The agents each group is offered to (absent: every agent).
+        self.agents = _agents_by_group(group, agents)
         #: The app's name, sent to the broker with the event stream when set.
         self.name = name
         home_path = Path(home) if home is not None else default_home()
@@ -383,11 +407,13 @@ class _Serving:
         return groups
 
     async def register(self, session: _Session, group: str, tools: list[Tool]) -> None:
-        body = json.dumps(
-            {"client_id": session.client_id, "group": group,
-             "tools": [t.definition() for t in tools]},
-            separators=(",", ":"),
-        ).encode()
+        registration: dict[str, Any] = {
+            "client_id": session.client_id, "group": group,
+            "tools": [t.definition() for t in tools],
+        }
+        if group in self.app.agents:
+            registration["agents"] = self.app.agents[group]
+        body = json.dumps(registration, separators=(",", ":")).encode()
         try:
             (await session.client.post("/api/v1/client-tools", body)).data()
         except Refused as e:
