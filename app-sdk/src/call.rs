@@ -6,12 +6,21 @@
 //! in a `select!`) to stop early and clean up; see `App` for what happens to a handler that
 //! does not.
 
+use std::sync::Arc;
+
+use bytes::Bytes;
+use leo_protocol::ErrorCode;
 use leo_protocol::content::AppError;
 use leo_protocol::events::RequestEvent;
+use leo_protocol::input::{InputAnswer, InputBody, ProgressBody};
 use leo_protocol::requests::PendingRequest;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
+
+use crate::error::{Error, Result};
+use crate::transport::Chunks;
+use crate::worker::Link;
 
 /// A call to answer.
 #[derive(Debug, Clone)]
@@ -33,6 +42,9 @@ pub struct Call {
     /// When the agent called (RFC 3339).
     pub created_at: String,
     pub(crate) cancel: CancellationToken,
+    /// How to reach the broker as the call's claimant; `None` for a tool that answers at once
+    /// (its calls are never claimed before the reply, so it cannot report or ask).
+    pub(crate) claimant: Option<Arc<Link>>,
 }
 
 impl Call {
@@ -64,7 +76,75 @@ impl Call {
         &self.cancel
     }
 
-    pub(crate) fn new(request: RequestEvent, cancel: CancellationToken) -> Call {
+    /// Reports how far the work is: `progress` (growing with each report), out of `total` when
+    /// known, with a short `message`. The agent's harness shows it when it gave the call a
+    /// progress token, and each report keeps the call's keep-alive quiet. A report after the
+    /// call ended is dropped quietly (`Ok`).
+    pub async fn progress(
+        &self,
+        progress: f64,
+        total: Option<f64>,
+        message: Option<&str>,
+    ) -> Result<()> {
+        let link = self.claimant("report progress")?;
+        let body = ProgressBody {
+            client_id: link.client_id.clone(),
+            progress,
+            total,
+            message: message.map(str::to_owned),
+        };
+        body.check().map_err(Error::Config)?;
+        let path = format!("/api/v1/client-tools/requests/{}/progress", self.id);
+        let answer = link.client.post(&path, json_body(&body)?).await?;
+        match answer.data::<Value>() {
+            Ok(_) => Ok(()),
+            Err(Error::Refused {
+                code: ErrorCode::AlreadySettled | ErrorCode::UnknownRequest,
+                ..
+            }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Asks the agent's user `message` through the harness, with a form (`requested_schema`:
+    /// an object of string, number, integer or boolean properties) and waits for the answer,
+    /// at most until the call ends. A harness that cannot ask its user answers at once with
+    /// `Error::Refused { code: ErrorCode::InputUnsupported, .. }`: fall back then (ask in the
+    /// app's own window, or go on with a default).
+    pub async fn ask(
+        &self,
+        message: impl Into<String>,
+        requested_schema: Value,
+    ) -> Result<InputAnswer> {
+        let link = self.claimant("ask the user")?;
+        let body = InputBody {
+            client_id: link.client_id.clone(),
+            message: message.into(),
+            requested_schema,
+        };
+        body.check().map_err(Error::Config)?;
+        let path = format!("/api/v1/client-tools/requests/{}/input", self.id);
+        // Bounded by the call: the broker answers at its deadline or when it ends.
+        link.client
+            .post_unbounded(&path, json_body(&body)?)
+            .await?
+            .data()
+    }
+
+    fn claimant(&self, what: &str) -> Result<&Link> {
+        self.claimant.as_deref().ok_or_else(|| {
+            Error::Config(format!(
+                "tool {:?} answers at once: its calls are not claimed, so it cannot {what}",
+                self.tool
+            ))
+        })
+    }
+
+    pub(crate) fn new(
+        request: RequestEvent,
+        cancel: CancellationToken,
+        claimant: Option<Arc<Link>>,
+    ) -> Call {
         Call {
             id: request.id,
             agent: request.agent,
@@ -75,8 +155,14 @@ impl Call {
             timeout_s: request.timeout_s,
             created_at: request.created_at,
             cancel,
+            claimant,
         }
     }
+}
+
+fn json_body<T: serde::Serialize>(body: &T) -> Result<Chunks> {
+    let bytes = serde_json::to_vec(body).map_err(|e| Error::Config(e.to_string()))?;
+    Ok(Chunks::new([Bytes::from(bytes)]))
 }
 
 /// A pending request as `?pending=1` lists it, in the shape the stream announces it.

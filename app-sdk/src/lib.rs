@@ -105,6 +105,8 @@ pub use endpoint::{Endpoint, TokenSource, default_home};
 pub use error::{Error, Result};
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
+pub use leo_protocol::input::{InputAction, InputAnswer};
+pub use leo_protocol::tool::{Execution, ToolAnnotations};
 pub use reply::{RawContent, Reply, content};
 /// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).
 pub use schemars::{self, JsonSchema};

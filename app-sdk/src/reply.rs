@@ -54,8 +54,9 @@ pub struct Reply(pub(crate) Outcome);
 
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) enum Outcome {
-    /// A JSON array of content blocks, serialized.
-    Content(Bytes),
+    /// A JSON array of content blocks, serialized, and the structured content (a JSON object,
+    /// serialized) when there is one.
+    Content(Bytes, Option<Bytes>),
     /// `{ok: false, error}`.
     Error(AppError),
 }
@@ -83,7 +84,7 @@ impl Reply {
     pub fn content(blocks: impl IntoIterator<Item = Value>) -> Reply {
         let blocks: Vec<Value> = blocks.into_iter().collect();
         match serde_json::to_vec(&blocks) {
-            Ok(bytes) => Reply(Outcome::Content(Bytes::from(bytes))),
+            Ok(bytes) => Reply(Outcome::Content(Bytes::from(bytes), None)),
             Err(e) => Reply::error("internal", format!("cannot encode the result: {e}")),
         }
     }
@@ -92,7 +93,40 @@ impl Reply {
     /// posted byte for byte; the broker checks it and, if it is refused, the call fails with
     /// the broker's `invalid_result` or `result_too_large` message instead of hanging.
     pub fn raw_content(json: impl Into<RawContent>) -> Reply {
-        Reply(Outcome::Content(json.into().0))
+        Reply(Outcome::Content(json.into().0, None))
+    }
+
+    /// Structured content: `value` must serialize to a JSON object; a tool registered with an
+    /// `output_schema` must answer this way, and the broker checks `value` against the schema.
+    /// The agent gets it as `structuredContent`, and a text block of the same JSON for clients
+    /// that read only content. `Reply::structured(&v).with_content(blocks)` sends blocks too.
+    pub fn structured<T: Serialize + ?Sized>(value: &T) -> Reply {
+        match serde_json::to_value(value) {
+            Ok(Value::Object(object)) => match serde_json::to_vec(&object) {
+                Ok(bytes) => Reply(Outcome::Content(
+                    Bytes::from_static(b"[]"),
+                    Some(Bytes::from(bytes)),
+                )),
+                Err(e) => Reply::error("internal", format!("cannot encode the result: {e}")),
+            },
+            Ok(_) => Reply::error(
+                "internal",
+                "structured content must be a JSON object".to_owned(),
+            ),
+            Err(e) => Reply::error("internal", format!("cannot encode the result: {e}")),
+        }
+    }
+
+    /// This reply's structured content with these content blocks next to it (the agent then
+    /// gets the blocks instead of a text copy of the JSON). An error reply stays as it is.
+    pub fn with_content(self, blocks: impl IntoIterator<Item = Value>) -> Reply {
+        let Reply(Outcome::Content(_, structured)) = self else {
+            return self;
+        };
+        match Reply::content(blocks).0 {
+            Outcome::Content(content, _) => Reply(Outcome::Content(content, structured)),
+            error => Reply(error),
+        }
     }
 
     /// The app's own error; the agent sees `"<code>: <message>"`. `code` should be 1 to 64 of
@@ -116,7 +150,15 @@ impl Reply {
     /// The serialized content, for a content reply.
     pub fn content_bytes(&self) -> Option<&[u8]> {
         match &self.0 {
-            Outcome::Content(bytes) => Some(bytes),
+            Outcome::Content(bytes, _) => Some(bytes),
+            Outcome::Error(_) => None,
+        }
+    }
+
+    /// The serialized structured content, for a structured reply.
+    pub fn structured_bytes(&self) -> Option<&[u8]> {
+        match &self.0 {
+            Outcome::Content(_, structured) => structured.as_deref(),
             Outcome::Error(_) => None,
         }
     }
@@ -124,7 +166,7 @@ impl Reply {
     /// The app error, for an error reply.
     pub fn app_error(&self) -> Option<&AppError> {
         match &self.0 {
-            Outcome::Content(_) => None,
+            Outcome::Content(..) => None,
             Outcome::Error(e) => Some(e),
         }
     }

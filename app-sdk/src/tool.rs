@@ -4,7 +4,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 
-use leo_protocol::tool::ToolDef;
+use leo_protocol::tool::{Execution, ToolAnnotations, ToolDef};
 use schemars::JsonSchema;
 use schemars::generate::SchemaSettings;
 use serde::de::DeserializeOwned;
@@ -123,6 +123,38 @@ impl Tool {
     /// A short human title.
     pub fn label(mut self, label: impl Into<String>) -> Tool {
         self.def.label = Some(label.into());
+        self
+    }
+
+    /// The title a harness shows instead of the name (MCP `title`; `label` when absent).
+    pub fn title(mut self, title: impl Into<String>) -> Tool {
+        self.def.title = Some(title.into());
+        self
+    }
+
+    /// Hints for the harness (read-only, destructive, idempotent, open-world), which it may
+    /// use to decide whether to ask its user before a call. Leo does not check them.
+    pub fn annotations(mut self, annotations: ToolAnnotations) -> Tool {
+        self.def.annotations = Some(annotations);
+        self
+    }
+
+    /// An object schema for the reply's structured content: the handler must then answer
+    /// with `Reply::structured`, which the broker checks against it.
+    pub fn output_schema(mut self, schema: Value) -> Tool {
+        self.def.output_schema = Some(schema);
+        self
+    }
+
+    /// `output_schema` derived from `T`, as `typed` derives the input schema.
+    pub fn output_schema_for<T: JsonSchema>(self) -> Tool {
+        self.output_schema(schema_for::<T>())
+    }
+
+    /// How a harness that supports MCP tasks runs the tool's calls (`Execution::Task` lets a
+    /// long call run without blocking the conversation).
+    pub fn execution(mut self, execution: Execution) -> Tool {
+        self.def.execution = Some(execution);
         self
     }
 

@@ -282,6 +282,12 @@ impl Client {
         self.send("POST", path, body).await
     }
 
+    /// `POST path` without the client's bound: for a request the broker itself bounds (a
+    /// question to the user ends with its call).
+    pub(crate) async fn post_unbounded(&self, path: &str, body: Chunks) -> Result<Answer> {
+        self.send_now("POST", path, body).await
+    }
+
     /// `POST path` with a JSON body (already serialized, sent as it is).
     pub async fn post_json(&self, path: &str, json: impl Into<Vec<u8>>) -> Result<Answer> {
         self.post(path, Chunks::new([Bytes::from(json.into())]))

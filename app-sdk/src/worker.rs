@@ -36,6 +36,14 @@ pub struct Link {
     claim_ok_prefix: Bytes,
 }
 
+impl std::fmt::Debug for Link {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Link")
+            .field("client_id", &self.client_id)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Link {
     pub fn new(client: Arc<Client>, client_id: String) -> Result<Link> {
         let encode = |e: serde_json::Error| Error::Protocol {
@@ -70,15 +78,26 @@ impl Link {
         })
     }
 
+    fn prefix(&self, claim: bool) -> Bytes {
+        if claim {
+            self.claim_ok_prefix.clone()
+        } else {
+            self.ok_prefix.clone()
+        }
+    }
+
     fn result_body(&self, reply: &Reply, claim: bool) -> Chunks {
         match &reply.0 {
-            Outcome::Content(content) => Chunks::new([
-                if claim {
-                    self.claim_ok_prefix.clone()
-                } else {
-                    self.ok_prefix.clone()
-                },
+            Outcome::Content(content, None) => Chunks::new([
+                self.prefix(claim),
                 content.clone(),
+                Bytes::from_static(b"}"),
+            ]),
+            Outcome::Content(content, Some(structured)) => Chunks::new([
+                self.prefix(claim),
+                content.clone(),
+                Bytes::from_static(b",\"structured_content\":"),
+                structured.clone(),
                 Bytes::from_static(b"}"),
             ]),
             Outcome::Error(error) => {
@@ -127,7 +146,12 @@ pub async fn work(
     if (!at_once && !claim(&link, &id).await) || control.token.is_cancelled() {
         return;
     }
-    let mut task = tokio::spawn(handler(Call::new(request, control.token.clone())));
+    let call = Call::new(
+        request,
+        control.token.clone(),
+        (!at_once).then(|| link.clone()),
+    );
+    let mut task = tokio::spawn(handler(call));
     let joined = tokio::select! {
         joined = &mut task => joined,
         () = control.token.cancelled() => match tokio::time::timeout(grace, &mut task).await {

@@ -9,6 +9,7 @@ mod support;
 mod calls;
 mod cancel;
 mod concurrency;
+mod features;
 mod reconnect;
 mod refusals;
 mod scope;

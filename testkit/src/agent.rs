@@ -10,9 +10,10 @@ use std::time::Duration;
 
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
-    Implementation, ProgressNotificationParam, ProtocolVersion, Tool,
+    ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
+    FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion, Tool,
 };
-use rmcp::service::{NotificationContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
 use serde_json::Value;
@@ -25,6 +26,10 @@ use crate::{WAIT, bin};
 pub struct Seen {
     pub list_changed: AtomicUsize,
     pub progress: AtomicUsize,
+    /// The messages of progress notifications that carried one, in order.
+    pub progress_messages: Mutex<Vec<String>>,
+    /// The questions (`elicitation/create` messages) the harness was asked, in order.
+    pub questions: Mutex<Vec<String>>,
     /// Custom notifications (`notifications/claude/channel`…), as `(method, params)`.
     pub custom: Mutex<Vec<(String, Value)>>,
 }
@@ -34,14 +39,38 @@ pub struct Seen {
 pub struct Harness {
     name: String,
     seen: Arc<Seen>,
+    /// What the user answers to every question; `None`: the harness declares no elicitation.
+    answers: Option<Value>,
 }
 
 impl ClientHandler for Harness {
     fn get_info(&self) -> ClientConfig {
+        let mut capabilities = ClientCapabilities::default();
+        if self.answers.is_some() {
+            let mut elicitation = ElicitationCapability::default();
+            elicitation.form = Some(FormElicitationCapability::default());
+            capabilities.elicitation = Some(elicitation);
+        }
         ClientConfig::new(
-            ClientCapabilities::default(),
+            capabilities,
             Implementation::new(self.name.clone(), "9.9.9"),
         )
+    }
+
+    async fn create_elicitation(
+        &self,
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, rmcp::ErrorData> {
+        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+            self.seen.questions.lock().unwrap().push(message);
+        }
+        Ok(match &self.answers {
+            Some(content) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(content.clone())
+            }
+            None => ElicitResult::new(ElicitationAction::Decline),
+        })
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -50,9 +79,12 @@ impl ClientHandler for Harness {
 
     async fn on_progress(
         &self,
-        _params: ProgressNotificationParam,
+        params: ProgressNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
+        if let Some(message) = params.message {
+            self.seen.progress_messages.lock().unwrap().push(message);
+        }
         self.seen.progress.fetch_add(1, Ordering::SeqCst);
     }
 
@@ -81,6 +113,8 @@ pub struct AgentOpts {
     pub env: Vec<(String, String)>,
     /// Open with `server/discover` (rmcp's `ClientLifecycleMode::Auto`), as 2026-07-28 clients do.
     pub discover_first: bool,
+    /// Declare form elicitation and accept every question with this content.
+    pub answers: Option<Value>,
 }
 
 impl AgentOpts {
@@ -91,6 +125,7 @@ impl AgentOpts {
             client_name: "leo-test-harness".into(),
             env: Vec::new(),
             discover_first: false,
+            answers: None,
         }
     }
 
@@ -108,6 +143,12 @@ impl AgentOpts {
             client_name: client_name.to_owned(),
             ..AgentOpts::native(agent)
         }
+    }
+
+    /// The harness asks its user every question and the user accepts with `content`.
+    pub fn answering(mut self, content: Value) -> AgentOpts {
+        self.answers = Some(content);
+        self
     }
 
     pub fn env(mut self, key: &str, value: &str) -> AgentOpts {
@@ -159,6 +200,7 @@ impl Agent {
         let harness = Harness {
             name: opts.client_name.clone(),
             seen: seen.clone(),
+            answers: opts.answers.clone(),
         };
         let started = if opts.discover_first {
             let lifecycle = ClientLifecycleMode::Auto {

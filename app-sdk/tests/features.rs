@@ -1,0 +1,144 @@
+//! The MCP features a Rust app reaches harnesses with, end to end through the real broker and
+//! `leo-mcp`: a tool's title, annotations and output schema; structured replies (the broker
+//! checks them against the schema); progress with messages; questions for the user, answered
+//! or refused at once to a harness that cannot ask.
+
+use leo_app::{Call, Error, ErrorCode, InputAction, JsonSchema, Reply, Tool, ToolAnnotations};
+use leo_testkit::Broker;
+use leo_testkit::agent::{Agent, AgentOpts, error_text, text_of, wait_until};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::support::{Running, builder};
+
+#[derive(Serialize, JsonSchema)]
+struct Record {
+    build: u32,
+    url: String,
+}
+
+fn tools() -> Vec<Tool> {
+    vec![
+        Tool::new(
+            "record",
+            "Returns the build record",
+            |call: Call| async move {
+                call.progress(1.0, Some(2.0), Some("fetching the record"))
+                    .await
+                    .expect("progress");
+                Reply::structured(&Record {
+                    build: 42,
+                    url: "https://ci.example/42".into(),
+                })
+            },
+        )
+        .title("Build record")
+        .annotations(ToolAnnotations {
+            read_only_hint: Some(true),
+            ..ToolAnnotations::default()
+        })
+        .output_schema_for::<Record>(),
+        Tool::new(
+            "bad_record",
+            "Returns a record of the wrong shape",
+            |_call: Call| async { Reply::structured(&json!({"build": "forty-two"})) },
+        )
+        .output_schema_for::<Record>(),
+        Tool::new("confirm", "Asks before it goes", |call: Call| async move {
+            let form = json!({
+                "type": "object",
+                "properties": {"confirm": {"type": "boolean", "title": "Go ahead?"}},
+                "required": ["confirm"]
+            });
+            match call.ask("Deploy to prod?", form).await {
+                Ok(answer) if answer.action == InputAction::Accept => {
+                    Reply::text(format!("answer: {}", answer.content.unwrap_or_default()))
+                }
+                Ok(answer) => Reply::text(format!("{:?}", answer.action)),
+                Err(Error::Refused {
+                    code: ErrorCode::InputUnsupported,
+                    ..
+                }) => Reply::text("cannot ask: going on with the default"),
+                Err(e) => Reply::error("ask_failed", e.to_string()),
+            }
+        }),
+        Tool::new(
+            "quick",
+            "Answers at once and cannot report",
+            |call: Call| async move {
+                match call.progress(1.0, None, None).await {
+                    Err(Error::Config(message)) => Reply::text(message),
+                    other => Reply::error("unexpected", format!("{other:?}")),
+                }
+            },
+        )
+        .answers_at_once(),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn titles_structured_replies_and_progress_reach_the_harness() {
+    let broker = Broker::start().await;
+    let app = Running::start(builder(&broker).group("ci", tools()).build().unwrap()).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
+
+    let listed = agent.tools().await;
+    let record = listed.iter().find(|t| t.name == "record").expect("record");
+    assert_eq!(record.title.as_deref(), Some("Build record"));
+    assert_eq!(
+        record.annotations.as_ref().and_then(|a| a.read_only_hint),
+        Some(true)
+    );
+    let schema =
+        serde_json::to_value(record.output_schema.as_ref().expect("outputSchema")).unwrap();
+    assert_eq!(schema["required"], json!(["build", "url"]));
+
+    let result = agent.call("record", json!({})).await;
+    assert_eq!(
+        result.structured_content,
+        Some(json!({"build": 42, "url": "https://ci.example/42"}))
+    );
+    wait_until("the app's progress message", || {
+        agent
+            .seen
+            .progress_messages
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|m| m == "fetching the record")
+    })
+    .await;
+
+    let refused = error_text(&agent.call("bad_record", json!({})).await);
+    assert!(
+        refused.contains("invalid_result") && refused.contains("$.structured_content.build"),
+        "{refused}"
+    );
+    let quick = text_of(&agent.call("quick", json!({})).await);
+    assert!(quick.contains("cannot report progress"), "{quick}");
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_is_answered_by_the_user_or_refused_at_once() {
+    let broker = Broker::start().await;
+    let app = Running::start(builder(&broker).group("ci", tools()).build().unwrap()).await;
+
+    let asks = Agent::start(
+        broker.home(),
+        AgentOpts::native("rocket").answering(json!({"confirm": true})),
+    )
+    .await;
+    assert_eq!(
+        text_of(&asks.call("confirm", json!({})).await),
+        r#"answer: {"confirm":true}"#
+    );
+    assert_eq!(*asks.seen.questions.lock().unwrap(), ["Deploy to prod?"]);
+
+    let cannot = Agent::start(broker.home(), AgentOpts::native("scout")).await;
+    assert_eq!(
+        text_of(&cannot.call("confirm", json!({})).await),
+        "cannot ask: going on with the default"
+    );
+    app.stop().await.unwrap();
+}
