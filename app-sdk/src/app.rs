@@ -53,11 +53,17 @@ pub(crate) struct Settings {
     pub token: TokenSource,
     pub groups: Vec<Group>,
     /// Tool name → (group, handler, answers at once).
-    pub handlers: HashMap<String, (String, Handler, bool)>,
+    pub handlers: Handlers,
     pub max_concurrent: usize,
     pub cancel_grace: Duration,
     pub backoff: (Duration, Duration),
 }
+
+/// A group as the builder was given it: name, agents (`None`: every agent), tools.
+type Declared = (String, Option<Vec<String>>, Vec<Tool>);
+
+/// Each tool's group, handler and whether it answers at once, by tool name.
+pub(crate) type Handlers = HashMap<String, (String, Handler, bool)>;
 
 /// Builds an `App`.
 #[derive(Debug, Default)]
@@ -69,7 +75,7 @@ pub struct Builder {
     token_file: Option<PathBuf>,
     device: Option<String>,
     name: Option<String>,
-    groups: Vec<(String, Option<Vec<String>>, Vec<Tool>)>,
+    groups: Vec<Declared>,
     max_concurrent: Option<usize>,
     cancel_grace: Option<Duration>,
     backoff: Option<(Duration, Duration)>,
@@ -190,11 +196,6 @@ impl Builder {
                 ));
             }
         };
-        if self.groups.is_empty() {
-            return Err(Error::Config(
-                "an app needs at least one group of tools".into(),
-            ));
-        }
         let name = match self.name {
             Some(name) => {
                 check_app_name(&name)
@@ -203,50 +204,7 @@ impl Builder {
             }
             None => program_name(),
         };
-        let mut groups = Vec::new();
-        let mut handlers = HashMap::new();
-        let mut group_names = HashSet::new();
-        let mut tool_names = HashSet::new();
-        for (name, agents, tools) in self.groups {
-            if !is_valid_group_name(&name) {
-                return Err(Error::Config(format!(
-                    "group name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
-                )));
-            }
-            if !group_names.insert(name.clone()) {
-                return Err(Error::Config(format!("group {name:?} is given twice")));
-            }
-            if tools.is_empty() {
-                return Err(Error::Config(format!("group {name:?} has no tools")));
-            }
-            if let Some(agents) = &agents {
-                leo_protocol::tool::check_agent_patterns(agents)
-                    .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
-            }
-            let mut defs = Vec::new();
-            for (i, tool) in tools.into_iter().enumerate() {
-                tool.def
-                    .check(&format!("$.tools[{i}]"))
-                    .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
-                // The broker compares names without case; it sends calls under the exact name.
-                if !tool_names.insert(tool.def.name.to_ascii_lowercase()) {
-                    return Err(Error::Config(format!(
-                        "tool {:?} is given twice (names are compared without case)",
-                        tool.def.name
-                    )));
-                }
-                handlers.insert(
-                    tool.def.name.clone(),
-                    (name.clone(), tool.handler, tool.at_once),
-                );
-                defs.push(tool.def);
-            }
-            groups.push(Group {
-                name,
-                tools: defs,
-                agents,
-            });
-        }
+        let (groups, handlers) = checked_groups(self.groups)?;
         let (status, _) = watch::channel(Status::Connecting);
         Ok(App {
             settings: Arc::new(Settings {
@@ -264,6 +222,61 @@ impl Builder {
             status,
         })
     }
+}
+
+/// The app's groups as the broker registers them, and the handlers by tool name: each group
+/// named once and holding tools, each tool defined well and named once (without case).
+fn checked_groups(declared: Vec<Declared>) -> Result<(Vec<Group>, Handlers)> {
+    if declared.is_empty() {
+        return Err(Error::Config(
+            "an app needs at least one group of tools".into(),
+        ));
+    }
+    let mut groups = Vec::new();
+    let mut handlers = HashMap::new();
+    let mut group_names = HashSet::new();
+    let mut tool_names = HashSet::new();
+    for (name, agents, tools) in declared {
+        if !is_valid_group_name(&name) {
+            return Err(Error::Config(format!(
+                "group name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
+            )));
+        }
+        if !group_names.insert(name.clone()) {
+            return Err(Error::Config(format!("group {name:?} is given twice")));
+        }
+        if tools.is_empty() {
+            return Err(Error::Config(format!("group {name:?} has no tools")));
+        }
+        if let Some(agents) = &agents {
+            leo_protocol::tool::check_agent_patterns(agents)
+                .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
+        }
+        let mut defs = Vec::new();
+        for (i, tool) in tools.into_iter().enumerate() {
+            tool.def
+                .check(&format!("$.tools[{i}]"))
+                .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
+            // The broker compares names without case; it sends calls under the exact name.
+            if !tool_names.insert(tool.def.name.to_ascii_lowercase()) {
+                return Err(Error::Config(format!(
+                    "tool {:?} is given twice (names are compared without case)",
+                    tool.def.name
+                )));
+            }
+            handlers.insert(
+                tool.def.name.clone(),
+                (name.clone(), tool.handler, tool.at_once),
+            );
+            defs.push(tool.def);
+        }
+        groups.push(Group {
+            name,
+            tools: defs,
+            agents,
+        });
+    }
+    Ok((groups, handlers))
 }
 
 /// The program's file name, when it makes a valid app name.
