@@ -87,6 +87,7 @@ describe("cancellation", () => {
       handler: async (_args, call) => {
         started();
         await new Promise((r) => call.signal.addEventListener("abort", r));
+        await call.progress(1, undefined, "late"); // quiet for an ended call: never rejects
         aborted();
         return "too late";
       },
