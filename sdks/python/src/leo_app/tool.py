@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
+import logging
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .call import Call
 from .schema import _is_json, _is_pydantic, _is_typeddict, convert, schema_of
+
+log = logging.getLogger("leo_app")
 
 #: The MCP tool annotations the broker accepts, each a boolean.
 ANNOTATIONS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
@@ -188,6 +191,11 @@ def _output_schema(name: str, given: Any, returns: Any) -> dict[str, Any] | None
     try:
         return schema_of(tp)
     except TypeError as e:
+        if given is None:
+            # A return hint that has no schema (a field of an unsupported type) only means the
+            # tool declares none, as before output schemas existed.
+            log.warning("tool %r declares no output schema: %s", name, e)
+            return None
         raise TypeError(f"tool {name!r}, output schema: {e}") from None
 
 
