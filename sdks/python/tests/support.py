@@ -162,11 +162,21 @@ def spawn_call(broker: Broker, tool: str, args: Any = None, *extra: str) -> subp
     )
 
 
+#: A client name in leo-mcp's capability table (testdata/harnesscaps.json): native mode, where
+#: the app's tools are listed and called as themselves.
+NATIVE = "claude-code"
+
+
 class McpAgent:
     """A harness: speaks MCP over stdio to a real `leo-mcp`, which uses its fallback tools
-    (`leo_app_call`) since this client's name is in no capability table."""
+    (`leo_app_call`) since this client's name is in no capability table, or lists the tools
+    natively with `client=NATIVE`. With `elicit` (params -> result) it declares MCP elicitation
+    and answers `elicitation/create` with it; `notifications/progress` are kept by token."""
 
-    def __init__(self, broker: Broker, agent: str = "pytest"):
+    def __init__(
+        self, broker: Broker, agent: str = "pytest", client: str = "leo-app-python-tests",
+        elicit: Any = None,
+    ):
         env = {**os.environ, "LEO_HOME": broker.home, "RUST_LOG": "warn"}
         self.log_path = Path(broker.home, f"leo-mcp-{agent}.stderr")
         self.proc = subprocess.Popen(
@@ -176,10 +186,16 @@ class McpAgent:
         self._next = 0
         self._answers: dict[int, Any] = {}
         self._lock = threading.Condition()
+        self._elicit = elicit
+        #: Every `elicitation/create` params seen, in order.
+        self.asked: list[dict[str, Any]] = []
+        #: `notifications/progress` params by progress token, in order.
+        self.progress: dict[Any, list[dict[str, Any]]] = {}
         threading.Thread(target=self._read, daemon=True).start()
         self.rpc("initialize", {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "leo-app-python-tests", "version": "1"},
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"elicitation": {}} if elicit is not None else {},
+            "clientInfo": {"name": client, "version": "1"},
         })
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
@@ -196,6 +212,24 @@ class McpAgent:
                 with self._lock:
                     self._answers[msg["id"]] = msg
                     self._lock.notify_all()
+            elif msg.get("method") == "notifications/progress":
+                with self._lock:
+                    self.progress.setdefault(msg["params"]["progressToken"], []).append(msg["params"])
+                    self._lock.notify_all()
+            elif msg.get("method") == "elicitation/create" and "id" in msg:
+                with self._lock:
+                    self.asked.append(msg["params"])
+                result = self._elicit(msg["params"]) if self._elicit else {"action": "cancel"}
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif "id" in msg and "method" in msg:
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})  # ping, roots…
+
+    def reports(self, token: Any, count: int) -> list[dict[str, Any]]:
+        """Waits for `count` progress notifications on `token`."""
+        with self._lock:
+            if not self._lock.wait_for(lambda: len(self.progress.get(token, [])) >= count, WAIT):
+                raise AssertionError(f"{count} progress reports on {token!r}: {self.progress}")
+            return list(self.progress[token])
 
     def start_rpc(self, method: str, params: dict[str, Any]) -> int:
         with self._lock:
@@ -223,6 +257,16 @@ class McpAgent:
 
     def call(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
         return self.answer(self.start_call(tool, args))
+
+    def start_native(self, tool: str, args: dict[str, Any], progress_token: Any = None) -> int:
+        """`tools/call` of the tool itself (native mode), with a progress token if given."""
+        params: dict[str, Any] = {"name": tool, "arguments": args}
+        if progress_token is not None:
+            params["_meta"] = {"progressToken": progress_token}
+        return self.start_rpc("tools/call", params)
+
+    def native(self, tool: str, args: dict[str, Any]) -> dict[str, Any]:
+        return self.answer(self.start_native(tool, args))
 
     def cancel(self, rid: int) -> None:
         self._send({"jsonrpc": "2.0", "method": "notifications/cancelled",

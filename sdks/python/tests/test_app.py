@@ -1,5 +1,6 @@
 """The Python SDK against the real broker and the real leo-mcp: every reply kind, typed
-arguments, cancellation, the concurrency bound, reconnect and recovery."""
+arguments, cancellation, the concurrency bound, reconnect and recovery, and the MCP features
+(title, annotations, output schemas and structured replies, progress, questions)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,11 @@ import time
 import unittest
 from typing import Literal, Optional, TypedDict
 
-from support import Broker, McpAgent, Other, Pipe, leo_call, spawn_call, text_of, wait_until
+from support import NATIVE, Broker, McpAgent, Other, Pipe, leo_call, spawn_call, text_of, wait_until
 
-from leo_app import App, Call, Reply, ToolError, content, schema_of
+from leo_app import (
+    App, Call, InputUnsupported, LeoError, Reply, ToolError, content, schema_of,
+)
 
 PNG = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -193,6 +196,7 @@ class Cancellation(Case):
             "Waits"
             started.set()
             await call.wait_cancelled()
+            call.progress(1, message="late")  # quiet for an ended call: never raises
             stopped.set()
             return "too late"
 
@@ -359,6 +363,218 @@ class Scope(Case):
         listed = text_of(scout.rpc("tools/call", {"name": "leo_app_tools", "arguments": {}}))
         self.assertIn("open_tool", listed)
         self.assertNotIn("deploy_now", listed)
+
+
+class Record(TypedDict):
+    build: int
+    url: str
+
+
+@dataclasses.dataclass
+class Tally:
+    words: int
+    lines: int = 1
+
+
+CONFIRM_FORM = {
+    "type": "object",
+    "properties": {
+        "confirm": {"type": "boolean", "title": "Go ahead?"},
+        "env": {"type": "string", "enum": ["prod", "staging"]},
+    },
+    "required": ["confirm"],
+}
+
+
+class Features(Case):
+    """What MCP gives beyond content: shown to a native-mode harness (`tools/list`)."""
+
+    def native(self, **kw) -> McpAgent:
+        a = McpAgent(self.broker, client=NATIVE, **kw)
+        self.addCleanup(a.close)
+        return a
+
+    def test_title_annotations_and_output_schema_are_listed_natively(self) -> None:
+        app = App("mcp", home=self.broker.home)
+
+        @app.tool(title="Build record", annotations={"readOnlyHint": True, "openWorldHint": False})
+        def record(build: int) -> Record:
+            "Return the build record"
+            return {"build": build, "url": f"https://ci.example/{build}"}
+
+        @app.tool(annotations={"destructiveHint": True}, execution="task", timeout_s=60,
+                  output_schema={"type": "object", "properties": {"gone": {"type": "integer"}}})
+        def wipe() -> dict:
+            "Wipe the cache"
+            return {"gone": 1}
+
+        @app.tool(output_schema=False)
+        def plain() -> Tally:
+            "No output schema"
+            return Tally(words=1)
+
+        self.start(app)
+        tools = {t["name"]: t for t in self.native().rpc("tools/list", {})["tools"]}
+        self.assertEqual(tools["record"]["title"], "Build record")
+        self.assertEqual(tools["record"]["annotations"], {"readOnlyHint": True, "openWorldHint": False})
+        self.assertEqual(tools["record"]["outputSchema"], schema_of(Record))
+        self.assertEqual(tools["wipe"]["annotations"], {"destructiveHint": True})
+        self.assertEqual(tools["wipe"]["outputSchema"]["properties"], {"gone": {"type": "integer"}})
+        self.assertNotIn("outputSchema", tools["plain"])
+        status, body = self.broker.request("GET", "/api/v1/client-tools")
+        self.assertEqual(status, 200, body)
+        listed = {t["name"]: t for t in body["data"]["tools"]}
+        self.assertEqual(listed["wipe"]["execution"], "task")
+        self.assertNotIn("execution", listed["record"])
+        with self.assertRaises(ValueError):
+            app.tool(lambda: "", description="x", name="bad", annotations={"readOnly": True})
+        with self.assertRaises(ValueError):
+            app.tool(lambda: "", description="x", name="bad", execution="later")
+
+    def test_structured_replies_reach_the_harness_and_a_wrong_one_is_the_apps_error(self) -> None:
+        app = App("mcp", home=self.broker.home)
+
+        @app.tool
+        async def record(build: int) -> Record:
+            "Return the build record"
+            return {"build": build, "url": f"https://ci.example/{build}"}
+
+        @app.tool(answers_at_once=True)
+        def tally(text: str) -> Tally:
+            "Count words"
+            return Tally(words=len(text.split()), lines=2)
+
+        @app.tool(output_schema=Record)
+        def broken() -> dict:
+            "Answers a record that does not match the schema"
+            return {"build": "seven", "url": "u"}
+
+        @app.tool(output_schema=Record)
+        def text_only() -> str:
+            "Answers text where a record is due"
+            return "no record"
+
+        @app.tool
+        def summary() -> Reply:
+            "Structured content with blocks of its own"
+            return Reply.structured({"n": 1}, [content.text("one")])
+
+        self.start(app)
+        agent = self.native()
+        got = agent.native("record", {"build": 7})
+        self.assertEqual(got["structuredContent"], {"build": 7, "url": "https://ci.example/7"})
+        self.assertEqual(json.loads(text_of(got)), got["structuredContent"])
+        self.assertFalse(got.get("isError", False))
+        self.assertEqual(agent.native("tally", {"text": "a b c"})["structuredContent"],
+                         {"words": 3, "lines": 2})
+        got = agent.native("summary", {})
+        self.assertEqual((got["structuredContent"], got["content"]),
+                         ({"n": 1}, [{"type": "text", "text": "one"}]))
+        broken = agent.native("broken", {})
+        self.assertTrue(broken["isError"])
+        self.assertIn("invalid_result: at $.structured_content.build", text_of(broken))
+        missing = agent.native("text_only", {})
+        self.assertTrue(missing["isError"])
+        self.assertIn("invalid_result: at $.structured_content: required", text_of(missing))
+        self.assertTrue(Reply.structured([1, 2]).is_error)
+
+    def test_progress_with_messages_reaches_the_harness_from_async_and_plain_handlers(self) -> None:
+        app = App("mcp", home=self.broker.home)
+        loop_box: list = []
+        go_async, go_plain = asyncio.Event(), threading.Event()
+        at_once_error: list[str] = []
+
+        @app.tool
+        async def deploy(call: Call) -> str:
+            "Deploys, reporting progress"
+            loop_box[:] = [asyncio.get_running_loop()]
+            call.progress(1, 3, "building")
+            call.progress(2, 3, "uploading")
+            await go_async.wait()
+            return "deployed"
+
+        @app.tool
+        def build(call: Call) -> str:
+            "Builds in a thread, reporting progress"
+            call.progress(0.5, message="half way")
+            go_plain.wait(20)
+            call.progress(1, message="done")
+            return "built"
+
+        @app.tool(answers_at_once=True)
+        def quick(call: Call) -> str:
+            "Answers at once"
+            try:
+                call.progress(1)
+            except LeoError as e:
+                at_once_error.append(str(e))
+            return "quick"
+
+        self.start(app)
+        agent = self.native()
+        first = agent.start_native("deploy", {}, progress_token="d")
+        reports = agent.reports("d", 2)
+        self.assertEqual([(r["progress"], r.get("total"), r.get("message")) for r in reports[:2]],
+                         [(1, 3, "building"), (2, 3, "uploading")])
+        loop_box[0].call_soon_threadsafe(go_async.set)
+        self.assertEqual(text_of(agent.answer(first)), "deployed")
+        second = agent.start_native("build", {}, progress_token=7)
+        self.assertEqual(agent.reports(7, 1)[0]["message"], "half way")
+        go_plain.set()
+        self.assertEqual(text_of(agent.answer(second)), "built")
+        self.assertIn("done", [r.get("message") for r in agent.reports(7, 2)])
+        self.assertEqual(text_of(agent.native("quick", {})), "quick")
+        self.assertIn("answers at once", at_once_error[0])
+
+    def test_questions_are_answered_declined_or_unsupported(self) -> None:
+        app = App("mcp", home=self.broker.home)
+
+        @app.tool
+        async def confirm(call: Call) -> dict:
+            "Asks twice"
+            try:
+                yes = await call.ask("Deploy build 7 to production?", CONFIRM_FORM)
+                no = await call.ask("Also wipe the cache?", CONFIRM_FORM)
+            except InputUnsupported as e:
+                return {"fallback": e.code}
+            return {"yes": [yes.action, yes.content, yes.accepted], "no": [no.action, no.content]}
+
+        @app.tool
+        def confirm_plain(call: Call) -> dict:
+            "Asks from a thread"
+            answer = call.ask_blocking("Go?", CONFIRM_FORM)
+            return {"action": answer.action, "content": answer.content}
+
+        @app.tool
+        async def bad_form(call: Call) -> str:
+            "Asks with a form outside the subset"
+            try:
+                await call.ask("x", {"type": "object", "properties": {"a": {"type": "array"}}})
+            except InputUnsupported:
+                return "unsupported"
+            except LeoError as e:
+                return str(e)
+            return "asked"
+
+        self.start(app)
+
+        def user(params):
+            if params["message"].startswith("Also"):
+                return {"action": "decline"}
+            return {"action": "accept", "content": {"confirm": True, "env": "prod"}}
+
+        asker = self.native(elicit=user)
+        got = json.loads(text_of(asker.native("confirm", {})))
+        self.assertEqual(got, {"yes": ["accept", {"confirm": True, "env": "prod"}, True],
+                               "no": ["decline", None]})
+        self.assertEqual(asker.asked[0]["requestedSchema"], CONFIRM_FORM)
+        self.assertEqual(asker.asked[0]["mode"], "form")
+        self.assertEqual(json.loads(text_of(asker.native("confirm_plain", {}))),
+                         {"action": "accept", "content": {"confirm": True, "env": "prod"}})
+        self.assertIn("invalid_parameter: at $.requested_schema.properties.a.type",
+                      text_of(asker.native("bad_form", {})))
+        plain = self.agent()  # declares no elicitation (and runs in fallback mode)
+        self.assertEqual(json.loads(text_of(plain.call("confirm", {}))), {"fallback": "input_unsupported"})
 
 
 class Settings(unittest.TestCase):

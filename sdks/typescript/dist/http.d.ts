@@ -6,6 +6,12 @@ export declare class Refused extends Error {
     readonly status: number;
     constructor(code: string, brokerMessage: string, status: number);
 }
+/** `call.ask` cannot reach the user: the agent's harness did not declare MCP elicitation (the
+ * broker answers `409 input_unsupported` at once). Fall back to a default or the app's own
+ * window. */
+export declare class InputUnsupported extends Refused {
+    constructor(brokerMessage: string, status: number);
+}
 /** An error retrying cannot fix: a wrong setting, a refused token, a refused group. */
 export declare class FatalError extends Error {
     constructor(message: string);
@@ -39,9 +45,11 @@ export declare class Client {
     private options;
     private connect;
     private takeIdle;
-    send(method: string, path: string, body?: Buffer | string): Promise<Answer>;
+    /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
+     * takes (a question waits for the user). */
+    send(method: string, path: string, body?: Buffer | string, timeoutMs?: number | null): Promise<Answer>;
     get(path: string): Promise<Answer>;
-    post(path: string, body: Buffer | string): Promise<Answer>;
+    post(path: string, body: Buffer | string, timeoutMs?: number | null): Promise<Answer>;
     /** Opens the event stream on its own connection; resolves once the broker answered 200. */
     openStream(path: string, lastEventId: number | undefined): Promise<http.IncomingMessage>;
     close(): void;

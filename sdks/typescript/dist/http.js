@@ -19,6 +19,15 @@ export class Refused extends Error {
         this.name = "Refused";
     }
 }
+/** `call.ask` cannot reach the user: the agent's harness did not declare MCP elicitation (the
+ * broker answers `409 input_unsupported` at once). Fall back to a default or the app's own
+ * window. */
+export class InputUnsupported extends Refused {
+    constructor(brokerMessage, status) {
+        super("input_unsupported", brokerMessage, status);
+        this.name = "InputUnsupported";
+    }
+}
 /** An error retrying cannot fix: a wrong setting, a refused token, a refused group. */
 export class FatalError extends Error {
     constructor(message) {
@@ -207,7 +216,9 @@ export class Client {
             c.sock.destroy();
         }
     }
-    async send(method, path, body) {
+    /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
+     * takes (a question waits for the user). */
+    async send(method, path, body, timeoutMs = REQUEST_TIMEOUT_MS) {
         const payload = body === undefined ? undefined : Buffer.from(body);
         let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
         if (payload)
@@ -220,12 +231,14 @@ export class Client {
             conn ??= await this.connect();
             let timer;
             try {
-                const answer = await Promise.race([
-                    conn.request(head, payload),
-                    new Promise((_, reject) => {
-                        timer = setTimeout(() => reject(new Error("the broker did not answer in time")), REQUEST_TIMEOUT_MS);
-                    }),
-                ]);
+                const answer = timeoutMs === null
+                    ? await conn.request(head, payload)
+                    : await Promise.race([
+                        conn.request(head, payload),
+                        new Promise((_, reject) => {
+                            timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs);
+                        }),
+                    ]);
                 if (answer.keep && this.idle.length < MAX_IDLE) {
                     conn.since = Date.now();
                     this.idle.push(conn);
@@ -249,8 +262,8 @@ export class Client {
     get(path) {
         return this.send("GET", path);
     }
-    post(path, body) {
-        return this.send("POST", path, body);
+    post(path, body, timeoutMs = REQUEST_TIMEOUT_MS) {
+        return this.send("POST", path, body, timeoutMs);
     }
     /** Opens the event stream on its own connection; resolves once the broker answered 200. */
     openStream(path, lastEventId) {

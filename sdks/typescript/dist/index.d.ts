@@ -1,5 +1,5 @@
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";
-export { FatalError, Refused } from "./http.js";
+export { FatalError, InputUnsupported, Refused } from "./http.js";
 /** A JSON Schema object (the broker accepts a keyword subset; see the docs). */
 export type JsonSchema = {
     type: "object";
@@ -38,6 +38,34 @@ export interface Call {
     deadline: number | null;
     /** Aborted when the call is cancelled (timeout, the agent cancelled, the app stops…). */
     signal: AbortSignal;
+    /**
+     * Reports progress to the agent's harness (MCP `notifications/progress`; a harness that sent
+     * no progress token gets none). `progress` should grow with each report. Reports are posted
+     * in order; the promise resolves once this one is sent, never rejects (a report for a call
+     * that ended is dropped quietly) and need not be awaited: the reply waits for the reports.
+     * Throws at once for a tool that `answersAtOnce` (it has no claim) or a negative number.
+     */
+    progress(progress: number, total?: number, message?: string): Promise<void>;
+    /**
+     * Asks the agent's user through the harness (MCP elicitation, form mode) and resolves with
+     * the answer. `requestedSchema` is MCP's form subset (an object of string, number, integer
+     * and boolean properties). Rejects with `InputUnsupported` when the harness cannot ask, with
+     * `Refused` `already_settled` or `timeout` when the call ends first, `invalid_parameter` (with
+     * the path) for a schema outside the subset, and an `Error` for a tool that answers at once.
+     */
+    ask(message: string, requestedSchema: JsonSchema): Promise<Answer>;
+}
+/** The user's answer to `call.ask`: `content` holds the form's values with `accept`. */
+export interface Answer {
+    action: "accept" | "decline" | "cancel";
+    content?: Record<string, unknown>;
+}
+/** MCP tool hints shown to the agent's harness. */
+export interface ToolAnnotations {
+    readOnlyHint?: boolean;
+    destructiveHint?: boolean;
+    idempotentHint?: boolean;
+    openWorldHint?: boolean;
 }
 export type Handler<A> = (args: A, call: Call) => unknown | Promise<unknown>;
 export interface ToolOptions<A> {
@@ -50,8 +78,17 @@ export interface ToolOptions<A> {
     group?: string;
     timeoutS?: number;
     label?: string;
-    /** A quick tool that may run on more than one instance: no claim, one request per call. */
+    /** A quick tool that may run on more than one instance: no claim, one request per call
+     * (so it cannot report progress nor ask the user). */
     answersAtOnce?: boolean;
+    /** The MCP tool's title (shown instead of `label`). */
+    title?: string;
+    annotations?: ToolAnnotations;
+    /** The schema of the tool's structured content (JSON Schema, or a zod object schema);
+     * a handler of such a tool returning an object answers with structured content. */
+    outputSchema?: JsonSchema | ZodLike<unknown>;
+    /** `"task"`: harnesses that run MCP tasks run the calls as tasks. */
+    execution?: "sync" | "task";
 }
 export interface AppOptions {
     /** The default group of the app's tools. */

@@ -5,17 +5,22 @@
 // `GET …/requests?pending=1` and serve the unclaimed calls that waited, then serve events until
 // the stream ends, and start over after a jittered, doubling delay. A call is claimed, handed to
 // its handler, and the reply posted; a tool that `answersAtOnce` posts its reply with
-// `"claim": true` in one request.
+// `"claim": true` in one request. Progress reports and questions go out on the session that
+// claimed the call (only the claimant may send them); a reply waits for the reports still on
+// their way, so none arrives after it.
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
-import { Client, FatalError, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
+import { Client, FatalError, InputUnsupported, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
 import { Reply, ToolError } from "./reply.js";
 export { Reply, ToolError, content } from "./reply.js";
-export { FatalError, Refused } from "./http.js";
+export { FatalError, InputUnsupported, Refused } from "./http.js";
 const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
 const LOST_RACE = new Set(["already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider", "not_claimant"]);
+const ANNOTATIONS = new Set(["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]);
+const MAX_PROGRESS_MESSAGE = 4096;
+const PROGRESS_FLUSH_MS = 10_000;
 const FATAL = new Set(["unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"]);
 /** `$LEO_HOME`, else `~/.leo`. */
 export function defaultHome() {
@@ -56,7 +61,7 @@ export function inlineRefs(schema) {
     };
     return walk(schema, []);
 }
-async function zodToJsonSchema(schema) {
+async function zodToJsonSchema(schema, io = "input") {
     let z;
     try {
         z = await import("zod");
@@ -67,7 +72,7 @@ async function zodToJsonSchema(schema) {
     if (typeof z.toJSONSchema !== "function") {
         throw new FatalError("zod ≥ 3.25 (with toJSONSchema) is needed for zod schemas");
     }
-    const json = inlineRefs(z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }));
+    const json = inlineRefs(z.toJSONSchema(schema, { io, unrepresentable: "any" }));
     delete json.$schema;
     return json;
 }
@@ -134,7 +139,29 @@ export class App {
             def.timeout_s = t.timeoutS;
         if (t.label !== undefined)
             def.label = t.label;
-        this.tools.set(t.name, { def, group: t.group ?? this.group, handler: t.handler, zod, atOnce: !!t.answersAtOnce });
+        if (t.title !== undefined)
+            def.title = t.title;
+        if (t.annotations !== undefined) {
+            for (const [k, v] of Object.entries(t.annotations)) {
+                if (!ANNOTATIONS.has(k))
+                    throw new Error(`tool ${t.name}: unknown annotation ${k} (known: ${[...ANNOTATIONS].join(", ")})`);
+                if (typeof v !== "boolean")
+                    throw new Error(`tool ${t.name}: annotation ${k} must be true or false`);
+            }
+            def.annotations = { ...t.annotations };
+        }
+        const outputZod = isZod(t.outputSchema) ? t.outputSchema : undefined;
+        if (t.outputSchema !== undefined && !outputZod)
+            def.output_schema = t.outputSchema;
+        if (t.execution !== undefined) {
+            if (t.execution !== "sync" && t.execution !== "task")
+                throw new Error(`tool ${t.name}: execution must be "sync" or "task"`);
+            def.execution = t.execution;
+        }
+        this.tools.set(t.name, {
+            def, group: t.group ?? this.group, handler: t.handler, zod, outputZod,
+            atOnce: !!t.answersAtOnce, structured: t.outputSchema !== undefined,
+        });
         return this;
     }
     get status() {
@@ -194,6 +221,8 @@ export class App {
         for (const t of this.tools.values()) {
             if (t.zod && t.def.input_schema === undefined)
                 t.def.input_schema = await zodToJsonSchema(t.zod);
+            if (t.outputZod && t.def.output_schema === undefined)
+                t.def.output_schema = await zodToJsonSchema(t.outputZod, "output");
         }
         const s = new Serving(this, this.tools, signal ?? new AbortController().signal, {
             endpoint: this.endpoint,
@@ -216,6 +245,93 @@ export class App {
             return this.token;
         return readFileSync(this.tokenFile, "utf8").trim();
     }
+}
+/** A call as its handler sees it, with the means to report progress and ask the user on the
+ * session that claimed it (methods on the prototype: nothing is made per call but the object). */
+class LiveCall {
+    run;
+    s;
+    atOnce;
+    id;
+    agent;
+    session;
+    group;
+    tool;
+    arguments;
+    timeoutS;
+    createdAt;
+    deadline;
+    signal;
+    /** The last progress report on its way, if any. */
+    tail;
+    constructor(r, run, s, atOnce) {
+        this.run = run;
+        this.s = s;
+        this.atOnce = atOnce;
+        const created = Date.parse(r.created_at);
+        this.id = r.id;
+        this.agent = r.agent;
+        this.session = r.session;
+        this.group = r.group;
+        this.tool = r.tool;
+        this.arguments = r.arguments ?? {};
+        this.timeoutS = r.timeout_s;
+        this.createdAt = r.created_at;
+        this.deadline = r.timeout_s == null || Number.isNaN(created) ? null : created + r.timeout_s * 1000;
+        this.signal = run.abort.signal;
+    }
+    needClaim(what) {
+        if (this.atOnce) {
+            throw new Error(`tool ${this.tool} answers at once (its reply carries the claim), so it cannot ${what}: declare it without answersAtOnce`);
+        }
+    }
+    progress(progress, total, message) {
+        this.needClaim("report progress");
+        const body = { client_id: this.s.clientId, progress: checkNumber("progress", progress) };
+        if (total !== undefined)
+            body.total = checkNumber("total", total);
+        if (message !== undefined)
+            body.message = String(message).slice(0, MAX_PROGRESS_MESSAGE);
+        const json = JSON.stringify(body);
+        const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendProgress(json));
+        this.tail = (this.tail ?? Promise.resolve()).then(send);
+        return this.tail;
+    }
+    async sendProgress(json) {
+        try {
+            const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/progress`, json);
+            if (a.status === 200)
+                return;
+            const e = refusal(a);
+            if (!(e instanceof Refused && LOST_RACE.has(e.code)))
+                console.warn(`leo-app: the broker refused progress of ${this.id}: ${e.message}`);
+        }
+        catch {
+            // the session is gone, and the call with it
+        }
+    }
+    /** Waits (bounded) for the reports still on their way, before the reply is posted. */
+    async flush() {
+        let timer;
+        await Promise.race([this.tail, new Promise((r) => (timer = setTimeout(r, PROGRESS_FLUSH_MS)))]);
+        clearTimeout(timer);
+    }
+    async ask(message, requestedSchema) {
+        this.needClaim("ask the user");
+        const json = JSON.stringify({ client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
+        const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/input`, json, null);
+        if (a.status === 200)
+            return data(a);
+        const e = refusal(a);
+        if (e instanceof Refused && e.code === "input_unsupported")
+            throw new InputUnsupported(e.brokerMessage, e.status);
+        throw e;
+    }
+}
+function checkNumber(name, n) {
+    if (typeof n !== "number" || !Number.isFinite(n) || n < 0)
+        throw new RangeError(`${name} must be a finite number of at least 0, not ${String(n)}`);
+    return n;
 }
 const sleep = (ms, signal) => new Promise((resolve) => {
     const t = setTimeout(resolve, ms);
@@ -347,6 +463,8 @@ class Serving {
                 claimBody: `{"client_id":${cid}}`,
                 okPrefix: `{"client_id":${cid},"ok":true,"content":`,
                 claimOkPrefix: `{"client_id":${cid},"ok":true,"claim":true,"content":`,
+                okHead: `{"client_id":${cid},"ok":true,`,
+                claimOkHead: `{"client_id":${cid},"ok":true,"claim":true,`,
             };
             const groups = new Map();
             for (const t of this.tools.values())
@@ -450,25 +568,15 @@ class Serving {
             return;
         if (run.ended)
             return;
-        const created = Date.parse(r.created_at);
-        const call = {
-            id: r.id,
-            agent: r.agent,
-            session: r.session,
-            group: r.group,
-            tool: r.tool,
-            arguments: r.arguments ?? {},
-            timeoutS: r.timeout_s,
-            createdAt: r.created_at,
-            deadline: r.timeout_s == null || Number.isNaN(created) ? null : created + r.timeout_s * 1000,
-            signal: run.abort.signal,
-        };
+        const call = new LiveCall(r, run, s, tool.atOnce);
         const outcome = this.runHandler(tool, call);
         // After a cancel, the handler has the grace to return; then it is abandoned.
         const abandoned = new Promise((resolve) => {
             run.abort.signal.addEventListener("abort", () => setTimeout(() => resolve(undefined), this.s.graceMs).unref(), { once: true });
         });
         const reply = await Promise.race([outcome, abandoned]);
+        if (reply !== undefined && call.tail)
+            await call.flush();
         if (reply === undefined || run.ended)
             return;
         await this.post(s, r.id, reply, tool.atOnce);
@@ -485,7 +593,7 @@ class Serving {
             args = parsed.data;
         }
         try {
-            return Reply.from(await tool.handler(args, call));
+            return Reply.from(await tool.handler(args, call), tool.structured);
         }
         catch (e) {
             if (e instanceof ToolError)
@@ -509,6 +617,10 @@ class Serving {
         return false;
     }
     body(s, reply, claim) {
+        if (!reply.error && reply.structuredJson !== undefined) {
+            const content = reply.contentJson === undefined ? "" : `,"content":${reply.contentJson}`;
+            return `${claim ? s.claimOkHead : s.okHead}"structured_content":${reply.structuredJson}${content}}`;
+        }
         if (!reply.error)
             return (claim ? s.claimOkPrefix : s.okPrefix) + (reply.contentJson ?? "[]") + "}";
         return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });

@@ -17,6 +17,8 @@ export declare class Reply {
         code: string;
         message: string;
     } | undefined;
+    /** The structured content as one serialized JSON object, for a structured reply. */
+    readonly structuredJson?: string | undefined;
     private constructor();
     get isError(): boolean;
     /** One text block. */
@@ -27,13 +29,18 @@ export declare class Reply {
     static image(data: Uint8Array, mimeType: string): Reply;
     /** Any MCP content blocks (see `content`). */
     static content(blocks: ContentBlock[]): Reply;
+    /** Structured content: `value` is a JSON object, posted as `structured_content` and checked
+     * by the broker against the tool's output schema; `blocks` adds content (left out, `leo-mcp`
+     * gives the harness one text block of the same JSON). */
+    static structured(value: Record<string, unknown>, blocks?: ContentBlock[]): Reply;
     /** Content serialized ahead of time: a JSON array of content blocks, posted as it is. */
     static rawContent(json: string): Reply;
     /** The app's own error; the agent sees `"<code>: <message>"`. */
     static error(code: string, message: string): Reply;
     /** What a handler returned, as a reply: a `Reply` as it is, a string as text, `undefined`
-     * as no content, anything else as JSON text. */
-    static from(value: unknown): Reply;
+     * as no content, anything else as JSON text; for a tool with an output schema
+     * (`structured`), anything else is structured content. */
+    static from(value: unknown, structured?: boolean): Reply;
 }
 /** Builders of single MCP content blocks. */
 export declare const content: {

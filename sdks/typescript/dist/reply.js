@@ -1,8 +1,10 @@
-// What a handler answers: MCP content blocks for the agent, or the app's own error.
+// What a handler answers: MCP content blocks for the agent, structured content, or the app's
+// own error.
 //
-// The broker passes content to the agent verbatim and checks only its shape. A call's result
-// is its content: there is no separate structured field on the way to the agent, so structured
-// data travels as a JSON text block (`Reply.json`).
+// The broker passes content to the agent verbatim and checks only its shape. Structured content
+// (`Reply.structured`) is a JSON object the harness receives as `structuredContent`; the broker
+// checks it against the tool's output schema, and `leo-mcp` adds a text block of the same JSON
+// when the reply has no content, for clients that read only `content`.
 const MAX_ERROR_MESSAGE = 4096;
 /** Raise it from a handler to answer with the app's own error (`"<code>: <message>"`). */
 export class ToolError extends Error {
@@ -17,13 +19,17 @@ export class ToolError extends Error {
 export class Reply {
     contentJson;
     error;
+    structuredJson;
     constructor(
     /** The content blocks as one serialized JSON array, for a content reply. */
     contentJson, 
     /** The app's error, for an error reply. */
-    error) {
+    error, 
+    /** The structured content as one serialized JSON object, for a structured reply. */
+    structuredJson) {
         this.contentJson = contentJson;
         this.error = error;
+        this.structuredJson = structuredJson;
     }
     get isError() {
         return this.error !== undefined;
@@ -49,6 +55,20 @@ export class Reply {
     static content(blocks) {
         return new Reply(JSON.stringify(blocks));
     }
+    /** Structured content: `value` is a JSON object, posted as `structured_content` and checked
+     * by the broker against the tool's output schema; `blocks` adds content (left out, `leo-mcp`
+     * gives the harness one text block of the same JSON). */
+    static structured(value, blocks) {
+        if (typeof value !== "object" || value === null || Array.isArray(value)) {
+            return Reply.error("internal", `structured content must be a JSON object, not ${Array.isArray(value) ? "an array" : typeof value}`);
+        }
+        try {
+            return new Reply(blocks === undefined ? undefined : JSON.stringify(blocks), undefined, JSON.stringify(value));
+        }
+        catch (e) {
+            return Reply.error("internal", `cannot encode the result: ${e.message}`);
+        }
+    }
     /** Content serialized ahead of time: a JSON array of content blocks, posted as it is. */
     static rawContent(json) {
         return new Reply(json);
@@ -58,14 +78,17 @@ export class Reply {
         return new Reply(undefined, { code, message: String(message).slice(0, MAX_ERROR_MESSAGE) });
     }
     /** What a handler returned, as a reply: a `Reply` as it is, a string as text, `undefined`
-     * as no content, anything else as JSON text. */
-    static from(value) {
+     * as no content, anything else as JSON text; for a tool with an output schema
+     * (`structured`), anything else is structured content. */
+    static from(value, structured = false) {
         if (value instanceof Reply)
             return value;
         if (typeof value === "string")
             return Reply.text(value);
         if (value === undefined)
             return new Reply("[]");
+        if (structured)
+            return Reply.structured(value);
         return Reply.json(value);
     }
 }

@@ -20,6 +20,16 @@ export class Refused extends Error {
   }
 }
 
+/** `call.ask` cannot reach the user: the agent's harness did not declare MCP elicitation (the
+ * broker answers `409 input_unsupported` at once). Fall back to a default or the app's own
+ * window. */
+export class InputUnsupported extends Refused {
+  constructor(brokerMessage: string, status: number) {
+    super("input_unsupported", brokerMessage, status);
+    this.name = "InputUnsupported";
+  }
+}
+
 /** An error retrying cannot fix: a wrong setting, a refused token, a refused group. */
 export class FatalError extends Error {
   constructor(message: string) {
@@ -217,7 +227,9 @@ export class Client {
     }
   }
 
-  async send(method: string, path: string, body?: Buffer | string): Promise<Answer> {
+  /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
+   * takes (a question waits for the user). */
+  async send(method: string, path: string, body?: Buffer | string, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
     const payload = body === undefined ? undefined : Buffer.from(body);
     let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
     if (payload) head += `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`;
@@ -228,12 +240,15 @@ export class Client {
       conn ??= await this.connect();
       let timer: NodeJS.Timeout | undefined;
       try {
-        const answer = await Promise.race([
-          conn.request(head, payload),
-          new Promise<never>((_, reject) => {
-            timer = setTimeout(() => reject(new Error("the broker did not answer in time")), REQUEST_TIMEOUT_MS);
-          }),
-        ]);
+        const answer =
+          timeoutMs === null
+            ? await conn.request(head, payload)
+            : await Promise.race([
+                conn.request(head, payload),
+                new Promise<never>((_, reject) => {
+                  timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs);
+                }),
+              ]);
         if (answer.keep && this.idle.length < MAX_IDLE) {
           conn.since = Date.now();
           this.idle.push(conn);
@@ -254,8 +269,8 @@ export class Client {
     return this.send("GET", path);
   }
 
-  post(path: string, body: Buffer | string): Promise<Answer> {
-    return this.send("POST", path, body);
+  post(path: string, body: Buffer | string, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
+    return this.send("POST", path, body, timeoutMs);
   }
 
   /** Opens the event stream on its own connection; resolves once the broker answered 200. */

@@ -5,17 +5,19 @@
 // `GET …/requests?pending=1` and serve the unclaimed calls that waited, then serve events until
 // the stream ends, and start over after a jittered, doubling delay. A call is claimed, handed to
 // its handler, and the reply posted; a tool that `answersAtOnce` posts its reply with
-// `"claim": true` in one request.
+// `"claim": true` in one request. Progress reports and questions go out on the session that
+// claimed the call (only the claimant may send them); a reply waits for the reports still on
+// their way, so none arrives after it.
 
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
-import { Client, type Endpoint, FatalError, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
+import { Client, type Endpoint, FatalError, InputUnsupported, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
 import { Reply, ToolError } from "./reply.js";
 
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";
-export { FatalError, Refused } from "./http.js";
+export { FatalError, InputUnsupported, Refused } from "./http.js";
 
 /** A JSON Schema object (the broker accepts a keyword subset; see the docs). */
 export type JsonSchema = { type: "object"; [keyword: string]: unknown };
@@ -43,6 +45,36 @@ export interface Call {
   deadline: number | null;
   /** Aborted when the call is cancelled (timeout, the agent cancelled, the app stops…). */
   signal: AbortSignal;
+  /**
+   * Reports progress to the agent's harness (MCP `notifications/progress`; a harness that sent
+   * no progress token gets none). `progress` should grow with each report. Reports are posted
+   * in order; the promise resolves once this one is sent, never rejects (a report for a call
+   * that ended is dropped quietly) and need not be awaited: the reply waits for the reports.
+   * Throws at once for a tool that `answersAtOnce` (it has no claim) or a negative number.
+   */
+  progress(progress: number, total?: number, message?: string): Promise<void>;
+  /**
+   * Asks the agent's user through the harness (MCP elicitation, form mode) and resolves with
+   * the answer. `requestedSchema` is MCP's form subset (an object of string, number, integer
+   * and boolean properties). Rejects with `InputUnsupported` when the harness cannot ask, with
+   * `Refused` `already_settled` or `timeout` when the call ends first, `invalid_parameter` (with
+   * the path) for a schema outside the subset, and an `Error` for a tool that answers at once.
+   */
+  ask(message: string, requestedSchema: JsonSchema): Promise<Answer>;
+}
+
+/** The user's answer to `call.ask`: `content` holds the form's values with `accept`. */
+export interface Answer {
+  action: "accept" | "decline" | "cancel";
+  content?: Record<string, unknown>;
+}
+
+/** MCP tool hints shown to the agent's harness. */
+export interface ToolAnnotations {
+  readOnlyHint?: boolean;
+  destructiveHint?: boolean;
+  idempotentHint?: boolean;
+  openWorldHint?: boolean;
 }
 
 export type Handler<A> = (args: A, call: Call) => unknown | Promise<unknown>;
@@ -57,8 +89,17 @@ export interface ToolOptions<A> {
   group?: string;
   timeoutS?: number;
   label?: string;
-  /** A quick tool that may run on more than one instance: no claim, one request per call. */
+  /** A quick tool that may run on more than one instance: no claim, one request per call
+   * (so it cannot report progress nor ask the user). */
   answersAtOnce?: boolean;
+  /** The MCP tool's title (shown instead of `label`). */
+  title?: string;
+  annotations?: ToolAnnotations;
+  /** The schema of the tool's structured content (JSON Schema, or a zod object schema);
+   * a handler of such a tool returning an object answers with structured content. */
+  outputSchema?: JsonSchema | ZodLike<unknown>;
+  /** `"task"`: harnesses that run MCP tasks run the calls as tasks. */
+  execution?: "sync" | "task";
 }
 
 export interface AppOptions {
@@ -97,7 +138,10 @@ interface ToolEntry {
   group: string;
   handler: Handler<any>;
   zod?: ZodLike<any>;
+  outputZod?: ZodLike<unknown>;
   atOnce: boolean;
+  /** The tool has an output schema: a returned object is structured content. */
+  structured: boolean;
 }
 
 interface Request {
@@ -115,6 +159,9 @@ interface Request {
 const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
 const LOST_RACE = new Set(["already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider", "not_claimant"]);
+const ANNOTATIONS = new Set(["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"]);
+const MAX_PROGRESS_MESSAGE = 4096;
+const PROGRESS_FLUSH_MS = 10_000;
 const FATAL = new Set(["unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"]);
 
 /** `$LEO_HOME`, else `~/.leo`. */
@@ -151,7 +198,7 @@ export function inlineRefs(schema: Record<string, unknown>): Record<string, unkn
   return walk(schema, []) as Record<string, unknown>;
 }
 
-async function zodToJsonSchema(schema: ZodLike<unknown>): Promise<Record<string, unknown>> {
+async function zodToJsonSchema(schema: ZodLike<unknown>, io: "input" | "output" = "input"): Promise<Record<string, unknown>> {
   let z: { toJSONSchema?: (s: unknown, o?: unknown) => Record<string, unknown> };
   try {
     z = await import("zod" as string);
@@ -161,7 +208,7 @@ async function zodToJsonSchema(schema: ZodLike<unknown>): Promise<Record<string,
   if (typeof z.toJSONSchema !== "function") {
     throw new FatalError("zod ≥ 3.25 (with toJSONSchema) is needed for zod schemas");
   }
-  const json = inlineRefs(z.toJSONSchema(schema, { io: "input", unrepresentable: "any" }));
+  const json = inlineRefs(z.toJSONSchema(schema, { io, unrepresentable: "any" }));
   delete json.$schema;
   return json;
 }
@@ -226,7 +273,24 @@ export class App {
     def.input_schema = zod ? undefined : (t.inputSchema ?? { type: "object" });
     if (t.timeoutS !== undefined) def.timeout_s = t.timeoutS;
     if (t.label !== undefined) def.label = t.label;
-    this.tools.set(t.name, { def, group: t.group ?? this.group, handler: t.handler as Handler<any>, zod, atOnce: !!t.answersAtOnce });
+    if (t.title !== undefined) def.title = t.title;
+    if (t.annotations !== undefined) {
+      for (const [k, v] of Object.entries(t.annotations)) {
+        if (!ANNOTATIONS.has(k)) throw new Error(`tool ${t.name}: unknown annotation ${k} (known: ${[...ANNOTATIONS].join(", ")})`);
+        if (typeof v !== "boolean") throw new Error(`tool ${t.name}: annotation ${k} must be true or false`);
+      }
+      def.annotations = { ...t.annotations };
+    }
+    const outputZod = isZod(t.outputSchema) ? t.outputSchema : undefined;
+    if (t.outputSchema !== undefined && !outputZod) def.output_schema = t.outputSchema;
+    if (t.execution !== undefined) {
+      if (t.execution !== "sync" && t.execution !== "task") throw new Error(`tool ${t.name}: execution must be "sync" or "task"`);
+      def.execution = t.execution;
+    }
+    this.tools.set(t.name, {
+      def, group: t.group ?? this.group, handler: t.handler as Handler<any>, zod, outputZod,
+      atOnce: !!t.answersAtOnce, structured: t.outputSchema !== undefined,
+    });
     return this;
   }
 
@@ -288,6 +352,7 @@ export class App {
     if (this.tools.size === 0) throw new FatalError("an app needs at least one tool");
     for (const t of this.tools.values()) {
       if (t.zod && t.def.input_schema === undefined) t.def.input_schema = await zodToJsonSchema(t.zod);
+      if (t.outputZod && t.def.output_schema === undefined) t.def.output_schema = await zodToJsonSchema(t.outputZod, "output");
     }
     const s = new Serving(this, this.tools, signal ?? new AbortController().signal, {
       endpoint: this.endpoint,
@@ -322,6 +387,92 @@ interface Settings {
   setStatus: (s: Status, clientId?: string) => void;
 }
 
+/** A call as its handler sees it, with the means to report progress and ask the user on the
+ * session that claimed it (methods on the prototype: nothing is made per call but the object). */
+class LiveCall implements Call {
+  readonly id: string;
+  readonly agent: string;
+  readonly session: string;
+  readonly group: string;
+  readonly tool: string;
+  readonly arguments: Record<string, unknown>;
+  readonly timeoutS: number | null;
+  readonly createdAt: string;
+  readonly deadline: number | null;
+  readonly signal: AbortSignal;
+  /** The last progress report on its way, if any. */
+  tail?: Promise<void>;
+
+  constructor(
+    r: Request,
+    private readonly run: Running,
+    private readonly s: Session,
+    private readonly atOnce: boolean,
+  ) {
+    const created = Date.parse(r.created_at);
+    this.id = r.id;
+    this.agent = r.agent;
+    this.session = r.session;
+    this.group = r.group;
+    this.tool = r.tool;
+    this.arguments = r.arguments ?? {};
+    this.timeoutS = r.timeout_s;
+    this.createdAt = r.created_at;
+    this.deadline = r.timeout_s == null || Number.isNaN(created) ? null : created + r.timeout_s * 1000;
+    this.signal = run.abort.signal;
+  }
+
+  private needClaim(what: string): void {
+    if (this.atOnce) {
+      throw new Error(`tool ${this.tool} answers at once (its reply carries the claim), so it cannot ${what}: declare it without answersAtOnce`);
+    }
+  }
+
+  progress(progress: number, total?: number, message?: string): Promise<void> {
+    this.needClaim("report progress");
+    const body: Record<string, unknown> = { client_id: this.s.clientId, progress: checkNumber("progress", progress) };
+    if (total !== undefined) body.total = checkNumber("total", total);
+    if (message !== undefined) body.message = String(message).slice(0, MAX_PROGRESS_MESSAGE);
+    const json = JSON.stringify(body);
+    const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendProgress(json));
+    this.tail = (this.tail ?? Promise.resolve()).then(send);
+    return this.tail;
+  }
+
+  private async sendProgress(json: string): Promise<void> {
+    try {
+      const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/progress`, json);
+      if (a.status === 200) return;
+      const e = refusal(a);
+      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: the broker refused progress of ${this.id}: ${e.message}`);
+    } catch {
+      // the session is gone, and the call with it
+    }
+  }
+
+  /** Waits (bounded) for the reports still on their way, before the reply is posted. */
+  async flush(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.tail, new Promise((r) => (timer = setTimeout(r, PROGRESS_FLUSH_MS)))]);
+    clearTimeout(timer);
+  }
+
+  async ask(message: string, requestedSchema: JsonSchema): Promise<Answer> {
+    this.needClaim("ask the user");
+    const json = JSON.stringify({ client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
+    const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/input`, json, null);
+    if (a.status === 200) return data<Answer>(a);
+    const e = refusal(a);
+    if (e instanceof Refused && e.code === "input_unsupported") throw new InputUnsupported(e.brokerMessage, e.status);
+    throw e;
+  }
+}
+
+function checkNumber(name: string, n: number): number {
+  if (typeof n !== "number" || !Number.isFinite(n) || n < 0) throw new RangeError(`${name} must be a finite number of at least 0, not ${String(n)}`);
+  return n;
+}
+
 interface Running {
   abort: AbortController;
   ended: boolean;
@@ -333,6 +484,8 @@ interface Session {
   claimBody: string;
   okPrefix: string;
   claimOkPrefix: string;
+  okHead: string;
+  claimOkHead: string;
 }
 
 const sleep = (ms: number, signal: AbortSignal) =>
@@ -457,6 +610,8 @@ class Serving {
         claimBody: `{"client_id":${cid}}`,
         okPrefix: `{"client_id":${cid},"ok":true,"content":`,
         claimOkPrefix: `{"client_id":${cid},"ok":true,"claim":true,"content":`,
+        okHead: `{"client_id":${cid},"ok":true,`,
+        claimOkHead: `{"client_id":${cid},"ok":true,"claim":true,`,
       };
       const groups = new Map<string, Record<string, unknown>[]>();
       for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
@@ -550,25 +705,14 @@ class Serving {
     const tool = this.tools.get(r.tool)!;
     if (!tool.atOnce && !(await this.claim(s, r.id))) return;
     if (run.ended) return;
-    const created = Date.parse(r.created_at);
-    const call: Call = {
-      id: r.id,
-      agent: r.agent,
-      session: r.session,
-      group: r.group,
-      tool: r.tool,
-      arguments: r.arguments ?? {},
-      timeoutS: r.timeout_s,
-      createdAt: r.created_at,
-      deadline: r.timeout_s == null || Number.isNaN(created) ? null : created + r.timeout_s * 1000,
-      signal: run.abort.signal,
-    };
+    const call = new LiveCall(r, run, s, tool.atOnce);
     const outcome = this.runHandler(tool, call);
     // After a cancel, the handler has the grace to return; then it is abandoned.
     const abandoned = new Promise<undefined>((resolve) => {
       run.abort.signal.addEventListener("abort", () => setTimeout(() => resolve(undefined), this.s.graceMs).unref(), { once: true });
     });
     const reply = await Promise.race([outcome, abandoned]);
+    if (reply !== undefined && call.tail) await call.flush();
     if (reply === undefined || run.ended) return;
     await this.post(s, r.id, reply, tool.atOnce);
   }
@@ -585,7 +729,7 @@ class Serving {
       args = parsed.data;
     }
     try {
-      return Reply.from(await tool.handler(args, call));
+      return Reply.from(await tool.handler(args, call), tool.structured);
     } catch (e) {
       if (e instanceof ToolError) return Reply.error(e.code, e.message);
       const name = e instanceof Error ? e.name : typeof e;
@@ -606,6 +750,10 @@ class Serving {
   }
 
   private body(s: Session, reply: Reply, claim: boolean): string {
+    if (!reply.error && reply.structuredJson !== undefined) {
+      const content = reply.contentJson === undefined ? "" : `,"content":${reply.contentJson}`;
+      return `${claim ? s.claimOkHead : s.okHead}"structured_content":${reply.structuredJson}${content}}`;
+    }
     if (!reply.error) return (claim ? s.claimOkPrefix : s.okPrefix) + (reply.contentJson ?? "[]") + "}";
     return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
   }

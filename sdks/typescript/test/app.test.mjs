@@ -1,12 +1,13 @@
 // The TypeScript SDK against the real broker and the real leo-mcp: every reply kind, zod and
-// JSON Schema tools, cancellation, the concurrency bound, reconnect and recovery.
+// JSON Schema tools, cancellation, the concurrency bound, reconnect and recovery, and the MCP
+// features (title, annotations, output schemas and structured replies, progress, questions).
 
 import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { z } from "zod";
 
-import { App, FatalError, Reply, ToolError, content } from "../dist/index.js";
-import { Broker, McpAgent, Other, leoCall, textOf, waitUntil } from "./support.mjs";
+import { App, FatalError, InputUnsupported, Refused, Reply, ToolError, content } from "../dist/index.js";
+import { Broker, McpAgent, NATIVE, Other, leoCall, textOf, waitUntil } from "./support.mjs";
 
 const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
 
@@ -86,6 +87,7 @@ describe("cancellation", () => {
       handler: async (_args, call) => {
         started();
         await new Promise((r) => call.signal.addEventListener("abort", r));
+        await call.progress(1, undefined, "late"); // quiet for an ended call: never rejects
         aborted();
         return "too late";
       },
@@ -189,6 +191,125 @@ describe("scope", () => {
     const refused = await scout.call("deploy_now", {});
     assert.equal(refused.isError, true);
     assert.match(textOf(refused), /no_client/);
+  });
+});
+
+const RECORD = { type: "object", properties: { build: { type: "integer" }, url: { type: "string" } }, required: ["build", "url"] };
+const CONFIRM_FORM = {
+  type: "object",
+  properties: { confirm: { type: "boolean", title: "Go ahead?" }, env: { type: "string", enum: ["prod", "staging"] } },
+  required: ["confirm"],
+};
+
+describe("mcp features", () => {
+  // One broker for the three tests, so each has a group of its own: the first app to claim a
+  // call of an agent's group owns that group for the agent.
+  const ctx = context();
+  const native = async (elicit) => {
+    const a = await McpAgent.start(ctx.broker, { client: NATIVE, elicit });
+    ctx.cleanups.push(() => a.close());
+    return a;
+  };
+
+  test("title, annotations and output schemas are listed natively; structured replies valid and invalid", async () => {
+    const app = new App({ group: "mcp1", home: ctx.broker.home })
+      .tool({ name: "record", description: "Return the build record", title: "Build record",
+        annotations: { readOnlyHint: true, openWorldHint: false }, outputSchema: RECORD,
+        inputSchema: { type: "object", properties: { build: { type: "integer" } }, required: ["build"] },
+        handler: ({ build }) => ({ build, url: `https://ci.example/${build}` }) })
+      .tool({ name: "tally", description: "Count words (zod output schema)", answersAtOnce: true,
+        outputSchema: z.object({ words: z.number().int() }), handler: () => ({ words: 3 }) })
+      .tool({ name: "wipe", description: "Wipe the cache", annotations: { destructiveHint: true }, execution: "task", timeoutS: 60,
+        handler: () => Reply.structured({ n: 1 }, [content.text("one")]) })
+      .tool({ name: "broken", description: "A record that does not match", outputSchema: RECORD, handler: () => ({ build: "seven", url: "u" }) })
+      .tool({ name: "text_only", description: "Text where a record is due", outputSchema: RECORD, handler: () => "no record" });
+    assert.throws(() => app.tool({ name: "bad", description: "x", annotations: { readOnly: true }, handler: () => "" }), /unknown annotation/);
+    assert.throws(() => app.tool({ name: "bad", description: "x", execution: "later", handler: () => "" }), /execution/);
+    await ctx.start(app);
+    const agent = await native();
+    const tools = Object.fromEntries((await agent.rpc("tools/list", {})).tools.map((t) => [t.name, t]));
+    assert.equal(tools.record.title, "Build record");
+    assert.deepEqual(tools.record.annotations, { readOnlyHint: true, openWorldHint: false });
+    assert.deepEqual(tools.record.outputSchema, RECORD);
+    assert.equal(tools.tally.outputSchema.properties.words.type, "integer");
+    assert.deepEqual(tools.wipe.annotations, { destructiveHint: true });
+    assert.equal(tools.wipe.outputSchema, undefined);
+    const { body } = await ctx.broker.request("GET", "/api/v1/client-tools");
+    assert.equal(body.data.tools.find((t) => t.name === "wipe").execution, "task");
+
+    const got = await agent.native("record", { build: 7 });
+    assert.deepEqual(got.structuredContent, { build: 7, url: "https://ci.example/7" });
+    assert.deepEqual(JSON.parse(textOf(got)), got.structuredContent);
+    assert.deepEqual((await agent.native("tally")).structuredContent, { words: 3 });
+    const wiped = await agent.native("wipe");
+    assert.deepEqual([wiped.structuredContent, wiped.content], [{ n: 1 }, [{ type: "text", text: "one" }]]);
+    const broken = await agent.native("broken");
+    assert.equal(broken.isError, true);
+    assert.match(textOf(broken), /invalid_result: at \$\.structured_content\.build/);
+    assert.match(textOf(await agent.native("text_only")), /invalid_result: at \$\.structured_content: required/);
+    assert.equal(Reply.structured([1, 2]).isError, true);
+  });
+
+  test("progress with messages reaches the harness; a tool that answers at once cannot report", async () => {
+    let release;
+    const go = new Promise((r) => (release = r));
+    let atOnceError;
+    const app = new App({ group: "mcp2", home: ctx.broker.home })
+      .tool({ name: "deploy", description: "Deploys, reporting progress", handler: async (_args, call) => {
+        call.progress(1, 3, "building");
+        await call.progress(2, 3, "uploading");
+        await go;
+        call.progress(3, 3, "done");
+        return "deployed";
+      } })
+      .tool({ name: "quick", description: "Answers at once", answersAtOnce: true, handler: (_args, call) => {
+        try { call.progress(1); } catch (e) { atOnceError = e.message; }
+        return "quick";
+      } });
+    await ctx.start(app);
+    const agent = await native();
+    const { answer } = agent.startNative("deploy", {}, "d");
+    const reports = await agent.reports("d", 2);
+    assert.deepEqual(reports.slice(0, 2).map((r) => [r.progress, r.total, r.message]), [[1, 3, "building"], [2, 3, "uploading"]]);
+    release();
+    assert.equal(textOf(await answer), "deployed");
+    assert.ok((await agent.reports("d", 3)).some((r) => r.message === "done"));
+    assert.equal(textOf(await agent.native("quick")), "quick");
+    assert.match(atOnceError, /answers at once/);
+  });
+
+  test("questions are answered, declined, or unsupported", async () => {
+    const app = new App({ group: "mcp3", home: ctx.broker.home })
+      .tool({ name: "confirm", description: "Asks twice", handler: async (_args, call) => {
+        try {
+          const yes = await call.ask("Deploy build 7 to production?", CONFIRM_FORM);
+          const no = await call.ask("Also wipe the cache?", CONFIRM_FORM);
+          return JSON.stringify({ yes, no });
+        } catch (e) {
+          return e instanceof InputUnsupported ? `fallback: ${e.code}` : `failed: ${e.message}`;
+        }
+      } })
+      .tool({ name: "bad_form", description: "Asks with a form outside the subset", handler: async (_args, call) => {
+        try {
+          await call.ask("x", { type: "object", properties: { a: { type: "array" } } });
+          return "asked";
+        } catch (e) {
+          return e instanceof Refused && !(e instanceof InputUnsupported) ? e.message : `unexpected ${e}`;
+        }
+      } });
+    await ctx.start(app);
+    const asker = await native((params) => params.message.startsWith("Also")
+      ? { action: "decline" }
+      : { action: "accept", content: { confirm: true, env: "prod" } });
+    assert.deepEqual(JSON.parse(textOf(await asker.native("confirm"))), {
+      yes: { action: "accept", content: { confirm: true, env: "prod" } },
+      no: { action: "decline" },
+    });
+    assert.equal(asker.asked[0].mode, "form");
+    assert.deepEqual(asker.asked[0].requestedSchema, CONFIRM_FORM);
+    assert.match(textOf(await asker.native("bad_form")), /invalid_parameter: at \$\.requested_schema\.properties\.a\.type/);
+    const plain = await ctx.agent(); // declares no elicitation (and runs in fallback mode)
+    assert.equal(textOf(await plain.call("confirm")), "fallback: input_unsupported");
   });
 });
 

@@ -104,24 +104,41 @@ export function leoCall(broker, tool, args = {}, ...extra) {
   return done;
 }
 
-/** A harness speaking MCP over stdio to a real leo-mcp (fallback mode: `leo_app_call`). */
+/** A client name in leo-mcp's capability table (testdata/harnesscaps.json): native mode, where
+ * the app's tools are listed and called as themselves. */
+export const NATIVE = "claude-code";
+
+/** A harness speaking MCP over stdio to a real leo-mcp (fallback mode: `leo_app_call`, or native
+ * with `client: NATIVE`). With `elicit` (params => result) it declares MCP elicitation and
+ * answers `elicitation/create`; `notifications/progress` are kept by token. */
 export class McpAgent {
-  constructor(broker, agent = "nodetest") {
+  constructor(broker, agent = "nodetest", elicit = undefined) {
     const log = openSync(join(broker.home, `leo-mcp-${agent}.stderr`), "a");
     this.proc = spawn(LEO_MCP, ["--agent", agent], {
       env: { ...process.env, LEO_HOME: broker.home, RUST_LOG: "warn" }, stdio: ["pipe", "pipe", log],
     });
     this.next = 0;
     this.waiting = new Map();
-    createInterface({ input: this.proc.stdout }).on("line", (l) => {
+    this.asked = [];
+    this.progress = new Map();
+    this.heard = [];
+    createInterface({ input: this.proc.stdout }).on("line", async (l) => {
       const m = JSON.parse(l);
       const w = this.waiting.get(m.id);
       if (w && ("result" in m || "error" in m)) { this.waiting.delete(m.id); w(m); }
+      else if (m.method === "notifications/progress") {
+        const t = m.params.progressToken;
+        this.progress.set(t, [...(this.progress.get(t) ?? []), m.params]);
+        this.heard.splice(0).forEach((h) => h());
+      } else if (m.method === "elicitation/create" && "id" in m) {
+        this.asked.push(m.params);
+        this.send({ jsonrpc: "2.0", id: m.id, result: elicit ? await elicit(m.params) : { action: "cancel" } });
+      } else if ("id" in m && "method" in m) this.send({ jsonrpc: "2.0", id: m.id, result: {} });
     });
   }
-  static async start(broker) {
-    const a = new McpAgent(broker);
-    await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities: {}, clientInfo: { name: "leo-app-node-tests", version: "1" } });
+  static async start(broker, { agent = "nodetest", client = "leo-app-node-tests", elicit } = {}) {
+    const a = new McpAgent(broker, agent, elicit);
+    await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities: elicit ? { elicitation: {} } : {}, clientInfo: { name: client, version: "1" } });
     a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
     return a;
   }
@@ -138,6 +155,20 @@ export class McpAgent {
   rpc(method, params) { return this.startRpc(method, params).answer; }
   startCall(tool, args) { return this.startRpc("tools/call", { name: "leo_app_call", arguments: { tool, args } }); }
   call(tool, args = {}) { return this.startCall(tool, args).answer; }
+  /** `tools/call` of the tool itself (native mode), with a progress token if given. */
+  startNative(tool, args = {}, progressToken) {
+    return this.startRpc("tools/call", { name: tool, arguments: args, ...(progressToken !== undefined ? { _meta: { progressToken } } : {}) });
+  }
+  native(tool, args = {}) { return this.startNative(tool, args).answer; }
+  /** Waits for `count` progress notifications on `token`. */
+  async reports(token, count) {
+    const end = Date.now() + WAIT;
+    while ((this.progress.get(token) ?? []).length < count) {
+      if (Date.now() > end) throw new Error(`${count} progress reports on ${token}: ${JSON.stringify([...this.progress])}`);
+      await new Promise((r) => { this.heard.push(r); setTimeout(r, 200); });
+    }
+    return this.progress.get(token);
+  }
   cancel(id) { this.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "gave up" } }); }
   close() { this.proc.kill("SIGKILL"); }
 }

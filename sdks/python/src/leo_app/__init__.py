@@ -26,14 +26,18 @@ pydantic is installed.
 
 from . import reply as content
 from .app import App, default_home
-from .call import Call
-from .errors import Cancelled, ConnectError, FatalError, LeoError, ProtocolError, Refused, ToolError
+from .call import Answer, Call
+from .errors import (
+    Cancelled, ConnectError, FatalError, InputUnsupported, LeoError, ProtocolError, Refused,
+    ToolError,
+)
 from .reply import Reply
 from .schema import schema_of
 from .tool import Tool
 
 __all__ = [
-    "App", "Call", "Cancelled", "ConnectError", "FatalError", "LeoError", "ProtocolError",
-    "Refused", "Reply", "Tool", "ToolError", "content", "default_home", "schema_of",
+    "Answer", "App", "Call", "Cancelled", "ConnectError", "FatalError", "InputUnsupported",
+    "LeoError", "ProtocolError", "Refused", "Reply", "Tool", "ToolError", "content",
+    "default_home", "schema_of",
 ]
 __version__ = "0.1.0"

@@ -166,9 +166,15 @@ class Client:
             return f"GET {path} HTTP/1.1\r\n".encode() + self._head_tail + b"\r\n"
         return f"{method} {path} HTTP/1.1\r\n".encode() + self._head_tail + b"Content-Length: 0\r\n\r\n"
 
-    async def send(self, method: str, path: str, body: bytes | list[bytes] = b"") -> Answer:
-        """Sends a request on a pooled connection and reads the whole answer."""
-        return await asyncio.wait_for(self._send(method, path, body), REQUEST_TIMEOUT)
+    async def send(
+        self, method: str, path: str, body: bytes | list[bytes] = b"",
+        timeout: float | None = REQUEST_TIMEOUT,
+    ) -> Answer:
+        """Sends a request on a pooled connection and reads the whole answer; `timeout=None`
+        waits as long as the broker takes (a question waits for the user)."""
+        if timeout is None:
+            return await self._send(method, path, body)
+        return await asyncio.wait_for(self._send(method, path, body), timeout)
 
     async def _send(self, method: str, path: str, body: bytes | list[bytes]) -> Answer:
         parts = body if isinstance(body, list) else [body]
@@ -205,8 +211,10 @@ class Client:
     async def get(self, path: str) -> Answer:
         return await self.send("GET", path)
 
-    async def post(self, path: str, body: bytes | list[bytes]) -> Answer:
-        return await self.send("POST", path, body)
+    async def post(
+        self, path: str, body: bytes | list[bytes], timeout: float | None = REQUEST_TIMEOUT
+    ) -> Answer:
+        return await self.send("POST", path, body, timeout)
 
     async def open_stream(self, path: str, last_event_id: int | None) -> "Stream":
         """Opens the event stream on its own connection, once the broker answered 200."""

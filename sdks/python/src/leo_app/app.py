@@ -9,6 +9,8 @@ ends, the loop waits a jittered, doubling delay and starts over.
 
 A call is claimed, handed to its handler, and the reply posted (two requests); a tool that
 `answers_at_once` skips the claim and posts its reply with `"claim": true` (one request).
+Progress reports and questions go out on the same session as the claim (only the claimant may
+send them); a reply waits for the reports still on their way, so none arrives after it.
 """
 
 from __future__ import annotations
@@ -29,8 +31,11 @@ from typing import Any, Callable
 from ._calls import Calls, Control
 from ._http import Client, Endpoint, Stream
 from ._sse import FrameTooLarge, Parser
-from .call import Call
-from .errors import ConnectError, FatalError, LeoError, ProtocolError, Refused, ToolError
+from .call import Answer, Call
+from .errors import (
+    Cancelled, ConnectError, FatalError, InputUnsupported, LeoError, ProtocolError, Refused,
+    ToolError,
+)
 from .reply import Reply, to_reply
 from .tool import Tool, make_tool
 
@@ -148,6 +153,10 @@ class App:
         timeout_s: int | None = None,
         label: str | None = None,
         answers_at_once: bool = False,
+        title: str | None = None,
+        annotations: dict[str, bool] | None = None,
+        output_schema: Any = None,
+        execution: str | None = None,
     ) -> Any:
         """Declares a tool from a typed function (`@app.tool` or `@app.tool(...)`).
 
@@ -155,14 +164,23 @@ class App:
         docstring's first paragraph. `answers_at_once=True` is for quick tools that may safely
         run on more than one instance of the app: the handler runs as soon as the call arrives
         and its reply is posted with the claim in one request; a plain (non-async) handler of
-        such a tool runs on the event loop's thread, so it must not block.
+        such a tool runs on the event loop's thread, so it must not block, and it cannot report
+        progress nor ask the user (it has no claim).
+
+        `title` and `annotations` (`readOnlyHint`, `destructiveHint`, `idempotentHint`,
+        `openWorldHint`: booleans) are shown to the agent's harness. `output_schema` is the
+        schema of the tool's structured content: derived from the return hint when it is a
+        TypedDict, a dataclass or a pydantic model, or given (a dict or such a type), or
+        `False` for none; a handler of such a tool returning a value answers with structured
+        content. `execution="task"` asks harnesses that run MCP tasks to run the calls as tasks.
         """
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
             t = make_tool(
                 f, group=group or self.group, name=name, description=description,
                 schema=schema, timeout_s=timeout_s, label=label,
-                answers_at_once=answers_at_once,
+                answers_at_once=answers_at_once, title=title, annotations=annotations,
+                output_schema=output_schema, execution=execution,
             )
             if t.name.lower() in {n.lower() for n in self.tools}:
                 raise ValueError(f"tool {t.name!r} is given twice (names are compared without case)")
@@ -302,10 +320,19 @@ class _Session:
         self.hello_seq = seq
         cid = json.dumps(client_id)
         self.claim_body = f'{{"client_id":{cid}}}'.encode()
-        self.ok_prefix = f'{{"client_id":{cid},"ok":true,"content":'.encode()
-        self.claim_ok_prefix = f'{{"client_id":{cid},"ok":true,"claim":true,"content":'.encode()
+        self.ok_head = f'{{"client_id":{cid},"ok":true,'.encode()
+        self.claim_ok_head = f'{{"client_id":{cid},"ok":true,"claim":true,'.encode()
+        self.ok_prefix = self.ok_head + b'"content":'
+        self.claim_ok_prefix = self.claim_ok_head + b'"content":'
+        self.io = _CallIO(self)
 
     def result_body(self, reply: Reply, claim: bool) -> list[bytes]:
+        if reply.app_error is None and reply.structured_bytes is not None:
+            parts = [self.claim_ok_head if claim else self.ok_head, b'"structured_content":',
+                     reply.structured_bytes]
+            if reply.content_bytes is not None:
+                parts += [b',"content":', reply.content_bytes]
+            return [*parts, b"}"]
         if reply.app_error is None:
             prefix = self.claim_ok_prefix if claim else self.ok_prefix
             return [prefix, reply.content_bytes or b"[]", b"}"]
@@ -503,7 +530,7 @@ class _Serving:
         """Claims the call (unless the tool answers at once), runs the handler, posts the
         reply."""
         rid = request["id"]
-        call = Call(request, self.loop)
+        call = Call(request, self.loop, s.io, tool.answers_at_once)
         timer: asyncio.TimerHandle | None = None
 
         def on_cancel(reason: str) -> None:
@@ -520,6 +547,8 @@ class _Serving:
             if control.ended:
                 return
             reply = await self.run_handler(tool, call)
+            if call._progress_tail is not None:
+                await call._flush_progress()
             if control.ended:
                 log.debug("request %s ended at the broker; its reply is dropped", rid)
                 return
@@ -545,7 +574,7 @@ class _Serving:
                 value = await self.loop.run_in_executor(
                     self.pool, functools.partial(tool.handler, *args, **kwargs)
                 )
-            return to_reply(value)
+            return to_reply(value, tool.output_schema is not None)
         except ToolError as e:
             return Reply.error(e.code, e.message)
         except asyncio.CancelledError:
@@ -603,6 +632,52 @@ class _Serving:
         done, pending = await asyncio.wait(tasks, timeout=self.app.cancel_grace + SHUTDOWN_POST)
         for task in pending:
             task.cancel()
+
+
+class _CallIO:
+    """A call's progress reports and questions, on the session that claimed it."""
+
+    __slots__ = ("session",)
+
+    def __init__(self, session: _Session):
+        self.session = session
+
+    def client_id(self) -> str:
+        return self.session.client_id
+
+    async def progress(self, call: Call, body: bytes) -> None:
+        """Posts one report; never raises (a report is advice, and the call may have ended)."""
+        path = f"/api/v1/client-tools/requests/{call.id}/progress"
+        try:
+            answer = await self.session.client.post(path, body)
+        except (LeoError, OSError, asyncio.TimeoutError) as e:
+            log.debug("progress of %s not sent: %s", call.id, _describe(e))
+            return
+        if answer.status != 200:
+            refusal = answer.refusal()
+            if getattr(refusal, "code", None) in _LOST_RACE:
+                log.debug("progress of %s dropped: the call ended (%s)", call.id, refusal)
+            else:
+                log.warning("the broker refused progress of %s: %s", call.id, refusal)
+
+    async def ask(self, call: Call, body: bytes) -> Answer:
+        """Posts the question and waits for the user (the broker bounds it by the call)."""
+        path = f"/api/v1/client-tools/requests/{call.id}/input"
+        answer = await self.session.client.post(path, body, timeout=None)
+        if answer.status == 200:
+            data = answer.data()
+            try:
+                return Answer(str(data["action"]), data.get("content"))
+            except (KeyError, TypeError, AttributeError) as e:
+                raise ProtocolError(f"the answer to a question: {e}") from None
+        refusal = answer.refusal()
+        if not isinstance(refusal, Refused):
+            raise refusal
+        if refusal.code == "input_unsupported":
+            raise InputUnsupported(refusal.code, refusal.message, refusal.status)
+        if refusal.code in _LOST_RACE or refusal.code == "timeout":
+            raise Cancelled(f"the call ended before the user answered ({refusal})")
+        raise refusal
 
 
 async def _next_frame(stream: Stream, parser: Parser) -> Any:

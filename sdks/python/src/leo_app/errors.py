@@ -25,6 +25,12 @@ class Refused(LeoError):
         self.status = status
 
 
+class InputUnsupported(Refused):
+    """`call.ask` cannot reach the user: the agent's harness did not declare MCP elicitation
+    (the broker answers `409 input_unsupported` at once). Fall back to asking in the app's own
+    window, or go on with a default."""
+
+
 class FatalError(LeoError):
     """An error retrying cannot fix: a wrong setting, a refused token, a refused group. Ends
     `App.serve`."""

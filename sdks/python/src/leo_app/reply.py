@@ -1,13 +1,15 @@
-"""What a handler answers: MCP content blocks for the agent, or the app's own error.
+"""What a handler answers: MCP content blocks for the agent, structured content, or the app's
+own error.
 
 Content is serialized once, when the `Reply` is made, and posted as those bytes between a
 prefix and a `}` prepared once per session, so a large image is encoded a single time.
 
 The broker passes content blocks to the agent verbatim and checks their shape only: `text`;
 `image` and `audio` with base64 `data` and `mimeType`; `resource_link` with `uri` and `name`;
-`resource` with `uri` and `text` or `blob`. The result of a call is its content: there is no
-separate structured field on the way to the agent, so structured data travels as a JSON text
-block (`Reply.json`), which is what agents read.
+`resource` with `uri` and `text` or `blob`. Structured content (`Reply.structured`) is a JSON
+object the harness receives as `structuredContent`; the broker checks it against the tool's
+`output_schema`, and `leo-mcp` adds a text block of the same JSON when the reply has no
+content, for clients that read only `content`.
 """
 
 from __future__ import annotations
@@ -26,13 +28,18 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 class Reply:
     """A handler's answer. Make one with the class methods."""
 
-    __slots__ = ("content_bytes", "app_error")
+    __slots__ = ("content_bytes", "app_error", "structured_bytes")
 
-    def __init__(self, content: bytes | None = None, error: tuple[str, str] | None = None):
+    def __init__(
+        self, content: bytes | None = None, error: tuple[str, str] | None = None,
+        structured: bytes | None = None,
+    ):
         #: The content blocks as one serialized JSON array, for a content reply.
         self.content_bytes = content
         #: `(code, message)` for an error reply.
         self.app_error = error
+        #: The structured content as one serialized JSON object, for a structured reply.
+        self.structured_bytes = structured
 
     @property
     def is_error(self) -> bool:
@@ -70,6 +77,23 @@ class Reply:
             return cls.error("internal", f"cannot encode the result: {e}")
 
     @classmethod
+    def structured(cls, value: Any, content: Iterable[dict[str, Any]] | None = None) -> "Reply":
+        """Structured content: `value` is a JSON object (a dict, a dataclass, a TypedDict or a
+        pydantic model), posted as `structured_content` and checked by the broker against the
+        tool's `output_schema`; `content` adds content blocks (left out, `leo-mcp` gives the
+        harness one text block of the same JSON)."""
+        value = _plain(value)
+        if not isinstance(value, dict):
+            return cls.error(
+                "internal", f"structured content must be a JSON object, not {type(value).__name__}"
+            )
+        try:
+            blocks = None if content is None else _dumps(list(content)).encode()
+            return cls(blocks, structured=_dumps(value).encode())
+        except (TypeError, ValueError) as e:
+            return cls.error("internal", f"cannot encode the result: {e}")
+
+    @classmethod
     def raw_content(cls, data: bytes) -> "Reply":
         """Content serialized ahead of time: `data` must be a JSON array of content blocks. It
         is posted byte for byte; a malformed one ends the call with the broker's
@@ -84,6 +108,8 @@ class Reply:
     def __repr__(self) -> str:
         if self.app_error:
             return f"Reply.error({self.app_error[0]!r}, {self.app_error[1]!r})"
+        if self.structured_bytes is not None:
+            return f"Reply.structured({self.structured_bytes[:80]!r})"
         return f"Reply({(self.content_bytes or b'')[:80]!r})"
 
 
@@ -123,16 +149,28 @@ def resource(
     return {"type": "resource", "resource": res}
 
 
-def to_reply(value: Any) -> Reply:
+def _plain(value: Any) -> Any:
+    """A dataclass or a pydantic model as JSON-ready data; anything else as it is."""
+    if hasattr(value, "model_dump") and hasattr(value, "model_dump_json"):  # a pydantic model
+        return value.model_dump(mode="json")
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return dataclasses.asdict(value)
+    return value
+
+
+def to_reply(value: Any, structured: bool = False) -> Reply:
     """What a handler returned, as a reply: a `Reply` as it is, a `str` as text, `None` as no
-    content, a dataclass or a pydantic model as its JSON, anything else as JSON text. To answer
-    with content blocks, return `Reply.content([...])`."""
+    content, a dataclass or a pydantic model as its JSON, anything else as JSON text. For a
+    tool with an output schema (`structured`), any other value is structured content. To
+    answer with content blocks, return `Reply.content([...])`."""
     if isinstance(value, Reply):
         return value
     if isinstance(value, str):
         return Reply.text(value)
     if value is None:
         return Reply(b"[]")
+    if structured:
+        return Reply.structured(value)
     if hasattr(value, "model_dump_json"):  # a pydantic model
         return Reply.text(value.model_dump_json())
     if dataclasses.is_dataclass(value) and not isinstance(value, type):

@@ -5,17 +5,28 @@ Every parameter of the handler is a property of the input schema, typed by its h
 unless it has a default. A parameter annotated `Call` is not an argument: it receives the call
 itself (agent, deadline, cancellation). With an explicit `schema=`, the handler takes only the
 `Call` and reads `call.arguments`.
+
+The output schema comes from the return hint when it names an object type (a TypedDict, a
+dataclass or a pydantic model), so that a handler returning one answers with structured content
+the broker checks; `output_schema=` gives one explicitly, `output_schema=False` declares none.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
+import logging
 import typing
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .call import Call
-from .schema import _is_json, convert, schema_of
+from .schema import _is_json, _is_pydantic, _is_typeddict, convert, schema_of
+
+log = logging.getLogger("leo_app")
+
+#: The MCP tool annotations the broker accepts, each a boolean.
+ANNOTATIONS = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 
 
 @dataclass
@@ -35,6 +46,14 @@ class Tool:
     params: list[tuple[str, Any]] | None = field(default=None)
     #: The name of the parameter that receives the Call, if any.
     call_param: str | None = None
+    #: The MCP tool's title (shown instead of `label`).
+    title: str | None = None
+    #: MCP tool hints: `readOnlyHint`, `destructiveHint`, `idempotentHint`, `openWorldHint`.
+    annotations: dict[str, bool] | None = None
+    #: The schema of the structured content the tool answers with.
+    output_schema: dict[str, Any] | None = None
+    #: `"sync"` or `"task"` (how a harness that runs MCP tasks runs the calls).
+    execution: str | None = None
 
     def definition(self) -> dict[str, Any]:
         """The tool as `POST /api/v1/client-tools` wants it."""
@@ -47,6 +66,14 @@ class Tool:
             d["timeout_s"] = self.timeout_s
         if self.label is not None:
             d["label"] = self.label
+        if self.title is not None:
+            d["title"] = self.title
+        if self.annotations is not None:
+            d["annotations"] = self.annotations
+        if self.output_schema is not None:
+            d["output_schema"] = self.output_schema
+        if self.execution is not None:
+            d["execution"] = self.execution
         return d
 
     def bind(self, call: Call) -> tuple[list[Any], dict[str, Any]]:
@@ -73,6 +100,10 @@ def make_tool(
     timeout_s: int | None,
     label: str | None,
     answers_at_once: bool,
+    title: str | None = None,
+    annotations: dict[str, bool] | None = None,
+    output_schema: Any = None,
+    execution: str | None = None,
 ) -> Tool:
     name = name or fn.__name__
     doc = inspect.getdoc(fn) or ""
@@ -116,6 +147,7 @@ def make_tool(
         schema["additionalProperties"] = False
     elif call_param is None:
         raise TypeError(f"tool {name!r}: with schema= the handler takes one parameter typed Call")
+    _check_mcp_fields(name, annotations, execution)
     return Tool(
         name=name,
         description=description,
@@ -128,4 +160,55 @@ def make_tool(
         is_async=is_async,
         params=None if explicit else params,
         call_param=call_param,
+        title=title,
+        annotations=dict(annotations) if annotations is not None else None,
+        output_schema=_output_schema(name, output_schema, hints.get("return")),
+        execution=execution,
     )
+
+
+def _is_object_type(tp: Any) -> bool:
+    return _is_pydantic(tp) or _is_typeddict(tp) or (
+        isinstance(tp, type) and dataclasses.is_dataclass(tp)
+    )
+
+
+def _output_schema(name: str, given: Any, returns: Any) -> dict[str, Any] | None:
+    """`output_schema=`: a dict as it is, an object type's schema, `False` for none; left out,
+    the schema of the return hint when it is an object type."""
+    if given is False:
+        return None
+    if isinstance(given, dict):
+        return given
+    tp = given if given is not None else returns
+    if tp is None or not _is_object_type(tp):
+        if given is not None:
+            raise TypeError(
+                f"tool {name!r}: output_schema must be a dict, a TypedDict, a dataclass or a "
+                f"pydantic model, not {given!r}"
+            )
+        return None
+    try:
+        return schema_of(tp)
+    except TypeError as e:
+        if given is None:
+            # A return hint that has no schema (a field of an unsupported type) only means the
+            # tool declares none, as before output schemas existed.
+            log.warning("tool %r declares no output schema: %s", name, e)
+            return None
+        raise TypeError(f"tool {name!r}, output schema: {e}") from None
+
+
+def _check_mcp_fields(name: str, annotations: Any, execution: Any) -> None:
+    if annotations is not None:
+        if not isinstance(annotations, dict):
+            raise TypeError(f"tool {name!r}: annotations must be a dict of booleans")
+        for key, value in annotations.items():
+            if key not in ANNOTATIONS:
+                raise ValueError(
+                    f"tool {name!r}: unknown annotation {key!r} (known: {', '.join(ANNOTATIONS)})"
+                )
+            if not isinstance(value, bool):
+                raise TypeError(f"tool {name!r}: annotation {key!r} must be True or False")
+    if execution not in (None, "sync", "task"):
+        raise ValueError(f"tool {name!r}: execution must be \"sync\" or \"task\", not {execution!r}")
