@@ -1,4 +1,6 @@
 import http from "node:http";
+/** A request body: JSON text, or its bytes in chunks written as they are. */
+export type Body = Buffer | string | Buffer[];
 /** The broker answered with a documented error code. */
 export declare class Refused extends Error {
     readonly code: string;
@@ -47,9 +49,9 @@ export declare class Client {
     private takeIdle;
     /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
      * takes (a question waits for the user). */
-    send(method: string, path: string, body?: Buffer | string, timeoutMs?: number | null): Promise<Answer>;
+    send(method: string, path: string, body?: Body, timeoutMs?: number | null): Promise<Answer>;
     get(path: string): Promise<Answer>;
-    post(path: string, body: Buffer | string, timeoutMs?: number | null): Promise<Answer>;
+    post(path: string, body: Body, timeoutMs?: number | null): Promise<Answer>;
     /** Opens the event stream on its own connection; resolves once the broker answered 200. */
     openStream(path: string, lastEventId: number | undefined): Promise<http.IncomingMessage>;
     close(): void;

@@ -92,12 +92,16 @@ class Conn {
         this.answered = false;
         return new Promise((resolve, reject) => {
             this.waiting = { resolve, reject };
-            if (body && body.length < 16 * 1024)
-                this.sock.write(Buffer.concat([Buffer.from(head, "latin1"), body]));
+            const size = body.reduce((n, b) => n + b.length, 0);
+            if (size < 16 * 1024)
+                this.sock.write(Buffer.concat([Buffer.from(head, "latin1"), ...body]));
             else {
+                // One writev for the head and every chunk: a large body is never copied into one buffer.
+                this.sock.cork();
                 this.sock.write(head, "latin1");
-                if (body)
-                    this.sock.write(body);
+                for (const b of body)
+                    this.sock.write(b);
+                this.sock.uncork();
             }
         });
     }
@@ -219,10 +223,10 @@ export class Client {
     /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
      * takes (a question waits for the user). */
     async send(method, path, body, timeoutMs = REQUEST_TIMEOUT_MS) {
-        const payload = body === undefined ? undefined : Buffer.from(body);
+        const payload = body === undefined ? undefined : Array.isArray(body) ? body : [Buffer.from(body)];
         let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
         if (payload)
-            head += `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`;
+            head += `Content-Type: application/json\r\nContent-Length: ${payload.reduce((n, b) => n + b.length, 0)}\r\n\r\n`;
         else
             head += method === "GET" ? "\r\n" : "Content-Length: 0\r\n\r\n";
         for (;;) {
@@ -232,9 +236,9 @@ export class Client {
             let timer;
             try {
                 const answer = timeoutMs === null
-                    ? await conn.request(head, payload)
+                    ? await conn.request(head, payload ?? [])
                     : await Promise.race([
-                        conn.request(head, payload),
+                        conn.request(head, payload ?? []),
                         new Promise((_, reject) => {
                             timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs);
                         }),

@@ -15,6 +15,8 @@ import { Client, FatalError, InputUnsupported, Refused, SseParser, data, describ
 import { Reply, ToolError } from "./reply.js";
 export { Reply, ToolError, content } from "./reply.js";
 export { FatalError, InputUnsupported, Refused } from "./http.js";
+/** The closing brace of a result body, shared by every post. */
+const CLOSE = Buffer.from("}");
 const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
 const LOST_RACE = new Set(["already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider", "not_claimant"]);
@@ -461,8 +463,8 @@ class Serving {
                 client,
                 clientId: h.client_id,
                 claimBody: `{"client_id":${cid}}`,
-                okPrefix: `{"client_id":${cid},"ok":true,"content":`,
-                claimOkPrefix: `{"client_id":${cid},"ok":true,"claim":true,"content":`,
+                okPrefix: Buffer.from(`{"client_id":${cid},"ok":true,"content":`),
+                claimOkPrefix: Buffer.from(`{"client_id":${cid},"ok":true,"claim":true,"content":`),
                 okHead: `{"client_id":${cid},"ok":true,`,
                 claimOkHead: `{"client_id":${cid},"ok":true,"claim":true,`,
             };
@@ -622,7 +624,7 @@ class Serving {
             return `${claim ? s.claimOkHead : s.okHead}"structured_content":${reply.structuredJson}${content}}`;
         }
         if (!reply.error)
-            return (claim ? s.claimOkPrefix : s.okPrefix) + (reply.contentJson ?? "[]") + "}";
+            return [claim ? s.claimOkPrefix : s.okPrefix, reply.contentBuffer, CLOSE];
         return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
     }
     async post(s, id, reply, claim) {

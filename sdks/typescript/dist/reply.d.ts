@@ -20,6 +20,10 @@ export declare class Reply {
     /** The structured content as one serialized JSON object, for a structured reply. */
     readonly structuredJson?: string | undefined;
     private constructor();
+    private contentBytes?;
+    /** The content's bytes, encoded once per reply: a reply made ahead and answered many times
+     * (`rawContent`) is never encoded again. */
+    get contentBuffer(): Buffer;
     get isError(): boolean;
     /** One text block. */
     static text(text: string): Reply;

@@ -31,6 +31,13 @@ export class Reply {
         this.error = error;
         this.structuredJson = structuredJson;
     }
+    contentBytes;
+    /** The content's bytes, encoded once per reply: a reply made ahead and answered many times
+     * (`rawContent`) is never encoded again. */
+    get contentBuffer() {
+        this.contentBytes ??= Buffer.from(this.contentJson ?? "[]");
+        return this.contentBytes;
+    }
     get isError() {
         return this.error !== undefined;
     }

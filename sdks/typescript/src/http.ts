@@ -8,6 +8,9 @@
 import http from "node:http";
 import net from "node:net";
 
+/** A request body: JSON text, or its bytes in chunks written as they are. */
+export type Body = Buffer | string | Buffer[];
+
 /** The broker answered with a documented error code. */
 export class Refused extends Error {
   constructor(
@@ -105,14 +108,18 @@ class Conn {
     sock.on("close", () => this.fail(new Error("the broker closed the connection")));
   }
 
-  request(head: string, body: Buffer | undefined): Promise<Answer & { keep: boolean }> {
+  request(head: string, body: Buffer[]): Promise<Answer & { keep: boolean }> {
     this.answered = false;
     return new Promise((resolve, reject) => {
       this.waiting = { resolve, reject };
-      if (body && body.length < 16 * 1024) this.sock.write(Buffer.concat([Buffer.from(head, "latin1"), body]));
+      const size = body.reduce((n, b) => n + b.length, 0);
+      if (size < 16 * 1024) this.sock.write(Buffer.concat([Buffer.from(head, "latin1"), ...body]));
       else {
+        // One writev for the head and every chunk: a large body is never copied into one buffer.
+        this.sock.cork();
         this.sock.write(head, "latin1");
-        if (body) this.sock.write(body);
+        for (const b of body) this.sock.write(b);
+        this.sock.uncork();
       }
     });
   }
@@ -229,10 +236,10 @@ export class Client {
 
   /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
    * takes (a question waits for the user). */
-  async send(method: string, path: string, body?: Buffer | string, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
-    const payload = body === undefined ? undefined : Buffer.from(body);
+  async send(method: string, path: string, body?: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
+    const payload = body === undefined ? undefined : Array.isArray(body) ? body : [Buffer.from(body)];
     let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
-    if (payload) head += `Content-Type: application/json\r\nContent-Length: ${payload.length}\r\n\r\n`;
+    if (payload) head += `Content-Type: application/json\r\nContent-Length: ${payload.reduce((n, b) => n + b.length, 0)}\r\n\r\n`;
     else head += method === "GET" ? "\r\n" : "Content-Length: 0\r\n\r\n";
     for (;;) {
       let conn = this.takeIdle();
@@ -242,9 +249,9 @@ export class Client {
       try {
         const answer =
           timeoutMs === null
-            ? await conn.request(head, payload)
+            ? await conn.request(head, payload ?? [])
             : await Promise.race([
-                conn.request(head, payload),
+                conn.request(head, payload ?? []),
                 new Promise<never>((_, reject) => {
                   timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs);
                 }),
@@ -269,7 +276,7 @@ export class Client {
     return this.send("GET", path);
   }
 
-  post(path: string, body: Buffer | string, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
+  post(path: string, body: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
     return this.send("POST", path, body, timeoutMs);
   }
 

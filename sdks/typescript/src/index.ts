@@ -13,11 +13,14 @@ import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
 
-import { Client, type Endpoint, FatalError, InputUnsupported, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
+import { type Body, Client, type Endpoint, FatalError, InputUnsupported, Refused, SseParser, data, describe, endpointFromUrl, refusal } from "./http.js";
 import { Reply, ToolError } from "./reply.js";
 
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";
 export { FatalError, InputUnsupported, Refused } from "./http.js";
+
+/** The closing brace of a result body, shared by every post. */
+const CLOSE = Buffer.from("}");
 
 /** A JSON Schema object (the broker accepts a keyword subset; see the docs). */
 export type JsonSchema = { type: "object"; [keyword: string]: unknown };
@@ -482,8 +485,9 @@ interface Session {
   client: Client;
   clientId: string;
   claimBody: string;
-  okPrefix: string;
-  claimOkPrefix: string;
+  /** `{"client_id":…,"ok":true,"content":` as bytes: the content and `}` follow. */
+  okPrefix: Buffer;
+  claimOkPrefix: Buffer;
   okHead: string;
   claimOkHead: string;
 }
@@ -608,8 +612,8 @@ class Serving {
         client,
         clientId: h.client_id,
         claimBody: `{"client_id":${cid}}`,
-        okPrefix: `{"client_id":${cid},"ok":true,"content":`,
-        claimOkPrefix: `{"client_id":${cid},"ok":true,"claim":true,"content":`,
+        okPrefix: Buffer.from(`{"client_id":${cid},"ok":true,"content":`),
+        claimOkPrefix: Buffer.from(`{"client_id":${cid},"ok":true,"claim":true,"content":`),
         okHead: `{"client_id":${cid},"ok":true,`,
         claimOkHead: `{"client_id":${cid},"ok":true,"claim":true,`,
       };
@@ -749,12 +753,12 @@ class Serving {
     return false;
   }
 
-  private body(s: Session, reply: Reply, claim: boolean): string {
+  private body(s: Session, reply: Reply, claim: boolean): Body {
     if (!reply.error && reply.structuredJson !== undefined) {
       const content = reply.contentJson === undefined ? "" : `,"content":${reply.contentJson}`;
       return `${claim ? s.claimOkHead : s.okHead}"structured_content":${reply.structuredJson}${content}}`;
     }
-    if (!reply.error) return (claim ? s.claimOkPrefix : s.okPrefix) + (reply.contentJson ?? "[]") + "}";
+    if (!reply.error) return [claim ? s.claimOkPrefix : s.okPrefix, reply.contentBuffer, CLOSE];
     return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
   }
 

@@ -33,6 +33,15 @@ export class Reply {
     readonly structuredJson?: string,
   ) {}
 
+  private contentBytes?: Buffer;
+
+  /** The content's bytes, encoded once per reply: a reply made ahead and answered many times
+   * (`rawContent`) is never encoded again. */
+  get contentBuffer(): Buffer {
+    this.contentBytes ??= Buffer.from(this.contentJson ?? "[]");
+    return this.contentBytes;
+  }
+
   get isError(): boolean {
     return this.error !== undefined;
   }
