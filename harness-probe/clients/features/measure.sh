@@ -6,7 +6,10 @@
 # once with `leo-mcp --discover`. Each harness gets a tool timeout of TOOL_TIMEOUT_S (4 s):
 # `MCP_TOOL_TIMEOUT` for Claude Code, `tool_timeout_sec` for codex, `timeout` for opencode; the
 # app's slow and quiet tools take FEATURES_SLOW_S (8 s), one with progress every second and one
-# without, so the pair shows whether progress resets that timeout. No run takes a minute.
+# without, so the pair shows whether progress resets that timeout. A third run per harness
+# (interrupt) calls only quiet, with a 30 s tool timeout, and sends the CLI SIGINT a second after
+# the call reached the app, to see whether the app hears of it (notifications/cancelled) before
+# the call ends by itself. No run takes a minute.
 #
 #   harness-probe/clients/features/measure.sh [OUTDIR]
 #   HARNESSES="codex" LIFECYCLES="initialize" harness-probe/clients/features/measure.sh OUTDIR
@@ -53,7 +56,9 @@ run_claude() { # DIR ARGS_JSON
   HOME="$1/home" HARNESS_PROBE_OUT="$1/model.jsonl" MCP_TOOL_TIMEOUT=$((timeout_s * 1000)) \
     ENABLE_TOOL_SEARCH=false CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_TELEMETRY=1 \
     node "$clients/fake-anthropic.mjs" -- claude -p "Call the leo tools." \
-    --mcp-config "$1/mcp.json" --strict-mcp-config --allowedTools mcp__leo
+    --mcp-config "$1/mcp.json" --strict-mcp-config --allowedTools mcp__leo &
+  echo $! >"$1/fake.pid"
+  wait $!
 }
 
 run_codex() { # DIR ARGS_TOML
@@ -63,7 +68,9 @@ run_codex() { # DIR ARGS_TOML
   CODEX_HOME="$1/codex-home" HARNESS_PROBE_OUT="$1/model.jsonl" \
     node "$clients/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "$1" \
     -c model_provider=fake -c 'model_providers.fake={name="fake",base_url="{model_url}",wire_api="responses",env_key="OPENAI_API_KEY"}' \
-    -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the leo tools."
+    -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the leo tools." &
+  echo $! >"$1/fake.pid"
+  wait $!
 }
 
 run_opencode() { # DIR ARGS_JSON
@@ -74,11 +81,27 @@ run_opencode() { # DIR ARGS_JSON
   HOME="$h" XDG_CONFIG_HOME="$h/.config" XDG_DATA_HOME="$h/.local/share" XDG_CACHE_HOME="$h/.cache" \
     XDG_STATE_HOME="$h/.local/state" OPENCODE_DISABLE_AUTOUPDATE=1 OPENCODE_DISABLE_MODELS_FETCH=1 \
     OPENCODE_DISABLE_DEFAULT_PLUGINS=1 HARNESS_PROBE_OUT="$1/model.jsonl" \
-    node "$clients/fake-openai.mjs" -- sh -c "node '$clients/opencode-fake-config.mjs' '$1/opencode-in.json' '$1/opencode.json' && cd '$h/proj' && OPENCODE_CONFIG='$1/opencode.json' opencode run 'Call the leo tools.'"
+    node "$clients/fake-openai.mjs" -- sh -c "node '$clients/opencode-fake-config.mjs' '$1/opencode-in.json' '$1/opencode.json' && cd '$h/proj' && OPENCODE_CONFIG='$1/opencode.json' exec opencode run 'Call the leo tools.'" &
+  echo $! >"$1/fake.pid"
+  wait $!
+}
+
+# interrupt DIR AGENT: once the app has the agent's quiet call, SIGINT to the scripted model
+# server, which passes it to the CLI (as Ctrl-C in its terminal would; Esc in an interactive
+# session is not this).
+interrupt() {
+  i=0
+  until grep '"client_tool.request"' "$out/app.log" 2>/dev/null | grep -q "\"$2\""; do
+    i=$((i + 1))
+    [ $i -lt 300 ] || return 0
+    sleep 0.2
+  done
+  sleep 1
+  kill -INT "$(cat "$1/fake.pid")" 2>/dev/null || true
 }
 
 for harness in ${HARNESSES:-claude codex opencode}; do
-  for lifecycle in ${LIFECYCLES:-initialize discover}; do
+  for lifecycle in ${LIFECYCLES:-initialize discover interrupt}; do
     d="$out/$harness-$lifecycle"
     mkdir -p "$d/home"
     # codex is not known to re-list tools, so auto mode would give it the fallback tools;
@@ -88,7 +111,13 @@ for harness in ${HARNESSES:-claude codex opencode}; do
     wrap "$d" "$harness-$lifecycle$mode"
     args='[]'
     [ "$lifecycle" = discover ] && args='["--discover"]'
-    "run_$harness" "$d" "$args" >"$d/cli.out" 2>&1 || echo "measure: $harness ($lifecycle) exited $?" >&2
+    if [ "$lifecycle" = interrupt ]; then
+      (timeout_s=30 HARNESS_PROBE_TOOLS=quiet "run_$harness" "$d" "$args" >"$d/cli.out" 2>&1) &
+      interrupt "$d" "$harness-$lifecycle"
+      wait $! || echo "measure: $harness ($lifecycle) exited $?" >&2
+    else
+      "run_$harness" "$d" "$args" >"$d/cli.out" 2>&1 || echo "measure: $harness ($lifecycle) exited $?" >&2
+    fi
     echo "measure: $harness $lifecycle done" >&2
   done
 done

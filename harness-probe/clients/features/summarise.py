@@ -36,7 +36,7 @@ def timed_out(blocks):
     return "timed out" in t or "timeout" in t
 
 
-def run(d, name, app):
+def run(d, name, app, events):
     sent = lines(os.path.join(d, "in.jsonl"))
     saw = {r["tool"]: r["blocks"] for r in lines(os.path.join(d, "model.jsonl")) if r.get("event") == "model_saw"}
     init = next((m for m in sent if m.get("method") == "initialize"), None)
@@ -75,10 +75,13 @@ def run(d, name, app):
         "structured_result": "both" if structured and content else "structured_only" if structured else "content_only" if content else None,
         "elicitation_answer": (answer or {}).get("data", {}).get("action") or (answer or {}).get("code"),
         "image_kept": None if image is None else any(b.get("type") in ("image", "input_image") for b in image),
-        "tool_timeout_s": int(os.environ.get("TOOL_TIMEOUT_S", "4")),
+        "tool_timeout_s": int(os.environ.get("TOOL_TIMEOUT_S", "4")),  # 30 in interrupt runs
         "progress_resets_timeout": None if slow is None else not timed_out(slow),
         "times_out_without_progress": None if quiet is None else timed_out(quiet),
         "cancels_on_own_timeout": any(names.get(i) in ("slow", "quiet") for i in cancelled),
+        "quiet_completed": quiet is not None and "quiet: done" in text(quiet),
+        "cancelled_tools": sorted({names.get(i) for i in cancelled if names.get(i)}),
+        "app_saw_cancelled": sorted({e["data"].get("reason") for e in events if e["data"].get("agent") == name}),
     }
 
 
@@ -95,11 +98,12 @@ def main():
             agents[r["data"]["id"]] = r["data"].get("agent")
     for a in app:
         a["agent"] = agents.get(a["path"].split("/")[-2])
+    cancels = [r for r in lines(os.path.join(out, "app.log")) if r.get("event") == "client_tool.cancelled"]
     runs = []
     for d in sorted(os.listdir(out)):
         p = os.path.join(out, d)
         if os.path.isdir(p) and os.path.exists(os.path.join(p, "in.jsonl")):
-            runs.append(run(p, d, app))
+            runs.append(run(p, d, app, cancels))
     json.dump(runs, open(os.path.join(out, "runs.json"), "w"), indent=2)
     for r in runs:
         print(json.dumps(r))
@@ -109,9 +113,17 @@ def main():
     open(os.path.join(out, "features.json"), "a").write("\n")
 
 
+def interrupted(intr):
+    """Whether SIGINT during a call told the app; None when it did not interrupt the run."""
+    if not intr or not intr["client"] or intr["quiet_completed"]:
+        return None
+    return "cancelled_by_agent" in intr["app_saw_cancelled"]
+
+
 def merge(harness, runs):
     """One row per harness: the initialize run, with the discover run's lifecycle facts."""
     init = next((r for r in runs if r["run"].endswith("-initialize")), None)
+    intr = next((r for r in runs if r["run"].endswith("-interrupt")), None)
     disc = next((r for r in runs if r["run"].endswith("-discover")), None)
     base = init or disc
     if not base or not base["client"]:
@@ -122,6 +134,11 @@ def merge(harness, runs):
     for key in ("structured_result", "image_kept", "elicitation_answer", "progress_resets_timeout", "progress_token"):
         if init and disc and init[key] != disc[key]:
             notes.append(f"{key}: {init[key]} on initialize, {disc[key]} with --discover")
+    if intr and intr["client"]:
+        if intr["quiet_completed"]:
+            notes.append("SIGINT did not stop the non-interactive run: the interrupted call completed; interrupts are not measured")
+        else:
+            notes.append("on SIGINT during a call (non-interactive mode) the app saw: " + (", ".join(intr["app_saw_cancelled"]) or "nothing"))
     if disc and not disc["client"]:
         notes.append("with --discover the session made no tool call")
     return {
@@ -142,7 +159,7 @@ def merge(harness, runs):
         "tool_timeout_setting": setting,
         "progress_resets_timeout": base["progress_resets_timeout"],
         "cancels_on_timeout": base["cancels_on_own_timeout"],
-        "cancels_on_interrupt": None,
+        "cancels_on_interrupt": interrupted(intr),
         "notes": notes,
     }
 
