@@ -6,14 +6,16 @@
 // Starts the fake API on 127.0.0.1 (a free port), runs the command with ANTHROPIC_BASE_URL
 // pointing at it and a dummy ANTHROPIC_API_KEY, and exits with the command's status. The "model"
 // waits HARNESS_PROBE_GRACE_MS + 3 s before its first answer (so a client that does not re-list
-// has stayed connected past the grace window), then asks for the probe's tools in turn:
-// probe_new_tool if it was offered, probe_image, probe_error, then ends the turn. Every request
+// has stayed connected past the grace window), then asks for the script's tools in turn
+// (fake-script.mjs: by default the probe's probe_new_tool if it was offered, probe_image,
+// probe_error; features/measure.sh names its own), then ends the turn. Every request
 // is summarised in $HARNESS_PROBE_OUT as a `source: model` record: which probe tools were
 // offered, and what came back as tool results (the image and the tool error, as the harness
 // passed them on).
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
 
 const sep = process.argv.indexOf('--');
 const command = sep >= 0 ? process.argv.slice(sep + 1) : [];
@@ -22,17 +24,12 @@ if (command.length === 0) {
   process.exit(2);
 }
 const out = process.env.HARNESS_PROBE_OUT;
-const graceMs = Number(process.env.HARNESS_PROBE_GRACE_MS ?? 5000);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function side(event, fields) {
   if (!out) return;
   appendFileSync(out, JSON.stringify({ source: 'model', unix_ms: Date.now(), event, ...fields }) + '\n');
 }
 
-const probeName = (name) => {
-  const m = /probe_(new_tool|image|error|echo)$/.exec(name ?? '');
-  return m ? `probe_${m[1]}` : null;
-};
 const called = new Set();
 let first = true;
 const toolUseIds = new Map();
@@ -40,7 +37,7 @@ const reported = new Set();
 const offeredSeen = new Set();
 
 function summarise(body) {
-  const offered = (body.tools ?? []).map((t) => t.name).filter((n) => probeName(n));
+  const offered = (body.tools ?? []).map((t) => t.name).filter((n) => shortName(n));
   const results = [];
   for (const msg of body.messages ?? []) {
     if (!Array.isArray(msg.content)) continue;
@@ -52,7 +49,7 @@ function summarise(body) {
       results.push({
         tool,
         is_error: block.is_error === true,
-        blocks: content.map((c) => (c.type === 'text' ? { type: 'text', text: String(c.text).slice(0, 160) } : { type: c.type, media_type: c.source?.media_type })),
+        blocks: content.map((c) => (c.type === 'text' ? { type: 'text', text: String(c.text).slice(0, textMax) } : { type: c.type, media_type: c.source?.media_type })),
       });
     }
   }
@@ -61,13 +58,12 @@ function summarise(body) {
 
 function reply(body) {
   const offered = (body.tools ?? []).map((t) => t.name);
-  const pick = (short) => offered.find((n) => probeName(n) === short && !called.has(short));
-  const next = pick('probe_new_tool') ?? pick('probe_image') ?? pick('probe_error');
+  const next = nextTool(offered, called);
   if (next) {
-    called.add(probeName(next));
+    called.add(next.short);
     const id = `toolu_probe_${called.size}`;
-    toolUseIds.set(id, probeName(next));
-    return { stop_reason: 'tool_use', content: [{ type: 'tool_use', id, name: next, input: {} }] };
+    toolUseIds.set(id, next.short);
+    return { stop_reason: 'tool_use', content: [{ type: 'tool_use', id, name: next.name, input: {} }] };
   }
   return { stop_reason: 'end_turn', content: [{ type: 'text', text: 'Done: the probe tools were called.' }] };
 }

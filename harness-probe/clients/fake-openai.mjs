@@ -8,12 +8,14 @@
 // (http://127.0.0.1:PORT/v1) and OPENAI_API_KEY set; `{model_url}` in the command's arguments is
 // replaced too. It exits with the command's status. The "model" waits HARNESS_PROBE_GRACE_MS
 // + 3 s before its first answer (so a client that does not re-list has stayed connected past the
-// grace window), then asks for the probe's tools in turn: probe_new_tool if it was offered,
-// probe_image, probe_error, then ends the turn. What it was offered and what came back as tool
+// grace window), then asks for the script's tools in turn (fake-script.mjs: by default the
+// probe's probe_new_tool if it was offered, probe_image, probe_error; features/measure.sh names
+// its own), then ends the turn. What it was offered and what came back as tool
 // results are appended to $HARNESS_PROBE_OUT as `source: model` records.
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
 
 const sep = process.argv.indexOf('--');
 const command = sep >= 0 ? process.argv.slice(sep + 1) : [];
@@ -22,16 +24,11 @@ if (command.length === 0) {
   process.exit(2);
 }
 const out = process.env.HARNESS_PROBE_OUT;
-const graceMs = Number(process.env.HARNESS_PROBE_GRACE_MS ?? 5000);
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 function side(event, fields) {
   if (!out) return;
   appendFileSync(out, JSON.stringify({ source: 'model', unix_ms: Date.now(), event, ...fields }) + '\n');
 }
-const probeName = (name) => {
-  const m = /probe_(new_tool|image|error|echo)$/.exec(name ?? '');
-  return m ? `probe_${m[1]}` : null;
-};
 
 const called = new Set();
 const callIds = new Map();
@@ -40,7 +37,7 @@ const offeredSeen = new Set();
 let first = true;
 
 function noteOffered(names) {
-  const offered = names.filter((n) => probeName(n));
+  const offered = names.filter((n) => shortName(n));
   const key = offered.join(',');
   if (!offeredSeen.has(key)) {
     offeredSeen.add(key);
@@ -55,23 +52,22 @@ function noteResult(callId, output) {
   if (Array.isArray(output)) {
     blocks = output.map((c) =>
       c.type === 'text' || c.type === 'input_text' || c.type === 'output_text'
-        ? { type: c.type, text: String(c.text).slice(0, 160) }
+        ? { type: c.type, text: String(c.text).slice(0, textMax) }
         : { type: c.type },
     );
   } else {
-    blocks = [{ type: 'string', text: String(output ?? '').slice(0, 300) }];
+    blocks = [{ type: 'string', text: String(output ?? '').slice(0, Math.max(300, textMax)) }];
   }
   side('model_saw', { tool: callIds.get(callId), blocks });
 }
 
 function nextCall(names) {
-  const pick = (short) => names.find((n) => probeName(n) === short && !called.has(short));
-  const name = pick('probe_new_tool') ?? pick('probe_image') ?? pick('probe_error');
-  if (!name) return null;
-  called.add(probeName(name));
+  const next = nextTool(names, called);
+  if (!next) return null;
+  called.add(next.short);
   const id = `call_probe_${called.size}`;
-  callIds.set(id, probeName(name));
-  return { id, name };
+  callIds.set(id, next.short);
+  return { id, name: next.name };
 }
 
 async function decide(names) {

@@ -1,4 +1,5 @@
-//! The harness capability table: which MCP clients re-list tools on `list_changed`.
+//! The harness capability table: which MCP clients re-list tools on `list_changed`, and what
+//! each measured harness does with the other MCP features (see `shape`).
 //!
 //! `harness-probe` measures it and writes `testdata/harnesscaps.json`; the sidecar builds that
 //! file in with `include_str!`, so a release carries the table it was tested with and needs no
@@ -11,7 +12,18 @@ use leo_protocol::ipc::Mode;
 /// The table as built in.
 pub const BUILTIN_JSON: &str = include_str!("../../testdata/harnesscaps.json");
 
-pub use leo_protocol::harness::{Entry, Table};
+pub use leo_protocol::harness::{Entry, Features, Table};
+
+/// The built-in table, parsed once.
+pub fn table() -> &'static Table {
+    static TABLE: std::sync::LazyLock<Table> = std::sync::LazyLock::new(builtin);
+    &TABLE
+}
+
+/// The measured features of the harness named `client_name`.
+pub fn features_for(client_name: &str) -> Option<&'static Features> {
+    table().features_for(client_name)
+}
 
 /// The built-in table. A malformed file is a build mistake that a unit test catches; at run
 /// time it degrades to an empty table (every harness gets fallback) rather than a crash.
@@ -54,5 +66,14 @@ mod tests {
             table.mode_for("no-such-harness-anywhere"),
             table.default_mode
         );
+    }
+
+    #[test]
+    fn the_three_harness_clis_have_measured_features() {
+        for name in ["claude-code", "codex-mcp-client", "opencode"] {
+            let f = features_for(name).unwrap_or_else(|| panic!("{name}: no features"));
+            assert!(f.progress_token, "{name}");
+        }
+        assert!(features_for("no-such-harness-anywhere").is_none());
     }
 }

@@ -53,11 +53,26 @@ pub struct Cli {
     #[arg(long, env = crate::channel::ENV, value_parser = clap::builder::BoolishValueParser::new())]
     pub channels: bool,
 
-    /// Also serve MCP 2026-07-28: answer `server/discover`, take each request's own client
-    /// info, and deliver tool-list changes on `subscriptions/listen`. Without it, discover is
-    /// refused so that every client uses `initialize`. The variable takes 1/0, true/false.
-    #[arg(long, env = crate::discover::ENV, value_parser = clap::builder::BoolishValueParser::new())]
+    /// Serve MCP 2026-07-28 beside `initialize` (on by default): answer `server/discover`,
+    /// take each request's own client info, and deliver tool-list changes on
+    /// `subscriptions/listen`. `--discover=false`, `--no-discover` or `LEO_MCP_DISCOVER=0`
+    /// refuse discover instead, so that every client uses `initialize`. The variable takes
+    /// 1/0, true/false, yes/no, on/off.
+    #[arg(
+        long,
+        env = crate::discover::ENV,
+        value_parser = clap::builder::BoolishValueParser::new(),
+        num_args = 0..=1,
+        require_equals = true,
+        default_value_t = true,
+        default_missing_value = "true",
+        action = clap::ArgAction::Set
+    )]
     pub discover: bool,
+
+    /// Refuse `server/discover`: the `initialize` lifecycle only (wins over `--discover`).
+    #[arg(long)]
+    pub no_discover: bool,
 }
 
 /// `--mode`.
@@ -79,7 +94,7 @@ pub struct Settings {
     pub channels: bool,
     /// `--token-file`: the token to say hello with, instead of the one under `home`.
     pub token_file: Option<PathBuf>,
-    /// Serve the 2026-07-28 lifecycle too (`--discover`).
+    /// Serve the 2026-07-28 lifecycle too (`--discover`, the default).
     pub discover: bool,
 }
 
@@ -116,7 +131,7 @@ impl Cli {
             progress_every: progress_from_env(),
             channels: self.channels,
             token_file,
-            discover: self.discover,
+            discover: self.discover && !self.no_discover,
         })
     }
 }
@@ -154,5 +169,26 @@ mod tests {
         }
         assert!(on.channels);
         assert!(on.into_settings().unwrap().channels);
+    }
+
+    #[test]
+    fn discover_is_on_unless_turned_off() {
+        let on = |args: &[&str]| {
+            let mut argv = vec!["leo-mcp", "--agent", "a"];
+            argv.extend_from_slice(args);
+            Cli::try_parse_from(argv)
+                .unwrap()
+                .into_settings()
+                .unwrap()
+                .discover
+        };
+        if std::env::var_os(crate::discover::ENV).is_none() {
+            assert!(on(&[]));
+        }
+        assert!(on(&["--discover"]));
+        assert!(on(&["--discover=1"]));
+        assert!(!on(&["--discover=false"]));
+        assert!(!on(&["--no-discover"]));
+        assert!(!on(&["--discover", "--no-discover"]));
     }
 }

@@ -1,19 +1,21 @@
-//! Keeps every client on the `initialize` handshake by refusing `server/discover`, unless
-//! `--discover` (`LEO_MCP_DISCOVER`) asks for the 2026-07-28 lifecycle too.
+//! Keeps every client on the `initialize` handshake by refusing `server/discover`, when
+//! `--no-discover` (`LEO_MCP_DISCOVER=0`) turns the 2026-07-28 lifecycle off; it is on by
+//! default, since every measured harness works with it (Claude Code uses it; codex and
+//! opencode send `initialize`).
 //!
 //! rmcp 3.11 implements the 2026-07-28 lifecycle, where a client may open with `server/discover`
 //! and never send `initialize`. There, `list_changed` only travels on a `subscriptions/listen`
-//! stream, and `clientInfo` (which picks native or fallback) arrives per request. The contract
-//! (docs/protocol.md) is simpler: answer `server/discover` with -32601 so that discover-first
-//! clients fall back to `initialize`, which every harness we know speaks. rmcp would answer a
+//! stream, and `clientInfo` (which picks native or fallback) arrives per request. Turned off,
+//! `server/discover` is answered with -32601 so that discover-first clients fall back to
+//! `initialize`, which every harness we know speaks. rmcp would answer a
 //! discover without complete `_meta` with -32602 before any handler runs, so the refusal is
 //! made here, on the transport, for every `server/discover` whatever its shape.
 //!
-//! With `--discover`, this wrapper is left out and rmcp serves both lifecycles: `discover` is
+//! By default, this wrapper is left out and rmcp serves both lifecycles: `discover` is
 //! answered from the server info, a request with complete `_meta` starts a stateless session
 //! (its client info picks native or fallback, see `server`), and `list_changed` travels on
 //! `subscriptions/listen` (see `native::listen`). Server-to-client requests do not exist
-//! there, so an app's question gets `input_unsupported` in such a session.
+//! there, so an app's question travels as an `input_required` result (see `mrtr`).
 
 use std::borrow::Cow;
 

@@ -52,6 +52,7 @@ pub mod reconnect;
 pub mod run;
 pub mod server;
 pub mod session;
+pub mod shape;
 pub mod stdio;
 pub mod task;
 pub mod view;

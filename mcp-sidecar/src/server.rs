@@ -30,6 +30,7 @@ use serde_json::Value;
 use tracing::info;
 
 use crate::call::{self, Ended};
+use crate::caps;
 use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
@@ -40,6 +41,7 @@ use crate::mrtr::Suspended;
 use crate::native::{self, Shown};
 use crate::offline;
 use crate::outcome;
+use crate::shape;
 use crate::task::{self, Tasks};
 use crate::view::View;
 
@@ -236,7 +238,11 @@ impl Inner {
     async fn finish(&self, mut ended: Ended, ctx: &RequestContext<RoleServer>) -> CallToolResponse {
         loop {
             match ended {
-                Ended::Result(result) => return result.into(),
+                Ended::Result(result) => {
+                    let client = ctx.client_info().map(|c| c.name);
+                    let features = client.as_deref().and_then(caps::features_for);
+                    return shape::for_harness(result, features).into();
+                }
                 // rmcp does not answer a cancelled request; this result is never sent.
                 Ended::Cancelled => {
                     return outcome::failure("cancelled", "the harness cancelled the call").into();

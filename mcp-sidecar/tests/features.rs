@@ -617,3 +617,68 @@ async fn a_handoff_runs_as_a_task_for_a_harness_with_tasks() {
         tokio::time::sleep(std::time::Duration::from_millis(50)).await;
     }
 }
+
+/// One call of `tool` by `agent`, answered by the app with `result`; returns the harness's view.
+async fn answered(
+    agent: &leo_testkit::agent::Agent,
+    app: &mut App,
+    tool: &str,
+    result: Value,
+) -> rmcp::model::CallToolResult {
+    let call = agent.spawn_call(tool, json!({}));
+    let req = app.next_request().await;
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.claim(&id).await;
+    app.post_for(&id, "result", result).await.data();
+    call.await.unwrap()
+}
+
+fn texts(r: &rmcp::model::CallToolResult) -> Vec<String> {
+    r.content
+        .iter()
+        .filter_map(|b| b.as_text().map(|t| t.text.clone()))
+        .collect()
+}
+
+/// Results are shaped from the measured table: opencode (which gives the model only content
+/// blocks and drops images) also gets the structured JSON as text and a note on the images;
+/// Claude Code (which keeps `structuredContent` and images) gets the result as the app sent it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_are_shaped_for_the_measured_harness() {
+    const PNG: &str = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAQAAAC1HAwCAAAAC0lEQVR42mNkYAAAAAYAAjCB0C8AAAAASUVORK5CYII=";
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register("features", json!([record_tool(), plain_tool("picture")]))
+        .await;
+    let record = json!({"ok": true, "content": [{"type": "text", "text": "record 7"}],
+        "structured_content": {"build": 7, "url": "https://ci.example/7"}});
+    let picture = json!({"ok": true, "content": [
+        {"type": "image", "data": PNG, "mimeType": "image/png"}, {"type": "text", "text": "a pixel"}]});
+    for (client, extra) in [("opencode", true), ("claude-code", false)] {
+        let mut opts = leo_testkit::agent::AgentOpts::native(client);
+        opts.client_name = client.to_owned();
+        let agent = leo_testkit::agent::Agent::start(broker.home(), opts).await;
+        let r = answered(&agent, &mut app, "record", record.clone()).await;
+        let structured = json!({"build": 7, "url": "https://ci.example/7"});
+        assert_eq!(r.structured_content, Some(structured.clone()), "{client}");
+        let want: Vec<String> = if extra {
+            vec!["record 7".into(), structured.to_string()]
+        } else {
+            vec!["record 7".into()]
+        };
+        assert_eq!(texts(&r), want, "{client}");
+        let r = answered(&agent, &mut app, "picture", picture.clone()).await;
+        assert_eq!(
+            r.content.len(),
+            if extra { 3 } else { 2 },
+            "{client}: {r:?}"
+        );
+        assert!(r.content[0].as_image().is_some(), "{client}");
+        if extra {
+            assert_eq!(
+                texts(&r)[1],
+                "[this result has 1 image(s) (image/png) that this harness does not show to the model]"
+            );
+        }
+    }
+}

@@ -28,10 +28,11 @@ fn discover_with_meta(id: u64) -> serde_json::Value {
     })
 }
 
+/// With discover turned off (`LEO_MCP_DISCOVER=0`; `--no-discover` is the same setting).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn discover_is_refused_and_initialize_declares_list_changed() {
     let home = tempfile::tempdir().unwrap();
-    let mut mcp = Raw::start(home.path(), "probe");
+    let mut mcp = Raw::start_with(home.path(), "probe", &[], &[("LEO_MCP_DISCOVER", "0")]);
 
     // Discover-first clients get -32601 and fall back to initialize, with or without _meta.
     for msg in [
@@ -93,6 +94,36 @@ async fn discover_is_refused_and_initialize_declares_list_changed() {
     assert!(mcp.close().await.success());
 }
 
+/// By default `server/discover` is answered (2026-07-28), and a client that only knows
+/// `initialize` gets the same handshake as with discover turned off.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discover_is_answered_by_default_and_initialize_still_works() {
+    let home = tempfile::tempdir().unwrap();
+    let mut mcp = Raw::start(home.path(), "probe");
+    let reply = mcp.request(discover_with_meta(1)).await;
+    let versions = reply["result"]["supportedVersions"].to_string();
+    assert!(versions.contains("2026-07-28"), "{reply}");
+    assert!(mcp.close().await.success());
+
+    let mut mcp = Raw::start(home.path(), "probe");
+    let reply = mcp.request(initialize(1, "raw-client")).await;
+    assert_eq!(reply["result"]["protocolVersion"], "2025-06-18", "{reply}");
+    assert_eq!(
+        reply["result"]["capabilities"]["tools"]["listChanged"], true,
+        "{reply}"
+    );
+    mcp.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let reply = mcp
+        .request(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        .await;
+    assert_eq!(
+        reply["result"]["tools"][0]["name"], "leo_messages",
+        "{reply}"
+    );
+    assert!(mcp.close().await.success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_newer_protocol_version_is_answered_with_the_newest_handshake_version() {
     let home = tempfile::tempdir().unwrap();
@@ -137,12 +168,13 @@ fn a_bad_agent_name_is_a_start_up_error() {
     assert!(err.contains("invalid agent name"), "{err}");
 }
 
+/// With discover turned off, a discover-first client falls back to `initialize`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_discover_first_client_falls_back_to_initialize_and_works() {
     let broker = leo_testkit::Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("echo")])).await;
-    let mut opts = AgentOpts::native("modern");
+    let mut opts = AgentOpts::native("modern").env("LEO_MCP_DISCOVER", "0");
     opts.discover_first = true;
     let agent = Agent::start(broker.home(), opts).await;
     let info = agent

@@ -33,8 +33,15 @@ pub struct Raw {
 
 impl Raw {
     pub fn start(home: &Path, agent: &str) -> Raw {
+        Raw::start_with(home, agent, &[], &[])
+    }
+
+    /// `start` with more arguments and environment.
+    pub fn start_with(home: &Path, agent: &str, args: &[&str], env: &[(&str, &str)]) -> Raw {
         let mut child = Command::new(bin("leo-mcp"))
             .args(["--agent", agent])
+            .args(args)
+            .envs(env.iter().copied())
             .env("LEO_HOME", home)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

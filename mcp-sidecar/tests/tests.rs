@@ -10,6 +10,7 @@ mod calls;
 mod deny;
 mod fallback;
 mod features;
+mod harness_clis;
 mod harness_gone;
 mod interop;
 mod messages;

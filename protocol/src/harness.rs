@@ -1,5 +1,7 @@
 //! The harness capability table, `testdata/harnesscaps.json`: which MCP clients re-list tools
-//! on `notifications/tools/list_changed`.
+//! on `notifications/tools/list_changed`, and what each measured harness does with the rest of
+//! MCP (`features`: lifecycle, elicitation, tasks, structured results, images, progress,
+//! cancellation), so `leo-mcp` can shape a result for the harness that reads it.
 //!
 //! `harness-probe table` writes it and `leo-mcp` builds it in; both read and write these
 //! types, so the file has one definition. Entries match `clientInfo.name` case-insensitively
@@ -45,6 +47,62 @@ pub struct Entry {
     pub versions_seen: Vec<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub published_evidence: Option<String>,
+    /// What the harness does with the MCP features, as measured (none if never measured).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub features: Option<Features>,
+}
+
+/// What the model is given from a result with both `content` and `structuredContent`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StructuredSeen {
+    /// Only `structuredContent` (as JSON text); the content blocks beside it are dropped.
+    StructuredOnly,
+    /// Only the content blocks; `structuredContent` is dropped.
+    ContentOnly,
+    /// Both.
+    Both,
+}
+
+/// One harness's handling of the MCP features, measured by
+/// `harness-probe/clients/features/measure.sh` on `version_seen`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Features {
+    pub version_seen: String,
+    pub date: String,
+    pub how: String,
+    /// The revision it settles on when `leo-mcp` refuses `server/discover`.
+    pub protocol_version: Option<String>,
+    /// The revision it settles on when `leo-mcp` answers `server/discover`.
+    pub protocol_version_with_discover: Option<String>,
+    /// Whether it opens with `server/discover`.
+    pub tries_discover: bool,
+    /// Whether it opened `subscriptions/listen` in a 2026-07-28 session.
+    pub subscriptions_listen: bool,
+    /// The elicitation modes it declares; empty when it declares none.
+    pub elicitation: Vec<String>,
+    /// What a question got in the measured (non-interactive) mode: an MCP action
+    /// (`accept`, `decline`, `cancel`) or the app's error code (`input_unsupported`).
+    pub elicitation_answer: Option<String>,
+    /// Whether it declares the tasks extension.
+    pub tasks: bool,
+    /// Whether every `tools/call` carried a progress token.
+    pub progress_token: bool,
+    pub structured_result: Option<StructuredSeen>,
+    /// Whether the model is given image blocks.
+    pub images: Option<bool>,
+    /// The setting that bounds a tool call, as measured (`MCP_TOOL_TIMEOUT`, ...).
+    pub tool_timeout_setting: String,
+    /// Whether progress notifications reset that bound.
+    pub progress_resets_timeout: Option<bool>,
+    /// Whether it sends `notifications/cancelled` when its own tool timeout ends a call.
+    pub cancels_on_timeout: Option<bool>,
+    /// Whether an interrupt (Esc, Ctrl-C) sends `notifications/cancelled`; `None` when not
+    /// measured.
+    #[serde(default)]
+    pub cancels_on_interrupt: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
 }
 
 impl Entry {
@@ -71,6 +129,11 @@ impl Table {
             return Err(format!("unknown table version {}", table.version));
         }
         Ok(table)
+    }
+
+    /// The measured features of the harness named `client_name`, if any.
+    pub fn features_for(&self, client_name: &str) -> Option<&Features> {
+        self.find(client_name).and_then(|e| e.features.as_ref())
     }
 
     /// The first entry whose pattern matches `client_name`.

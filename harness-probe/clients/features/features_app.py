@@ -1,8 +1,11 @@
 """The app side of the feature measurement (measure.sh): registers record (title, annotations,
-output_schema), deploy and confirm on the broker at 127.0.0.1:$LEO_PORT, and serves each call:
-record answers a text block and structured_content that differ, deploy reports progress twice,
-confirm asks the user (POST .../input). Every HTTP answer and event goes to $FEATURES_LOG.
-Standard library only."""
+output_schema), deploy, confirm, image, slow and quiet on the broker at 127.0.0.1:$LEO_PORT, and
+serves each call: record answers a text block and structured_content that differ, deploy
+reports progress twice, confirm asks the user (POST .../input), image answers a 1x1 PNG and a
+text block, slow reports progress every second for $FEATURES_SLOW_S seconds (default 8) before
+answering, quiet waits as long without a word (the harness's tool timeout is set shorter than
+that, so the pair shows whether progress resets it). Every HTTP answer and event goes to
+$FEATURES_LOG. Standard library only."""
 import http.client, json, os, sys, threading, time
 TOKEN = open(os.environ["LEO_HOME"] + "/state/operator.token").read().strip()
 PORT = int(os.environ.get("LEO_PORT", "8371"))
@@ -32,7 +35,12 @@ post("/api/v1/client-tools", {"client_id": cid, "group": "m", "tools": [
   {"name": "record", "description": "Return the build record", "input_schema": {"type": "object"}, "title": "Build record",
    "annotations": {"readOnlyHint": True}, "output_schema": obj({"build": {"type": "integer"}, "url": {"type": "string"}}, ["build", "url"])},
   {"name": "deploy", "description": "Deploy; reports progress", "input_schema": {"type": "object"}},
-  {"name": "confirm", "description": "Asks the user", "input_schema": {"type": "object"}}]})
+  {"name": "confirm", "description": "Asks the user", "input_schema": {"type": "object"}},
+  {"name": "image", "description": "Returns a picture", "input_schema": {"type": "object"}},
+  {"name": "slow", "description": "Takes a while, reports progress", "input_schema": {"type": "object"}},
+  {"name": "quiet", "description": "Takes a while, says nothing", "input_schema": {"type": "object"}}]})
+SLOW_S = int(os.environ.get("FEATURES_SLOW_S", "8"))
+PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg=="
 def serve(req):
     rid = req["id"]; tool = req["tool"]; base = f"/api/v1/client-tools/requests/{rid}"
     post(base + "/claim", {"client_id": cid})
@@ -42,6 +50,15 @@ def serve(req):
         for n in (1, 2):
             post(base + "/progress", {"client_id": cid, "progress": n, "total": 3, "message": f"step {n}"}); time.sleep(1)
         post(base + "/result", {"client_id": cid, "ok": True, "content": [{"type": "text", "text": "deployed"}]})
+    elif tool == "image":
+        post(base + "/result", {"client_id": cid, "ok": True, "content": [{"type": "image", "data": PNG, "mimeType": "image/png"}, {"type": "text", "text": "image: the block before this one is a 1x1 PNG"}]})
+    elif tool == "slow":
+        for n in range(1, SLOW_S + 1):
+            time.sleep(1); post(base + "/progress", {"client_id": cid, "progress": n, "total": SLOW_S + 1, "message": f"second {n}"})
+        post(base + "/result", {"client_id": cid, "ok": True, "content": [{"type": "text", "text": f"slow: done after {SLOW_S} s of progress"}]})
+    elif tool == "quiet":
+        time.sleep(SLOW_S)
+        post(base + "/result", {"client_id": cid, "ok": True, "content": [{"type": "text", "text": f"quiet: done after {SLOW_S} s without progress"}]})
     else:
         ans = post(base + "/input", {"client_id": cid, "message": "Deploy now?", "requested_schema": obj({"confirm": {"type": "boolean"}}, ["confirm"])})
         post(base + "/result", {"client_id": cid, "ok": True, "content": [{"type": "text", "text": "answer: " + json.dumps(ans)}]})

@@ -5,7 +5,8 @@
 Run by the Rust test `features::python_sdk_client`, which plays the app. The script prints
 {"step": ...} lines on stdout after each step. `ask` gives the SDK an elicitation callback (so
 the client declares elicitation) that accepts; `plain` gives none. Env: LEO_MCP_BIN, LEO_HOME.
-The SDK's default mode (`auto`) tries server/discover first and falls back to initialize.
+The SDK's default mode (`auto`) tries server/discover first; leo-mcp runs with --no-discover
+here, so it falls back to initialize (modern.py covers the 2026-07-28 session).
 """
 
 import json
@@ -32,7 +33,7 @@ async def on_elicit(context, params):
 async def main():
     server = StdioServerParameters(
         command=os.environ["LEO_MCP_BIN"],
-        args=["--agent", f"py-{MODE}", "--mode", "native"],
+        args=["--agent", f"py-{MODE}", "--mode", "native", "--no-discover"],
         env=dict(os.environ),
     )
     kwargs = {"client_info": types.Implementation(name=f"leo-features-py-{MODE}", version="0")}

@@ -1,0 +1,195 @@
+//! The real harness CLIs call an app's tool through `leo-mcp` as it starts by default (MCP
+//! 2026-07-28 served beside `initialize`): `claude -p`, `codex exec` and `opencode run`, the
+//! pinned versions of `testdata/harness-clis/`, each against a scripted model server on
+//! loopback (`harness-probe/clients/fake-anthropic.mjs`, `fake-openai.mjs`) that asks for the
+//! tool once, with a throw-away `HOME` and no account. The JSON-RPC lines each CLI sent are
+//! kept, so the test also checks the lifecycle it settled on: Claude Code stays on 2026-07-28,
+//! codex and opencode use `initialize`.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use leo_testkit::{Broker, WAIT, bin, require};
+use serde_json::{Value, json};
+use tokio::process::Command;
+
+use crate::support::App;
+
+/// The tool the app registers and the model asks for.
+const TOOL: &str = "cli_check";
+/// What the app answers; the model must be given it.
+const REPLY: &str = "cli check: the app answered";
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Cli {
+    Claude,
+    Codex,
+    Opencode,
+}
+
+/// `sh` lines that run `cli` against its scripted model server in `dir`, with `wrap` as the
+/// MCP server command.
+fn script(cli: Cli, dir: &Path, wrap: &Path) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, w, c) = (dir.display(), wrap.display(), clients.display());
+    match cli {
+        Cli::Claude => format!(
+            r#"printf '{{"mcpServers": {{"leo": {{"type": "stdio", "command": "{w}", "args": []}}}}}}' >"{d}/mcp.json"
+ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call the tool." --mcp-config "{d}/mcp.json" --strict-mcp-config --allowedTools mcp__leo"#
+        ),
+        Cli::Codex => format!(
+            r#"mkdir -p "{d}/codex-home"
+printf '[mcp_servers.leo]\ncommand = "{w}"\nstartup_timeout_sec = 30\n' >"{d}/codex-home/config.toml"
+CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "{d}" -c model_provider=fake -c 'model_providers.fake={{name="fake",base_url="{{model_url}}",wire_api="responses",env_key="OPENAI_API_KEY"}}' -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the tool.""#
+        ),
+        Cli::Opencode => format!(
+            r#"printf '{{"mcp": {{"leo": {{"type": "local", "command": ["{w}"], "enabled": true}}}}}}' >"{d}/in.json"
+exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/home' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
+        ),
+    }
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect()
+}
+
+/// `cli` calls the app's tool through a default `leo-mcp`; returns what the CLI sent leo-mcp
+/// (`None` only when the CLIs are missing and `LEO_TEST_SKIP` allows it).
+async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
+    let clis = require::harness_clis()?;
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    std::fs::create_dir_all(d.join("home")).unwrap();
+    // codex does not re-list tools, so auto mode gives it the fallback tools; native mode
+    // shows it the app's tool (registered before it starts). codex passes MCP servers only a
+    // few variables, so the wrapper sets LEO_HOME itself.
+    let mode = if cli == Cli::Codex {
+        " --mode native"
+    } else {
+        ""
+    };
+    let wrap = d.join("wrap.sh");
+    std::fs::write(
+        &wrap,
+        format!(
+            "#!/bin/sh\nexport LEO_HOME='{}'\ntee -a '{}/in.jsonl' | exec '{}' --agent cli{mode} 2>>'{}/leo-mcp.log'\n",
+            broker.home().display(),
+            d.display(),
+            bin("leo-mcp").display(),
+            d.display()
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let node_dir = std::env::var_os("PATH")
+        .and_then(|p| std::env::split_paths(&p).find(|d| d.join("node").is_file()));
+    let mut path: Vec<PathBuf> = vec![clis];
+    path.extend(node_dir);
+    path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
+    let home = d.join("home");
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg(script(cli, d, &wrap))
+        .env_clear()
+        .current_dir(&home)
+        .env("HOME", &home)
+        .env("PATH", std::env::join_paths(path).unwrap())
+        .env("LANG", "C.UTF-8")
+        .env("TMPDIR", std::env::temp_dir())
+        .env("XDG_CONFIG_HOME", home.join(".config"))
+        .env("XDG_DATA_HOME", home.join(".local/share"))
+        .env("XDG_CACHE_HOME", home.join(".cache"))
+        .env("XDG_STATE_HOME", home.join(".local/state"))
+        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
+        .env("DISABLE_AUTOUPDATER", "1")
+        .env("DISABLE_TELEMETRY", "1")
+        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
+        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
+        .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
+        .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
+        .env("HARNESS_PROBE_TOOLS", TOOL)
+        .env("HARNESS_PROBE_WATCH", "none")
+        .env("HARNESS_PROBE_GRACE_MS", "0")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
+        .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("sh");
+    let output = || {
+        format!(
+            "{}{}\n--- leo-mcp\n{}",
+            std::fs::read_to_string(d.join("cli.out")).unwrap_or_default(),
+            std::fs::read_to_string(d.join("cli.err")).unwrap_or_default(),
+            std::fs::read_to_string(d.join("leo-mcp.log")).unwrap_or_default()
+        )
+    };
+    let req = tokio::time::timeout(WAIT * 3, app.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("{cli:?} never called {TOOL}:\n{}", output()));
+    assert_eq!(req.data["tool"], TOOL, "{:?}", req.data);
+    app.serve(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    let status = tokio::time::timeout(WAIT * 3, child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{cli:?} did not finish:\n{}", output()))
+        .unwrap();
+    assert!(status.success(), "{cli:?}: {status}\n{}", output());
+    let saw = lines(&d.join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "{cli:?}: the model was not given the result: {saw:?}\n{}",
+        output()
+    );
+    Some(lines(&d.join("in.jsonl")))
+}
+
+/// The protocol revision of the CLI's `tools/call`: its own `_meta` (2026-07-28) or the one
+/// `initialize` offered.
+fn revision(sent: &[Value]) -> String {
+    let call = sent.iter().find(|m| m["method"] == "tools/call");
+    let meta =
+        call.and_then(|c| c["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"].as_str());
+    let init = sent.iter().find(|m| m["method"] == "initialize");
+    meta.or_else(|| init.and_then(|m| m["params"]["protocolVersion"].as_str()))
+        .unwrap_or("none")
+        .to_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_a_tool_on_2026_07_28() {
+    let Some(sent) = calls_a_tool(Cli::Claude).await else {
+        return;
+    };
+    assert!(sent.iter().any(|m| m["method"] == "server/discover"));
+    assert_eq!(revision(&sent), "2026-07-28");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_calls_a_tool_on_initialize() {
+    let Some(sent) = calls_a_tool(Cli::Codex).await else {
+        return;
+    };
+    assert_eq!(revision(&sent), "2025-06-18");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_calls_a_tool_on_initialize() {
+    let Some(sent) = calls_a_tool(Cli::Opencode).await else {
+        return;
+    };
+    assert_eq!(revision(&sent), "2025-11-25");
+}
