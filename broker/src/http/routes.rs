@@ -35,10 +35,18 @@ pub async fn list_tools(State(state): State<Arc<AppState>>, uri: Uri) -> Result<
     Ok(ok(state.broker.tools()))
 }
 
-pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
+pub async fn pending(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    uri: Uri,
+) -> Result<Response, Refusal> {
+    if super::history::wants_ended(uri.query())? {
+        return super::history::ended(&state, &who, &uri).await;
+    }
     // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
     // is accepted because existing apps send it.
-    query_flags(uri.query(), &["pending"])?;
+    let rest = super::history::without_state(uri.query());
+    query_flags(rest.as_deref(), &["pending"])?;
     Ok(ok(state.broker.pending()))
 }
 
