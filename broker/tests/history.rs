@@ -341,3 +341,162 @@ async fn history_survives_a_kill_and_a_shutdown_ends_calls_into_it() {
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(mode.mode() & 0o777, 0o600);
 }
+
+/// The actions of the audit trail, oldest first, as `principal kind action target`.
+async fn trail(http: &Http, n: usize) -> Vec<String> {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let r = http.get("/api/v1/audit?limit=500").await;
+        let entries = r.data()["entries"].as_array().unwrap().clone();
+        if entries.len() >= n {
+            return entries
+                .iter()
+                .rev()
+                .map(|e| {
+                    format!(
+                        "{} {} {} {}",
+                        e["principal"].as_str().unwrap(),
+                        e["token_kind"].as_str().unwrap(),
+                        e["action"].as_str().unwrap(),
+                        e["target"].as_str().unwrap_or("-"),
+                    )
+                })
+                .collect();
+        }
+        assert!(tokio::time::Instant::now() < deadline, "only {entries:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn every_authenticated_change_is_audited_with_principal_and_token_kind() {
+    let (broker, device) = with_device("").await;
+    let http = broker.http();
+    let devhttp = http.with_token(Some(&device));
+    let mut app = App::connect(&devhttp).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut changed = tool("echo");
+    changed["description"] = json!("Echo, now louder");
+    app.register_ok("g", json!([changed])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "echo", json!({})).await;
+    let id = app.next_request_id().await;
+    app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+    result_of(&mut ipc, 1).await;
+    let r = http
+        .post(
+            "/web/agent/rocket/message",
+            &json!({"text": "hello", "from": "ops"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let console = crate::support::Console::login(&broker).await;
+    let r = console
+        .post("/console/ask-human", &json!({"on": true}))
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let refused = crate::support::Console::try_login(&http, &"0".repeat(64)).await;
+    assert_eq!(refused.status, 401);
+    let (ok, _, err) = crate::security::leo(
+        broker.home(),
+        &["client", "add", "scout", "--can-message", "rocket"],
+    )
+    .await;
+    assert!(ok, "{err}");
+    app.register_ok("g", json!([])).await;
+    ipc.call(2, "echo", json!({})).await;
+    let mut app2 = App::connect(&http).await;
+    app2.register_ok("h", json!([tool("other")])).await;
+    ipc.call(3, "other", json!({})).await;
+    let last = app2.next_request_id().await;
+    http.post(
+        &format!("/api/v1/client-tools/requests/{last}/cancel"),
+        &json!({}),
+    )
+    .await
+    .data();
+
+    let got = trail(&http, 13).await;
+    let cid = &app.id;
+    let want = [
+        "device_pair ipad".to_owned(),
+        "device:ipad device register g".into(),
+        "device:ipad device definition_changed echo".into(),
+        "device:ipad device register g".into(),
+        format!("device:ipad device claim {id}"),
+        format!("device:ipad device result {id}"),
+        "operator operator message rocket".into(),
+        "operator operator console_login -".into(),
+        "console session ask_human_switch ask_human".into(),
+        "unknown session console_login_refused -".into(),
+        "client_add scout".into(),
+        "device:ipad device withdraw g".into(),
+        "operator operator register h".into(),
+        format!("operator operator cancel {last}"),
+    ];
+    // The CLI's entries carry the local user: `cli:USER local ACTION NAME`.
+    let got: Vec<String> = got
+        .into_iter()
+        .map(|line| match line.split_once(" local ") {
+            Some((user, rest)) if user.starts_with("cli:") => rest.to_owned(),
+            _ => line,
+        })
+        .collect();
+    assert_eq!(got, want, "client {cid}");
+
+    // The digest of the changed definition, and pages.
+    let all = http.get("/api/v1/audit").await;
+    let entries = all.data()["entries"].as_array().unwrap().clone();
+    let digest = entries
+        .iter()
+        .find(|e| e["action"] == "definition_changed")
+        .unwrap();
+    assert!(digest["detail"].as_str().unwrap().starts_with("sha256:"));
+    let page = http.get("/api/v1/audit?limit=1").await;
+    let page = page.data().clone();
+    leo_testkit::wire::check("http/audit.response.json", &page);
+    let cursor = page["next_before"].as_u64().unwrap();
+    let older = http
+        .get(&format!("/api/v1/audit?limit=1&before={cursor}"))
+        .await;
+    assert_eq!(older.data()["entries"][0]["action"], "register");
+
+    // `leo audit`: oldest first, like a log.
+    let (ok, out, err) = crate::security::leo(broker.home(), &["audit", "--limit", "2"]).await;
+    assert!(ok, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 2, "{out}");
+    assert!(
+        lines[0].contains("operator (operator)  register  h"),
+        "{out}"
+    );
+    assert!(lines[1].contains("cancel"), "{out}");
+    let (ok, out, _) =
+        crate::security::leo(broker.home(), &["audit", "--json", "--limit", "1"]).await;
+    assert!(ok);
+    let e: Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(e["action"], "cancel");
+}
+
+#[tokio::test]
+async fn leo_audit_follow_prints_new_entries() {
+    let broker = Broker::start().await;
+    let mut child = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(["audit", "--follow"])
+        .env("LEO_HOME", broker.home())
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    use tokio::io::AsyncBufReadExt;
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = tokio::time::timeout(leo_testkit::WAIT, lines.next_line())
+        .await
+        .expect("a line in time")
+        .unwrap()
+        .unwrap();
+    assert!(line.contains("register  g"), "{line}");
+    child.kill().await.unwrap();
+}

@@ -126,6 +126,42 @@ pub fn who(p: &Principal) -> (String, &'static str) {
     }
 }
 
+/// Writes one audit entry straight into `path`, for the commands that change `$LEO_HOME`
+/// without the broker (`leo client`, `leo device`): principal `cli:USER`, token kind `local`.
+/// SQLite's locking lets it write beside a running broker's writer.
+pub fn record_local(
+    path: &Path,
+    action: &str,
+    target: &str,
+    detail: Option<String>,
+) -> Result<(), String> {
+    let conn = db::open(path)?;
+    let at = SystemTime::now();
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let row = AuditRow {
+        at: leo_protocol::time::rfc3339(at),
+        at_ms: millis(at),
+        principal: format!("cli:{user}"),
+        token_kind: "local".into(),
+        action: action.to_owned(),
+        target: Some(target.to_owned()),
+        detail,
+    };
+    db::insert_audit(&conn, &row).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The token kind of a stream's principal as `ClientInfo` names it (`operator`,
+/// `device:NAME`, `console`).
+pub fn kind_of(principal: &str) -> &'static str {
+    match principal {
+        "operator" => "operator",
+        "console" => "session",
+        p if p.starts_with("device:") => "device",
+        _ => "unknown",
+    }
+}
+
 fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -112,6 +112,28 @@ pub fn call_query(query: Option<&str>) -> Result<CallQuery, Refusal> {
     Ok(q)
 }
 
+/// Who made an audited change: a token's principal, else the console login.
+pub fn actor(who: Option<&Principal>) -> (String, &'static str) {
+    match who {
+        Some(p) => crate::history::who(p),
+        None => ("console".into(), "session"),
+    }
+}
+
+/// Records an authenticated change in the audit trail.
+pub fn audit(
+    state: &AppState,
+    who: Option<&Principal>,
+    action: &str,
+    target: &str,
+    detail: Option<String>,
+) {
+    state
+        .broker
+        .history()
+        .audit(actor(who), action, Some(target), detail);
+}
+
 /// `GET …/requests?state=ended`: contents only for the operator.
 pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Response, Refusal> {
     let q = call_query(uri.query())?;
@@ -126,7 +148,7 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
 }
 
 /// `GET /api/v1/audit`: the operator's alone (`Route::callers`).
-pub async fn audit(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
+pub async fn audit_list(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
     let (mut n, mut cursor) = (DEFAULT_PAGE, None);
     for (key, value) in pairs(uri.query()) {
         match key.as_str() {
