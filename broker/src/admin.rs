@@ -114,7 +114,16 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
     for line in reachability(&config) {
         let _ = writeln!(out, "Reminder: {line}");
     }
+    audited(home, "client_add", name, Some(targets.join(",")), &mut out);
     Ok(out)
+}
+
+/// Records a `leo client` / `leo device` change in the audit trail; a failure is reported in
+/// `out`, the change stands.
+fn audited(home: &Home, action: &str, name: &str, detail: Option<String>, out: &mut String) {
+    if let Err(e) = crate::history::record_local(&home.history_db(), action, name, detail) {
+        let _ = writeln!(out, "Warning: not written to the audit trail: {e}");
+    }
 }
 
 /// Why a client outside this host (a container, say) could not reach the broker now.
@@ -184,6 +193,7 @@ pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
     out.push_str(
         "The running broker still accepts its token until it restarts: restart it to revoke.\n",
     );
+    audited(home, "client_rm", name, None, &mut out);
     Ok(out)
 }
 
@@ -199,10 +209,12 @@ pub fn device_pair(home: &Home, name: &str) -> Result<Report> {
     }
     let token = generate()?;
     write_secret_new(&path, &format!("{token}\n"))?;
-    Ok(format!(
+    let mut out = format!(
         "Paired device {name:?}. Token (shown once; also in {}):\n{token}\n{RESTART}\n",
         path.display()
-    ))
+    );
+    audited(home, "device_pair", name, None, &mut out);
+    Ok(out)
 }
 
 /// `leo device list`.
@@ -233,7 +245,9 @@ pub fn device_rm(home: &Home, name: &str) -> Result<Report> {
         return Err(BrokerError::Usage(format!("no paired device {name:?}")));
     }
     std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
-    Ok(format!(
+    let mut out = format!(
         "Removed device {name:?}. The running broker still accepts its token until it restarts: restart it to revoke.\n"
-    ))
+    );
+    audited(home, "device_rm", name, None, &mut out);
+    Ok(out)
 }

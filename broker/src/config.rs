@@ -22,6 +22,33 @@ pub struct Config {
     pub agents: BTreeMap<String, Agent>,
     pub api_clients: BTreeMap<String, ApiClient>,
     pub console: Console,
+    pub history: HistoryConfig,
+}
+
+/// `history:`: the history of ended calls and the audit trail, in `state/history.db`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HistoryConfig {
+    /// Keep call arguments and results too (they may hold secrets; shown to the operator
+    /// only).
+    pub store_content: bool,
+    /// Rows older than this many days are deleted.
+    pub keep_days: u32,
+    /// At most this many rows of each log are kept, the newest; `null` for no limit.
+    pub max_rows: Option<u64>,
+}
+
+/// The longest `history.keep_days`: ten years.
+pub const MAX_KEEP_DAYS: u32 = 3650;
+
+impl Default for HistoryConfig {
+    fn default() -> Self {
+        HistoryConfig {
+            store_content: false,
+            keep_days: 30,
+            max_rows: Some(1_000_000),
+        }
+    }
 }
 
 /// `console:`: the web console on the TCP listener.
@@ -175,6 +202,12 @@ impl Config {
                 "console.session_ttl_s: must be 1 to {MAX_SESSION_TTL_S}"
             ));
         }
+        if !(1..=MAX_KEEP_DAYS).contains(&self.history.keep_days) {
+            return Err(format!("history.keep_days: must be 1 to {MAX_KEEP_DAYS}"));
+        }
+        if self.history.max_rows == Some(0) {
+            return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
+        }
         for (name, client) in &self.api_clients {
             if client.can_message.is_empty() {
                 return Err(format!(
@@ -311,6 +344,22 @@ mod tests {
             (
                 "console:\n  session_ttl_s: 0\n",
                 "console.session_ttl_s: must be 1 to",
+            ),
+            (
+                "history:\n  keep_day: 3\n",
+                "history.keep_day: unknown field",
+            ),
+            (
+                "history:\n  keep_days: 0\n",
+                "history.keep_days: must be 1 to",
+            ),
+            (
+                "history:\n  max_rows: 0\n",
+                "history.max_rows: must be at least 1",
+            ),
+            (
+                "history:\n  store_content: yes please\n",
+                "history.store_content: invalid type",
             ),
         ];
         for (text, want) in cases {

@@ -12,6 +12,7 @@ pub mod config_edit;
 pub mod core;
 pub mod error;
 pub mod events;
+pub mod history;
 pub mod home;
 pub mod http;
 pub mod ipc;

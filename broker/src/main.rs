@@ -65,6 +65,9 @@ enum Command {
     /// What runs now: apps, agents, tools by group, pending calls.
     #[command(after_help = cli::EXIT_CODES)]
     Status(cli::status::StatusArgs),
+    /// The audit trail: every authenticated change, who made it and with which token.
+    #[command(after_help = cli::EXIT_CODES)]
+    Audit(cli::audit::AuditArgs),
     /// The pending calls, one line each: who asked for what, and for how long.
     #[command(after_help = cli::EXIT_CODES)]
     Requests(cli::requests::RequestsArgs),
@@ -146,6 +149,7 @@ fn main() -> ExitCode {
         Command::Broker { port, bind } => broker(home, port, bind),
         Command::Status(args) => return cli::exit(cli::status::run(&home, &args)),
         Command::Requests(args) => return cli::exit(cli::requests::run(&home, &args)),
+        Command::Audit(args) => return cli::exit(cli::audit::run(&home, &args)),
         Command::Cancel(args) => return cli::exit(cli::cancel::run(&home, &args)),
         Command::Call(args) => return cli::call::run(&home, &args),
         Command::Tools { command } => return cli::exit(cli::tools::run(&home, &command)),

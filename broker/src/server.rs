@@ -143,7 +143,13 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let broker = Broker::new(p.config.clone(), p.ever);
+    let history = crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(
+        |message| BrokerError::State {
+            path: p.home.history_db(),
+            message,
+        },
+    )?;
+    let broker = Broker::new(p.config.clone(), p.ever, history);
     if p.config.console.ask_human {
         // Nothing is registered yet, so the name cannot conflict.
         if let Err(e) = broker.set_ask_human(true) {
@@ -215,6 +221,8 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     {
         warn!("background tasks did not finish in time");
     }
+    // Every call has ended by now; its row is written before the broker says it stopped.
+    broker.history().close();
     for path in [p.home.api_socket(), p.home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }

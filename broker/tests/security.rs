@@ -90,7 +90,7 @@ fn expected(route: &str, who: Who, tcp: bool) -> u16 {
                         403
                     }
                 }
-                "list" | "pending" | "status" => {
+                "list" | "pending" | "status" | "history" => {
                     if provider {
                         200
                     } else {
@@ -122,6 +122,13 @@ fn expected(route: &str, who: Who, tcp: bool) -> u16 {
                 "cancel" => {
                     if matches!(who, Operator) {
                         404
+                    } else {
+                        403
+                    }
+                }
+                "audit" => {
+                    if matches!(who, Operator) {
+                        200
                     } else {
                         403
                     }
@@ -190,6 +197,12 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
             "/api/v1/client-tools/requests/r_x/cancel".to_owned(),
             json!({}),
         ),
+        "history" => (
+            "GET",
+            "/api/v1/client-tools/requests?state=ended".to_owned(),
+            Value::Null,
+        ),
+        "audit" => ("GET", "/api/v1/audit".to_owned(), Value::Null),
         _ => unreachable!(),
     };
     match method {
@@ -233,6 +246,8 @@ const ROUTES: &[&str] = &[
     "console events",
     "ask human",
     "cancel",
+    "history",
+    "audit",
 ];
 
 #[tokio::test]

@@ -13,6 +13,7 @@ mod console_browser;
 mod docs;
 mod faults;
 mod fixtures;
+mod history;
 mod lifecycle;
 mod logs;
 mod mcp_fixtures;

@@ -81,6 +81,10 @@ impl Home {
     pub fn client_tools(&self) -> PathBuf {
         self.state().join("client-tools.json")
     }
+    /// The history of ended calls and the audit trail (SQLite).
+    pub fn history_db(&self) -> PathBuf {
+        self.state().join("history.db")
+    }
     /// The HTTP API on a unix socket.
     pub fn api_socket(&self) -> PathBuf {
         self.run().join("leo.sock")
@@ -116,6 +120,7 @@ mod tests {
             (h.client_token("ci"), "/h/state/clients/ci.token"),
             (h.own_agent_token("scout"), "/h/state/agents/scout.token"),
             (h.client_tools(), "/h/state/client-tools.json"),
+            (h.history_db(), "/h/state/history.db"),
             (h.api_socket(), "/h/run/leo.sock"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];

@@ -15,6 +15,7 @@ pub mod envelope;
 pub mod events;
 pub mod glob;
 pub mod harness;
+pub mod history;
 pub mod home;
 pub mod input;
 pub mod ipc;

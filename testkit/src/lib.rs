@@ -151,6 +151,13 @@ impl Broker {
         std::mem::replace(&mut self.home, tempfile::tempdir().unwrap())
     }
 
+    /// Stops the broker with SIGTERM (its clean shutdown) and keeps the home for a restart.
+    pub async fn stop_keep_home(mut self) -> (std::process::ExitStatus, tempfile::TempDir) {
+        let status = self.signal("TERM").await;
+        let home = std::mem::replace(&mut self.home, tempfile::tempdir().unwrap());
+        (status, home)
+    }
+
     /// The broker's process id.
     pub fn pid(&self) -> u32 {
         self.child

@@ -8,6 +8,7 @@
 //! 130 Ctrl-C.
 
 pub mod api;
+pub mod audit;
 pub mod call;
 pub mod cancel;
 pub mod clock;

@@ -1,5 +1,6 @@
-//! `leo requests`: the pending calls only, one line each, oldest first: who asked for what,
-//! where it stands, how long it has waited and how long it has left.
+//! `leo requests`: the pending calls, one line each, oldest first: who asked for what,
+//! where it stands, how long it has waited and how long it has left. `--ended`: the history of
+//! ended calls instead, newest first, with each outcome and duration.
 
 use std::time::SystemTime;
 
@@ -7,7 +8,9 @@ use leo_broker::home::Home;
 use leo_protocol::requests::{PendingRequest, RequestState};
 
 use super::api::Api;
-use super::clock::human;
+use leo_protocol::history::{CallOutcome, EndedList, EndedRequest};
+
+use super::clock::{age_s, human};
 use super::snapshot::{Pending, STATUS_ROUTE, app_names, fetch_pending, name_claimants};
 use super::style::{Style, Table};
 use super::watch::{self, Form, WatchArgs};
@@ -23,6 +26,15 @@ pub struct RequestsArgs {
     /// Only the calls of this tool.
     #[arg(long, value_name = "NAME")]
     pub tool: Option<String>,
+    /// The ended calls (the history), newest first, instead of the pending ones.
+    #[arg(long)]
+    pub ended: bool,
+    /// With --ended: only this outcome (result, error, timeout, cancelled, no_client).
+    #[arg(long, value_name = "OUTCOME", requires = "ended")]
+    pub outcome: Option<String>,
+    /// With --ended: at most this many calls (1 to 500).
+    #[arg(long, value_name = "N", requires = "ended", default_value_t = 20)]
+    pub limit: u32,
     #[command(flatten)]
     pub watch: WatchArgs,
 }
@@ -37,6 +49,22 @@ impl RequestsArgs {
 pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
     let api = Api::new(home);
     let style = Style::detect();
+    if args.ended {
+        let route = ended_route(args);
+        return watch::run(
+            "leo requests --ended",
+            args.json,
+            &args.watch,
+            &style,
+            |form| {
+                let list: EndedList = api.get(&route)?;
+                match form {
+                    Form::Text => Ok(render_ended(&list.calls, SystemTime::now(), &style)),
+                    json => json.encode(&list.calls),
+                }
+            },
+        );
+    }
     watch::run("leo requests", args.json, &args.watch, &style, |form| {
         let status: serde_json::Value = api.get(STATUS_ROUTE)?;
         let mut pending = fetch_pending(&api, SystemTime::now())?;
@@ -47,6 +75,67 @@ pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
             json => json.encode(&pending),
         }
     })
+}
+
+/// The history route with the flags' filters.
+fn ended_route(args: &RequestsArgs) -> String {
+    let mut q = form_urlencoded::Serializer::new(String::new());
+    q.append_pair("state", "ended");
+    q.append_pair("limit", &args.limit.to_string());
+    for (key, value) in [
+        ("agent", &args.agent),
+        ("tool", &args.tool),
+        ("outcome", &args.outcome),
+    ] {
+        if let Some(v) = value {
+            q.append_pair(key, v);
+        }
+    }
+    format!("/api/v1/client-tools/requests?{}", q.finish())
+}
+
+/// One line per ended call, newest first; `no ended calls` when there is none.
+pub fn render_ended(calls: &[EndedRequest], now: SystemTime, style: &Style) -> String {
+    if calls.is_empty() {
+        return format!("{}\n", style.dim("no ended calls"));
+    }
+    let mut t = Table::new(&["ID", "AGENT", "TOOL", "OUTCOME", "APP", "DURATION", "ENDED"]);
+    for c in calls {
+        let outcome = match (&c.error_code, &c.reason) {
+            (Some(code), _) => format!("error {code}"),
+            (None, Some(reason)) if c.outcome != CallOutcome::Timeout => {
+                format!("{} ({reason})", c.outcome.as_str())
+            }
+            _ => c.outcome.as_str().to_owned(),
+        };
+        let outcome = match c.outcome {
+            CallOutcome::Result => outcome,
+            _ => style.yellow(&outcome),
+        };
+        let app = c.app.as_ref().map_or_else(
+            || "-".to_owned(),
+            |a| a.name.clone().unwrap_or_else(|| a.client_id.clone()),
+        );
+        t.row(vec![
+            c.id.clone(),
+            c.agent.clone(),
+            c.tool.clone(),
+            outcome,
+            app,
+            millis(c.duration_ms),
+            format!("{} ago", human(age_s(&c.ended_at, now))),
+        ]);
+    }
+    t.render("", style)
+}
+
+/// A duration in milliseconds: `340ms`, `2.5s`, then as `human`.
+fn millis(ms: u64) -> String {
+    match ms {
+        0..1000 => format!("{ms}ms"),
+        1000..60_000 => format!("{:.1}s", ms as f64 / 1000.0),
+        _ => human(ms / 1000),
+    }
 }
 
 /// One line per call; `no pending calls` when there is none.

@@ -109,8 +109,12 @@ impl Broker {
                 )
             })?;
         let content = vec![block];
-        let call = Self::settle_locked(core, id, CONSOLE_CLIENT, Posted::Content(content), true)?;
+        let posted = Posted::Content(content);
+        let posting = self.history.posting(&posted);
+        let call = Self::settle_locked(core, id, CONSOLE_CLIENT, posted, true)?;
         info!(request = id, agent = %call.agent, "the operator answered");
+        let by = (CONSOLE_CLIENT.to_owned(), Some("console".to_owned()));
+        self.history.settled(id, call, by, posting);
         self.touched();
         Ok(RequestAck {
             id: id.to_owned(),

@@ -30,6 +30,7 @@ use tracing::{info, warn};
 
 use crate::config::Config;
 use crate::events::{EventBus, Subscription};
+use crate::history::History;
 use crate::ownership::Owners;
 use crate::registry::{Change, ClientId, Registry};
 use crate::requests::{ConnId, EndedCall, Failure, Requests, Stage};
@@ -106,6 +107,8 @@ pub struct Broker {
     me: Weak<Broker>,
     /// Sessions' outboxes and open questions (`relay`).
     relay: relay::Relay,
+    /// Ended calls and authenticated changes, written off the lock.
+    history: History,
 }
 
 /// A stream's start: its hello, what to replay, and the live receiver. Dropping `guard`
@@ -137,7 +140,7 @@ fn json<T: Serialize>(value: &T) -> String {
 }
 
 impl Broker {
-    pub fn new(config: Arc<Config>, ever: EverRegistered) -> Arc<Broker> {
+    pub fn new(config: Arc<Config>, ever: EverRegistered, history: History) -> Arc<Broker> {
         let (revision, _) = watch::channel(0);
         let (changes, _) = watch::channel(0);
         Arc::new_cyclic(|me| Broker {
@@ -161,6 +164,7 @@ impl Broker {
             tasks: TaskTracker::new(),
             me: me.clone(),
             relay: relay::Relay::default(),
+            history,
         })
     }
 
@@ -172,6 +176,11 @@ impl Broker {
 
     pub fn config(&self) -> &Config {
         &self.config
+    }
+
+    /// The history of ended calls and the audit trail.
+    pub fn history(&self) -> &History {
+        &self.history
     }
 
     pub fn shutdown_token(&self) -> CancellationToken {
@@ -240,6 +249,7 @@ impl Broker {
     }
 
     fn publish_ended(&self, ended: &[EndedCall]) {
+        self.history.failed(ended);
         for e in ended {
             info!(request = %e.id, agent = %e.call.agent, tool = %e.call.tool, reason = e.reason.as_str(), "request ended");
             self.bus.publish(

@@ -46,7 +46,9 @@ impl Broker {
             // The registration stands; the file is retried on the next new name.
             warn!(error = %e, "cannot write client-tools.json");
         }
+        let changed = change == crate::registry::Change::Changed;
         self.after_change(&mut core, change, Vec::new());
+        self.audit_definitions(&core, &body.client_id, &names, changed);
         self.touched();
         let revision = core.registry.revision();
         info!(client_id = %body.client_id, group = %body.group, tools = names.len(), revision, "group registered");
@@ -56,6 +58,41 @@ impl Broker {
             tools: names,
             warnings,
         })
+    }
+
+    /// Audits the definitions a registration changed (the `client_tools.changed` digests) or
+    /// left waiting for approval, as the registering stream's principal.
+    fn audit_definitions(
+        &self,
+        core: &super::Core,
+        client_id: &str,
+        names: &[String],
+        changed: bool,
+    ) {
+        let principal = core
+            .clients
+            .get(client_id)
+            .map_or_else(|| "unknown".to_owned(), |c| c.principal.clone());
+        let kind = crate::history::kind_of(&principal);
+        let replaced = if changed {
+            core.registry.last_changed()
+        } else {
+            &[]
+        };
+        for name in replaced {
+            let digest = core.registry.visible(name).map(|v| v.spec.digest.clone());
+            let who = (principal.clone(), kind);
+            self.history
+                .audit(who, "definition_changed", Some(name), digest);
+        }
+        for name in names {
+            if let Some(held) = core.registry.held_digest(name) {
+                let who = (principal.clone(), kind);
+                let digest = Some(held.to_owned());
+                self.history
+                    .audit(who, "definition_held", Some(name), digest);
+            }
+        }
     }
 
     /// The registration lints of `group`'s `defs`, against the other groups' visible tools.

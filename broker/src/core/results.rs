@@ -24,6 +24,8 @@ impl Broker {
         Self::require_provider(&core, client_id)?;
         let call = Self::claim_locked(&mut core, id, client_id)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
+        self.history
+            .claimed(id, client_id, Self::app_name(&core, client_id));
         self.touched();
         Ok(RequestAck {
             id: id.to_owned(),
@@ -48,13 +50,21 @@ impl Broker {
         let mut core = self.lock();
         Self::require_provider(&core, &client_id)?;
         Self::check_output(&core, id, &posted)?;
+        let posting = self.history.posting(&posted);
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        let name = Self::app_name(&core, &client_id);
+        self.history.settled(id, call, (client_id, name), posting);
         self.touched();
         Ok(RequestAck {
             id: id.to_owned(),
             state: "settled".into(),
         })
+    }
+
+    /// The name a connected app gave itself.
+    fn app_name(core: &Core, client_id: &str) -> Option<String> {
+        core.clients.get(client_id).and_then(|c| c.name.clone())
     }
 
     /// Claims request `id` for `client_id`, with the claim route's checks (the client must serve

@@ -7,6 +7,7 @@
 mod auth;
 pub mod console;
 mod events;
+mod history;
 mod reply;
 mod routes;
 pub mod rules;
@@ -69,6 +70,7 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Message => on(method, routes::message),
         Route::Progress => on(method, routes::progress),
         Route::Input => on(method, routes::input),
+        Route::Audit => on(method, history::audit_list),
         Route::LoginPage => on(method, pages::login_page),
         Route::Login => on(method, pages::login),
         Route::Logout => on(method, pages::logout),

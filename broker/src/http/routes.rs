@@ -15,6 +15,7 @@ use leo_protocol::tool::RegisterBody;
 
 use super::AppState;
 use super::auth::{BodyLimit, Target};
+use super::history::audit;
 use super::reply::{json_body, ok, optional_json_body, query_flags};
 use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
 use crate::refusal::Refusal;
@@ -23,11 +24,25 @@ use crate::tokens::Principal;
 #[tracing::instrument(name = "register", skip_all)]
 pub async fn register(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: RegisterBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.register(body)?))
+    let client_id = body.client_id.clone();
+    let done = state.broker.register(body)?;
+    let action = if done.tools.is_empty() {
+        "withdraw"
+    } else {
+        "register"
+    };
+    let detail = format!(
+        "{client_id} tools={} revision={}",
+        done.tools.len(),
+        done.revision
+    );
+    audit(&state, Some(&who), action, &done.group, Some(detail));
+    Ok(ok(done))
 }
 
 pub async fn list_tools(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
@@ -35,33 +50,51 @@ pub async fn list_tools(State(state): State<Arc<AppState>>, uri: Uri) -> Result<
     Ok(ok(state.broker.tools()))
 }
 
-pub async fn pending(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
+pub async fn pending(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    uri: Uri,
+) -> Result<Response, Refusal> {
+    if super::history::wants_ended(uri.query())? {
+        return super::history::ended(&state, &who, &uri).await;
+    }
     // Only pending requests are held, so `pending=1` and no flag list the same thing; the flag
     // is accepted because existing apps send it.
-    query_flags(uri.query(), &["pending"])?;
+    let rest = super::history::without_state(uri.query());
+    query_flags(rest.as_deref(), &["pending"])?;
     Ok(ok(state.broker.pending()))
 }
 
 #[tracing::instrument(name = "claim", skip_all, fields(request = %id))]
 pub async fn claim(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.claim(&id, &body.client_id)?))
+    let ack = state.broker.claim(&id, &body.client_id)?;
+    audit(&state, Some(&who), "claim", &id, Some(body.client_id));
+    Ok(ok(ack))
 }
 
 #[tracing::instrument(name = "result", skip_all, fields(request = %id))]
 pub async fn result(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: ResultBody = json_body(body, limit).await?;
+    let detail = format!(
+        "{} {}",
+        body.client_id,
+        if body.ok { "ok" } else { "error" }
+    );
     let ack = state.broker.post_result(&id, body)?;
+    audit(&state, Some(&who), "result", &id, Some(detail));
     // The agent is waiting and the app is not: let the session write the result frame before
     // this response is written, so the sidecar is woken first.
     tokio::task::yield_now().await;
@@ -72,12 +105,15 @@ pub async fn result(
 #[tracing::instrument(name = "cancel", skip_all, fields(request = %id))]
 pub async fn cancel(
     State(state): State<Arc<AppState>>,
+    who: Option<Extension<Principal>>,
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
-    Ok(ok(state.broker.cancel_request(&id)?))
+    let ack = state.broker.cancel_request(&id)?;
+    audit(&state, who.as_ref().map(|w| &w.0), "cancel", &id, None);
+    Ok(ok(ack))
 }
 
 /// `POST /api/v1/client-tools/definitions/{name}/approve`: the operator approves a changed
@@ -85,12 +121,16 @@ pub async fn cancel(
 #[tracing::instrument(name = "approve", skip_all, fields(tool = %name))]
 pub async fn approve(
     State(state): State<Arc<AppState>>,
+    who: Option<Extension<Principal>>,
     Path(name): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
-    Ok(ok(state.broker.approve(&name)?))
+    let approved = state.broker.approve(&name)?;
+    let detail = Some(approved.digest.clone());
+    audit(&state, who.as_ref().map(|w| &w.0), "approve", &name, detail);
+    Ok(ok(approved))
 }
 
 pub async fn status(State(state): State<Arc<AppState>>) -> Response {
@@ -140,9 +180,12 @@ pub async fn message(
         Principal::ApiClient(name) => check_from(name, &body.from)?,
         _ => check_from(operator_sender(&body.from)?, &body.from)?,
     }
-    Ok(ok(state
+    let queued = state
         .broker
-        .deliver_message(&target, &body.from, &body.text)?))
+        .deliver_message(&target, &body.from, &body.text)?;
+    let detail = format!("from {} bytes={}", body.from, body.text.len());
+    audit(&state, Some(&who), "message", &target, Some(detail));
+    Ok(ok(queued))
 }
 
 /// `POST …/requests/{id}/progress`: the claimant's progress, passed to the calling harness.

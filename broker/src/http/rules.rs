@@ -42,6 +42,8 @@ pub enum Route {
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
     Input,
+    /// `GET /api/v1/audit`: the trail of authenticated changes.
+    Audit,
 }
 
 /// Kinds of caller, for the table.
@@ -135,6 +137,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
+    ("GET", "/api/v1/audit", Route::Audit),
 ];
 
 /// The progress route's path, as the router and the policy table both name it.
@@ -174,7 +177,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
-            Route::Cancel | Route::Approve => &[Kind::Operator],
+            Route::Cancel | Route::Approve | Route::Audit => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Logout
@@ -244,6 +247,7 @@ impl Route {
             | Route::ListTools
             | Route::Pending
             | Route::Status
+            | Route::Audit
             | Route::LoginPage
             | Route::ConsolePage
             | Route::ConsoleAsset

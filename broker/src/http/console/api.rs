@@ -114,7 +114,10 @@ pub async fn ask_human(
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: AskHumanBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.set_ask_human(body.on)?))
+    let switched = state.broker.set_ask_human(body.on)?;
+    let detail = Some(if body.on { "on" } else { "off" }.to_owned());
+    crate::http::history::audit(&state, None, "ask_human_switch", "ask_human", detail);
+    Ok(ok(switched))
 }
 
 /// `POST /console/requests/{id}/answer` `{text}`.
@@ -141,5 +144,7 @@ pub async fn answer(
             ),
         ));
     }
-    Ok(ok(state.broker.answer_from_console(&id, &body.text)?))
+    let ack = state.broker.answer_from_console(&id, &body.text)?;
+    crate::http::history::audit(&state, None, "result", &id, Some("console ok".into()));
+    Ok(ok(ack))
 }

@@ -109,6 +109,11 @@ pub async fn login(
     };
     if state.tokens.lookup(&token) != Some(Principal::Operator) {
         tracing::info!("console login refused");
+        let who = ("unknown".to_owned(), "session");
+        state
+            .broker
+            .history()
+            .audit(who, "console_login_refused", None, None);
         return login_form(
             StatusCode::UNAUTHORIZED,
             Some("That is not the operator token."),
@@ -122,6 +127,11 @@ pub async fn login(
         state.sessions.remove(old);
     }
     tracing::info!("console login");
+    let who = ("operator".to_owned(), "operator");
+    state
+        .broker
+        .history()
+        .audit(who, "console_login", None, None);
     let cookie = session::set_cookie(&session, state.sessions.ttl());
     ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
 }

@@ -1,0 +1,462 @@
+//! `state/history.db`: the schema, its migrations, and the statements the writer runs.
+//!
+//! The schema version is SQLite's `PRAGMA user_version`. `MIGRATIONS` is append-only: entry
+//! `n` takes a file from version `n` to `n + 1`, so an empty file runs them all and an older
+//! file runs the ones it lacks. A file of a newer version than this broker knows is refused,
+//! never guessed at: a downgrade must not silently drop what a newer broker wrote.
+
+use std::path::Path;
+
+use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
+use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
+
+/// Each entry takes the file one version up. Never edit one; add another.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: ended calls.
+    "CREATE TABLE calls (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        tool TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        client_id TEXT,
+        app_name TEXT,
+        outcome TEXT NOT NULL,
+        error_code TEXT,
+        reason TEXT,
+        created_at TEXT NOT NULL,
+        claimed_at TEXT,
+        ended_at TEXT NOT NULL,
+        ended_ms INTEGER NOT NULL,
+        wait_ms INTEGER,
+        work_ms INTEGER,
+        duration_ms INTEGER NOT NULL,
+        arguments_bytes INTEGER NOT NULL,
+        result_bytes INTEGER,
+        arguments TEXT,
+        result TEXT
+    );
+    CREATE INDEX calls_by_end ON calls (ended_ms);",
+    // 2: the audit trail.
+    "CREATE TABLE audit (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        at TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        principal TEXT NOT NULL,
+        token_kind TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT,
+        detail TEXT
+    );
+    CREATE INDEX audit_by_time ON audit (at_ms);",
+];
+
+/// The version this broker writes.
+pub fn current_version() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
+/// Opens (creating, mode 0600) and migrates the database at `path`.
+pub fn open(path: &Path) -> Result<Connection, String> {
+    create_private(path)?;
+    let mut conn = Connection::open(path).map_err(|e| format!("cannot open: {e}"))?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))
+        .map_err(|e| e.to_string())?;
+    conn.pragma_update(None, "journal_mode", "WAL")
+        .map_err(|e| format!("cannot switch to WAL: {e}"))?;
+    // WAL with NORMAL is crash-safe (a power cut may lose the last commits, never corrupt).
+    conn.pragma_update(None, "synchronous", "NORMAL")
+        .map_err(|e| e.to_string())?;
+    migrate(&mut conn)?;
+    Ok(conn)
+}
+
+/// Creates the file with mode 0600 if it is missing, and tightens one that is looser.
+fn create_private(path: &Path) -> Result<(), String> {
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+        .map_err(|e| format!("cannot create: {e}"))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
+        .map_err(|e| format!("cannot set permissions: {e}"))
+}
+
+/// Runs the migrations `conn` lacks, each in its own transaction with its version bump.
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let version: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| format!("cannot read the schema version: {e}"))?;
+    if version > current_version() {
+        return Err(format!(
+            "schema version {version} is newer than this broker's {}; use a newer leo or move the file away",
+            current_version()
+        ));
+    }
+    for (n, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let tx = conn.transaction().map_err(|e| e.to_string())?;
+        tx.execute_batch(sql)
+            .map_err(|e| format!("migration to version {}: {e}", n + 1))?;
+        tx.pragma_update(None, "user_version", n as u32 + 1)
+            .map_err(|e| e.to_string())?;
+        tx.commit().map_err(|e| e.to_string())?;
+    }
+    Ok(())
+}
+
+/// One ended call as the writer stores it.
+#[derive(Debug, Clone, Default)]
+pub struct CallRow {
+    pub id: String,
+    pub tool: String,
+    pub group: String,
+    pub agent: String,
+    pub session: String,
+    pub client_id: Option<String>,
+    pub app_name: Option<String>,
+    pub outcome: &'static str,
+    pub error_code: Option<String>,
+    pub reason: Option<String>,
+    pub created_at: String,
+    pub claimed_at: Option<String>,
+    pub ended_at: String,
+    pub ended_ms: i64,
+    pub wait_ms: Option<u64>,
+    pub work_ms: Option<u64>,
+    pub duration_ms: u64,
+    pub arguments_bytes: u64,
+    pub result_bytes: Option<u64>,
+    pub arguments: Option<String>,
+    pub result: Option<String>,
+}
+
+/// Stores `row`; a second row with the same id is ignored (a call ends once).
+pub fn insert_call(conn: &Connection, r: &CallRow) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT OR IGNORE INTO calls (id, tool, grp, agent, session, client_id, app_name,
+            outcome, error_code, reason, created_at, claimed_at, ended_at, ended_ms, wait_ms,
+            work_ms, duration_ms, arguments_bytes, result_bytes, arguments, result)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17,
+            ?18, ?19, ?20, ?21)",
+    )?
+    .execute(params![
+        r.id,
+        r.tool,
+        r.group,
+        r.agent,
+        r.session,
+        r.client_id,
+        r.app_name,
+        r.outcome,
+        r.error_code,
+        r.reason,
+        r.created_at,
+        r.claimed_at,
+        r.ended_at,
+        r.ended_ms,
+        r.wait_ms,
+        r.work_ms,
+        r.duration_ms,
+        r.arguments_bytes,
+        r.result_bytes,
+        r.arguments,
+        r.result,
+    ])
+}
+
+/// One audit entry as the writer stores it.
+#[derive(Debug, Clone, Default)]
+pub struct AuditRow {
+    pub at: String,
+    pub at_ms: i64,
+    pub principal: String,
+    pub token_kind: String,
+    pub action: String,
+    pub target: Option<String>,
+    pub detail: Option<String>,
+}
+
+pub fn insert_audit(conn: &Connection, r: &AuditRow) -> rusqlite::Result<usize> {
+    conn.prepare_cached(
+        "INSERT INTO audit (at, at_ms, principal, token_kind, action, target, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+    )?
+    .execute(params![
+        r.at,
+        r.at_ms,
+        r.principal,
+        r.token_kind,
+        r.action,
+        r.target,
+        r.detail
+    ])
+}
+
+/// What `GET …/requests?state=ended` asks for.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CallQuery {
+    pub limit: u32,
+    pub before: Option<u64>,
+    pub tool: Option<String>,
+    pub agent: Option<String>,
+    pub outcome: Option<CallOutcome>,
+}
+
+/// Ended calls, newest first; `contents` includes the stored arguments and result.
+pub fn list_calls(
+    conn: &Connection,
+    q: &CallQuery,
+    contents: bool,
+) -> rusqlite::Result<Vec<EndedRequest>> {
+    let mut sql = String::from(
+        "SELECT seq, id, tool, grp, agent, session, client_id, app_name, outcome, error_code,
+            reason, created_at, claimed_at, ended_at, wait_ms, work_ms, duration_ms,
+            arguments_bytes, result_bytes, arguments, result FROM calls WHERE 1",
+    );
+    let mut args: Vec<rusqlite::types::Value> = Vec::new();
+    let mut add = |clause: &str, v: rusqlite::types::Value| {
+        sql.push_str(clause);
+        args.push(v);
+    };
+    if let Some(b) = q.before {
+        add(" AND seq < ?", (b.min(i64::MAX as u64) as i64).into());
+    }
+    if let Some(t) = &q.tool {
+        add(" AND tool = ?", t.clone().into());
+    }
+    if let Some(a) = &q.agent {
+        add(" AND agent = ?", a.clone().into());
+    }
+    if let Some(o) = q.outcome {
+        add(" AND outcome = ?", o.as_str().to_owned().into());
+    }
+    add(" ORDER BY seq DESC LIMIT ?", i64::from(q.limit).into());
+    let mut stmt = conn.prepare_cached(&sql)?;
+    let rows = stmt.query_map(params_from_iter(args), |r| {
+        let client_id: Option<String> = r.get(6)?;
+        let outcome: String = r.get(8)?;
+        let json = |i: usize| -> rusqlite::Result<Option<serde_json::Value>> {
+            let text: Option<String> = r.get(i)?;
+            Ok(text
+                .filter(|_| contents)
+                .and_then(|t| serde_json::from_str(&t).ok()))
+        };
+        Ok(EndedRequest {
+            seq: r.get(0)?,
+            id: r.get(1)?,
+            tool: r.get(2)?,
+            group: r.get(3)?,
+            agent: r.get(4)?,
+            session: r.get(5)?,
+            app: client_id.map(|client_id| CallApp {
+                client_id,
+                name: r.get(7).ok().flatten(),
+            }),
+            outcome: CallOutcome::parse(&outcome).unwrap_or(CallOutcome::Cancelled),
+            error_code: r.get(9)?,
+            reason: r.get(10)?,
+            created_at: r.get(11)?,
+            claimed_at: r.get(12)?,
+            ended_at: r.get(13)?,
+            wait_ms: r.get(14)?,
+            work_ms: r.get(15)?,
+            duration_ms: r.get(16)?,
+            arguments_bytes: r.get(17)?,
+            result_bytes: r.get(18)?,
+            arguments: json(19)?,
+            result: json(20)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// Audit entries, newest first.
+pub fn list_audit(
+    conn: &Connection,
+    limit: u32,
+    before: Option<u64>,
+) -> rusqlite::Result<Vec<AuditEntry>> {
+    let before = before.map_or(i64::MAX, |b| b.min(i64::MAX as u64) as i64);
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, at, principal, token_kind, action, target, detail FROM audit
+         WHERE seq < ?1 ORDER BY seq DESC LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![before, limit], |r| {
+        Ok(AuditEntry {
+            seq: r.get(0)?,
+            at: r.get(1)?,
+            principal: r.get(2)?,
+            token_kind: r.get(3)?,
+            action: r.get(4)?,
+            target: r.get(5)?,
+            detail: r.get(6)?,
+        })
+    })?;
+    rows.collect()
+}
+
+/// How many rows `table` holds.
+pub fn count(conn: &Connection, table: Table) -> rusqlite::Result<u64> {
+    conn.query_row(&format!("SELECT COUNT(*) FROM {}", table.name()), [], |r| {
+        r.get(0)
+    })
+}
+
+/// The two logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Table {
+    Calls,
+    Audit,
+}
+
+impl Table {
+    fn name(self) -> &'static str {
+        match self {
+            Table::Calls => "calls",
+            Table::Audit => "audit",
+        }
+    }
+
+    fn time_column(self) -> &'static str {
+        match self {
+            Table::Calls => "ended_ms",
+            Table::Audit => "at_ms",
+        }
+    }
+}
+
+/// Deletes rows older than `cutoff_ms` and all but the newest `max_rows`; returns how many
+/// rows were deleted.
+pub fn prune(
+    conn: &Connection,
+    table: Table,
+    cutoff_ms: i64,
+    max_rows: Option<u64>,
+) -> rusqlite::Result<usize> {
+    let (name, time) = (table.name(), table.time_column());
+    let mut gone = conn.execute(
+        &format!("DELETE FROM {name} WHERE {time} < ?1"),
+        params![cutoff_ms],
+    )?;
+    if let Some(max) = max_rows {
+        let edge: Option<i64> = conn
+            .query_row(
+                &format!("SELECT seq FROM {name} ORDER BY seq DESC LIMIT 1 OFFSET ?1"),
+                params![max.min(i64::MAX as u64) as i64],
+                |r| r.get(0),
+            )
+            .optional()?;
+        if let Some(edge) = edge {
+            gone += conn.execute(
+                &format!("DELETE FROM {name} WHERE seq <= ?1"),
+                params![edge],
+            )?;
+        }
+    }
+    Ok(gone)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn version(conn: &Connection) -> u32 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
+    fn row(id: &str) -> CallRow {
+        CallRow {
+            id: id.into(),
+            tool: "t".into(),
+            outcome: "result",
+            ended_ms: 1,
+            ..CallRow::default()
+        }
+    }
+
+    #[test]
+    fn an_empty_file_gets_every_migration_and_mode_0600() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        std::fs::write(&path, b"").unwrap();
+        let conn = open(&path).unwrap();
+        assert_eq!(version(&conn), current_version());
+        let mode: String = conn
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        let perms = std::fs::metadata(&path).unwrap().permissions().mode();
+        assert_eq!(perms & 0o777, 0o600);
+        assert_eq!(insert_call(&conn, &row("r_1")).unwrap(), 1);
+        assert_eq!(
+            insert_call(&conn, &row("r_1")).unwrap(),
+            0,
+            "a call ends once"
+        );
+    }
+
+    #[test]
+    fn an_older_file_keeps_its_rows_and_gains_the_audit_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.pragma_update(None, "user_version", 1).unwrap();
+            insert_call(&conn, &row("r_old")).unwrap();
+        }
+        let conn = open(&path).unwrap();
+        assert_eq!(version(&conn), current_version());
+        let q = CallQuery {
+            limit: 10,
+            ..CallQuery::default()
+        };
+        let calls = list_calls(&conn, &q, false).unwrap();
+        assert_eq!(calls.len(), 1);
+        assert_eq!(calls[0].id, "r_old");
+        assert_eq!(count(&conn, Table::Audit).unwrap(), 0);
+    }
+
+    #[test]
+    fn a_newer_file_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.pragma_update(None, "user_version", current_version() + 1)
+                .unwrap();
+        }
+        let e = open(&path).unwrap_err();
+        assert!(e.contains("newer than this broker's"), "{e}");
+    }
+
+    #[test]
+    fn prune_keeps_the_newest_rows_and_drops_the_old() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("h.db")).unwrap();
+        for n in 0..10 {
+            let mut r = row(&format!("r_{n}"));
+            r.ended_ms = n;
+            insert_call(&conn, &r).unwrap();
+        }
+        assert_eq!(prune(&conn, Table::Calls, 2, None).unwrap(), 2);
+        assert_eq!(prune(&conn, Table::Calls, 0, Some(3)).unwrap(), 5);
+        let q = CallQuery {
+            limit: 10,
+            ..CallQuery::default()
+        };
+        let ids: Vec<String> = list_calls(&conn, &q, false)
+            .unwrap()
+            .into_iter()
+            .map(|c| c.id)
+            .collect();
+        assert_eq!(ids, ["r_9", "r_8", "r_7"]);
+    }
+}

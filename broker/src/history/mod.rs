@@ -1,0 +1,549 @@
+//! The history of ended calls and the audit trail, in `state/history.db`.
+//!
+//! History is an append-only log, kept apart from the live state: the operator may prune or
+//! delete the file without touching live work, and its writes never slow or endanger the
+//! queue. The core hands each record to this module with one call made under its lock; that
+//! call only puts a message on a bounded channel (`try_send`, never waiting). One writer thread
+//! owns the database, takes whatever has queued up and writes it in one transaction. When the
+//! channel is full (the disk cannot keep up), records are dropped and counted, never the call.
+//!
+//! A call's row is written when its terminal outcome is decided (`settled` or `failed`); the
+//! claim that came before is remembered by the writer (`claimed`) to give the row its app and
+//! claim time. Reads go through the same thread, after the writes queued before them, so a
+//! caller that saw its call end sees it in the history.
+
+pub mod db;
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use leo_protocol::content::{AppError, Posted, content_size};
+use leo_protocol::events::CancelReason;
+use leo_protocol::history::{AuditList, CallOutcome, EndedList};
+use rusqlite::Connection;
+use tokio::sync::{oneshot, watch};
+use tracing::{debug, warn};
+
+use crate::config::HistoryConfig;
+use crate::requests::{Call, EndedCall};
+use crate::tokens::Principal;
+use db::{AuditRow, CallQuery, CallRow, Table};
+
+/// Records that may wait for the writer; past this they are dropped and counted.
+const QUEUE: usize = 65_536;
+/// Records written in one transaction at most.
+const BATCH: usize = 1024;
+/// How often old rows are pruned.
+const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// How a call ended, as the core knows it.
+#[derive(Debug, Clone)]
+pub enum Finish {
+    /// The app posted content (or the console answered).
+    Result,
+    /// The app posted an error with this code.
+    AppError(String),
+    /// The broker ended it.
+    Failed(CancelReason),
+}
+
+impl Finish {
+    fn outcome(&self) -> CallOutcome {
+        match self {
+            Finish::Result => CallOutcome::Result,
+            Finish::AppError(_) => CallOutcome::Error,
+            Finish::Failed(reason) => match reason {
+                CancelReason::Timeout => CallOutcome::Timeout,
+                CancelReason::ClientGone => CallOutcome::NoClient,
+                CancelReason::CancelledByAgent
+                | CancelReason::AgentGone
+                | CancelReason::ToolWithdrawn
+                | CancelReason::Shutdown
+                | CancelReason::CancelledByOperator => CallOutcome::Cancelled,
+            },
+        }
+    }
+}
+
+/// A posted result's size, and its content when `history.store_content` keeps it.
+#[derive(Debug, Clone, Default)]
+pub struct Posting {
+    pub bytes: u64,
+    pub content: Option<serde_json::Value>,
+    pub finish: Option<Finish>,
+}
+
+struct Ended {
+    id: String,
+    call: Call,
+    finish: Finish,
+    /// The answering app, for results (a claim may have come with the result).
+    by: Option<(String, Option<String>)>,
+    at: SystemTime,
+    mono: Instant,
+    result_bytes: Option<u64>,
+    result: Option<serde_json::Value>,
+}
+
+struct Claim {
+    client_id: String,
+    name: Option<String>,
+    at: SystemTime,
+    mono: Instant,
+}
+
+enum Msg {
+    Claimed(String, Claim),
+    Ended(Box<Ended>),
+    Audit(AuditRow),
+    Calls(CallQuery, bool, oneshot::Sender<Result<EndedList, String>>),
+    Audits(u32, Option<u64>, oneshot::Sender<Result<AuditList, String>>),
+    Stop(std::sync::mpsc::Sender<()>),
+}
+
+/// The handle the broker holds; cheap to clone.
+#[derive(Clone)]
+pub struct History {
+    tx: SyncSender<Msg>,
+    store_content: bool,
+    dropped: Arc<AtomicU64>,
+    /// Bumped after each committed batch; the console's history panel waits on it.
+    written: watch::Sender<u64>,
+    thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
+}
+
+/// The principal and token kind of an audit entry.
+pub fn who(p: &Principal) -> (String, &'static str) {
+    match p {
+        Principal::Operator => ("operator".into(), "operator"),
+        Principal::Device(name) => (format!("device:{name}"), "device"),
+        Principal::Agent => ("agent".into(), "agent"),
+        Principal::ApiClient(name) => (format!("client:{name}"), "api_client"),
+    }
+}
+
+/// Writes one audit entry straight into `path`, for the commands that change `$LEO_HOME`
+/// without the broker (`leo client`, `leo device`): principal `cli:USER`, token kind `local`.
+/// SQLite's locking lets it write beside a running broker's writer.
+pub fn record_local(
+    path: &Path,
+    action: &str,
+    target: &str,
+    detail: Option<String>,
+) -> Result<(), String> {
+    let conn = db::open(path)?;
+    let at = SystemTime::now();
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    let row = AuditRow {
+        at: leo_protocol::time::rfc3339(at),
+        at_ms: millis(at),
+        principal: format!("cli:{user}"),
+        token_kind: "local".into(),
+        action: action.to_owned(),
+        target: Some(target.to_owned()),
+        detail,
+    };
+    db::insert_audit(&conn, &row).map_err(|e| e.to_string())?;
+    Ok(())
+}
+
+/// The token kind of a stream's principal as `ClientInfo` names it (`operator`,
+/// `device:NAME`, `console`).
+pub fn kind_of(principal: &str) -> &'static str {
+    match principal {
+        "operator" => "operator",
+        "console" => "session",
+        p if p.starts_with("device:") => "device",
+        _ => "unknown",
+    }
+}
+
+fn millis(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl History {
+    /// Opens `path` (creating and migrating it) and starts the writer thread.
+    pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, String> {
+        let conn = db::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let (tx, rx) = sync_channel(QUEUE);
+        let (written, _) = watch::channel(0);
+        let writer = Writer {
+            conn,
+            keep: config.clone(),
+            claims: HashMap::new(),
+            written: written.clone(),
+            rows: 0,
+        };
+        let thread = std::thread::Builder::new()
+            .name("leo-history".into())
+            .spawn(move || writer.run(rx))
+            .map_err(|e| format!("cannot start the history writer: {e}"))?;
+        Ok(History {
+            tx,
+            store_content: config.store_content,
+            dropped: Arc::new(AtomicU64::new(0)),
+            written,
+            thread: Arc::new(std::sync::Mutex::new(Some(thread))),
+        })
+    }
+
+    fn send(&self, msg: Msg) {
+        match self.tx.try_send(msg) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) => {
+                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
+                    warn!("the history writer is behind; history records are being dropped");
+                }
+            }
+            Err(TrySendError::Disconnected(_)) => {}
+        }
+    }
+
+    /// Records dropped because the writer was behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Wakes after each batch the writer committed.
+    pub fn watch(&self) -> watch::Receiver<u64> {
+        self.written.subscribe()
+    }
+
+    /// An app claimed `id`.
+    pub fn claimed(&self, id: &str, client_id: &str, name: Option<String>) {
+        let claim = Claim {
+            client_id: client_id.to_owned(),
+            name,
+            at: SystemTime::now(),
+            mono: Instant::now(),
+        };
+        self.send(Msg::Claimed(id.to_owned(), claim));
+    }
+
+    /// What is kept of a posted result, measured before the post is consumed.
+    pub fn posting(&self, posted: &Posted) -> Posting {
+        let (bytes, finish) = match posted {
+            Posted::Content(blocks) => (content_size(blocks), Finish::Result),
+            Posted::Structured(blocks, s) => (
+                content_size(blocks) + serde_json::to_vec(s).map_or(0, |v| v.len()),
+                Finish::Result,
+            ),
+            Posted::Error(e) => (
+                serde_json::to_vec(e).map_or(0, |v| v.len()),
+                Finish::AppError(e.code.clone()),
+            ),
+        };
+        let content = self.store_content.then(|| stored_result(posted));
+        Posting {
+            bytes: bytes as u64,
+            content,
+            finish: Some(finish),
+        }
+    }
+
+    /// `id` was settled by `client_id` (an app's result or error).
+    pub fn settled(&self, id: &str, call: Call, by: (String, Option<String>), posting: Posting) {
+        let ended = Ended {
+            id: id.to_owned(),
+            call,
+            finish: posting.finish.unwrap_or(Finish::Result),
+            by: Some(by),
+            at: SystemTime::now(),
+            mono: Instant::now(),
+            result_bytes: Some(posting.bytes),
+            result: posting.content,
+        };
+        self.send(Msg::Ended(Box::new(ended)));
+    }
+
+    /// The broker ended calls (timeout, cancel, no client).
+    pub fn failed(&self, ended: &[EndedCall]) {
+        let (at, mono) = (SystemTime::now(), Instant::now());
+        for e in ended {
+            self.send(Msg::Ended(Box::new(Ended {
+                id: e.id.clone(),
+                call: e.call.clone(),
+                finish: Finish::Failed(e.reason),
+                by: None,
+                at,
+                mono,
+                result_bytes: None,
+                result: None,
+            })));
+        }
+    }
+
+    /// An authenticated change.
+    pub fn audit(
+        &self,
+        (principal, kind): (String, &str),
+        action: &str,
+        target: Option<&str>,
+        detail: Option<String>,
+    ) {
+        let at = SystemTime::now();
+        self.send(Msg::Audit(AuditRow {
+            at: leo_protocol::time::rfc3339(at),
+            at_ms: millis(at),
+            principal,
+            token_kind: kind.to_owned(),
+            action: action.to_owned(),
+            target: target.map(str::to_owned),
+            detail,
+        }));
+    }
+
+    /// Ended calls, newest first, after every record queued before this call.
+    pub async fn calls(&self, q: CallQuery, contents: bool) -> Result<EndedList, String> {
+        let (tx, rx) = oneshot::channel();
+        self.ask(Msg::Calls(q, contents, tx))?;
+        rx.await
+            .map_err(|_| "the history writer stopped".to_owned())?
+    }
+
+    /// Audit entries, newest first.
+    pub async fn audits(&self, limit: u32, before: Option<u64>) -> Result<AuditList, String> {
+        let (tx, rx) = oneshot::channel();
+        self.ask(Msg::Audits(limit, before, tx))?;
+        rx.await
+            .map_err(|_| "the history writer stopped".to_owned())?
+    }
+
+    fn ask(&self, msg: Msg) -> Result<(), String> {
+        self.tx.try_send(msg).map_err(|e| match e {
+            TrySendError::Full(_) => "the history writer is busy; try again".to_owned(),
+            TrySendError::Disconnected(_) => "the history writer stopped".to_owned(),
+        })
+    }
+
+    /// Writes what is queued and stops the writer; later records are ignored.
+    pub fn close(&self) {
+        let (tx, rx) = std::sync::mpsc::channel();
+        if self.tx.send(Msg::Stop(tx)).is_ok() {
+            let _ = rx.recv_timeout(Duration::from_secs(5));
+        }
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = thread {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The body's `content` and `structured_content`, or its `error`, as stored.
+fn stored_result(posted: &Posted) -> serde_json::Value {
+    let blocks = |b: &[Box<serde_json::value::RawValue>]| {
+        b.iter()
+            .filter_map(|r| serde_json::from_str::<serde_json::Value>(r.get()).ok())
+            .collect::<Vec<_>>()
+    };
+    match posted {
+        Posted::Content(b) => serde_json::json!({ "content": blocks(b) }),
+        Posted::Structured(b, s) => {
+            serde_json::json!({ "content": blocks(b), "structured_content": s })
+        }
+        Posted::Error(AppError { code, message }) => {
+            serde_json::json!({ "error": { "code": code, "message": message } })
+        }
+    }
+}
+
+/// The thread that owns the database.
+struct Writer {
+    conn: Connection,
+    keep: HistoryConfig,
+    claims: HashMap<String, Claim>,
+    written: watch::Sender<u64>,
+    /// Rows in `calls`, for `max_rows`.
+    rows: u64,
+}
+
+impl Writer {
+    fn run(mut self, rx: Receiver<Msg>) {
+        self.prune();
+        let mut pruned = Instant::now();
+        loop {
+            let first = match rx.recv_timeout(PRUNE_EVERY) {
+                Ok(m) => m,
+                Err(RecvTimeoutError::Timeout) => {
+                    self.prune();
+                    pruned = Instant::now();
+                    continue;
+                }
+                Err(RecvTimeoutError::Disconnected) => return,
+            };
+            let mut batch = vec![first];
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+            let stop = self.batch(batch);
+            if pruned.elapsed() >= PRUNE_EVERY || self.over_max() {
+                self.prune();
+                pruned = Instant::now();
+            }
+            if let Some(ack) = stop {
+                let _ = ack.send(());
+                return;
+            }
+        }
+    }
+
+    /// Writes the batch's records in one transaction, then answers its reads.
+    fn batch(&mut self, batch: Vec<Msg>) -> Option<std::sync::mpsc::Sender<()>> {
+        let mut reads = Vec::new();
+        let mut stop = None;
+        let mut wrote = 0usize;
+        let tx = match self.conn.unchecked_transaction() {
+            Ok(tx) => tx,
+            Err(e) => {
+                warn!(error = %e, "history: cannot begin a transaction");
+                return None;
+            }
+        };
+        for msg in batch {
+            match msg {
+                Msg::Claimed(id, claim) => {
+                    self.claims.insert(id, claim);
+                }
+                Msg::Ended(e) => {
+                    let row = row_of(&mut self.claims, self.keep.store_content, *e);
+                    match db::insert_call(&tx, &row) {
+                        Ok(n) => {
+                            self.rows += n as u64;
+                            wrote += n;
+                        }
+                        Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
+                    }
+                }
+                Msg::Audit(row) => match db::insert_audit(&tx, &row) {
+                    Ok(n) => wrote += n,
+                    Err(e) => warn!(error = %e, "history: cannot write an audit entry"),
+                },
+                Msg::Stop(ack) => stop = Some(ack),
+                read => reads.push(read),
+            }
+        }
+        if let Err(e) = tx.commit() {
+            warn!(error = %e, "history: cannot commit");
+        }
+        if wrote > 0 {
+            self.written.send_modify(|n| *n = n.wrapping_add(1));
+        }
+        for read in reads {
+            self.answer(read);
+        }
+        stop
+    }
+
+    fn answer(&self, read: Msg) {
+        match read {
+            Msg::Calls(q, contents, reply) => {
+                let limit = q.limit;
+                let got = db::list_calls(&self.conn, &q, contents)
+                    .map(|calls| EndedList {
+                        next_before: next(calls.len(), limit, calls.last().map(|c| c.seq)),
+                        calls,
+                    })
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(got);
+            }
+            Msg::Audits(limit, before, reply) => {
+                let got = db::list_audit(&self.conn, limit, before)
+                    .map(|entries| AuditList {
+                        next_before: next(entries.len(), limit, entries.last().map(|e| e.seq)),
+                        entries,
+                    })
+                    .map_err(|e| e.to_string());
+                let _ = reply.send(got);
+            }
+            _ => {}
+        }
+    }
+}
+
+/// The row of an ended call, with its claim if one was seen.
+fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) -> CallRow {
+    let claim = claims.remove(&e.id);
+    let (client_id, app_name) = match (&e.by, &claim) {
+        (Some((c, n)), _) => (Some(c.clone()), n.clone()),
+        (None, Some(c)) => (Some(c.client_id.clone()), c.name.clone()),
+        (None, None) => (None, None),
+    };
+    // A result posted with `claim: true` is claimed and settled in one step.
+    let (claimed_at, claimed_mono) = match (&claim, &e.by) {
+        (Some(c), _) => (Some(c.at), Some(c.mono)),
+        (None, Some(_)) => (Some(e.at), Some(e.mono)),
+        (None, None) => (None, None),
+    };
+    let parked = e.call.parked_at;
+    let since = |later: Instant, earlier: Instant| ms(later.saturating_duration_since(earlier));
+    let (error_code, reason) = match &e.finish {
+        Finish::Result => (None, None),
+        Finish::AppError(code) => (Some(code.clone()), None),
+        Finish::Failed(r) => (None, Some(r.as_str().to_owned())),
+    };
+    let arguments_text = serde_json::to_string(&e.call.arguments).unwrap_or_default();
+    CallRow {
+        outcome: e.finish.outcome().as_str(),
+        arguments_bytes: arguments_text.len() as u64,
+        arguments: store_content.then_some(arguments_text),
+        result: e.result.map(|v| v.to_string()),
+        result_bytes: e.result_bytes,
+        wait_ms: claimed_mono.map(|c| since(c, parked)),
+        work_ms: claimed_mono.map(|c| since(e.mono, c)),
+        duration_ms: since(e.mono, parked),
+        claimed_at: claimed_at.map(leo_protocol::time::rfc3339),
+        ended_at: leo_protocol::time::rfc3339(e.at),
+        ended_ms: millis(e.at),
+        client_id,
+        app_name,
+        error_code,
+        reason,
+        id: e.id,
+        tool: e.call.tool,
+        group: e.call.group,
+        agent: e.call.agent,
+        session: e.call.session,
+        created_at: e.call.created_at,
+    }
+}
+
+impl Writer {
+    fn over_max(&self) -> bool {
+        self.keep.max_rows.is_some_and(|max| self.rows > max)
+    }
+
+    /// Deletes what `history.keep_days` and `history.max_rows` no longer keep.
+    fn prune(&mut self) {
+        let cutoff = millis(SystemTime::now()) - i64::from(self.keep.keep_days) * 86_400_000;
+        for table in [Table::Calls, Table::Audit] {
+            match db::prune(&self.conn, table, cutoff, self.keep.max_rows) {
+                Ok(0) => {}
+                Ok(n) => debug!(rows = n, ?table, "history pruned"),
+                Err(e) => warn!(error = %e, ?table, "history: cannot prune"),
+            }
+        }
+        self.rows = db::count(&self.conn, Table::Calls).unwrap_or(0);
+        // Claims of calls that never end here (lost records) must not grow without bound.
+        if self.claims.len() > QUEUE {
+            self.claims.clear();
+        }
+    }
+}
+
+/// The cursor of the next page: the last row's `seq` when the page was full.
+fn next(got: usize, limit: u32, last: Option<u64>) -> Option<u64> {
+    (got as u64 >= u64::from(limit)).then_some(last).flatten()
+}
