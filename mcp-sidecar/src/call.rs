@@ -130,17 +130,8 @@ pub async fn wait(
     loop {
         tokio::select! {
             biased;
-            ended = &mut live.rx => {
-                return Ended::Result(match ended {
-                    Ok(o) => outcome::to_result(o),
-                    // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
-                    Err(_) => outcome::failure("no_client", crate::link::CONNECTION_LOST),
-                });
-            }
-            () = &mut cancelled => {
-                link.cancel(id);
-                return Ended::Cancelled;
-            }
+            // Events first: the broker writes a call's progress before its result, and a
+            // report already here must reach the harness before the call's answer.
             Some(event) = live.events.recv() => match event {
                 CallEvent::Progress { progress, total, message } => {
                     if let Some(p) = ticker.app_reported(progress, total, message) {
@@ -162,6 +153,17 @@ pub async fn wait(
                     }
                 }
             },
+            ended = &mut live.rx => {
+                return Ended::Result(match ended {
+                    Ok(o) => outcome::to_result(o),
+                    // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
+                    Err(_) => outcome::failure("no_client", crate::link::CONNECTION_LOST),
+                });
+            }
+            () = &mut cancelled => {
+                link.cancel(id);
+                return Ended::Cancelled;
+            }
             Some(answered) = questions.join_next(), if !questions.is_empty() => {
                 if let Ok((input, outcome)) = answered {
                     link.answer_input(input, outcome);
