@@ -26,3 +26,4 @@ mod serve_tool;
 mod setup_lines;
 mod streams;
 mod untrusted;
+mod webhooks;

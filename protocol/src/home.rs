@@ -81,6 +81,10 @@ impl Home {
     pub fn client_tools(&self) -> PathBuf {
         self.state().join("client-tools.json")
     }
+    /// The webhook providers (`leo webhook add`), with their signing secrets.
+    pub fn webhooks(&self) -> PathBuf {
+        self.state().join("webhooks.json")
+    }
     /// The HTTP API on a unix socket.
     pub fn api_socket(&self) -> PathBuf {
         self.run().join("leo.sock")
@@ -116,6 +120,7 @@ mod tests {
             (h.client_token("ci"), "/h/state/clients/ci.token"),
             (h.own_agent_token("scout"), "/h/state/agents/scout.token"),
             (h.client_tools(), "/h/state/client-tools.json"),
+            (h.webhooks(), "/h/state/webhooks.json"),
             (h.api_socket(), "/h/run/leo.sock"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];

@@ -42,6 +42,12 @@ pub enum Route {
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
     Input,
+    /// `POST /api/v1/client-tools/webhooks`: create a webhook provider.
+    CreateWebhook,
+    /// `GET /api/v1/client-tools/webhooks`.
+    ListWebhooks,
+    /// `DELETE /api/v1/client-tools/webhooks/{name}`.
+    RemoveWebhook,
 }
 
 /// Kinds of caller, for the table.
@@ -135,7 +141,17 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
+    ("POST", WEBHOOKS_PATH, Route::CreateWebhook),
+    ("GET", WEBHOOKS_PATH, Route::ListWebhooks),
+    (
+        "DELETE",
+        "/api/v1/client-tools/webhooks/{name}",
+        Route::RemoveWebhook,
+    ),
 ];
+
+/// The webhook providers' path.
+pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
 
 /// The progress route's path, as the router and the policy table both name it.
 pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
@@ -174,6 +190,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
+            Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
@@ -229,6 +246,7 @@ impl Route {
     pub fn body_limit(self, max_body: usize) -> usize {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            Route::CreateWebhook => max_body,
             Route::Message => MESSAGE_BODY,
             Route::Input => INPUT_BODY,
             Route::Progress => SMALL_BODY,
@@ -241,6 +259,8 @@ impl Route {
             | Route::AskHuman
             | Route::Logout => SMALL_BODY,
             Route::Events
+            | Route::ListWebhooks
+            | Route::RemoveWebhook
             | Route::ListTools
             | Route::Pending
             | Route::Status
