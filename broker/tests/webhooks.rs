@@ -25,37 +25,37 @@ use crate::support::{agent, eventually, outcome_code, result_of, tool, tool_with
 
 /// One delivery the app received.
 #[derive(Debug)]
-struct Delivery {
-    headers: hyper::HeaderMap,
-    body: Bytes,
+pub struct Delivery {
+    pub headers: hyper::HeaderMap,
+    pub body: Bytes,
 }
 
 impl Delivery {
-    fn header(&self, name: &str) -> &str {
+    pub fn header(&self, name: &str) -> &str {
         self.headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
     }
 
-    fn json(&self) -> Value {
+    pub fn json(&self) -> Value {
         serde_json::from_slice(&self.body).expect("a JSON delivery")
     }
 }
 
 /// How the app answers: status and body, given the delivery.
-type Answer = Arc<dyn Fn(&Delivery) -> (u16, String) + Send + Sync>;
+pub type Answer = Arc<dyn Fn(&Delivery) -> (u16, String) + Send + Sync>;
 
 /// The app: a real HTTP server on 127.0.0.1:0 that records every delivery and answers first
 /// from `plan`, then with `answer`.
-struct HookApp {
-    addr: SocketAddr,
+pub struct HookApp {
+    pub addr: SocketAddr,
     deliveries: mpsc::UnboundedReceiver<Delivery>,
-    plan: Arc<Mutex<VecDeque<(u16, String)>>>,
+    pub plan: Arc<Mutex<VecDeque<(u16, String)>>>,
 }
 
 impl HookApp {
-    async fn start(answer: Answer) -> HookApp {
+    pub async fn start(answer: Answer) -> HookApp {
         HookApp::start_slow(answer, Duration::ZERO).await
     }
 
@@ -104,11 +104,11 @@ impl HookApp {
         }
     }
 
-    fn url(&self) -> String {
+    pub fn url(&self) -> String {
         format!("http://{}/hook?x=1", self.addr)
     }
 
-    async fn next(&mut self) -> Delivery {
+    pub async fn next(&mut self) -> Delivery {
         tokio::time::timeout(WAIT, self.deliveries.recv())
             .await
             .expect("no delivery in time")
@@ -116,7 +116,7 @@ impl HookApp {
     }
 
     /// The next delivery of `event` (`client_tool.request`, `client_tool.cancelled`).
-    async fn next_of(&mut self, event: &str) -> Delivery {
+    pub async fn next_of(&mut self, event: &str) -> Delivery {
         loop {
             let d = self.next().await;
             if d.header("leo-event") == event {
@@ -141,11 +141,11 @@ fn echo() -> Answer {
     })
 }
 
-fn status_only(status: u16) -> Answer {
+pub fn status_only(status: u16) -> Answer {
     Arc::new(move |_: &Delivery| (status, "{}".to_owned()))
 }
 
-async fn delete(http: &Http, path: &str) -> leo_testkit::Reply {
+pub async fn delete(http: &Http, path: &str) -> leo_testkit::Reply {
     http.send("DELETE", path, Bytes::new(), &[]).await
 }
 
