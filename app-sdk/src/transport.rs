@@ -288,6 +288,11 @@ impl Client {
         self.send_now("POST", path, body).await
     }
 
+    /// `DELETE path`.
+    pub async fn delete(&self, path: &str) -> Result<Answer> {
+        self.send("DELETE", path, Chunks::default()).await
+    }
+
     /// `POST path` with a JSON body (already serialized, sent as it is).
     pub async fn post_json(&self, path: &str, json: impl Into<Vec<u8>>) -> Result<Answer> {
         self.post(path, Chunks::new([Bytes::from(json.into())]))

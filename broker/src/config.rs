@@ -23,6 +23,7 @@ pub struct Config {
     pub api_clients: BTreeMap<String, ApiClient>,
     pub console: Console,
     pub history: HistoryConfig,
+    pub webhooks: WebhooksConfig,
 }
 
 /// `history:`: the history of ended calls and the audit trail, in `state/history.db`.
@@ -49,6 +50,16 @@ impl Default for HistoryConfig {
             max_rows: Some(1_000_000),
         }
     }
+}
+
+
+/// `webhooks:`: where webhook providers may be called.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhooksConfig {
+    /// Host names or IPs a webhook `url` may name besides loopback ones, compared without
+    /// case; IPv6 without brackets.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `console:`: the web console on the TCP listener.
@@ -208,6 +219,17 @@ impl Config {
         if self.history.max_rows == Some(0) {
             return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
         }
+        for (i, host) in self.webhooks.allowed_hosts.iter().enumerate() {
+            let bad = host.is_empty()
+                || host
+                    .chars()
+                    .any(|c| c.is_whitespace() || matches!(c, '/' | '@' | '[' | ']' | '?' | '#'));
+            if bad {
+                return Err(format!(
+                    "webhooks.allowed_hosts[{i}]: {host:?} is not a host name or IP (no scheme, port, path or brackets)"
+                ));
+            }
+        }
         for (name, client) in &self.api_clients {
             if client.can_message.is_empty() {
                 return Err(format!(
@@ -340,6 +362,14 @@ mod tests {
             (
                 "console:\n  ask_human: 1\n",
                 "console.ask_human: invalid type",
+            ),
+            (
+                "webhooks:\n  allowed_host: [a]\n",
+                "webhooks.allowed_host: unknown field `allowed_host`",
+            ),
+            (
+                "webhooks:\n  allowed_hosts: [\"http://a\"]\n",
+                "webhooks.allowed_hosts[0]: ",
             ),
             (
                 "console:\n  session_ttl_s: 0\n",

@@ -3,7 +3,8 @@
 //! Start with `ARCHITECTURE.md` at the repository root. In short: `core` holds the state behind
 //! one lock and drives the pure state machines (`registry`, `requests`, `ownership`); `events`
 //! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
-//! sidecars; `server` binds them and runs the shutdown path.
+//! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them and runs
+//! the shutdown path.
 
 pub mod admin;
 pub mod agent_tokens;
@@ -26,6 +27,7 @@ pub mod server;
 pub mod state_file;
 pub mod suggest;
 pub mod tokens;
+pub mod webhooks;
 
 pub use error::{BrokerError, Result};
 

@@ -79,6 +79,11 @@ enum Command {
         #[command(subcommand)]
         command: cli::tools::ToolsCommand,
     },
+    /// Webhook providers: apps the broker calls over HTTP instead of an event stream.
+    Webhook {
+        #[command(subcommand)]
+        command: cli::webhook::WebhookCommand,
+    },
     /// Call a client tool as an agent would, and print its result.
     #[command(after_help = cli::CALL_HELP)]
     Call(cli::call::CallArgs),
@@ -153,6 +158,7 @@ fn main() -> ExitCode {
         Command::Cancel(args) => return cli::exit(cli::cancel::run(&home, &args)),
         Command::Call(args) => return cli::call::run(&home, &args),
         Command::Tools { command } => return cli::exit(cli::tools::run(&home, &command)),
+        Command::Webhook { command } => return cli::exit(cli::webhook::run(&home, &command)),
         Command::ServeTool(args) => serve_tool::run(&home, args),
         Command::Client { command } => print(match command {
             ClientCommand::Add { name, can_message } => {

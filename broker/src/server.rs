@@ -32,6 +32,11 @@ pub struct Prepared {
     pub ever: EverRegistered,
     pub tokens: Tokens,
     pub agent_token: Arc<str>,
+    /// `state/webhooks.json` and the webhook providers it held.
+    pub webhooks: (
+        crate::webhooks::store::Store,
+        Vec<crate::webhooks::store::Stored>,
+    ),
 }
 
 /// The bound listeners.
@@ -54,12 +59,14 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         })?;
     let tokens = Tokens::load(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
+    let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
     Ok(Prepared {
         home,
         config: Arc::new(config),
         ever,
         tokens,
         agent_token,
+        webhooks,
     })
 }
 
@@ -156,8 +163,11 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             warn!(error = %e, "cannot switch ask_human on at start");
         }
     }
+    let (store, stored) = p.webhooks;
+    let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
     let state = Arc::new(AppState {
         broker: broker.clone(),
+        webhooks,
         tokens: p.tokens,
         max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(

@@ -240,7 +240,7 @@ fn the_protocol_reference_links_every_wire_fixture() {
     let protocol = std::fs::read_to_string(repo().join("docs/protocol.md")).expect("protocol.md");
     let linked: BTreeSet<String> = links(&protocol).into_iter().collect();
     let mut missing = Vec::new();
-    for kind in ["http", "events", "ipc", "console"] {
+    for kind in ["http", "events", "ipc", "console", "webhooks"] {
         let dir = repo().join("testdata/wire").join(kind);
         for entry in std::fs::read_dir(&dir).expect("a fixture folder") {
             let name = entry.expect("an entry").file_name();
@@ -300,6 +300,10 @@ fn help_texts() -> Vec<(String, String)> {
         &["requests"],
         &["call"],
         &["serve-tool"],
+        &["webhook"],
+        &["webhook", "add"],
+        &["webhook", "list"],
+        &["webhook", "rm"],
     ];
     let mut out = Vec::new();
     for args in commands {

@@ -310,3 +310,71 @@ async fn every_console_fixture_matches_the_broker() {
         body["text"]
     );
 }
+
+/// The webhook routes' bodies, a signed delivery and a cancellation as the app receives them,
+/// and the app's inline answers.
+#[tokio::test]
+async fn the_webhook_fixtures_match_the_broker() {
+    use crate::webhooks::{Delivery, HookApp, delete, status_only};
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let mut app = HookApp::start(status_only(202)).await;
+    let body = wire::load("http/webhook_create.request.json", &[("<url>", &app.url())]);
+    let mut made = http.post("/api/v1/client-tools/webhooks", &body).await.body;
+    made["data"]["url"] = json!("<url>");
+    wire::check("http/webhook_create.response.json", &made);
+    let refused = http
+        .post(
+            "/api/v1/client-tools/webhooks",
+            &json!({"name": "far", "url": "http://example.com/hook", "group": "far", "tools": []}),
+        )
+        .await;
+    wire::check("http/error_webhook_url.response.json", &refused.body);
+
+    // A delivery, answered inline, then one answered with an app error.
+    let delivery = |d: &Delivery| {
+        let mut headers = serde_json::Map::new();
+        for name in ["content-type", "webhook-id", "leo-event"] {
+            headers.insert(name.into(), json!(d.header(name)));
+        }
+        headers.insert("webhook-timestamp".into(), json!("<unix seconds>"));
+        headers.insert("webhook-signature".into(), json!("v1,<base64>"));
+        json!({"headers": headers, "body": d.json()})
+    };
+    for (i, answer) in ["answer_inline", "answer_error"].iter().enumerate() {
+        let text = wire::load(&format!("webhooks/{answer}.json"), &[]).to_string();
+        app.plan.lock().unwrap().push_back((200, text));
+        let mut ipc = agent(&broker, "rocket").await;
+        ipc.call(i as u64, "run_job", json!({"job": "lint"})).await;
+        let d = app.next().await;
+        if i == 0 {
+            wire::check("webhooks/request.delivery.json", &delivery(&d));
+            assert_eq!(
+                result_of(&mut ipc, 0).await,
+                json!({"content": [{"type": "text", "text": "job passed"}]})
+            );
+        } else {
+            assert_eq!(result_of(&mut ipc, 1).await["error"]["code"], "job_failed");
+        }
+    }
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(9, "run_job", json!({"job": "deploy"})).await;
+    let id = app.next().await.json()["id"].as_str().unwrap().to_owned();
+    http.post(
+        &format!("/api/v1/client-tools/requests/{id}/cancel"),
+        &json!({}),
+    )
+    .await
+    .data();
+    let d = app.next_of("client_tool.cancelled").await;
+    wire::check("webhooks/cancelled.delivery.json", &delivery(&d));
+    let mut list = http.get("/api/v1/client-tools/webhooks").await.body;
+    list["data"]["webhooks"][0]["url"] = json!("<url>");
+    wire::check("http/webhook_list.response.json", &list);
+    wire::check(
+        "http/webhook_remove.response.json",
+        &delete(&http, "/api/v1/client-tools/webhooks/ci-runner")
+            .await
+            .body,
+    );
+}

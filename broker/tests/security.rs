@@ -90,14 +90,21 @@ fn expected(route: &str, who: Who, tcp: bool) -> u16 {
                         403
                     }
                 }
-                "list" | "pending" | "status" | "history" => {
+                "list" | "pending" | "status" | "history" | "webhooks" => {
                     if provider {
                         200
                     } else {
                         403
                     }
                 }
-                "register" | "claim" | "result" => {
+                "remove webhook" => {
+                    if provider {
+                        404
+                    } else {
+                        403
+                    }
+                }
+                "register" | "claim" | "result" | "add webhook" => {
                     if provider {
                         400
                     } else {
@@ -174,6 +181,21 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
             json!({}),
         ),
         "status" => ("GET", "/api/v1/status".to_owned(), Value::Null),
+        "webhooks" => (
+            "GET",
+            "/api/v1/client-tools/webhooks".to_owned(),
+            Value::Null,
+        ),
+        "add webhook" => (
+            "POST",
+            "/api/v1/client-tools/webhooks".to_owned(),
+            json!({}),
+        ),
+        "remove webhook" => (
+            "DELETE",
+            "/api/v1/client-tools/webhooks/nope".to_owned(),
+            Value::Null,
+        ),
         "message rocket" => {
             let (p, b) = msg("rocket");
             ("POST", p, b)
@@ -220,6 +242,10 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
             let r = http.get(&path).await;
             (r.status, r.body)
         }
+        "DELETE" => {
+            let r = http.send("DELETE", &path, Default::default(), &[]).await;
+            (r.status, r.body)
+        }
         _ => {
             let r = http.post(&path, &body).await;
             (r.status, r.body)
@@ -248,6 +274,9 @@ const ROUTES: &[&str] = &[
     "cancel",
     "history",
     "audit",
+    "webhooks",
+    "add webhook",
+    "remove webhook",
 ];
 
 #[tokio::test]

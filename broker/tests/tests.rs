@@ -27,3 +27,4 @@ mod serve_tool;
 mod setup_lines;
 mod streams;
 mod untrusted;
+mod webhooks;

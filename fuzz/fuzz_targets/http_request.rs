@@ -83,6 +83,9 @@ fn check_route(route: Route, path: &str, body: &[u8]) {
         Route::AskHuman => parse_json::<console::AskHumanBody>(body).map(|_| ()),
         Route::ConsoleAnswer => parse_json::<console::AnswerBody>(body).map(|_| ()),
         Route::Message => parse_json::<serde_json::Value>(body).map(|_| ()),
+        Route::CreateWebhook => {
+            parse_json::<leo_protocol::webhooks::WebhookBody>(body).map(|_| ())
+        }
         _ => Ok(()),
     };
 }

@@ -85,6 +85,11 @@ impl Home {
     pub fn history_db(&self) -> PathBuf {
         self.state().join("history.db")
     }
+
+    /// The webhook providers (`leo webhook add`), with their signing secrets.
+    pub fn webhooks(&self) -> PathBuf {
+        self.state().join("webhooks.json")
+    }
     /// The HTTP API on a unix socket.
     pub fn api_socket(&self) -> PathBuf {
         self.run().join("leo.sock")
@@ -121,6 +126,7 @@ mod tests {
             (h.own_agent_token("scout"), "/h/state/agents/scout.token"),
             (h.client_tools(), "/h/state/client-tools.json"),
             (h.history_db(), "/h/state/history.db"),
+            (h.webhooks(), "/h/state/webhooks.json"),
             (h.api_socket(), "/h/run/leo.sock"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];

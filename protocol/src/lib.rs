@@ -30,5 +30,6 @@ pub mod sse;
 pub mod status;
 pub mod time;
 pub mod tool;
+pub mod webhooks;
 
 pub use codes::ErrorCode;

@@ -62,6 +62,17 @@ pub struct AppStatus {
     /// The groups this client has registered.
     #[serde(default)]
     pub groups: Vec<String>,
+    /// For a webhook provider (principal `webhook`): where it is called and how its
+    /// deliveries go. Absent for streams.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<AppWebhook>,
+}
+
+/// A webhook provider's part of its `AppStatus`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AppWebhook {
+    pub url: String,
+    pub health: crate::webhooks::WebhookHealth,
 }
 
 /// One connected agent session.

@@ -46,7 +46,7 @@ pub fn check(name: &str, actual: &Value) {
     );
 }
 
-/// Replaces ids, timestamps and ages (`age_s`) with placeholders, recursively.
+/// Replaces ids, webhook secrets, timestamps and ages (`age_s`) with placeholders, recursively.
 pub fn normalize(v: Value) -> Value {
     match v {
         Value::String(s) => Value::String(placeholder(&s).unwrap_or(s)),
@@ -76,6 +76,9 @@ fn placeholder(s: &str) -> Option<String> {
     }
     if s.strip_prefix("r_").is_some_and(hex24) {
         return Some("<request_id>".into());
+    }
+    if s.starts_with("whsec_") {
+        return Some("<secret>".into());
     }
     let b = s.as_bytes();
     let looks_like_time = s.len() == 24

@@ -278,12 +278,21 @@ function renderTools() {
   $('no-tools').hidden = groups.length > 0;
 }
 
+// A webhook provider's health: a warning line when its deliveries keep failing.
+function webhookHealth(a) {
+  const w = a.webhook;
+  if (!w || w.health.healthy) return [];
+  const why = w.health.last_error || 'deliveries fail';
+  return [el('p', { class: 'warning', text: `unhealthy webhook (${w.health.failures} failed): ${why}` })];
+}
+
 function renderApps() {
   const rows = status.apps.map((a) =>
     el('tr', { 'data-client': a.client_id },
       el('td', { 'data-label': 'Client' }, el('code', { text: a.client_id })),
       el('td', { 'data-label': 'Name', class: 'name', text: a.name || '—' }),
-      el('td', { 'data-label': 'Who', text: a.provider ? a.principal : `${a.principal} (watching)` }),
+      el('td', { 'data-label': 'Who', text: a.provider ? a.principal : `${a.principal} (watching)` },
+        ...webhookHealth(a)),
       el('td', { 'data-label': 'Groups', text: (a.groups || []).join(', ') || '—' }),
       el('td', { 'data-label': 'Connected', 'data-since': a.connected_at })));
   fill($('app-rows'), rows, 'no-apps');

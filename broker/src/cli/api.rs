@@ -1,5 +1,6 @@
 //! One request to the broker's HTTP API over `run/leo.sock`, with the operator token: the GETs
-//! of `leo status` and `leo requests`, and the POSTs of `leo cancel` and `leo tools approve`.
+//! of `leo status` and `leo requests`, the POSTs of `leo cancel` and `leo tools approve`, and
+//! `leo webhook`'s.
 //!
 //! The request goes through the SDK's HTTP client (`leo_app::http`), the one every Leo client
 //! uses, on a runtime of its own for the call: the CLI's commands are plain blocking code.
@@ -65,17 +66,36 @@ impl Api {
 
     /// `GET route`, answered `{ok: true, data}`: the data as `T`.
     pub fn get<T: DeserializeOwned>(&self, route: &str) -> Result<T, GetError> {
-        self.send("GET", route)
+        self.send("GET", route, Vec::new())
     }
 
     /// `POST route` with an empty JSON object, answered `{ok: true, data}`: the data as `T`.
     pub fn post<T: DeserializeOwned>(&self, route: &str) -> Result<T, GetError> {
-        self.send("POST", route)
+        self.send("POST", route, b"{}".to_vec())
     }
 
-    fn send<T: DeserializeOwned>(&self, method: &str, path: &str) -> Result<T, GetError> {
+    /// `POST route` with `body` (JSON), answered `{ok: true, data}`: the data as `T`.
+    pub fn post_body<T: DeserializeOwned>(
+        &self,
+        route: &str,
+        body: Vec<u8>,
+    ) -> Result<T, GetError> {
+        self.send("POST", route, body)
+    }
+
+    /// `DELETE route`, answered `{ok: true, data}`: the data as `T`.
+    pub fn delete<T: DeserializeOwned>(&self, route: &str) -> Result<T, GetError> {
+        self.send("DELETE", route, Vec::new())
+    }
+
+    fn send<T: DeserializeOwned>(
+        &self,
+        method: &str,
+        path: &str,
+        body: Vec<u8>,
+    ) -> Result<T, GetError> {
         let route = format!("{method} {path}");
-        let body = self.raw(method, path, &route)?;
+        let body = self.raw(method, path, &route, body)?;
         serde_json::from_slice::<Success<T>>(&body)
             .map(|s| s.data)
             .map_err(|e| GetError::Malformed {
@@ -85,7 +105,13 @@ impl Api {
     }
 
     /// `route` is `METHOD path`, for messages.
-    fn raw(&self, method: &str, path: &str, route: &str) -> Result<Vec<u8>, GetError> {
+    fn raw(
+        &self,
+        method: &str,
+        path: &str,
+        route: &str,
+        body: Vec<u8>,
+    ) -> Result<Vec<u8>, GetError> {
         let token = read_token(&self.token, "operator")?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -102,7 +128,8 @@ impl Api {
             .block_on(async {
                 match method {
                     "GET" => client.get(path).await,
-                    _ => client.post_json(path, b"{}".to_vec()).await,
+                    "DELETE" => client.delete(path).await,
+                    _ => client.post_json(path, body).await,
                 }
             })
             .map_err(|e| self.failed(route, e))?;

@@ -18,6 +18,7 @@ pub mod status;
 pub mod style;
 pub mod tools;
 pub mod watch;
+pub mod webhook;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -70,7 +71,11 @@ pub fn exit(result: anyhow::Result<()>) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     eprintln!("leo: {e:#}");
-    if e.downcast_ref::<cancel::BadId>().is_some() || e.downcast_ref::<tools::BadName>().is_some() {
+    if e.downcast_ref::<cancel::BadId>().is_some()
+        || e.downcast_ref::<tools::BadName>().is_some()
+        || e.downcast_ref::<webhook::BadWebhookName>().is_some()
+        || e.downcast_ref::<webhook::BadTools>().is_some()
+    {
         return ExitCode::from(EXIT_UNREACHABLE);
     }
     match e.downcast_ref::<api::GetError>() {

@@ -68,6 +68,9 @@ pub struct App {
     pub groups: Vec<String>,
     /// The name the app gave itself, if any.
     pub name: Option<String>,
+    /// A webhook provider's url and delivery health; absent for streams.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub webhook: Option<leo_protocol::status::AppWebhook>,
 }
 
 /// A sidecar session.
@@ -141,6 +144,7 @@ impl Snapshot {
                 provider: a["provider"].as_bool().unwrap_or(false),
                 connected_at: text(a, "connected_at"),
                 name: a["name"].as_str().map(str::to_owned),
+                webhook: serde_json::from_value(a["webhook"].clone()).ok(),
                 groups: served
                     .get(a["client_id"].as_str().unwrap_or_default())
                     .cloned()

@@ -62,7 +62,7 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
                 a.client_id.clone(),
                 a.name.clone().unwrap_or_else(|| "-".into()),
                 a.principal.clone(),
-                if a.provider { "provider" } else { "watcher" }.into(),
+                role(a, style),
                 format!("{} ago", since(&a.connected_at)),
                 a.groups.join(", "),
             ]);
@@ -176,6 +176,20 @@ fn section(
         out.push_str(&format!("  {}\n", style.dim("none")));
     } else {
         out.push_str(&table().render("  ", style));
+    }
+}
+
+/// `provider`, `watcher`, `webhook`, or a webhook marked unhealthy with why.
+fn role(a: &super::snapshot::App, style: &Style) -> String {
+    match &a.webhook {
+        Some(w) if !w.health.healthy => style.yellow(&format!(
+            "webhook UNHEALTHY ({} failed: {})",
+            w.health.failures,
+            clip(w.health.last_error.as_deref().unwrap_or("-"), 60)
+        )),
+        Some(_) => "webhook".into(),
+        None if a.provider => "provider".into(),
+        None => "watcher".into(),
     }
 }
 

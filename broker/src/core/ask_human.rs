@@ -73,6 +73,7 @@ impl Broker {
                 name: Some("web console".to_owned()),
                 connected_at: leo_protocol::time::now(),
                 internal: true,
+                webhook: None,
             },
         );
         if let Err(e) = core.ever.remember([ASK_HUMAN]) {

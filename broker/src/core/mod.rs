@@ -46,6 +46,7 @@ mod sessions;
 mod shutdown;
 mod snapshot;
 mod streams;
+mod webhooks;
 
 pub use ask_human::CONSOLE_CLIENT;
 pub use sessions::MESSAGES_TOOL;
@@ -66,6 +67,9 @@ pub struct ClientInfo {
     /// The web console's built-in provider (`ask_human`): not a stream, and not usable as a
     /// `client_id` over HTTP.
     pub internal: bool,
+    /// A webhook provider (`webhooks`): its url and delivery health. Its "stream" is the
+    /// broker's own delivery task; it leaves only when the webhook is removed.
+    pub webhook: Option<leo_protocol::status::AppWebhook>,
 }
 
 /// A connected sidecar.

@@ -36,6 +36,7 @@ impl Broker {
                     .filter(|(_, clients)| clients.contains(id))
                     .map(|(g, _)| g.clone())
                     .collect(),
+                webhook: c.webhook.clone(),
             })
             .collect();
         let agents = core

@@ -35,6 +35,7 @@ impl Broker {
                 name: name.clone(),
                 connected_at: leo_protocol::time::now(),
                 internal: false,
+                webhook: None,
             },
         );
         drop(core);

@@ -27,6 +27,7 @@ use crate::tokens::Tokens;
 /// What every handler shares.
 pub struct AppState {
     pub broker: Arc<Broker>,
+    pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub tokens: Tokens,
     pub max_body: usize,
     /// Console logins (used on TCP only).
@@ -47,6 +48,7 @@ fn routes_where(pick: impl Fn(Route) -> bool) -> Router<Arc<AppState>> {
         .fold(Router::new(), |router, (method, path, route)| {
             let filter = match *method {
                 "POST" => MethodFilter::POST,
+                "DELETE" => MethodFilter::DELETE,
                 _ => MethodFilter::GET,
             };
             router.route(path, handler(*route, filter))
@@ -80,6 +82,9 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::ConsoleEvents => on(method, api::events),
         Route::ConsoleAnswer => on(method, api::answer),
         Route::AskHuman => on(method, api::ask_human),
+        Route::CreateWebhook => on(method, routes::create_webhook),
+        Route::ListWebhooks => on(method, routes::list_webhooks),
+        Route::RemoveWebhook => on(method, routes::remove_webhook),
     }
 }
 

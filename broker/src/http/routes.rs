@@ -211,3 +211,30 @@ pub async fn input(
     let body: leo_protocol::input::InputBody = json_body(body, limit).await?;
     Ok(ok(state.broker.ask_input(&id, body).await?))
 }
+
+/// `POST /api/v1/client-tools/webhooks`: a webhook provider; the answer shows its secret, once.
+#[tracing::instrument(name = "create_webhook", skip_all)]
+pub async fn create_webhook(
+    State(state): State<Arc<AppState>>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::webhooks::WebhookBody = json_body(body, limit).await?;
+    Ok(ok(state.webhooks.create(body)?))
+}
+
+pub async fn list_webhooks(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Response, Refusal> {
+    query_flags(uri.query(), &[])?;
+    Ok(ok(state.webhooks.list()))
+}
+
+#[tracing::instrument(name = "remove_webhook", skip_all, fields(webhook = %name))]
+pub async fn remove_webhook(
+    State(state): State<Arc<AppState>>,
+    Path(name): Path<String>,
+) -> Result<Response, Refusal> {
+    Ok(ok(state.webhooks.remove(&name)?))
+}

@@ -44,6 +44,12 @@ pub enum Route {
     Input,
     /// `GET /api/v1/audit`: the trail of authenticated changes.
     Audit,
+    /// `POST /api/v1/client-tools/webhooks`: create a webhook provider.
+    CreateWebhook,
+    /// `GET /api/v1/client-tools/webhooks`.
+    ListWebhooks,
+    /// `DELETE /api/v1/client-tools/webhooks/{name}`.
+    RemoveWebhook,
 }
 
 /// Kinds of caller, for the table.
@@ -138,7 +144,17 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
     ("GET", "/api/v1/audit", Route::Audit),
+    ("POST", WEBHOOKS_PATH, Route::CreateWebhook),
+    ("GET", WEBHOOKS_PATH, Route::ListWebhooks),
+    (
+        "DELETE",
+        "/api/v1/client-tools/webhooks/{name}",
+        Route::RemoveWebhook,
+    ),
 ];
+
+/// The webhook providers' path.
+pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
 
 /// The progress route's path, as the router and the policy table both name it.
 pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
@@ -177,6 +193,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
+            Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
@@ -232,6 +249,7 @@ impl Route {
     pub fn body_limit(self, max_body: usize) -> usize {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            Route::CreateWebhook => max_body,
             Route::Message => MESSAGE_BODY,
             Route::Input => INPUT_BODY,
             Route::Progress => SMALL_BODY,
@@ -244,6 +262,8 @@ impl Route {
             | Route::AskHuman
             | Route::Logout => SMALL_BODY,
             Route::Events
+            | Route::ListWebhooks
+            | Route::RemoveWebhook
             | Route::ListTools
             | Route::Pending
             | Route::Status

@@ -1,0 +1,324 @@
+//! Following the bus as a provider stream would, and one delivery task per call.
+//!
+//! **Retry rule.** A delivery that fails (no connection, no answer within the timeouts, a
+//! status other than `200` and `202`, or a `200` whose body the broker refuses as an answer) is
+//! tried again after a capped, jittered exponential backoff (`RETRY_FIRST` doubling to
+//! `RETRY_CAP`), with the same `webhook-id`, for as long as the call is live and unclaimed and
+//! its deadline (`timeout_s`) has not come; the call's own timer then ends it `timeout` as for
+//! any app. A `202` ends the deliveries: the app answers later through the claim and result
+//! routes. A cancellation is delivered the same way, for at most `CANCEL_RETRY_FOR`.
+//!
+//! A call of a group that several webhooks serve is delivered to one of them: the agent's
+//! owner of the group if it has one, else the first by name.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use leo_protocol::ErrorCode;
+use leo_protocol::backoff::Backoff;
+use leo_protocol::events::{CancelledEvent, RequestEvent, kind};
+use leo_protocol::webhooks::{CANCELLED_SUFFIX, InlineAnswer};
+use tokio::sync::broadcast::error::RecvError;
+use tokio_util::sync::CancellationToken;
+use tracing::{Instrument, debug, info, info_span, warn};
+
+use super::deliver::{self, Message};
+use super::url::Target;
+use super::{Delivery, Webhooks};
+use crate::events::Event;
+
+/// The first wait before a delivery is tried again.
+pub const RETRY_FIRST: Duration = Duration::from_millis(250);
+/// The longest wait between two tries.
+pub const RETRY_CAP: Duration = Duration::from_secs(10);
+/// How long a cancellation is tried for.
+const CANCEL_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// What one attempt came to.
+enum Attempt {
+    /// Nothing more to deliver for this call.
+    Done,
+    /// Accepted with `202`: the app answers later.
+    Deferred,
+    /// Try again later; why this one failed.
+    Failed(String),
+}
+
+/// Follows the bus until shutdown.
+pub async fn run(hooks: Arc<Webhooks>) {
+    let shutdown = hooks.broker.shutdown_token();
+    let mut rx = hooks.broker.bus().subscribe(None).rx;
+    loop {
+        let event = tokio::select! {
+            biased;
+            event = rx.recv() => event,
+            _ = shutdown.cancelled() => return,
+        };
+        match event {
+            Ok(event) => hooks.on_event(&event),
+            Err(RecvError::Lagged(n)) => {
+                warn!(
+                    missed = n,
+                    "webhook dispatch fell behind the event bus; catching up from the pending calls"
+                );
+                hooks.catch_up();
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+impl Webhooks {
+    fn on_event(self: &Arc<Self>, event: &Event) {
+        match event.kind {
+            kind::REQUEST => match serde_json::from_str::<RequestEvent>(&event.full) {
+                Ok(request) => self.dispatch(&request, Bytes::from(event.full.clone())),
+                Err(e) => warn!(error = %e, "unreadable request event"),
+            },
+            kind::CANCELLED => match serde_json::from_str::<CancelledEvent>(&event.full) {
+                Ok(cancelled) => self.cancelled(&cancelled, Bytes::from(event.full.clone())),
+                Err(e) => warn!(error = %e, "unreadable cancel event"),
+            },
+            _ => {}
+        }
+    }
+
+    /// After missing events: every parked call of a webhook's group not yet being delivered.
+    fn catch_up(self: &Arc<Self>) {
+        for p in self.broker.pending() {
+            if p.claimed_by.is_some() || self.lock().calls.contains_key(&p.id) {
+                continue;
+            }
+            let request = RequestEvent {
+                id: p.id,
+                agent: p.agent,
+                session: p.session,
+                group: p.group,
+                tool: p.tool,
+                arguments: p.arguments,
+                timeout_s: p.timeout_s,
+                created_at: p.created_at,
+                owner: p.owner,
+            };
+            let body = serde_json::to_vec(&request).unwrap_or_default();
+            self.dispatch(&request, Bytes::from(body));
+        }
+    }
+
+    /// Starts the delivery of `request` if a webhook serves its group.
+    fn dispatch(self: &Arc<Self>, request: &RequestEvent, body: Bytes) {
+        let mut guard = self.lock();
+        let state = &mut *guard;
+        // Calls that ended since: a deferred call settled through the result route publishes
+        // no event, so the list is pruned here.
+        let broker = &self.broker;
+        state.calls.retain(|id, _| broker.is_live(id));
+        let chosen = state
+            .hooks
+            .values()
+            .filter(|h| h.stored.group == request.group)
+            .find(|h| {
+                request
+                    .owner
+                    .as_ref()
+                    .is_none_or(|o| *o == h.stored.client_id)
+            });
+        let Some(hook) = chosen else {
+            return;
+        };
+        let hook_name = hook.stored.name.clone();
+        let stop = broker.shutdown_token().child_token();
+        let task = CallTask {
+            hooks: self.clone(),
+            name: hook.stored.name.clone(),
+            client_id: hook.stored.client_id.clone(),
+            target: hook.target.clone(),
+            key: hook.key.clone(),
+            id: request.id.clone(),
+            deadline: request
+                .timeout_s
+                .map(|s| Instant::now() + Duration::from_secs(s)),
+            stop: stop.clone(),
+        };
+        state.calls.insert(
+            request.id.clone(),
+            Delivery {
+                hook: hook_name,
+                stop,
+            },
+        );
+        let span = info_span!("webhook_delivery", request = %request.id, webhook = %task.name);
+        broker.tasks().spawn(task.deliver(body).instrument(span));
+    }
+
+    /// The call ended without a result: stop its deliveries and tell the app.
+    fn cancelled(self: &Arc<Self>, cancelled: &CancelledEvent, body: Bytes) {
+        let mut state = self.lock();
+        let Some(delivery) = state.calls.remove(&cancelled.id) else {
+            return;
+        };
+        delivery.stop.cancel();
+        let Some(hook) = state.hooks.get(&delivery.hook) else {
+            return;
+        };
+        let task = CallTask {
+            hooks: self.clone(),
+            name: hook.stored.name.clone(),
+            client_id: hook.stored.client_id.clone(),
+            target: hook.target.clone(),
+            key: hook.key.clone(),
+            id: cancelled.id.clone(),
+            deadline: Some(Instant::now() + CANCEL_RETRY_FOR),
+            stop: self.broker.shutdown_token().child_token(),
+        };
+        let span = info_span!("webhook_cancel", request = %cancelled.id, webhook = %task.name, reason = cancelled.reason.as_str());
+        self.broker
+            .tasks()
+            .spawn(task.deliver_cancel(body).instrument(span));
+    }
+}
+
+/// What a delivery task needs, copied out of the webhook when it starts.
+struct CallTask {
+    hooks: Arc<Webhooks>,
+    name: String,
+    client_id: String,
+    target: Result<Target, String>,
+    key: Arc<[u8]>,
+    id: String,
+    deadline: Option<Instant>,
+    stop: CancellationToken,
+}
+
+impl CallTask {
+    /// Delivers `client_tool.request` until it is answered, accepted, or may not be tried
+    /// again.
+    async fn deliver(self, body: Bytes) {
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP).jittered();
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            // Not cut short when the call ends meanwhile: the app's answer, late, is still
+            // read (bounded by the timeouts), refused by the core and logged.
+            let sent = self.send(&self.id, kind::REQUEST, body.clone()).await;
+            match self.take(sent) {
+                Attempt::Done => return,
+                Attempt::Deferred => {
+                    debug!("delivery accepted; the app answers later");
+                    return;
+                }
+                Attempt::Failed(why) => {
+                    info!(tries, error = %why, "delivery failed");
+                    self.hooks.record(&self.name, Some(why));
+                }
+            }
+            if !self.wait(backoff.next_delay()).await || !self.hooks.broker.is_parked(&self.id) {
+                return;
+            }
+        }
+    }
+
+    /// Delivers `client_tool.cancelled`, for a bounded time.
+    async fn deliver_cancel(self, body: Bytes) {
+        let id = format!("{}{CANCELLED_SUFFIX}", self.id);
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP).jittered();
+        loop {
+            let sent = tokio::select! {
+                sent = self.send(&id, kind::CANCELLED, body.clone()) => sent,
+                _ = self.stop.cancelled() => return,
+            };
+            match sent {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    debug!("cancellation delivered");
+                    self.hooks.record(&self.name, None);
+                    return;
+                }
+                Ok(answer) => {
+                    let why = format!("the cancellation was answered HTTP {}", answer.status);
+                    self.hooks.record(&self.name, Some(why));
+                }
+                Err(why) => self.hooks.record(&self.name, Some(why)),
+            }
+            if !self.wait(backoff.next_delay()).await {
+                warn!("the cancellation could not be delivered");
+                return;
+            }
+        }
+    }
+
+    /// Sleeps `delay` unless the deadline comes first or the task is stopped; false then.
+    async fn wait(&self, delay: Duration) -> bool {
+        if self.deadline.is_some_and(|d| Instant::now() + delay >= d) {
+            debug!("no time for another try before the call's deadline");
+            return false;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(delay) => true,
+            _ = self.stop.cancelled() => false,
+        }
+    }
+
+    async fn send(
+        &self,
+        id: &str,
+        event: &'static str,
+        body: Bytes,
+    ) -> Result<deliver::Answer, String> {
+        let target = self
+            .target
+            .as_ref()
+            .map_err(|e| format!("the url is refused: {e}"))?;
+        let message = Message { id, event, body };
+        deliver::send(target, &self.key, &message, self.hooks.max_answer).await
+    }
+
+    /// Takes the app's answer: `200` settles the call in one step, `202` defers it.
+    fn take(&self, sent: Result<deliver::Answer, String>) -> Attempt {
+        let answer = match sent {
+            Ok(answer) => answer,
+            Err(why) => return Attempt::Failed(why),
+        };
+        match answer.status {
+            202 => {
+                self.hooks.record(&self.name, None);
+                Attempt::Deferred
+            }
+            200 => self.settle(&answer.body),
+            other => Attempt::Failed(format!("the app answered HTTP {other}")),
+        }
+    }
+
+    /// Claims and settles the call with the app's inline answer, through the result route's
+    /// own operation, so the call still ends exactly once.
+    fn settle(&self, body: &[u8]) -> Attempt {
+        let answer: InlineAnswer = match leo_protocol::envelope::parse_json(body) {
+            Ok(a) => a,
+            Err(e) => return Attempt::Failed(format!("the app's answer is not an answer: {e}")),
+        };
+        let hooks = &self.hooks;
+        let settled = hooks
+            .broker
+            .post_result(&self.id, answer.into_result(&self.client_id));
+        match settled {
+            Ok(_) => {
+                hooks.lock().calls.remove(&self.id);
+                debug!("settled by the inline answer");
+                hooks.record(&self.name, None);
+                Attempt::Done
+            }
+            Err(r) => match r.code {
+                ErrorCode::InvalidResult | ErrorCode::ResultTooLarge => {
+                    Attempt::Failed(format!("the app's answer was refused: {}", r.message))
+                }
+                _ => {
+                    // The call ended, or another app has it: the answer came too late.
+                    hooks.lock().calls.remove(&self.id);
+                    info!(code = r.code.as_str(), error = %r.message, "late inline answer ignored");
+                    hooks.record(&self.name, None);
+                    Attempt::Done
+                }
+            },
+        }
+    }
+}

@@ -1,0 +1,280 @@
+//! Webhook providers: apps that cannot hold an event stream (a CI job's endpoint, a serverless
+//! function, a service restarted at will) are called by the broker instead.
+//!
+//! To the core a webhook is a provider like any stream: a `client_id` that registers one group
+//! and claims and settles calls through the same operations (`Broker::register`,
+//! `Broker::post_result` with `claim: true`), so every registration rule and the exactly-once
+//! ending hold alike. What a stream's SSE connection does is done here by the broker itself:
+//! `dispatch` follows the event bus like a provider stream would, and each call of a webhook's
+//! group gets a delivery task that POSTs the signed `client_tool.request` (retrying with
+//! backoff until it is answered, accepted, or the call ends), and takes an inline answer in one
+//! step. `client_tool.cancelled` is delivered the same way.
+//!
+//! Parts: `url` (where a webhook may be called), `sign` (Standard Webhooks signatures),
+//! `deliver` (one HTTP attempt), `dispatch` (the bus follower and the delivery tasks), `store`
+//! (`state/webhooks.json`).
+
+mod deliver;
+mod dispatch;
+pub mod sign;
+pub mod store;
+pub mod url;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use leo_protocol::ErrorCode;
+use leo_protocol::tool::RegisterBody;
+use leo_protocol::webhooks::{
+    UNHEALTHY_AFTER, WebhookBody, WebhookCreated, WebhookHealth, WebhookInfo, WebhookList,
+    WebhookRemoved,
+};
+use tokio_util::sync::CancellationToken;
+use tracing::{info, warn};
+
+pub use deliver::{ANSWER_TIMEOUT, CONNECT_TIMEOUT};
+pub use dispatch::{RETRY_CAP, RETRY_FIRST};
+
+use crate::core::Broker;
+use crate::refusal::Refusal;
+use store::{Store, Stored};
+use url::Target;
+
+/// One webhook provider while the broker runs.
+struct Hook {
+    stored: Stored,
+    /// The checked url; an error when the config no longer allows it (kept, so removing it
+    /// still works, and shown as its health).
+    target: Result<Target, String>,
+    key: Arc<[u8]>,
+    health: WebhookHealth,
+}
+
+/// A call delivered (or being delivered) to a webhook, until it ends.
+struct Delivery {
+    hook: String,
+    /// Stops the delivery's retries.
+    stop: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    hooks: BTreeMap<String, Hook>,
+    calls: HashMap<String, Delivery>,
+}
+
+/// Every webhook provider, and the calls delivered to them.
+pub struct Webhooks {
+    broker: Arc<Broker>,
+    store: Store,
+    allowed_hosts: Vec<String>,
+    /// The largest inline answer read (`web.max_body_bytes`, as for a posted result).
+    max_answer: usize,
+    state: Mutex<State>,
+}
+
+fn internal(what: &str, e: impl std::fmt::Display) -> Refusal {
+    warn!(error = %e, "{what}");
+    Refusal::new(ErrorCode::Internal, what.to_owned())
+}
+
+impl Webhooks {
+    /// Brings back the stored webhooks (each joins and registers its group again, under its
+    /// own `client_id`) and starts following the bus.
+    pub fn start(broker: Arc<Broker>, store: Store, stored: Vec<Stored>) -> Arc<Webhooks> {
+        let config = broker.config();
+        let hooks = Arc::new(Webhooks {
+            allowed_hosts: config.webhooks.allowed_hosts.clone(),
+            max_answer: config.web.max_body_bytes,
+            broker: broker.clone(),
+            store,
+            state: Mutex::new(State::default()),
+        });
+        for w in stored {
+            if let Err(e) = hooks.join(&w) {
+                warn!(webhook = %w.name, error = %e, "a stored webhook could not register its group");
+            }
+            let hook = hooks.hook(w);
+            hooks.lock().hooks.insert(hook.stored.name.clone(), hook);
+        }
+        broker.tasks().spawn(dispatch::run(hooks.clone()));
+        hooks
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // Every critical section leaves the state consistent before anything that can panic.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn hook(&self, stored: Stored) -> Hook {
+        let target = Target::parse(&stored.url, &self.allowed_hosts);
+        let key: Arc<[u8]> = sign::key_of(&stored.secret).unwrap_or_default().into();
+        let health = match &target {
+            Ok(_) => WebhookHealth {
+                healthy: true,
+                ..WebhookHealth::default()
+            },
+            Err(e) => WebhookHealth {
+                healthy: false,
+                last_error: Some(e.clone()),
+                ..WebhookHealth::default()
+            },
+        };
+        Hook {
+            stored,
+            target,
+            key,
+            health,
+        }
+    }
+
+    /// The webhook joins the core as a provider and registers its group.
+    fn join(&self, w: &Stored) -> Result<leo_protocol::requests::Registered, Refusal> {
+        self.broker.join_webhook(&w.client_id, &w.name, &w.url)?;
+        let registered = self.broker.register(RegisterBody {
+            client_id: w.client_id.clone(),
+            group: w.group.clone(),
+            tools: w.tools.clone(),
+            agents: w.agents.clone(),
+        });
+        if registered.is_err() {
+            self.broker.leave_webhook(&w.client_id);
+        }
+        registered
+    }
+
+    /// `POST /api/v1/client-tools/webhooks`.
+    pub fn create(&self, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
+        if !crate::http::rules::valid_agent_name(&body.name) {
+            return Err(Refusal::new(
+                ErrorCode::InvalidParameter,
+                format!(
+                    "at $.name: {:?} is not 1 to 64 of A-Z a-z 0-9 _ . -",
+                    body.name
+                ),
+            ));
+        }
+        Target::parse(&body.url, &self.allowed_hosts)
+            .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, format!("at $.url: {m}")))?;
+        let mut state = self.lock();
+        if state.hooks.contains_key(&body.name) {
+            return Err(Refusal::new(
+                ErrorCode::NameConflict,
+                format!(
+                    "at $.name: a webhook named {:?} exists; remove it first (leo webhook rm {})",
+                    body.name, body.name
+                ),
+            ));
+        }
+        let secret = sign::new_secret().map_err(|e| internal("no randomness for a secret", e))?;
+        let stored = Stored {
+            name: body.name,
+            url: body.url,
+            group: body.group,
+            tools: body.tools,
+            agents: body.agents,
+            client_id: crate::tokens::random_id("c_"),
+            secret,
+            created_at: leo_protocol::time::now(),
+        };
+        let registered = self.join(&stored)?;
+        let mut all: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
+        all.push(stored.clone());
+        if let Err(e) = self.store.save(&all) {
+            self.broker.leave_webhook(&stored.client_id);
+            return Err(internal("cannot write state/webhooks.json", e));
+        }
+        info!(webhook = %stored.name, client_id = %stored.client_id, group = %stored.group, "webhook provider created");
+        let created = WebhookCreated {
+            name: stored.name.clone(),
+            client_id: stored.client_id.clone(),
+            url: stored.url.clone(),
+            group: registered.group,
+            secret: stored.secret.clone(),
+            revision: registered.revision,
+            tools: registered.tools,
+            warnings: registered.warnings,
+        };
+        let hook = self.hook(stored);
+        state.hooks.insert(hook.stored.name.clone(), hook);
+        Ok(created)
+    }
+
+    /// `GET /api/v1/client-tools/webhooks`: every webhook, without secrets.
+    pub fn list(&self) -> WebhookList {
+        let state = self.lock();
+        WebhookList {
+            webhooks: state
+                .hooks
+                .values()
+                .map(|h| WebhookInfo {
+                    name: h.stored.name.clone(),
+                    client_id: h.stored.client_id.clone(),
+                    url: h.stored.url.clone(),
+                    group: h.stored.group.clone(),
+                    tools: h.stored.tools.iter().map(|t| t.name.clone()).collect(),
+                    created_at: h.stored.created_at.clone(),
+                    health: h.health.clone(),
+                })
+                .collect(),
+        }
+    }
+
+    /// `DELETE /api/v1/client-tools/webhooks/{name}`: the webhook leaves like a closed stream
+    /// (its tools withdrawn, its calls ended), and is forgotten.
+    pub fn remove(&self, name: &str) -> Result<WebhookRemoved, Refusal> {
+        let mut state = self.lock();
+        let Some(hook) = state.hooks.remove(name) else {
+            return Err(Refusal::new(
+                ErrorCode::NotFound,
+                format!("no webhook named {name:?}"),
+            ));
+        };
+        let rest: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
+        if let Err(e) = self.store.save(&rest) {
+            state.hooks.insert(name.to_owned(), hook);
+            return Err(internal("cannot write state/webhooks.json", e));
+        }
+        state.calls.retain(|_, d| {
+            let mine = d.hook == name;
+            if mine {
+                d.stop.cancel();
+            }
+            !mine
+        });
+        drop(state);
+        self.broker.leave_webhook(&hook.stored.client_id);
+        info!(webhook = name, "webhook provider removed");
+        Ok(WebhookRemoved {
+            name: name.to_owned(),
+            removed: true,
+        })
+    }
+
+    /// Counts a delivery that worked (`None`) or failed, and shows the webhook's health.
+    fn record(&self, name: &str, failure: Option<String>) {
+        let mut state = self.lock();
+        let Some(hook) = state.hooks.get_mut(name) else {
+            return;
+        };
+        let h = &mut hook.health;
+        match failure {
+            None => {
+                h.failures = 0;
+                h.healthy = true;
+                h.last_ok_at = Some(leo_protocol::time::now());
+            }
+            Some(why) => {
+                h.failures = h.failures.saturating_add(1);
+                if h.failures >= UNHEALTHY_AFTER && h.healthy {
+                    warn!(webhook = name, failures = h.failures, error = %why, "webhook marked unhealthy");
+                }
+                h.healthy = h.failures < UNHEALTHY_AFTER;
+                h.last_error = Some(why);
+            }
+        }
+        let (client_id, health) = (hook.stored.client_id.clone(), h.clone());
+        drop(state);
+        self.broker.set_webhook_health(&client_id, health);
+    }
+}

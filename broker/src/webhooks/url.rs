@@ -1,0 +1,177 @@
+//! Where a webhook may be called: `http://` to a loopback host, or to a host the operator
+//! named in `webhooks.allowed_hosts`. Nothing else, so a token holder cannot make the broker
+//! call arbitrary addresses on its behalf.
+//!
+//! The url is checked when the webhook is created, and its host is resolved and checked again
+//! at each delivery: the one address that passed is the one connected to (a name that resolves
+//! to loopback at the check cannot be connected somewhere else afterwards, the DNS-rebinding
+//! trick). A name that is not in `allowed_hosts` must resolve to loopback addresses only.
+//!
+//! **Decision: plain `http://` only.** The broker carries no TLS client: it would add a
+//! certificate store and a crypto backend to a daemon that otherwise listens on loopback only.
+//! A delivery is signed (the app can tell it came from this broker, unchanged and recent) but
+//! not encrypted; a webhook on another machine should be reached through a tunnel or a local
+//! TLS-terminating proxy, whose host the operator allows.
+
+use std::net::{IpAddr, SocketAddr};
+
+use axum::http::Uri;
+
+/// A checked webhook url.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The host as written, lowercase, without IPv6 brackets.
+    pub host: String,
+    pub port: u16,
+    /// What the `Host` header says: the url's authority.
+    pub authority: String,
+    /// Path and query, `/` when the url has none.
+    pub path: String,
+    /// Named in `webhooks.allowed_hosts`: any address it resolves to may be called.
+    pub allowed: bool,
+}
+
+impl Target {
+    /// Checks `url` against the rule; the message names what is wrong.
+    pub fn parse(url: &str, allowed_hosts: &[String]) -> Result<Target, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+        match uri.scheme_str() {
+            Some("http") => {}
+            Some("https") => {
+                return Err(format!(
+                    "{url:?}: the broker calls webhooks over plain http only (sign-checked, not encrypted); use http:// to a loopback host or a host in webhooks.allowed_hosts"
+                ));
+            }
+            _ => return Err(format!("{url:?} must start with http://")),
+        }
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("{url:?} has no host"))?;
+        if authority.as_str().contains('@') {
+            return Err(format!(
+                "{url:?}: a user or password in the URL is not allowed"
+            ));
+        }
+        let host = authority
+            .host()
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_ascii_lowercase();
+        if host.is_empty() {
+            return Err(format!("{url:?} has no host"));
+        }
+        let allowed = allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(&host));
+        let loopback = match host.parse::<IpAddr>() {
+            Ok(ip) => is_loopback(ip),
+            Err(_) => host == "localhost",
+        };
+        if !allowed && !loopback {
+            return Err(format!(
+                "host {host:?} of {url:?} is neither loopback nor in webhooks.allowed_hosts"
+            ));
+        }
+        let path = uri
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".to_owned());
+        Ok(Target {
+            host,
+            port: authority.port_u16().unwrap_or(80),
+            authority: authority.as_str().to_owned(),
+            path,
+            allowed,
+        })
+    }
+
+    /// True when the broker may connect to `addr` for this url.
+    pub fn admits(&self, addr: &SocketAddr) -> bool {
+        self.allowed || is_loopback(addr.ip())
+    }
+
+    /// Resolves the host once and returns the first address the rule admits: the address the
+    /// delivery then connects to.
+    pub async fn resolve(&self) -> Result<SocketAddr, String> {
+        if let Ok(ip) = self.host.parse::<IpAddr>() {
+            let addr = SocketAddr::new(ip, self.port);
+            return if self.admits(&addr) {
+                Ok(addr)
+            } else {
+                Err(format!("{ip} is not a loopback address"))
+            };
+        }
+        let found = tokio::net::lookup_host((self.host.as_str(), self.port))
+            .await
+            .map_err(|e| format!("cannot resolve {:?}: {e}", self.host))?;
+        let mut refused = None;
+        for addr in found {
+            if self.admits(&addr) {
+                return Ok(addr);
+            }
+            refused = Some(addr);
+        }
+        Err(match refused {
+            Some(addr) => format!(
+                "{:?} resolves to {}, not a loopback address, and is not in webhooks.allowed_hosts",
+                self.host,
+                addr.ip()
+            ),
+            None => format!("{:?} resolves to no address", self.host),
+        })
+    }
+}
+
+/// Loopback, also when written as an IPv4-mapped IPv6 address.
+fn is_loopback(ip: IpAddr) -> bool {
+    ip.to_canonical().is_loopback()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loopback_and_allowed_hosts_pass_and_nothing_else() {
+        let allowed = vec!["hooks.internal".to_owned()];
+        for (url, ok) in [
+            ("http://127.0.0.1:9000/hook", true),
+            ("http://127.9.9.9/", true),
+            ("http://[::1]:8080/x?y=1", true),
+            ("http://[::ffff:127.0.0.1]:1/", true),
+            ("http://localhost:1/", true),
+            ("http://LOCALHOST:1/", true),
+            ("http://hooks.internal/x", true),
+            ("http://HOOKS.internal:81/x", true),
+            ("https://127.0.0.1/", false),
+            ("ftp://127.0.0.1/", false),
+            ("http://example.com/", false),
+            ("http://10.0.0.1/", false),
+            ("http://0.0.0.0:80/", false),
+            ("http://user@127.0.0.1/", false),
+            ("http://localhost.example.com/", false),
+            ("127.0.0.1:80", false),
+            ("/relative", false),
+            ("", false),
+        ] {
+            assert_eq!(Target::parse(url, &allowed).is_ok(), ok, "{url}");
+        }
+        let t = Target::parse("http://[::1]:8080", &[]).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(
+            (t.host.as_str(), t.port, t.path.as_str()),
+            ("::1", 8080, "/")
+        );
+        assert_eq!(t.authority, "[::1]:8080");
+    }
+
+    #[tokio::test]
+    async fn resolution_admits_loopback_addresses_only_unless_allowed() {
+        let t = Target::parse("http://localhost:9/", &[]).unwrap_or_else(|e| panic!("{e}"));
+        let addr = t.resolve().await.unwrap_or_else(|e| panic!("{e}"));
+        assert!(addr.ip().is_loopback() && addr.port() == 9);
+        assert!(!t.admits(&"10.0.0.1:9".parse().unwrap_or_else(|e| panic!("{e}"))));
+        let allowed = Target::parse("http://h/", &["h".into()]).unwrap_or_else(|e| panic!("{e}"));
+        assert!(allowed.admits(&"10.0.0.1:80".parse().unwrap_or_else(|e| panic!("{e}"))));
+    }
+}
