@@ -126,7 +126,7 @@ fn expected(route: &str, who: Who, tcp: bool) -> u16 {
                         403
                     }
                 }
-                "audit" => {
+                "audit" | "metrics" => {
                     if matches!(who, Operator) {
                         200
                     } else {
@@ -203,6 +203,7 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
             Value::Null,
         ),
         "audit" => ("GET", "/api/v1/audit".to_owned(), Value::Null),
+        "metrics" => ("GET", "/metrics".to_owned(), Value::Null),
         _ => unreachable!(),
     };
     match method {
@@ -248,6 +249,7 @@ const ROUTES: &[&str] = &[
     "cancel",
     "history",
     "audit",
+    "metrics",
 ];
 
 #[tokio::test]

@@ -147,6 +147,24 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
     Ok(ok(list))
 }
 
+/// The media type of `GET /metrics` (OpenMetrics text, which Prometheus reads).
+const METRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /metrics`: the operator's (`Route::callers`), or anyone's on `metrics.bind`.
+pub async fn metrics(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
+    if let Some((key, _)) = pairs(uri.query()).first() {
+        return Err(unknown(key));
+    }
+    Ok(metrics_page(&state.broker))
+}
+
+/// The metrics page of `broker`.
+pub fn metrics_page(broker: &crate::core::Broker) -> Response {
+    use axum::response::IntoResponse;
+    let body = crate::metrics::global().render(broker);
+    ([(axum::http::header::CONTENT_TYPE, METRICS_TYPE)], body).into_response()
+}
+
 /// `GET /api/v1/audit`: the operator's alone (`Route::callers`).
 pub async fn audit_list(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
     let (mut n, mut cursor) = (DEFAULT_PAGE, None);

@@ -44,6 +44,8 @@ pub enum Route {
     Input,
     /// `GET /api/v1/audit`: the trail of authenticated changes.
     Audit,
+    /// `GET /metrics`: Prometheus text.
+    Metrics,
 }
 
 /// Kinds of caller, for the table.
@@ -138,6 +140,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
     ("GET", "/api/v1/audit", Route::Audit),
+    ("GET", "/metrics", Route::Metrics),
 ];
 
 /// The progress route's path, as the router and the policy table both name it.
@@ -177,7 +180,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
-            Route::Cancel | Route::Approve | Route::Audit => &[Kind::Operator],
+            Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Logout
@@ -248,6 +251,7 @@ impl Route {
             | Route::Pending
             | Route::Status
             | Route::Audit
+            | Route::Metrics
             | Route::LoginPage
             | Route::ConsolePage
             | Route::ConsoleAsset
