@@ -147,6 +147,31 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
     Ok(ok(list))
 }
 
+/// How many ended calls the console's history panel shows.
+const CONSOLE_HISTORY: u32 = 20;
+
+/// `GET /console/history`: the last calls for the console's panel, without contents (the page
+/// shows outcomes and durations only). It takes no parameters.
+pub async fn console_history(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Response, Refusal> {
+    if let Some((key, _)) = pairs(uri.query()).first() {
+        return Err(unknown(key));
+    }
+    let q = CallQuery {
+        limit: CONSOLE_HISTORY,
+        ..CallQuery::default()
+    };
+    let list = state
+        .broker
+        .history()
+        .calls(q, false)
+        .await
+        .map_err(|m| Refusal::new(ErrorCode::Internal, format!("history: {m}")))?;
+    Ok(ok(list))
+}
+
 /// The media type of `GET /metrics` (OpenMetrics text, which Prometheus reads).
 const METRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 

@@ -72,6 +72,7 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Input => on(method, routes::input),
         Route::Audit => on(method, history::audit_list),
         Route::Metrics => on(method, history::metrics),
+        Route::ConsoleHistory => on(method, history::console_history),
         Route::LoginPage => on(method, pages::login_page),
         Route::Login => on(method, pages::login),
         Route::Logout => on(method, pages::logout),

@@ -46,6 +46,8 @@ pub enum Route {
     Audit,
     /// `GET /metrics`: Prometheus text.
     Metrics,
+    /// `GET /console/history`: the console's history panel.
+    ConsoleHistory,
 }
 
 /// Kinds of caller, for the table.
@@ -141,6 +143,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", INPUT_PATH, Route::Input),
     ("GET", "/api/v1/audit", Route::Audit),
     ("GET", "/metrics", Route::Metrics),
+    ("GET", "/console/history", Route::ConsoleHistory),
 ];
 
 /// The progress route's path, as the router and the policy table both name it.
@@ -190,7 +193,8 @@ impl Route {
             | Route::ConsoleCancel
             | Route::ConsoleAnswer
             | Route::AskHuman
-            | Route::ConsoleApprove => &[Kind::Session],
+            | Route::ConsoleApprove
+            | Route::ConsoleHistory => &[Kind::Session],
         }
     }
 
@@ -213,6 +217,7 @@ impl Route {
                 | Route::ConsoleAnswer
                 | Route::AskHuman
                 | Route::ConsoleApprove
+                | Route::ConsoleHistory
         )
     }
 
@@ -252,6 +257,7 @@ impl Route {
             | Route::Status
             | Route::Audit
             | Route::Metrics
+            | Route::ConsoleHistory
             | Route::LoginPage
             | Route::ConsolePage
             | Route::ConsoleAsset
