@@ -579,3 +579,51 @@ async fn metrics_count_calls_refusals_and_live_state() {
     assert!(has_line(r.body.as_str().unwrap(), "leo_live_calls 1"));
     assert_eq!(open.get("/api/v1/status").await.code(404), "not_found");
 }
+
+#[tokio::test]
+async fn max_rows_keeps_the_newest_and_the_console_route_takes_only_a_login() {
+    let broker = Broker::start_with("history:\n  max_rows: 2\n").await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    let mut ids = Vec::new();
+    for n in 1..=3u64 {
+        ipc.call(n, "echo", json!({})).await;
+        let id = app.next_request_id().await;
+        app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+        result_of(&mut ipc, n).await;
+        ids.push(id);
+    }
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let r = http.get(ENDED).await;
+        let got: Vec<String> = r.data()["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        if got == [ids[2].clone(), ids[1].clone()] {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{got:?} of {ids:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let console = crate::support::Console::login(&broker).await;
+    let r = console.http.get("/console/history").await;
+    assert_eq!(r.data()["calls"].as_array().unwrap().len(), 2, "{r:?}");
+    assert_eq!(
+        console.http.get("/console/history?limit=1").await.code(400),
+        "unknown_parameter"
+    );
+    assert_eq!(
+        http.with_token(None)
+            .get("/console/history")
+            .await
+            .code(401),
+        "unauthorized"
+    );
+    assert_eq!(http.get("/console/history").await.code(403), "forbidden");
+}
