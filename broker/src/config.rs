@@ -24,6 +24,16 @@ pub struct Config {
     pub console: Console,
     pub history: HistoryConfig,
     pub webhooks: WebhooksConfig,
+    pub metrics: MetricsConfig,
+}
+
+/// `metrics:`: `GET /metrics` without a token on a listener of its own.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct MetricsConfig {
+    /// A loopback address and port (`127.0.0.1:9370`) that serves only `/metrics`, to anyone
+    /// who can reach it.
+    pub bind: Option<std::net::SocketAddr>,
 }
 
 /// `history:`: the history of ended calls and the audit trail, in `state/history.db`.
@@ -216,6 +226,11 @@ impl Config {
         if !(1..=MAX_KEEP_DAYS).contains(&self.history.keep_days) {
             return Err(format!("history.keep_days: must be 1 to {MAX_KEEP_DAYS}"));
         }
+        if self.metrics.bind.is_some_and(|a| !a.ip().is_loopback()) {
+            return Err(
+                "metrics.bind: must be a loopback address (it serves without a token)".into(),
+            );
+        }
         if self.history.max_rows == Some(0) {
             return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
         }
@@ -375,6 +390,12 @@ mod tests {
                 "console:\n  session_ttl_s: 0\n",
                 "console.session_ttl_s: must be 1 to",
             ),
+            (
+                "metrics:\n  bind: 0.0.0.0:9370\n",
+                "metrics.bind: must be a loopback",
+            ),
+            ("metrics:\n  bind: nowhere\n", "metrics.bind: "),
+            ("metrics:\n  port: 1\n", "metrics.port: unknown field"),
             (
                 "history:\n  keep_day: 3\n",
                 "history.keep_day: unknown field",

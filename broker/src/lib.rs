@@ -19,6 +19,7 @@ pub mod http;
 pub mod ipc;
 pub mod lints;
 pub mod messages;
+pub mod metrics;
 pub mod ownership;
 pub mod refusal;
 pub mod registry;

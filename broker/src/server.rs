@@ -44,6 +44,8 @@ pub struct Listeners {
     pub tcp: Option<TcpListener>,
     pub api: UnixListener,
     pub sidecar: UnixListener,
+    /// `metrics.bind`: `/metrics` without a token.
+    pub metrics: Option<TcpListener>,
 }
 
 /// Loads config, state and tokens from `home`, creating what first start creates.
@@ -108,7 +110,19 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
     } else {
         None
     };
+    let metrics = match p.config.metrics.bind {
+        Some(addr) => Some(
+            TcpListener::bind(addr)
+                .await
+                .map_err(|source| BrokerError::Bind {
+                    what: addr.to_string(),
+                    source,
+                })?,
+        ),
+        None => None,
+    };
     Ok(Listeners {
+        metrics,
         tcp,
         api: bind_unix(&p.home.api_socket()).await?,
         sidecar: bind_unix(&p.home.sidecar_socket()).await?,
@@ -195,6 +209,18 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             "TCP limits"
         );
         servers.spawn(crate::http::serve_tcp(tcp, app, limits, token.clone()));
+    }
+    if let Some(listener) = listeners.metrics {
+        let app = crate::http::metrics_router(state.clone());
+        let t = token.clone();
+        servers.spawn(async move {
+            if let Err(e) = axum::serve(listener, app)
+                .with_graceful_shutdown(t.cancelled_owned())
+                .await
+            {
+                warn!(error = %e, "the metrics listener ended with an error");
+            }
+        });
     }
     let app = crate::http::router(state.clone());
     let t = token.clone();

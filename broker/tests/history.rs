@@ -500,3 +500,130 @@ async fn leo_audit_follow_prints_new_entries() {
     assert!(line.contains("register  g"), "{line}");
     child.kill().await.unwrap();
 }
+
+/// A loopback port nobody listens on now.
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn has_line(page: &str, line: &str) -> bool {
+    page.lines().any(|l| l == line)
+}
+
+#[tokio::test]
+async fn metrics_count_calls_refusals_and_live_state() {
+    let port = free_port();
+    let broker = Broker::start_with(&format!("metrics:\n  bind: 127.0.0.1:{port}\n")).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "echo", json!({})).await;
+    let id = app.next_request_id().await;
+    app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+    result_of(&mut ipc, 1).await;
+    ended_at_least(&http, "", 1).await;
+    ipc.call(2, "nothing_here", json!({})).await;
+    assert_eq!(outcome_code(&result_of(&mut ipc, 2).await), "no_client");
+    ipc.call(3, "echo", json!({})).await;
+    app.next_request_id().await;
+    assert_eq!(http.get(&format!("{ENDED}&limit=0")).await.status, 400);
+
+    let r = http.get("/metrics").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("application/openmetrics-text"),
+        "{r:?}"
+    );
+    let page = r.body.as_str().unwrap().to_owned();
+    for line in [
+        r#"leo_calls_total{tool="echo",outcome="result"} 1"#,
+        "leo_call_duration_seconds_count 1",
+        "leo_live_calls 1",
+        "leo_connected_apps 1",
+        "leo_connected_agents 1",
+        "leo_sse_backlog_bytes 0",
+        r#"leo_rejected_requests_total{door="ipc",code="no_client"} 1"#,
+        r#"leo_rejected_requests_total{door="http",code="invalid_parameter"} 1"#,
+        "# EOF",
+    ] {
+        assert!(has_line(&page, line), "{line:?} not in\n{page}");
+    }
+    assert!(
+        page.contains("# TYPE leo_call_duration_seconds histogram"),
+        "{page}"
+    );
+
+    // Only the operator's token, and no parameters.
+    let device_less = http.with_token(Some(&broker.agent_token()));
+    assert_eq!(device_less.get("/metrics").await.code(403), "forbidden");
+    assert_eq!(
+        http.with_token(None).get("/metrics").await.code(401),
+        "unauthorized"
+    );
+    assert_eq!(
+        http.get("/metrics?x=1").await.code(400),
+        "unknown_parameter"
+    );
+
+    // `metrics.bind`: the same page without a token, and nothing else.
+    let open = Http::tcp(([127, 0, 0, 1], port).into(), None);
+    let r = open.get("/metrics").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(has_line(r.body.as_str().unwrap(), "leo_live_calls 1"));
+    assert_eq!(open.get("/api/v1/status").await.code(404), "not_found");
+}
+
+#[tokio::test]
+async fn max_rows_keeps_the_newest_and_the_console_route_takes_only_a_login() {
+    let broker = Broker::start_with("history:\n  max_rows: 2\n").await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    let mut ids = Vec::new();
+    for n in 1..=3u64 {
+        ipc.call(n, "echo", json!({})).await;
+        let id = app.next_request_id().await;
+        app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+        result_of(&mut ipc, n).await;
+        ids.push(id);
+    }
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let r = http.get(ENDED).await;
+        let got: Vec<String> = r.data()["calls"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c["id"].as_str().unwrap().to_owned())
+            .collect();
+        if got == [ids[2].clone(), ids[1].clone()] {
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{got:?} of {ids:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
+    let console = crate::support::Console::login(&broker).await;
+    let r = console.http.get("/console/history").await;
+    assert_eq!(r.data()["calls"].as_array().unwrap().len(), 2, "{r:?}");
+    assert_eq!(
+        console.http.get("/console/history?limit=1").await.code(400),
+        "unknown_parameter"
+    );
+    assert_eq!(
+        http.with_token(None)
+            .get("/console/history")
+            .await
+            .code(401),
+        "unauthorized"
+    );
+    assert_eq!(http.get("/console/history").await.code(403), "forbidden");
+}

@@ -133,7 +133,7 @@ fn expected(route: &str, who: Who, tcp: bool) -> u16 {
                         403
                     }
                 }
-                "audit" => {
+                "audit" | "metrics" => {
                     if matches!(who, Operator) {
                         200
                     } else {
@@ -225,6 +225,7 @@ async fn probe(http: &Http, route: &str) -> (u16, Value) {
             Value::Null,
         ),
         "audit" => ("GET", "/api/v1/audit".to_owned(), Value::Null),
+        "metrics" => ("GET", "/metrics".to_owned(), Value::Null),
         _ => unreachable!(),
     };
     match method {
@@ -277,6 +278,7 @@ const ROUTES: &[&str] = &[
     "webhooks",
     "add webhook",
     "remove webhook",
+    "metrics",
 ];
 
 #[tokio::test]

@@ -144,6 +144,7 @@ async function reconnect() {
 function render() {
   renderAsk();
   renderCalls();
+  refreshHistory();
   renderTools();
   renderApps();
   renderAgents();
@@ -234,6 +235,57 @@ function renderCalls() {
       el('td', { class: 'actions' }, cancel));
   });
   fill($('calls'), rows, 'no-calls');
+}
+
+// The last ended calls, fetched again after each snapshot (a call that ended changed the
+// snapshot, and the broker answers this read after writing that call). One fetch at a time;
+// a snapshot that arrives meanwhile asks for one more.
+let historyBusy = false;
+let historyAgain = false;
+
+async function refreshHistory() {
+  if (historyBusy) {
+    historyAgain = true;
+    return;
+  }
+  historyBusy = true;
+  try {
+    do {
+      historyAgain = false;
+      const response = await fetch('/console/history');
+      if (response.ok) renderHistory((await response.json()).data.calls);
+    } while (historyAgain);
+  } catch {
+    // The stream's own error handling reconnects; the next snapshot tries again.
+  } finally {
+    historyBusy = false;
+  }
+}
+
+// A duration in milliseconds as `leo requests --ended` prints it: `340ms`, `2.5s`, `2m10s`.
+function formatMillis(ms) {
+  if (ms < 1000) return `${ms}ms`;
+  if (ms < 60000) return `${(ms / 1000).toFixed(1)}s`;
+  return formatAge(ms / 1000);
+}
+
+// The outcome in the CLI's words: `result`, `error CODE`, `cancelled (REASON)`, `timeout`.
+function outcomeText(c) {
+  if (c.error_code) return `error ${c.error_code}`;
+  if (c.reason && c.outcome !== 'timeout') return `${c.outcome} (${c.reason})`;
+  return c.outcome;
+}
+
+function renderHistory(calls) {
+  const rows = calls.map((c) =>
+    el('tr', { 'data-id': c.id },
+      el('td', { 'data-label': 'Tool', title: `group ${c.group} · ${c.id}` }, el('code', { text: c.tool })),
+      el('td', { 'data-label': 'Agent', text: c.agent }),
+      el('td', { 'data-label': 'Outcome', class: `outcome ${c.outcome}`, text: outcomeText(c) }),
+      el('td', { 'data-label': 'Duration', class: 'duration', text: formatMillis(c.duration_ms) }),
+      el('td', { 'data-label': 'Ended', 'data-since': c.ended_at })));
+  fill($('history-rows'), rows, 'no-history');
+  tick();
 }
 
 // A held definition's Approve button: agents are offered the new definition once pressed.

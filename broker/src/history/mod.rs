@@ -423,6 +423,10 @@ impl Writer {
                         Ok(n) => {
                             self.rows += n as u64;
                             wrote += n;
+                            if n > 0 {
+                                let m = crate::metrics::global();
+                                m.call_ended(&row.tool, row.outcome, row.duration_ms);
+                            }
                         }
                         Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
                     }

@@ -111,6 +111,7 @@ pub async fn stream(
         .unwrap_or(opened.subscription.seq);
     let (tx, queue) = mpsc::unbounded_channel();
     let backlog = Arc::new(AtomicUsize::new(0));
+    crate::metrics::global().watch_backlog(&backlog);
     let forwarder = tokio::spawn(forward(
         opened.subscription.replay.into(),
         opened.subscription.rx,

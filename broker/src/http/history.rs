@@ -147,6 +147,49 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
     Ok(ok(list))
 }
 
+/// How many ended calls the console's history panel shows.
+const CONSOLE_HISTORY: u32 = 20;
+
+/// `GET /console/history`: the last calls for the console's panel, without contents (the page
+/// shows outcomes and durations only). It takes no parameters.
+pub async fn console_history(
+    State(state): State<Arc<AppState>>,
+    uri: Uri,
+) -> Result<Response, Refusal> {
+    if let Some((key, _)) = pairs(uri.query()).first() {
+        return Err(unknown(key));
+    }
+    let q = CallQuery {
+        limit: CONSOLE_HISTORY,
+        ..CallQuery::default()
+    };
+    let list = state
+        .broker
+        .history()
+        .calls(q, false)
+        .await
+        .map_err(|m| Refusal::new(ErrorCode::Internal, format!("history: {m}")))?;
+    Ok(ok(list))
+}
+
+/// The media type of `GET /metrics` (OpenMetrics text, which Prometheus reads).
+const METRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// `GET /metrics`: the operator's (`Route::callers`), or anyone's on `metrics.bind`.
+pub async fn metrics(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
+    if let Some((key, _)) = pairs(uri.query()).first() {
+        return Err(unknown(key));
+    }
+    Ok(metrics_page(&state.broker))
+}
+
+/// The metrics page of `broker`.
+pub fn metrics_page(broker: &crate::core::Broker) -> Response {
+    use axum::response::IntoResponse;
+    let body = crate::metrics::global().render(broker);
+    ([(axum::http::header::CONTENT_TYPE, METRICS_TYPE)], body).into_response()
+}
+
 /// `GET /api/v1/audit`: the operator's alone (`Route::callers`).
 pub async fn audit_list(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {
     let (mut n, mut cursor) = (DEFAULT_PAGE, None);

@@ -73,6 +73,8 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Progress => on(method, routes::progress),
         Route::Input => on(method, routes::input),
         Route::Audit => on(method, history::audit_list),
+        Route::Metrics => on(method, history::metrics),
+        Route::ConsoleHistory => on(method, history::console_history),
         Route::LoginPage => on(method, pages::login_page),
         Route::Login => on(method, pages::login),
         Route::Logout => on(method, pages::logout),
@@ -97,6 +99,16 @@ fn finish(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
         ))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
+        .with_state(state)
+}
+
+/// The router of `metrics.bind`: `GET /metrics` and nothing else, without a token (the
+/// listener is loopback only).
+pub fn metrics_router(state: Arc<AppState>) -> Router {
+    routes_where(|route| route == Route::Metrics)
+        .fallback(|| async {
+            crate::refusal::Refusal::new(leo_protocol::ErrorCode::NotFound, "only /metrics here")
+        })
         .with_state(state)
 }
 

@@ -50,6 +50,10 @@ pub enum Route {
     ListWebhooks,
     /// `DELETE /api/v1/client-tools/webhooks/{name}`.
     RemoveWebhook,
+    /// `GET /metrics`: Prometheus text.
+    Metrics,
+    /// `GET /console/history`: the console's history panel.
+    ConsoleHistory,
 }
 
 /// Kinds of caller, for the table.
@@ -151,6 +155,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
         "/api/v1/client-tools/webhooks/{name}",
         Route::RemoveWebhook,
     ),
+    ("GET", "/metrics", Route::Metrics),
+    ("GET", "/console/history", Route::ConsoleHistory),
 ];
 
 /// The webhook providers' path.
@@ -194,7 +200,7 @@ impl Route {
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
-            Route::Cancel | Route::Approve | Route::Audit => &[Kind::Operator],
+            Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Logout
@@ -204,7 +210,8 @@ impl Route {
             | Route::ConsoleCancel
             | Route::ConsoleAnswer
             | Route::AskHuman
-            | Route::ConsoleApprove => &[Kind::Session],
+            | Route::ConsoleApprove
+            | Route::ConsoleHistory => &[Kind::Session],
         }
     }
 
@@ -227,6 +234,7 @@ impl Route {
                 | Route::ConsoleAnswer
                 | Route::AskHuman
                 | Route::ConsoleApprove
+                | Route::ConsoleHistory
         )
     }
 
@@ -268,6 +276,8 @@ impl Route {
             | Route::Pending
             | Route::Status
             | Route::Audit
+            | Route::Metrics
+            | Route::ConsoleHistory
             | Route::LoginPage
             | Route::ConsolePage
             | Route::ConsoleAsset

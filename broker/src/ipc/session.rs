@@ -222,7 +222,7 @@ impl Session {
                         None
                     }
                     Err(refusal) => Some(result_line(
-                        id,
+                        crate::metrics::global().rejected_then("ipc", refusal.code, id),
                         &RawOutcome::Error {
                             error: AppError {
                                 code: refusal.code.as_str().to_owned(),

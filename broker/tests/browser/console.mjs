@@ -88,6 +88,8 @@ try {
   await page.screenshot({ path: join(shots, 'console-question.png'), fullPage: true });
   await item.getByRole('button', { name: choice, exact: true }).click();
   await item.waitFor({ state: 'detached' });
+  // The answered call shows in the history panel, live.
+  await page.locator('#history-rows tr td.outcome.result', { hasText: 'result' }).first().waitFor();
   check();
   say('answered');
 
@@ -132,6 +134,11 @@ try {
   await page.setViewportSize({ width: 1280, height: 900 });
   await row.getByRole('button', { name: 'Cancel' }).click();
   await row.waitFor({ state: 'detached' });
+  // …and moves to the history panel with its outcome and a duration.
+  const ended = page.locator(`#history-rows tr[data-id="${id}"]`);
+  await ended.locator('td.outcome', { hasText: 'cancelled (cancelled_by_operator)' }).waitFor();
+  const took = await ended.locator('td.duration').textContent();
+  if (!/^(\d+ms|\d+\.\ds)$/.test(took ?? '')) throw new Error(`duration cell reads ${JSON.stringify(took)}`);
   check();
   say('cancelled', { screenshot, phone });
 
