@@ -22,6 +22,16 @@ pub struct Config {
     pub agents: BTreeMap<String, Agent>,
     pub api_clients: BTreeMap<String, ApiClient>,
     pub console: Console,
+    pub store: Store,
+}
+
+/// `store:`: the live state database, `state/leo.db`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Store {
+    /// `normal` survives the broker being killed; `full` survives a power loss too, at the
+    /// cost of an `fsync` per commit.
+    pub synchronous: crate::store::Synchronous,
 }
 
 /// `console:`: the web console on the TCP listener.
@@ -94,6 +104,9 @@ pub struct ClientTools {
     /// Hold a re-registered tool's changed definition until the operator approves it
     /// (`leo tools approve NAME`); until then agents keep the previous one.
     pub pin_definitions: bool,
+    /// Seconds after start that an agent's `leo-mcp` and an app's stream have to come back
+    /// for the calls and claims they had before a restart.
+    pub resume_grace_s: u64,
 }
 
 impl Default for ClientTools {
@@ -103,6 +116,7 @@ impl Default for ClientTools {
             replay_events: 4096,
             remember_settled: 4096,
             pin_definitions: false,
+            resume_grace_s: 60,
         }
     }
 }

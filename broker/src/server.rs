@@ -32,6 +32,9 @@ pub struct Prepared {
     pub ever: EverRegistered,
     pub tokens: Tokens,
     pub agent_token: Arc<str>,
+    /// The live state database and what it held at start.
+    pub store: crate::store::Store,
+    pub restored: crate::store::Restored,
 }
 
 /// The bound listeners.
@@ -54,12 +57,21 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         })?;
     let tokens = Tokens::load(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
+    let path = home.database();
+    let (store, restored) = crate::store::Store::open(
+        &path,
+        config.store.synchronous,
+        config.client_tools.remember_settled,
+    )
+    .map_err(|message| BrokerError::State { path, message })?;
     Ok(Prepared {
         home,
         config: Arc::new(config),
         ever,
         tokens,
         agent_token,
+        store,
+        restored,
     })
 }
 
@@ -143,7 +155,8 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let broker = Broker::new(p.config.clone(), p.ever);
+    let broker = Broker::new(p.config.clone(), p.ever, p.store);
+    broker.restore(p.restored);
     if p.config.console.ask_human {
         // Nothing is registered yet, so the name cannot conflict.
         if let Err(e) = broker.set_ask_human(true) {
@@ -215,6 +228,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     {
         warn!("background tasks did not finish in time");
     }
+    broker.store().close().await;
     for path in [p.home.api_socket(), p.home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }

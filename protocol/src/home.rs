@@ -43,6 +43,10 @@ impl Home {
     pub fn state(&self) -> PathBuf {
         self.root.join("state")
     }
+    /// The live state (calls, claims, unread messages): `state/leo.db`.
+    pub fn database(&self) -> PathBuf {
+        self.state().join("leo.db")
+    }
     pub fn run(&self) -> PathBuf {
         self.root.join("run")
     }
@@ -116,6 +120,7 @@ mod tests {
             (h.client_token("ci"), "/h/state/clients/ci.token"),
             (h.own_agent_token("scout"), "/h/state/agents/scout.token"),
             (h.client_tools(), "/h/state/client-tools.json"),
+            (h.database(), "/h/state/leo.db"),
             (h.api_socket(), "/h/run/leo.sock"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];

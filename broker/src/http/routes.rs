@@ -50,7 +50,9 @@ pub async fn claim(
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.claim(&id, &body.client_id)?))
+    let ack = state.broker.claim(&id, &body.client_id)?;
+    state.broker.committed().await?;
+    Ok(ok(ack))
 }
 
 #[tracing::instrument(name = "result", skip_all, fields(request = %id))]
@@ -62,9 +64,9 @@ pub async fn result(
 ) -> Result<Response, Refusal> {
     let body: ResultBody = json_body(body, limit).await?;
     let ack = state.broker.post_result(&id, body)?;
-    // The agent is waiting and the app is not: let the session write the result frame before
-    // this response is written, so the sidecar is woken first.
-    tokio::task::yield_now().await;
+    // Acknowledged once on disk; meanwhile the session writes the result frame, so the
+    // agent is not kept waiting for the commit.
+    state.broker.committed().await?;
     Ok(ok(ack))
 }
 
@@ -77,7 +79,9 @@ pub async fn cancel(
     body: Body,
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
-    Ok(ok(state.broker.cancel_request(&id)?))
+    let ack = state.broker.cancel_request(&id)?;
+    state.broker.committed().await?;
+    Ok(ok(ack))
 }
 
 /// `POST /api/v1/client-tools/definitions/{name}/approve`: the operator approves a changed
@@ -140,9 +144,11 @@ pub async fn message(
         Principal::ApiClient(name) => check_from(name, &body.from)?,
         _ => check_from(operator_sender(&body.from)?, &body.from)?,
     }
-    Ok(ok(state
+    let queued = state
         .broker
-        .deliver_message(&target, &body.from, &body.text)?))
+        .deliver_message(&target, &body.from, &body.text)?;
+    state.broker.committed().await?;
+    Ok(ok(queued))
 }
 
 /// `POST …/requests/{id}/progress`: the claimant's progress, passed to the calling harness.

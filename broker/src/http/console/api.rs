@@ -141,5 +141,7 @@ pub async fn answer(
             ),
         ));
     }
-    Ok(ok(state.broker.answer_from_console(&id, &body.text)?))
+    let ack = state.broker.answer_from_console(&id, &body.text)?;
+    state.broker.committed().await?;
+    Ok(ok(ack))
 }
