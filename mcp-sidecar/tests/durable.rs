@@ -157,3 +157,35 @@ async fn a_hundred_calls_in_flight_survive_a_kill_each_settled_once() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
+        .await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    let call = agent.spawn_call("wait", json!({}));
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    let (client_id, key) = (app.id.clone(), app.resume.clone());
+
+    // The app keeps working while the broker is killed and started again; then it resumes.
+    let home = broker.kill_keep_home().await;
+    let broker = Broker::start_in(home).await;
+    let app = App::resume(&broker.http(), &key).await;
+    assert_eq!(app.id, client_id);
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
+        .await;
+    let listed = pending(&broker.http()).await;
+    assert_eq!(listed[0]["claimed_by"], client_id.as_str());
+    app.answer(&id, text("worked through the restart"))
+        .await
+        .data();
+    assert_eq!(text_of(&call.await.unwrap()), "worked through the restart");
+    assert_eq!(
+        app.answer(&id, text("again")).await.code(409),
+        "already_settled"
+    );
+}

@@ -101,12 +101,19 @@ struct Core {
     restored: HashSet<(String, String, u64)>,
     /// Restored parked calls not offered on the streams since the restart.
     unoffered: HashSet<String>,
+    /// Provider streams' resume keys: the client id and the principal that may use each.
+    resume_keys: HashMap<String, (ClientId, String)>,
+    /// Provider clients whose stream is gone but who may still resume (their claims and
+    /// ownership wait for them until the grace period ends).
+    away: HashSet<ClientId>,
 }
 
 impl Core {
     /// The changes to hand to the store.
     fn take_journal(&mut self) -> Vec<crate::store::Op> {
-        self.requests.take_journal()
+        let mut ops = self.requests.take_journal();
+        ops.extend(self.owners.take_journal());
+        ops
     }
 }
 
@@ -208,6 +215,8 @@ impl Broker {
                 undelivered: HashMap::new(),
                 restored: HashSet::new(),
                 unoffered: HashSet::new(),
+                resume_keys: HashMap::new(),
+                away: HashSet::new(),
             }),
             bus: EventBus::new(config.client_tools.replay_events),
             revision,
@@ -306,8 +315,13 @@ impl Broker {
     fn end_unserved(core: &mut Core) -> Vec<EndedCall> {
         let registry = &core.registry;
         let restored = &core.restored;
+        let away = &core.away;
         core.requests.end_where(|call, stage| {
             if restored.contains(&(call.agent.clone(), call.session.clone(), call.local_id)) {
+                return None;
+            }
+            if matches!(stage, Stage::Claimed { by } if away.contains(by)) {
+                // Its app may resume with its claims; `client_expired` decides.
                 return None;
             }
             // A call also ends when the tool is no longer offered to its agent (scope).

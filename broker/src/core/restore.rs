@@ -65,9 +65,19 @@ impl Broker {
         for stored in restored.live {
             self.restore_call(&mut core, stored, now);
         }
+        // Every app is away until it resumes with its key.
+        let clients = restored.clients.len();
+        for c in restored.clients {
+            core.away.insert(c.client_id.clone());
+            core.resume_keys
+                .insert(c.resume_key, (c.client_id, c.principal));
+        }
+        for (agent, group, client) in restored.owners {
+            core.owners.restore(agent, group, client);
+        }
         drop(core);
         self.mail.restore(restored.mail);
-        if calls > 0 {
+        if calls > 0 || clients > 0 {
             let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
             info!(
                 calls,
@@ -202,10 +212,17 @@ impl Broker {
             })
             .collect();
         for (id, by) in &claims {
+            if core.away.contains(by) {
+                continue;
+            }
             core.owners.release_client(by);
             if core.requests.unclaim(id).is_some() {
                 core.unoffered.insert(id.clone());
             }
+        }
+        let away: Vec<String> = core.away.iter().cloned().collect();
+        for client in away {
+            self.client_expired(&mut core, &client);
         }
         core.restored.clear();
         core.undelivered.clear();

@@ -122,8 +122,10 @@ pub enum Op {
         group: String,
         client_id: String,
     },
+    /// What `client_id` owns (of `group` only, if given) is released.
     OwnersReleased {
         client_id: String,
+        group: Option<String>,
     },
 }
 

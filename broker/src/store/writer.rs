@@ -182,9 +182,9 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             )?
             .execute(params![agent, group, client_id])
             .map(drop),
-        Op::OwnersReleased { client_id } => tx
-            .prepare_cached("DELETE FROM owners WHERE client_id = ?1")?
-            .execute(params![client_id])
+        Op::OwnersReleased { client_id, group } => tx
+            .prepare_cached("DELETE FROM owners WHERE client_id = ?1 AND (?2 IS NULL OR grp = ?2)")?
+            .execute(params![client_id, group])
             .map(drop),
     }
 }
