@@ -38,6 +38,13 @@ impl Owners {
             })
     }
 
+    /// Forgets the owner of `agent`'s `group` in memory (the claim that follows records the
+    /// new one).
+    pub fn forget(&mut self, agent: &str, group: &str) {
+        self.by_agent_group
+            .remove(&(agent.to_owned(), group.to_owned()));
+    }
+
     /// Puts back an owner the store had (not journaled).
     pub fn restore(&mut self, agent: String, group: String, client: String) {
         self.by_agent_group.insert((agent, group), client);

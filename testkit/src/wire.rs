@@ -77,6 +77,9 @@ fn placeholder(s: &str) -> Option<String> {
     if s.strip_prefix("r_").is_some_and(hex24) {
         return Some("<request_id>".into());
     }
+    if s.strip_prefix("k_").is_some_and(hex24) {
+        return Some("<resume_key>".into());
+    }
     let b = s.as_bytes();
     let looks_like_time = s.len() == 24
         && b[4] == b'-'

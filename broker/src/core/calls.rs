@@ -116,7 +116,11 @@ impl Broker {
     /// lock.
     fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
         let id = random_id("r_");
-        let owner = core.owners.owner(&call.agent, &call.group).cloned();
+        let owner = core
+            .owners
+            .owner(&call.agent, &call.group)
+            .filter(|o| !core.away.contains(*o))
+            .cloned();
         let event = request_event(&id, &call, owner);
         debug!(request = %id, agent = %call.agent, tool = %call.tool, "request parked");
         let timeout = call.timeout_s;

@@ -263,7 +263,11 @@ impl Broker {
         for id in ready {
             core.unoffered.remove(&id);
             if let Some((call, _)) = core.requests.get(&id) {
-                let owner = core.owners.owner(&call.agent, &call.group).cloned();
+                let owner = core
+                    .owners
+                    .owner(&call.agent, &call.group)
+                    .filter(|o| !core.away.contains(*o))
+                    .cloned();
                 let event = request_event(&id, call, owner);
                 self.bus
                     .publish(kind::REQUEST, json(&event), Some(json(&Redacted { id })));
