@@ -51,16 +51,31 @@ pub async fn serve(
     let mut calls = Calls::new(settings.max_concurrent);
     let (done_tx, mut done_rx) = mpsc::unbounded_channel();
     let mut last_event_id = None;
+    // The key from the last stream's hello: the next stream is the same client again, with
+    // its claims, after a dropped stream or a broker restart.
+    let mut resume: Option<String> = None;
     let mut last_error = String::new();
     let mut sessions = 0u64;
     loop {
         status.send_replace(Status::Connecting);
         let opened = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            opened = Session::open(&settings, last_event_id) => opened,
+            opened = Session::open(&settings, last_event_id, resume.as_deref()) => opened,
+        };
+        let opened = match opened {
+            // The key expired (or the broker forgot it): open as a new client.
+            Err(Error::Refused {
+                code: ErrorCode::InvalidParameter,
+                ..
+            }) if resume.is_some() => {
+                resume = None;
+                Session::open(&settings, last_event_id, None).await
+            }
+            other => other,
         };
         let error = match opened {
             Ok(mut session) => {
+                resume = session.resume.take();
                 backoff.reset();
                 last_error.clear();
                 if last_event_id.is_some_and(|last| last > session.hello_seq) {
@@ -115,17 +130,23 @@ struct Session {
     link: Arc<Link>,
     events: Events,
     hello_seq: u64,
+    /// The resume key of this stream.
+    resume: Option<String>,
     /// Requests the pending list holds for us, served once the loop starts.
     recovered: Vec<RequestEvent>,
 }
 
 impl Session {
-    async fn open(settings: &Settings, last_event_id: Option<u64>) -> Result<Session> {
+    async fn open(
+        settings: &Settings,
+        last_event_id: Option<u64>,
+        resume: Option<&str>,
+    ) -> Result<Session> {
         let token = settings.token.read()?;
         let client = Arc::new(Client::new(settings.endpoint.clone(), &token)?);
         let mut events = Events::new(
             client
-                .open_events(settings.name.as_deref(), last_event_id)
+                .open_events(settings.name.as_deref(), last_event_id, resume)
                 .await?,
         );
         let hello = match tokio::time::timeout(HELLO_TIMEOUT, events.next()).await {
@@ -162,6 +183,7 @@ impl Session {
             link,
             events,
             hello_seq: hello.seq,
+            resume: hello.resume,
             recovered,
         })
     }

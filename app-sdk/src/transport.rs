@@ -305,11 +305,16 @@ impl Client {
         &self,
         name: Option<&str>,
         last_event_id: Option<u64>,
+        resume: Option<&str>,
     ) -> Result<Incoming> {
         let mut path = String::from("/api/v1/events?client_tools=1");
         if let Some(name) = name {
             path.push_str("&name=");
             path.extend(form_urlencoded::byte_serialize(name.as_bytes()));
+        }
+        if let Some(key) = resume {
+            path.push_str("&resume=");
+            path.extend(form_urlencoded::byte_serialize(key.as_bytes()));
         }
         let fut = async {
             let mut sender = self.connect().await?;

@@ -35,7 +35,10 @@ async fn the_app_reconnects_and_registers_again_after_a_broker_restart() {
     app.not_serving().await;
     let broker = Broker::start_in(home).await;
     let second = app.serving().await;
-    assert_ne!(first, second, "a new stream, a new client_id");
+    assert_eq!(
+        first, second,
+        "the stream resumes with its key: the same client_id, its claims kept"
+    );
     // leo-mcp reconnects by itself and sees the tool the app registered again.
     wait_for_tools(&agent, |names| names == ["echo"]).await;
     assert_eq!(

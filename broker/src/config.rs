@@ -25,6 +25,7 @@ pub struct Config {
     pub history: HistoryConfig,
     pub webhooks: WebhooksConfig,
     pub metrics: MetricsConfig,
+    pub store: Store,
 }
 
 /// `metrics:`: `GET /metrics` without a token on a listener of its own.
@@ -62,7 +63,6 @@ impl Default for HistoryConfig {
     }
 }
 
-
 /// `webhooks:`: where webhook providers may be called.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -70,6 +70,15 @@ pub struct WebhooksConfig {
     /// Host names or IPs a webhook `url` may name besides loopback ones, compared without
     /// case; IPv6 without brackets.
     pub allowed_hosts: Vec<String>,
+}
+
+/// `store:`: the live state database, `state/leo.db`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Store {
+    /// `normal` survives the broker being killed; `full` survives a power loss too, at the
+    /// cost of an `fsync` per commit.
+    pub synchronous: crate::store::Synchronous,
 }
 
 /// `console:`: the web console on the TCP listener.
@@ -142,6 +151,9 @@ pub struct ClientTools {
     /// Hold a re-registered tool's changed definition until the operator approves it
     /// (`leo tools approve NAME`); until then agents keep the previous one.
     pub pin_definitions: bool,
+    /// Seconds after start that an agent's `leo-mcp` and an app's stream have to come back
+    /// for the calls and claims they had before a restart.
+    pub resume_grace_s: u64,
 }
 
 impl Default for ClientTools {
@@ -151,6 +163,7 @@ impl Default for ClientTools {
             replay_events: 4096,
             remember_settled: 4096,
             pin_definitions: false,
+            resume_grace_s: 60,
         }
     }
 }

@@ -26,6 +26,7 @@ pub mod registry;
 pub mod requests;
 pub mod server;
 pub mod state_file;
+pub mod store;
 pub mod suggest;
 pub mod tokens;
 pub mod webhooks;

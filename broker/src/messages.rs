@@ -5,8 +5,8 @@
 //! broker authenticated, and nothing in the text can forge another one, because embedded
 //! `[message from …]` prefixes are stripped and newlines (which could start a fake line or
 //! submit a turn early) are collapsed; other control characters (terminal escapes, backspace,
-//! NUL) are replaced by the one sanitizer, `leo_protocol::sanitize`. Messages live in memory only: a broker restart drops
-//! them, and the docs say so.
+//! NUL) are replaced by the one sanitizer, `leo_protocol::sanitize`. Unread messages are also
+//! recorded in the store (`core::mail`), so a broker restart keeps them.
 
 use std::collections::{BTreeSet, HashMap, VecDeque};
 

@@ -12,7 +12,9 @@
 //! `already_settled` instead of `unknown_request`.
 //!
 //! This module is pure state: no locks, no tasks, no I/O. The broker's `core` drives it under
-//! its one mutex and publishes the events.
+//! its one mutex and publishes the events. Every change is also written to a journal of
+//! `store::Op`s, which the core hands to the store before it lets go of the lock, so the
+//! database records the same transitions in the same order, from one place.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
@@ -27,6 +29,7 @@ use tokio::sync::oneshot;
 use crate::ownership::Owners;
 use crate::refusal::Refusal;
 use crate::registry::ClientId;
+use crate::store::{Op, StoredCall};
 
 /// A request id, such as `r_0f3c…`.
 pub type RequestId = String;
@@ -76,6 +79,27 @@ pub enum Ended {
 }
 
 impl Ended {
+    /// How it is stored: `result`, `app_error` or the error code.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Ended::Result => "result",
+            Ended::AppError => "app_error",
+            Ended::Failed(code) => code.as_str(),
+        }
+    }
+
+    /// Reads what `as_str` wrote.
+    pub fn parse(text: &str) -> Ended {
+        match text {
+            "result" => Ended::Result,
+            "app_error" => Ended::AppError,
+            "timeout" => Ended::Failed(ErrorCode::Timeout),
+            "cancelled" => Ended::Failed(ErrorCode::Cancelled),
+            "no_client" => Ended::Failed(ErrorCode::NoClient),
+            _ => Ended::Failed(ErrorCode::Internal),
+        }
+    }
+
     fn describe(self) -> &'static str {
         match self {
             Ended::Result => "with a result",
@@ -126,6 +150,8 @@ pub struct Requests {
     remember: usize,
     /// Live ids by the sidecar's own call id, for cancels and duplicate checks.
     by_local: HashMap<(ConnId, u64), RequestId>,
+    /// Changes not yet handed to the store, oldest first.
+    journal: Vec<Op>,
 }
 
 impl Requests {
@@ -138,7 +164,13 @@ impl Requests {
             ended_order: VecDeque::new(),
             remember: remember.max(1),
             by_local: HashMap::new(),
+            journal: Vec::new(),
         }
+    }
+
+    /// The changes made since the last call, for the store.
+    pub fn take_journal(&mut self) -> Vec<Op> {
+        std::mem::take(&mut self.journal)
     }
 
     pub fn len(&self) -> usize {
@@ -155,15 +187,75 @@ impl Requests {
 
     /// Parks a new call. The id must be fresh.
     pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<RawOutcome>) {
+        let deadline_ms = call
+            .timeout_s
+            .map(|t| crate::store::now_ms().saturating_add((t as i64).saturating_mul(1000)));
+        self.journal
+            .push(Op::Park(stored(&id, &call, deadline_ms, None)));
+        self.by_local.insert((call.conn, call.local_id), id.clone());
+        self.insert(id, call, Stage::Parked, reply);
+    }
+
+    /// Puts back a call the store had, as it was (not journaled: it is on disk already). Its
+    /// `conn` is 0 until its sidecar comes back (`reattach`).
+    pub fn restore(
+        &mut self,
+        id: RequestId,
+        call: Call,
+        stage: Stage,
+        reply: oneshot::Sender<RawOutcome>,
+    ) {
+        self.insert(id, call, stage, reply);
+    }
+
+    /// Remembers how a request ended before the restart.
+    pub fn remember_ended(&mut self, id: RequestId, how: Ended) {
+        self.ended_order.push_back(id.clone());
+        self.ended.insert(id, how);
+        while self.ended_order.len() > self.remember {
+            if let Some(old) = self.ended_order.pop_front() {
+                self.ended.remove(&old);
+            }
+        }
+    }
+
+    /// A restored call's sidecar is back on connection `conn`.
+    pub fn reattach(&mut self, id: &str, conn: ConnId) -> bool {
+        let Some(live) = self.live.get_mut(id) else {
+            return false;
+        };
+        live.call.conn = conn;
+        self.by_local
+            .insert((conn, live.call.local_id), id.to_owned());
+        true
+    }
+
+    /// A claim is given back (its app did not come back): the call is parked again.
+    pub fn unclaim(&mut self, id: &str) -> Option<&Call> {
+        let live = self.live.get_mut(id)?;
+        if live.stage == Stage::Parked {
+            return None;
+        }
+        live.stage = Stage::Parked;
+        self.journal.push(Op::Unclaim { id: id.to_owned() });
+        Some(&live.call)
+    }
+
+    fn insert(
+        &mut self,
+        id: RequestId,
+        call: Call,
+        stage: Stage,
+        reply: oneshot::Sender<RawOutcome>,
+    ) {
         self.parked += 1;
         self.order.insert(self.parked, id.clone());
-        self.by_local.insert((call.conn, call.local_id), id.clone());
         self.live.insert(
             id,
             Live {
                 n: self.parked,
                 call,
-                stage: Stage::Parked,
+                stage,
                 reply,
                 timer: None,
             },
@@ -235,6 +327,10 @@ impl Requests {
         live.stage = Stage::Claimed {
             by: client.to_owned(),
         };
+        self.journal.push(Op::Claim {
+            id: id.to_owned(),
+            by: client.to_owned(),
+        });
         Ok(&live.call)
     }
 
@@ -276,6 +372,8 @@ impl Requests {
             Posted::Error(error) => (Ended::AppError, Outcome::Error { error }),
         };
         let live = self.remove(id, ended).ok_or_else(|| self.not_live(id))?;
+        self.journal
+            .push(ended_op(id, &live.call, ended, outcome.clone()));
         // The caller may have gone away; the request still ended exactly once.
         let _ = live.reply.send(outcome);
         Ok(live.call)
@@ -284,12 +382,19 @@ impl Requests {
     /// Ends a live request with a failure; `None` if it is not live (already ended).
     pub fn end(&mut self, id: &str, failure: Failure) -> Option<EndedCall> {
         let live = self.remove(id, Ended::Failed(failure.code))?;
-        let _ = live.reply.send(Outcome::Error {
+        let outcome = Outcome::Error {
             error: AppError {
                 code: failure.code.as_str().to_owned(),
                 message: failure.message,
             },
-        });
+        };
+        self.journal.push(ended_op(
+            id,
+            &live.call,
+            Ended::Failed(failure.code),
+            outcome.clone(),
+        ));
+        let _ = live.reply.send(outcome);
         Some(EndedCall {
             id: id.to_owned(),
             call: live.call,
@@ -370,6 +475,39 @@ impl Requests {
     /// The live request of a sidecar's call.
     pub fn find_local(&self, conn: ConnId, local_id: u64) -> Option<RequestId> {
         self.by_local.get(&(conn, local_id)).cloned()
+    }
+}
+
+/// A call as the store keeps it.
+fn stored(
+    id: &str,
+    call: &Call,
+    deadline_ms: Option<i64>,
+    claimed_by: Option<String>,
+) -> StoredCall {
+    StoredCall {
+        id: id.to_owned(),
+        agent: call.agent.clone(),
+        session: call.session.clone(),
+        local_id: call.local_id,
+        group: call.group.clone(),
+        tool: call.tool.clone(),
+        arguments: call.arguments.clone(),
+        timeout_s: call.timeout_s,
+        deadline_ms,
+        created_at: call.created_at.clone(),
+        claimed_by,
+    }
+}
+
+fn ended_op(id: &str, call: &Call, how: Ended, outcome: RawOutcome) -> Op {
+    Op::End {
+        id: id.to_owned(),
+        how: how.as_str().to_owned(),
+        agent: call.agent.clone(),
+        session: call.session.clone(),
+        local_id: call.local_id,
+        outcome: Some(outcome),
     }
 }
 

@@ -37,6 +37,9 @@ pub struct Prepared {
         crate::webhooks::store::Store,
         Vec<crate::webhooks::store::Stored>,
     ),
+    /// The live state database and what it held at start.
+    pub store: crate::store::Store,
+    pub restored: crate::store::Restored,
 }
 
 /// The bound listeners.
@@ -62,6 +65,13 @@ pub fn prepare(home: Home) -> Result<Prepared> {
     let tokens = Tokens::load(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
+    let path = home.database();
+    let (store, restored) = crate::store::Store::open(
+        &path,
+        config.store.synchronous,
+        config.client_tools.remember_settled,
+    )
+    .map_err(|message| BrokerError::State { path, message })?;
     Ok(Prepared {
         home,
         config: Arc::new(config),
@@ -69,6 +79,8 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         tokens,
         agent_token,
         webhooks,
+        store,
+        restored,
     })
 }
 
@@ -170,7 +182,8 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             message,
         },
     )?;
-    let broker = Broker::new(p.config.clone(), p.ever, history);
+    let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
+    broker.restore(p.restored);
     if p.config.console.ask_human {
         // Nothing is registered yet, so the name cannot conflict.
         if let Err(e) = broker.set_ask_human(true) {
@@ -259,6 +272,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     }
     // Every call has ended by now; its row is written before the broker says it stopped.
     broker.history().close();
+    broker.store().close().await;
     for path in [p.home.api_socket(), p.home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }

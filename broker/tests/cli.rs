@@ -179,11 +179,15 @@ async fn status_and_requests_show_the_name_an_app_gave_itself() {
         None,
     )
     .await;
-    let id = sse.next().await.data["client_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let mut app = App { http, sse, id };
+    let hello = sse.next().await.data;
+    let id = hello["client_id"].as_str().unwrap().to_owned();
+    let resume = hello["resume"].as_str().unwrap().to_owned();
+    let mut app = App {
+        http,
+        sse,
+        id,
+        resume,
+    };
     app.register("camera", json!([tool("snap")])).await.data();
     let call = spawn_call(home, &["snap"]);
     let request = app.next_request_id().await;

@@ -15,10 +15,12 @@ async fn named_app(http: &Http, name: &str) -> App {
     let mut sse = Sse::open(http, &path, None).await;
     let hello = sse.next().await;
     let id = hello.data["client_id"].as_str().unwrap().to_owned();
+    let resume = hello.data["resume"].as_str().unwrap().to_owned();
     App {
         http: http.clone(),
         sse,
         id,
+        resume,
     }
 }
 

@@ -7,7 +7,7 @@ use crate::support::{App, agent, result_of, tool};
 
 #[tokio::test]
 async fn first_claimant_owns_the_agents_group_until_it_leaves() {
-    let broker = Broker::start().await;
+    let broker = Broker::start_with("client_tools:\n  resume_grace_s: 1\n").await;
     let mut mac = App::connect(&broker.http()).await;
     let mut phone = App::connect(&broker.http()).await;
     mac.register("clip", json!([tool("read_clip")]))
@@ -68,7 +68,8 @@ async fn first_claimant_owns_the_agents_group_until_it_leaves() {
         "{owners:?}"
     );
 
-    // When the phone leaves, ownership is released and the mac can serve rocket.
+    // When the phone leaves and does not resume within the grace period, ownership is
+    // released and the mac can serve rocket.
     let phone_id = phone.id.clone();
     drop(phone);
     // The tool set agents see did not change (the mac serves the same group), so no
@@ -78,7 +79,7 @@ async fn first_claimant_owns_the_agents_group_until_it_leaves() {
         http.get("/api/v1/client-tools").await.data()["tools"][0]["clients"] == json!([mac.id])
     })
     .await;
-    mac.claim(&id2).await.data();
+    crate::support::eventually(|| async { mac.claim(&id2).await.status == 200 }).await;
     mac.answer(&id2, json!([{"type": "text", "text": "from mac"}]))
         .await
         .data();
@@ -92,8 +93,8 @@ async fn first_claimant_owns_the_agents_group_until_it_leaves() {
 }
 
 #[tokio::test]
-async fn a_claimant_that_disconnects_ends_its_calls_as_no_client() {
-    let broker = Broker::start().await;
+async fn a_claimant_that_disconnects_and_does_not_resume_gives_its_claim_back() {
+    let broker = Broker::start_with("client_tools:\n  resume_grace_s: 1\n").await;
     let mut mac = App::connect(&broker.http()).await;
     let mut phone = App::connect(&broker.http()).await;
     mac.register("clip", json!([tool("read_clip")]))
@@ -108,22 +109,81 @@ async fn a_claimant_that_disconnects_ends_its_calls_as_no_client() {
     rocket.call(2, "read_clip", json!({})).await;
     let a = phone.next_request_id().await;
     let b = phone.next_request_id().await;
+    assert_eq!(mac.next_request_id().await, a);
+    assert_eq!(mac.next_request_id().await, b);
     phone.claim(&a).await.data();
     drop(phone);
-    // The claimed call ends; the unclaimed one still waits, since the mac serves the tool.
-    let o = result_of(&mut rocket, 1).await;
-    assert_eq!(o["error"]["code"], "no_client");
-    let c = mac.sse.next_of("client_tool.cancelled").await;
+    // The phone's claim and ownership wait for it to resume; it does not, so once the grace
+    // period is over the call is parked and offered again, and the mac may take it.
+    assert_eq!(mac.next_request_id().await, a);
+    mac.serve(&a, json!([{"type": "text", "text": "from the mac"}]))
+        .await;
     assert_eq!(
-        (
-            c.data["id"].as_str().unwrap(),
-            c.data["reason"].as_str().unwrap()
-        ),
-        (a.as_str(), "client_gone")
+        result_of(&mut rocket, 1).await["content"][0]["text"],
+        "from the mac"
     );
-    mac.claim(&b).await.data();
-    mac.answer(&b, json!([{"type": "text", "text": "ok"}]))
+    mac.serve(&b, json!([{"type": "text", "text": "ok"}])).await;
+    assert_eq!(result_of(&mut rocket, 2).await["content"][0]["text"], "ok");
+}
+
+#[tokio::test]
+async fn a_claimant_that_resumes_keeps_its_client_id_claims_and_ownership() {
+    let broker = Broker::start().await;
+    let mut mac = App::connect(&broker.http()).await;
+    let mut phone = App::connect(&broker.http()).await;
+    for app in [&mac, &phone] {
+        app.register("clip", json!([tool("read_clip")]))
+            .await
+            .data();
+    }
+    let mut rocket = agent(&broker, "rocket").await;
+    rocket.call(1, "read_clip", json!({})).await;
+    let a = phone.next_request_id().await;
+    mac.next_request_id().await;
+    phone.claim(&a).await.data();
+    let (id, key) = (phone.id.clone(), phone.resume.clone());
+    drop(phone);
+    // Someone else's key, a malformed one, or one given to a plain stream are refused.
+    let stranger = broker
+        .http()
+        .get("/api/v1/events?client_tools=1&resume=k_nope")
+        .await;
+    assert_eq!(stranger.code(400), "invalid_parameter");
+    let bad = broker
+        .http()
+        .get("/api/v1/events?client_tools=1&resume=a-b")
+        .await;
+    assert_eq!(bad.code(400), "invalid_parameter");
+    let plain = broker
+        .http()
+        .get(&format!("/api/v1/events?resume={key}"))
+        .await;
+    assert_eq!(plain.code(400), "invalid_parameter");
+
+    let phone = App::resume(&broker.http(), &key).await;
+    assert_eq!(phone.id, id, "the same client");
+    assert_eq!(phone.resume, key);
+    // Still the claimant and the owner: the mac cannot take it, the phone answers it.
+    assert_eq!(mac.claim(&a).await.code(409), "owned_by_other");
+    phone
+        .answer(&a, json!([{"type": "text", "text": "phone"}]))
         .await
         .data();
-    assert_eq!(result_of(&mut rocket, 2).await["content"][0]["text"], "ok");
+    assert_eq!(
+        result_of(&mut rocket, 1).await["content"][0]["text"],
+        "phone"
+    );
+    phone
+        .register("clip", json!([tool("read_clip")]))
+        .await
+        .data();
+    rocket.call(2, "read_clip", json!({})).await;
+    let b = mac.next_request_id().await;
+    assert_eq!(mac.claim(&b).await.code(409), "owned_by_other");
+    // While its stream is open the key cannot open a second one.
+    let twice = broker
+        .http()
+        .get(&format!("/api/v1/events?client_tools=1&resume={key}"))
+        .await;
+    assert_eq!(twice.code(409), "already_claimed");
 }

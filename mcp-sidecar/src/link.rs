@@ -72,6 +72,9 @@ struct State {
     unshown: VecDeque<Message>,
     harness: Option<(Harness, Mode)>,
     down_reason: String,
+    /// Calls the harness cancelled while no broker was connected: named in the next `hello`
+    /// and then cancelled, so the broker ends them instead of waiting for them.
+    cancelled_offline: Vec<u64>,
 }
 
 /// Shared by the MCP server and the reconnect task.
@@ -97,6 +100,7 @@ impl BrokerLink {
                 unshown: VecDeque::new(),
                 harness: None,
                 down_reason: NOT_RUNNING.to_owned(),
+                cancelled_offline: Vec::new(),
             }),
             view: watch::channel(Arc::new(View::default())).0,
             settled: watch::channel(false).0,
@@ -195,13 +199,19 @@ impl BrokerLink {
         }
     }
 
-    /// The harness cancelled call `id`: tell the broker and stop waiting for it.
+    /// The harness cancelled call `id`: tell the broker (now, or when it is back) and stop
+    /// waiting for it.
     pub fn cancel(&self, id: u64) {
         let mut state = self.lock();
+        let waiting = state.pending.contains(id);
         state.pending.forget(id);
         state.events.remove(&id);
-        if let Some(conn) = &state.conn {
-            let _ = conn.send(SidecarFrame::Cancel { id });
+        match &state.conn {
+            Some(conn) => {
+                let _ = conn.send(SidecarFrame::Cancel { id });
+            }
+            None if waiting => state.cancelled_offline.push(id),
+            None => {}
         }
         debug!(call = id, "call cancelled by the harness");
     }
@@ -279,6 +289,16 @@ impl BrokerLink {
         self.lock().pending.len()
     }
 
+    /// The ids to name in `hello`'s `resume`: calls still waiting for a result, and those
+    /// cancelled while the broker was away.
+    pub fn resume_ids(&self) -> Vec<u64> {
+        let state = self.lock();
+        let mut ids = state.pending.ids();
+        ids.extend(&state.cancelled_offline);
+        ids.sort_unstable();
+        ids
+    }
+
     // ----- driven by the reconnect task -----
 
     /// A connection reached `welcome`. `hello_harness` is what the hello carried, so a harness
@@ -292,6 +312,9 @@ impl BrokerLink {
                 harness: harness.clone(),
                 mode: *mode,
             });
+        }
+        for id in std::mem::take(&mut state.cancelled_offline) {
+            let _ = conn.send(SidecarFrame::Cancel { id });
         }
         state.conn = Some(conn);
         self.view.send_modify(|v| *v = Arc::new(v.apply(welcome)));
@@ -427,14 +450,32 @@ impl BrokerLink {
         }
     }
 
-    /// The connection ended (or never reached `welcome`): fail what was in flight.
+    /// The connection ended (or never reached `welcome`). Calls in flight keep waiting: the
+    /// next `hello` names them in `resume` and the broker (restarted or not) re-attaches
+    /// them or answers how they ended. Message fetches fail (the broker acknowledges a
+    /// mailbox only when it answers).
     pub fn detached(&self, down_reason: &str) {
+        self.drop_connection(down_reason, false);
+    }
+
+    /// The harness is gone: the connection closes and every call in flight fails.
+    pub fn stopped(&self, down_reason: &str) {
+        self.drop_connection(down_reason, true);
+    }
+
+    fn drop_connection(&self, down_reason: &str, fail_calls: bool) {
         let mut state = self.lock();
         let was_connected = state.conn.take().is_some();
-        let failed = state
-            .pending
-            .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST));
-        state.events.clear();
+        let failed = if fail_calls {
+            state.events.clear();
+            state.cancelled_offline.clear();
+            state
+                .pending
+                .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST))
+        } else {
+            0
+        };
+        let waiting = state.pending.len();
         state
             .fetches
             .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));
@@ -442,7 +483,7 @@ impl BrokerLink {
         drop(state);
         if was_connected {
             self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
-            warn!(failed, "lost the broker connection");
+            warn!(failed, waiting, "lost the broker connection");
         }
         self.mark_settled();
     }

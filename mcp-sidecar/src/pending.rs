@@ -1,9 +1,10 @@
 //! Requests that were sent to the broker and have not been answered yet.
 //!
 //! Each entry is the one place an answer can be delivered. The broker answers every `call` with
-//! exactly one `result` frame and every `fetch_messages` with one `messages` frame; if the
-//! connection drops first, `fail_all` ends every entry with a failure, so a waiting `tools/call`
-//! can never hang on a broker that went away. The table is generic over the answer: calls wait
+//! exactly one `result` frame and every `fetch_messages` with one `messages` frame. If the
+//! connection drops first, calls keep waiting for the reconnect (the broker re-attaches them
+//! by id, even across its restart) while fetches fail; `fail_all` ends every entry with a
+//! failure when the harness goes. The table is generic over the answer: calls wait
 //! for an `Ending`, `leo_messages` for a `Fetch`.
 
 use std::collections::HashMap;
@@ -55,6 +56,16 @@ impl<T> Pending<T> {
             let _ = tx.send(failure());
         }
         n
+    }
+
+    /// Whether request `id` waits for an answer.
+    pub fn contains(&self, id: u64) -> bool {
+        self.waiting.contains_key(&id)
+    }
+
+    /// The ids that wait for an answer.
+    pub fn ids(&self) -> Vec<u64> {
+        self.waiting.keys().copied().collect()
     }
 
     pub fn len(&self) -> usize {

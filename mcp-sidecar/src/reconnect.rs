@@ -3,7 +3,10 @@
 //! It connects to `run/sidecar.sock`, says `hello` with the agent token, waits for `welcome`,
 //! then feeds every broker frame to the `BrokerLink` until the connection ends. Then it waits
 //! (capped backoff) and starts over. A broker that is down, restarting or refusing the session
-//! is therefore never an error the harness sees, only calls answered with `no_client`.
+//! is therefore never an error the harness sees: new calls are answered `no_client` while it
+//! is down, and calls already in flight keep waiting; the next `hello` names them in
+//! `resume` (with the same session id) and the broker re-attaches them, so their results
+//! still arrive after a broker restart.
 //!
 //! When the harness closes stdin (`stdin_closed`), the task closes the connection at once and
 //! ends: the broker then ends the session's calls as `agent_gone` (see `run`).
@@ -63,7 +66,7 @@ pub async fn run(
             () = attempt => {}
             _ = stdin_closed.wait_for(|closed| *closed) => {
                 info!("the harness closed stdin; ending this session's calls");
-                link.detached(HARNESS_GONE);
+                link.stopped(HARNESS_GONE);
                 return;
             }
         }
@@ -164,6 +167,8 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         token,
         harness: hello_harness.clone(),
         mode,
+        // The same session id on every connection: the broker re-attaches these calls to it.
+        resume: link.resume_ids(),
     };
     write_frame(&mut writer, &hello).await?;
     let first = tokio::time::timeout(WELCOME_TIMEOUT, read_frame(&mut reader))

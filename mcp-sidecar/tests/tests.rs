@@ -8,6 +8,7 @@ mod support;
 
 mod calls;
 mod deny;
+mod durable;
 mod fallback;
 mod features;
 mod harness_clis;

@@ -107,6 +107,22 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                     version: "2.1.5".into(),
                 }),
                 mode: Mode::Native,
+                resume: vec![],
+            },
+        ),
+        (
+            "sidecar_hello_resume",
+            SidecarFrame::Hello {
+                v: 1,
+                agent: "claude".into(),
+                session: "claude-4242-0123456789abcdef".into(),
+                token: "AGENT_TOKEN".into(),
+                harness: Some(Harness {
+                    name: "claude-code".into(),
+                    version: "2.1.5".into(),
+                }),
+                mode: Mode::Native,
+                resume: vec![3, 4],
             },
         ),
         (

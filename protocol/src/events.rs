@@ -68,6 +68,11 @@ pub struct Hello {
     /// True when `Last-Event-ID` was given but the broker no longer holds every event after it.
     #[serde(default)]
     pub replay_gap: bool,
+    /// Provider streams only: the key that reopens this stream as the same client
+    /// (`GET /api/v1/events?client_tools=1&resume=KEY`), with its claims and ownership, after a
+    /// dropped stream or a broker restart, within the grace period.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resume: Option<String>,
 }
 
 /// `client_tool.request`, as provider streams see it.

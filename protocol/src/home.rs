@@ -43,6 +43,10 @@ impl Home {
     pub fn state(&self) -> PathBuf {
         self.root.join("state")
     }
+    /// The live state (calls, claims, unread messages): `state/leo.db`.
+    pub fn database(&self) -> PathBuf {
+        self.state().join("leo.db")
+    }
     pub fn run(&self) -> PathBuf {
         self.root.join("run")
     }
@@ -127,6 +131,7 @@ mod tests {
             (h.client_tools(), "/h/state/client-tools.json"),
             (h.history_db(), "/h/state/history.db"),
             (h.webhooks(), "/h/state/webhooks.json"),
+            (h.database(), "/h/state/leo.db"),
             (h.api_socket(), "/h/run/leo.sock"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];

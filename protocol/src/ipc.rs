@@ -44,6 +44,10 @@ pub enum SidecarFrame {
         #[serde(default)]
         harness: Option<Harness>,
         mode: Mode,
+        /// On a reconnect: the ids of this session's calls still waiting for a result, so the
+        /// broker re-attaches them (after a broker restart too) instead of ending them.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        resume: Vec<u64>,
     },
     /// Tells the broker which harness and mode, once `initialize` has been seen.
     Harness { harness: Harness, mode: Mode },

@@ -13,16 +13,36 @@ pub struct App {
     pub http: Http,
     pub sse: Sse,
     pub id: String,
+    /// The resume key from the stream's `hello`.
+    pub resume: String,
 }
 
 impl App {
     /// Opens a provider stream (`?client_tools=1`) and reads its `hello`.
     pub async fn connect(http: &Http) -> App {
-        let (sse, id) = Sse::provider(http).await;
+        App::open(http, "/api/v1/events?client_tools=1").await
+    }
+
+    /// Reopens the stream of the app whose `hello` gave `key` (`&resume=KEY`).
+    pub async fn resume(http: &Http, key: &str) -> App {
+        App::open(http, &format!("/api/v1/events?client_tools=1&resume={key}")).await
+    }
+
+    async fn open(http: &Http, path: &str) -> App {
+        let mut sse = Sse::open(http, path, None).await;
+        let hello = sse.next().await;
+        assert_eq!(hello.event, "hello", "{:?}", hello.data);
+        let field = |name: &str| {
+            hello.data[name]
+                .as_str()
+                .unwrap_or_else(|| panic!("hello without {name}: {:?}", hello.data))
+                .to_owned()
+        };
         App {
             http: http.clone(),
+            id: field("client_id"),
+            resume: field("resume"),
             sse,
-            id,
         }
     }
 

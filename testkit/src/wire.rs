@@ -80,6 +80,9 @@ fn placeholder(s: &str) -> Option<String> {
     if s.starts_with("whsec_") {
         return Some("<secret>".into());
     }
+    if s.strip_prefix("k_").is_some_and(hex24) {
+        return Some("<resume_key>".into());
+    }
     let b = s.as_bytes();
     let looks_like_time = s.len() == 24
         && b[4] == b'-'

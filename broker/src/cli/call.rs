@@ -250,6 +250,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
                 version: env!("CARGO_PKG_VERSION").into(),
             }),
             mode: Mode::Native,
+            resume: Vec::new(),
         },
     )
     .await?;

@@ -29,7 +29,7 @@ impl Broker {
         local_id: u64,
         tool: &str,
         arguments: Value,
-    ) -> Result<oneshot::Receiver<RawOutcome>, Refusal> {
+    ) -> Result<(String, oneshot::Receiver<RawOutcome>), Refusal> {
         let mut core = self.lock();
         let session = Self::caller(&core, conn)?;
         let spec = self.permitted(&core, &session.agent, tool)?;
@@ -53,10 +53,10 @@ impl Broker {
             parked_at: std::time::Instant::now(),
         };
         let (reply, rx) = oneshot::channel();
-        self.park(&mut core, call, reply);
+        let id = self.park(&mut core, call, reply);
         drop(core);
         self.touched();
-        Ok(rx)
+        Ok((id, rx))
     }
 
     /// The session a call comes from, while the broker takes calls.
@@ -114,38 +114,42 @@ impl Broker {
 
     /// Parks a checked call, arms its timer and publishes `client_tool.request`, under the
     /// lock.
-    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) {
+    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
         let id = random_id("r_");
-        let event = RequestEvent {
-            id: id.clone(),
-            agent: call.agent.clone(),
-            session: call.session.clone(),
-            group: call.group.clone(),
-            tool: call.tool.clone(),
-            arguments: call.arguments.clone(),
-            timeout_s: call.timeout_s,
-            created_at: call.created_at.clone(),
-            owner: core.owners.owner(&call.agent, &call.group).cloned(),
-        };
+        let owner = core
+            .owners
+            .owner(&call.agent, &call.group)
+            .filter(|o| !core.away.contains(*o))
+            .cloned();
+        let event = request_event(&id, &call, owner);
         debug!(request = %id, agent = %call.agent, tool = %call.tool, "request parked");
         let timeout = call.timeout_s;
         core.requests.park(id.clone(), call, reply);
         if let Some(secs) = timeout {
-            let me = self.me.clone();
-            let rid = id.clone();
-            let timer = self.tasks.spawn(async move {
-                tokio::time::sleep(Duration::from_secs(secs)).await;
-                if let Some(broker) = me.upgrade() {
-                    broker.expire(&rid, secs);
-                }
-            });
-            core.requests.set_timer(&id, timer.abort_handle());
+            self.arm_timer(core, &id, secs, Duration::from_secs(secs));
         }
-        self.bus
-            .publish(kind::REQUEST, json(&event), Some(json(&Redacted { id })));
+        self.bus.publish(
+            kind::REQUEST,
+            json(&event),
+            Some(json(&Redacted { id: id.clone() })),
+        );
+        id
     }
 
-    fn expire(&self, id: &str, secs: u64) {
+    /// Ends call `id` by timeout after `after` (its `timeout_s` is `secs`).
+    pub(super) fn arm_timer(&self, core: &mut Core, id: &str, secs: u64, after: Duration) {
+        let me = self.me.clone();
+        let rid = id.to_owned();
+        let timer = self.tasks.spawn(async move {
+            tokio::time::sleep(after).await;
+            if let Some(broker) = me.upgrade() {
+                broker.expire(&rid, secs);
+            }
+        });
+        core.requests.set_timer(id, timer.abort_handle());
+    }
+
+    pub(super) fn expire(&self, id: &str, secs: u64) {
         let mut core = self.lock();
         let ended = core.requests.end(
             id,
@@ -162,6 +166,21 @@ impl Broker {
             drop(core);
             self.touched();
         }
+    }
+}
+
+/// `client_tool.request` for call `id`.
+pub(super) fn request_event(id: &str, call: &Call, owner: Option<String>) -> RequestEvent {
+    RequestEvent {
+        id: id.to_owned(),
+        agent: call.agent.clone(),
+        session: call.session.clone(),
+        group: call.group.clone(),
+        tool: call.tool.clone(),
+        arguments: call.arguments.clone(),
+        timeout_s: call.timeout_s,
+        created_at: call.created_at.clone(),
+        owner,
     }
 }
 

@@ -11,8 +11,9 @@ use leo_protocol::ipc::Message;
 use tokio::sync::broadcast;
 use tracing::info;
 
-use crate::messages::{Mailboxes, Queued, stamp};
+use crate::messages::{MAILBOX, Mailboxes, Queued, stamp};
 use crate::refusal::Refusal;
+use crate::store::{Op, Store};
 
 /// Mailboxes and their arrival notices.
 pub struct PostOffice {
@@ -40,22 +41,61 @@ impl PostOffice {
         self.boxes().know(agent);
     }
 
-    /// Stamps and queues a message for `agent`, and tells its connected sessions.
-    pub fn deliver(&self, agent: &str, from: &str, text: &str) -> Result<Queued, Refusal> {
+    /// Puts back the unread messages the store had, oldest first; their agents are known.
+    pub fn restore(&self, mail: Vec<(String, Message)>) {
+        let mut boxes = self.boxes();
+        for (agent, message) in mail {
+            boxes.know(&agent);
+            // The store keeps at most a mailbox's worth, so nothing is dropped here.
+            let _ = boxes.deliver(&agent, message);
+        }
+    }
+
+    /// Stamps and queues a message for `agent`, records it in `store` (under this lock, so in
+    /// order), and tells its connected sessions.
+    pub fn deliver(
+        &self,
+        agent: &str,
+        from: &str,
+        text: &str,
+        store: &Store,
+    ) -> Result<Queued, Refusal> {
         let message = Message {
             text: stamp(from, text),
             from: from.to_owned(),
             at: leo_protocol::time::now(),
         };
-        let queued = self.boxes().deliver(agent, message.clone())?;
+        let queued = {
+            let mut boxes = self.boxes();
+            let queued = boxes.deliver(agent, message.clone())?;
+            let mut ops = vec![Op::Mail {
+                agent: agent.to_owned(),
+                message: message.clone(),
+            }];
+            if queued.unread == MAILBOX {
+                ops.push(Op::MailTrim {
+                    agent: agent.to_owned(),
+                    keep: MAILBOX,
+                });
+            }
+            store.send(ops);
+            queued
+        };
         let _ = self.arrivals.send((agent.to_owned(), message));
         info!(agent, from, unread = queued.unread, "message queued");
         Ok(queued)
     }
 
     /// Returns and acknowledges `agent`'s unread messages, oldest first.
-    pub fn take(&self, agent: &str) -> (Vec<Message>, u64) {
-        self.boxes().take(agent)
+    pub fn take(&self, agent: &str, store: &Store) -> (Vec<Message>, u64) {
+        let mut boxes = self.boxes();
+        let taken = boxes.take(agent);
+        if !taken.0.is_empty() {
+            store.send(vec![Op::MailTaken {
+                agent: agent.to_owned(),
+            }]);
+        }
+        taken
     }
 
     /// Arrivals of messages, for sessions to push to harnesses that can show them.

@@ -15,7 +15,8 @@
 //! **Architecture Invariant:** only this module mutates `Registry`, `Requests` and `Owners`;
 //! HTTP and IPC handlers call `Broker` methods and never touch the state directly.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::ops::{Deref, DerefMut};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use bytes::Bytes;
@@ -32,15 +33,18 @@ use crate::config::Config;
 use crate::events::{EventBus, Subscription};
 use crate::history::History;
 use crate::ownership::Owners;
+use crate::refusal::Refusal;
 use crate::registry::{Change, ClientId, Registry};
 use crate::requests::{ConnId, EndedCall, Failure, Requests, Stage};
 use crate::state_file::EverRegistered;
+use crate::store::Store;
 
 mod ask_human;
 mod calls;
 mod mail;
 mod registration;
 mod relay;
+mod restore;
 mod results;
 mod sessions;
 mod shutdown;
@@ -49,6 +53,7 @@ mod streams;
 mod webhooks;
 
 pub use ask_human::CONSOLE_CLIENT;
+pub use restore::Resumed;
 pub use sessions::MESSAGES_TOOL;
 
 use mail::PostOffice;
@@ -91,6 +96,57 @@ struct Core {
     sessions: BTreeMap<ConnId, SessionInfo>,
     next_conn: ConnId,
     shutting_down: bool,
+    /// After a restart: calls waiting for their sidecar to come back, by `(agent, session)`.
+    orphans: HashMap<(String, String), Vec<restore::Orphan>>,
+    /// Outcomes stored before a restart that no sidecar was sent yet, by `(agent, session,
+    /// local id)`: the request id and the outcome's JSON.
+    undelivered: HashMap<(String, String, u64), (String, String)>,
+    /// Restored calls by `(agent, session, local id)`, spared from withdrawal until the grace
+    /// period ends (their apps and sidecars are still coming back).
+    restored: HashSet<(String, String, u64)>,
+    /// Restored parked calls not offered on the streams since the restart.
+    unoffered: HashSet<String>,
+    /// Provider streams' resume keys: the client id and the principal that may use each.
+    resume_keys: HashMap<String, (ClientId, String)>,
+    /// Provider clients whose stream is gone but who may still resume (their claims and
+    /// ownership wait for them until the grace period ends).
+    away: HashSet<ClientId>,
+}
+
+impl Core {
+    /// The changes to hand to the store.
+    fn take_journal(&mut self) -> Vec<crate::store::Op> {
+        let mut ops = self.requests.take_journal();
+        ops.extend(self.owners.take_journal());
+        ops
+    }
+}
+
+/// The core's lock. Dropping it first hands the journal to the store, still under the lock,
+/// so the store sees changes in the order they were made.
+struct CoreGuard<'a> {
+    guard: MutexGuard<'a, Core>,
+    store: &'a Store,
+}
+
+impl Deref for CoreGuard<'_> {
+    type Target = Core;
+    fn deref(&self) -> &Core {
+        &self.guard
+    }
+}
+
+impl DerefMut for CoreGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Core {
+        &mut self.guard
+    }
+}
+
+impl Drop for CoreGuard<'_> {
+    fn drop(&mut self) {
+        let ops = self.guard.take_journal();
+        self.store.send(ops);
+    }
 }
 
 /// The broker: shared by every HTTP handler, IPC session and timer.
@@ -113,6 +169,8 @@ pub struct Broker {
     relay: relay::Relay,
     /// Ended calls and authenticated changes, written off the lock.
     history: History,
+    /// Where the live state is recorded (`state/leo.db`).
+    store: Store,
 }
 
 /// A stream's start: its hello, what to replay, and the live receiver. Dropping `guard`
@@ -144,12 +202,18 @@ fn json<T: Serialize>(value: &T) -> String {
 }
 
 impl Broker {
-    pub fn new(config: Arc<Config>, ever: EverRegistered, history: History) -> Arc<Broker> {
+    pub fn new(
+        config: Arc<Config>,
+        ever: EverRegistered,
+        store: Store,
+        history: History,
+    ) -> Arc<Broker> {
         let (revision, _) = watch::channel(0);
         let (changes, _) = watch::channel(0);
         Arc::new_cyclic(|me| Broker {
             tools_cache: Mutex::new(None),
             mail: PostOffice::new(config.agents.keys().cloned()),
+            store,
             core: Mutex::new(Core {
                 clients: HashMap::new(),
                 registry: Registry::new(config.client_tools.pin_definitions),
@@ -159,6 +223,12 @@ impl Broker {
                 sessions: BTreeMap::new(),
                 next_conn: 1,
                 shutting_down: false,
+                orphans: HashMap::new(),
+                undelivered: HashMap::new(),
+                restored: HashSet::new(),
+                unoffered: HashSet::new(),
+                resume_keys: HashMap::new(),
+                away: HashSet::new(),
             }),
             bus: EventBus::new(config.client_tools.replay_events),
             revision,
@@ -172,10 +242,33 @@ impl Broker {
         })
     }
 
-    fn lock(&self) -> MutexGuard<'_, Core> {
+    fn lock(&self) -> CoreGuard<'_> {
         // Every critical section leaves Core consistent before anything that can panic, so a
         // poisoned lock is still usable; refusing service forever would be worse.
-        self.core.lock().unwrap_or_else(|p| p.into_inner())
+        CoreGuard {
+            guard: self.core.lock().unwrap_or_else(|p| p.into_inner()),
+            store: &self.store,
+        }
+    }
+
+    /// Resolves once every change made so far is on disk; an operation that accepts work
+    /// awaits it before it is acknowledged (never while holding the lock).
+    pub fn committed(&self) -> impl Future<Output = Result<(), Refusal>> + use<> {
+        let commit = self.store.committed();
+        async move {
+            commit.await.map_err(|e| {
+                tracing::error!(error = %e, "a change could not be recorded");
+                Refusal::new(
+                    ErrorCode::Internal,
+                    "the broker could not record this change; see its log",
+                )
+            })
+        }
+    }
+
+    /// The store, for the mailboxes and shutdown.
+    pub fn store(&self) -> &Store {
+        &self.store
     }
 
     pub fn config(&self) -> &Config {
@@ -215,25 +308,7 @@ impl Broker {
     /// more, announces the new revision.
     fn after_change(&self, core: &mut Core, change: Change, mut ended: Vec<EndedCall>) {
         if change == Change::Changed {
-            let registry = &core.registry;
-            ended.extend(core.requests.end_where(|call, stage| {
-                // A call also ends when the tool is no longer offered to its agent (scope).
-                let served = registry.visible(&call.tool).is_some_and(|v| {
-                    v.spec.group == call.group
-                        && v.spec.offered_to(&call.agent)
-                        && match stage {
-                            Stage::Parked => true,
-                            Stage::Claimed { by } => registry.serves(by, &call.group),
-                        }
-                });
-                (!served).then(|| {
-                    Failure::new(
-                        ErrorCode::Cancelled,
-                        CancelReason::ToolWithdrawn,
-                        format!("tool {:?} was withdrawn", call.tool),
-                    )
-                })
-            }));
+            ended.extend(Self::end_unserved(core));
         }
         self.publish_ended(&ended);
         if change == Change::Changed {
@@ -249,7 +324,41 @@ impl Broker {
                 None,
             );
             self.revision.send_replace(revision);
+            self.offer_restored(core);
         }
+    }
+
+    /// Ends the calls whose tool is no longer served to their agent (withdrawn, or out of
+    /// scope), but for restored calls during the grace period.
+    fn end_unserved(core: &mut Core) -> Vec<EndedCall> {
+        let registry = &core.registry;
+        let restored = &core.restored;
+        let away = &core.away;
+        core.requests.end_where(|call, stage| {
+            if restored.contains(&(call.agent.clone(), call.session.clone(), call.local_id)) {
+                return None;
+            }
+            if matches!(stage, Stage::Claimed { by } if away.contains(by)) {
+                // Its app may resume with its claims; `client_expired` decides.
+                return None;
+            }
+            // A call also ends when the tool is no longer offered to its agent (scope).
+            let served = registry.visible(&call.tool).is_some_and(|v| {
+                v.spec.group == call.group
+                    && v.spec.offered_to(&call.agent)
+                    && match stage {
+                        Stage::Parked => true,
+                        Stage::Claimed { by } => registry.serves(by, &call.group),
+                    }
+            });
+            (!served).then(|| {
+                Failure::new(
+                    ErrorCode::Cancelled,
+                    CancelReason::ToolWithdrawn,
+                    format!("tool {:?} was withdrawn", call.tool),
+                )
+            })
+        })
     }
 
     fn publish_ended(&self, ended: &[EndedCall]) {

@@ -78,6 +78,17 @@ impl Broker {
             .requests
             .get(id)
             .is_some_and(|(call, _)| core.registry.serves(client_id, &call.group));
+        // An owner whose stream is gone does not hold its group against a connected app: an
+        // app that opened a new stream instead of resuming goes on serving its agents.
+        let away_owner = core.requests.get(id).and_then(|(call, _)| {
+            core.owners
+                .owner(&call.agent, &call.group)
+                .filter(|o| core.away.contains(*o))
+                .map(|_| (call.agent.clone(), call.group.clone()))
+        });
+        if serves && let Some((agent, group)) = away_owner {
+            core.owners.forget(&agent, &group);
+        }
         core.requests.claim(id, client_id, serves, &mut core.owners)
     }
 

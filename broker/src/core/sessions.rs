@@ -178,7 +178,7 @@ impl Broker {
 
     /// Stamps and queues a message for `agent`, and tells its connected sessions.
     pub fn deliver_message(&self, agent: &str, from: &str, text: &str) -> Result<Queued, Refusal> {
-        self.mail.deliver(agent, from, text)
+        self.mail.deliver(agent, from, text, &self.store)
     }
 
     /// `fetch_messages`: returns and acknowledges `agent`'s unread messages, oldest first. An
@@ -196,7 +196,7 @@ impl Broker {
                 format!("tool {MESSAGES_TOOL:?} is denied to agent {agent:?}"),
             ));
         }
-        Ok(self.mail.take(agent))
+        Ok(self.mail.take(agent, &self.store))
     }
 
     /// Arrivals of messages, for sessions to push to harnesses that can show them.

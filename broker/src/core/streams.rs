@@ -1,29 +1,48 @@
 //! Event streams: a client opens one, and its leaving withdraws what it registered.
+//!
+//! A provider stream gets a resume key in its `hello`. When it drops, its tools are withdrawn
+//! as always, but its claims and ownership wait for `client_tools.resume_grace_s`: an app that
+//! reopens its stream with the key (after a dropped connection or a broker restart) is the
+//! same client again and posts its results as before. One that does not come back loses its
+//! claims, which are parked and offered again, and its ownership.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use leo_protocol::ErrorCode;
-use leo_protocol::events::{CancelReason, FEATURES, Hello};
+use leo_protocol::events::{FEATURES, Hello};
 use tracing::info;
 
 use super::{Broker, ClientGuard, ClientInfo, Core, Opened};
 use crate::events::EventBus;
 use crate::refusal::Refusal;
-use crate::requests::{Failure, Stage};
+use crate::registry::ClientId;
+use crate::requests::Stage;
+use crate::store::{Op, StoredClient};
 use crate::tokens::random_id;
 
 impl Broker {
     /// Opens an event stream for `principal`, named `name` by the app; provider streams may
-    /// register tools.
+    /// register tools. `resume` is a provider's key from an earlier `hello`.
     pub fn open_stream(
         self: &Arc<Self>,
         provider: bool,
         principal: String,
         name: Option<String>,
         last_event_id: Option<u64>,
-    ) -> Opened {
-        let client_id = random_id("c_");
+        resume: Option<String>,
+    ) -> Result<Opened, Refusal> {
         let mut core = self.lock();
+        let (client_id, key) = match (&resume, provider) {
+            (Some(key), true) => (Self::resumed(&mut core, key, &principal)?, key.clone()),
+            (Some(_), false) => {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidParameter,
+                    "query parameter \"resume\" is for provider streams (client_tools=1)",
+                ));
+            }
+            (None, _) => (random_id("c_"), random_id("k_")),
+        };
         core.next_conn += 1;
         let n = core.next_conn;
         core.clients.insert(
@@ -38,53 +57,140 @@ impl Broker {
                 webhook: None,
             },
         );
+        if provider && resume.is_none() {
+            core.resume_keys
+                .insert(key.clone(), (client_id.clone(), principal.clone()));
+            self.store.send(vec![Op::Client(StoredClient {
+                client_id: client_id.clone(),
+                resume_key: key.clone(),
+                principal: principal.clone(),
+                name: name.clone(),
+            })]);
+        }
         drop(core);
         self.touched();
         let subscription = self.bus.subscribe(last_event_id);
-        info!(client_id, provider, principal, name, "event stream opened");
-        Opened {
+        info!(
+            client_id,
+            provider,
+            principal,
+            name,
+            resumed = resume.is_some(),
+            "event stream opened"
+        );
+        Ok(Opened {
             hello: Hello {
                 client_id: client_id.clone(),
                 provider,
                 features: FEATURES.iter().map(|f| (*f).to_owned()).collect(),
                 seq: subscription.seq,
                 replay_gap: subscription.gap,
+                resume: provider.then_some(key),
             },
             subscription,
             guard: ClientGuard {
                 broker: self.clone(),
                 client_id,
             },
+        })
+    }
+
+    /// The client a resume key names, if `principal` may use it and its stream is gone.
+    fn resumed(core: &mut Core, key: &str, principal: &str) -> Result<ClientId, Refusal> {
+        let unknown = || {
+            Refusal::new(
+                ErrorCode::InvalidParameter,
+                "query parameter \"resume\": unknown or expired resume key; open the stream without it",
+            )
+        };
+        let (client_id, owner) = core.resume_keys.get(key).ok_or_else(unknown)?;
+        if owner != principal {
+            return Err(unknown());
         }
+        if core.clients.contains_key(client_id) {
+            return Err(Refusal::new(
+                ErrorCode::AlreadyClaimed,
+                "query parameter \"resume\": that client's stream is still open",
+            ));
+        }
+        let client_id = client_id.clone();
+        core.away.remove(&client_id);
+        Ok(client_id)
     }
 
     pub fn bus(&self) -> &EventBus {
         &self.bus
     }
 
-    /// A stream closed: withdraw what it registered, end the calls it had claimed.
+    /// A stream closed: withdraw what it registered; a provider's claims and ownership wait
+    /// for it to resume.
     pub(super) fn client_gone(&self, client_id: &str) {
         let mut core = self.lock();
-        if core.clients.remove(client_id).is_none() || core.shutting_down {
+        let Some(info) = core.clients.remove(client_id) else {
+            return;
+        };
+        if core.shutting_down {
             // At shutdown every call has already ended; the tool set is not announced again.
             return;
         }
-        core.owners.release_client(client_id);
+        if info.provider && !info.internal {
+            core.away.insert(client_id.to_owned());
+            self.expire_client_later(client_id);
+        } else {
+            core.owners.release_client(client_id);
+        }
         let (change, _) = core.registry.remove_client(client_id);
-        let ended = core.requests.end_where(|call, stage| match stage {
-            Stage::Claimed { by } if by == client_id => Some(Failure::new(
-                ErrorCode::NoClient,
-                CancelReason::ClientGone,
-                format!(
-                    "the app that claimed the call of {:?} disconnected",
-                    call.tool
-                ),
-            )),
-            _ => None,
-        });
-        self.after_change(&mut core, change, ended);
+        self.after_change(&mut core, change, Vec::new());
+        drop(core);
         self.touched();
         info!(client_id, "client disconnected");
+    }
+
+    fn expire_client_later(&self, client_id: &str) {
+        let me = self.me.clone();
+        let id = client_id.to_owned();
+        let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
+        self.tasks.spawn(async move {
+            tokio::time::sleep(grace).await;
+            if let Some(broker) = me.upgrade() {
+                let mut core = broker.lock();
+                broker.client_expired(&mut core, &id);
+                drop(core);
+                broker.touched();
+            }
+        });
+    }
+
+    /// A provider that left did not come back in time: its claims are parked and offered
+    /// again, its ownership released, its resume key forgotten.
+    pub(super) fn client_expired(&self, core: &mut Core, client_id: &str) {
+        if !core.away.remove(client_id) {
+            return;
+        }
+        core.owners.release_client(client_id);
+        core.resume_keys.retain(|_, (c, _)| c != client_id);
+        self.store.send(vec![Op::ClientGone {
+            client_id: client_id.to_owned(),
+        }]);
+        let claims: Vec<String> = core
+            .requests
+            .live()
+            .filter(|(_, _, stage)| matches!(stage, Stage::Claimed { by } if by == client_id))
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        for id in &claims {
+            if core.requests.unclaim(id).is_some() {
+                core.unoffered.insert(id.clone());
+            }
+        }
+        let ended = Self::end_unserved(core);
+        self.publish_ended(&ended);
+        self.offer_restored(core);
+        info!(
+            client_id,
+            returned = claims.len(),
+            "client did not resume; its claims are parked again"
+        );
     }
 
     pub(super) fn require_provider(core: &Core, client_id: &str) -> Result<(), Refusal> {

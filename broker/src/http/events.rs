@@ -76,6 +76,7 @@ pub async fn stream(
     uri: Uri,
 ) -> Result<Response, Refusal> {
     let (name, flags) = app_name(uri.query())?;
+    let (resume, flags) = resume_key(flags)?;
     let provider = query_flags(flags.as_deref(), &["client_tools"])?
         .iter()
         .any(|f| f == "client_tools");
@@ -100,7 +101,7 @@ pub async fn stream(
         ),
     };
     let broker = state.broker.clone();
-    let opened = broker.open_stream(provider, principal_name(&who), name, last_event_id);
+    let opened = broker.open_stream(provider, principal_name(&who), name, last_event_id, resume)?;
     let hello = serde_json::to_string(&opened.hello)
         .map_err(|_| Refusal::new(ErrorCode::Internal, "cannot encode hello"))?;
     let last_sent = opened
@@ -140,6 +141,38 @@ pub async fn stream(
 
 /// Takes `name=…` (percent-encoded) out of the query: the app's name, checked, and the
 /// remaining parameters for `query_flags`.
+/// Takes `resume=KEY` out of the query: a provider's key from an earlier `hello`.
+fn resume_key(query: Option<String>) -> Result<(Option<String>, Option<String>), Refusal> {
+    let mut key = None;
+    let mut rest = Vec::new();
+    for pair in query.as_deref().unwrap_or_default().split('&') {
+        let Some(value) = pair.strip_prefix("resume=") else {
+            rest.push(pair);
+            continue;
+        };
+        let bad = |why: &str| {
+            Refusal::new(
+                ErrorCode::InvalidParameter,
+                format!("query parameter \"resume\" {why}"),
+            )
+        };
+        if key.is_some() {
+            return Err(bad("is given twice"));
+        }
+        if value.is_empty()
+            || value.len() > 64
+            || !value
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        {
+            return Err(bad("must be the key from a provider stream's hello"));
+        }
+        key = Some(value.to_owned());
+    }
+    let rest = rest.join("&");
+    Ok((key, (!rest.is_empty()).then_some(rest)))
+}
+
 fn app_name(query: Option<&str>) -> Result<(Option<String>, Option<String>), Refusal> {
     let mut name = None;
     let mut rest = Vec::new();

@@ -75,6 +75,7 @@ pub async fn claim(
 ) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
     let ack = state.broker.claim(&id, &body.client_id)?;
+    state.broker.committed().await?;
     audit(&state, Some(&who), "claim", &id, Some(body.client_id));
     Ok(ok(ack))
 }
@@ -94,10 +95,10 @@ pub async fn result(
         if body.ok { "ok" } else { "error" }
     );
     let ack = state.broker.post_result(&id, body)?;
+    // Acknowledged once on disk; meanwhile the session writes the result frame, so the
+    // agent is not kept waiting for the commit.
+    state.broker.committed().await?;
     audit(&state, Some(&who), "result", &id, Some(detail));
-    // The agent is waiting and the app is not: let the session write the result frame before
-    // this response is written, so the sidecar is woken first.
-    tokio::task::yield_now().await;
     Ok(ok(ack))
 }
 
@@ -112,6 +113,7 @@ pub async fn cancel(
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
     let ack = state.broker.cancel_request(&id)?;
+    state.broker.committed().await?;
     audit(&state, who.as_ref().map(|w| &w.0), "cancel", &id, None);
     Ok(ok(ack))
 }
@@ -183,6 +185,7 @@ pub async fn message(
     let queued = state
         .broker
         .deliver_message(&target, &body.from, &body.text)?;
+    state.broker.committed().await?;
     let detail = format!("from {} bytes={}", body.from, body.text.len());
     audit(&state, Some(&who), "message", &target, Some(detail));
     Ok(ok(queued))

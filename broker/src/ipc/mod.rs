@@ -132,6 +132,7 @@ struct Hello {
     session: String,
     harness: Option<leo_protocol::ipc::Harness>,
     mode: leo_protocol::ipc::Mode,
+    resume: Vec<u64>,
 }
 
 /// Reads and checks `hello`, then runs the session; refuses the connection otherwise.
@@ -146,10 +147,9 @@ async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys) {
     };
     let id = broker.session_open(&hello.agent, &hello.session, hello.harness, hello.mode);
     let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
-    Session::new(broker, id, hello.agent, conn)
-        .run()
-        .instrument(span)
-        .await;
+    let mut session = Session::new(broker, id, hello.agent, conn);
+    session.resume(&hello.session, &hello.resume);
+    session.run().instrument(span).await;
 }
 
 /// The first frame, checked: the version, the agent's name, its token, the session id.
@@ -177,6 +177,7 @@ async fn read_hello(
         token,
         harness,
         mode,
+        resume,
     } = frame
     else {
         return Err((
@@ -210,5 +211,6 @@ async fn read_hello(
         session,
         harness,
         mode,
+        resume,
     }))
 }

@@ -29,7 +29,7 @@ use tokio_util::codec::FramedWrite;
 use tracing::debug;
 
 use super::{COALESCE, Coalescer, Conn};
-use crate::core::Broker;
+use crate::core::{Broker, Resumed};
 use crate::requests::ConnId;
 
 /// How long the endings of the last calls may take to write once the session is over.
@@ -40,27 +40,28 @@ const MAX_QUEUED: usize = 4096;
 /// Frames the core may push to this session (progress, questions) before it drops one.
 const OUTBOX: usize = 256;
 
-/// A parked call's receiver, resolving to its id and outcome.
+/// A parked call's receiver, resolving to its ids and outcome.
 struct InFlight {
     id: u64,
+    request: Option<String>,
     rx: oneshot::Receiver<RawOutcome>,
 }
 
 impl Future for InFlight {
-    type Output = (u64, Option<RawOutcome>);
+    type Output = (u64, Option<String>, Option<RawOutcome>);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let id = self.id;
         Pin::new(&mut self.rx)
             .poll(cx)
-            .map(|outcome| (id, outcome.ok()))
+            .map(|outcome| (id, self.request.take(), outcome.ok()))
     }
 }
 
 /// What woke the session.
 enum Event {
     Read(Option<std::io::Result<Line>>),
-    Ended(u64, Option<RawOutcome>),
+    Ended(u64, Option<String>, Option<RawOutcome>),
     Written(std::io::Result<()>),
     Revision(bool),
     Due,
@@ -155,8 +156,8 @@ impl Session {
         tokio::select! {
             biased;
             _ = shutdown.cancelled() => Event::Shutdown,
-            Some((id, outcome)) = self.calls.next(), if !self.calls.is_empty() => {
-                Event::Ended(id, outcome)
+            Some((id, request, outcome)) = self.calls.next(), if !self.calls.is_empty() => {
+                Event::Ended(id, request, outcome)
             }
             w = flush(&mut self.conn.writer, &mut self.out), if writing => Event::Written(w),
             line = self.conn.reader.next(), if reading => Event::Read(line),
@@ -182,7 +183,7 @@ impl Session {
                     return;
                 }
                 Event::Read(Some(Ok(Line::Frame(line)))) => self.on_frame(&line),
-                Event::Ended(id, outcome) => outcome.map(|o| result_line(id, &o)),
+                Event::Ended(id, request, outcome) => self.ended(id, request, outcome),
                 Event::Revision(true) => {
                     self.coalescer.changed();
                     None
@@ -217,8 +218,12 @@ impl Session {
                 let _entered = span.enter();
                 debug!("call received");
                 match self.broker.call(self.id, id, &tool, arguments) {
-                    Ok(rx) => {
-                        self.calls.push(InFlight { id, rx });
+                    Ok((request, rx)) => {
+                        self.calls.push(InFlight {
+                            id,
+                            request: Some(request),
+                            rx,
+                        });
                         None
                     }
                     Err(refusal) => Some(result_line(
@@ -249,6 +254,46 @@ impl Session {
                 ErrorCode::InvalidFrame,
                 "at $.type: hello was already received",
             )),
+        }
+    }
+
+    /// A call ended: its result frame, and the store may forget the outcome.
+    fn ended(
+        &mut self,
+        id: u64,
+        request: Option<String>,
+        outcome: Option<RawOutcome>,
+    ) -> Option<Bytes> {
+        let line = result_line(id, &outcome?);
+        if let Some(request) = request {
+            self.broker.delivered(&request);
+        }
+        Some(line)
+    }
+
+    /// Re-attaches the calls this sidecar had in flight before it reconnected (`resume` in
+    /// its hello): each waits again, or its ending is written at once.
+    pub fn resume(&mut self, session: &str, ids: &[u64]) {
+        for resumed in self.broker.resume(self.id, &self.agent, session, ids) {
+            match resumed {
+                Resumed::Waiting {
+                    local_id,
+                    request,
+                    rx,
+                } => self.calls.push(InFlight {
+                    id: local_id,
+                    request: Some(request),
+                    rx,
+                }),
+                Resumed::Ended {
+                    local_id,
+                    request,
+                    outcome,
+                } => {
+                    let line = self.ended(local_id, request, Some(outcome));
+                    self.out.extend(line);
+                }
+            }
         }
     }
 
@@ -301,8 +346,10 @@ impl Session {
                 return;
             }
             match self.calls.next().await {
-                Some((id, Some(outcome))) => self.out.push_back(result_line(id, &outcome)),
-                Some((_, None)) => {}
+                Some((id, request, outcome)) => {
+                    let line = self.ended(id, request, outcome);
+                    self.out.extend(line);
+                }
                 None => return,
             }
         }

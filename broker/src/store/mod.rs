@@ -1,0 +1,227 @@
+//! The broker's live state on disk: `$LEO_HOME/state/leo.db`, so a restart (a crash, a
+//! `kill -9`, an upgrade) loses no accepted call and no unread message.
+//!
+//! SQLite (bundled, WAL): a real database a user can open with `sqlite3`, crash-safe by
+//! design, one file. The core stays the one place that decides; the store only records what
+//! it decided. Every change is an [`Op`], queued under the core's lock (a channel send, never a
+//! wait) so the file sees changes in the order the core made them. One writer thread owns the
+//! connection and commits whatever is queued as one transaction, so a burst of calls costs
+//! one commit, not one per call.
+//!
+//! **Durability rule:** an operation that accepts work (a claim, a result, a cancel, a queued
+//! message) is acknowledged only after [`Store::committed`] resolves, which waits for the
+//! commit of everything queued before it. A parked call is queued before any app can see it,
+//! so an app's acknowledged claim or result implies its call is on disk too.
+
+use std::path::Path;
+use std::sync::mpsc;
+
+use leo_protocol::ipc::{Message, RawOutcome};
+use serde_json::Value;
+use tokio::sync::oneshot;
+use tracing::{error, info};
+
+mod read;
+pub mod schema;
+mod writer;
+
+pub use read::Restored;
+
+/// `store.synchronous`: how hard a commit waits for the disk.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    /// Survives the broker being killed (`kill -9`, a crash); a power loss may lose the last
+    /// commits. SQLite's `synchronous=NORMAL` in WAL mode.
+    #[default]
+    Normal,
+    /// Survives a power loss too: every commit waits for `fsync`.
+    Full,
+}
+
+/// A live call as stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredCall {
+    pub id: String,
+    pub agent: String,
+    pub session: String,
+    pub local_id: u64,
+    pub group: String,
+    pub tool: String,
+    pub arguments: Value,
+    pub timeout_s: Option<u64>,
+    /// When it times out, in milliseconds since 1970; time spent down counts.
+    pub deadline_ms: Option<i64>,
+    pub created_at: String,
+    pub claimed_by: Option<String>,
+}
+
+/// A request that ended, as stored; `outcome` until the sidecar has been sent it.
+#[derive(Debug, Clone)]
+pub struct StoredEnd {
+    pub id: String,
+    pub how: String,
+    pub agent: String,
+    pub session: String,
+    pub local_id: u64,
+    pub outcome: Option<String>,
+}
+
+/// A provider stream that may resume.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredClient {
+    pub client_id: String,
+    pub resume_key: String,
+    pub principal: String,
+    pub name: Option<String>,
+}
+
+/// One change the core made.
+#[derive(Debug)]
+pub enum Op {
+    Park(StoredCall),
+    Claim {
+        id: String,
+        by: String,
+    },
+    /// A claim given back: the call is parked again.
+    Unclaim {
+        id: String,
+    },
+    End {
+        id: String,
+        how: String,
+        agent: String,
+        session: String,
+        local_id: u64,
+        outcome: Option<RawOutcome>,
+    },
+    /// The outcome of `id` was written to its sidecar; it need not be kept.
+    Delivered {
+        id: String,
+    },
+    Mail {
+        agent: String,
+        message: Message,
+    },
+    /// `agent` read its mailbox.
+    MailTaken {
+        agent: String,
+    },
+    /// Only the newest `keep` messages of `agent` stay.
+    MailTrim {
+        agent: String,
+        keep: usize,
+    },
+    Client(StoredClient),
+    ClientGone {
+        client_id: String,
+    },
+    Owner {
+        agent: String,
+        group: String,
+        client_id: String,
+    },
+    /// What `client_id` owns (of `group` only, if given) is released.
+    OwnersReleased {
+        client_id: String,
+        group: Option<String>,
+    },
+}
+
+enum Job {
+    Ops(Vec<Op>),
+    Sync(oneshot::Sender<Result<(), String>>),
+}
+
+/// The handle the broker holds: queue changes, wait for their commit.
+pub struct Store {
+    tx: Option<mpsc::Sender<Job>>,
+}
+
+impl Store {
+    /// Opens (or creates, mode 0600) the database at `path`, migrates it, reads what was
+    /// live, and starts the writer. `remember` bounds the ended requests kept.
+    pub fn open(
+        path: &Path,
+        sync: Synchronous,
+        remember: usize,
+    ) -> Result<(Store, Restored), String> {
+        let mut conn = writer::connect(path, sync)?;
+        schema::migrate(&mut conn)?;
+        let restored =
+            read::restore(&conn).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        info!(
+            path = %path.display(),
+            live = restored.live.len(),
+            messages = restored.mail.len(),
+            "state database opened"
+        );
+        let (tx, rx) = mpsc::channel();
+        std::thread::Builder::new()
+            .name("leo-store".into())
+            .spawn(move || writer::run(conn, rx, remember))
+            .map_err(|e| format!("cannot start the store's writer: {e}"))?;
+        Ok((Store { tx: Some(tx) }, restored))
+    }
+
+    /// A store that records nothing (unit tests of the core).
+    pub fn disabled() -> Store {
+        Store { tx: None }
+    }
+
+    /// Queues `ops`, in order after everything queued before. Never waits.
+    pub fn send(&self, ops: Vec<Op>) {
+        if ops.is_empty() {
+            return;
+        }
+        if let Some(tx) = &self.tx
+            && tx.send(Job::Ops(ops)).is_err()
+        {
+            error!("the store's writer has stopped; a change was not recorded");
+        }
+    }
+
+    /// Resolves once everything queued so far is committed.
+    pub fn committed(&self) -> impl Future<Output = Result<(), String>> + use<> {
+        let rx = self.tx.as_ref().map(|tx| {
+            let (done, rx) = oneshot::channel();
+            let _ = tx.send(Job::Sync(done));
+            rx
+        });
+        async move {
+            match rx {
+                None => Ok(()),
+                Some(rx) => rx
+                    .await
+                    .unwrap_or_else(|_| Err("the store's writer has stopped".into())),
+            }
+        }
+    }
+
+    /// Waits for what is queued to be committed (at shutdown); errors are logged.
+    pub async fn close(&self) {
+        if let Err(e) = self.committed().await {
+            error!(error = %e, "the last changes could not be recorded");
+        }
+    }
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("enabled", &self.tx.is_some())
+            .finish()
+    }
+}
+
+/// Milliseconds since 1970, now.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests;

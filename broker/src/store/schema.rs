@@ -1,0 +1,90 @@
+//! The database's schema, as append-only migrations numbered by `PRAGMA user_version`.
+//!
+//! A migration is never edited once released: a file written by an older broker is brought
+//! up to date by running the migrations it has not seen, in order, in one transaction. A file
+//! written by a newer broker (a higher version than this one knows) is refused with a clear
+//! error instead of being read with assumptions that may be wrong.
+
+use rusqlite::Connection;
+
+/// Each entry moves the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: live requests, recently ended ones (with the outcome until the sidecar has it), and
+    // unread messages.
+    "CREATE TABLE live (
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        local_id INTEGER NOT NULL,
+        grp TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        timeout_s INTEGER,
+        deadline_ms INTEGER,
+        created_at TEXT NOT NULL,
+        claimed_by TEXT
+    );
+    CREATE TABLE ended (
+        n INTEGER PRIMARY KEY AUTOINCREMENT,
+        id TEXT NOT NULL UNIQUE,
+        how TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        local_id INTEGER NOT NULL,
+        outcome TEXT
+    );
+    CREATE TABLE mail (
+        n INTEGER PRIMARY KEY AUTOINCREMENT,
+        agent TEXT NOT NULL,
+        text TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX mail_agent ON mail (agent, n);",
+    // 2: provider streams that may resume: their client id, resume key and claims' owners.
+    "CREATE TABLE clients (
+        client_id TEXT PRIMARY KEY,
+        resume_key TEXT NOT NULL UNIQUE,
+        principal TEXT NOT NULL,
+        name TEXT
+    );
+    CREATE TABLE owners (
+        agent TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        PRIMARY KEY (agent, grp)
+    );",
+];
+
+/// The schema version this broker writes.
+pub fn current() -> u32 {
+    MIGRATIONS.len() as u32
+}
+
+/// Brings `conn` to the current version, or refuses a newer file.
+pub fn migrate(conn: &mut Connection) -> Result<(), String> {
+    let found: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(|e| format!("cannot read the schema version: {e}"))?;
+    if found > current() {
+        return Err(format!(
+            "the database has schema version {found}, newer than this broker's {}; it was \
+             written by a newer leo, so run that one (or move the file away to start empty)",
+            current()
+        ));
+    }
+    if found == current() {
+        return Ok(());
+    }
+    let tx = conn
+        .transaction()
+        .map_err(|e| format!("cannot start the migration: {e}"))?;
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.execute_batch(sql)
+            .map_err(|e| format!("migration to version {} failed: {e}", i + 1))?;
+    }
+    tx.pragma_update(None, "user_version", current())
+        .map_err(|e| format!("cannot write the schema version: {e}"))?;
+    tx.commit()
+        .map_err(|e| format!("cannot commit the migration: {e}"))
+}

@@ -1,0 +1,204 @@
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::os::unix::fs::PermissionsExt;
+
+use leo_protocol::content::AppError;
+use serde_json::json;
+
+use super::*;
+
+fn call(id: &str, local_id: u64) -> StoredCall {
+    StoredCall {
+        id: id.into(),
+        agent: "claude".into(),
+        session: "claude-1-ab".into(),
+        local_id,
+        group: "g".into(),
+        tool: "t".into(),
+        arguments: json!({"a": [1, "two"]}),
+        timeout_s: Some(600),
+        deadline_ms: Some(1_000),
+        created_at: "2026-01-01T00:00:00.000Z".into(),
+        claimed_by: None,
+    }
+}
+
+fn msg(text: &str) -> Message {
+    Message {
+        text: text.into(),
+        from: "ci".into(),
+        at: "t".into(),
+    }
+}
+
+async fn open(path: &Path) -> (Store, Restored) {
+    Store::open(path, Synchronous::Normal, 4).unwrap()
+}
+
+#[tokio::test]
+async fn an_empty_file_is_created_0600_and_reads_back_what_was_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, restored) = open(&path).await;
+    assert!(restored.live.is_empty() && restored.mail.is_empty());
+    let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+
+    store.send(vec![
+        Op::Park(call("r1", 1)),
+        Op::Park(call("r2", 2)),
+        Op::Park(call("r3", 3)),
+        Op::Claim {
+            id: "r2".into(),
+            by: "c_1".into(),
+        },
+        Op::End {
+            id: "r3".into(),
+            how: "timeout".into(),
+            agent: "claude".into(),
+            session: "claude-1-ab".into(),
+            local_id: 3,
+            outcome: Some(RawOutcome::Error {
+                error: AppError {
+                    code: "timeout".into(),
+                    message: "m".into(),
+                },
+            }),
+        },
+        Op::Mail {
+            agent: "claude".into(),
+            message: msg("one"),
+        },
+        Op::Mail {
+            agent: "claude".into(),
+            message: msg("two"),
+        },
+        Op::Mail {
+            agent: "other".into(),
+            message: msg("x"),
+        },
+        Op::MailTaken {
+            agent: "other".into(),
+        },
+    ]);
+    store.committed().await.unwrap();
+    for f in ["leo.db-wal", "leo.db-shm"] {
+        let mode = std::fs::metadata(dir.path().join(f))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o600, "{f}");
+    }
+    drop(store);
+
+    let (_store, restored) = open(&path).await;
+    let mut r2 = call("r2", 2);
+    r2.claimed_by = Some("c_1".into());
+    assert_eq!(restored.live, vec![call("r1", 1), r2]);
+    assert_eq!(restored.ended.len(), 1);
+    assert_eq!(restored.ended[0].how, "timeout");
+    assert!(
+        restored.ended[0]
+            .outcome
+            .as_deref()
+            .unwrap()
+            .contains("timeout")
+    );
+    let texts: Vec<_> = restored
+        .mail
+        .iter()
+        .map(|(a, m)| (a.as_str(), m.text.as_str()))
+        .collect();
+    assert_eq!(texts, [("claude", "one"), ("claude", "two")]);
+}
+
+#[tokio::test]
+async fn endings_are_bounded_and_delivered_outcomes_are_dropped() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, _) = open(&path).await;
+    for i in 0..10u64 {
+        store.send(vec![Op::End {
+            id: format!("r{i}"),
+            how: "result".into(),
+            agent: "a".into(),
+            session: "s".into(),
+            local_id: i,
+            outcome: Some(RawOutcome::Content {
+                content: vec![],
+                structured_content: None,
+            }),
+        }]);
+    }
+    store.send(vec![Op::Delivered { id: "r9".into() }]);
+    for i in 0..5 {
+        store.send(vec![Op::Mail {
+            agent: "a".into(),
+            message: msg(&i.to_string()),
+        }]);
+    }
+    store.send(vec![Op::MailTrim {
+        agent: "a".into(),
+        keep: 2,
+    }]);
+    store.committed().await.unwrap();
+    drop(store);
+    let (_s, restored) = open(&path).await;
+    let ids: Vec<_> = restored.ended.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["r6", "r7", "r8", "r9"], "the last `remember`");
+    assert!(restored.ended[2].outcome.is_some());
+    assert!(restored.ended[3].outcome.is_none());
+    let texts: Vec<_> = restored.mail.iter().map(|(_, m)| m.text.as_str()).collect();
+    assert_eq!(texts, ["3", "4"]);
+}
+
+#[test]
+fn an_older_file_is_migrated_and_a_newer_one_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    {
+        // A file as the first schema left it, with a live call in it.
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        conn.execute_batch(schema::MIGRATIONS[0]).unwrap();
+        conn.pragma_update(None, "user_version", 1).unwrap();
+        conn.execute(
+            "INSERT INTO live (id, agent, session, local_id, grp, tool, arguments, created_at)
+             VALUES ('r1', 'a', 's', 7, 'g', 't', '{}', 'now')",
+            [],
+        )
+        .unwrap();
+    }
+    let (store, restored) = Store::open(&path, Synchronous::Full, 4).unwrap();
+    assert_eq!(restored.live.len(), 1);
+    assert_eq!(restored.live[0].local_id, 7);
+    assert!(restored.clients.is_empty(), "the newer tables exist");
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    let v: u32 = conn
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .unwrap();
+    assert_eq!(v, schema::current());
+    conn.pragma_update(None, "user_version", schema::current() + 1)
+        .unwrap();
+    drop(conn);
+    let err = Store::open(&path, Synchronous::Normal, 4).unwrap_err();
+    assert!(
+        err.contains("newer than this broker's")
+            && err.contains(&format!("version {}", schema::current() + 1)),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_file_that_is_not_a_database_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    std::fs::write(
+        &path,
+        b"not a database, just some text that is long enough to matter",
+    )
+    .unwrap();
+    let err = Store::open(&path, Synchronous::Normal, 4).unwrap_err();
+    assert!(err.contains("leo.db"), "{err}");
+}
