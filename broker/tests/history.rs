@@ -89,26 +89,17 @@ async fn every_outcome_is_listed_newest_first_with_its_app_times_and_sizes() {
     .await
     .data();
     result_of(&mut ipc, 4).await;
-    // no_client: the claimant goes away.
-    let mut other = App::connect(&http).await;
-    other.register_ok("h", json!([tool("other")])).await;
-    ipc.call(5, "other", json!({})).await;
-    let id = other.next_request_id().await;
-    other.claim_ok(&id).await;
-    drop(other);
-    assert_eq!(outcome_code(&result_of(&mut ipc, 5).await), "no_client");
+    // A claimant that goes away no longer ends its calls: it may resume them, or they are
+    // offered again after the grace period (see the ownership tests), so no `no_client` here.
 
-    let list = ended_at_least(&http, "", 5).await;
-    assert_eq!(
-        outcomes(&list),
-        ["no_client", "cancelled", "timeout", "error", "result"]
-    );
+    let list = ended_at_least(&http, "", 4).await;
+    assert_eq!(outcomes(&list), ["cancelled", "timeout", "error", "result"]);
     let calls = list["calls"].as_array().unwrap();
     let seqs: Vec<u64> = calls.iter().map(|c| c["seq"].as_u64().unwrap()).collect();
     assert!(seqs.windows(2).all(|w| w[0] > w[1]), "{seqs:?}");
     assert_eq!(list["next_before"], Value::Null);
 
-    let result = &calls[4];
+    let result = &calls[3];
     assert_eq!(result["id"], first.as_str());
     assert_eq!(result["tool"], "echo");
     assert_eq!(result["group"], "g");
@@ -140,27 +131,25 @@ async fn every_outcome_is_listed_newest_first_with_its_app_times_and_sizes() {
         json!({"content": [{"type": "text", "text": "hi back"}]})
     );
 
-    let error = &calls[3];
+    let error = &calls[2];
     assert_eq!(error["error_code"], "forbidden_data");
     assert_eq!(error["reason"], Value::Null);
     assert_eq!(
         error["result"]["error"],
         json!({"code": "forbidden_data", "message": "no"})
     );
-    let timeout = &calls[2];
+    let timeout = &calls[1];
     assert_eq!(timeout["reason"], "timeout");
     assert_eq!(timeout["app"], Value::Null);
     assert_eq!(timeout["claimed_at"], Value::Null);
     assert_eq!(timeout["result_bytes"], Value::Null);
     assert!(timeout["duration_ms"].as_u64().unwrap() >= 900, "{timeout}");
-    assert_eq!(calls[1]["reason"], "cancelled_by_operator");
-    assert_eq!(calls[0]["reason"], "client_gone");
-    assert!(calls[0]["app"]["client_id"].is_string());
+    assert_eq!(calls[0]["reason"], "cancelled_by_operator");
 
     // A device sees the history, never the contents.
     let r = http.with_token(Some(&device)).get(ENDED).await;
     let seen = r.data()["calls"].as_array().unwrap();
-    assert_eq!(seen.len(), 5);
+    assert_eq!(seen.len(), 4);
     assert!(seen.iter().all(|c| c.get("arguments").is_none()), "{r:?}");
     assert!(seen.iter().all(|c| c.get("result").is_none()), "{r:?}");
 }
