@@ -76,13 +76,19 @@ impl EverRegistered {
             version: 1,
             tools: self.names.clone(),
         };
-        let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| BrokerError::State {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        bytes.push(b'\n');
-        write_atomic(&self.path, &bytes)
+        write_json(&self.path, &file)
     }
+}
+
+/// Writes `value` to the state file `path` as pretty JSON with a final newline, atomically
+/// (`home::write_atomic`: mode 0600, renamed into place).
+pub fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(value).map_err(|e| BrokerError::State {
+        path: path.to_owned(),
+        message: e.to_string(),
+    })?;
+    bytes.push(b'\n');
+    write_atomic(path, &bytes)
 }
 
 #[cfg(test)]

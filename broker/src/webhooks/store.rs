@@ -13,7 +13,6 @@ use leo_protocol::tool::ToolDef;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{BrokerError, Result};
-use crate::home::write_atomic;
 
 /// One webhook provider as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -83,12 +82,7 @@ impl Store {
             version: 1,
             webhooks: webhooks.to_vec(),
         };
-        let mut bytes = serde_json::to_vec_pretty(&file).map_err(|e| BrokerError::State {
-            path: self.path.clone(),
-            message: e.to_string(),
-        })?;
-        bytes.push(b'\n');
-        write_atomic(&self.path, &bytes)
+        crate::state_file::write_json(&self.path, &file)
     }
 }
 
