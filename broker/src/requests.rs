@@ -19,7 +19,7 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use leo_protocol::ErrorCode;
-use leo_protocol::content::{AppError, Posted};
+use leo_protocol::content::Posted;
 use leo_protocol::events::CancelReason;
 use leo_protocol::ipc::{Outcome, RawOutcome};
 use leo_protocol::requests::{PendingRequest, Request, RequestState};
@@ -376,12 +376,7 @@ impl Requests {
     /// Ends a live request with a failure; `None` if it is not live (already ended).
     pub fn end(&mut self, id: &str, failure: Failure) -> Option<EndedCall> {
         let live = self.remove(id, Ended::Failed(failure.code))?;
-        let outcome = Outcome::Error {
-            error: AppError {
-                code: failure.code.as_str().to_owned(),
-                message: failure.message,
-            },
-        };
+        let outcome = RawOutcome::failed(failure.code.as_str(), failure.message);
         self.journal.push(ended_op(
             id,
             &live.call,
@@ -496,6 +491,7 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use leo_protocol::content::AppError;
     use serde_json::json;
     use tokio::sync::oneshot::error::TryRecvError;
 

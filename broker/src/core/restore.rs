@@ -13,11 +13,9 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use leo_protocol::ErrorCode;
-use leo_protocol::content::AppError;
 use leo_protocol::events::{CancelReason, Redacted, kind};
-use leo_protocol::ipc::{OutcomeIn, RawOutcome};
+use leo_protocol::ipc::RawOutcome;
 use leo_protocol::requests::Request;
-use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
@@ -283,18 +281,14 @@ impl Broker {
 
 /// A stored outcome, read back as the bytes the app sent.
 fn parse_outcome(text: &str) -> Option<RawOutcome> {
-    serde_json::from_str::<OutcomeIn<Vec<Box<RawValue>>>>(text)
-        .ok()?
-        .into_outcome()
+    serde_json::from_str(text).ok()
 }
 
 /// What a sidecar gets for a call the broker has no record of (it ended before the
 /// restart and its outcome was already sent, or it never reached the disk).
 fn lost() -> RawOutcome {
-    RawOutcome::Error {
-        error: AppError {
-            code: ErrorCode::NoClient.as_str().to_owned(),
-            message: "broker connection lost; the broker has no record of this call".into(),
-        },
-    }
+    RawOutcome::failed(
+        ErrorCode::NoClient.as_str(),
+        "broker connection lost; the broker has no record of this call",
+    )
 }
