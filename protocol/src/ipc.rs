@@ -222,10 +222,14 @@ pub enum BrokerLine<C = Vec<Value>> {
 impl<C: serde::de::DeserializeOwned> BrokerLine<C> {
     /// Decodes one line, naming the JSON path at fault.
     pub fn parse(line: &[u8]) -> Result<BrokerLine<C>, crate::envelope::BodyError> {
-        if is_result(line) {
-            crate::envelope::parse_json(line).map(BrokerLine::Result)
-        } else {
-            crate::envelope::parse_json(line).map(BrokerLine::Frame)
+        if !is_result(line) {
+            return crate::envelope::parse_json(line).map(BrokerLine::Frame);
+        }
+        // The hot path reads without tracking the path; only a frame that fails is read again,
+        // to say where.
+        match serde_json::from_slice(line) {
+            Ok(frame) => Ok(BrokerLine::Result(frame)),
+            Err(_) => crate::envelope::parse_json(line).map(BrokerLine::Result),
         }
     }
 }
