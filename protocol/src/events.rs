@@ -1,4 +1,5 @@
-//! The payloads of SSE events, one struct per event type.
+//! The payloads of SSE events, one struct per event type; `client_tool.request` carries a
+//! `crate::requests::Request`, the one type of a call everywhere.
 //!
 //! Provider streams see requests in full; every other stream sees the same events redacted to
 //! ids, so that the global `seq` stays contiguous for everyone while arguments never leave the
