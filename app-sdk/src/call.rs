@@ -11,9 +11,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::AppError;
-use leo_protocol::events::RequestEvent;
 use leo_protocol::input::{InputAnswer, InputBody, ProgressBody};
-use leo_protocol::requests::PendingRequest;
+use leo_protocol::requests::Request;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -22,41 +21,52 @@ use crate::error::{Error, Result};
 use crate::transport::Chunks;
 use crate::worker::Link;
 
-/// A call to answer.
+/// A call to answer: the broker's [`Request`] (read its fields through the call:
+/// `call.id`, `call.agent`, `call.tool`, …) and the handle to the broker for this one call.
+///
+/// The arguments arrive as the JSON text the broker checked against the tool's input_schema
+/// (`call.arguments`, a `RawValue`); [`Call::args`] reads them straight into a type, and
+/// [`Call::arguments`] into a `serde_json::Value`, each when asked.
 #[derive(Debug, Clone)]
 pub struct Call {
-    /// The request id (`r_…`).
-    pub id: String,
-    /// The agent that called.
-    pub agent: String,
-    /// The agent's session.
-    pub session: String,
-    /// The group the tool was registered in.
-    pub group: String,
-    /// The tool's name.
-    pub tool: String,
-    /// The arguments, already checked by the broker against the tool's input_schema.
-    pub arguments: Value,
-    /// The call's timeout in seconds; `None` for a handoff (`timeout_s: 0`).
-    pub timeout_s: Option<u64>,
-    /// When the agent called (RFC 3339).
-    pub created_at: String,
+    request: Request,
     pub(crate) cancel: CancellationToken,
     /// How to reach the broker as the call's claimant; `None` for a tool that answers at once
     /// (its calls are never claimed before the reply, so it cannot report or ask).
     pub(crate) claimant: Option<Arc<Link>>,
 }
 
+impl std::ops::Deref for Call {
+    type Target = Request;
+
+    fn deref(&self) -> &Request {
+        &self.request
+    }
+}
+
 impl Call {
-    /// The arguments as `T`; on a mismatch, an `invalid_arguments` app error naming the JSON
-    /// path, ready to return from a handler with `?`.
+    /// The request as the broker sent it.
+    pub fn request(&self) -> &Request {
+        &self.request
+    }
+
+    /// The arguments as a JSON value (an object), parsed from their text on each call.
+    pub fn arguments(&self) -> Value {
+        // The broker sent valid JSON it produced itself; `null` only if that ever failed.
+        serde_json::from_str(self.request.arguments.get()).unwrap_or_default()
+    }
+
+    /// The arguments as `T`, read in one pass from their text; on a mismatch, an
+    /// `invalid_arguments` app error naming the JSON path, ready to return from a handler with
+    /// `?`.
     pub fn args<T: DeserializeOwned>(&self) -> Result<T, AppError> {
-        serde_path_to_error::deserialize(&self.arguments).map_err(|e| AppError {
+        let mut de = serde_json::Deserializer::from_str(self.request.arguments.get());
+        serde_path_to_error::deserialize(&mut de).map_err(|e| AppError {
             code: "invalid_arguments".into(),
             message: format!(
                 "at {}: {}",
                 leo_protocol::envelope::json_path(e.path()),
-                e.inner()
+                leo_protocol::envelope::strip_position(&e.inner().to_string())
             ),
         })
     }
@@ -141,19 +151,12 @@ impl Call {
     }
 
     pub(crate) fn new(
-        request: RequestEvent,
+        request: Request,
         cancel: CancellationToken,
         claimant: Option<Arc<Link>>,
     ) -> Call {
         Call {
-            id: request.id,
-            agent: request.agent,
-            session: request.session,
-            group: request.group,
-            tool: request.tool,
-            arguments: request.arguments,
-            timeout_s: request.timeout_s,
-            created_at: request.created_at,
+            request,
             cancel,
             claimant,
         }
@@ -163,19 +166,4 @@ impl Call {
 fn json_body<T: serde::Serialize>(body: &T) -> Result<Chunks> {
     let bytes = serde_json::to_vec(body).map_err(|e| Error::Config(e.to_string()))?;
     Ok(Chunks::new([Bytes::from(bytes)]))
-}
-
-/// A pending request as `?pending=1` lists it, in the shape the stream announces it.
-pub(crate) fn from_pending(p: PendingRequest) -> RequestEvent {
-    RequestEvent {
-        id: p.id,
-        agent: p.agent,
-        session: p.session,
-        group: p.group,
-        tool: p.tool,
-        arguments: p.arguments,
-        timeout_s: p.timeout_s,
-        created_at: p.created_at,
-        owner: p.owner,
-    }
 }

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use leo_protocol::events::RequestEvent;
+use leo_protocol::requests::Request;
 use tokio_util::sync::CancellationToken;
 
 /// How many finished request ids are remembered to drop repeats.
@@ -50,7 +50,7 @@ impl Control {
 #[derive(Debug)]
 pub struct Calls {
     max: usize,
-    queue: VecDeque<RequestEvent>,
+    queue: VecDeque<Request>,
     queued: HashSet<String>,
     running: HashMap<String, Arc<Control>>,
     seen: HashSet<String>,
@@ -81,7 +81,7 @@ impl Calls {
     }
 
     /// Queues a request unless it was seen before; returns whether it was queued.
-    pub fn offer(&mut self, request: RequestEvent) -> bool {
+    pub fn offer(&mut self, request: Request) -> bool {
         let id = &request.id;
         if self.seen.contains(id) || self.queued.contains(id) || self.running.contains_key(id) {
             return false;
@@ -104,7 +104,7 @@ impl Calls {
     }
 
     /// The next request to claim, if a slot is free; it counts as running from now on.
-    pub fn next_to_start(&mut self) -> Option<(RequestEvent, Arc<Control>)> {
+    pub fn next_to_start(&mut self) -> Option<(Request, Arc<Control>)> {
         if self.running.len() >= self.max {
             return None;
         }
@@ -153,16 +153,15 @@ impl Calls {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
-    fn req(id: &str) -> RequestEvent {
-        RequestEvent {
+    fn req(id: &str) -> Request {
+        Request {
             id: id.into(),
             agent: "a".into(),
             session: "s".into(),
             group: "g".into(),
             tool: "t".into(),
-            arguments: json!({}),
+            arguments: serde_json::value::RawValue::from_string("{}".into()).unwrap_or_default(),
             timeout_s: None,
             created_at: "now".into(),
             owner: None,

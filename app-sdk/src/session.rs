@@ -16,8 +16,8 @@ use std::time::Duration;
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use leo_protocol::ErrorCode;
-use leo_protocol::events::{CancelledEvent, Hello, RequestEvent, kind};
-use leo_protocol::requests::{PendingRequest, RequestState};
+use leo_protocol::events::{CancelledEvent, Hello, kind};
+use leo_protocol::requests::{PendingRequest, Request, RequestState};
 use leo_protocol::tool::RegisterBody;
 use serde::de::DeserializeOwned;
 use tokio::sync::{mpsc, watch};
@@ -25,7 +25,6 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, warn};
 
 use crate::app::{Group, Settings, Status};
-use crate::call::from_pending;
 use crate::calls::Calls;
 use crate::error::{Error, Result};
 use crate::transport::{Chunks, Client};
@@ -133,7 +132,7 @@ struct Session {
     /// The resume key of this stream.
     resume: Option<String>,
     /// Requests the pending list holds for us, served once the loop starts.
-    recovered: Vec<RequestEvent>,
+    recovered: Vec<Request>,
 }
 
 impl Session {
@@ -171,7 +170,7 @@ impl Session {
         let recovered = pending
             .into_iter()
             .filter(|p| p.state == RequestState::Parked && serves(settings, &p.group, &p.tool))
-            .map(from_pending)
+            .map(|p| p.request)
             .collect::<Vec<_>>();
         if !recovered.is_empty() {
             info!(
@@ -317,7 +316,7 @@ impl Loop<'_> {
             *self.last_event_id = Some(id);
         }
         match frame.event.as_str() {
-            kind::REQUEST => match parse::<RequestEvent>(&frame, "client_tool.request") {
+            kind::REQUEST => match parse::<Request>(&frame, "client_tool.request") {
                 Ok(request) if serves(self.settings, &request.group, &request.tool) => {
                     self.calls.offer(request);
                 }

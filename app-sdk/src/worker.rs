@@ -13,8 +13,8 @@ use std::time::Duration;
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::ResultBody;
-use leo_protocol::events::RequestEvent;
 use leo_protocol::requests::ClaimBody;
+use leo_protocol::requests::Request;
 use tokio::sync::mpsc;
 use tracing::{debug, warn};
 
@@ -131,7 +131,7 @@ impl Drop for Done {
 /// and posts the reply with the claim.
 pub async fn work(
     link: Arc<Link>,
-    request: RequestEvent,
+    request: Request,
     control: Arc<Control>,
     handler: Handler,
     at_once: bool,

@@ -93,7 +93,7 @@ async fn a_handler_that_ignores_cancellation_is_dropped_after_the_grace() {
         async move {
             let _ = tx.send(Seen::Started(call.id.clone()));
             let _guard = DropGuard(Some((call.id.clone(), tx)));
-            if call.arguments["forever"] == true {
+            if call.arguments()["forever"] == true {
                 std::future::pending::<()>().await;
             }
             std::mem::forget(_guard);

@@ -32,7 +32,7 @@ async fn at_most_max_concurrent_calls_are_claimed_and_run() {
             gauge.started.fetch_add(1, Ordering::SeqCst);
             let _permit = gate.acquire().await;
             gauge.now.fetch_sub(1, Ordering::SeqCst);
-            Reply::text(format!("done {}", call.arguments["n"]))
+            Reply::text(format!("done {}", call.arguments()["n"]))
         }
     });
     let app = builder(&broker)

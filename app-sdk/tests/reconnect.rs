@@ -12,7 +12,7 @@ fn echo() -> Tool {
     Tool::new("echo", "The echo tool", |call: Call| async move {
         Reply::text(format!(
             "app: {}",
-            call.arguments["text"].as_str().unwrap_or("")
+            call.arguments()["text"].as_str().unwrap_or("")
         ))
     })
 }

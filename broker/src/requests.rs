@@ -19,11 +19,10 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use leo_protocol::ErrorCode;
-use leo_protocol::content::{AppError, Posted};
+use leo_protocol::content::Posted;
 use leo_protocol::events::CancelReason;
 use leo_protocol::ipc::{Outcome, RawOutcome};
-use leo_protocol::requests::{PendingRequest, RequestState};
-use serde_json::Value;
+use leo_protocol::requests::{PendingRequest, Request, RequestState};
 use tokio::sync::oneshot;
 
 use crate::ownership::Owners;
@@ -37,21 +36,26 @@ pub type RequestId = String;
 /// Which sidecar connection a call came from.
 pub type ConnId = u64;
 
-/// What an agent asked for.
+/// What an agent asked for: the request apps are shown, and where it came from. It reads as
+/// its `Request` (`call.tool`, `call.arguments`).
 #[derive(Debug, Clone)]
 pub struct Call {
-    pub agent: String,
-    pub session: String,
+    /// As announced in `client_tool.request`; `owner` is the owner when it was announced
+    /// (listings say who owns now).
+    pub request: Request,
     pub conn: ConnId,
     /// The sidecar's own id of the call.
     pub local_id: u64,
-    pub group: String,
-    pub tool: String,
-    pub arguments: Value,
-    pub timeout_s: Option<u64>,
-    pub created_at: String,
     /// When it was parked, for its age.
     pub parked_at: std::time::Instant,
+}
+
+impl std::ops::Deref for Call {
+    type Target = Request;
+
+    fn deref(&self) -> &Request {
+        &self.request
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -185,27 +189,22 @@ impl Requests {
         self.live.get(id).map(|l| (&l.call, &l.stage))
     }
 
-    /// Parks a new call. The id must be fresh.
-    pub fn park(&mut self, id: RequestId, call: Call, reply: oneshot::Sender<RawOutcome>) {
+    /// Parks a new call. Its id must be fresh.
+    pub fn park(&mut self, call: Call, reply: oneshot::Sender<RawOutcome>) {
         let deadline_ms = call
             .timeout_s
             .map(|t| crate::store::now_ms().saturating_add((t as i64).saturating_mul(1000)));
         self.journal
-            .push(Op::Park(stored(&id, &call, deadline_ms, None)));
-        self.by_local.insert((call.conn, call.local_id), id.clone());
-        self.insert(id, call, Stage::Parked, reply);
+            .push(Op::Park(stored(&call, deadline_ms, None)));
+        self.by_local
+            .insert((call.conn, call.local_id), call.id.clone());
+        self.insert(call, Stage::Parked, reply);
     }
 
     /// Puts back a call the store had, as it was (not journaled: it is on disk already). Its
     /// `conn` is 0 until its sidecar comes back (`reattach`).
-    pub fn restore(
-        &mut self,
-        id: RequestId,
-        call: Call,
-        stage: Stage,
-        reply: oneshot::Sender<RawOutcome>,
-    ) {
-        self.insert(id, call, stage, reply);
+    pub fn restore(&mut self, call: Call, stage: Stage, reply: oneshot::Sender<RawOutcome>) {
+        self.insert(call, stage, reply);
     }
 
     /// Remembers how a request ended before the restart.
@@ -241,13 +240,8 @@ impl Requests {
         Some(&live.call)
     }
 
-    fn insert(
-        &mut self,
-        id: RequestId,
-        call: Call,
-        stage: Stage,
-        reply: oneshot::Sender<RawOutcome>,
-    ) {
+    fn insert(&mut self, call: Call, stage: Stage, reply: oneshot::Sender<RawOutcome>) {
+        let id = call.id.clone();
         self.parked += 1;
         self.order.insert(self.parked, id.clone());
         self.live.insert(
@@ -382,12 +376,7 @@ impl Requests {
     /// Ends a live request with a failure; `None` if it is not live (already ended).
     pub fn end(&mut self, id: &str, failure: Failure) -> Option<EndedCall> {
         let live = self.remove(id, Ended::Failed(failure.code))?;
-        let outcome = Outcome::Error {
-            error: AppError {
-                code: failure.code.as_str().to_owned(),
-                message: failure.message,
-            },
-        };
+        let outcome = RawOutcome::failed(failure.code.as_str(), failure.message);
         self.journal.push(ended_op(
             id,
             &live.call,
@@ -449,14 +438,12 @@ impl Requests {
     pub fn pending(&self, owners: &Owners) -> Vec<PendingRequest> {
         self.order
             .values()
-            .filter_map(|id| self.live.get(id).map(|l| (id, l)))
-            .map(|(id, l)| PendingRequest {
-                id: id.clone(),
-                agent: l.call.agent.clone(),
-                session: l.call.session.clone(),
-                group: l.call.group.clone(),
-                tool: l.call.tool.clone(),
-                arguments: l.call.arguments.clone(),
+            .filter_map(|id| self.live.get(id))
+            .map(|l| PendingRequest {
+                request: Request {
+                    owner: owners.owner(&l.call.agent, &l.call.group).cloned(),
+                    ..l.call.request.clone()
+                },
                 state: match l.stage {
                     Stage::Parked => RequestState::Parked,
                     Stage::Claimed { .. } => RequestState::Claimed,
@@ -465,9 +452,6 @@ impl Requests {
                     Stage::Parked => None,
                     Stage::Claimed { by } => Some(by.clone()),
                 },
-                owner: owners.owner(&l.call.agent, &l.call.group).cloned(),
-                timeout_s: l.call.timeout_s,
-                created_at: l.call.created_at.clone(),
             })
             .collect()
     }
@@ -479,23 +463,14 @@ impl Requests {
 }
 
 /// A call as the store keeps it.
-fn stored(
-    id: &str,
-    call: &Call,
-    deadline_ms: Option<i64>,
-    claimed_by: Option<String>,
-) -> StoredCall {
+fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<String>) -> StoredCall {
     StoredCall {
-        id: id.to_owned(),
-        agent: call.agent.clone(),
-        session: call.session.clone(),
+        request: Request {
+            owner: None,
+            ..call.request.clone()
+        },
         local_id: call.local_id,
-        group: call.group.clone(),
-        tool: call.tool.clone(),
-        arguments: call.arguments.clone(),
-        timeout_s: call.timeout_s,
         deadline_ms,
-        created_at: call.created_at.clone(),
         claimed_by,
     }
 }
@@ -516,27 +491,32 @@ mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
 
     use super::*;
+    use leo_protocol::content::AppError;
     use serde_json::json;
     use tokio::sync::oneshot::error::TryRecvError;
 
-    fn call(agent: &str, local_id: u64) -> Call {
+    fn call(id: &str, agent: &str, local_id: u64) -> Call {
         Call {
-            agent: agent.into(),
-            session: "s".into(),
+            request: Request {
+                id: id.into(),
+                agent: agent.into(),
+                session: "s".into(),
+                group: "g".into(),
+                tool: "t".into(),
+                arguments: serde_json::value::RawValue::from_string("{}".into()).unwrap(),
+                timeout_s: Some(600),
+                created_at: "now".into(),
+                owner: None,
+            },
             conn: 1,
             local_id,
-            group: "g".into(),
-            tool: "t".into(),
-            arguments: json!({}),
-            timeout_s: Some(600),
-            created_at: "now".into(),
             parked_at: std::time::Instant::now(),
         }
     }
 
     fn parked(reqs: &mut Requests, id: &str, agent: &str) -> oneshot::Receiver<RawOutcome> {
         let (tx, rx) = oneshot::channel();
-        reqs.park(id.into(), call(agent, reqs.len() as u64), tx);
+        reqs.park(call(id, agent, reqs.len() as u64), tx);
         rx
     }
 

@@ -39,10 +39,10 @@ pub async fn forward(
     match run(link, tool, arguments, harness, ctx.ct.cancelled()).await {
         Ended::Result(result) => result,
         // rmcp does not answer a cancelled request; this result is never sent.
-        Ended::Cancelled => outcome::failure("cancelled", "the harness cancelled the call"),
+        Ended::Cancelled => outcome::tool_error("cancelled", "the harness cancelled the call"),
         Ended::Asks(asked) => {
             link.answer_input(asked.input, crate::elicit::unsupported(ctx));
-            outcome::failure(
+            outcome::tool_error(
                 "input_unsupported",
                 "the call asked a question no one can answer",
             )
@@ -109,7 +109,7 @@ pub async fn run(
 ) -> Ended {
     match link.start_live_call(tool, arguments) {
         Ok((id, rx, events)) => wait(link, Live { id, rx, events }, harness, cancelled).await,
-        Err(reason) => Ended::Result(outcome::failure("no_client", &reason)),
+        Err(reason) => Ended::Result(outcome::tool_error("no_client", &reason)),
     }
 }
 
@@ -157,7 +157,7 @@ pub async fn wait(
                 return Ended::Result(match ended {
                     Ok(o) => outcome::to_result(o),
                     // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
-                    Err(_) => outcome::failure("no_client", crate::link::CONNECTION_LOST),
+                    Err(_) => outcome::tool_error("no_client", crate::link::CONNECTION_LOST),
                 });
             }
             () = &mut cancelled => {

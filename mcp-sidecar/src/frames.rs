@@ -10,7 +10,7 @@
 //! with a clear error and every other call of the session goes on.
 
 use futures_util::{SinkExt, StreamExt};
-use leo_protocol::ipc::{BrokerFrame, RESULT_FRAME_PREFIX, ResultFrameIn, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, BrokerLine, RESULT_FRAME_PREFIX, SidecarFrame};
 use leo_protocol::limits::MAX_FRAME_BYTES;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use rmcp::model::ContentBlock;
@@ -19,7 +19,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::error::{Result, SidecarError};
-use crate::outcome::Ending;
+use crate::outcome::{Ending, ending};
 
 /// A frame as the connection loop takes it: a call's result with its content already in rmcp's
 /// blocks, or any other frame.
@@ -96,25 +96,31 @@ pub async fn read_incoming(reader: &mut Reader) -> Result<Option<Incoming>> {
     }
 }
 
-/// Decodes one line. A result frame is read in one pass straight into rmcp's blocks
-/// (`ResultFrameIn`); if that fails (a block rmcp cannot read), the line is parsed as any frame
-/// and its blocks are converted one by one, with the fallback `outcome` describes. A line that
-/// is no frame at all is `Unreadable`.
+/// Decodes one line, through the one decoder of broker lines (`BrokerLine`): a result frame is
+/// read in one pass straight into rmcp's blocks. If that fails (a block rmcp cannot read), the
+/// same frame is read again with JSON values for blocks, converted one by one with the fallback
+/// `outcome` describes. A line that is no frame at all is `Unreadable`.
 pub fn decode(line: &[u8]) -> Incoming {
-    if line.starts_with(RESULT_FRAME_PREFIX)
-        && let Ok(frame) = serde_json::from_slice::<ResultFrameIn<Vec<ContentBlock>>>(line)
-        && let Some(ending) = frame.outcome.into_outcome()
-    {
-        return Incoming::Result {
-            id: frame.id,
-            ending,
-        };
+    match BrokerLine::<Vec<ContentBlock>>::parse(line) {
+        Ok(BrokerLine::Result(frame)) => {
+            return Incoming::Result {
+                id: frame.id,
+                ending: frame.outcome,
+            };
+        }
+        Ok(BrokerLine::Frame(frame)) => return Incoming::Frame(frame),
+        Err(_) => {}
     }
-    match parse_broker_frame(line) {
-        Ok(frame) => Incoming::Frame(frame),
+    match BrokerLine::<Vec<serde_json::Value>>::parse(line) {
+        Ok(BrokerLine::Result(frame)) => Incoming::Result {
+            id: frame.id,
+            ending: ending(frame.outcome),
+        },
+        Ok(BrokerLine::Frame(frame)) => Incoming::Frame(frame),
+        // This error names what is wrong with the frame itself, not with rmcp's view of it.
         Err(e) => Incoming::Unreadable {
             answers: answers(line),
-            message: e.to_string(),
+            message: SidecarError::BadFrame { message: e.message }.to_string(),
         },
     }
 }

@@ -26,7 +26,7 @@ use tracing::{debug, info, warn};
 
 use crate::frames::Answers;
 use crate::messages::{Fetch, Fetched, MAX_UNSHOWN};
-use crate::outcome::{Ending, ending};
+use crate::outcome::Ending;
 use crate::pending::Pending;
 use crate::view::View;
 
@@ -326,7 +326,6 @@ impl BrokerLink {
     /// A frame arrived on the live connection.
     pub fn apply(&self, frame: BrokerFrame) {
         match frame {
-            BrokerFrame::Result { id, outcome } => self.settle(id, ending(outcome)),
             BrokerFrame::Messages {
                 id,
                 messages,
@@ -417,9 +416,9 @@ impl BrokerLink {
         match answers {
             Some(Answers::Call(id)) => self.settle(
                 id,
-                crate::pending::failed(
+                leo_protocol::ipc::Outcome::failed(
                     "invalid_result",
-                    &format!("leo-mcp could not read this call's result ({why})"),
+                    format!("leo-mcp could not read this call's result ({why})"),
                 ),
             ),
             Some(Answers::Fetch(id)) => {
@@ -471,7 +470,7 @@ impl BrokerLink {
             state.cancelled_offline.clear();
             state
                 .pending
-                .fail_all(|| crate::pending::failed("no_client", CONNECTION_LOST))
+                .fail_all(|| leo_protocol::ipc::Outcome::failed("no_client", CONNECTION_LOST))
         } else {
             0
         };

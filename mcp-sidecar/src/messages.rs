@@ -70,7 +70,7 @@ pub fn tool() -> Tool {
 pub async fn fetch(link: &BrokerLink, ctx: &RequestContext<RoleServer>) -> CallToolResult {
     let (id, rx) = match link.start_fetch() {
         Ok(started) => started,
-        Err(reason) => return outcome::failure("no_client", &reason),
+        Err(reason) => return outcome::tool_error("no_client", &reason),
     };
     let answer = tokio::select! {
         biased;
@@ -78,11 +78,11 @@ pub async fn fetch(link: &BrokerLink, ctx: &RequestContext<RoleServer>) -> CallT
         () = ctx.ct.cancelled() => {
             // A late answer is kept for the next call (see `BrokerLink::apply`).
             link.forget_fetch(id);
-            return outcome::failure("cancelled", "the harness cancelled the call");
+            return outcome::tool_error("cancelled", "the harness cancelled the call");
         }
         () = tokio::time::sleep(FETCH_TIMEOUT) => {
             link.forget_fetch(id);
-            return outcome::failure(
+            return outcome::tool_error(
                 "timeout",
                 &format!("the broker did not answer within {} s", FETCH_TIMEOUT.as_secs()),
             );
@@ -90,16 +90,16 @@ pub async fn fetch(link: &BrokerLink, ctx: &RequestContext<RoleServer>) -> CallT
     };
     let fetched = match answer {
         Ok(Ok(fetched)) => fetched,
-        Ok(Err((code, reason))) => return outcome::failure(&code, &reason),
+        Ok(Err((code, reason))) => return outcome::tool_error(&code, &reason),
         // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
-        Err(_) => return outcome::failure("no_client", crate::link::CONNECTION_LOST),
+        Err(_) => return outcome::tool_error("no_client", crate::link::CONNECTION_LOST),
     };
     let mut messages = link.take_unshown();
     messages.extend(fetched.messages);
     if ctx.ct.is_cancelled() {
         // rmcp drops the answer to a cancelled request: keep the messages for the next call.
         link.keep_unshown(messages);
-        return outcome::failure("cancelled", "the harness cancelled the call");
+        return outcome::tool_error("cancelled", "the harness cancelled the call");
     }
     outcome::text(render(&Fetched {
         messages,

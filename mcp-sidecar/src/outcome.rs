@@ -48,13 +48,13 @@ pub fn to_result(ending: Ending) -> CallToolResult {
             result.structured_content = Some(structured);
             result
         }
-        Outcome::Error { error } => failure(&error.code, &error.message),
+        Outcome::Error { error } => tool_error(&error.code, &error.message),
     }
 }
 
 /// A tool error `"<code>: <message>"`. The message may be an app's, so it goes through the
 /// one sanitizer (the broker applied it too; a second pass changes nothing).
-pub fn failure(code: &str, message: &str) -> CallToolResult {
+pub fn tool_error(code: &str, message: &str) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(format!(
         "{}: {}",
         sanitize(code, Lines::Join),

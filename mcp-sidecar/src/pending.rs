@@ -9,8 +9,6 @@
 
 use std::collections::HashMap;
 
-use leo_protocol::content::AppError;
-use leo_protocol::ipc::Outcome;
 use tokio::sync::oneshot;
 
 /// The unanswered requests of this session, by the sidecar's own id.
@@ -74,16 +72,6 @@ impl<T> Pending<T> {
 
     pub fn is_empty(&self) -> bool {
         self.waiting.is_empty()
-    }
-}
-
-/// An `Outcome::Error`, whatever the outcome's content type.
-pub fn failed<C>(code: &str, message: &str) -> Outcome<C> {
-    Outcome::Error {
-        error: AppError {
-            code: code.to_owned(),
-            message: message.to_owned(),
-        },
     }
 }
 

@@ -202,7 +202,7 @@ impl Inner {
         let view = self.link.view();
         match name {
             MESSAGES | APP_TOOLS | APP_CALL if !self.offers_builtin(&view, name) => {
-                outcome::failure(
+                outcome::tool_error(
                     "denied",
                     &format!("tool {name:?} is denied to agent {:?}", self.settings.agent),
                 )
@@ -210,7 +210,7 @@ impl Inner {
             }
             MESSAGES => messages::fetch(&self.link, ctx).await.into(),
             APP_TOOLS => match self.link.down_reason() {
-                Some(reason) => outcome::failure("no_client", &reason).into(),
+                Some(reason) => outcome::tool_error("no_client", &reason).into(),
                 None => outcome::text(fallback::describe(
                     view.revision,
                     &self.native_visible(&view),
@@ -218,7 +218,7 @@ impl Inner {
                 .into(),
             },
             APP_CALL => match fallback::parse_call(&arguments) {
-                Err(message) => outcome::failure("invalid_arguments", &message).into(),
+                Err(message) => outcome::tool_error("invalid_arguments", &message).into(),
                 Ok(c) => {
                     let harness = call::Harness::of(ctx, self.settings.progress_every);
                     let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
@@ -245,7 +245,8 @@ impl Inner {
                 }
                 // rmcp does not answer a cancelled request; this result is never sent.
                 Ended::Cancelled => {
-                    return outcome::failure("cancelled", "the harness cancelled the call").into();
+                    return outcome::tool_error("cancelled", "the harness cancelled the call")
+                        .into();
                 }
                 Ended::Asks(asked) => match self.suspended.suspend(&self.link, *asked) {
                     Ok(response) => return response,
@@ -271,7 +272,7 @@ impl Inner {
                 let ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
                 self.finish(ended, ctx).await
             }
-            None => outcome::failure(
+            None => outcome::tool_error(
                 "invalid_arguments",
                 "requestState names no call waiting for an answer (it ended, or was answered)",
             )

@@ -14,7 +14,9 @@ use leo_mcp::view::View;
 use leo_mcp::{channel, outcome};
 use leo_protocol::content::AppError;
 use leo_protocol::input::{InputAction, InputAnswer, InputOutcome};
-use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode, Outcome, SidecarFrame};
+use leo_protocol::ipc::{
+    AgentTool, BrokerFrame, BrokerLine, Harness, Message, Mode, Outcome, ResultFrame, SidecarFrame,
+};
 use leo_protocol::tool::{Execution, ToolAnnotations};
 use leo_testkit::{Broker, Ipc};
 use serde::Serialize;
@@ -173,6 +175,46 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
     ]
 }
 
+fn result_frames() -> Vec<(&'static str, ResultFrame)> {
+    vec![
+        (
+            "broker_result_content",
+            ResultFrame {
+                id: 7,
+                outcome: Outcome::Content {
+                    content: vec![
+                        json!({"type": "text", "text": "hello"}),
+                        json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
+                    ],
+                    structured_content: None,
+                },
+            },
+        ),
+        (
+            "broker_result_error",
+            ResultFrame {
+                id: 8,
+                outcome: Outcome::Error {
+                    error: AppError {
+                        code: "timeout".into(),
+                        message: "no result within 1 s".into(),
+                    },
+                },
+            },
+        ),
+        (
+            "broker_result_structured",
+            ResultFrame {
+                id: 10,
+                outcome: Outcome::Content {
+                    content: vec![],
+                    structured_content: Some(json!({"url": "https://example.invalid/build/7"})),
+                },
+            },
+        ),
+    ]
+}
+
 fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
     vec![
         (
@@ -192,31 +234,6 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 revision: 5,
                 tools: vec![],
                 ever_registered: true,
-            },
-        ),
-        (
-            "broker_result_content",
-            BrokerFrame::Result {
-                id: 7,
-                outcome: Outcome::Content {
-                    content: vec![
-                        json!({"type": "text", "text": "hello"}),
-                        json!({"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}),
-                    ],
-                    structured_content: None,
-                },
-            },
-        ),
-        (
-            "broker_result_error",
-            BrokerFrame::Result {
-                id: 8,
-                outcome: Outcome::Error {
-                    error: AppError {
-                        code: "timeout".into(),
-                        message: "no result within 1 s".into(),
-                    },
-                },
             },
         ),
         (
@@ -250,16 +267,6 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
             },
         ),
         (
-            "broker_result_structured",
-            BrokerFrame::Result {
-                id: 10,
-                outcome: Outcome::Content {
-                    content: vec![],
-                    structured_content: Some(json!({"url": "https://example.invalid/build/7"})),
-                },
-            },
-        ),
-        (
             "broker_progress",
             BrokerFrame::Progress {
                 id: 7,
@@ -288,6 +295,9 @@ fn fixtures_match_the_typed_frames() {
     for (name, frame) in broker_frames() {
         check(name, &frame);
     }
+    for (name, frame) in result_frames() {
+        check(name, &frame);
+    }
 }
 
 #[test]
@@ -309,6 +319,7 @@ fn every_fixture_file_is_checked() {
         .iter()
         .map(|(n, _)| n.to_string())
         .chain(broker_frames().iter().map(|(n, _)| n.to_string()))
+        .chain(result_frames().iter().map(|(n, _)| n.to_string()))
         .collect();
     assert_eq!(on_disk, known);
 }
@@ -335,58 +346,50 @@ fn broker_fixtures_drive_the_sidecar() {
     assert!(after.tools.is_empty());
     assert_eq!(after.denied, view.denied, "tools frames keep deny_tools");
 
-    let BrokerFrame::Result { outcome: ok, .. } =
-        parse_broker_frame(&bytes("broker_result_content")).unwrap()
-    else {
-        panic!("not a result");
+    let result_of = |name: &str| match BrokerLine::<Vec<Value>>::parse(&bytes(name)).unwrap() {
+        BrokerLine::Result(frame) => frame.outcome,
+        other => panic!("{name}: not a result: {other:?}"),
     };
-    let result = outcome::to_result(outcome::ending(ok));
+    let result = outcome::to_result(outcome::ending(result_of("broker_result_content")));
     assert_ne!(result.is_error, Some(true));
     assert_eq!(
         serde_json::to_value(&result.content).unwrap(),
         read("broker_result_content")["outcome"]["content"]
     );
 
-    let BrokerFrame::Result { outcome: err, .. } =
-        parse_broker_frame(&bytes("broker_result_error")).unwrap()
-    else {
-        panic!("not a result");
-    };
-    let result = outcome::to_result(outcome::ending(err));
+    let result = outcome::to_result(outcome::ending(result_of("broker_result_error")));
     assert_eq!(result.is_error, Some(true));
     assert_eq!(
         serde_json::to_value(&result.content).unwrap(),
         json!([{"type": "text", "text": "timeout: no result within 1 s"}])
     );
 
-    // The one-pass reader of result frames gives the same results as the general one.
+    // The sidecar's reader gives the same results, from a fixture (members sorted) and from
+    // the line as the broker writes it (`type` first).
     for name in ["broker_result_content", "broker_result_error"] {
-        // As the broker writes it: one line, `type` first.
-        let line = serde_json::to_vec(&parse_broker_frame(&bytes(name)).unwrap()).unwrap();
-        let Incoming::Result { ending, .. } = decode(&line) else {
-            panic!("{name}: not read as a result");
-        };
-        let BrokerFrame::Result {
-            outcome: general, ..
-        } = parse_broker_frame(&line).unwrap()
-        else {
-            panic!("{name}: not a result");
-        };
-        assert_eq!(
-            serde_json::to_value(outcome::to_result(ending)).unwrap(),
-            serde_json::to_value(outcome::to_result(outcome::ending(general))).unwrap(),
-            "{name}"
-        );
+        let general = serde_json::to_value(outcome::to_result(outcome::ending(result_of(name))));
+        let written = serde_json::to_vec(&ResultFrame {
+            id: 1,
+            outcome: result_of(name),
+        })
+        .unwrap();
+        for line in [bytes(name), written] {
+            let Incoming::Result { ending, .. } = decode(&line) else {
+                panic!("{name}: not read as a result");
+            };
+            assert_eq!(
+                serde_json::to_value(outcome::to_result(ending)).unwrap(),
+                *general.as_ref().unwrap(),
+                "{name}"
+            );
+        }
     }
-    // A block rmcp cannot read still reaches the harness, as text, through the general path.
+    // A block rmcp cannot read still reaches the harness, as text, through the values reader.
     let odd = br#"{"type":"result","id":3,"outcome":{"content":[{"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":"high"}}]}}"#;
-    let Incoming::Frame(BrokerFrame::Result {
-        outcome: general, ..
-    }) = decode(odd)
-    else {
-        panic!("an unreadable block must take the general path");
+    let Incoming::Result { id: 3, ending } = decode(odd) else {
+        panic!("an unreadable block must still make a result");
     };
-    let result = outcome::to_result(outcome::ending(general));
+    let result = outcome::to_result(ending);
     assert!(
         serde_json::to_string(&result.content)
             .unwrap()
@@ -399,10 +402,8 @@ fn broker_fixtures_drive_the_sidecar() {
     ));
 
     // Structured content: `structuredContent`, and a text block of the same JSON since the
-    // app sent no blocks; through both readers.
-    let line = serde_json::to_vec(&parse_broker_frame(&bytes("broker_result_structured")).unwrap())
-        .unwrap();
-    let Incoming::Result { ending, .. } = decode(&line) else {
+    // app sent no blocks.
+    let Incoming::Result { ending, .. } = decode(&bytes("broker_result_structured")) else {
         panic!("structured result not read as a result");
     };
     let result = serde_json::to_value(outcome::to_result(ending)).unwrap();

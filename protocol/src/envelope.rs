@@ -133,7 +133,7 @@ fn path_error<E: std::fmt::Display + SerdeErrorKind>(
 }
 
 /// serde_json appends " at line L column C"; the JSON path already says where.
-fn strip_position(text: &str) -> &str {
+pub fn strip_position(text: &str) -> &str {
     match text.rfind(" at line ") {
         Some(i) => &text[..i],
         None => text,

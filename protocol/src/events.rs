@@ -1,4 +1,5 @@
-//! The payloads of SSE events, one struct per event type.
+//! The payloads of SSE events, one struct per event type; `client_tool.request` carries a
+//! `crate::requests::Request`, the one type of a call everywhere.
 //!
 //! Provider streams see requests in full; every other stream sees the same events redacted to
 //! ids, so that the global `seq` stays contiguous for everyone while arguments never leave the
@@ -10,11 +11,11 @@
 //! *receives* (request bodies, sidecar frames) stays strict.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 
 /// Event type names, as they appear on the `event:` line.
 pub mod kind {
     pub const HELLO: &str = "hello";
+    /// Its body, on provider streams, is a `crate::requests::Request`.
     pub const REQUEST: &str = "client_tool.request";
     pub const CANCELLED: &str = "client_tool.cancelled";
     pub const CHANGED: &str = "client_tools.changed";
@@ -73,22 +74,6 @@ pub struct Hello {
     /// dropped stream or a broker restart, within the grace period.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resume: Option<String>,
-}
-
-/// `client_tool.request`, as provider streams see it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RequestEvent {
-    pub id: String,
-    pub agent: String,
-    pub session: String,
-    pub group: String,
-    pub tool: String,
-    pub arguments: Value,
-    /// `None` for a handoff (`timeout_s: 0`).
-    pub timeout_s: Option<u64>,
-    pub created_at: String,
-    /// The client that owns this agent's group, if any: only it can claim.
-    pub owner: Option<String>,
 }
 
 /// `client_tool.cancelled`, as provider streams see it.

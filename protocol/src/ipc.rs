@@ -100,11 +100,15 @@ fn is_sync(e: &Execution) -> bool {
     *e == Execution::Sync
 }
 
-/// How a call ended, as the sidecar forwards it to the harness. `C` is how the content blocks
-/// are held: parsed (`Vec<Value>`, what the sidecar reads) or as the app sent them
-/// ([`RawOutcome`], what the broker writes).
+/// How a call ended. `C` is how the content blocks are held: as the app sent them
+/// ([`RawOutcome`], what the broker keeps, stores and writes), in the reader's own block type
+/// (rmcp's, in the sidecar), or as JSON values (the default, for tools and tests).
+///
+/// Written untagged: `{"content": […], "structured_content": …}` or `{"error": …}`. Read in one
+/// pass through `OutcomeFields` (exactly one of `content` and `error`), not as an untagged
+/// enum, which would first buffer the whole outcome, a large image included.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
+#[serde(untagged, try_from = "OutcomeFields<C>")]
 pub enum Outcome<C = Vec<Value>> {
     /// The app's content, verbatim, and its structured content (a JSON object) if it sent one.
     Content {
@@ -120,73 +124,135 @@ pub enum Outcome<C = Vec<Value>> {
 /// large result without parsing it into a tree and serializing it again.
 pub type RawOutcome = Outcome<Vec<Box<RawValue>>>;
 
-/// `BrokerFrame::Result` as the broker writes it: the same JSON, with the blocks embedded as
-/// the app sent them.
-#[derive(Debug, Serialize)]
-#[serde(tag = "type", rename = "result")]
-pub struct ResultFrame<'a> {
-    pub id: u64,
-    pub outcome: &'a RawOutcome,
+impl<C> Outcome<C> {
+    /// The outcome of a call that failed with `code` (an error code, or the app's own).
+    pub fn failed(code: impl Into<String>, message: impl Into<String>) -> Outcome<C> {
+        Outcome::Error {
+            error: AppError {
+                code: code.into(),
+                message: message.into(),
+            },
+        }
+    }
 }
 
-/// What starts every result frame the broker writes (`ResultFrame`, and `BrokerFrame::Result`
-/// serialized), so a reader can pick the one-pass path below without parsing first.
-pub const RESULT_FRAME_PREFIX: &[u8] = br#"{"type":"result","#;
-
-/// `BrokerFrame::Result` read as a plain struct, with the content blocks read straight into
-/// `C`. Through the enum, serde first buffers the whole frame (an internally tagged enum) and
-/// then the outcome (an untagged one), copying a large image twice before the reader sees it;
-/// this reads it in one pass. It reads every result frame the broker writes; anything it
-/// refuses, a reader parses as `BrokerFrame` instead.
-#[derive(Debug, Deserialize)]
+/// An outcome's members as read: one struct, so no buffering.
+#[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ResultFrameIn<C> {
-    #[serde(rename = "type")]
-    pub kind: ResultTag,
-    pub id: u64,
-    pub outcome: OutcomeIn<C>,
-}
-
-/// The `type` of a result frame.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-pub enum ResultTag {
-    #[serde(rename = "result")]
-    Result,
-}
-
-/// An outcome's two shapes as one struct; exactly one field is present.
-#[derive(Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OutcomeIn<C> {
+struct OutcomeFields<C> {
     #[serde(default = "none")]
-    pub content: Option<C>,
+    content: Option<C>,
     #[serde(default)]
-    pub structured_content: Option<Value>,
+    structured_content: Option<Value>,
     #[serde(default)]
-    pub error: Option<AppError>,
+    error: Option<AppError>,
 }
 
 fn none<C>() -> Option<C> {
     None
 }
 
-impl<C> OutcomeIn<C> {
-    /// The outcome, or `None` when both or neither field is present.
-    pub fn into_outcome(self) -> Option<Outcome<C>> {
-        match (self.content, self.error) {
-            (Some(content), None) => Some(Outcome::Content {
+impl<C> TryFrom<OutcomeFields<C>> for Outcome<C> {
+    type Error = &'static str;
+
+    fn try_from(f: OutcomeFields<C>) -> Result<Outcome<C>, &'static str> {
+        match (f.content, f.error) {
+            (Some(content), None) => Ok(Outcome::Content {
                 content,
-                structured_content: self.structured_content,
+                structured_content: f.structured_content,
             }),
-            (None, Some(error)) if self.structured_content.is_none() => {
-                Some(Outcome::Error { error })
-            }
-            _ => None,
+            (None, Some(error)) if f.structured_content.is_none() => Ok(Outcome::Error { error }),
+            _ => Err("an outcome has either content (and structured_content) or error"),
         }
     }
 }
 
-/// Frames the broker sends.
+/// `{"type":"result","id":…,"outcome":…}`: call `id` ended. The one type of a result frame,
+/// written by the broker (`ResultFrame<Vec<Box<RawValue>>>`, the blocks embedded as the app
+/// sent them) and read by every reader through [`BrokerLine`], its blocks straight into `C`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename = "result", from = "ResultFields<C>")]
+pub struct ResultFrame<C = Vec<Value>> {
+    pub id: u64,
+    pub outcome: Outcome<C>,
+}
+
+/// A result frame's members as read (serde writes a struct's `tag` but does not read it).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ResultFields<C> {
+    #[serde(rename = "type")]
+    _kind: ResultTag,
+    id: u64,
+    outcome: Outcome<C>,
+}
+
+#[derive(Deserialize)]
+enum ResultTag {
+    #[serde(rename = "result")]
+    Result,
+}
+
+impl<C> From<ResultFields<C>> for ResultFrame<C> {
+    fn from(f: ResultFields<C>) -> ResultFrame<C> {
+        ResultFrame {
+            id: f.id,
+            outcome: f.outcome,
+        }
+    }
+}
+
+/// What starts every result frame the broker writes (`type` first), so a reader picks the
+/// result path without parsing first.
+pub const RESULT_FRAME_PREFIX: &[u8] = br#"{"type":"result","#;
+
+/// One line from the broker, decoded once: a result frame, read as a plain struct with its
+/// blocks straight into `C`, or any other frame.
+///
+/// **Why results are not a `BrokerFrame` variant:** serde reads an internally tagged enum by
+/// first buffering the whole frame, so a large image would be copied into that buffer and
+/// then again into its blocks. A result frame is recognised by its `type` and read in one
+/// pass; every other frame is small and goes through the enum.
+#[derive(Debug, Clone, PartialEq)]
+pub enum BrokerLine<C = Vec<Value>> {
+    Result(ResultFrame<C>),
+    Frame(BrokerFrame),
+}
+
+impl<C: serde::de::DeserializeOwned> BrokerLine<C> {
+    /// Decodes one line, naming the JSON path at fault.
+    pub fn parse(line: &[u8]) -> Result<BrokerLine<C>, crate::envelope::BodyError> {
+        if !is_result(line) {
+            return crate::envelope::parse_json(line).map(BrokerLine::Frame);
+        }
+        // The hot path reads without tracking the path; only a frame that fails is read again,
+        // to say where.
+        match serde_json::from_slice(line) {
+            Ok(frame) => Ok(BrokerLine::Result(frame)),
+            Err(_) => crate::envelope::parse_json(line).map(BrokerLine::Result),
+        }
+    }
+}
+
+/// Whether `line` is a result frame: the broker writes `type` first, so the prefix decides;
+/// a line in another member order (hand-written) has its `type` read, the rest skipped.
+fn is_result(line: &[u8]) -> bool {
+    if line.starts_with(RESULT_FRAME_PREFIX) {
+        return true;
+    }
+    if line.starts_with(br#"{"type":""#) {
+        return false;
+    }
+    #[derive(Deserialize)]
+    struct Tag {
+        #[serde(rename = "type")]
+        kind: Option<String>,
+    }
+    matches!(serde_json::from_slice::<Tag>(line), Ok(Tag { kind: Some(k) }) if k == "result")
+}
+
+/// Frames the broker sends, but for results ([`ResultFrame`]; a reader takes both through
+/// [`BrokerLine`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "snake_case", deny_unknown_fields)]
 pub enum BrokerFrame {
@@ -207,8 +273,6 @@ pub enum BrokerFrame {
         tools: Vec<AgentTool>,
         ever_registered: bool,
     },
-    /// Call `id` ended.
-    Result { id: u64, outcome: Outcome },
     /// Answers `fetch_messages` `id`: unread messages, oldest first, now acknowledged.
     Messages {
         id: u64,
@@ -250,79 +314,80 @@ pub enum BrokerFrame {
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-    use crate::content::AppError;
 
     #[test]
-    fn a_raw_result_frame_reads_as_the_parsed_one() {
+    fn a_raw_result_frame_reads_in_one_pass_as_values() {
         let blocks = r#"[{"type":"text","text":"a \"quoted\"\nline"}, {"type":"image","data":"AAAA","mimeType":"image/png","annotations":{"priority":1}}]"#;
         let raw: Vec<Box<RawValue>> = serde_json::from_str(blocks).unwrap();
-        let outcome = RawOutcome::Content {
-            content: raw,
-            structured_content: None,
-        };
-        let line = serde_json::to_string(&ResultFrame {
+        let written = ResultFrame {
             id: 7,
-            outcome: &outcome,
-        })
-        .unwrap();
-        let parsed: BrokerFrame = crate::envelope::parse_json(line.as_bytes()).unwrap();
-        let expected = BrokerFrame::Result {
+            outcome: RawOutcome::Content {
+                content: raw,
+                structured_content: None,
+            },
+        };
+        let line = serde_json::to_string(&written).unwrap();
+        assert!(line.as_bytes().starts_with(RESULT_FRAME_PREFIX), "{line}");
+        let expected = ResultFrame {
             id: 7,
             outcome: Outcome::Content {
-                content: serde_json::from_str(blocks).unwrap(),
+                content: serde_json::from_str::<Vec<Value>>(blocks).unwrap(),
                 structured_content: None,
             },
         };
         // The same frame; only the key order inside blocks is the app's, not sorted.
-        assert_eq!(parsed, expected);
-        // And the one-pass reader sees the same.
-        assert!(line.as_bytes().starts_with(RESULT_FRAME_PREFIX));
-        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(&line).unwrap();
-        assert_eq!(fast.id, 7);
         assert_eq!(
-            BrokerFrame::Result {
-                id: fast.id,
-                outcome: fast.outcome.into_outcome().unwrap()
-            },
-            expected
+            BrokerLine::<Vec<Value>>::parse(line.as_bytes()).unwrap(),
+            BrokerLine::Result(expected.clone())
         );
-
-        let failed = RawOutcome::Error {
-            error: AppError {
-                code: "timeout".into(),
-                message: "no result within 1 s".into(),
-            },
+        // The raw reader reads back what was written, byte for byte.
+        let BrokerLine::Result(again) =
+            BrokerLine::<Vec<Box<RawValue>>>::parse(line.as_bytes()).unwrap()
+        else {
+            panic!("not a result");
         };
-        let line = serde_json::to_string(&ResultFrame {
+        assert_eq!(serde_json::to_string(&again).unwrap(), line);
+
+        let failed = ResultFrame {
             id: 8,
-            outcome: &failed,
-        })
-        .unwrap();
-        assert!(matches!(
-            crate::envelope::parse_json::<BrokerFrame>(line.as_bytes()).unwrap(),
-            BrokerFrame::Result {
+            outcome: RawOutcome::failed("timeout", "no result within 1 s"),
+        };
+        let line = serde_json::to_vec(&failed).unwrap();
+        assert_eq!(
+            BrokerLine::<Vec<Value>>::parse(&line).unwrap(),
+            BrokerLine::Result(ResultFrame {
                 id: 8,
-                outcome: Outcome::Error { .. }
-            }
-        ));
-        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(&line).unwrap();
+                outcome: Outcome::failed("timeout", "no result within 1 s"),
+            })
+        );
+    }
+
+    #[test]
+    fn a_result_frame_is_read_in_any_member_order_and_only_whole() {
+        // Sorted, as a pretty-printed fixture has it.
+        let sorted = br#"{"id":1,"outcome":{"error":{"code":"x","message":"y"}},"type":"result"}"#;
+        assert_eq!(
+            BrokerLine::<Vec<Value>>::parse(sorted).unwrap(),
+            BrokerLine::Result(ResultFrame {
+                id: 1,
+                outcome: Outcome::failed("x", "y"),
+            })
+        );
+        // Other frames go through the enum.
+        let error = br#"{"type":"error","code":"x","message":"y"}"#;
         assert!(matches!(
-            fast.outcome.into_outcome(),
-            Some(Outcome::Error { .. })
+            BrokerLine::<Vec<Value>>::parse(error).unwrap(),
+            BrokerLine::Frame(BrokerFrame::Error { .. })
         ));
-        // The enum's own serialization starts the same way.
-        let enum_line = serde_json::to_vec(&BrokerFrame::Result {
-            id: 1,
-            outcome: Outcome::Content {
-                content: vec![],
-                structured_content: None,
-            },
-        })
-        .unwrap();
-        assert!(enum_line.starts_with(RESULT_FRAME_PREFIX));
-        // Both fields, or neither, is not an outcome.
-        let both = r#"{"type":"result","id":1,"outcome":{"content":[],"error":{"code":"x","message":"y"}}}"#;
-        let fast: ResultFrameIn<Vec<Value>> = serde_json::from_str(both).unwrap();
-        assert!(fast.outcome.into_outcome().is_none());
+        // Both fields, or neither, is not an outcome; nor is an unknown member.
+        for bad in [
+            r#"{"type":"result","id":1,"outcome":{"content":[],"error":{"code":"x","message":"y"}}}"#,
+            r#"{"type":"result","id":1,"outcome":{}}"#,
+            r#"{"type":"result","id":1,"outcome":{"content":[],"later":1}}"#,
+            r#"{"type":"result","id":1,"outcome":{"content":[]},"later":1}"#,
+        ] {
+            let e = BrokerLine::<Vec<Value>>::parse(bad.as_bytes()).unwrap_err();
+            assert!(e.message.starts_with("at $"), "{bad}: {}", e.message);
+        }
     }
 }

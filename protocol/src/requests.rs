@@ -5,6 +5,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// `POST /api/v1/client-tools/requests/{id}/claim`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -21,20 +22,102 @@ pub enum RequestState {
     Claimed,
 }
 
-/// One pending request, as `GET …/requests?pending=1` lists it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PendingRequest {
+/// One call of a client tool: the body of `client_tool.request`, the heart of every
+/// `?pending=1` entry (`PendingRequest`), and what an app's handler is given.
+///
+/// **Decision: the arguments travel as text.** The broker parses them once, to check them
+/// against the tool's `input_schema`, and from then on keeps, stores, publishes and delivers
+/// the compact JSON text it measured (`RawValue`), never a tree it clones and writes again.
+/// A reader parses them when it needs them, straight into its own type.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Request {
     pub id: String,
     pub agent: String,
     pub session: String,
     pub group: String,
     pub tool: String,
-    pub arguments: Value,
-    pub state: RequestState,
-    pub claimed_by: Option<String>,
-    pub owner: Option<String>,
+    /// A JSON object, already checked against the tool's input_schema, as compact JSON.
+    pub arguments: Box<RawValue>,
+    /// `None` for a handoff (`timeout_s: 0`).
     pub timeout_s: Option<u64>,
     pub created_at: String,
+    /// The client that owns this agent's group, if any: only it can claim.
+    pub owner: Option<String>,
+}
+
+/// Two requests are equal when every field is, the arguments compared as text.
+impl PartialEq for Request {
+    fn eq(&self, other: &Request) -> bool {
+        self.id == other.id
+            && self.agent == other.agent
+            && self.session == other.session
+            && self.group == other.group
+            && self.tool == other.tool
+            && self.arguments.get() == other.arguments.get()
+            && self.timeout_s == other.timeout_s
+            && self.created_at == other.created_at
+            && self.owner == other.owner
+    }
+}
+
+/// One pending request, as `GET …/requests?pending=1` lists it: the request, where it stands
+/// and who claimed it, in one JSON object.
+///
+/// It is written through `flatten`; it is read through `PendingFields`, the same members
+/// spelled out, because serde cannot read a `RawValue` through `flatten` (it buffers the
+/// members first).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(from = "PendingFields")]
+pub struct PendingRequest {
+    #[serde(flatten)]
+    pub request: Request,
+    pub state: RequestState,
+    pub claimed_by: Option<String>,
+}
+
+/// A pending entry reads as its request (`pending.tool`).
+impl std::ops::Deref for PendingRequest {
+    type Target = Request;
+
+    fn deref(&self) -> &Request {
+        &self.request
+    }
+}
+
+/// `PendingRequest` as read from the wire.
+#[derive(Deserialize)]
+struct PendingFields {
+    id: String,
+    agent: String,
+    session: String,
+    group: String,
+    tool: String,
+    arguments: Box<RawValue>,
+    timeout_s: Option<u64>,
+    created_at: String,
+    owner: Option<String>,
+    state: RequestState,
+    claimed_by: Option<String>,
+}
+
+impl From<PendingFields> for PendingRequest {
+    fn from(f: PendingFields) -> PendingRequest {
+        PendingRequest {
+            request: Request {
+                id: f.id,
+                agent: f.agent,
+                session: f.session,
+                group: f.group,
+                tool: f.tool,
+                arguments: f.arguments,
+                timeout_s: f.timeout_s,
+                created_at: f.created_at,
+                owner: f.owner,
+            },
+            state: f.state,
+            claimed_by: f.claimed_by,
+        }
+    }
 }
 
 /// One tool as `GET /api/v1/client-tools` lists it.
@@ -101,4 +184,63 @@ pub struct Approved {
 pub struct RequestAck {
     pub id: String,
     pub state: String,
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn request() -> Request {
+        Request {
+            id: "r_1".into(),
+            agent: "rocket".into(),
+            session: "rocket-s1".into(),
+            group: "clipboard".into(),
+            tool: "read_clipboard".into(),
+            arguments: RawValue::from_string(r#"{"format":"text","n":[1,2]}"#.into()).unwrap(),
+            timeout_s: Some(30),
+            created_at: "2026-01-01T00:00:00Z".into(),
+            owner: None,
+        }
+    }
+
+    #[test]
+    fn a_request_carries_its_arguments_as_the_text_it_was_given() {
+        let line = serde_json::to_string(&request()).unwrap();
+        assert!(
+            line.contains(r#""arguments":{"format":"text","n":[1,2]}"#),
+            "{line}"
+        );
+        let back: Request = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, request());
+        // Read leniently: a newer broker may add a member.
+        let newer = line.replacen('{', r#"{"later":1,"#, 1);
+        assert_eq!(serde_json::from_str::<Request>(&newer).unwrap(), request());
+    }
+
+    #[test]
+    fn a_pending_entry_is_the_request_and_its_state_in_one_object() {
+        let pending = PendingRequest {
+            request: request(),
+            state: RequestState::Claimed,
+            claimed_by: Some("c_1".into()),
+        };
+        let line = serde_json::to_string(&pending).unwrap();
+        let flat: Value = serde_json::from_str(&line).unwrap();
+        let mut expected = serde_json::to_value(request()).unwrap();
+        expected["state"] = "claimed".into();
+        expected["claimed_by"] = "c_1".into();
+        assert_eq!(flat, expected);
+        assert_eq!(
+            serde_json::from_str::<PendingRequest>(&line).unwrap(),
+            pending
+        );
+        // The list as the route answers it, read in one pass.
+        let list = format!("[{line},{line}]");
+        assert_eq!(
+            serde_json::from_str::<Vec<PendingRequest>>(&list).unwrap(),
+            [pending.clone(), pending]
+        );
+    }
 }

@@ -129,12 +129,13 @@ pub struct RequestStatus {
     pub arguments: Option<Value>,
 }
 
-/// `arguments` as compact JSON, cut at `PREVIEW_CHARS` characters.
-pub fn preview(arguments: &Value) -> String {
-    let text = arguments.to_string();
+/// `arguments` (compact JSON text, as `Request` carries it), cut at `PREVIEW_CHARS`
+/// characters.
+pub fn preview(arguments: &serde_json::value::RawValue) -> String {
+    let text = arguments.get();
     match text.char_indices().nth(PREVIEW_CHARS) {
         Some((at, _)) => format!("{}…", &text[..at]),
-        None => text,
+        None => text.to_owned(),
     }
 }
 
@@ -144,8 +145,9 @@ mod tests {
 
     #[test]
     fn previews_are_cut_on_a_character_boundary() {
-        assert_eq!(preview(&serde_json::json!({"a": 1})), r#"{"a":1}"#);
-        let long = serde_json::json!({"q": "é".repeat(300)});
+        let raw = |v: serde_json::Value| serde_json::value::to_raw_value(&v).unwrap_or_default();
+        assert_eq!(preview(&raw(serde_json::json!({"a": 1}))), r#"{"a":1}"#);
+        let long = raw(serde_json::json!({"q": "é".repeat(300)}));
         let p = preview(&long);
         assert_eq!(p.chars().count(), PREVIEW_CHARS + 1);
         assert!(p.ends_with('…'));

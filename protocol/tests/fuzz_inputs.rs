@@ -7,7 +7,7 @@ use std::path::Path;
 
 use leo_protocol::content::{Posted, ResultBody, content_size};
 use leo_protocol::envelope::parse_json;
-use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
+use leo_protocol::ipc::{BrokerLine, SidecarFrame};
 
 fn inputs(target: &str) -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
@@ -49,9 +49,13 @@ fn ipc_frame_inputs() {
             let again = serde_json::to_vec(&frame).unwrap();
             assert_eq!(parse_json::<SidecarFrame>(&again).ok(), Some(frame));
         }
-        if let Ok(frame) = parse_json::<BrokerFrame>(&data) {
-            let again = serde_json::to_vec(&frame).unwrap();
-            assert_eq!(parse_json::<BrokerFrame>(&again).ok(), Some(frame));
+        if let Ok(line) = BrokerLine::<Vec<serde_json::Value>>::parse(&data) {
+            let again = match &line {
+                BrokerLine::Result(frame) => serde_json::to_vec(frame),
+                BrokerLine::Frame(frame) => serde_json::to_vec(frame),
+            }
+            .expect("a decoded frame encodes");
+            assert_eq!(BrokerLine::parse(&again).ok(), Some(line));
         }
     }
 }

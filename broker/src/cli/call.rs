@@ -21,7 +21,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use leo_broker::home::Home;
 use leo_protocol::content::AppError;
-use leo_protocol::ipc::{BrokerFrame, Harness, Mode, Outcome, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, BrokerLine, Harness, Mode, Outcome, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use serde_json::Value;
@@ -202,7 +202,7 @@ async fn connect(
 /// With `--wait`: reads tool-set frames until `tool` is among them or the wait is over. The call
 /// is made either way; if nobody serves the tool, the broker says so (`no_client`).
 async fn wait_for_tool(
-    frames: &mut mpsc::Receiver<Result<BrokerFrame, CallError>>,
+    frames: &mut mpsc::Receiver<Result<BrokerLine, CallError>>,
     tool: &str,
     until: Instant,
 ) -> Result<(), CallError> {
@@ -212,10 +212,12 @@ async fn wait_for_tool(
             Ok(frame) => frame.ok_or(CallError::Lost)??,
         };
         match frame {
-            BrokerFrame::Tools { tools, .. } if tools.iter().any(|t| t.name == tool) => {
+            BrokerLine::Frame(BrokerFrame::Tools { tools, .. })
+                if tools.iter().any(|t| t.name == tool) =>
+            {
                 return Ok(());
             }
-            BrokerFrame::Error { code, message, .. } => {
+            BrokerLine::Frame(BrokerFrame::Error { code, message, .. }) => {
                 return Err(CallError::Refused { code, message });
             }
             _ => {}
@@ -262,7 +264,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
         .map_err(|_| CallError::NoWelcome)?
         .ok_or(CallError::Lost)??
     {
-        BrokerFrame::Welcome { tools, .. } => {
+        BrokerLine::Frame(BrokerFrame::Welcome { tools, .. }) => {
             if let Some(until) = wait_until
                 && !tools.iter().any(|t| t.name == args.tool)
             {
@@ -272,7 +274,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
                 }
             }
         }
-        BrokerFrame::Error { code, message, .. } => {
+        BrokerLine::Frame(BrokerFrame::Error { code, message, .. }) => {
             return Err(CallError::Refused { code, message });
         }
         other => {
@@ -308,13 +310,13 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
 /// progress. A question from the app is refused at once: a terminal has no form to show, and
 /// the app can fall back.
 async fn outcome(
-    frames: &mut mpsc::Receiver<Result<BrokerFrame, CallError>>,
+    frames: &mut mpsc::Receiver<Result<BrokerLine, CallError>>,
     writer: &mut FramedWrite<OwnedWriteHalf, LineCodec>,
 ) -> Result<Outcome, CallError> {
     loop {
         match frames.recv().await.ok_or(CallError::Lost)?? {
-            BrokerFrame::Result { id, outcome } if id == CALL_ID => return Ok(outcome),
-            BrokerFrame::Input { input, .. } => {
+            BrokerLine::Result(result) if result.id == CALL_ID => return Ok(result.outcome),
+            BrokerLine::Frame(BrokerFrame::Input { input, .. }) => {
                 let refused = leo_protocol::ipc::InputOutcome::Refused {
                     error: AppError {
                         code: "input_unsupported".into(),
@@ -330,7 +332,7 @@ async fn outcome(
                 )
                 .await?;
             }
-            BrokerFrame::Error { code, message, .. } => {
+            BrokerLine::Frame(BrokerFrame::Error { code, message, .. }) => {
                 return Err(CallError::Refused { code, message });
             }
             _ => continue,
@@ -342,15 +344,14 @@ async fn outcome(
 /// (Ctrl-C) without losing half a line.
 fn read_frames(
     mut reader: FramedRead<OwnedReadHalf, LineCodec>,
-) -> mpsc::Receiver<Result<BrokerFrame, CallError>> {
+) -> mpsc::Receiver<Result<BrokerLine, CallError>> {
     let (tx, rx) = mpsc::channel(16);
     tokio::spawn(async move {
         loop {
             let frame = match reader.next().await {
                 None => return,
                 Some(Ok(Line::Frame(line))) => {
-                    leo_protocol::envelope::parse_json::<BrokerFrame>(&line)
-                        .map_err(|e| CallError::BadFrame(e.message))
+                    BrokerLine::parse(&line).map_err(|e| CallError::BadFrame(e.message))
                 }
                 Some(Ok(Line::TooLong { .. })) => Err(CallError::BadFrame(Line::too_long_message(
                     reader.decoder().max(),

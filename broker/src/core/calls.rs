@@ -5,10 +5,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leo_protocol::ErrorCode;
-use leo_protocol::events::{CancelReason, Redacted, RequestEvent, kind};
+use leo_protocol::events::{CancelReason, Redacted, kind};
 use leo_protocol::ipc::RawOutcome;
 use leo_protocol::limits::MAX_ARGUMENTS_BYTES;
+use leo_protocol::requests::Request;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use tokio::sync::oneshot;
 use tracing::debug;
 
@@ -41,15 +43,19 @@ impl Broker {
             ));
         }
         let call = Call {
-            agent: session.agent,
-            session: session.session,
+            request: Request {
+                id: random_id("r_"),
+                agent: session.agent,
+                session: session.session,
+                group: spec.group.clone(),
+                tool: tool.to_owned(),
+                arguments,
+                timeout_s: spec.timeout_s,
+                created_at: leo_protocol::time::now(),
+                owner: None,
+            },
             conn,
             local_id,
-            group: spec.group.clone(),
-            tool: tool.to_owned(),
-            arguments,
-            timeout_s: spec.timeout_s,
-            created_at: leo_protocol::time::now(),
             parked_at: std::time::Instant::now(),
         };
         let (reply, rx) = oneshot::channel();
@@ -112,25 +118,25 @@ impl Broker {
         ))
     }
 
-    /// Parks a checked call, arms its timer and publishes `client_tool.request`, under the
-    /// lock.
-    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
-        let id = random_id("r_");
-        let owner = core
+    /// Parks a checked call, arms its timer and publishes `client_tool.request` (the call's
+    /// `Request` itself, with its owner), under the lock.
+    fn park(&self, core: &mut Core, mut call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
+        call.request.owner = core
             .owners
             .owner(&call.agent, &call.group)
             .filter(|o| !core.away.contains(*o))
             .cloned();
-        let event = request_event(&id, &call, owner);
+        let id = call.id.clone();
+        let event = json(&call.request);
         debug!(request = %id, agent = %call.agent, tool = %call.tool, "request parked");
         let timeout = call.timeout_s;
-        core.requests.park(id.clone(), call, reply);
+        core.requests.park(call, reply);
         if let Some(secs) = timeout {
             self.arm_timer(core, &id, secs, Duration::from_secs(secs));
         }
         self.bus.publish(
             kind::REQUEST,
-            json(&event),
+            event,
             Some(json(&Redacted { id: id.clone() })),
         );
         id
@@ -169,43 +175,28 @@ impl Broker {
     }
 }
 
-/// `client_tool.request` for call `id`.
-pub(super) fn request_event(id: &str, call: &Call, owner: Option<String>) -> RequestEvent {
-    RequestEvent {
-        id: id.to_owned(),
-        agent: call.agent.clone(),
-        session: call.session.clone(),
-        group: call.group.clone(),
-        tool: call.tool.clone(),
-        arguments: call.arguments.clone(),
-        timeout_s: call.timeout_s,
-        created_at: call.created_at.clone(),
-        owner,
-    }
-}
-
 /// The arguments as the app will read them (`null` is `{}`), within the size and depth an app
-/// can read, and valid for the tool's schema.
-fn checked_arguments(spec: &ToolSpec, arguments: Value) -> Result<Value, Refusal> {
+/// can read, and valid for the tool's schema: parsed once (by the frame), checked as a tree
+/// (the schema check needs one), then kept as the compact text that was measured.
+fn checked_arguments(spec: &ToolSpec, arguments: Value) -> Result<Box<RawValue>, Refusal> {
     let arguments = match arguments {
         Value::Null => Value::Object(Default::default()),
         other => other,
     };
-    let text = serde_json::to_vec(&arguments).unwrap_or_default();
-    if text.len() > MAX_ARGUMENTS_BYTES {
+    let text = serde_json::value::to_raw_value(&arguments)
+        .map_err(|e| Refusal::new(ErrorCode::InvalidArguments, format!("at $: {e}")))?;
+    let bytes = text.get().len();
+    if bytes > MAX_ARGUMENTS_BYTES {
         return Err(Refusal::new(
             ErrorCode::InvalidArguments,
-            format!(
-                "at $: arguments have {} bytes, at most {MAX_ARGUMENTS_BYTES}",
-                text.len()
-            ),
+            format!("at $: arguments have {bytes} bytes, at most {MAX_ARGUMENTS_BYTES}"),
         ));
     }
     // An app reads the arguments with serde_json too: nothing deeper than it can read.
-    leo_protocol::depth::check_depth(&text, "$")
+    leo_protocol::depth::check_depth(text.get().as_bytes(), "$")
         .map_err(|message| Refusal::new(ErrorCode::InvalidArguments, message))?;
     check_arguments(&spec.validator, &arguments)?;
-    Ok(arguments)
+    Ok(text)
 }
 
 /// Validates call arguments against the tool's schema, naming the first few faults.

@@ -13,14 +13,12 @@
 use std::time::{Duration, Instant, SystemTime};
 
 use leo_protocol::ErrorCode;
-use leo_protocol::content::AppError;
 use leo_protocol::events::{CancelReason, Redacted, kind};
-use leo_protocol::ipc::{OutcomeIn, RawOutcome};
-use serde_json::value::RawValue;
+use leo_protocol::ipc::RawOutcome;
+use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::calls::request_event;
 use super::{Broker, Core, json};
 use crate::requests::{Call, ConnId, Ended, Failure, Stage};
 use crate::store::{Restored, StoredCall, now_ms};
@@ -95,43 +93,44 @@ impl Broker {
     }
 
     fn restore_call(&self, core: &mut Core, s: StoredCall, now: i64) {
-        let age = leo_protocol::time::parse_rfc3339(&s.created_at)
+        let r = &s.request;
+        let age = leo_protocol::time::parse_rfc3339(&r.created_at)
             .and_then(|t| SystemTime::now().duration_since(t).ok())
             .unwrap_or_default();
+        let (id, agent, session, timeout_s) = (
+            r.id.clone(),
+            r.agent.clone(),
+            r.session.clone(),
+            r.timeout_s,
+        );
         let call = Call {
-            agent: s.agent.clone(),
-            session: s.session.clone(),
+            request: s.request,
             conn: 0,
             local_id: s.local_id,
-            group: s.group,
-            tool: s.tool,
-            arguments: s.arguments,
-            timeout_s: s.timeout_s,
-            created_at: s.created_at,
             parked_at: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
         };
         let stage = match s.claimed_by {
             Some(by) => Stage::Claimed { by },
             None => {
-                core.unoffered.insert(s.id.clone());
+                core.unoffered.insert(id.clone());
                 Stage::Parked
             }
         };
         let (reply, rx) = oneshot::channel();
-        core.requests.restore(s.id.clone(), call, stage, reply);
+        core.requests.restore(call, stage, reply);
         core.restored
-            .insert((s.agent.clone(), s.session.clone(), s.local_id));
+            .insert((agent.clone(), session.clone(), s.local_id));
         core.orphans
-            .entry((s.agent, s.session))
+            .entry((agent, session))
             .or_default()
             .push(Orphan {
                 local_id: s.local_id,
-                request: s.id.clone(),
+                request: id.clone(),
                 rx,
             });
-        if let (Some(secs), Some(deadline)) = (s.timeout_s, s.deadline_ms) {
+        if let (Some(secs), Some(deadline)) = (timeout_s, s.deadline_ms) {
             let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
-            self.arm_timer(core, &s.id, secs, left);
+            self.arm_timer(core, &id, secs, left);
         }
     }
 
@@ -268,7 +267,10 @@ impl Broker {
                     .owner(&call.agent, &call.group)
                     .filter(|o| !core.away.contains(*o))
                     .cloned();
-                let event = request_event(&id, call, owner);
+                let event = Request {
+                    owner,
+                    ..call.request.clone()
+                };
                 self.bus
                     .publish(kind::REQUEST, json(&event), Some(json(&Redacted { id })));
             }
@@ -279,18 +281,14 @@ impl Broker {
 
 /// A stored outcome, read back as the bytes the app sent.
 fn parse_outcome(text: &str) -> Option<RawOutcome> {
-    serde_json::from_str::<OutcomeIn<Vec<Box<RawValue>>>>(text)
-        .ok()?
-        .into_outcome()
+    serde_json::from_str(text).ok()
 }
 
 /// What a sidecar gets for a call the broker has no record of (it ended before the
 /// restart and its outcome was already sent, or it never reached the disk).
 fn lost() -> RawOutcome {
-    RawOutcome::Error {
-        error: AppError {
-            code: ErrorCode::NoClient.as_str().to_owned(),
-            message: "broker connection lost; the broker has no record of this call".into(),
-        },
-    }
+    RawOutcome::failed(
+        ErrorCode::NoClient.as_str(),
+        "broker connection lost; the broker has no record of this call",
+    )
 }

@@ -88,7 +88,9 @@ impl Broker {
                 age_s: now.saturating_duration_since(call.parked_at).as_secs(),
                 timeout_s: call.timeout_s,
                 arguments_preview: preview(&call.arguments),
-                arguments: (call.group == CONSOLE_GROUP).then(|| call.arguments.clone()),
+                // Parsed for the console's own calls only; every other call shows its preview.
+                arguments: (call.group == CONSOLE_GROUP)
+                    .then(|| serde_json::from_str(call.arguments.get()).unwrap_or_default()),
             })
             .collect();
         Status {

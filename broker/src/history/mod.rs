@@ -498,11 +498,12 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
         Finish::AppError(code) => (Some(code.clone()), None),
         Finish::Failed(r) => (None, Some(r.as_str().to_owned())),
     };
-    let arguments_text = serde_json::to_string(&e.call.arguments).unwrap_or_default();
+    let request = e.call.request;
     CallRow {
         outcome: e.finish.outcome().as_str(),
-        arguments_bytes: arguments_text.len() as u64,
-        arguments: store_content.then_some(arguments_text),
+        arguments_bytes: request.arguments.get().len() as u64,
+        // The text the broker checked and forwarded, moved, not written again.
+        arguments: store_content.then(|| Box::<str>::from(request.arguments).into()),
         result: e.result.map(|v| v.to_string()),
         result_bytes: e.result_bytes,
         wait_ms: claimed_mono.map(|c| since(c, parked)),
@@ -516,11 +517,11 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
         error_code,
         reason,
         id: e.id,
-        tool: e.call.tool,
-        group: e.call.group,
-        agent: e.call.agent,
-        session: e.call.session,
-        created_at: e.call.created_at,
+        tool: request.tool,
+        group: request.group,
+        agent: request.agent,
+        session: request.session,
+        created_at: request.created_at,
     }
 }
 

@@ -18,7 +18,6 @@ use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{Sink, SinkExt, StreamExt};
 use leo_protocol::ErrorCode;
-use leo_protocol::content::AppError;
 use leo_protocol::ipc::{BrokerFrame, Message, RawOutcome, ResultFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
@@ -228,12 +227,7 @@ impl Session {
                     }
                     Err(refusal) => Some(result_line(
                         crate::metrics::global().rejected_then("ipc", refusal.code, id),
-                        &RawOutcome::Error {
-                            error: AppError {
-                                code: refusal.code.as_str().to_owned(),
-                                message: refusal.message,
-                            },
-                        },
+                        RawOutcome::failed(refusal.code.as_str(), refusal.message),
                     )),
                 }
             }
@@ -264,7 +258,7 @@ impl Session {
         request: Option<String>,
         outcome: Option<RawOutcome>,
     ) -> Option<Bytes> {
-        let line = result_line(id, &outcome?);
+        let line = result_line(id, outcome?);
         if let Some(request) = request {
             self.broker.delivered(&request);
         }
@@ -374,7 +368,7 @@ async fn flush(
     .await
 }
 
-fn result_line(id: u64, outcome: &RawOutcome) -> Bytes {
+fn result_line(id: u64, outcome: RawOutcome) -> Bytes {
     debug!(
         call = id,
         ok = matches!(outcome, RawOutcome::Content { .. }),

@@ -66,10 +66,8 @@ struct TooLarge;
 
 /// Runs `spec`'s command for `call` and returns its reply.
 pub async fn answer(spec: &ToolSpec, call: Call) -> Reply {
-    let input = match serde_json::to_vec(&call.arguments) {
-        Ok(input) => input,
-        Err(e) => return Reply::error("internal", format!("cannot encode the arguments: {e}")),
-    };
+    // The arguments as the broker forwarded them: compact JSON, written as it came.
+    let input = call.arguments.get().as_bytes().to_vec();
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)

@@ -17,7 +17,7 @@ use std::path::Path;
 use std::sync::mpsc;
 
 use leo_protocol::ipc::{Message, RawOutcome};
-use serde_json::Value;
+use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{error, info};
 
@@ -39,20 +39,14 @@ pub enum Synchronous {
     Full,
 }
 
-/// A live call as stored.
+/// A live call as stored: its request (arguments as the text the broker checked; `owner` is
+/// not stored, the owners table is), and where it stands.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredCall {
-    pub id: String,
-    pub agent: String,
-    pub session: String,
+    pub request: Request,
     pub local_id: u64,
-    pub group: String,
-    pub tool: String,
-    pub arguments: Value,
-    pub timeout_s: Option<u64>,
     /// When it times out, in milliseconds since 1970; time spent down counts.
     pub deadline_ms: Option<i64>,
-    pub created_at: String,
     pub claimed_by: Option<String>,
 }
 

@@ -1,7 +1,9 @@
 //! Reading the state back at start.
 
 use leo_protocol::ipc::Message;
+use leo_protocol::requests::Request;
 use rusqlite::Connection;
+use serde_json::value::RawValue;
 
 use super::{StoredCall, StoredClient, StoredEnd};
 
@@ -35,16 +37,20 @@ fn live(conn: &Connection) -> rusqlite::Result<Vec<StoredCall>> {
     let rows = s.query_map([], |r| {
         let arguments: String = r.get(6)?;
         Ok(StoredCall {
-            id: r.get(0)?,
-            agent: r.get(1)?,
-            session: r.get(2)?,
+            request: Request {
+                id: r.get(0)?,
+                agent: r.get(1)?,
+                session: r.get(2)?,
+                group: r.get(4)?,
+                tool: r.get(5)?,
+                // Kept as the text that was written; checked as JSON, not parsed into a tree.
+                arguments: RawValue::from_string(arguments).unwrap_or_default(),
+                timeout_s: r.get::<_, Option<i64>>(7)?.map(|t| t as u64),
+                created_at: r.get(9)?,
+                owner: None,
+            },
             local_id: r.get::<_, i64>(3)? as u64,
-            group: r.get(4)?,
-            tool: r.get(5)?,
-            arguments: serde_json::from_str(&arguments).unwrap_or_default(),
-            timeout_s: r.get::<_, Option<i64>>(7)?.map(|t| t as u64),
             deadline_ms: r.get(8)?,
-            created_at: r.get(9)?,
             claimed_by: r.get(10)?,
         })
     })?;

@@ -9,16 +9,19 @@ use super::*;
 
 fn call(id: &str, local_id: u64) -> StoredCall {
     StoredCall {
-        id: id.into(),
-        agent: "claude".into(),
-        session: "claude-1-ab".into(),
+        request: Request {
+            id: id.into(),
+            agent: "claude".into(),
+            session: "claude-1-ab".into(),
+            group: "g".into(),
+            tool: "t".into(),
+            arguments: serde_json::value::to_raw_value(&json!({"a": [1, "two"]})).unwrap(),
+            timeout_s: Some(600),
+            created_at: "2026-01-01T00:00:00.000Z".into(),
+            owner: None,
+        },
         local_id,
-        group: "g".into(),
-        tool: "t".into(),
-        arguments: json!({"a": [1, "two"]}),
-        timeout_s: Some(600),
         deadline_ms: Some(1_000),
-        created_at: "2026-01-01T00:00:00.000Z".into(),
         claimed_by: None,
     }
 }

@@ -190,23 +190,23 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
 }
 
 fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
-    let arguments = serde_json::to_string(&c.arguments).unwrap_or_else(|_| "{}".into());
+    let r = &c.request;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO live (id, agent, session, local_id, grp, tool, arguments,
          timeout_s, deadline_ms, created_at, claimed_by)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
-        c.id,
-        c.agent,
-        c.session,
+        r.id,
+        r.agent,
+        r.session,
         c.local_id as i64,
-        c.group,
-        c.tool,
-        arguments,
-        c.timeout_s.map(|t| t as i64),
+        r.group,
+        r.tool,
+        r.arguments.get(),
+        r.timeout_s.map(|t| t as i64),
         c.deadline_ms,
-        c.created_at,
+        r.created_at,
         c.claimed_by,
     ])
     .map(drop)

@@ -17,7 +17,8 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::backoff::Backoff;
-use leo_protocol::events::{CancelledEvent, RequestEvent, kind};
+use leo_protocol::events::{CancelledEvent, kind};
+use leo_protocol::requests::Request;
 use leo_protocol::webhooks::{CANCELLED_SUFFIX, InlineAnswer};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
@@ -72,7 +73,7 @@ pub async fn run(hooks: Arc<Webhooks>) {
 impl Webhooks {
     fn on_event(self: &Arc<Self>, event: &Event) {
         match event.kind {
-            kind::REQUEST => match serde_json::from_str::<RequestEvent>(&event.full) {
+            kind::REQUEST => match serde_json::from_str::<Request>(&event.full) {
                 Ok(request) => self.dispatch(&request, Bytes::from(event.full.clone())),
                 Err(e) => warn!(error = %e, "unreadable request event"),
             },
@@ -90,24 +91,14 @@ impl Webhooks {
             if p.claimed_by.is_some() || self.lock().calls.contains_key(&p.id) {
                 continue;
             }
-            let request = RequestEvent {
-                id: p.id,
-                agent: p.agent,
-                session: p.session,
-                group: p.group,
-                tool: p.tool,
-                arguments: p.arguments,
-                timeout_s: p.timeout_s,
-                created_at: p.created_at,
-                owner: p.owner,
-            };
+            let request = p.request;
             let body = serde_json::to_vec(&request).unwrap_or_default();
             self.dispatch(&request, Bytes::from(body));
         }
     }
 
     /// Starts the delivery of `request` if a webhook serves its group.
-    fn dispatch(self: &Arc<Self>, request: &RequestEvent, body: Bytes) {
+    fn dispatch(self: &Arc<Self>, request: &Request, body: Bytes) {
         let mut guard = self.lock();
         let state = &mut *guard;
         // Calls that ended since: a deferred call settled through the result route publishes
