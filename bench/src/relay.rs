@@ -109,7 +109,7 @@ impl Sys {
     fn label(self, opts: &Opts) -> String {
         match self.variant {
             None => self.kind.label().to_owned(),
-            Some(v) => format!("{}@{}", self.kind.label(), opts.variants[v].name),
+            Some(v) => format!("{}@{}", self.kind.key(), opts.variants[v].name),
         }
     }
 }
@@ -859,7 +859,8 @@ async fn measure_all(
         .collect()
 }
 
-/// The latency rows: per payload, a warm-up, then `ROUNDS` blocks with the systems taking turns.
+/// The latency rows: per payload, a warm-up, then `ROUNDS` blocks with the systems taking turns,
+/// in an order that rotates by one each round.
 async fn latency_rows(opts: &Opts, lives: &mut [(Sys, Result<Live, String>)]) {
     let chosen = PAYLOADS
         .into_iter()
@@ -879,7 +880,11 @@ async fn latency_rows(opts: &Opts, lives: &mut [(Sys, Result<Live, String>)]) {
         let rounds = ROUNDS.min(opts.calls.max(1));
         for round in 0..rounds {
             let n = opts.calls / rounds + usize::from(round < opts.calls % rounds);
-            for (sys, live) in lives.iter_mut() {
+            // Each round starts one system later, so no system always follows the same one
+            // (whose processes just had the caches and the cores).
+            let count = lives.len();
+            for k in 0..count {
+                let (sys, live) = &mut lives[(k + round) % count];
                 if let Ok(l) = live
                     && let Err(e) = l.block(p, n).await
                 {
@@ -1036,7 +1041,7 @@ async fn throughput(
     Ok((per * agents) as f64 / elapsed.as_secs_f64())
 }
 
-fn us(v: u64) -> String {
+pub fn us(v: u64) -> String {
     if v >= 10_000 {
         format!("{:.1} ms", v as f64 / 1e3)
     } else if v >= 1_000 {
@@ -1432,7 +1437,7 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
             let note = match ml {
                 Some(ml) => format!(
                     "{} ÷ {}: p50 {} · p99 {}",
-                    this.label(opts),
+                    this.kind.key(),
                     other.label(opts),
                     ratio2(ml.p50 as f64, ol.p50 as f64),
                     ratio2(ml.p99 as f64, ol.p99 as f64)
@@ -1472,7 +1477,7 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
                     };
                     format!(
                         "{} − it: broker {:+.0} µs · total {:+.0} µs",
-                        this.label(opts),
+                        this.kind.key(),
                         broker(&mc) - broker(&oc),
                         total_cpu(&mc) - total_cpu(&oc)
                     )
@@ -1498,7 +1503,7 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
             let note = match get(this).ok().and_then(rate) {
                 Some(mr) => format!(
                     "{} ÷ {}: {}",
-                    this.label(opts),
+                    this.kind.key(),
                     other.label(opts),
                     ratio2(mr, or)
                 ),

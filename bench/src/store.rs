@@ -22,7 +22,7 @@ use leo_bench::payload::{self, PAYLOADS, Payload};
 use leo_broker::store::{Op, Store, StoredCall, Synchronous};
 use leo_protocol::ipc::RawOutcome;
 
-use crate::relay::Opts;
+use crate::relay::{Opts, us};
 use crate::report::{Report, pct};
 
 /// Endings the store keeps (the broker's default `requests.remember_settled`).
@@ -65,7 +65,15 @@ impl Bench {
         let before = writer_threads();
         let path = dir.join(format!("{sync:?}.db"));
         let (store, _) = Store::open(&path, sync, REMEMBER).map_err(anyhow::Error::msg)?;
-        let writer = writer_threads().into_iter().find(|t| !before.contains(t));
+        // The writer names itself once it runs: wait for a `leo-store` thread not seen before.
+        let mut writer = None;
+        for _ in 0..200 {
+            writer = writer_threads().into_iter().find(|t| !before.contains(t));
+            if writer.is_some() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         Ok(Bench {
             sync,
             store,
@@ -154,11 +162,11 @@ impl Bench {
         report.row(
             &format!("{}: store, `synchronous: {sync}`, per call", p.label),
             format!(
-                "p50 {} µs · p99 {} µs (the claim + result commit alone: p50 {} µs · p99 {} µs)",
-                pct(&all, 0.50),
-                pct(&all, 0.99),
-                pct(&waited, 0.50),
-                pct(&waited, 0.99)
+                "p50 {} · p99 {} (the claim + result commit alone: p50 {} · p99 {})",
+                us(pct(&all, 0.50)),
+                us(pct(&all, 0.99)),
+                us(pct(&waited, 0.50)),
+                us(pct(&waited, 0.99))
             ),
             &format!("writer thread CPU {cpu} per call; 3 commits per call"),
         );
@@ -186,8 +194,15 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
     for p in chosen {
         eprintln!("store: {}", p.label);
-        let text = serde_json::json!({ "content": p.content() }).to_string();
-        let outcome: RawOutcome = serde_json::from_str(&text)?;
+        // As the broker holds an app's result: its blocks as the JSON text the app posted.
+        let blocks = p.content().as_array().cloned().unwrap_or_default();
+        let outcome = RawOutcome::Content {
+            content: blocks
+                .iter()
+                .map(|b| serde_json::value::RawValue::from_string(b.to_string()))
+                .collect::<Result<_, _>>()?,
+            structured_content: None,
+        };
         for b in &mut benches {
             b.block(&outcome, opts.warmup).await?;
             b.all.clear();
