@@ -1374,6 +1374,17 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     Ok(())
 }
 
+type Results = [(Sys, Result<Measured, String>)];
+
+/// What `sys` measured, or why not.
+fn measured(results: &Results, sys: Sys) -> Result<&Measured, String> {
+    match results.iter().find(|(s, _)| *s == sys).map(|(_, r)| r) {
+        Some(Ok(m)) => Ok(m),
+        Some(Err(e)) => Err(format!("failed: {e}")),
+        None => Err("n/a".into()),
+    }
+}
+
 /// "2.0×" with two decimals: the ratios of builds are close to 1.
 fn ratio2(num: f64, den: f64) -> String {
     if den <= 0.0 {
@@ -1388,17 +1399,10 @@ fn total_cpu(c: &Cost) -> f64 {
 
 /// The rows of every variant next to this build's, as ratios this build ÷ the variant (below
 /// 1.00×: this build is faster).
-fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measured, String>)]) {
+fn variant_rows(report: &mut Report, opts: &Opts, results: &Results) {
     report.section(
         "Relay against other builds, in the same run (taking turns with this build block by block)",
     );
-    let get = |sys: Sys| -> Result<&Measured, String> {
-        match results.iter().find(|(s, _)| *s == sys).map(|(_, r)| r) {
-            Some(Ok(m)) => Ok(m),
-            Some(Err(e)) => Err(format!("failed: {e}")),
-            None => Err("n/a".into()),
-        }
-    };
     let pairs: Vec<(Sys, Sys)> = (0..opts.variants.len())
         .flat_map(|v| {
             [Kind::Leo, Kind::LeoClaim].map(|kind| {
@@ -1420,9 +1424,26 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
     for v in &opts.variants {
         report.row(&format!("leo@{}", v.name), v.what.clone(), "");
     }
+    variant_latency(report, opts, results, &pairs);
+    variant_cost(report, opts, results, &pairs);
+    variant_throughput(report, opts, results, &pairs);
+    for &(_, other) in pairs.iter().filter(|(t, _)| t.kind == Kind::Leo) {
+        if let Ok(m) = measured(results, other) {
+            report.row(
+                &format!("broker of {}, after the relay runs", other.label(opts)),
+                mib(m.rss_server),
+                "",
+            );
+        }
+    }
+}
+
+/// Each variant's latency rows, with the ratio this build ÷ it.
+fn variant_latency(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
     for p in PAYLOADS {
         let lat = |m: &Measured| m.latency.iter().find(|(q, _)| *q == p).map(|(_, l)| *l);
-        for &(this, other) in &pairs {
+        for &(this, other) in pairs {
             let Ok(o) = get(other) else {
                 report.row(
                     &format!("{}: {}", p.label, other.label(opts)),
@@ -1451,9 +1472,14 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
             );
         }
     }
+}
+
+/// Each variant's CPU per call, with this build's difference.
+fn variant_cost(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
     for p in PAYLOADS {
         let cost = |m: &Measured| m.cost.iter().find(|(q, _)| *q == p).map(|(_, c)| c.clone());
-        for &(this, other) in &pairs {
+        for &(this, other) in pairs {
             let (Some(oc), mc) = (
                 get(other).ok().and_then(cost),
                 get(this).ok().and_then(cost),
@@ -1491,12 +1517,17 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
             );
         }
     }
+}
+
+/// Each variant's throughput rows, with the ratio this build ÷ it.
+fn variant_throughput(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
     for &c in &opts.concurrency {
         let rate = |m: &Measured| match m.throughput.iter().find(|(n, _)| *n == c) {
             Some((_, Ok(r))) => Some(*r),
             _ => None,
         };
-        for &(this, other) in &pairs {
+        for &(this, other) in pairs {
             let Some(or) = get(other).ok().and_then(rate) else {
                 continue;
             };
@@ -1513,15 +1544,6 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &[(Sys, Result<Measur
                 &format!("{c} agents, throughput: {}", other.label(opts)),
                 format!("{or:.0} calls/s"),
                 &note,
-            );
-        }
-    }
-    for &(_, other) in pairs.iter().filter(|(t, _)| t.kind == Kind::Leo) {
-        if let Ok(m) = get(other) {
-            report.row(
-                &format!("broker of {}, after the relay runs", other.label(opts)),
-                mib(m.rss_server),
-                "",
             );
         }
     }
