@@ -12,6 +12,7 @@ mod conn;
 mod relay;
 mod report;
 mod scale;
+mod store;
 mod usage;
 
 use clap::{Parser, ValueEnum};
@@ -52,6 +53,13 @@ struct Args {
     /// Throughput rows: concurrent agents (default 1,8,64).
     #[arg(long, value_delimiter = ',')]
     concurrency: Vec<usize>,
+    /// Another build to measure beside this one, as NAME=DIR (DIR holds its `leo` and
+    /// `leo-mcp`); adds rows `leo@NAME` and `leo, claim then result@NAME`. Repeatable.
+    #[arg(long, value_name = "NAME=DIR")]
+    baseline: Vec<String>,
+    /// Also measure this build with `store.synchronous: full` (rows `leo@sync-full`).
+    #[arg(long)]
+    sync_full: bool,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -67,7 +75,16 @@ async fn main() -> anyhow::Result<()> {
     let mut report = report::Report::new(command);
     let wants = |p: Part| args.only.is_empty() || args.only.contains(&p);
     if wants(Part::Relay) {
+        let mut variants = args
+            .baseline
+            .iter()
+            .map(|b| relay::Variant::parse_baseline(b))
+            .collect::<anyhow::Result<Vec<_>>>()?;
+        if args.sync_full {
+            variants.push(relay::Variant::sync_full());
+        }
         let opts = relay::Opts {
+            variants,
             systems: args.systems.clone(),
             calls: args.calls.unwrap_or(if args.quick { 500 } else { 10_000 }),
             warmup: if args.quick { 50 } else { 500 },

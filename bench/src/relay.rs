@@ -43,6 +43,75 @@ pub struct Opts {
     pub throughput_calls: usize,
     /// Concurrent agents of each throughput row.
     pub concurrency: Vec<usize>,
+    /// Other builds or settings of leo, measured beside the current one (`--baseline`).
+    pub variants: Vec<Variant>,
+}
+
+/// Another build (or setting) of the broker and `leo-mcp`, whose `leo` and `leo, claim then
+/// result` rows are measured in the same run as the current ones, taking turns with them block
+/// by block, so that a loaded machine weighs on both alike and their ratio means something.
+/// The app is the same in both (this build's `leo-app`); only the relay differs.
+#[derive(Debug, Clone)]
+pub struct Variant {
+    /// What the rows say after `leo@`.
+    pub name: String,
+    pub leo: PathBuf,
+    pub leo_mcp: PathBuf,
+    /// The broker's `config.yaml` ("" for none).
+    pub config: String,
+    /// What it is, for the systems table.
+    pub what: String,
+}
+
+impl Variant {
+    /// `NAME=DIR`, DIR holding the `leo` and `leo-mcp` of another build.
+    pub fn parse_baseline(arg: &str) -> anyhow::Result<Variant> {
+        let Some((name, dir)) = arg.split_once('=') else {
+            anyhow::bail!("--baseline {arg:?}: use NAME=DIR");
+        };
+        let dir = PathBuf::from(dir);
+        let (leo, leo_mcp) = (dir.join("leo"), dir.join("leo-mcp"));
+        for b in [&leo, &leo_mcp] {
+            if !b.is_file() {
+                anyhow::bail!("--baseline {name}: {} is not a file", b.display());
+            }
+        }
+        Ok(Variant {
+            name: name.to_owned(),
+            what: format!("`leo` and `leo-mcp` of {}", dir.display()),
+            leo,
+            leo_mcp,
+            config: String::new(),
+        })
+    }
+
+    /// This build with every commit waiting for `fsync` (`store.synchronous: full`).
+    pub fn sync_full() -> Variant {
+        Variant {
+            name: "sync-full".into(),
+            leo: bin("leo"),
+            leo_mcp: bin("leo-mcp"),
+            config: "store:\n  synchronous: full\n".into(),
+            what: "this build with `store.synchronous: full` (every commit waits for `fsync`)"
+                .into(),
+        }
+    }
+}
+
+/// One system of the run: a kind, on this build (`None`) or on one of `Opts::variants`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Sys {
+    kind: Kind,
+    variant: Option<usize>,
+}
+
+impl Sys {
+    fn label(self, opts: &Opts) -> String {
+        match self.variant {
+            None => self.kind.label().to_owned(),
+            Some(v) => format!("{}@{}", self.kind.key(), opts.variants[v].name),
+        }
+    }
 }
 
 /// A bound for any single step (a call, a listing, a start).
@@ -254,6 +323,8 @@ enum Backend {
     Floor,
     Leo {
         broker: Broker,
+        /// This build's, or a variant's.
+        leo_mcp: PathBuf,
         /// Stops when dropped.
         _app: crate::app::Running,
     },
@@ -286,11 +357,22 @@ impl Drop for Backend {
 }
 
 impl Backend {
-    async fn start(kind: Kind, py: &PythonEnv, dir: &Path) -> Result<Backend, String> {
+    async fn start(
+        kind: Kind,
+        variant: Option<&Variant>,
+        py: &PythonEnv,
+        dir: &Path,
+    ) -> Result<Backend, String> {
         match kind {
             Kind::Floor => Ok(Backend::Floor),
             Kind::Leo | Kind::LeoClaim => {
-                let broker = Broker::start_quiet("").await;
+                let (broker, leo_mcp) = match variant {
+                    None => (Broker::start_quiet("").await, bin("leo-mcp")),
+                    Some(v) => (
+                        Broker::start_quiet_bin(&v.leo, &v.config).await,
+                        v.leo_mcp.clone(),
+                    ),
+                };
                 let tools = PAYLOADS
                     .iter()
                     .map(|p| crate::app::BenchTool {
@@ -304,7 +386,11 @@ impl Backend {
                 let app = crate::app::serve(broker.home(), "bench", tools, at_once)
                     .await
                     .map_err(|e| e.to_string())?;
-                Ok(Backend::Leo { broker, _app: app })
+                Ok(Backend::Leo {
+                    broker,
+                    leo_mcp,
+                    _app: app,
+                })
             }
             Kind::PyHttp => {
                 let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
@@ -367,13 +453,10 @@ impl Backend {
     fn command(&self, i: usize) -> Command {
         match self {
             Backend::Floor => Command::new(bin("leo-bench-floor")),
-            Backend::Leo { broker, .. } | Backend::AppProcess { broker, .. } => {
-                let mut cmd = Command::new(bin("leo-mcp"));
-                cmd.args(["--agent", &format!("bench-{i}"), "--mode", "native"])
-                    .env("LEO_HOME", broker.home())
-                    .env("LEO_MCP_LOG", "warn");
-                cmd
-            }
+            Backend::Leo {
+                broker, leo_mcp, ..
+            } => leo_mcp_command(leo_mcp, broker, i),
+            Backend::AppProcess { broker, .. } => leo_mcp_command(&bin("leo-mcp"), broker, i),
             Backend::PyHttp { proxy, url, .. } => {
                 let mut cmd = Command::new(proxy);
                 cmd.args([
@@ -407,6 +490,15 @@ impl Backend {
             _ => None,
         }
     }
+}
+
+/// `leo-mcp` (this build's or a variant's) as session `i` of `broker`'s agents.
+fn leo_mcp_command(leo_mcp: &Path, broker: &Broker, i: usize) -> Command {
+    let mut cmd = Command::new(leo_mcp);
+    cmd.args(["--agent", &format!("bench-{i}"), "--mode", "native"])
+        .env("LEO_HOME", broker.home())
+        .env("LEO_MCP_LOG", "warn");
+    cmd
 }
 
 fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
@@ -572,6 +664,8 @@ const ROUNDS: usize = 20;
 /// A system up for the latency rows: its backend, one session, and what it measured so far.
 struct Live {
     kind: Kind,
+    /// What its rows say (`leo@NAME` for a variant).
+    label: String,
     backend: Backend,
     session: Session,
     procs: Vec<(&'static str, u32)>,
@@ -583,13 +677,16 @@ struct Live {
 
 impl Live {
     async fn start(
-        kind: Kind,
+        sys: Sys,
+        opts: &Opts,
         py: &PythonEnv,
         dir: &Path,
         next: &mut usize,
     ) -> Result<Live, String> {
-        let backend = Backend::start(kind, py, dir).await?;
-        let stderr = log_file(dir, &format!("{kind:?}-latency"))?;
+        let kind = sys.kind;
+        let variant = sys.variant.map(|v| &opts.variants[v]);
+        let backend = Backend::start(kind, variant, py, dir).await?;
+        let stderr = log_file(dir, &format!("{kind:?}-{}-latency", *next))?;
         let session = Session::open(backend.command(*next), stderr).await?;
         *next += 1;
         tokio::time::sleep(Duration::from_millis(300)).await;
@@ -601,6 +698,7 @@ impl Live {
         let procs = cost_processes(kind, session.pid, backend.server_pid());
         Ok(Live {
             kind,
+            label: sys.label(opts),
             backend,
             session,
             procs,
@@ -657,16 +755,14 @@ impl Live {
         };
         eprintln!(
             "  {} {}: p50 {} µs, p99 {} µs",
-            self.kind.label(),
-            p.label,
-            lat.p50,
-            lat.p99
+            self.label, p.label, lat.p50, lat.p99
         );
         self.m.latency.push((p, lat));
     }
 
-    /// After the latency rows: memory, the breakdown (leo), and the throughput rows.
-    async fn finish(self, opts: &Opts, dir: &Path, next: &mut usize) -> Result<Measured, String> {
+    /// After the latency rows: memory and the breakdown (this build's leo); the backend stays
+    /// up for the throughput rows.
+    async fn finish(self, opts: &Opts, variant: bool) -> Result<(Backend, Measured), String> {
         let Live {
             kind,
             backend,
@@ -676,49 +772,102 @@ impl Live {
         } = self;
         m.rss_after = session.rss_kib();
         session.close().await;
-        if let (Kind::Leo, Backend::Leo { broker, .. }) = (kind, &backend) {
+        if let (Kind::Leo, false, Backend::Leo { broker, .. }) = (kind, variant, &backend) {
             m.breakdown = breakdown(broker, opts).await?;
         }
-        for &c in &opts.concurrency {
-            let r = throughput(&backend, c, opts.throughput_calls, dir, next).await;
-            if let Ok(rate) = &r {
-                eprintln!("  {} {c} agents: {rate:.0} calls/s", kind.label());
-            }
-            m.throughput.push((c, r));
-        }
-        m.rss_server = backend.server_pid().map(rss_kib);
-        Ok(m)
+        Ok((backend, m))
     }
 }
 
+/// The systems of the run in the order they take turns: each variant right after this build's
+/// row of the same kind, so the two run back to back.
+fn systems(opts: &Opts, wanted: &impl Fn(Kind) -> bool) -> Vec<(Sys, bool)> {
+    let mut out = Vec::new();
+    for kind in KINDS {
+        out.push((
+            Sys {
+                kind,
+                variant: None,
+            },
+            wanted(kind),
+        ));
+        if matches!(kind, Kind::Leo | Kind::LeoClaim) && wanted(kind) {
+            for v in 0..opts.variants.len() {
+                let variant = Some(v);
+                out.push((Sys { kind, variant }, true));
+            }
+        }
+    }
+    out
+}
+
 /// Every wanted system up at once, then the latency rows with the systems taking turns block
-/// by block, then each system's own rows (breakdown, throughput) one after the other.
+/// by block, then the breakdown, then each throughput row with the systems one after another.
 async fn measure_all(
     opts: &Opts,
     py: &PythonEnv,
     dir: &Path,
     wanted: impl Fn(Kind) -> bool,
-) -> Vec<(Kind, Result<Measured, String>)> {
+) -> Vec<(Sys, Result<Measured, String>)> {
     let mut next = 0;
-    let mut lives: Vec<(Kind, Result<Live, String>)> = Vec::new();
-    for kind in KINDS {
-        if !wanted(kind) {
-            lives.push((kind, Err("skipped: not in --systems".to_owned())));
+    let mut lives: Vec<(Sys, Result<Live, String>)> = Vec::new();
+    for (sys, want) in systems(opts, &wanted) {
+        if !want {
+            lives.push((sys, Err("skipped: not in --systems".to_owned())));
             continue;
         }
-        eprintln!("relay: starting {}", kind.label());
-        let live = Live::start(kind, py, dir, &mut next).await;
+        eprintln!("relay: starting {}", sys.label(opts));
+        let live = Live::start(sys, opts, py, dir, &mut next).await;
         if let Err(e) = &live {
-            eprintln!("  {}: {e}", kind.label());
+            eprintln!("  {}: {e}", sys.label(opts));
         }
-        lives.push((kind, live));
+        lives.push((sys, live));
     }
+    latency_rows(opts, &mut lives).await;
+    let mut ready = Vec::new();
+    for (sys, live) in lives {
+        let r = match live {
+            Ok(l) => l.finish(opts, sys.variant.is_some()).await,
+            Err(e) => Err(e),
+        };
+        if let Err(e) = &r {
+            eprintln!("  {}: {e}", sys.label(opts));
+        }
+        ready.push((sys, r));
+    }
+    for &c in &opts.concurrency {
+        for (sys, r) in &mut ready {
+            if let Ok((backend, m)) = r {
+                let t = throughput(backend, c, opts.throughput_calls, dir, &mut next).await;
+                match &t {
+                    Ok(rate) => eprintln!("  {} {c} agents: {rate:.0} calls/s", sys.label(opts)),
+                    Err(e) => eprintln!("  {} {c} agents: {e}", sys.label(opts)),
+                }
+                m.throughput.push((c, t));
+            }
+        }
+    }
+    ready
+        .into_iter()
+        .map(|(sys, r)| {
+            let r = r.map(|(backend, mut m)| {
+                m.rss_server = backend.server_pid().map(rss_kib);
+                m
+            });
+            (sys, r)
+        })
+        .collect()
+}
+
+/// The latency rows: per payload, a warm-up, then `ROUNDS` blocks with the systems taking turns,
+/// in an order that rotates by one each round.
+async fn latency_rows(opts: &Opts, lives: &mut [(Sys, Result<Live, String>)]) {
     let chosen = PAYLOADS
         .into_iter()
         .filter(|p| opts.payloads.is_empty() || opts.payloads.iter().any(|t| t == p.tool));
     for p in chosen {
         eprintln!("relay: latency of {}, systems taking turns", p.label);
-        for (_, live) in &mut lives {
+        for (_, live) in lives.iter_mut() {
             if let Ok(l) = live {
                 for _ in 0..opts.warmup {
                     if let Err(e) = l.session.call(p.tool).await {
@@ -731,36 +880,25 @@ async fn measure_all(
         let rounds = ROUNDS.min(opts.calls.max(1));
         for round in 0..rounds {
             let n = opts.calls / rounds + usize::from(round < opts.calls % rounds);
-            for (kind, live) in &mut lives {
+            // Each round starts one system later, so no system always follows the same one
+            // (whose processes just had the caches and the cores).
+            let count = lives.len();
+            for k in 0..count {
+                let (sys, live) = &mut lives[(k + round) % count];
                 if let Ok(l) = live
                     && let Err(e) = l.block(p, n).await
                 {
-                    eprintln!("  {}: {e}", kind.label());
+                    eprintln!("  {}: {e}", sys.label(opts));
                     *live = Err(e);
                 }
             }
         }
-        for (_, live) in &mut lives {
+        for (_, live) in lives.iter_mut() {
             if let Ok(l) = live {
                 l.end_payload(p);
             }
         }
     }
-    let mut results = Vec::new();
-    for (kind, live) in lives {
-        let measured = match live {
-            Ok(l) => {
-                eprintln!("relay: {}: breakdown and throughput", kind.label());
-                l.finish(opts, dir, &mut next).await
-            }
-            Err(e) => Err(e),
-        };
-        if let Err(e) = &measured {
-            eprintln!("  {}: {e}", kind.label());
-        }
-        results.push((kind, measured));
-    }
-    results
 }
 
 /// Round trips of a POST the broker refuses at once, on one keep-alive connection.
@@ -903,7 +1041,7 @@ async fn throughput(
     Ok((per * agents) as f64 / elapsed.as_secs_f64())
 }
 
-fn us(v: u64) -> String {
+pub fn us(v: u64) -> String {
     if v >= 10_000 {
         format!("{:.1} ms", v as f64 / 1e3)
     } else if v >= 1_000 {
@@ -955,14 +1093,18 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     let py = PythonEnv::find(wanted(Kind::PyHttp) || wanted(Kind::PyStdio));
     let dir = tempfile::tempdir()?;
     let results = measure_all(opts, &py, dir.path(), wanted).await;
+    let this = |kind: Kind| Sys {
+        kind,
+        variant: None,
+    };
     let get = |k: Kind| {
         results
             .iter()
-            .find(|(kind, _)| *kind == k)
+            .find(|(sys, _)| *sys == this(k))
             .and_then(|(_, r)| r.as_ref().ok())
     };
     let why = |k: Kind| -> String {
-        match results.iter().find(|(kind, _)| *kind == k) {
+        match results.iter().find(|(sys, _)| *sys == this(k)) {
             Some((_, Err(e))) if e.starts_with("skipped") => e.clone(),
             Some((_, Err(e))) => format!("failed: {e}"),
             _ => "n/a".into(),
@@ -1223,7 +1365,188 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     }
 
     targets(report, get(Kind::Leo), get(Kind::Floor), get(Kind::PyHttp));
+    if !opts.variants.is_empty() {
+        variant_rows(report, opts, &results);
+    }
+    if wanted(Kind::Leo) {
+        crate::store::run(report, opts).await?;
+    }
     Ok(())
+}
+
+type Results = [(Sys, Result<Measured, String>)];
+
+/// What `sys` measured, or why not.
+fn measured(results: &Results, sys: Sys) -> Result<&Measured, String> {
+    match results.iter().find(|(s, _)| *s == sys).map(|(_, r)| r) {
+        Some(Ok(m)) => Ok(m),
+        Some(Err(e)) => Err(format!("failed: {e}")),
+        None => Err("n/a".into()),
+    }
+}
+
+/// "2.0×" with two decimals: the ratios of builds are close to 1.
+fn ratio2(num: f64, den: f64) -> String {
+    if den <= 0.0 {
+        return "n/a".into();
+    }
+    format!("{:.2}×", num / den)
+}
+
+fn total_cpu(c: &Cost) -> f64 {
+    c.per_process.iter().map(|(_, c, _)| c).sum()
+}
+
+/// The rows of every variant next to this build's, as ratios this build ÷ the variant (below
+/// 1.00×: this build is faster).
+fn variant_rows(report: &mut Report, opts: &Opts, results: &Results) {
+    report.section(
+        "Relay against other builds, in the same run (taking turns with this build block by block)",
+    );
+    let pairs: Vec<(Sys, Sys)> = (0..opts.variants.len())
+        .flat_map(|v| {
+            [Kind::Leo, Kind::LeoClaim].map(|kind| {
+                let this = Sys {
+                    kind,
+                    variant: None,
+                };
+                (
+                    this,
+                    Sys {
+                        variant: Some(v),
+                        kind,
+                    },
+                )
+            })
+        })
+        .filter(|(_, v)| results.iter().any(|(s, _)| s == v))
+        .collect();
+    for v in &opts.variants {
+        report.row(&format!("leo@{}", v.name), v.what.clone(), "");
+    }
+    variant_latency(report, opts, results, &pairs);
+    variant_cost(report, opts, results, &pairs);
+    variant_throughput(report, opts, results, &pairs);
+    for &(_, other) in pairs.iter().filter(|(t, _)| t.kind == Kind::Leo) {
+        if let Ok(m) = measured(results, other) {
+            report.row(
+                &format!("broker of {}, after the relay runs", other.label(opts)),
+                mib(m.rss_server),
+                "",
+            );
+        }
+    }
+}
+
+/// Each variant's latency rows, with the ratio this build ÷ it.
+fn variant_latency(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
+    for p in PAYLOADS {
+        let lat = |m: &Measured| m.latency.iter().find(|(q, _)| *q == p).map(|(_, l)| *l);
+        for &(this, other) in pairs {
+            let Ok(o) = get(other) else {
+                report.row(
+                    &format!("{}: {}", p.label, other.label(opts)),
+                    get(other).err().unwrap_or_default(),
+                    "",
+                );
+                continue;
+            };
+            let (Some(ol), ml) = (lat(o), get(this).ok().and_then(lat)) else {
+                continue;
+            };
+            let note = match ml {
+                Some(ml) => format!(
+                    "{} ÷ {}: p50 {} · p99 {}",
+                    this.kind.key(),
+                    other.label(opts),
+                    ratio2(ml.p50 as f64, ol.p50 as f64),
+                    ratio2(ml.p99 as f64, ol.p99 as f64)
+                ),
+                None => String::new(),
+            };
+            report.row(
+                &format!("{}: {}", p.label, other.label(opts)),
+                format!("p50 {} · p99 {}", us(ol.p50), us(ol.p99)),
+                &note,
+            );
+        }
+    }
+}
+
+/// Each variant's CPU per call, with this build's difference.
+fn variant_cost(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
+    for p in PAYLOADS {
+        let cost = |m: &Measured| m.cost.iter().find(|(q, _)| *q == p).map(|(_, c)| c.clone());
+        for &(this, other) in pairs {
+            let (Some(oc), mc) = (
+                get(other).ok().and_then(cost),
+                get(this).ok().and_then(cost),
+            ) else {
+                continue;
+            };
+            let value = oc
+                .per_process
+                .iter()
+                .map(|(name, c, _)| format!("{name} {c:.0} µs"))
+                .collect::<Vec<_>>()
+                .join(" · ");
+            let note = match mc {
+                Some(mc) => {
+                    let broker = |c: &Cost| {
+                        c.per_process
+                            .iter()
+                            .find(|(n, _, _)| *n == "broker")
+                            .map(|(_, c, _)| *c)
+                            .unwrap_or_default()
+                    };
+                    format!(
+                        "{} − it: broker {:+.0} µs · total {:+.0} µs",
+                        this.kind.key(),
+                        broker(&mc) - broker(&oc),
+                        total_cpu(&mc) - total_cpu(&oc)
+                    )
+                }
+                None => String::new(),
+            };
+            report.row(
+                &format!("{}: CPU per call, {}", p.label, other.label(opts)),
+                format!("{value} (total {:.0} µs)", total_cpu(&oc)),
+                &note,
+            );
+        }
+    }
+}
+
+/// Each variant's throughput rows, with the ratio this build ÷ it.
+fn variant_throughput(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let get = |sys: Sys| measured(results, sys);
+    for &c in &opts.concurrency {
+        let rate = |m: &Measured| match m.throughput.iter().find(|(n, _)| *n == c) {
+            Some((_, Ok(r))) => Some(*r),
+            _ => None,
+        };
+        for &(this, other) in pairs {
+            let Some(or) = get(other).ok().and_then(rate) else {
+                continue;
+            };
+            let note = match get(this).ok().and_then(rate) {
+                Some(mr) => format!(
+                    "{} ÷ {}: {}",
+                    this.kind.key(),
+                    other.label(opts),
+                    ratio2(mr, or)
+                ),
+                None => String::new(),
+            };
+            report.row(
+                &format!("{c} agents, throughput: {}", other.label(opts)),
+                format!("{or:.0} calls/s"),
+                &note,
+            );
+        }
+    }
 }
 
 /// An SDK app against its language's direct stdio server (target within +300 µs at p50) and

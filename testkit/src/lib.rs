@@ -76,11 +76,16 @@ impl Broker {
 
     /// Starts a broker that logs warnings only (for benchmarks).
     pub async fn start_quiet(config: &str) -> Broker {
+        Broker::start_quiet_bin(&bin("leo"), config).await
+    }
+
+    /// [`Broker::start_quiet`] with another build's `leo` (the bench's baseline builds).
+    pub async fn start_quiet_bin(leo: &Path, config: &str) -> Broker {
         let home = tempfile::tempdir().expect("tempdir");
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let (child, addr, stderr_path) = spawn_logging(home.path(), "warn")
+        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn")
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -206,11 +211,20 @@ pub async fn spawn_logging(
     home: &Path,
     log: &str,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
+    spawn_bin(&bin("leo"), home, log).await
+}
+
+/// `spawn_logging` with the `leo` binary at `leo`.
+async fn spawn_bin(
+    leo: &Path,
+    home: &Path,
+    log: &str,
+) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stderr_path = home.join(format!("broker-{n}.stderr"));
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-    let mut child = Command::new(bin("leo"))
+    let mut child = Command::new(leo)
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)
