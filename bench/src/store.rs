@@ -21,6 +21,8 @@ use std::time::Instant;
 use leo_bench::payload::{self, PAYLOADS, Payload};
 use leo_broker::store::{Op, Store, StoredCall, Synchronous};
 use leo_protocol::ipc::RawOutcome;
+use leo_protocol::requests::Request;
+use serde_json::value::RawValue;
 
 use crate::relay::{Opts, us};
 use crate::report::{Report, pct};
@@ -86,19 +88,23 @@ impl Bench {
     }
 
     /// The ops of call `n` as the broker makes them.
-    fn ops(&self, n: u64, outcome: &RawOutcome) -> [Vec<Op>; 3] {
+    fn ops(&self, n: u64, outcome: &RawOutcome) -> anyhow::Result<[Vec<Op>; 3]> {
         let id = format!("req_bench{n:08}");
+        let arguments = RawValue::from_string(serde_json::to_string(&payload::arguments())?)?;
         let park = Op::Park(StoredCall {
-            id: id.clone(),
-            agent: "bench".into(),
-            session: "s1".into(),
+            request: Request {
+                id: id.clone(),
+                agent: "bench".into(),
+                session: "s1".into(),
+                group: "bench".into(),
+                tool: "echo_small".into(),
+                arguments,
+                timeout_s: Some(600),
+                created_at: "2026-12-03T00:00:00Z".into(),
+                owner: None,
+            },
             local_id: n,
-            group: "bench".into(),
-            tool: "echo_small".into(),
-            arguments: serde_json::Value::Object(payload::arguments()),
-            timeout_s: Some(600),
             deadline_ms: Some(leo_broker::store::now_ms() + 600_000),
-            created_at: "2026-12-03T00:00:00Z".into(),
             claimed_by: None,
         });
         let settle = vec![
@@ -115,7 +121,7 @@ impl Bench {
                 outcome: Some(outcome.clone()),
             },
         ];
-        [vec![park], settle, vec![Op::Delivered { id }]]
+        Ok([vec![park], settle, vec![Op::Delivered { id }]])
     }
 
     async fn commit(&self, ops: Vec<Op>) -> anyhow::Result<()> {
@@ -128,7 +134,7 @@ impl Bench {
         let cpu = thread_ns(self.writer);
         for _ in 0..calls {
             self.n += 1;
-            let [park, settle, delivered] = self.ops(self.n, outcome);
+            let [park, settle, delivered] = self.ops(self.n, outcome)?;
             let t = Instant::now();
             self.commit(park).await?;
             let s = Instant::now();
