@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Http, Sse};
 use serde_json::{Value, json};
 
@@ -414,29 +415,17 @@ async fn sender_identity_and_stamping() {
         pushed["message"]["text"],
         format!("[message from {ok_from}] deploy now please")
     );
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = rocket.recv_of("messages").await;
-    let texts: Vec<&str> = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let got = rocket.fetch_messages(1).await;
     assert_eq!(
-        texts,
+        texts(&got),
         [
             format!("[message from {ok_from}] deploy now please").as_str(),
             "[message from docker-scout#ses_00274ca11ffe] build finished",
         ]
     );
     assert_eq!(got["messages"][1]["from"], "docker-scout#ses_00274ca11ffe");
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 2}))
-        .await;
     assert_eq!(
-        rocket.recv_of("messages").await["messages"],
+        rocket.fetch_messages(2).await["messages"],
         json!([]),
         "acknowledged"
     );
@@ -461,14 +450,7 @@ async fn unknown_targets_404_and_offline_agents_queue() {
         2
     );
     let mut back = agent(&broker, "scout-9").await;
-    back.send(&json!({"type": "fetch_messages", "id": 1})).await;
-    assert_eq!(
-        back.recv_of("messages").await["messages"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(texts(&back.fetch_messages(1).await).len(), 2);
 }
 
 #[tokio::test]

@@ -5,6 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
+use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Ipc, bin};
 use serde_json::{Value, json};
 
@@ -225,24 +226,12 @@ async fn an_agent_with_its_own_token_is_bound_to_that_name_and_mailbox() {
     }
     let (mut scout, welcome) = hello(&broker, &own, "scout").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
-    scout
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = scout.recv_of("messages").await;
-    let texts: Vec<&str> = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(texts, ["[message from ops] for scout"]);
+    let got = scout.fetch_messages(1).await;
+    assert_eq!(texts(&got), ["[message from ops] for scout"]);
     let (mut rocket, welcome) = hello(&broker, &shared, "rocket").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = rocket.recv_of("messages").await;
-    assert_eq!(got["messages"][0]["text"], "[message from ops] for rocket");
+    let got = rocket.fetch_messages(1).await;
+    assert_eq!(texts(&got), ["[message from ops] for rocket"]);
 
     // `leo call` as scout opens its session with scout's own token.
     let (ok, out) = leo(broker.home(), &["call", "--agent", "scout", "nothing"]);
