@@ -176,44 +176,33 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let Prepared {
-        home,
-        config,
-        ever,
-        tokens,
-        agent_token,
-        webhooks,
-        store,
-        restored,
-    } = p;
-    let history =
-        crate::history::History::open(&home.history_db(), &config.history).map_err(|message| {
-            BrokerError::State {
-                path: home.history_db(),
-                message,
-            }
-        })?;
-    let broker = Broker::new(config.clone(), ever, store, history);
-    broker.restore(restored);
-    if config.console.ask_human {
+    let history = crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(
+        |message| BrokerError::State {
+            path: p.home.history_db(),
+            message,
+        },
+    )?;
+    let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
+    broker.restore(p.restored);
+    if p.config.console.ask_human {
         // Nothing is registered yet, so the name cannot conflict.
         if let Err(e) = broker.set_ask_human(true) {
             warn!(error = %e, "cannot switch ask_human on at start");
         }
     }
-    let (store, stored) = webhooks;
+    let (store, stored) = p.webhooks;
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
     let state = Arc::new(AppState {
         broker: broker.clone(),
         webhooks,
-        tokens,
-        max_body: config.web.max_body_bytes,
+        tokens: p.tokens,
+        max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
-            config.console.session_ttl_s,
+            p.config.console.session_ttl_s,
         )),
     });
     let servers = spawn_servers(
-        &config,
+        &p.config,
         &state,
         listeners.tcp,
         listeners.metrics,
@@ -222,10 +211,10 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     broker.tasks().spawn(crate::ipc::serve(
         listeners.sidecar,
         broker.clone(),
-        crate::agent_tokens::AgentKeys::new(agent_token, home.agents()),
+        crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
     ));
     stop.await;
-    shut_down(&broker, servers, &home).await;
+    shut_down(&broker, servers, &p.home).await;
     Ok(())
 }
 
