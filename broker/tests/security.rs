@@ -7,7 +7,7 @@ use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Http, Sse};
 use serde_json::{Value, json};
 
-use crate::support::agent;
+use crate::support::{agent, message};
 
 /// Runs `leo ARGS…` on `home`; returns (success, stdout, stderr).
 pub async fn leo(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
@@ -456,13 +456,7 @@ async fn unknown_targets_404_and_offline_agents_queue() {
 #[tokio::test]
 async fn agents_named_in_the_config_are_known_before_they_connect() {
     let broker = Broker::start_with("agents:\n  rocket: {}\n").await;
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "hi", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "hi").await;
     assert_eq!(r.data()["unread"], 1);
     let r = broker
         .http()
@@ -577,25 +571,13 @@ async fn reachability_reminder_is_quiet_when_a_container_can_connect() {
 async fn a_denied_agent_cannot_drain_its_mailbox_through_raw_frames() {
     let broker = Broker::start_with("agents:\n  rocket:\n    deny_tools: [leo_messages]\n").await;
     let mut rocket = agent(&broker, "rocket").await;
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "hi", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "hi").await;
     assert_eq!(r.data()["unread"], 1);
     rocket
         .send(&json!({"type": "fetch_messages", "id": 1}))
         .await;
     let f = rocket.recv_of("error").await;
     assert_eq!(f["code"], "denied");
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "again", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "again").await;
     assert_eq!(r.data()["unread"], 2, "nothing was drained");
 }

@@ -215,14 +215,7 @@ async fn an_agent_with_its_own_token_is_bound_to_that_name_and_mailbox() {
 
     // Each session reads its own mailbox only.
     for (to, text) in [("rocket", "for rocket"), ("scout", "for scout")] {
-        broker
-            .http()
-            .post(
-                &format!("/web/agent/{to}/message"),
-                &json!({"text": text, "from": "ops"}),
-            )
-            .await
-            .data();
+        crate::support::message(&broker, to, text).await.data();
     }
     let (mut scout, welcome) = hello(&broker, &own, "scout").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
