@@ -25,15 +25,6 @@ fn path_a(levels: usize) -> String {
     ".a".repeat(levels)
 }
 
-async fn post_result(app: &App, id: &str, content: Value) -> leo_testkit::Reply {
-    app.http
-        .post(
-            &format!("/api/v1/client-tools/requests/{id}/result"),
-            &json!({"client_id": app.id, "ok": true, "content": content}),
-        )
-        .await
-}
-
 #[tokio::test]
 async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
     let broker = Broker::start().await;
@@ -46,7 +37,7 @@ async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
 
     // 200 levels inside annotations: leo-mcp could not read it.
     let deep = json!([{"type": "text", "text": "x", "annotations": nested(200)}]);
-    let r = post_result(&app, &id, deep).await;
+    let r = app.answer(&id, deep).await;
     assert_eq!(r.code(422), "invalid_result");
     // The block is level 1 and annotations level 2, so the first value too deep is the
     // 63rd object inside annotations.
@@ -76,13 +67,13 @@ async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
             "at $.content[0].resource.blob: expected base64",
         ),
     ] {
-        let r = post_result(&app, &id, content.clone()).await;
+        let r = app.answer(&id, content.clone()).await;
         assert_eq!(r.code(422), "invalid_result", "{content}");
         assert!(r.error().starts_with(at), "{content}: {}", r.error());
     }
 
     // None of those ended the call: a good result still does.
-    post_result(&app, &id, at_limit.clone()).await.data();
+    app.answer(&id, at_limit.clone()).await.data();
     let outcome = result_of(&mut ipc, 1).await;
     assert_eq!(outcome["content"], at_limit);
 }
