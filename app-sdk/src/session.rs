@@ -77,20 +77,14 @@ pub async fn serve(
                 resume = session.resume.take();
                 backoff.reset();
                 last_error.clear();
-                if last_event_id.is_some_and(|last| last > session.hello_seq) {
-                    // A restarted broker counts from zero again.
-                    last_event_id = Some(session.hello_seq);
-                }
-                let client_id = &session.link.client_id;
-                if sessions == 0 {
-                    debug!(%client_id, endpoint = %settings.endpoint, "serving");
-                } else {
-                    info!(%client_id, endpoint = %settings.endpoint, "reconnected; serving");
-                }
+                connected(
+                    &settings,
+                    status,
+                    &mut session,
+                    &mut last_event_id,
+                    sessions,
+                );
                 sessions += 1;
-                status.send_replace(Status::Serving {
-                    client_id: session.link.client_id.clone(),
-                });
                 let mut loop_state = Loop {
                     settings: &settings,
                     calls: &mut calls,
@@ -109,19 +103,47 @@ pub async fn serve(
             Err(e) if e.is_fatal() => return Err(e),
             Err(e) => e,
         };
-        let text = error_chain(&error);
-        if text != last_error {
-            warn!(error = %text, "not connected to the broker; retrying");
-            last_error = text.clone();
-        } else {
-            debug!(error = %text, "still not connected");
-        }
-        status.send_replace(Status::Waiting { error: text });
+        waiting(status, &error, &mut last_error);
         tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
             () = tokio::time::sleep(backoff.next_delay()) => {}
         }
     }
+}
+
+/// Bookkeeping for a stream just opened: the replay position, the log line, the status.
+fn connected(
+    settings: &Settings,
+    status: &watch::Sender<Status>,
+    session: &mut Session,
+    last_event_id: &mut Option<u64>,
+    sessions: u64,
+) {
+    if last_event_id.is_some_and(|last| last > session.hello_seq) {
+        // A restarted broker counts from zero again.
+        *last_event_id = Some(session.hello_seq);
+    }
+    let client_id = &session.link.client_id;
+    if sessions == 0 {
+        debug!(%client_id, endpoint = %settings.endpoint, "serving");
+    } else {
+        info!(%client_id, endpoint = %settings.endpoint, "reconnected; serving");
+    }
+    status.send_replace(Status::Serving {
+        client_id: session.link.client_id.clone(),
+    });
+}
+
+/// Says why the app is not connected: a warning when the reason changes, else a debug line.
+fn waiting(status: &watch::Sender<Status>, error: &Error, last_error: &mut String) {
+    let text = error_chain(error);
+    if text != *last_error {
+        warn!(error = %text, "not connected to the broker; retrying");
+        last_error.clone_from(&text);
+    } else {
+        debug!(error = %text, "still not connected");
+    }
+    status.send_replace(Status::Waiting { error: text });
 }
 
 /// One connected stream.

@@ -26,7 +26,7 @@ use hyper::header::{AUTHORIZATION, CONTENT_TYPE, HOST, HeaderValue};
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use leo_protocol::ErrorCode;
-use leo_protocol::envelope::Failure;
+use leo_protocol::envelope::{Failure, Success};
 use serde::de::DeserializeOwned;
 
 use crate::endpoint::Endpoint;
@@ -101,11 +101,7 @@ impl Answer {
         if self.status != 200 {
             return Err(self.refusal());
         }
-        #[derive(serde::Deserialize)]
-        struct Ok<T> {
-            data: T,
-        }
-        serde_json::from_slice::<Ok<T>>(&self.body)
+        serde_json::from_slice::<Success<T>>(&self.body)
             .map(|ok| ok.data)
             .map_err(|e| Error::Protocol {
                 what: "response",

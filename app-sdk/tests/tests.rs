@@ -2,7 +2,7 @@
 //! the real `leo broker` on a temporary `LEO_HOME`, with agents played by an rmcp client driving
 //! the real `leo-mcp` (`leo_testkit::agent`).
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod support;
 

@@ -1072,6 +1072,10 @@ fn ratio(slow: f64, fast: f64) -> String {
     format!("{:.1}×", slow / fast)
 }
 
+#[allow(
+    clippy::too_many_lines,
+    reason = "a measurement or probe script read top to bottom; not split yet"
+)]
 pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     if let Some(bad) = opts
         .systems

@@ -6,6 +6,7 @@
 //! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them and runs
 //! the shutdown path.
 
+mod accept;
 pub mod admin;
 pub mod agent_tokens;
 pub mod config;

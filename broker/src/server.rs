@@ -201,20 +201,45 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             p.config.console.session_ttl_s,
         )),
     });
-    let token = broker.shutdown_token();
+    let servers = spawn_servers(
+        &p.config,
+        &state,
+        listeners.tcp,
+        listeners.metrics,
+        listeners.api,
+    )?;
+    broker.tasks().spawn(crate::ipc::serve(
+        listeners.sidecar,
+        broker.clone(),
+        crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
+    ));
+    stop.await;
+    shut_down(&broker, servers, &p.home).await;
+    Ok(())
+}
+
+/// The HTTP servers: TCP (with its limits and Host check), `/metrics`, and the API socket.
+fn spawn_servers(
+    config: &Config,
+    state: &Arc<AppState>,
+    tcp: Option<TcpListener>,
+    metrics: Option<TcpListener>,
+    api: UnixListener,
+) -> Result<tokio::task::JoinSet<()>> {
+    let token = state.broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();
-    if let Some(tcp) = listeners.tcp {
+    if let Some(tcp) = tcp {
         let port = tcp
             .local_addr()
             .map_err(|e| BrokerError::io("read address of", "tcp listener", e))?
             .port();
         let check = Arc::new(HostCheck::new(
             port,
-            p.config.web.bind,
-            &p.config.web.allowed_hosts,
+            config.web.bind,
+            &config.web.allowed_hosts,
         ));
         let app = crate::http::tcp_router(state.clone(), check);
-        let limits = tcp_limits(&p.config.web);
+        let limits = tcp_limits(&config.web);
         info!(
             max_connections = limits.max_connections,
             header_timeout_s = limits.header_timeout.as_secs(),
@@ -223,7 +248,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         );
         servers.spawn(crate::http::serve_tcp(tcp, app, limits, token.clone()));
     }
-    if let Some(listener) = listeners.metrics {
+    if let Some(listener) = metrics {
         let app = crate::http::metrics_router(state.clone());
         let t = token.clone();
         servers.spawn(async move {
@@ -236,23 +261,20 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         });
     }
     let app = crate::http::router(state.clone());
-    let t = token.clone();
-    let api = listeners.api;
     servers.spawn(async move {
         if let Err(e) = axum::serve(api, app)
-            .with_graceful_shutdown(t.cancelled_owned())
+            .with_graceful_shutdown(token.cancelled_owned())
             .await
         {
             warn!(error = %e, "the API socket server ended with an error");
         }
     });
-    broker.tasks().spawn(crate::ipc::serve(
-        listeners.sidecar,
-        broker.clone(),
-        crate::agent_tokens::AgentKeys::new(p.agent_token.clone(), p.home.agents()),
-    ));
+    Ok(servers)
+}
 
-    stop.await;
+/// The shutdown path: pending calls end, servers drain (at most `DRAIN`), background tasks
+/// finish, history and the live state are flushed, and the sockets are removed.
+async fn shut_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>, home: &Home) {
     info!("shutting down");
     broker.begin_shutdown();
     let drained = tokio::time::timeout(DRAIN, async {
@@ -273,11 +295,10 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     // Every call has ended by now; its row is written before the broker says it stopped.
     broker.history().close();
     broker.store().close().await;
-    for path in [p.home.api_socket(), p.home.sidecar_socket()] {
+    for path in [home.api_socket(), home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }
     info!("stopped");
-    Ok(())
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (before the banner is printed, so a signal

@@ -5,6 +5,7 @@
 use std::time::Duration;
 
 use leo_testkit::agent::{Agent, AgentOpts, text_of};
+use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, WAIT};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -89,16 +90,8 @@ async fn a_scope_is_matched_against_the_decoded_target_it_delivers_to() {
     // arrives.
     let r = post(broker.operator_token(), "scout-%31", "ops").await;
     assert_eq!(r.data()["unread"], 1, "{:?}", r.body);
-    scout
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let messages = scout.recv_of("messages").await["messages"].clone();
-    let texts: Vec<&str> = messages
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter_map(|m| m["text"].as_str())
-        .collect();
+    let messages = scout.fetch_messages(1).await;
+    let texts = texts(&messages);
     assert_eq!(texts.len(), 1, "{messages}");
     assert!(texts[0].ends_with("hi"), "{messages}");
 }

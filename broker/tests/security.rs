@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
+use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Http, Sse};
 use serde_json::{Value, json};
 
-use crate::support::agent;
+use crate::support::{agent, message};
 
 /// Runs `leo ARGS…` on `home`; returns (success, stdout, stderr).
 pub async fn leo(home: &std::path::Path, args: &[&str]) -> (bool, String, String) {
@@ -414,29 +415,17 @@ async fn sender_identity_and_stamping() {
         pushed["message"]["text"],
         format!("[message from {ok_from}] deploy now please")
     );
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = rocket.recv_of("messages").await;
-    let texts: Vec<&str> = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
+    let got = rocket.fetch_messages(1).await;
     assert_eq!(
-        texts,
+        texts(&got),
         [
             format!("[message from {ok_from}] deploy now please").as_str(),
             "[message from docker-scout#ses_00274ca11ffe] build finished",
         ]
     );
     assert_eq!(got["messages"][1]["from"], "docker-scout#ses_00274ca11ffe");
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 2}))
-        .await;
     assert_eq!(
-        rocket.recv_of("messages").await["messages"],
+        rocket.fetch_messages(2).await["messages"],
         json!([]),
         "acknowledged"
     );
@@ -461,26 +450,13 @@ async fn unknown_targets_404_and_offline_agents_queue() {
         2
     );
     let mut back = agent(&broker, "scout-9").await;
-    back.send(&json!({"type": "fetch_messages", "id": 1})).await;
-    assert_eq!(
-        back.recv_of("messages").await["messages"]
-            .as_array()
-            .unwrap()
-            .len(),
-        2
-    );
+    assert_eq!(texts(&back.fetch_messages(1).await).len(), 2);
 }
 
 #[tokio::test]
 async fn agents_named_in_the_config_are_known_before_they_connect() {
     let broker = Broker::start_with("agents:\n  rocket: {}\n").await;
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "hi", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "hi").await;
     assert_eq!(r.data()["unread"], 1);
     let r = broker
         .http()
@@ -595,25 +571,13 @@ async fn reachability_reminder_is_quiet_when_a_container_can_connect() {
 async fn a_denied_agent_cannot_drain_its_mailbox_through_raw_frames() {
     let broker = Broker::start_with("agents:\n  rocket:\n    deny_tools: [leo_messages]\n").await;
     let mut rocket = agent(&broker, "rocket").await;
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "hi", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "hi").await;
     assert_eq!(r.data()["unread"], 1);
     rocket
         .send(&json!({"type": "fetch_messages", "id": 1}))
         .await;
     let f = rocket.recv_of("error").await;
     assert_eq!(f["code"], "denied");
-    let r = broker
-        .http()
-        .post(
-            "/web/agent/rocket/message",
-            &json!({"text": "again", "from": "ops"}),
-        )
-        .await;
+    let r = message(&broker, "rocket", "again").await;
     assert_eq!(r.data()["unread"], 2, "nothing was drained");
 }

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
 use leo_testkit::agent::{Agent, AgentOpts, text_of};
+use leo_testkit::cli_home::CliHome as Home;
 use leo_testkit::{Http, WAIT, bin, require};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -92,61 +93,12 @@ fn commands(block: &str) -> Vec<String> {
         .collect()
 }
 
-/// A throw-away home for one harness run, with the env its CLI needs offline.
-struct Home {
-    dir: tempfile::TempDir,
-    path_var: String,
+/// What the README's lines need beyond a `CliHome`: running them.
+trait RunLines {
+    async fn run(&self, lines: &[String]) -> String;
 }
 
-impl Home {
-    /// `extra_path` comes first on PATH, then the harness CLIs, then the system's.
-    fn new(extra_path: Option<&Path>) -> Option<Home> {
-        let clis = require::harness_clis()?;
-        let node_dir = which("node").and_then(|p| p.parent().map(Path::to_path_buf));
-        let mut dirs: Vec<PathBuf> = extra_path.into_iter().map(Path::to_path_buf).collect();
-        dirs.push(clis);
-        dirs.extend(node_dir);
-        dirs.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
-        let path_var = std::env::join_paths(dirs)
-            .expect("PATH")
-            .to_string_lossy()
-            .into_owned();
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::fs::create_dir_all(dir.path().join("proj")).expect("project dir");
-        Some(Home { dir, path_var })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// A command with only this home's environment, as a fresh login would have.
-    fn command(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
-        let home = self.path();
-        let mut cmd = Command::new(program);
-        cmd.env_clear()
-            .current_dir(home.join("proj"))
-            .env("HOME", home)
-            .env("PATH", &self.path_var)
-            .env("LANG", "C.UTF-8")
-            .env("TMPDIR", std::env::temp_dir())
-            .env("XDG_CONFIG_HOME", home.join(".config"))
-            .env("XDG_DATA_HOME", home.join(".local/share"))
-            .env("XDG_CACHE_HOME", home.join(".cache"))
-            .env("XDG_STATE_HOME", home.join(".local/state"))
-            // Claude Code: no update check, no telemetry.
-            .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-            .env("DISABLE_AUTOUPDATER", "1")
-            .env("DISABLE_TELEMETRY", "1")
-            // opencode: no self-update, no models list, no plugin install.
-            .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
-            .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
-            .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
-            .stdin(Stdio::null())
-            .kill_on_drop(true);
-        cmd
-    }
-
+impl RunLines for Home {
     /// Runs `lines` in `sh -eu` in this home; returns stdout and stderr, failing on error.
     async fn run(&self, lines: &[String]) -> String {
         let script = format!("set -eu\n{}\n", lines.join("\n"));
@@ -167,13 +119,6 @@ impl Home {
         );
         strip_ansi(&text)
     }
-}
-
-fn which(name: &str) -> Option<PathBuf> {
-    let path = std::env::var_os("PATH")?;
-    std::env::split_paths(&path)
-        .map(|d| d.join(name))
-        .find(|p| p.is_file())
 }
 
 fn strip_ansi(s: &str) -> String {
@@ -339,7 +284,7 @@ async fn readme_lines_work(harness: Harness) {
         &bin("leo"),
         &["broker"],
         &home.path().join(".leo"),
-        &home.path_var,
+        home.path_var(),
     )
     .await;
     let out = home.run(&lines).await;
@@ -403,7 +348,7 @@ async fn the_banners_setup_lines_work_with_every_harness() {
         return;
     };
     let leo_home = broker_home.path().join(".leo");
-    let broker = start_broker(&bin("leo"), &args, &leo_home, &broker_home.path_var).await;
+    let broker = start_broker(&bin("leo"), &args, &leo_home, broker_home.path_var()).await;
     let banner = broker.banner.join("\n");
     let leo_mcp = bin("leo-mcp").display().to_string();
     for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {

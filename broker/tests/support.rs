@@ -121,3 +121,14 @@ impl Console {
         }
     }
 }
+
+/// `POST /web/agent/{to}/message` from `ops` with the operator token.
+pub async fn message(broker: &Broker, to: &str, text: &str) -> Reply {
+    broker
+        .http()
+        .post(
+            &format!("/web/agent/{to}/message"),
+            &serde_json::json!({"text": text, "from": "ops"}),
+        )
+        .await
+}

@@ -1,10 +1,11 @@
 //! The broker's integration tests: one binary, every test against the real `leo broker` on a
 //! temporary `LEO_HOME` and an ephemeral port, over real HTTP, SSE and the sidecar IPC.
 
-#![allow(clippy::unwrap_used, clippy::expect_used)]
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
 
 mod support;
 
+mod architecture;
 mod attacks;
 mod bad_input;
 mod cli;

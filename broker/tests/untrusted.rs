@@ -5,6 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 
+use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Ipc, bin};
 use serde_json::{Value, json};
 
@@ -24,15 +25,6 @@ fn path_a(levels: usize) -> String {
     ".a".repeat(levels)
 }
 
-async fn post_result(app: &App, id: &str, content: Value) -> leo_testkit::Reply {
-    app.http
-        .post(
-            &format!("/api/v1/client-tools/requests/{id}/result"),
-            &json!({"client_id": app.id, "ok": true, "content": content}),
-        )
-        .await
-}
-
 #[tokio::test]
 async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
     let broker = Broker::start().await;
@@ -45,7 +37,7 @@ async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
 
     // 200 levels inside annotations: leo-mcp could not read it.
     let deep = json!([{"type": "text", "text": "x", "annotations": nested(200)}]);
-    let r = post_result(&app, &id, deep).await;
+    let r = app.answer(&id, deep).await;
     assert_eq!(r.code(422), "invalid_result");
     // The block is level 1 and annotations level 2, so the first value too deep is the
     // 63rd object inside annotations.
@@ -75,13 +67,13 @@ async fn results_too_deep_or_with_loose_base64_are_refused_with_their_path() {
             "at $.content[0].resource.blob: expected base64",
         ),
     ] {
-        let r = post_result(&app, &id, content.clone()).await;
+        let r = app.answer(&id, content.clone()).await;
         assert_eq!(r.code(422), "invalid_result", "{content}");
         assert!(r.error().starts_with(at), "{content}: {}", r.error());
     }
 
     // None of those ended the call: a good result still does.
-    post_result(&app, &id, at_limit.clone()).await.data();
+    app.answer(&id, at_limit.clone()).await.data();
     let outcome = result_of(&mut ipc, 1).await;
     assert_eq!(outcome["content"], at_limit);
 }
@@ -214,35 +206,16 @@ async fn an_agent_with_its_own_token_is_bound_to_that_name_and_mailbox() {
 
     // Each session reads its own mailbox only.
     for (to, text) in [("rocket", "for rocket"), ("scout", "for scout")] {
-        broker
-            .http()
-            .post(
-                &format!("/web/agent/{to}/message"),
-                &json!({"text": text, "from": "ops"}),
-            )
-            .await
-            .data();
+        crate::support::message(&broker, to, text).await.data();
     }
     let (mut scout, welcome) = hello(&broker, &own, "scout").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
-    scout
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = scout.recv_of("messages").await;
-    let texts: Vec<&str> = got["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["text"].as_str().unwrap())
-        .collect();
-    assert_eq!(texts, ["[message from ops] for scout"]);
+    let got = scout.fetch_messages(1).await;
+    assert_eq!(texts(&got), ["[message from ops] for scout"]);
     let (mut rocket, welcome) = hello(&broker, &shared, "rocket").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
-    rocket
-        .send(&json!({"type": "fetch_messages", "id": 1}))
-        .await;
-    let got = rocket.recv_of("messages").await;
-    assert_eq!(got["messages"][0]["text"], "[message from ops] for rocket");
+    let got = rocket.fetch_messages(1).await;
+    assert_eq!(texts(&got), ["[message from ops] for rocket"]);
 
     // `leo call` as scout opens its session with scout's own token.
     let (ok, out) = leo(broker.home(), &["call", "--agent", "scout", "nothing"]);

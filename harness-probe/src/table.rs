@@ -168,6 +168,10 @@ fn newest_features(entry: &Entry, rows: &[FeaturesRow]) -> Option<leo_protocol::
 }
 
 /// Builds the table from its inputs.
+#[allow(
+    clippy::too_many_lines,
+    reason = "a measurement or probe script read top to bottom; not split yet"
+)]
 pub fn build(inputs: Vec<Input>) -> Table {
     let mut published: Vec<Entry> = Vec::new();
     let mut verdicts: Vec<VerdictFile> = Vec::new();

@@ -330,18 +330,7 @@ impl BrokerLink {
                 id,
                 messages,
                 dropped,
-            } => {
-                debug!(fetch = id, messages = messages.len(), "messages received");
-                let mut state = self.lock();
-                if let Err(Ok(fetched)) =
-                    state.fetches.settle(id, Ok(Fetched { messages, dropped }))
-                {
-                    // Acknowledged by the broker already: keep them for the next call.
-                    debug!(fetch = id, "messages for a fetch nobody waits for; kept");
-                    state.unshown.extend(fetched.messages);
-                    trim_unshown(&mut state);
-                }
-            }
+            } => self.fetched(id, Fetched { messages, dropped }),
             BrokerFrame::MessageArrived { message } => {
                 debug!(from = %message.from, "message arrived");
                 // No subscriber (no channel pusher) is normal: the message stays unread.
@@ -352,17 +341,7 @@ impl BrokerLink {
                 code,
                 message,
                 id: Some(id),
-            } => {
-                // The broker refused this fetch (its policy, not ours): that call fails alone.
-                if self
-                    .lock()
-                    .fetches
-                    .settle(id, Err((code, message)))
-                    .is_err()
-                {
-                    debug!(fetch = id, "a refusal for a fetch nobody waits for");
-                }
-            }
+            } => self.fetch_refused(id, code, message),
             BrokerFrame::Error {
                 code,
                 message,
@@ -402,6 +381,34 @@ impl BrokerLink {
                     requested_schema,
                 },
             ),
+        }
+    }
+
+    /// The messages a fetch asked for.
+    fn fetched(&self, id: u64, fetched: Fetched) {
+        debug!(
+            fetch = id,
+            messages = fetched.messages.len(),
+            "messages received"
+        );
+        let mut state = self.lock();
+        if let Err(Ok(fetched)) = state.fetches.settle(id, Ok(fetched)) {
+            // Acknowledged by the broker already: keep them for the next call.
+            debug!(fetch = id, "messages for a fetch nobody waits for; kept");
+            state.unshown.extend(fetched.messages);
+            trim_unshown(&mut state);
+        }
+    }
+
+    /// The broker refused this fetch (its policy, not ours): that call fails alone.
+    fn fetch_refused(&self, id: u64, code: String, message: String) {
+        if self
+            .lock()
+            .fetches
+            .settle(id, Err((code, message)))
+            .is_err()
+        {
+            debug!(fetch = id, "a refusal for a fetch nobody waits for");
         }
     }
 

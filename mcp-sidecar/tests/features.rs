@@ -4,14 +4,11 @@
 //! progress reports from the app; questions for the user (elicitation), answered, declined, or
 //! refused at once to a harness that cannot ask.
 
-use std::path::PathBuf;
-
-use leo_testkit::require::{self, Prereq};
-use leo_testkit::{Broker, Script, bin};
+use leo_testkit::require;
+use leo_testkit::{Broker, Script};
 use serde_json::{Value, json};
-use tokio::process::Command;
 
-use crate::support::App;
+use crate::support::{App, interop_command, typescript_sdk};
 
 /// A tool with every MCP field an app can give.
 fn record_tool() -> Value {
@@ -60,12 +57,20 @@ async fn feature_app(broker: &Broker) -> App {
     app
 }
 
+/// The app asks the user `message` with the confirm form during call `id`.
+async fn ask(app: &App, id: &str, message: &str) -> leo_testkit::Reply {
+    app.post_for(
+        id,
+        "input",
+        json!({"message": message, "requested_schema": confirm_form()}),
+    )
+    .await
+}
+
 /// The record call: an invalid structured result is refused with its path, a valid one with
 /// no blocks reaches the harness.
 async fn answer_record(app: &mut App) {
-    let req = app.next_request().await;
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.claim(&id).await;
+    let id = app.claim_next().await;
     let missing = app
         .post_for(
             &id,
@@ -131,28 +136,15 @@ async fn answer_deploy(app: &mut App) {
     .data();
 }
 
-fn typescript_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_client() {
-    if !require::node_package(
-        Prereq::Node,
-        "mcp-sidecar/tests/interop",
-        "@modelcontextprotocol/sdk",
-    ) {
+    if !typescript_sdk() {
         return;
     }
     let broker = Broker::start().await;
     let mut app = feature_app(&broker).await;
-    let dir = typescript_dir();
-    let mut cmd = Command::new("node");
-    cmd.arg(dir.join("features.mjs"))
-        .current_dir(&dir)
-        .env("LEO_MCP_BIN", bin("leo-mcp"))
-        .env("LEO_HOME", broker.home())
-        .env("LEO_MCP_LOG", "leo_mcp=debug");
+    let mut cmd = interop_command("node", "features.mjs", broker.home());
+    cmd.env("LEO_MCP_LOG", "leo_mcp=debug");
     let mut script = Script::spawn(cmd, &broker.home().join("features-ts.stderr"));
     script.step("connected").await;
 
@@ -202,27 +194,13 @@ async fn typescript_sdk_client() {
     );
 
     // Questions: the script's user accepts the first and declines the second.
-    let req = app.next_request().await;
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.claim(&id).await;
-    let yes = app
-        .post_for(
-            &id,
-            "input",
-            json!({"message": "Deploy build 7 to production?", "requested_schema": confirm_form()}),
-        )
-        .await;
+    let id = app.claim_next().await;
+    let yes = ask(&app, &id, "Deploy build 7 to production?").await;
     assert_eq!(
         yes.data(),
         &json!({"action": "accept", "content": {"confirm": true, "env": "prod"}})
     );
-    let no = app
-        .post_for(
-            &id,
-            "input",
-            json!({"message": "Also wipe the cache?", "requested_schema": confirm_form()}),
-        )
-        .await;
+    let no = ask(&app, &id, "Also wipe the cache?").await;
     assert_eq!(no.data(), &json!({"action": "decline"}));
     let bad = app
         .post_for(
@@ -237,13 +215,9 @@ async fn typescript_sdk_client() {
             .starts_with("at $.requested_schema.properties.a.type"),
         "{bad:?}"
     );
-    app.post_for(
-        &id,
-        "result",
-        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
-    )
-    .await
-    .data();
+    app.answer(&id, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
     let got = script.step("confirm").await;
     assert_eq!(got["result"]["content"][0]["text"], "confirmed");
     assert_eq!(got["asked"][0]["mode"], "form", "{got}");
@@ -262,12 +236,8 @@ async fn python_run(mode: &str) {
     };
     let broker = Broker::start().await;
     let mut app = feature_app(&broker).await;
-    let mut cmd = Command::new(python);
-    cmd.arg(typescript_dir().join("features.py"))
-        .arg(mode)
-        .env("LEO_MCP_BIN", bin("leo-mcp"))
-        .env("LEO_HOME", broker.home())
-        .env("LEO_MCP_LOG", "leo_mcp=debug");
+    let mut cmd = interop_command(python, "features.py", broker.home());
+    cmd.arg(mode).env("LEO_MCP_LOG", "leo_mcp=debug");
     let mut script = Script::spawn(cmd, &broker.home().join("features-py.stderr"));
 
     let listed = script.step("listed").await;
@@ -301,16 +271,8 @@ async fn python_run(mode: &str) {
     assert_eq!(messages, [&json!("building"), &json!("uploading")], "{got}");
     assert_eq!(got["reports"][1]["total"], 3.0);
 
-    let req = app.next_request().await;
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.claim(&id).await;
-    let asked = app
-        .post_for(
-            &id,
-            "input",
-            json!({"message": "Deploy now?", "requested_schema": confirm_form()}),
-        )
-        .await;
+    let id = app.claim_next().await;
+    let asked = ask(&app, &id, "Deploy now?").await;
     if mode == "ask" {
         assert_eq!(
             asked.data(),
@@ -323,13 +285,9 @@ async fn python_run(mode: &str) {
         assert_eq!(asked.code(409), "input_unsupported", "{asked:?}");
         assert!(asked.error().contains("leo-features-py-plain"), "{asked:?}");
     }
-    app.post_for(
-        &id,
-        "result",
-        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
-    )
-    .await
-    .data();
+    app.answer(&id, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
     let got = script.step("confirm").await;
     assert_eq!(got["result"]["content"][0]["text"], "confirmed");
     script.step("done").await;
@@ -382,9 +340,7 @@ async fn an_unanswered_question_ends_with_its_call() {
         mcp.send(&json!({"jsonrpc": "2.0", "id": n, "method": "tools/call",
             "params": {"name": tool, "arguments": {}}}))
             .await;
-        let req = app.next_request().await;
-        let id = req.data["id"].as_str().unwrap().to_owned();
-        app.claim(&id).await;
+        let id = app.claim_next().await;
         let asking = {
             let app_http = app.http.clone();
             let body = json!({"client_id": app.id, "message": "Sure?", "requested_schema": confirm_form()});
@@ -440,11 +396,8 @@ async fn python_sdk_2026_session() {
         json!([crate::support::tool("echo"), plain_tool("confirm")]),
     )
     .await;
-    let mut cmd = Command::new(python);
-    cmd.arg(typescript_dir().join("modern.py"))
-        .env("LEO_MCP_BIN", bin("leo-mcp"))
-        .env("LEO_HOME", broker.home())
-        .env("LEO_MCP_LOG", "leo_mcp=debug,rmcp=debug");
+    let mut cmd = interop_command(python, "modern.py", broker.home());
+    cmd.env("LEO_MCP_LOG", "leo_mcp=debug,rmcp=debug");
     let mut script = Script::spawn(cmd, &broker.home().join("modern-py.stderr"));
     let connected = script.step("connected").await;
     assert_eq!(connected["protocol"], "2026-07-28", "{connected}");
@@ -469,28 +422,16 @@ async fn python_sdk_2026_session() {
 
     // A question in a 2026-07-28 session: input_required, answered on the client's retry,
     // while the broker's call stays the same live call.
-    let req = app.next_request().await;
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.claim(&id).await;
-    let asked = app
-        .post_for(
-            &id,
-            "input",
-            json!({"message": "Deploy now?", "requested_schema": confirm_form()}),
-        )
-        .await;
+    let id = app.claim_next().await;
+    let asked = ask(&app, &id, "Deploy now?").await;
     assert_eq!(
         asked.data(),
         &json!({"action": "accept", "content": {"confirm": true}})
     );
     assert_eq!(script.step("asked").await["message"], "Deploy now?");
-    app.post_for(
-        &id,
-        "result",
-        json!({"ok": true, "content": [{"type": "text", "text": "confirmed"}]}),
-    )
-    .await
-    .data();
+    app.answer(&id, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
     let confirmed = script.step("confirmed").await;
     assert_eq!(
         confirmed["result"]["content"][0]["text"], "confirmed",
@@ -626,9 +567,7 @@ async fn answered(
     result: Value,
 ) -> rmcp::model::CallToolResult {
     let call = agent.spawn_call(tool, json!({}));
-    let req = app.next_request().await;
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.claim(&id).await;
+    let id = app.claim_next().await;
     app.post_for(&id, "result", result).await.data();
     call.await.unwrap()
 }

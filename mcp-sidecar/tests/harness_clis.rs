@@ -6,12 +6,11 @@
 //! kept, so the test also checks the lifecycle it settled on: Claude Code stays on 2026-07-28,
 //! codex and opencode use `initialize`.
 
-use std::path::{Path, PathBuf};
-use std::process::Stdio;
+use std::path::Path;
 
+use leo_testkit::cli_home::CliHome;
 use leo_testkit::{Broker, WAIT, bin, require};
 use serde_json::{Value, json};
-use tokio::process::Command;
 
 use crate::support::App;
 
@@ -44,7 +43,7 @@ CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip
         ),
         Cli::Opencode => format!(
             r#"printf '{{"mcp": {{"leo": {{"type": "local", "command": ["{w}"], "enabled": true}}}}}}' >"{d}/in.json"
-exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/home' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
+exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/proj' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
         ),
     }
 }
@@ -60,14 +59,12 @@ fn lines(path: &Path) -> Vec<Value> {
 /// `cli` calls the app's tool through a default `leo-mcp`; returns what the CLI sent leo-mcp
 /// (`None` only when the CLIs are missing and `LEO_TEST_SKIP` allows it).
 async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
-    let clis = require::harness_clis()?;
+    let home = CliHome::new(None)?;
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
         .await;
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path();
-    std::fs::create_dir_all(d.join("home")).unwrap();
+    let d = home.path();
     // codex does not re-list tools, so auto mode gives it the fallback tools; native mode
     // shows it the app's tool (registered before it starts). codex passes MCP servers only a
     // few variables, so the wrapper sets LEO_HOME itself.
@@ -90,39 +87,16 @@ async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let node_dir = std::env::var_os("PATH")
-        .and_then(|p| std::env::split_paths(&p).find(|d| d.join("node").is_file()));
-    let mut path: Vec<PathBuf> = vec![clis];
-    path.extend(node_dir);
-    path.extend(["/usr/local/bin", "/usr/bin", "/bin"].map(PathBuf::from));
-    let home = d.join("home");
-    let mut child = Command::new("sh")
+    let mut child = home
+        .command("sh")
         .arg("-c")
         .arg(script(cli, d, &wrap))
-        .env_clear()
-        .current_dir(&home)
-        .env("HOME", &home)
-        .env("PATH", std::env::join_paths(path).unwrap())
-        .env("LANG", "C.UTF-8")
-        .env("TMPDIR", std::env::temp_dir())
-        .env("XDG_CONFIG_HOME", home.join(".config"))
-        .env("XDG_DATA_HOME", home.join(".local/share"))
-        .env("XDG_CACHE_HOME", home.join(".cache"))
-        .env("XDG_STATE_HOME", home.join(".local/state"))
-        .env("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1")
-        .env("DISABLE_AUTOUPDATER", "1")
-        .env("DISABLE_TELEMETRY", "1")
-        .env("OPENCODE_DISABLE_AUTOUPDATE", "1")
-        .env("OPENCODE_DISABLE_MODELS_FETCH", "1")
-        .env("OPENCODE_DISABLE_DEFAULT_PLUGINS", "1")
         .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
         .env("HARNESS_PROBE_TOOLS", TOOL)
         .env("HARNESS_PROBE_WATCH", "none")
         .env("HARNESS_PROBE_GRACE_MS", "0")
-        .stdin(Stdio::null())
         .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
         .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
-        .kill_on_drop(true)
         .spawn()
         .expect("sh");
     let output = || {

@@ -3,42 +3,25 @@
 //! The SDK is installed by `npm ci --prefix mcp-sidecar/tests/interop` (`cargo xtask test`
 //! does it). Without it the test fails with that command, unless `LEO_TEST_SKIP=node`.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use leo_testkit::require::{self, Prereq};
-use leo_testkit::{Broker, Script, bin};
+use leo_testkit::{Broker, Script};
 use serde_json::json;
-use tokio::process::Command;
 
-use crate::support::{App, tool, tool_with_timeout};
-
-fn interop_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop")
-}
+use crate::support::{App, interop_command, tool, tool_with_timeout, typescript_sdk};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn typescript_sdk_client() {
-    if !require::node_package(
-        Prereq::Node,
-        "mcp-sidecar/tests/interop",
-        "@modelcontextprotocol/sdk",
-    ) {
+    if !typescript_sdk() {
         return;
     }
-    let dir = interop_dir();
-
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
         .await;
 
-    let mut cmd = Command::new("node");
-    cmd.arg(dir.join("interop.mjs"))
-        .current_dir(&dir)
-        .env("LEO_MCP_BIN", bin("leo-mcp"))
-        .env("LEO_HOME", broker.home())
-        .env("LEO_MCP_PROGRESS_MS", "200")
+    let mut cmd = interop_command("node", "interop.mjs", broker.home());
+    cmd.env("LEO_MCP_PROGRESS_MS", "200")
         .env("LEO_MCP_LOG", "leo_mcp=debug");
     let mut script = Script::spawn(cmd, &broker.home().join("interop.stderr"));
 

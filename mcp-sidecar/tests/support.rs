@@ -20,6 +20,29 @@ pub use leo_testkit::agent::{
     Agent, AgentOpts, content_json, error_text, text_of, wait_for_tools, wait_until,
 };
 
+// ----- harness scripts on the official MCP SDKs (`tests/interop`) -----
+
+/// Whether the TypeScript MCP SDK is installed in `tests/interop`; without it the test fails
+/// with the install command, unless `LEO_TEST_SKIP=node`.
+pub fn typescript_sdk() -> bool {
+    leo_testkit::require::node_package(
+        leo_testkit::require::Prereq::Node,
+        "mcp-sidecar/tests/interop",
+        "@modelcontextprotocol/sdk",
+    )
+}
+
+/// `program tests/interop/<script>`, run there, on the built `leo-mcp` and the broker at `home`.
+pub fn interop_command(program: impl AsRef<std::ffi::OsStr>, script: &str, home: &Path) -> Command {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/interop");
+    let mut cmd = Command::new(program);
+    cmd.arg(dir.join(script))
+        .current_dir(&dir)
+        .env("LEO_MCP_BIN", bin("leo-mcp"))
+        .env("LEO_HOME", home);
+    cmd
+}
+
 // ----- raw JSON-RPC -----
 
 /// `leo-mcp` driven by hand-written JSON-RPC lines.

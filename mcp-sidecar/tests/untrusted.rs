@@ -20,15 +20,6 @@ fn nested(levels: usize) -> Value {
     v
 }
 
-async fn post_result(app: &App, id: &str, content: Value) -> leo_testkit::Reply {
-    app.http
-        .post(
-            &format!("/api/v1/client-tools/requests/{id}/result"),
-            &json!({"client_id": app.id, "ok": true, "content": content}),
-        )
-        .await
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on() {
     let broker = Broker::start().await;
@@ -49,7 +40,7 @@ async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on()
     // 200 levels in annotations: refused, the call still open.
     app.claim_ok(&one).await;
     let deep = json!([{"type": "text", "text": "deep", "annotations": nested(200)}]);
-    let r = post_result(&app, &one, deep).await;
+    let r = app.answer(&one, deep).await;
     assert_eq!(r.code(422), "invalid_result");
     assert!(
         r.error().starts_with("at $.content[0].annotations.a.a"),
@@ -61,7 +52,7 @@ async fn a_result_too_deep_is_refused_and_the_other_calls_of_the_session_go_on()
     app.serve(&two, json!([{"type": "text", "text": "two back"}]))
         .await;
     assert_eq!(text_of(&second.await.unwrap()), "two back");
-    post_result(&app, &one, json!([{"type": "text", "text": "one back"}]))
+    app.answer(&one, json!([{"type": "text", "text": "one back"}]))
         .await
         .data();
     assert_eq!(text_of(&first.await.unwrap()), "one back");

@@ -6,6 +6,7 @@
 //! `leo_testkit::require`), never a silent skip: a suite that did not run would pass for code
 //! nobody tested.
 
+#![allow(clippy::too_many_lines)]
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use std::path::{Path, PathBuf};

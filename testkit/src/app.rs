@@ -131,6 +131,13 @@ impl App {
         }
     }
 
+    /// Claims the next `client_tool.request` (asserting the claim); its id.
+    pub async fn claim_next(&mut self) -> String {
+        let id = self.next_request_id().await;
+        self.claim_ok(&id).await;
+        id
+    }
+
     /// The next `client_tool.cancelled` on this app's stream.
     pub async fn next_cancelled(&mut self) -> SseEvent {
         self.sse.next_of("client_tool.cancelled").await

@@ -61,6 +61,13 @@ impl Ipc {
             .await;
     }
 
+    /// Sends `fetch_messages` `id`; the `messages` frame that answers it.
+    pub async fn fetch_messages(&mut self, id: u64) -> Value {
+        self.send(&json!({"type": "fetch_messages", "id": id}))
+            .await;
+        self.recv_of("messages").await
+    }
+
     /// The next frame; panics after `WAIT` or at end of stream.
     pub async fn recv(&mut self) -> Value {
         match tokio::time::timeout(WAIT, self.recv_or_end()).await {
@@ -99,4 +106,14 @@ impl Ipc {
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
     }
+}
+
+/// The texts of a `messages` frame, oldest first.
+pub fn texts(messages: &Value) -> Vec<String> {
+    messages["messages"]
+        .as_array()
+        .expect("a messages frame")
+        .iter()
+        .map(|m| m["text"].as_str().expect("a message text").to_owned())
+        .collect()
 }

@@ -9,6 +9,7 @@
 
 pub mod agent;
 pub mod app;
+pub mod cli_home;
 pub mod http;
 pub mod ipc;
 pub mod require;

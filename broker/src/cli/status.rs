@@ -53,92 +53,114 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
         count(tool_count, "tool"),
         count(s.pending.len(), "pending call"),
     );
-    let since = |stamp: &str| human(age_s(stamp, now));
-
     section(&mut out, style, "Apps", s.apps.is_empty(), || {
-        let mut t = Table::new(&["CLIENT", "NAME", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
-        for a in &s.apps {
-            t.row(vec![
-                a.client_id.clone(),
-                a.name.clone().unwrap_or_else(|| "-".into()),
-                a.principal.clone(),
-                role(a, style),
-                format!("{} ago", since(&a.connected_at)),
-                a.groups.join(", "),
-            ]);
-        }
-        t
+        apps_table(s, now, style)
     });
-
     section(&mut out, style, "Agents", s.agents.is_empty(), || {
-        let mut t = Table::new(&["AGENT", "SESSION", "HARNESS", "MODE", "CONNECTED"]);
-        for a in &s.agents {
-            let harness = match &a.harness {
-                Some(h) if h.version.is_empty() => h.name.clone(),
-                Some(h) => format!("{} {}", h.name, h.version),
-                None => "-".into(),
-            };
-            t.row(vec![
-                a.agent.clone(),
-                a.session.clone(),
-                harness,
-                a.mode.clone(),
-                format!("{} ago", since(&a.connected_at)),
-            ]);
-        }
-        t
+        agents_table(s, now)
     });
-
     section(&mut out, style, "Tools", s.groups.is_empty(), || {
-        // An app is shown by the name it gave itself, else by who opened its stream.
-        let who: BTreeMap<&str, &str> = s
-            .apps
-            .iter()
-            .map(|a| {
-                let label = a.name.as_deref().unwrap_or(&a.principal);
-                (a.client_id.as_str(), label)
-            })
-            .collect();
-        let mut t = Table::new(&["GROUP", "TOOL", "TIMEOUT", "SERVED BY", "DESCRIPTION"]);
-        for g in &s.groups {
-            for (i, tool) in g.tools.iter().enumerate() {
-                let served: Vec<String> = tool
-                    .clients
-                    .iter()
-                    .map(|c| match who.get(c.as_str()) {
-                        Some(p) => format!("{c} ({p})"),
-                        None => c.clone(),
-                    })
-                    .collect();
-                t.row(vec![
-                    if i == 0 {
-                        g.group.clone()
-                    } else {
-                        String::new()
-                    },
-                    tool_cell(tool),
-                    timeout(tool.timeout_s),
-                    served.join(", "),
-                    clip(&tool.description, DESCRIPTION_WIDTH),
-                ]);
-            }
-        }
-        t
+        tools_table(s)
     });
+    warnings(&mut out, s, style);
+    pending(&mut out, s, style);
+    out
+}
 
-    if !s.warnings.is_empty() {
-        out.push('\n');
-        out.push_str(&style.bold("Warnings"));
-        out.push('\n');
-        for (group, warnings) in &s.warnings {
-            for w in warnings {
-                out.push_str(&format!("  {group}: {w}\n"));
-            }
+fn since(stamp: &str, now: SystemTime) -> String {
+    human(age_s(stamp, now))
+}
+
+fn apps_table(s: &Snapshot, now: SystemTime, style: &Style) -> Table {
+    let mut t = Table::new(&["CLIENT", "NAME", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
+    for a in &s.apps {
+        t.row(vec![
+            a.client_id.clone(),
+            a.name.clone().unwrap_or_else(|| "-".into()),
+            a.principal.clone(),
+            role(a, style),
+            format!("{} ago", since(&a.connected_at, now)),
+            a.groups.join(", "),
+        ]);
+    }
+    t
+}
+
+fn agents_table(s: &Snapshot, now: SystemTime) -> Table {
+    let mut t = Table::new(&["AGENT", "SESSION", "HARNESS", "MODE", "CONNECTED"]);
+    for a in &s.agents {
+        let harness = match &a.harness {
+            Some(h) if h.version.is_empty() => h.name.clone(),
+            Some(h) => format!("{} {}", h.name, h.version),
+            None => "-".into(),
+        };
+        t.row(vec![
+            a.agent.clone(),
+            a.session.clone(),
+            harness,
+            a.mode.clone(),
+            format!("{} ago", since(&a.connected_at, now)),
+        ]);
+    }
+    t
+}
+
+fn tools_table(s: &Snapshot) -> Table {
+    // An app is shown by the name it gave itself, else by who opened its stream.
+    let who: BTreeMap<&str, &str> = s
+        .apps
+        .iter()
+        .map(|a| {
+            let label = a.name.as_deref().unwrap_or(&a.principal);
+            (a.client_id.as_str(), label)
+        })
+        .collect();
+    let mut t = Table::new(&["GROUP", "TOOL", "TIMEOUT", "SERVED BY", "DESCRIPTION"]);
+    for g in &s.groups {
+        for (i, tool) in g.tools.iter().enumerate() {
+            let served: Vec<String> = tool
+                .clients
+                .iter()
+                .map(|c| match who.get(c.as_str()) {
+                    Some(p) => format!("{c} ({p})"),
+                    None => c.clone(),
+                })
+                .collect();
+            t.row(vec![
+                if i == 0 {
+                    g.group.clone()
+                } else {
+                    String::new()
+                },
+                tool_cell(tool),
+                timeout(tool.timeout_s),
+                served.join(", "),
+                clip(&tool.description, DESCRIPTION_WIDTH),
+            ]);
         }
     }
+    t
+}
 
+/// The registration warnings by group; no section at all when there are none.
+fn warnings(out: &mut String, s: &Snapshot, style: &Style) {
+    if s.warnings.is_empty() {
+        return;
+    }
+    out.push('\n');
+    out.push_str(&style.bold("Warnings"));
+    out.push('\n');
+    for (group, warnings) in &s.warnings {
+        for w in warnings {
+            out.push_str(&format!("  {group}: {w}\n"));
+        }
+    }
+}
+
+/// The oldest pending calls, and how many more `leo requests` would list.
+fn pending(out: &mut String, s: &Snapshot, style: &Style) {
     let title = format!("Pending calls ({})", s.pending.len());
-    section(&mut out, style, &title, s.pending.is_empty(), || {
+    section(out, style, &title, s.pending.is_empty(), || {
         requests::table(s.pending.iter().take(OLDEST_SHOWN), style)
     });
     if s.pending.len() > OLDEST_SHOWN {
@@ -147,7 +169,6 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
             s.pending.len() - OLDEST_SHOWN
         ));
     }
-    out
 }
 
 /// The tool's name, with whom it is offered to when not everyone, and a held definition.

@@ -81,19 +81,7 @@ pub async fn serve_tcp(
         .keep_alive(true);
     let mut connections = JoinSet::new();
     let mut refused = Refused::default();
-    loop {
-        let stream = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    // Out of descriptors or a peer that gave up: wait a little, keep serving.
-                    warn!(error = %e, "cannot accept a TCP connection");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some(stream) = crate::accept::next(&shutdown, "TCP", || listener.accept()).await {
         while connections.try_join_next().is_some() {}
         let Ok(permit) = permits.clone().try_acquire_owned() else {
             refused.count(limits.max_connections);

@@ -68,18 +68,7 @@ impl Conn {
 pub async fn serve(listener: UnixListener, broker: Arc<Broker>, keys: AgentKeys) {
     let shutdown = broker.shutdown_token();
     let slots = Arc::new(Semaphore::new(MAX_SESSIONS));
-    loop {
-        let stream = tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
-                Err(e) => {
-                    warn!(error = %e, "sidecar accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
+    while let Some(stream) = crate::accept::next(&shutdown, "sidecar", || listener.accept()).await {
         let mut conn = Conn::new(stream);
         let Ok(slot) = slots.clone().try_acquire_owned() else {
             warn!(
