@@ -365,6 +365,8 @@ class _Serving:
         #: Counts the sessions served; a reply the broker could not take waits for the next.
         self.generation = 0
         self.new_session = asyncio.Event()
+        #: Set at shutdown: replies waiting for a session give up.
+        self.stopping = False
         #: Live calls by id, with their claimant, as the broker listed them at the last connect.
         self.live: dict[str, str | None] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
@@ -666,22 +668,25 @@ class _Serving:
                 log.warning("cannot post the result of %s: %s", rid, refusal)
                 return
             log.info("the result of %s waits for the broker (%s)", rid, refusal)
-            s = await self.session_after(generation)
-            if control.ended:
+            nxt = await self.session_after(generation)
+            if nxt is None or control.ended:
                 log.debug("request %s ended while the broker was away", rid)
                 return
+            s = nxt
             # A new client (the broker refused the key) takes the claim with the result.
             claim = claim or s.client_id != claimant
 
-    async def session_after(self, generation: int) -> _Session:
-        """The first session served after `generation`."""
-        while self.generation <= generation or self.session is None:
+    async def session_after(self, generation: int) -> _Session | None:
+        """The first session served after `generation`; `None` once the app stops."""
+        while not self.stopping and (self.generation <= generation or self.session is None):
             await self.new_session.wait()
-        return self.session
+        return None if self.stopping else self.session
 
     async def drain(self) -> None:
         """At shutdown: asks every handler to stop and waits for them (bounded)."""
         self.calls.shutdown()
+        self.stopping = True
+        self.new_session.set()
         tasks = list(self.tasks.values())
         if not tasks:
             return
