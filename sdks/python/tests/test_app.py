@@ -277,7 +277,7 @@ class Reconnect(Case):
         first = app.client_id
         self.assertEqual(leo_call(self.broker, "echo", {"text": "a"})[1], "app: a")
         self.broker.restart()
-        self.assertTrue(app.wait_status("serving", not_=True))
+        wait_until(lambda: self.broker.tools() == ["echo"], what="the app registered again")
         self.assertTrue(app.wait_status("serving"))
         self.assertEqual(app.client_id, first, "the stream resumed with its key")
         rc, out, err = leo_call(self.broker, "echo", {"text": "b"})
@@ -360,8 +360,11 @@ class Resume(Case):
         held.release[1].set()
         wait_until(held.waiting, what="the reply to wait for the broker")
         self.broker.restart()
+        wait_until(lambda: self.broker.tools() == ["hold"], what="the app registered again")
         self.assertTrue(app.wait_status("serving"))
-        wait_until(lambda: app.client_id == first, what="the app to resume as the same client")
+        self.assertEqual(app.client_id, first, "the app resumed as the same client")
+        second = [r for r in self.broker.pending() if r["arguments"] == {"n": 2}]
+        self.assertEqual([r["claimed_by"] for r in second], [first], "its claim kept")
         # The second call is answered after the restart, by the same client.
         held.release[2].set()
         self.assertEqual(text_of(agent.answer(before)), "held 1")

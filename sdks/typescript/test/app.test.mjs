@@ -151,7 +151,7 @@ describe("reconnect", () => {
     const first = await ctx.start(app).then((a) => a.clientId);
     assert.equal((await leoCall(ctx.broker, "echo", { text: "a" })).out, "app: a");
     await ctx.broker.restart();
-    await app.waitFor((a) => a.status !== "serving");
+    await waitUntil(async () => (await ctx.broker.tools()).join() === "echo", "the app registered again");
     await app.waitFor((a) => a.status === "serving");
     assert.equal(app.clientId, first, "the stream resumed with its key");
     const r = await leoCall(ctx.broker, "echo", { text: "b" });
@@ -213,7 +213,11 @@ describe("resume", () => {
     h.release.get(1).resolve();
     await waitUntil(h.waiting, "the reply to wait for the broker");
     await ctx.broker.spawn();
-    await h.app.waitFor((a) => a.status === "serving" && a.clientId === first);
+    await waitUntil(async () => (await ctx.broker.tools()).join() === "hold", "the app registered again");
+    await h.app.waitFor((a) => a.status === "serving");
+    assert.equal(h.app.clientId, first, "the app resumed as the same client");
+    const second = (await ctx.broker.pending()).filter((r) => r.arguments.n === 2);
+    assert.deepEqual(second.map((r) => r.claimed_by), [first], "its claim kept");
     // The second call is answered after the restart, by the same client.
     h.release.get(2).resolve();
     assert.equal(textOf(await before.answer), "held 1");

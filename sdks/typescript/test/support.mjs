@@ -86,6 +86,11 @@ export class Broker {
       req.end(data);
     });
   }
+  async tools() {
+    const { status, body } = await this.request("GET", "/api/v1/client-tools");
+    if (status !== 200) throw new Error(JSON.stringify(body));
+    return body.data.tools.map((t) => t.name).sort();
+  }
   async pending() {
     const { status, body } = await this.request("GET", "/api/v1/client-tools/requests?pending=1");
     if (status !== 200) throw new Error(JSON.stringify(body));
