@@ -118,9 +118,15 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
     Ok(out)
 }
 
-/// Records a `leo client` / `leo device` change in the audit trail; a failure is reported in
-/// `out`, the change stands.
-fn audited(home: &Home, action: &str, name: &str, detail: Option<String>, out: &mut String) {
+/// Records a `leo client` / `leo device` / `leo agent` change in the audit trail; a failure is
+/// reported in `out`, the change stands.
+pub(crate) fn audited(
+    home: &Home,
+    action: &str,
+    name: &str,
+    detail: Option<String>,
+    out: &mut String,
+) {
     if let Err(e) = crate::history::record_local(&home.history_db(), action, name, detail) {
         let _ = writeln!(out, "Warning: not written to the audit trail: {e}");
     }

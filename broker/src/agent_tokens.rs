@@ -102,14 +102,16 @@ pub fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
     }
     let token = generate()?;
     write_secret_new(&path, &format!("{token}\n"))?;
-    Ok(format!(
+    let mut out = format!(
         "Gave agent {name:?} its own token (shown once; also in {path}):\n{token}\n\
          From now on only this token opens sessions as {name:?}, and the shared agent token is \
          refused for it. New sessions need it at once; sessions already open keep running.\n\
          leo-mcp --agent {name} reads {path} when it can; an agent that cannot (a container, \
          another user) is given the file with --token-file PATH or LEO_AGENT_TOKEN_FILE.\n",
         path = path.display()
-    ))
+    );
+    crate::admin::audited(home, "agent_add", name, None, &mut out);
+    Ok(out)
 }
 
 /// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
@@ -122,10 +124,12 @@ pub fn rm(home: &Home, name: &str) -> Result<String, BrokerError> {
         )));
     }
     std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
-    Ok(format!(
+    let mut out = format!(
         "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \
          agent token again. Sessions already open keep running.\n"
-    ))
+    );
+    crate::admin::audited(home, "agent_rm", name, None, &mut out);
+    Ok(out)
 }
 
 /// `leo agent list`: the agents with a token of their own.

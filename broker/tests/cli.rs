@@ -703,7 +703,10 @@ async fn the_python_example_serves_its_tools_and_comes_back_after_a_broker_resta
     let home = broker.kill_keep_home().await;
     let broker = Broker::start_in(home).await;
     let again = serving().await;
-    assert_ne!(again, first, "a new client_id after the restart");
+    assert_eq!(
+        again, first,
+        "the same client_id after the restart: the SDK resumed with its key"
+    );
     assert_eq!(
         call(broker.home(), "reverse_text", r#"{"text": "abc"}"#).await,
         "cba\n"

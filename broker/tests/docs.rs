@@ -347,6 +347,8 @@ fn user_facing_text_speaks_of_the_product_only() {
         "bench/README.md",
         "bench/results.md",
         "examples/python/README.md",
+        "sdks/python/README.md",
+        "sdks/typescript/README.md",
     ] {
         let text = std::fs::read_to_string(repo().join(other)).expect(other);
         texts.push((other.to_owned(), text, true));

@@ -470,6 +470,32 @@ async fn every_authenticated_change_is_audited_with_principal_and_token_kind() {
 }
 
 #[tokio::test]
+async fn agent_tokens_and_a_console_logout_are_audited() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    for args in [["agent", "add", "scout"], ["agent", "rm", "scout"]] {
+        let (ok, out, err) = crate::security::leo(broker.home(), &args).await;
+        assert!(ok && !out.contains("Warning"), "{out}{err}");
+    }
+    // A refused change is not recorded.
+    let (ok, _, _) = crate::security::leo(broker.home(), &["agent", "rm", "scout"]).await;
+    assert!(!ok, "scout has no token of its own any more");
+    let console = crate::support::Console::login(&broker).await;
+    let r = console.post("/logout", &json!({})).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
+    assert_eq!(
+        trail(&http, 4).await,
+        [
+            format!("cli:{user} local agent_add scout"),
+            format!("cli:{user} local agent_rm scout"),
+            "operator operator console_login -".into(),
+            "console session console_logout -".into(),
+        ]
+    );
+}
+
+#[tokio::test]
 async fn leo_audit_follow_prints_new_entries() {
     let broker = Broker::start().await;
     let mut child = tokio::process::Command::new(leo_testkit::bin("leo"))

@@ -35,7 +35,8 @@ def word_count(text: str) -> str:
 
 
 def announce() -> None:
-    """Prints a line each time the app serves (again, after an outage, with a new client id)."""
+    """Prints a line each time the app serves (again, after an outage, as the same client when
+    it resumed in time)."""
     while True:
         app.wait_status("serving", timeout=None)
         print(f"serving {', '.join(app.tools)} as {app.client_id}", flush=True)

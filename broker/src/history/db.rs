@@ -87,24 +87,31 @@ fn create_private(path: &Path) -> Result<(), String> {
 
 /// Runs the migrations `conn` lacks, each in its own transaction with its version bump.
 pub fn migrate(conn: &mut Connection) -> Result<(), String> {
-    let version: u32 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| format!("cannot read the schema version: {e}"))?;
-    if version > current_version() {
-        return Err(format!(
-            "schema version {version} is newer than this broker's {}; use a newer leo or move the file away",
-            current_version()
-        ));
-    }
-    for (n, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
-        let tx = conn.transaction().map_err(|e| e.to_string())?;
+    // The version is read under the write lock (`BEGIN IMMEDIATE`): the broker and a `leo`
+    // command (`leo client add` right after the broker started) may open a new file at once,
+    // and the second must see the first one's migration rather than run it again.
+    loop {
+        let tx = conn
+            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
+            .map_err(|e| e.to_string())?;
+        let version: u32 = tx
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(|e| format!("cannot read the schema version: {e}"))?;
+        if version > current_version() {
+            return Err(format!(
+                "schema version {version} is newer than this broker's {}; use a newer leo or move the file away",
+                current_version()
+            ));
+        }
+        let Some(sql) = MIGRATIONS.get(version as usize) else {
+            return Ok(());
+        };
         tx.execute_batch(sql)
-            .map_err(|e| format!("migration to version {}: {e}", n + 1))?;
-        tx.pragma_update(None, "user_version", n as u32 + 1)
+            .map_err(|e| format!("migration to version {}: {e}", version + 1))?;
+        tx.pragma_update(None, "user_version", version + 1)
             .map_err(|e| e.to_string())?;
         tx.commit().map_err(|e| e.to_string())?;
     }
-    Ok(())
 }
 
 /// One ended call as the writer stores it.
@@ -400,6 +407,24 @@ mod tests {
             0,
             "a call ends once"
         );
+    }
+
+    #[test]
+    fn processes_opening_a_new_file_at_once_migrate_it_once() {
+        // The broker and a `leo client add` may both find the file new.
+        for _ in 0..20 {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("history.db");
+            let openers: Vec<_> = (0..4)
+                .map(|_| {
+                    let path = path.clone();
+                    std::thread::spawn(move || open(&path).map(|c| version(&c)))
+                })
+                .collect();
+            for opener in openers {
+                assert_eq!(opener.join().unwrap(), Ok(current_version()));
+            }
+        }
     }
 
     #[test]

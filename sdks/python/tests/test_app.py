@@ -9,10 +9,11 @@ import base64
 import dataclasses
 import enum
 import json
+import logging
 import threading
 import time
 import unittest
-from typing import Literal, Optional, TypedDict
+from typing import Any, Literal, Optional, TypedDict
 
 from support import NATIVE, Broker, McpAgent, Other, Pipe, leo_call, spawn_call, text_of, wait_until
 
@@ -276,9 +277,9 @@ class Reconnect(Case):
         first = app.client_id
         self.assertEqual(leo_call(self.broker, "echo", {"text": "a"})[1], "app: a")
         self.broker.restart()
-        second = wait_until(lambda: app.status == "serving" and app.client_id != first and app.client_id,
-                            what="a new session")
-        self.assertNotEqual(first, second)
+        wait_until(lambda: self.broker.tools() == ["echo"], what="the app registered again")
+        self.assertTrue(app.wait_status("serving"))
+        self.assertEqual(app.client_id, first, "the stream resumed with its key")
         rc, out, err = leo_call(self.broker, "echo", {"text": "b"})
         self.assertEqual((rc, out), (0, "app: b"), err)
 
@@ -298,6 +299,102 @@ class Reconnect(Case):
         self.start(app)
         out, err = call.communicate(timeout=20)
         self.assertEqual(out.strip(), "app: early", err)
+
+
+class Held:
+    """A tool whose calls wait until the test lets each go; records what the app logs."""
+
+    def __init__(self, app: App):
+        self.started: dict[int, threading.Event] = {}
+        self.release: dict[int, threading.Event] = {}
+        self.logged: list[str] = []
+        for n in (1, 2):
+            self.started[n], self.release[n] = threading.Event(), threading.Event()
+
+        @app.tool
+        def hold(n: int) -> str:
+            "Holds the call until the test lets it go"
+            self.started[n].set()
+            self.release[n].wait(60)
+            return f"held {n}"
+
+        held = self
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                held.logged.append(record.getMessage())
+
+        logger = logging.getLogger("leo_app")
+        self.handler = Keep()
+        logger.addHandler(self.handler)
+        logger.setLevel(logging.INFO)
+
+    def close(self) -> None:
+        for e in self.release.values():
+            e.set()
+        logging.getLogger("leo_app").removeHandler(self.handler)
+
+    def waiting(self) -> bool:
+        return any("waits for the broker" in m for m in self.logged)
+
+
+class Resume(Case):
+    def held_app(self, **kw: Any) -> tuple[App, Held]:
+        app = App("hold", home=self.broker.home, backoff=(0.05, 0.5), **kw)
+        held = Held(app)
+        self.addCleanup(held.close)
+        return app, held
+
+    def test_claims_survive_a_broker_kill_and_the_agent_gets_both_results(self) -> None:
+        app, held = self.held_app()
+        first = self.start(app).client_id
+        agent = self.agent()
+        before = agent.start_call("hold", {"n": 1})
+        after = agent.start_call("hold", {"n": 2})
+        for n in (1, 2):
+            self.assertTrue(held.started[n].wait(20))
+        wait_until(lambda: [r["claimed_by"] for r in self.broker.pending()] == [first, first],
+                   what="both calls claimed by the app")
+        self.broker.kill()
+        # The first reply is posted while the broker is down: it waits for the next session.
+        held.release[1].set()
+        wait_until(held.waiting, what="the reply to wait for the broker")
+        self.broker.restart()
+        wait_until(lambda: self.broker.tools() == ["hold"], what="the app registered again")
+        self.assertTrue(app.wait_status("serving"))
+        self.assertEqual(app.client_id, first, "the app resumed as the same client")
+        second = [r for r in self.broker.pending() if r["arguments"] == {"n": 2}]
+        self.assertEqual([r["claimed_by"] for r in second], [first], "its claim kept")
+        # The second call is answered after the restart, by the same client.
+        held.release[2].set()
+        self.assertEqual(text_of(agent.answer(before)), "held 1")
+        self.assertEqual(text_of(agent.answer(after)), "held 2")
+        wait_until(lambda: not self.broker.pending(), what="no call left")
+
+    def test_a_refused_key_connects_a_new_client_that_still_answers(self) -> None:
+        self.broker.close()
+        self.broker = Broker("client_tools:\n  resume_grace_s: 1\n")
+        self.addCleanup(self.broker.close)
+        other = Other(self.broker, "hold", ["hold"])  # keeps the tool alive while the app is away
+        self.addCleanup(other.close)
+        pipe = Pipe(self.broker)
+        self.addCleanup(pipe.close)
+        app, held = self.held_app(socket=pipe.path)
+        first = self.start(app).client_id
+        agent = self.agent()
+        rid = agent.start_call("hold", {"n": 1})
+        self.assertTrue(held.started[1].wait(20))
+        pipe.cut()
+        # Past the grace the claim is given up: the call is parked and offered again.
+        wait_until(lambda: [r["state"] for r in self.broker.pending()] == ["parked"],
+                   what="the claim given up")
+        held.release[1].set()
+        wait_until(held.waiting, what="the reply to wait for the broker")
+        pipe.mend()
+        wait_until(lambda: app.status == "serving" and app.client_id not in (None, first),
+                   what="a new client")
+        self.assertEqual(text_of(agent.answer(rid)), "held 1")
+        self.assertTrue(any("refused the resume key" in m for m in held.logged), held.logged)
 
 
 class Recovery(unittest.TestCase):

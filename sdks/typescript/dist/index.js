@@ -8,6 +8,14 @@
 // `"claim": true` in one request. Progress reports and questions go out on the session that
 // claimed the call (only the claimant may send them); a reply waits for the reports still on
 // their way, so none arrives after it.
+//
+// Each provider stream's `hello` carries a resume key, and the next stream is opened with it
+// (`&resume=KEY`): after a dropped stream or a broker restart the app is the same client again,
+// with its `client_id`, its claims and its ownership. Handlers that run while the broker is away
+// go on, and a reply the broker could not take then is posted again on the next session
+// (`already_settled` means the broker had it already). A key the broker refuses (`400
+// invalid_parameter`: expired, or the broker forgot it) is dropped and the stream opened
+// without it, as a new client; replies still waiting are then posted with their claim.
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
 import { join } from "node:path";
@@ -353,6 +361,11 @@ class Serving {
     session;
     eventsPath;
     tasks = new Set();
+    /** The key from the last `hello`: the next stream is the same client again. */
+    resume;
+    /** Counts the sessions served; a reply the broker could not take waits for the next. */
+    generation = 0;
+    wakeReplies = [];
     constructor(app, tools, signal, s) {
         this.app = app;
         this.tools = tools;
@@ -404,7 +417,7 @@ class Serving {
         const client = new Client(this.s.endpoint, token);
         let res;
         try {
-            res = await client.openStream(this.eventsPath, this.lastEventId);
+            res = await this.openStream(client);
         }
         catch (e) {
             client.close();
@@ -456,6 +469,7 @@ class Serving {
             if (!hello || hello.event !== "hello")
                 return ended ?? "the first event is not hello";
             const h = JSON.parse(hello.data);
+            this.resume = h.resume;
             if (this.lastEventId !== undefined && this.lastEventId > h.seq)
                 this.lastEventId = h.seq;
             const cid = JSON.stringify(h.client_id);
@@ -484,6 +498,9 @@ class Serving {
             }
             const pending = data(await client.get("/api/v1/client-tools/requests?pending=1"));
             this.session = session;
+            this.endStale(new Map(pending.map((p) => [p.id, p.claimed_by ?? null])), h.client_id);
+            this.generation++;
+            this.wakeReplies.splice(0).forEach((w) => w());
             this.s.setStatus("serving", h.client_id);
             for (const p of pending)
                 if (p.state === "parked" && this.serves(p))
@@ -515,6 +532,41 @@ class Serving {
             setTimeout(() => client.close(), this.s.graceMs + 5000).unref();
         }
     }
+    /** Opens the stream with the resume key, or without it when the broker refuses it. */
+    async openStream(client) {
+        if (this.resume !== undefined) {
+            try {
+                return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId);
+            }
+            catch (e) {
+                // 409 already_claimed: the broker has not seen the old stream go yet; retried later.
+                if (!(e instanceof Refused && e.code === "invalid_parameter"))
+                    throw e;
+                console.warn(`leo-app: the broker refused the resume key (${e.message}); connecting as a new client`);
+                this.resume = undefined;
+            }
+        }
+        return client.openStream(this.eventsPath, this.lastEventId);
+    }
+    /** After a reconnect: ends the running calls the broker no longer holds for us (ended, or
+     * claimed by another client); a parked one may still be settled by a reply with its claim. */
+    endStale(live, clientId) {
+        for (const [id, r] of this.running) {
+            const by = live.get(id);
+            if (by === undefined || (by !== null && by !== clientId)) {
+                this.remember(id);
+                r.ended = true;
+                r.abort.abort(new Error("the call ended while the app was away"));
+            }
+        }
+    }
+    /** The first session served after `generation`. */
+    async sessionAfter(generation) {
+        while ((this.generation <= generation || !this.session) && !this.signal.aborted) {
+            await new Promise((r) => this.wakeReplies.push(r));
+        }
+        return this.signal.aborted ? undefined : this.session;
+    }
     remember(id) {
         this.seen.add(id);
         if (this.seen.size > 4096)
@@ -539,11 +591,9 @@ class Serving {
         }
         this.start();
     }
+    /** The stream is gone: what runs goes on (its claim waits for the app to resume), what waits
+     * is forgotten (the pending list after the reconnect says what still waits). */
     sessionLost() {
-        for (const r of this.running.values()) {
-            r.ended = true;
-            r.abort.abort(new Error("the app lost its connection"));
-        }
         for (const id of this.queued)
             this.seen.delete(id);
         this.queued.clear();
@@ -581,7 +631,7 @@ class Serving {
             await call.flush();
         if (reply === undefined || run.ended)
             return;
-        await this.post(s, r.id, reply, tool.atOnce);
+        await this.post(s, r.id, reply, tool.atOnce, run);
     }
     async runHandler(tool, call) {
         let args = call.arguments;
@@ -627,27 +677,45 @@ class Serving {
             return [claim ? s.claimOkPrefix : s.okPrefix, reply.contentBuffer, CLOSE];
         return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
     }
-    async post(s, id, reply, claim) {
+    /** Posts the reply; one the broker refuses becomes an app error with its message. One the
+     * broker could not take (it is down, or this client's stream is gone) is posted again on the
+     * next session, until the call ends. */
+    async post(s, id, reply, claim, run) {
         const path = `/api/v1/client-tools/requests/${id}/result`;
-        for (let attempt = 0; attempt < 2; attempt++) {
-            let a;
+        const claimant = s.clientId;
+        let replaced = false;
+        for (;;) {
+            const generation = this.generation;
+            let e;
+            let away = false;
             try {
-                a = await s.client.post(path, this.body(s, reply, claim));
+                const a = await s.client.post(path, this.body(s, reply, claim));
+                if (a.status === 200)
+                    return;
+                e = refusal(a);
             }
-            catch (e) {
-                console.warn(`leo-app: cannot post the result of ${id}: ${describe(e)}`);
-                return;
+            catch (thrown) {
+                e = new Error(describe(thrown));
+                away = true;
             }
-            if (a.status === 200)
-                return;
-            const e = refusal(a);
-            if (e instanceof Refused && (e.code === "invalid_result" || e.code === "result_too_large") && attempt === 0) {
+            if (e instanceof Refused && (e.code === "invalid_result" || e.code === "result_too_large") && !replaced) {
                 reply = Reply.error(e.code, e.brokerMessage);
+                replaced = true;
                 continue;
             }
-            if (!(e instanceof Refused && LOST_RACE.has(e.code)))
+            if (e instanceof Refused && LOST_RACE.has(e.code))
+                return;
+            if (!away && !(e instanceof Refused && e.code === "unknown_client")) {
                 console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
-            return;
+                return;
+            }
+            console.warn(`leo-app: the result of ${id} waits for the broker (${e.message})`);
+            const next = await this.sessionAfter(generation);
+            if (!next || run.ended)
+                return;
+            s = next;
+            // A new client (the broker refused the key) takes the claim with the result.
+            claim ||= s.clientId !== claimant;
         }
     }
     /** At shutdown: aborts every handler and waits for them (bounded). */
@@ -656,6 +724,8 @@ class Serving {
         this.queued.clear();
         for (const r of this.running.values())
             r.abort.abort(new Error("the app is stopping"));
+        // Replies waiting for a session that will not come give up.
+        this.wakeReplies.splice(0).forEach((w) => w());
         if (this.tasks.size === 0)
             return;
         let timer;

@@ -8,6 +8,14 @@
 // `"claim": true` in one request. Progress reports and questions go out on the session that
 // claimed the call (only the claimant may send them); a reply waits for the reports still on
 // their way, so none arrives after it.
+//
+// Each provider stream's `hello` carries a resume key, and the next stream is opened with it
+// (`&resume=KEY`): after a dropped stream or a broker restart the app is the same client again,
+// with its `client_id`, its claims and its ownership. Handlers that run while the broker is away
+// go on, and a reply the broker could not take then is posted again on the next session
+// (`already_settled` means the broker had it already). A key the broker refuses (`400
+// invalid_parameter`: expired, or the broker forgot it) is dropped and the stream opened
+// without it, as a new client; replies still waiting are then posted with their claim.
 
 import { readFileSync } from "node:fs";
 import { homedir } from "node:os";
@@ -508,6 +516,11 @@ class Serving {
   private session?: Session;
   private eventsPath: string;
   private tasks = new Set<Promise<void>>();
+  /** The key from the last `hello`: the next stream is the same client again. */
+  private resume?: string;
+  /** Counts the sessions served; a reply the broker could not take waits for the next. */
+  private generation = 0;
+  private wakeReplies: (() => void)[] = [];
 
   constructor(
     private readonly app: App,
@@ -560,7 +573,7 @@ class Serving {
     const client = new Client(this.s.endpoint, token);
     let res;
     try {
-      res = await client.openStream(this.eventsPath, this.lastEventId);
+      res = await this.openStream(client);
     } catch (e) {
       client.close();
       if (e instanceof Refused && FATAL.has(e.code)) throw new FatalError(`the broker refused the app: ${e.message}`);
@@ -605,7 +618,8 @@ class Serving {
     try {
       const hello = await next(HELLO_TIMEOUT_MS);
       if (!hello || hello.event !== "hello") return ended ?? "the first event is not hello";
-      const h = JSON.parse(hello.data) as { client_id: string; seq: number };
+      const h = JSON.parse(hello.data) as { client_id: string; seq: number; resume?: string };
+      this.resume = h.resume;
       if (this.lastEventId !== undefined && this.lastEventId > h.seq) this.lastEventId = h.seq;
       const cid = JSON.stringify(h.client_id);
       const session: Session = {
@@ -628,8 +642,11 @@ class Serving {
           throw e;
         }
       }
-      const pending = data<Request[]>(await client.get("/api/v1/client-tools/requests?pending=1"));
+      const pending = data<(Request & { claimed_by?: string | null })[]>(await client.get("/api/v1/client-tools/requests?pending=1"));
       this.session = session;
+      this.endStale(new Map(pending.map((p) => [p.id, p.claimed_by ?? null])), h.client_id);
+      this.generation++;
+      this.wakeReplies.splice(0).forEach((w) => w());
       this.s.setStatus("serving", h.client_id);
       for (const p of pending) if (p.state === "parked" && this.serves(p)) this.offer(p);
       for (;;) {
@@ -653,6 +670,42 @@ class Serving {
       this.session = undefined;
       setTimeout(() => client.close(), this.s.graceMs + 5000).unref();
     }
+  }
+
+  /** Opens the stream with the resume key, or without it when the broker refuses it. */
+  private async openStream(client: Client): Promise<Awaited<ReturnType<Client["openStream"]>>> {
+    if (this.resume !== undefined) {
+      try {
+        return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId);
+      } catch (e) {
+        // 409 already_claimed: the broker has not seen the old stream go yet; retried later.
+        if (!(e instanceof Refused && e.code === "invalid_parameter")) throw e;
+        console.warn(`leo-app: the broker refused the resume key (${e.message}); connecting as a new client`);
+        this.resume = undefined;
+      }
+    }
+    return client.openStream(this.eventsPath, this.lastEventId);
+  }
+
+  /** After a reconnect: ends the running calls the broker no longer holds for us (ended, or
+   * claimed by another client); a parked one may still be settled by a reply with its claim. */
+  private endStale(live: Map<string, string | null>, clientId: string): void {
+    for (const [id, r] of this.running) {
+      const by = live.get(id);
+      if (by === undefined || (by !== null && by !== clientId)) {
+        this.remember(id);
+        r.ended = true;
+        r.abort.abort(new Error("the call ended while the app was away"));
+      }
+    }
+  }
+
+  /** The first session served after `generation`. */
+  private async sessionAfter(generation: number): Promise<Session | undefined> {
+    while ((this.generation <= generation || !this.session) && !this.signal.aborted) {
+      await new Promise<void>((r) => this.wakeReplies.push(r));
+    }
+    return this.signal.aborted ? undefined : this.session;
   }
 
   private remember(id: string): void {
@@ -679,11 +732,9 @@ class Serving {
     this.start();
   }
 
+  /** The stream is gone: what runs goes on (its claim waits for the app to resume), what waits
+   * is forgotten (the pending list after the reconnect says what still waits). */
   private sessionLost(): void {
-    for (const r of this.running.values()) {
-      r.ended = true;
-      r.abort.abort(new Error("the app lost its connection"));
-    }
     for (const id of this.queued) this.seen.delete(id);
     this.queued.clear();
     this.queue = [];
@@ -718,7 +769,7 @@ class Serving {
     const reply = await Promise.race([outcome, abandoned]);
     if (reply !== undefined && call.tail) await call.flush();
     if (reply === undefined || run.ended) return;
-    await this.post(s, r.id, reply, tool.atOnce);
+    await this.post(s, r.id, reply, tool.atOnce, run);
   }
 
   private async runHandler(tool: ToolEntry, call: Call): Promise<Reply> {
@@ -762,24 +813,41 @@ class Serving {
     return JSON.stringify({ client_id: s.clientId, ok: false, ...(claim ? { claim: true } : {}), error: reply.error });
   }
 
-  private async post(s: Session, id: string, reply: Reply, claim: boolean): Promise<void> {
+  /** Posts the reply; one the broker refuses becomes an app error with its message. One the
+   * broker could not take (it is down, or this client's stream is gone) is posted again on the
+   * next session, until the call ends. */
+  private async post(s: Session, id: string, reply: Reply, claim: boolean, run: Running): Promise<void> {
     const path = `/api/v1/client-tools/requests/${id}/result`;
-    for (let attempt = 0; attempt < 2; attempt++) {
-      let a;
+    const claimant = s.clientId;
+    let replaced = false;
+    for (;;) {
+      const generation = this.generation;
+      let e: Error;
+      let away = false;
       try {
-        a = await s.client.post(path, this.body(s, reply, claim));
-      } catch (e) {
-        console.warn(`leo-app: cannot post the result of ${id}: ${describe(e)}`);
-        return;
+        const a = await s.client.post(path, this.body(s, reply, claim));
+        if (a.status === 200) return;
+        e = refusal(a);
+      } catch (thrown) {
+        e = new Error(describe(thrown));
+        away = true;
       }
-      if (a.status === 200) return;
-      const e = refusal(a);
-      if (e instanceof Refused && (e.code === "invalid_result" || e.code === "result_too_large") && attempt === 0) {
+      if (e instanceof Refused && (e.code === "invalid_result" || e.code === "result_too_large") && !replaced) {
         reply = Reply.error(e.code, e.brokerMessage);
+        replaced = true;
         continue;
       }
-      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
-      return;
+      if (e instanceof Refused && LOST_RACE.has(e.code)) return;
+      if (!away && !(e instanceof Refused && e.code === "unknown_client")) {
+        console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
+        return;
+      }
+      console.warn(`leo-app: the result of ${id} waits for the broker (${e.message})`);
+      const next = await this.sessionAfter(generation);
+      if (!next || run.ended) return;
+      s = next;
+      // A new client (the broker refused the key) takes the claim with the result.
+      claim ||= s.clientId !== claimant;
     }
   }
 
@@ -788,6 +856,8 @@ class Serving {
     this.queue = [];
     this.queued.clear();
     for (const r of this.running.values()) r.abort.abort(new Error("the app is stopping"));
+    // Replies waiting for a session that will not come give up.
+    this.wakeReplies.splice(0).forEach((w) => w());
     if (this.tasks.size === 0) return;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([

@@ -7,7 +7,7 @@ import { after, before, describe, test } from "node:test";
 import { z } from "zod";
 
 import { App, FatalError, InputUnsupported, Refused, Reply, ToolError, content } from "../dist/index.js";
-import { Broker, McpAgent, NATIVE, Other, leoCall, textOf, waitUntil } from "./support.mjs";
+import { Broker, McpAgent, NATIVE, Other, Pipe, leoCall, textOf, waitUntil } from "./support.mjs";
 
 const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
 
@@ -151,7 +151,9 @@ describe("reconnect", () => {
     const first = await ctx.start(app).then((a) => a.clientId);
     assert.equal((await leoCall(ctx.broker, "echo", { text: "a" })).out, "app: a");
     await ctx.broker.restart();
-    await app.waitFor((a) => a.status === "serving" && a.clientId !== first);
+    await waitUntil(async () => (await ctx.broker.tools()).join() === "echo", "the app registered again");
+    await app.waitFor((a) => a.status === "serving");
+    assert.equal(app.clientId, first, "the stream resumed with its key");
     const r = await leoCall(ctx.broker, "echo", { text: "b" });
     assert.equal(r.out, "app: b", r.err);
   });
@@ -167,6 +169,93 @@ describe("reconnect", () => {
     await ctx.start(app);
     const r = await call;
     assert.equal(r.out, "app: early", r.err);
+  });
+});
+
+function deferred() {
+  let resolve;
+  const promise = new Promise((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+/** A tool whose calls wait until the test lets each go, and the warnings the app writes. */
+function held(options) {
+  const started = new Map(), release = new Map(), warned = [];
+  for (const n of [1, 2]) {
+    started.set(n, deferred());
+    release.set(n, deferred());
+  }
+  const app = new App({ group: "hold", backoffMs: [50, 500], ...options }).tool({
+    name: "hold", description: "Holds the call until the test lets it go",
+    inputSchema: { type: "object", properties: { n: { type: "integer" } }, required: ["n"] },
+    handler: async ({ n }) => { started.get(n).resolve(); await release.get(n).promise; return `held ${n}`; },
+  });
+  const warn = console.warn;
+  console.warn = (...args) => { warned.push(args.join(" ")); warn(...args); };
+  const restore = () => { console.warn = warn; for (const r of release.values()) r.resolve(); };
+  const waiting = () => warned.some((w) => w.includes("waits for the broker"));
+  return { app, started, release, warned, restore, waiting };
+}
+
+describe("resume", () => {
+  const ctx = context();
+  test("claims survive a broker kill and the agent gets both results", async () => {
+    const h = held({ home: ctx.broker.home });
+    ctx.cleanups.push(h.restore);
+    const first = (await ctx.start(h.app)).clientId;
+    const agent = await ctx.agent();
+    const before = agent.startCall("hold", { n: 1 }), after = agent.startCall("hold", { n: 2 });
+    await h.started.get(1).promise;
+    await h.started.get(2).promise;
+    await waitUntil(async () => (await ctx.broker.pending()).map((r) => r.claimed_by).join() === [first, first].join(), "both calls claimed by the app");
+    await ctx.broker.kill();
+    // The first reply is posted while the broker is down: it waits for the next session.
+    h.release.get(1).resolve();
+    await waitUntil(h.waiting, "the reply to wait for the broker");
+    await ctx.broker.spawn();
+    await waitUntil(async () => (await ctx.broker.tools()).join() === "hold", "the app registered again");
+    await h.app.waitFor((a) => a.status === "serving");
+    assert.equal(h.app.clientId, first, "the app resumed as the same client");
+    const second = (await ctx.broker.pending()).filter((r) => r.arguments.n === 2);
+    assert.deepEqual(second.map((r) => r.claimed_by), [first], "its claim kept");
+    // The second call is answered after the restart, by the same client.
+    h.release.get(2).resolve();
+    assert.equal(textOf(await before.answer), "held 1");
+    assert.equal(textOf(await after.answer), "held 2");
+    await waitUntil(async () => (await ctx.broker.pending()).length === 0, "no call left");
+  });
+});
+
+describe("resume refused", () => {
+  const ctx = { cleanups: [] };
+  before(async () => { ctx.broker = await Broker.start("client_tools:\n  resume_grace_s: 1\n"); });
+  after(async () => {
+    for (const c of ctx.cleanups.reverse()) await c();
+    await ctx.broker.close();
+  });
+  test("a refused key connects a new client that still answers", async () => {
+    const other = await Other.connect(ctx.broker, "hold", ["hold"]); // keeps the tool alive while the app is away
+    ctx.cleanups.push(() => other.close());
+    const pipe = await Pipe.open(ctx.broker);
+    ctx.cleanups.push(() => pipe.close());
+    const h = held({ home: ctx.broker.home, socket: pipe.path });
+    ctx.cleanups.push(h.restore);
+    await h.app.start();
+    ctx.cleanups.push(() => h.app.stop());
+    const first = h.app.clientId;
+    const agent = await McpAgent.start(ctx.broker);
+    ctx.cleanups.push(() => agent.close());
+    const call = agent.startCall("hold", { n: 1 });
+    await h.started.get(1).promise;
+    pipe.cut();
+    // Past the grace the claim is given up: the call is parked and offered again.
+    await waitUntil(async () => (await ctx.broker.pending()).map((r) => r.state).join() === "parked", "the claim given up");
+    h.release.get(1).resolve();
+    await waitUntil(h.waiting, "the reply to wait for the broker");
+    pipe.mend();
+    await h.app.waitFor((a) => a.status === "serving" && a.clientId !== first);
+    assert.equal(textOf(await call.answer), "held 1");
+    assert.ok(h.warned.some((w) => w.includes("refused the resume key")), h.warned.join("\n"));
   });
 });
 

@@ -3,8 +3,9 @@
 // a tool alive without answering. Binaries: LEO_BIN / LEO_MCP_BIN, else target/debug/.
 
 import { spawn } from "node:child_process";
-import { existsSync, mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
+import net from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -32,9 +33,10 @@ export async function waitUntil(pred, what = "condition", timeout = WAIT) {
 }
 
 export class Broker {
-  static async start() {
+  static async start(config) {
     const b = new Broker();
     b.home = mkdtempSync(join(tmpdir(), "leo-ts-"));
+    if (config) writeFileSync(join(b.home, "config.yaml"), config);
     await b.spawn();
     return b;
   }
@@ -83,6 +85,11 @@ export class Broker {
       req.on("error", reject);
       req.end(data);
     });
+  }
+  async tools() {
+    const { status, body } = await this.request("GET", "/api/v1/client-tools");
+    if (status !== 200) throw new Error(JSON.stringify(body));
+    return body.data.tools.map((t) => t.name).sort();
   }
   async pending() {
     const { status, body } = await this.request("GET", "/api/v1/client-tools/requests?pending=1");
@@ -214,3 +221,29 @@ export class Other {
 }
 
 export const textOf = (result) => result.content.filter((b) => b.type === "text").map((b) => b.text).join("");
+
+/** A unix-socket relay in front of the broker's socket that the test can cut (every connection
+ * closed, new ones refused) and mend, to take an app away without a restart. */
+export class Pipe {
+  static async open(broker) {
+    const p = new Pipe();
+    p.path = join(broker.home, "pipe.sock");
+    p.cutOff = false;
+    p.live = new Set();
+    p.server = net.createServer((down) => {
+      if (p.cutOff) return down.destroy();
+      const up = net.connect({ path: broker.socket });
+      for (const [a, b] of [[down, up], [up, down]]) {
+        p.live.add(a);
+        a.pipe(b);
+        a.on("error", () => b.destroy());
+        a.on("close", () => { p.live.delete(a); b.destroy(); });
+      }
+    });
+    await new Promise((r) => p.server.listen(p.path, r));
+    return p;
+  }
+  cut() { this.cutOff = true; for (const s of this.live) s.destroy(); this.live.clear(); }
+  mend() { this.cutOff = false; }
+  close() { this.cut(); this.server.close(); }
+}

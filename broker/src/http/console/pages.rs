@@ -159,6 +159,12 @@ pub async fn logout(
 ) -> Response {
     state.sessions.remove(&session.id);
     tracing::info!("console logout");
+    state.broker.history().audit(
+        crate::http::history::actor(None),
+        "console_logout",
+        None,
+        None,
+    );
     (
         [(header::SET_COOKIE, session::clear_cookie())],
         ok(LoggedOut { logged_out: true }),

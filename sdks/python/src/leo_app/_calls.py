@@ -7,9 +7,10 @@ Pure state, driven by the session loop, so the rules are tested without a broker
   cancels it;
 - a request is offered once, however many ways it arrives (the stream, a replay after
   `Last-Event-ID`, the `pending=1` list);
-- when the stream is lost the broker ends every call this client had claimed, so running
-  handlers are cancelled, and queued requests are forgotten: the `pending=1` list after the
-  reconnect says which of them still wait.
+- when the stream is lost the broker keeps this client's claims for the resume grace, so
+  running handlers go on (their replies wait for the next session), and queued requests are
+  forgotten: the `pending=1` list after the reconnect says which of them still wait, and
+  which running calls ended meanwhile (`stale`).
 """
 
 from __future__ import annotations
@@ -90,13 +91,21 @@ class Calls:
         self.running.pop(rid, None)
 
     def session_lost(self) -> None:
-        """The stream is gone: end what runs, forget what waits."""
-        for control in list(self.running.values()):
-            control.end()
+        """The stream is gone: what runs goes on (its claim waits for the app to resume), what
+        waits is forgotten."""
         for rid in self.queued:
             self.seen.pop(rid, None)
         self.queued.clear()
         self.queue.clear()
+
+    def stale(self, live: dict[str, str | None], client_id: str) -> None:
+        """After a reconnect: ends the running calls the broker no longer holds for us (ended,
+        or claimed by another client). `live` maps each live call to its claimant (`None`:
+        parked, which a reply with its claim may still settle)."""
+        for rid, control in list(self.running.items()):
+            if rid not in live or live[rid] not in (None, client_id):
+                self._remember(rid)
+                control.end()
 
     def shutdown(self) -> None:
         """The app stops: ask what runs to stop, drop what waits."""

@@ -7,6 +7,14 @@ stream closed. Then `GET …/requests?pending=1` lists the calls that still wait
 one for our tools that this app has not seen is served like a fresh request. When the stream
 ends, the loop waits a jittered, doubling delay and starts over.
 
+Each provider stream's `hello` carries a resume key; the next stream is opened with it
+(`&resume=KEY`) so that after a dropped stream or a broker restart the app is the same client
+again, with its `client_id`, its claims and its ownership. Handlers that run while the broker
+is away go on, and a reply the broker could not take then is posted again on the next session
+(`already_settled` means the broker had it already). A key the broker refuses (`400
+invalid_parameter`: expired, or the broker forgot it) is dropped and the stream opened without
+it, as a new client; replies still waiting are then posted with their claim.
+
 A call is claimed, handed to its handler, and the reply posted (two requests); a tool that
 `answers_at_once` skips the claim and posts its reply with `"claim": true` (one request).
 Progress reports and questions go out on the same session as the claim (only the claimant may
@@ -352,6 +360,15 @@ class _Serving:
         self.calls = Calls(app.max_concurrent)
         self.last_event_id: int | None = None
         self.session: _Session | None = None
+        #: The key from the last `hello`: the next stream is the same client again.
+        self.resume: str | None = None
+        #: Counts the sessions served; a reply the broker could not take waits for the next.
+        self.generation = 0
+        self.new_session = asyncio.Event()
+        #: Set at shutdown: replies waiting for a session give up.
+        self.stopping = False
+        #: Live calls by id, with their claimant, as the broker listed them at the last connect.
+        self.live: dict[str, str | None] = {}
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.pool = ThreadPoolExecutor(max_workers=app.max_concurrent, thread_name_prefix="leo-tool")
         path = "/api/v1/events?client_tools=1"
@@ -398,7 +415,7 @@ class _Serving:
             self.session.client.close()
         client = Client(self.app.endpoint, self.app._read_token())
         try:
-            stream = await client.open_stream(self.events_path, self.last_event_id)
+            stream = await self.open_stream(client)
         except Refused as e:
             if e.code in _FATAL:
                 raise FatalError(f"the broker refused the app: {e}") from None
@@ -410,6 +427,7 @@ class _Serving:
                 raise ProtocolError("the first event is not hello")
             data = json.loads(hello.payload)
             session = _Session(client, stream, data["client_id"], int(data.get("seq", 0)))
+            self.resume = data.get("resume")
             if self.last_event_id is not None and self.last_event_id > session.hello_seq:
                 # A restarted broker counts from zero again.
                 self.last_event_id = session.hello_seq
@@ -421,11 +439,25 @@ class _Serving:
             client.close()
             raise
         self.parser = parser
+        self.live = {p["id"]: p.get("claimed_by") for p in pending if "id" in p}
         recovered = [p for p in pending if p.get("state") == "parked" and self.serves(p)]
         if recovered:
             log.info("serving %d requests that waited for us", len(recovered))
         self.recovered = recovered
         return session
+
+    async def open_stream(self, client: Client) -> Stream:
+        """Opens the stream with the resume key, or without it when the broker refuses it."""
+        if self.resume is not None:
+            path = f"{self.events_path}&resume={urllib.parse.quote(self.resume, safe='')}"
+            try:
+                return await client.open_stream(path, self.last_event_id)
+            except Refused as e:
+                if e.code != "invalid_parameter":
+                    raise  # 409 already_claimed: the broker has not seen the old stream go yet
+                log.info("the broker refused the resume key (%s); connecting as a new client", e)
+                self.resume = None
+        return await client.open_stream(self.events_path, self.last_event_id)
 
     def groups(self) -> dict[str, list[Tool]]:
         groups: dict[str, list[Tool]] = {}
@@ -455,9 +487,14 @@ class _Serving:
 
     async def serve_session(self, session: _Session) -> str:
         """Serves until the stream ends; returns why it ended."""
+        resumed = self.session is not None and self.session.client_id == session.client_id
         self.session = session
+        self.calls.stale(self.live, session.client_id)
+        self.generation += 1
+        woken, self.new_session = self.new_session, asyncio.Event()
+        woken.set()
         self.app._set_status("serving", session.client_id)
-        log.debug("serving as %s on %s", session.client_id, self.app.endpoint)
+        log.debug("serving as %s on %s (resumed: %s)", session.client_id, self.app.endpoint, resumed)
         for request in self.recovered:
             self.calls.offer(request)
         self.recovered = []
@@ -552,7 +589,7 @@ class _Serving:
             if control.ended:
                 log.debug("request %s ended at the broker; its reply is dropped", rid)
                 return
-            await self.post(s, rid, reply, tool.answers_at_once)
+            await self.post(s, rid, reply, tool.answers_at_once, control)
         except asyncio.CancelledError:
             log.debug("request %s: the handler did not return within the cancel grace", rid)
         finally:
@@ -600,32 +637,56 @@ class _Serving:
             log.warning("claim of %s failed: %s", rid, refusal)
         return False
 
-    async def post(self, s: _Session, rid: str, reply: Reply, claim: bool) -> None:
-        """Posts the reply; one the broker refuses becomes an app error with its message."""
+    async def post(
+        self, s: _Session, rid: str, reply: Reply, claim: bool, control: Control
+    ) -> None:
+        """Posts the reply; one the broker refuses becomes an app error with its message. One
+        the broker could not take (it is down, or this client's stream is gone) is posted again
+        on the next session, until the call ends."""
         path = f"/api/v1/client-tools/requests/{rid}/result"
-        for attempt in range(2):
+        claimant = s.client_id
+        replaced = False
+        while True:
+            generation = self.generation
             try:
                 answer = await s.client.post(path, s.result_body(reply, claim))
+                refusal = None if answer.status == 200 else answer.refusal()
             except (LeoError, OSError, asyncio.TimeoutError) as e:
-                log.warning("cannot post the result of %s: %s", rid, _describe(e))
-                return
-            if answer.status == 200:
-                return
-            refusal = answer.refusal()
+                refusal = ConnectError(_describe(e))
             code = getattr(refusal, "code", None)
-            if code in ("invalid_result", "result_too_large") and attempt == 0:
+            if refusal is None:
+                return
+            if code in ("invalid_result", "result_too_large") and not replaced:
                 log.warning("the broker refused the reply to %s (%s); answering with an error", rid, refusal)
                 reply = Reply.error(code, refusal.message)  # type: ignore[union-attr]
+                replaced = True
                 continue
             if code in _LOST_RACE:
-                log.debug("request %s ended before its reply", rid)
-            else:
+                log.debug("request %s ended before its reply (%s)", rid, refusal)
+                return
+            if not isinstance(refusal, ConnectError) and code != "unknown_client":
                 log.warning("cannot post the result of %s: %s", rid, refusal)
-            return
+                return
+            log.info("the result of %s waits for the broker (%s)", rid, refusal)
+            nxt = await self.session_after(generation)
+            if nxt is None or control.ended:
+                log.debug("request %s ended while the broker was away", rid)
+                return
+            s = nxt
+            # A new client (the broker refused the key) takes the claim with the result.
+            claim = claim or s.client_id != claimant
+
+    async def session_after(self, generation: int) -> _Session | None:
+        """The first session served after `generation`; `None` once the app stops."""
+        while not self.stopping and (self.generation <= generation or self.session is None):
+            await self.new_session.wait()
+        return None if self.stopping else self.session
 
     async def drain(self) -> None:
         """At shutdown: asks every handler to stop and waits for them (bounded)."""
         self.calls.shutdown()
+        self.stopping = True
+        self.new_session.set()
         tasks = list(self.tasks.values())
         if not tasks:
             return
