@@ -365,65 +365,8 @@ impl Backend {
     ) -> Result<Backend, String> {
         match kind {
             Kind::Floor => Ok(Backend::Floor),
-            Kind::Leo | Kind::LeoClaim => {
-                let (broker, leo_mcp) = match variant {
-                    None => (Broker::start_quiet("").await, bin("leo-mcp")),
-                    Some(v) => (
-                        Broker::start_quiet_bin(&v.leo, &v.config).await,
-                        v.leo_mcp.clone(),
-                    ),
-                };
-                let tools = PAYLOADS
-                    .iter()
-                    .map(|p| crate::app::BenchTool {
-                        name: p.tool.to_owned(),
-                        description: p.description(),
-                        schema: payload::input_schema(),
-                        content: p.content(),
-                    })
-                    .collect();
-                let at_once = kind == Kind::Leo;
-                let app = crate::app::serve(broker.home(), "bench", tools, at_once)
-                    .await
-                    .map_err(|e| e.to_string())?;
-                Ok(Backend::Leo {
-                    broker,
-                    leo_mcp,
-                    _app: app,
-                })
-            }
-            Kind::PyHttp => {
-                let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
-                let (proxy, _) = py.proxy.clone().map_err(|e| format!("skipped: {e}"))?;
-                let port = std::net::TcpListener::bind("127.0.0.1:0")
-                    .and_then(|l| l.local_addr())
-                    .map_err(|e| e.to_string())?
-                    .port();
-                let server = Command::new(&python)
-                    .arg(&py.script)
-                    .args(["--transport", "http", "--port", &port.to_string()])
-                    .stdin(Stdio::null())
-                    .stdout(Stdio::null())
-                    .stderr(log_file(dir, "python-http-server")?)
-                    .kill_on_drop(true)
-                    .spawn()
-                    .map_err(|e| format!("cannot start the Python server: {e}"))?;
-                let deadline = Instant::now() + STEP;
-                while tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .is_err()
-                {
-                    if Instant::now() > deadline {
-                        return Err("the Python HTTP server did not listen".into());
-                    }
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-                Ok(Backend::PyHttp {
-                    server,
-                    proxy,
-                    url: format!("http://127.0.0.1:{port}/mcp"),
-                })
-            }
+            Kind::Leo | Kind::LeoClaim => Backend::start_leo(kind, variant).await,
+            Kind::PyHttp => Backend::start_py_http(py, dir).await,
             Kind::PyStdio => {
                 let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
                 Ok(Backend::PyStdio {
@@ -447,6 +390,69 @@ impl Backend {
                 })
             }
         }
+    }
+
+    /// The broker (this build or a baseline's) and the bench app on it.
+    async fn start_leo(kind: Kind, variant: Option<&Variant>) -> Result<Backend, String> {
+        let (broker, leo_mcp) = match variant {
+            None => (Broker::start_quiet("").await, bin("leo-mcp")),
+            Some(v) => (
+                Broker::start_quiet_bin(&v.leo, &v.config).await,
+                v.leo_mcp.clone(),
+            ),
+        };
+        let tools = PAYLOADS
+            .iter()
+            .map(|p| crate::app::BenchTool {
+                name: p.tool.to_owned(),
+                description: p.description(),
+                schema: payload::input_schema(),
+                content: p.content(),
+            })
+            .collect();
+        let at_once = kind == Kind::Leo;
+        let app = crate::app::serve(broker.home(), "bench", tools, at_once)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Backend::Leo {
+            broker,
+            leo_mcp,
+            _app: app,
+        })
+    }
+
+    /// The official Python MCP server over HTTP, reached through mcp-proxy.
+    async fn start_py_http(py: &PythonEnv, dir: &Path) -> Result<Backend, String> {
+        let (python, _) = py.server.clone().map_err(|e| format!("skipped: {e}"))?;
+        let (proxy, _) = py.proxy.clone().map_err(|e| format!("skipped: {e}"))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| e.to_string())?
+            .port();
+        let server = Command::new(&python)
+            .arg(&py.script)
+            .args(["--transport", "http", "--port", &port.to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file(dir, "python-http-server")?)
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| format!("cannot start the Python server: {e}"))?;
+        let deadline = Instant::now() + STEP;
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            if Instant::now() > deadline {
+                return Err("the Python HTTP server did not listen".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Ok(Backend::PyHttp {
+            server,
+            proxy,
+            url: format!("http://127.0.0.1:{port}/mcp"),
+        })
     }
 
     /// The stdio server the client launches for session `i`.
