@@ -63,13 +63,31 @@ pub fn open(path: &Path) -> Result<Connection, String> {
     let mut conn = Connection::open(path).map_err(|e| format!("cannot open: {e}"))?;
     conn.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(|e| e.to_string())?;
-    conn.pragma_update(None, "journal_mode", "WAL")
-        .map_err(|e| format!("cannot switch to WAL: {e}"))?;
+    to_wal(&conn)?;
     // WAL with NORMAL is crash-safe (a power cut may lose the last commits, never corrupt).
     conn.pragma_update(None, "synchronous", "NORMAL")
         .map_err(|e| e.to_string())?;
     migrate(&mut conn)?;
     Ok(conn)
+}
+
+/// Switches the file to WAL. When several processes open a new file at once, SQLite refuses
+/// the switch with `SQLITE_BUSY` at once rather than waiting for the busy timeout, so the
+/// switch is retried for as long as that timeout (5 s) would have waited.
+fn to_wal(conn: &Connection) -> Result<(), String> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        match conn.pragma_update(None, "journal_mode", "WAL") {
+            Ok(()) => return Ok(()),
+            Err(rusqlite::Error::SqliteFailure(e, _))
+                if e.code == rusqlite::ErrorCode::DatabaseBusy
+                    && std::time::Instant::now() < deadline =>
+            {
+                std::thread::sleep(std::time::Duration::from_millis(10));
+            }
+            Err(e) => return Err(format!("cannot switch to WAL: {e}")),
+        }
+    }
 }
 
 /// Creates the file with mode 0600 if it is missing, and tightens one that is looser.
