@@ -177,5 +177,7 @@ pub(crate) fn from_pending(p: PendingRequest) -> RequestEvent {
         timeout_s: p.timeout_s,
         created_at: p.created_at,
         owner: p.owner,
+        // The pending list carries no trace context; the stream's event does.
+        traceparent: None,
     }
 }

@@ -89,6 +89,10 @@ pub struct RequestEvent {
     pub created_at: String,
     /// The client that owns this agent's group, if any: only it can claim.
     pub owner: Option<String>,
+    /// The W3C trace context of the broker's span for this call, when the broker exports
+    /// traces (`telemetry.otlp_endpoint`): an app may continue the trace under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// `client_tool.cancelled`, as provider streams see it.

@@ -29,6 +29,7 @@ impl Broker {
         local_id: u64,
         tool: &str,
         arguments: Value,
+        traceparent: Option<&str>,
     ) -> Result<(String, oneshot::Receiver<RawOutcome>), Refusal> {
         let mut core = self.lock();
         let session = Self::caller(&core, conn)?;
@@ -53,7 +54,7 @@ impl Broker {
             parked_at: std::time::Instant::now(),
         };
         let (reply, rx) = oneshot::channel();
-        let id = self.park(&mut core, call, reply);
+        let id = self.park(&mut core, call, reply, traceparent);
         drop(core);
         self.touched();
         Ok((id, rx))
@@ -112,10 +113,17 @@ impl Broker {
         ))
     }
 
-    /// Parks a checked call, arms its timer and publishes `client_tool.request`, under the
-    /// lock.
-    fn park(&self, core: &mut Core, call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
+    /// Parks a checked call, opens its span (under the sidecar's `traceparent`), arms its
+    /// timer and publishes `client_tool.request`, under the lock.
+    fn park(
+        &self,
+        core: &mut Core,
+        call: Call,
+        reply: oneshot::Sender<RawOutcome>,
+        traceparent: Option<&str>,
+    ) -> String {
         let id = random_id("r_");
+        crate::telemetry::parked(&id, &call, traceparent);
         let owner = core
             .owners
             .owner(&call.agent, &call.group)
@@ -181,6 +189,7 @@ pub(super) fn request_event(id: &str, call: &Call, owner: Option<String>) -> Req
         timeout_s: call.timeout_s,
         created_at: call.created_at.clone(),
         owner,
+        traceparent: crate::telemetry::traceparent(id),
     }
 }
 

@@ -90,6 +90,7 @@ impl Webhooks {
             if p.claimed_by.is_some() || self.lock().calls.contains_key(&p.id) {
                 continue;
             }
+            let traceparent = crate::telemetry::traceparent(&p.id);
             let request = RequestEvent {
                 id: p.id,
                 agent: p.agent,
@@ -100,6 +101,7 @@ impl Webhooks {
                 timeout_s: p.timeout_s,
                 created_at: p.created_at,
                 owner: p.owner,
+                traceparent,
             };
             let body = serde_json::to_vec(&request).unwrap_or_default();
             self.dispatch(&request, Bytes::from(body));
