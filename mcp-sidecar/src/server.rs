@@ -431,6 +431,8 @@ impl ServerHandler for Sidecar {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         use opentelemetry::context::FutureExt as _;
+        // The first connection's welcome may name the exporter: the span starts after it.
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let cx = crate::trace::start_call(&request.name, &context);
         let response = self
             .call_tool_traced(request, context)

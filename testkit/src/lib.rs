@@ -11,6 +11,7 @@ pub mod agent;
 pub mod app;
 pub mod http;
 pub mod ipc;
+pub mod otlp;
 pub mod require;
 pub mod script;
 pub mod sse;
