@@ -7,9 +7,10 @@
 //! - **Export never blocks or fails a call.** Spans go to the SDK's batch processor (its own
 //!   thread, a bounded queue that drops when full); a dead or slow endpoint only logs through
 //!   `tracing` (target `opentelemetry_sdk`).
-//! - **One HTTP stack.** The export goes through hyper, which the parts already have, on the
-//!   process's own tokio runtime: no reqwest, no TLS stack, no gRPC. So only `http://`
-//!   endpoints work; a collector on loopback forwards to anywhere else.
+//! - **One HTTP stack.** The export goes through hyper's HTTP/1 client, which the parts already
+//!   have, on the process's own tokio runtime: no reqwest, no TLS stack, no gRPC, no HTTP/2.
+//!   So only `http://` endpoints work; a collector on loopback forwards to anywhere else. One
+//!   connection per export (one every few seconds at most) keeps it free of a pool.
 //! - **Standard variables.** `OTEL_SDK_DISABLED`, `OTEL_TRACES_EXPORTER=none`,
 //!   `OTEL_EXPORTER_OTLP_ENDPOINT`, `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`,
 //!   `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`, `OTEL_SERVICE_NAME`,
@@ -18,10 +19,11 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::{SpanContext, TraceContextExt};
 use opentelemetry::{Context, KeyValue};
-use opentelemetry_http::hyper::HyperClient;
 use opentelemetry_http::{Bytes, HttpClient, HttpError, Request, Response};
 use opentelemetry_otlp::{Protocol, WithExportConfig, WithHttpConfig};
 use opentelemetry_sdk::Resource;
@@ -84,10 +86,7 @@ impl Exporter {
     /// logged and leaves tracing off.
     pub fn start(endpoint: &Endpoint, service: &str) -> Option<Exporter> {
         let handle = tokio::runtime::Handle::try_current().ok()?;
-        let client = OnRuntime {
-            inner: HyperClient::with_default_connector(EXPORT_TIMEOUT, None),
-            handle,
-        };
+        let client = OnRuntime { handle };
         let mut builder = opentelemetry_otlp::SpanExporter::builder()
             .with_http()
             .with_protocol(Protocol::HttpBinary)
@@ -130,23 +129,59 @@ impl Exporter {
     }
 }
 
-/// hyper's client needs a tokio runtime, but the SDK's batch processor exports from a thread
-/// of its own: each request is run as a task on the process's runtime and awaited from there.
+/// The SDK's batch processor exports from a thread of its own, with no tokio runtime: each
+/// request runs as a task on the process's runtime and is awaited from there.
 #[derive(Debug)]
 struct OnRuntime {
-    inner: HyperClient,
     handle: tokio::runtime::Handle,
 }
 
 #[async_trait::async_trait]
 impl HttpClient for OnRuntime {
     async fn send_bytes(&self, request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
-        let inner = self.inner.clone();
-        let sent = self
-            .handle
-            .spawn(async move { inner.send_bytes(request).await });
+        let sent = self.handle.spawn(async move {
+            match tokio::time::timeout(EXPORT_TIMEOUT, post(request)).await {
+                Ok(answer) => answer,
+                Err(_) => Err(format!("no answer within {EXPORT_TIMEOUT:?}").into()),
+            }
+        });
         sent.await?
     }
+}
+
+/// The largest collector answer read (an OTLP answer is a few bytes).
+const MAX_ANSWER_BYTES: usize = 64 * 1024;
+
+/// One POST on a connection of its own, in origin form with a `Host` header.
+async fn post(request: Request<Bytes>) -> Result<Response<Bytes>, HttpError> {
+    let (mut parts, body) = request.into_parts();
+    let host = parts
+        .uri
+        .host()
+        .ok_or("the endpoint has no host")?
+        .to_owned();
+    let port = parts.uri.port_u16().unwrap_or(80);
+    let authority = parts.uri.authority().map(|a| a.as_str().to_owned());
+    let path = parts.uri.path_and_query().map_or("/", |p| p.as_str());
+    parts.uri = path.parse()?;
+    if let Some(authority) = authority {
+        parts
+            .headers
+            .insert(hyper::header::HOST, authority.parse()?);
+    }
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    let tcp = tokio::net::TcpStream::connect((host, port)).await?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tcp)).await?;
+    tokio::spawn(conn);
+    let answer = sender
+        .send_request(Request::from_parts(parts, Full::new(body)))
+        .await?;
+    let (parts, body) = answer.into_parts();
+    let body = Limited::new(body, MAX_ANSWER_BYTES)
+        .collect()
+        .await?
+        .to_bytes();
+    Ok(Response::from_parts(parts, body))
 }
 
 /// The remote parent named by `traceparent` (and `tracestate`), if it is a valid W3C trace
