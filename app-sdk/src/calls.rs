@@ -165,6 +165,7 @@ mod tests {
             timeout_s: None,
             created_at: "now".into(),
             owner: None,
+            traceparent: None,
         }
     }
 

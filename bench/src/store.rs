@@ -102,6 +102,7 @@ impl Bench {
                 timeout_s: Some(600),
                 created_at: "2026-12-03T00:00:00Z".into(),
                 owner: None,
+                traceparent: None,
             },
             local_id: n,
             deadline_ms: Some(leo_broker::store::now_ms() + 600_000),

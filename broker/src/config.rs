@@ -26,6 +26,16 @@ pub struct Config {
     pub webhooks: WebhooksConfig,
     pub metrics: MetricsConfig,
     pub store: Store,
+    pub telemetry: TelemetryConfig,
+}
+
+/// `telemetry:`: OpenTelemetry traces over OTLP/HTTP (see `telemetry`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TelemetryConfig {
+    /// The collector's base URL (`http://127.0.0.1:4318`); spans go to `/v1/traces` under it.
+    /// Absent: no exporter (unless the standard `OTEL_EXPORTER_OTLP_*` variables name one).
+    pub otlp_endpoint: Option<String>,
 }
 
 /// `metrics:`: `GET /metrics` without a token on a listener of its own.
@@ -244,6 +254,9 @@ impl Config {
                 "metrics.bind: must be a loopback address (it serves without a token)".into(),
             );
         }
+        if let Some(url) = &self.telemetry.otlp_endpoint {
+            check_otlp_endpoint(url)?;
+        }
         if self.history.max_rows == Some(0) {
             return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
         }
@@ -315,6 +328,21 @@ impl Config {
 }
 
 /// Refuses a file whose group or others have write permission (`chmod go-w` fixes it).
+/// `telemetry.otlp_endpoint`: an `http://` URL with a host (the export has no TLS stack; a
+/// collector on loopback forwards anywhere else).
+fn check_otlp_endpoint(url: &str) -> std::result::Result<(), String> {
+    let bad = |why: &str| Err(format!("telemetry.otlp_endpoint: {why}"));
+    match url.parse::<hyper::Uri>() {
+        Err(e) => bad(&format!("{url:?} is not a URL ({e})")),
+        Ok(u) if u.scheme_str() != Some("http") => bad(&format!(
+            "{url:?}: only http:// is supported (run a local collector for https)"
+        )),
+        Ok(u) if u.host().is_none_or(str::is_empty) => bad(&format!("{url:?} has no host")),
+        Ok(u) if u.query().is_some() => bad(&format!("{url:?} must not have a query")),
+        Ok(_) => Ok(()),
+    }
+}
+
 fn check_not_writable_by_others(path: &Path) -> Result<()> {
     use std::os::unix::fs::PermissionsExt;
     let meta = std::fs::metadata(path).map_err(|e| BrokerError::io("read", path, e))?;
@@ -351,6 +379,7 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> std::result::Re
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::too_many_lines, reason = "a table of refused keys reads best as one list")]
     use super::*;
 
     #[test]
@@ -409,6 +438,18 @@ mod tests {
             ),
             ("metrics:\n  bind: nowhere\n", "metrics.bind: "),
             ("metrics:\n  port: 1\n", "metrics.port: unknown field"),
+            (
+                "telemetry:\n  otlp_endpoint: https://c:4318\n",
+                "telemetry.otlp_endpoint: \"https://c:4318\": only http://",
+            ),
+            (
+                "telemetry:\n  otlp_endpoint: not a url\n",
+                "telemetry.otlp_endpoint: \"not a url\" is not a URL",
+            ),
+            (
+                "telemetry:\n  endpoint: http://c:4318\n",
+                "telemetry.endpoint: unknown field",
+            ),
             (
                 "history:\n  keep_day: 3\n",
                 "history.keep_day: unknown field",

@@ -29,6 +29,7 @@ pub mod server;
 pub mod state_file;
 pub mod store;
 pub mod suggest;
+pub mod telemetry;
 pub mod tokens;
 pub mod webhooks;
 

@@ -507,6 +507,7 @@ mod tests {
                 timeout_s: Some(600),
                 created_at: "now".into(),
                 owner: None,
+                traceparent: None,
             },
             conn: 1,
             local_id,

@@ -182,6 +182,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             message,
         },
     )?;
+    crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
     let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
     broker.restore(p.restored);
     if p.config.console.ask_human {
@@ -295,6 +296,7 @@ async fn shut_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>, home:
     // Every call has ended by now; its row is written before the broker says it stopped.
     broker.history().close();
     broker.store().close().await;
+    crate::telemetry::shutdown().await;
     for path in [home.api_socket(), home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }

@@ -55,6 +55,7 @@ pub mod session;
 pub mod shape;
 pub mod stdio;
 pub mod task;
+pub mod trace;
 pub mod view;
 
 pub use error::{Result, SidecarError};

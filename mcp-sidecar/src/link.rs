@@ -159,6 +159,7 @@ impl BrokerLink {
             id,
             tool: tool.to_owned(),
             arguments,
+            traceparent: crate::trace::current_traceparent(),
         };
         if conn.send(frame).is_err() {
             state.pending.forget(id);
@@ -526,6 +527,7 @@ mod tests {
             tools: vec![],
             ever_registered: false,
             denied: vec![],
+            otlp_endpoint: None,
         }
     }
 

@@ -178,6 +178,9 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         })??;
     match first {
         Some(welcome @ BrokerFrame::Welcome { .. }) => {
+            if let BrokerFrame::Welcome { otlp_endpoint, .. } = &welcome {
+                crate::trace::start_from_welcome(otlp_endpoint.as_deref());
+            }
             let (tx, rx) = mpsc::unbounded_channel();
             link.attached(tx, &welcome, hello_harness.as_ref());
             Ok(Connection {
@@ -213,6 +216,7 @@ mod tests {
             tools: vec![],
             ever_registered: true,
             denied: vec![],
+            otlp_endpoint: None,
         }
     }
 

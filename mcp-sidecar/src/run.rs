@@ -27,6 +27,8 @@ use crate::session::new_session_id;
 pub async fn run(settings: Settings) -> Result<()> {
     let link = BrokerLink::new();
     let session = new_session_id(&settings.agent);
+    crate::trace::set_session(&session);
+    crate::trace::start_from_env();
     info!(agent = %settings.agent, session, home = %settings.home.root.display(), "leo-mcp starting");
     let (input, output) = crate::stdio::streams();
     tokio::spawn(reconnect::run(
@@ -55,5 +57,6 @@ pub async fn run(settings: Settings) -> Result<()> {
     };
     let reason = service.waiting().await.map_err(SidecarError::Join)?;
     info!(?reason, "harness closed the session");
+    crate::trace::shutdown().await;
     Ok(())
 }

@@ -83,6 +83,34 @@ struct Inner {
 }
 
 impl Sidecar {
+    /// `tools/call`, within its span (see `trace`).
+    async fn call_tool_traced(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let arguments = match request.arguments {
+            Some(map) => Value::Object(map),
+            None => Value::Object(Default::default()),
+        };
+        if let Some(state) = &request.request_state {
+            let responses = request.input_responses.as_ref();
+            return Ok(self.inner.resume(state, responses, &context).await);
+        }
+        if let Some((tool, args)) = self.inner.as_task(&request.name, &arguments, &context) {
+            let inner = &self.inner;
+            let task = inner.tasks.start(
+                inner.link.clone(),
+                tool,
+                args,
+                &context,
+                inner.settings.progress_every,
+            );
+            return Ok(CallToolResponse::Task(task));
+        }
+        Ok(self.inner.call(&request.name, arguments, &context).await)
+    }
+
     pub fn new(settings: Settings, link: Arc<BrokerLink>) -> Sidecar {
         Sidecar {
             inner: Arc::new(Inner {
@@ -403,26 +431,18 @@ impl ServerHandler for Sidecar {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let arguments = match request.arguments {
-            Some(map) => Value::Object(map),
-            None => Value::Object(Default::default()),
-        };
-        if let Some(state) = &request.request_state {
-            let responses = request.input_responses.as_ref();
-            return Ok(self.inner.resume(state, responses, &context).await);
+        use opentelemetry::context::FutureExt as _;
+        // The first connection's welcome may name the exporter: the span starts after it.
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let cx = crate::trace::start_call(&request.name, &context);
+        let response = self
+            .call_tool_traced(request, context)
+            .with_context(cx.clone());
+        let response = response.await;
+        if let Ok(r) = &response {
+            crate::trace::end_call(&cx, r);
         }
-        if let Some((tool, args)) = self.inner.as_task(&request.name, &arguments, &context) {
-            let inner = &self.inner;
-            let task = inner.tasks.start(
-                inner.link.clone(),
-                tool,
-                args,
-                &context,
-                inner.settings.progress_every,
-            );
-            return Ok(CallToolResponse::Task(task));
-        }
-        Ok(self.inner.call(&request.name, arguments, &context).await)
+        response
     }
 
     async fn get_task(

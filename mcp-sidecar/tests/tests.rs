@@ -19,5 +19,6 @@ mod native;
 mod protocol;
 mod restart;
 mod scope;
+mod telemetry;
 mod untrusted;
 mod wire;

@@ -143,6 +143,18 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                 id: 7,
                 tool: "echo".into(),
                 arguments: json!({"text": "hello"}),
+                traceparent: None,
+            },
+        ),
+        (
+            "sidecar_call_traced",
+            SidecarFrame::Call {
+                id: 8,
+                tool: "echo".into(),
+                arguments: json!({"text": "hello"}),
+                traceparent: Some(
+                    "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".into(),
+                ),
             },
         ),
         ("sidecar_cancel", SidecarFrame::Cancel { id: 7 }),
@@ -226,6 +238,19 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 tools: vec![echo_tool()],
                 ever_registered: true,
                 denied: vec!["leo_app_call".into()],
+                otlp_endpoint: None,
+            },
+        ),
+        (
+            "broker_welcome_telemetry",
+            BrokerFrame::Welcome {
+                v: 1,
+                session: "3".into(),
+                revision: 4,
+                tools: vec![],
+                ever_registered: false,
+                denied: vec![],
+                otlp_endpoint: Some("http://127.0.0.1:4318".into()),
             },
         ),
         (

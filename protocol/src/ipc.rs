@@ -56,6 +56,11 @@ pub enum SidecarFrame {
         id: u64,
         tool: String,
         arguments: Value,
+        /// The W3C trace context of the sidecar's span for this call, when it exports traces;
+        /// the broker's span for the call is its child. Optional: frames without it are
+        /// accepted, and one that is not a valid trace context starts a new trace.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        traceparent: Option<String>,
     },
     /// The harness cancelled call `id`.
     Cancel { id: u64 },
@@ -266,6 +271,10 @@ pub enum BrokerFrame {
         ever_registered: bool,
         /// Tools denied to this agent, including fallback tools (`deny_tools`).
         denied: Vec<String>,
+        /// The broker's `telemetry.otlp_endpoint`, so the sidecar exports its spans to the
+        /// same collector (its own `OTEL_EXPORTER_OTLP_*` variables win).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        otlp_endpoint: Option<String>,
     },
     /// The tool set changed; coalesced to at most one a second per session.
     Tools {

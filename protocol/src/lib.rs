@@ -23,6 +23,8 @@ pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
 pub mod messages;
+#[cfg(feature = "otel")]
+pub mod otel;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;

@@ -43,6 +43,10 @@ pub struct Request {
     pub created_at: String,
     /// The client that owns this agent's group, if any: only it can claim.
     pub owner: Option<String>,
+    /// The W3C trace context of the broker's span for this call, when the broker exports
+    /// traces (`telemetry.otlp_endpoint`): an app may continue the trace under it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// Two requests are equal when every field is, the arguments compared as text.
@@ -57,6 +61,7 @@ impl PartialEq for Request {
             && self.timeout_s == other.timeout_s
             && self.created_at == other.created_at
             && self.owner == other.owner
+            && self.traceparent == other.traceparent
     }
 }
 
@@ -96,6 +101,8 @@ struct PendingFields {
     timeout_s: Option<u64>,
     created_at: String,
     owner: Option<String>,
+    #[serde(default)]
+    traceparent: Option<String>,
     state: RequestState,
     claimed_by: Option<String>,
 }
@@ -113,6 +120,7 @@ impl From<PendingFields> for PendingRequest {
                 timeout_s: f.timeout_s,
                 created_at: f.created_at,
                 owner: f.owner,
+                traceparent: f.traceparent,
             },
             state: f.state,
             claimed_by: f.claimed_by,
@@ -202,6 +210,7 @@ mod tests {
             timeout_s: Some(30),
             created_at: "2026-01-01T00:00:00Z".into(),
             owner: None,
+            traceparent: None,
         }
     }
 

@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli_home;
 pub mod http;
 pub mod ipc;
+pub mod otlp;
 pub mod require;
 pub mod script;
 pub mod sse;

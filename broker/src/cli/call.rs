@@ -289,6 +289,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
             id: CALL_ID,
             tool: args.tool.clone(),
             arguments,
+            traceparent: None,
         },
     )
     .await?;

@@ -31,6 +31,7 @@ impl Broker {
         local_id: u64,
         tool: &str,
         arguments: Value,
+        traceparent: Option<&str>,
     ) -> Result<(String, oneshot::Receiver<RawOutcome>), Refusal> {
         let mut core = self.lock();
         let session = Self::caller(&core, conn)?;
@@ -53,13 +54,14 @@ impl Broker {
                 timeout_s: spec.timeout_s,
                 created_at: leo_protocol::time::now(),
                 owner: None,
+                traceparent: None,
             },
             conn,
             local_id,
             parked_at: std::time::Instant::now(),
         };
         let (reply, rx) = oneshot::channel();
-        let id = self.park(&mut core, call, reply);
+        let id = self.park(&mut core, call, reply, traceparent);
         drop(core);
         self.touched();
         Ok((id, rx))
@@ -118,9 +120,17 @@ impl Broker {
         ))
     }
 
-    /// Parks a checked call, arms its timer and publishes `client_tool.request` (the call's
-    /// `Request` itself, with its owner), under the lock.
-    fn park(&self, core: &mut Core, mut call: Call, reply: oneshot::Sender<RawOutcome>) -> String {
+    /// Parks a checked call, opens its span (under the sidecar's `traceparent`), arms its
+    /// timer and publishes `client_tool.request` (the call's `Request` itself, with its owner
+    /// and its span's context), under the lock.
+    fn park(
+        &self,
+        core: &mut Core,
+        mut call: Call,
+        reply: oneshot::Sender<RawOutcome>,
+        traceparent: Option<&str>,
+    ) -> String {
+        call.request.traceparent = crate::telemetry::parked(&call.id, &call, traceparent);
         call.request.owner = core
             .owners
             .owner(&call.agent, &call.group)

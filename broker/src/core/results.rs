@@ -26,6 +26,7 @@ impl Broker {
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
         self.history
             .claimed(id, client_id, Self::app_name(&core, client_id));
+        crate::telemetry::claimed(id, client_id);
         self.touched();
         Ok(RequestAck {
             id: id.to_owned(),

@@ -253,6 +253,18 @@ impl History {
 
     /// `id` was settled by `client_id` (an app's result or error).
     pub fn settled(&self, id: &str, call: Call, by: (String, Option<String>), posting: Posting) {
+        let error = match &posting.finish {
+            Some(Finish::AppError(code)) => Some(code.as_str()),
+            _ => None,
+        };
+        crate::telemetry::ended(
+            id,
+            crate::telemetry::Ending {
+                outcome: if error.is_some() { "error" } else { "result" },
+                error,
+                by: Some(&by.0),
+            },
+        );
         let ended = Ended {
             id: id.to_owned(),
             call,
@@ -270,6 +282,14 @@ impl History {
     pub fn failed(&self, ended: &[EndedCall]) {
         let (at, mono) = (SystemTime::now(), Instant::now());
         for e in ended {
+            crate::telemetry::ended(
+                &e.id,
+                crate::telemetry::Ending {
+                    outcome: Finish::Failed(e.reason).outcome().as_str(),
+                    error: Some(e.reason.as_str()),
+                    by: None,
+                },
+            );
             self.send(Msg::Ended(Box::new(Ended {
                 id: e.id.clone(),
                 call: e.call.clone(),

@@ -137,6 +137,7 @@ impl Session {
                 tools,
                 ever_registered,
                 denied: self.broker.config().denied_for(&self.agent),
+                otlp_endpoint: self.broker.config().telemetry.otlp_endpoint.clone(),
             })
         };
         self.conn.writer.send(welcome).await
@@ -212,11 +213,15 @@ impl Session {
                 id,
                 tool,
                 arguments,
+                traceparent,
             } => {
                 let span = tracing::info_span!("call", call = id, tool = %tool);
                 let _entered = span.enter();
                 debug!("call received");
-                match self.broker.call(self.id, id, &tool, arguments) {
+                match self
+                    .broker
+                    .call(self.id, id, &tool, arguments, traceparent.as_deref())
+                {
                     Ok((request, rx)) => {
                         self.calls.push(InFlight {
                             id,

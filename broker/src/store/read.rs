@@ -48,6 +48,8 @@ fn live(conn: &Connection) -> rusqlite::Result<Vec<StoredCall>> {
                 timeout_s: r.get::<_, Option<i64>>(7)?.map(|t| t as u64),
                 created_at: r.get(9)?,
                 owner: None,
+                // The span ended with the process that opened it.
+                traceparent: None,
             },
             local_id: r.get::<_, i64>(3)? as u64,
             deadline_ms: r.get(8)?,

@@ -19,6 +19,7 @@ fn call(id: &str, local_id: u64) -> StoredCall {
             timeout_s: Some(600),
             created_at: "2026-01-01T00:00:00.000Z".into(),
             owner: None,
+            traceparent: None,
         },
         local_id,
         deadline_ms: Some(1_000),

@@ -91,7 +91,10 @@ impl Webhooks {
             if p.claimed_by.is_some() || self.lock().calls.contains_key(&p.id) {
                 continue;
             }
-            let request = p.request;
+            let mut request = p.request;
+            if request.traceparent.is_none() {
+                request.traceparent = crate::telemetry::traceparent(&request.id);
+            }
             let body = serde_json::to_vec(&request).unwrap_or_default();
             self.dispatch(&request, Bytes::from(body));
         }
