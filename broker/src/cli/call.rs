@@ -237,7 +237,10 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     };
     let (reader, writer) = stream.into_split();
     let mut writer = FramedWrite::new(writer, LineCodec::default());
-    let mut frames = read_frames(FramedRead::new(reader, LineCodec::default()));
+    let mut frames = read_frames(FramedRead::new(
+        reader,
+        LineCodec::default().whole_lines_only(),
+    ));
     send(
         &mut writer,
         &SidecarFrame::Hello {

@@ -78,6 +78,9 @@ pub struct Session {
     conn: Conn,
     /// Frames waiting for the socket, oldest first.
     out: VecDeque<Bytes>,
+    /// Requests whose result frame is queued but not yet written to the socket: the store
+    /// keeps their outcomes until it is, so a broker killed in between sends it on resume.
+    unwritten: Vec<String>,
     calls: FuturesUnordered<InFlight>,
     /// False once the broker's revision channel closed (at shutdown).
     watching: bool,
@@ -106,6 +109,7 @@ impl Session {
             coalescer: Coalescer::new(COALESCE, offered, Instant::now()),
             calls: FuturesUnordered::new(),
             out: VecDeque::new(),
+            unwritten: Vec::new(),
             watching: true,
             mail_open: true,
             broker,
@@ -173,7 +177,10 @@ impl Session {
         loop {
             let line = match self.next_event().await {
                 Event::Shutdown | Event::Read(None) | Event::Written(Err(_)) => return,
-                Event::Written(Ok(())) => None,
+                Event::Written(Ok(())) => {
+                    self.written();
+                    None
+                }
                 Event::Read(Some(Err(e))) => Some(error_frame(ErrorCode::InvalidFrame, e)),
                 Event::Read(Some(Ok(Line::TooLong { .. }))) => {
                     let message = Line::too_long_message(self.conn.max());
@@ -257,7 +264,9 @@ impl Session {
         }
     }
 
-    /// A call ended: its result frame, and the store may forget the outcome.
+    /// A call ended: its result frame. The store may forget the outcome once the frame is
+    /// written (`written`), not before: a broker killed with the frame still queued would
+    /// otherwise have neither sent it nor kept it.
     fn ended(
         &mut self,
         id: u64,
@@ -265,10 +274,16 @@ impl Session {
         outcome: Option<RawOutcome>,
     ) -> Option<Bytes> {
         let line = result_line(id, &outcome?);
-        if let Some(request) = request {
+        self.unwritten.extend(request);
+        Some(line)
+    }
+
+    /// Everything queued was written to the socket: the sidecar has those result frames even
+    /// if the broker dies now, so the store may forget their outcomes.
+    fn written(&mut self) {
+        for request in self.unwritten.drain(..) {
             self.broker.delivered(&request);
         }
-        Some(line)
     }
 
     /// Re-attaches the calls this sidecar had in flight before it reconnected (`resume` in
@@ -345,6 +360,7 @@ impl Session {
             if flush(&mut self.conn.writer, &mut self.out).await.is_err() {
                 return;
             }
+            self.written();
             match self.calls.next().await {
                 Some((id, request, outcome)) => {
                     let line = self.ended(id, request, outcome);
