@@ -67,8 +67,12 @@ enum Event {
     Due,
     Arrival(Result<(String, Message), broadcast::error::RecvError>),
     Pushed(Option<Bytes>),
+    Committed,
     Shutdown,
 }
+
+/// A commit the session waits for before it writes the result frames it covers.
+type Commit = Pin<Box<dyn Future<Output = Result<(), crate::refusal::Refusal>> + Send>>;
 
 /// One sidecar connection after its hello.
 pub struct Session {
@@ -81,6 +85,12 @@ pub struct Session {
     /// Requests whose result frame is queued but not yet written to the socket: the store
     /// keeps their outcomes until it is, so a broker killed in between sends it on resume.
     unwritten: Vec<String>,
+    /// Result frames waiting for their outcome to be committed, with their requests: a frame
+    /// written before the commit could tell the harness of a result a killed broker forgets,
+    /// and the call would be answered again after the restart.
+    held: Vec<(Bytes, Option<String>)>,
+    /// The commit under way, and how many of `held` it covers.
+    commit: Option<(Commit, usize)>,
     calls: FuturesUnordered<InFlight>,
     /// False once the broker's revision channel closed (at shutdown).
     watching: bool,
@@ -110,6 +120,8 @@ impl Session {
             calls: FuturesUnordered::new(),
             out: VecDeque::new(),
             unwritten: Vec::new(),
+            held: Vec::new(),
+            commit: None,
             watching: true,
             mail_open: true,
             broker,
@@ -169,6 +181,7 @@ impl Session {
             () = self.coalescer.wait() => Event::Due,
             a = self.arrivals.recv(), if self.mail_open => Event::Arrival(a),
             p = self.outbox.recv(), if reading => Event::Pushed(p),
+            () = committing(&mut self.commit), if self.commit.is_some() => Event::Committed,
         }
     }
 
@@ -190,7 +203,14 @@ impl Session {
                     return;
                 }
                 Event::Read(Some(Ok(Line::Frame(line)))) => self.on_frame(&line),
-                Event::Ended(id, request, outcome) => self.ended(id, request, outcome),
+                Event::Ended(id, request, outcome) => {
+                    self.hold(id, request, outcome);
+                    None
+                }
+                Event::Committed => {
+                    self.release();
+                    None
+                }
                 Event::Revision(true) => {
                     self.coalescer.changed();
                     None
@@ -278,6 +298,32 @@ impl Session {
         Some(line)
     }
 
+    /// Holds a result frame until its outcome is committed; starts a commit if none runs.
+    fn hold(&mut self, id: u64, request: Option<String>, outcome: Option<RawOutcome>) {
+        let Some(outcome) = outcome else { return };
+        self.held.push((result_line(id, &outcome), request));
+        if self.commit.is_none() {
+            self.start_commit();
+        }
+    }
+
+    fn start_commit(&mut self) {
+        let commit: Commit = Box::pin(self.broker.committed_after_lock());
+        self.commit = Some((commit, self.held.len()));
+    }
+
+    /// The commit finished: the frames it covers go out; a newer batch gets its own commit.
+    fn release(&mut self) {
+        let covered = self.commit.take().map_or(self.held.len(), |(_, n)| n);
+        for (line, request) in self.held.drain(..covered.min(self.held.len())) {
+            self.out.push_back(line);
+            self.unwritten.extend(request);
+        }
+        if !self.held.is_empty() {
+            self.start_commit();
+        }
+    }
+
     /// Everything queued was written to the socket: the sidecar has those result frames even
     /// if the broker dies now, so the store may forget their outcomes.
     fn written(&mut self) {
@@ -356,6 +402,11 @@ impl Session {
 
     /// Writes what is queued and the endings of the calls still in flight.
     async fn drain(&mut self) {
+        if let Some((commit, _)) = self.commit.take() {
+            let _ = commit.await;
+        }
+        self.commit = Some((Box::pin(async { Ok(()) }), self.held.len()));
+        self.release();
         loop {
             if flush(&mut self.conn.writer, &mut self.out).await.is_err() {
                 return;
@@ -388,6 +439,16 @@ async fn flush(
         Pin::new(&mut *writer).poll_flush(cx)
     })
     .await
+}
+
+/// Resolves when the commit under way does (never without one; the select guards on it).
+async fn committing(commit: &mut Option<(Commit, usize)>) {
+    match commit {
+        Some((c, _)) => {
+            let _ = c.await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 fn result_line(id: u64, outcome: &RawOutcome) -> Bytes {
