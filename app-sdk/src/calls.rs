@@ -7,9 +7,15 @@
 //!   cancels it;
 //! - a request is offered once, however many ways it arrives (the stream, a replay after
 //!   `Last-Event-ID`, the `pending=1` list);
-//! - when the stream is lost the broker ends every call this client had claimed, so running
-//!   handlers are cancelled, and queued requests are forgotten: the `pending=1` list after the
-//!   reconnect says which of them still wait.
+//! - when the stream is lost (the broker restarted, the socket broke) the broker keeps this
+//!   client's claims for its resume key, so running handlers go on and post their replies once
+//!   the app is back; queued requests are forgotten: the `pending=1` list after the reconnect
+//!   says which of them still wait, and which this client had claimed without hearing so (the
+//!   answer to its claim was lost), which are run without claiming again;
+//! - when the app comes back as another client (its key expired), its claims are gone: running
+//!   handlers are cancelled and their replies dropped;
+//! - a request whose claim got no definite answer is forgotten, so the pending list may offer
+//!   it again.
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
@@ -53,6 +59,8 @@ pub struct Calls {
     queue: VecDeque<Request>,
     queued: HashSet<String>,
     running: HashMap<String, Arc<Control>>,
+    /// Queued requests this client already holds the claim of.
+    ours: HashSet<String>,
     seen: HashSet<String>,
     seen_order: VecDeque<String>,
 }
@@ -64,6 +72,7 @@ impl Calls {
             queue: VecDeque::new(),
             queued: HashSet::new(),
             running: HashMap::new(),
+            ours: HashSet::new(),
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
         }
@@ -92,6 +101,25 @@ impl Calls {
         true
     }
 
+    /// Queues a request the broker lists as claimed by this client, unless it runs here: the
+    /// answer to its claim was lost. It is run without claiming again.
+    pub fn offer_ours(&mut self, request: Request) -> bool {
+        let id = request.id.clone();
+        if self.running.contains_key(&id) || self.queued.contains(&id) {
+            return false;
+        }
+        self.remember(&id);
+        self.queued.insert(id.clone());
+        self.ours.insert(id);
+        self.queue.push_front(request);
+        true
+    }
+
+    /// Request `id` got no definite answer to its claim: it may be offered again.
+    pub fn forget(&mut self, id: &str) {
+        self.seen.remove(id);
+    }
+
     /// The broker ended request `id`: it leaves the queue, or its handler is cancelled.
     pub fn cancelled(&mut self, id: &str) {
         self.remember(id);
@@ -103,16 +131,18 @@ impl Calls {
         }
     }
 
-    /// The next request to claim, if a slot is free; it counts as running from now on.
-    pub fn next_to_start(&mut self) -> Option<(Request, Arc<Control>)> {
+    /// The next request to start, if a slot is free, and whether this client holds its claim
+    /// already; it counts as running from now on.
+    pub fn next_to_start(&mut self) -> Option<(Request, Arc<Control>, bool)> {
         if self.running.len() >= self.max {
             return None;
         }
         let request = self.queue.pop_front()?;
         self.queued.remove(&request.id);
+        let claimed = self.ours.remove(&request.id);
         let control = Arc::new(Control::default());
         self.running.insert(request.id.clone(), control.clone());
-        Some((request, control))
+        Some((request, control, claimed))
     }
 
     /// Request `id` is done (answered, refused, or given up); its slot is free.
@@ -120,15 +150,20 @@ impl Calls {
         self.running.remove(id);
     }
 
-    /// The stream is gone: end what runs, forget what waits.
+    /// The stream is gone: forget what waits; what runs goes on, its claim kept for the key.
     pub fn session_lost(&mut self) {
-        for control in self.running.values() {
-            control.end();
-        }
         for id in self.queued.drain() {
             self.seen.remove(&id);
         }
+        self.ours.clear();
         self.queue.clear();
+    }
+
+    /// The app came back as another client, or gives up: what runs has lost its claim.
+    pub fn claims_lost(&mut self) {
+        for control in self.running.values() {
+            control.end();
+        }
     }
 
     /// The app stops: ask what runs to stop, drop what waits.
@@ -170,7 +205,7 @@ mod tests {
     }
 
     fn start(calls: &mut Calls) -> Option<String> {
-        calls.next_to_start().map(|(r, _)| r.id)
+        calls.next_to_start().map(|(r, _, _)| r.id)
     }
 
     #[test]
@@ -204,7 +239,7 @@ mod tests {
         let mut calls = Calls::new(1);
         calls.offer(req("r1"));
         calls.offer(req("r2"));
-        let (_, control) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        let (_, control, _) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
         calls.cancelled("r2");
         assert_eq!(calls.waiting(), 0);
         assert!(
@@ -216,19 +251,36 @@ mod tests {
     }
 
     #[test]
-    fn a_lost_stream_ends_what_runs_and_forgets_what_waits() {
+    fn a_lost_stream_keeps_what_runs_and_forgets_what_waits() {
         let mut calls = Calls::new(1);
         calls.offer(req("r1"));
         calls.offer(req("r2"));
-        let (_, control) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        let (_, control, _) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
         calls.session_lost();
-        assert!(control.ended());
+        assert!(!control.ended(), "its claim is kept for the resume key");
         assert_eq!(calls.waiting(), 0);
         assert!(
             calls.offer(req("r2")),
             "the pending list may offer it again"
         );
-        assert!(!calls.offer(req("r1")), "the broker ended it");
+        assert!(!calls.offer_ours(req("r1")), "it runs here");
+        calls.claims_lost();
+        assert!(control.ended(), "back as another client: the claim is gone");
+    }
+
+    #[test]
+    fn a_claim_without_an_answer_is_forgotten_and_run_when_listed_as_ours() {
+        let mut calls = Calls::new(1);
+        calls.offer(req("r1"));
+        let (_, _, claimed) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        assert!(!claimed);
+        calls.forget("r1");
+        calls.finished("r1");
+        calls.session_lost();
+        assert!(calls.offer_ours(req("r1")));
+        assert!(!calls.offer(req("r1")), "queued once");
+        let (r, _, claimed) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        assert!(r.id == "r1" && claimed, "run without claiming again");
     }
 
     #[test]
@@ -236,7 +288,7 @@ mod tests {
         let mut calls = Calls::new(1);
         calls.offer(req("r1"));
         calls.offer(req("r2"));
-        let (_, control) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        let (_, control, _) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
         calls.shutdown();
         assert!(control.token.is_cancelled() && !control.ended());
         assert_eq!(calls.waiting(), 0);

@@ -59,7 +59,8 @@
 //! refuses (bad content, over 1 MiB) is replaced by an app error with the broker's message.
 //!
 //! **Cancellation.** When the broker ends a running call (timeout, the agent cancelled or went
-//! away, the tool was withdrawn, or this app's stream broke), the call's token is cancelled at
+//! away, the tool was withdrawn, or the app came back from an outage as another client), the
+//! call's token is cancelled at
 //! once; the handler has the cancel grace (`Builder::cancel_grace`, 5 s) to return, and is
 //! dropped after it. Its reply is not posted: the call is over. At shutdown
 //! (`App::run_until`) handlers are cancelled the same way, but a reply they give within the
@@ -77,12 +78,19 @@
 //!
 //! When the stream ends or the broker is down, the app retries with a capped, jittered
 //! exponential backoff (100 ms doubling to 5 s), sends `Last-Event-ID` so a short outage
-//! replays what it missed, registers every group again with its new `client_id` (the broker
-//! withdrew them with the old stream), then lists `GET /api/v1/client-tools/requests?pending=1`
-//! and serves every unclaimed request for its tools it has not seen yet: calls that waited
-//! while it was away because another client of the same group kept the tool alive, or that
-//! were published before it subscribed. Calls it had claimed ended with the old stream (the
-//! agent got `no_client`), so their handlers are cancelled. `App::status` follows all this.
+//! replays what it missed, and reopens the stream with the resume key of the last one, so the
+//! broker knows it as the same client with its claims. It registers every group again (the
+//! broker withdrew them with the old stream), then lists
+//! `GET /api/v1/client-tools/requests?pending=1` and serves every unclaimed request for its
+//! tools it has not seen yet (calls that waited while it was away because another client of the
+//! same group kept the tool alive, or that were published before it subscribed), and every
+//! request listed as claimed by itself that it does not run (a claim whose answer a broker kill
+//! lost), without claiming again. Handlers running through the outage go on; a reply that gets
+//! no answer (the broker died mid-post, or does not know the app again yet) is posted again
+//! with a backoff until the broker answers, and a reply it had already taken answers
+//! `already_settled`: the first accepted reply is the call's result. Only when the key has
+//! expired and the app comes back as a new client are the old client's handlers cancelled
+//! (its claims are parked and offered again). `App::status` follows all this.
 //!
 //! Errors that retrying cannot fix end `run` with an `Error` (`Error::is_fatal`): a wrong
 //! setting, a token the broker refuses, or a group the broker will not register

@@ -7,8 +7,14 @@
 //! `GET …/requests?pending=1` lists the calls that still wait: any unclaimed one for our tools
 //! that this app has not seen (published before we subscribed, or while we were away and
 //! another client of the same group kept the tool alive, or older than the broker's replay
-//! ring) is served like a fresh request. Requests are offered to `Calls` once, however many of
-//! these paths bring them.
+//! ring) is served like a fresh request, and one listed as claimed by this very client (the
+//! answer to its claim was lost in a broker restart) is run without claiming again. Requests are
+//! offered to `Calls` once, however many of these paths bring them.
+//!
+//! The stream reopens with the resume key of the last `hello`, so a restarted broker knows the
+//! app as the same client with its claims: handlers running through the outage go on and post
+//! their replies when the broker is back. Only when the app comes back as another client (its
+//! key expired) are they cancelled.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -28,7 +34,7 @@ use crate::app::{Group, Settings, Status};
 use crate::calls::Calls;
 use crate::error::{Error, Result};
 use crate::transport::{Chunks, Client};
-use crate::worker::{Link, work};
+use crate::worker::{Finished, Link, Start, work};
 use leo_protocol::backoff::Backoff;
 use leo_protocol::chain::error_chain;
 use leo_protocol::sse::{Frame, Parser};
@@ -55,6 +61,7 @@ pub async fn serve(
     let mut resume: Option<String> = None;
     let mut last_error = String::new();
     let mut sessions = 0u64;
+    let mut client: Option<String> = None;
     loop {
         status.send_replace(Status::Connecting);
         let opened = tokio::select! {
@@ -75,6 +82,13 @@ pub async fn serve(
         let error = match opened {
             Ok(mut session) => {
                 resume = session.resume.take();
+                if client
+                    .replace(session.link.client_id.clone())
+                    .is_some_and(|old| old != session.link.client_id)
+                {
+                    // Back as another client: the old one's claims are not ours any more.
+                    calls.claims_lost();
+                }
                 backoff.reset();
                 last_error.clear();
                 connected(
@@ -155,6 +169,8 @@ struct Session {
     resume: Option<String>,
     /// Requests the pending list holds for us, served once the loop starts.
     recovered: Vec<Request>,
+    /// Requests the pending list says this client claimed, to run without claiming.
+    ours: Vec<Request>,
 }
 
 impl Session {
@@ -189,11 +205,16 @@ impl Session {
             .get("/api/v1/client-tools/requests?pending=1")
             .await?
             .data()?;
-        let recovered = pending
+        let (ours, recovered): (Vec<_>, Vec<_>) = pending
             .into_iter()
-            .filter(|p| p.state == RequestState::Parked && serves(settings, &p.group, &p.tool))
-            .map(|p| p.request)
-            .collect::<Vec<_>>();
+            .filter(|p| serves(settings, &p.group, &p.tool))
+            .filter(|p| {
+                p.state == RequestState::Parked
+                    || p.claimed_by.as_deref() == Some(hello.client_id.as_str())
+            })
+            .partition(|p| p.state == RequestState::Claimed);
+        let ours: Vec<Request> = ours.into_iter().map(|p| p.request).collect();
+        let recovered: Vec<Request> = recovered.into_iter().map(|p| p.request).collect();
         if !recovered.is_empty() {
             info!(
                 count = recovered.len(),
@@ -206,6 +227,7 @@ impl Session {
             hello_seq: hello.seq,
             resume: hello.resume,
             recovered,
+            ours,
         })
     }
 }
@@ -303,14 +325,21 @@ impl Events {
 struct Loop<'a> {
     settings: &'a Arc<Settings>,
     calls: &'a mut Calls,
-    done_tx: &'a mpsc::UnboundedSender<String>,
-    done_rx: &'a mut mpsc::UnboundedReceiver<String>,
+    done_tx: &'a mpsc::UnboundedSender<Finished>,
+    done_rx: &'a mut mpsc::UnboundedReceiver<Finished>,
     last_event_id: &'a mut Option<u64>,
 }
 
 impl Loop<'_> {
     /// Serves the session; `None` after a shutdown, else why the session ended.
     async fn run(&mut self, session: &mut Session, shutdown: &CancellationToken) -> Option<Error> {
+        // What ended during the outage first, so that a forgotten claim can be offered again.
+        while let Ok(done) = self.done_rx.try_recv() {
+            self.finished(done);
+        }
+        for request in std::mem::take(&mut session.ours) {
+            self.calls.offer_ours(request);
+        }
         for request in std::mem::take(&mut session.recovered) {
             self.calls.offer(request);
         }
@@ -322,7 +351,7 @@ impl Loop<'_> {
                     self.drain().await;
                     return None;
                 }
-                Some(id) = self.done_rx.recv() => self.calls.finished(&id),
+                Some(done) = self.done_rx.recv() => self.finished(done),
                 frame = session.events.next() => match frame {
                     Ok(Some(frame)) => self.event(frame),
                     Ok(None) => return Some(Error::StreamEnded),
@@ -331,6 +360,13 @@ impl Loop<'_> {
             }
             self.start(&session.link);
         }
+    }
+
+    fn finished(&mut self, done: Finished) {
+        if done.forget {
+            self.calls.forget(&done.id);
+        }
+        self.calls.finished(&done.id);
     }
 
     fn event(&mut self, frame: Frame) {
@@ -358,7 +394,7 @@ impl Loop<'_> {
 
     /// Starts every waiting request a free slot allows.
     fn start(&mut self, link: &Arc<Link>) {
-        while let Some((request, control)) = self.calls.next_to_start() {
+        while let Some((request, control, claimed)) = self.calls.next_to_start() {
             let Some((_, handler, at_once)) = self.settings.handlers.get(&request.tool) else {
                 self.calls.finished(&request.id);
                 continue;
@@ -370,7 +406,13 @@ impl Loop<'_> {
                     request,
                     control,
                     handler.clone(),
-                    *at_once,
+                    if claimed {
+                        Start::Claimed
+                    } else if *at_once {
+                        Start::AtOnce
+                    } else {
+                        Start::Claim
+                    },
                     self.settings.cancel_grace,
                     self.done_tx.clone(),
                 )
@@ -386,11 +428,13 @@ impl Loop<'_> {
         let _ = tokio::time::timeout(bound, async {
             while self.calls.running() > 0 {
                 match self.done_rx.recv().await {
-                    Some(id) => self.calls.finished(&id),
+                    Some(done) => self.calls.finished(&done.id),
                     None => return,
                 }
             }
         })
         .await;
+        // A reply still waiting for the broker is given up.
+        self.calls.claims_lost();
     }
 }

@@ -6,6 +6,15 @@
 //! is cancelled; whatever it returns later is not posted. A reply the broker refuses
 //! (`invalid_result`, `result_too_large`) is replaced by an app error carrying the broker's
 //! message, so the agent is answered instead of waiting for the timeout.
+//!
+//! The broker may be killed and started again at any point of a call. A claim that gets no
+//! answer (the connection broke) may or may not have been taken: the call is forgotten, and the
+//! pending list after the reconnect tells (parked: offered again; claimed by this client: run
+//! without claiming). A reply that gets no answer, or that reaches a broker that does not know
+//! the app again yet (`unknown_client`), is posted again with a backoff until the broker says
+//! how it went: a reply the broker had taken before the kill answers `already_settled`, and the
+//! first accepted reply is the call's result. It stops when the call ends (a
+//! `client_tool.cancelled`, or the app back as another client).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,6 +33,10 @@ use crate::error::{Error, Result};
 use crate::reply::{Outcome, Reply};
 use crate::tool::Handler;
 use crate::transport::{Chunks, Client};
+use leo_protocol::backoff::Backoff;
+
+/// The first and the longest pause between two posts of the same reply.
+const RETRY: (Duration, Duration) = (Duration::from_millis(50), Duration::from_secs(2));
 
 /// What every call of one session posts with: the client, and its bodies serialized once.
 pub struct Link {
@@ -115,16 +128,47 @@ impl Link {
     }
 }
 
+/// How a worker starts its call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Start {
+    /// Claim it, run the handler, post the reply.
+    Claim,
+    /// Run the handler and post the reply with the claim (`claim: true`).
+    AtOnce,
+    /// This client holds the claim already: run the handler, post the reply.
+    Claimed,
+}
+
+/// A call the worker is done with; `forget`: its claim got no definite answer.
+#[derive(Debug)]
+pub struct Finished {
+    pub id: String,
+    pub forget: bool,
+}
+
 /// Tells the session a call is done, however the worker ends.
 struct Done {
     id: String,
-    tx: mpsc::UnboundedSender<String>,
+    forget: bool,
+    tx: mpsc::UnboundedSender<Finished>,
 }
 
 impl Drop for Done {
     fn drop(&mut self) {
-        let _ = self.tx.send(std::mem::take(&mut self.id));
+        let _ = self.tx.send(Finished {
+            id: std::mem::take(&mut self.id),
+            forget: self.forget,
+        });
     }
+}
+
+/// How a claim went.
+enum Claimed {
+    Yes,
+    /// Someone else's, or over.
+    No,
+    /// No definite answer: the connection broke, or the broker does not know us yet.
+    Unsure,
 }
 
 /// Claims `request`, runs `handler` on it, and posts the reply; with `at_once`, runs it first
@@ -134,16 +178,28 @@ pub async fn work(
     request: Request,
     control: Arc<Control>,
     handler: Handler,
-    at_once: bool,
+    start: Start,
     grace: Duration,
-    done: mpsc::UnboundedSender<String>,
+    done: mpsc::UnboundedSender<Finished>,
 ) {
-    let _done = Done {
+    let mut done = Done {
         id: request.id.clone(),
+        forget: false,
         tx: done,
     };
     let id = request.id.clone();
-    if (!at_once && !claim(&link, &id).await) || control.token.is_cancelled() {
+    let at_once = start == Start::AtOnce;
+    if start == Start::Claim {
+        match claim(&link, &id).await {
+            Claimed::Yes => {}
+            Claimed::No => return,
+            Claimed::Unsure => {
+                done.forget = true;
+                return;
+            }
+        }
+    }
+    if control.token.is_cancelled() {
         return;
     }
     let call = Call::new(
@@ -172,18 +228,18 @@ pub async fn work(
         Err(e) if e.is_panic() => Reply::error("internal", "the tool's handler panicked"),
         Err(_) => return,
     };
-    post(&link, &id, &reply, at_once).await;
+    post(&link, &id, &reply, at_once, &control).await;
 }
 
-/// Claims request `id`; false when the call is someone else's or over.
-async fn claim(link: &Link, id: &str) -> bool {
+/// Claims request `id`.
+async fn claim(link: &Link, id: &str) -> Claimed {
     let path = format!("/api/v1/client-tools/requests/{id}/claim");
     let answer = link
         .client
         .post(&path, Chunks::new([link.claim_body.clone()]))
         .await;
     match answer {
-        Ok(a) if a.status == 200 => true,
+        Ok(a) if a.status == 200 => Claimed::Yes,
         Ok(a) => {
             match a.refusal() {
                 Error::Refused {
@@ -195,40 +251,59 @@ async fn claim(link: &Link, id: &str) -> bool {
                         | ErrorCode::NotProvider,
                     message,
                 } => debug!(%message, "not claimed"),
-                e => warn!(error = %e, "claim failed"),
+                e => {
+                    warn!(error = %e, "claim failed");
+                    return Claimed::Unsure;
+                }
             }
-            false
+            Claimed::No
         }
         Err(e) => {
             warn!(error = %e, "claim failed");
-            false
+            Claimed::Unsure
         }
     }
 }
 
 /// Posts `reply`; a reply the broker refuses becomes an app error with the broker's message.
-async fn post(link: &Link, id: &str, reply: &Reply, claim: bool) {
+/// A post without a definite answer is sent again (see the module's doc).
+async fn post(link: &Link, id: &str, reply: &Reply, claim: bool, control: &Control) {
     let path = format!("/api/v1/client-tools/requests/{id}/result");
     let mut body = link.result_body(reply, claim);
-    for attempt in 0..2 {
-        let refusal = match link.client.post(&path, body).await {
+    let mut replaced = false;
+    let mut backoff = Backoff::new(RETRY.0, RETRY.1).jittered();
+    loop {
+        let refusal = match link.client.post(&path, body.clone()).await {
             Ok(a) if a.status == 200 => {
                 debug!(error = reply.is_error(), "answered");
                 return;
             }
             Ok(a) => a.refusal(),
             Err(e) => {
-                warn!(error = %e, "cannot post the result");
-                return;
+                debug!(error = %e, "no answer to the result; posting it again");
+                if !wait_to_retry(&mut backoff, control).await {
+                    return;
+                }
+                continue;
             }
         };
         match refusal {
             Error::Refused {
                 code: code @ (ErrorCode::InvalidResult | ErrorCode::ResultTooLarge),
                 message,
-            } if attempt == 0 => {
+            } if !replaced => {
                 warn!(%code, %message, "the broker refused the reply; answering with an error");
                 body = link.result_body(&Reply::error(code.as_str(), message), claim);
+                replaced = true;
+            }
+            Error::Refused {
+                code: ErrorCode::UnknownClient,
+                ..
+            } => {
+                debug!("the broker does not know this client yet; posting the result again");
+                if !wait_to_retry(&mut backoff, control).await {
+                    return;
+                }
             }
             Error::Refused {
                 code:
@@ -249,4 +324,10 @@ async fn post(link: &Link, id: &str, reply: &Reply, claim: bool) {
             }
         }
     }
+}
+
+/// Sleeps before the next attempt; false when the call ended meanwhile.
+async fn wait_to_retry(backoff: &mut Backoff, control: &Control) -> bool {
+    tokio::time::sleep(backoff.next_delay()).await;
+    !control.ended()
 }

@@ -1,10 +1,14 @@
 //! Reconnecting and recovery: a broker restart, a request parked before the app subscribed,
 //! and requests that waited while the app was cut off, some older than the replay ring.
 
+use std::sync::Arc;
+use std::time::Duration;
+
 use leo_app::{Call, Reply, Status, Tool};
 use leo_testkit::Broker;
 use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
 use serde_json::json;
+use tokio::sync::Notify;
 
 use crate::support::{Other, Pipe, Running, builder, pending, tool_json};
 
@@ -98,5 +102,91 @@ async fn requests_that_waited_while_the_app_was_away_are_served_when_it_returns(
     app.serving().await;
     assert_eq!(text_of(&first.await.unwrap()), "app: b");
     assert_eq!(text_of(&second.await.unwrap()), "app: c");
+    app.stop().await.unwrap();
+}
+
+/// A tool whose call `{"hold": true}` waits until the test releases it; it says when it starts.
+fn held(started: Arc<Notify>, release: Arc<Notify>) -> Tool {
+    Tool::new("work", "The work tool", move |call: Call| {
+        let (started, release) = (started.clone(), release.clone());
+        async move {
+            if call.arguments()["hold"] == true {
+                started.notify_one();
+                release.notified().await;
+            }
+            Reply::text(format!("done {}", call.arguments()["n"]))
+        }
+    })
+    .timeout_s(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handler_running_through_a_broker_kill_posts_its_reply_once_the_broker_is_back() {
+    let broker = Broker::start().await;
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let app = builder(&broker)
+        .group("g", [held(started.clone(), release.clone())])
+        .build()
+        .unwrap();
+    let mut app = Running::start(app).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names == ["work"]).await;
+    let call = agent.spawn_call("work", json!({"n": 1, "hold": true}));
+    started.notified().await;
+
+    // The handler ends while the broker is down: its first post fails, and it is not dropped.
+    let home = broker.kill_keep_home().await;
+    app.not_serving().await;
+    release.notify_one();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let broker = Broker::start_in(home).await;
+    app.serving().await;
+    assert_eq!(text_of(&call.await.unwrap()), "done 1");
+    drop(broker);
+    app.stop().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_claimed_without_hearing_so_is_run_after_a_broker_kill() {
+    let broker = Broker::start().await;
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let app = builder(&broker)
+        .group("g", [held(started.clone(), release.clone())])
+        .max_concurrent(1)
+        .build()
+        .unwrap();
+    let mut app = Running::start(app).await;
+    let client_id = app.serving().await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names == ["work"]).await;
+    let first = agent.spawn_call("work", json!({"n": 1, "hold": true}));
+    started.notified().await;
+    // The second call waits in the app for the only slot. Its claim is taken as the app's own
+    // whose answer the kill lost: the broker holds it for this client, the app never heard.
+    let second = agent.spawn_call("work", json!({"n": 2}));
+    let id = loop {
+        let listed = pending(&broker).await;
+        if let Some(p) = listed.iter().find(|p| p["arguments"]["n"] == 2) {
+            break p["id"].as_str().unwrap().to_owned();
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let claimed = broker
+        .http()
+        .post(
+            &format!("/api/v1/client-tools/requests/{id}/claim"),
+            &json!({"client_id": client_id}),
+        )
+        .await;
+    claimed.data();
+
+    let home = broker.kill_keep_home().await;
+    app.not_serving().await;
+    let broker = Broker::start_in(home).await;
+    app.serving().await;
+    release.notify_one();
+    assert_eq!(text_of(&first.await.unwrap()), "done 1");
+    assert_eq!(text_of(&second.await.unwrap()), "done 2");
+    drop(broker);
     app.stop().await.unwrap();
 }

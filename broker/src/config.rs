@@ -379,7 +379,10 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> std::result::Re
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::too_many_lines, reason = "a table of refused keys reads best as one list")]
+    #![allow(
+        clippy::too_many_lines,
+        reason = "a table of refused keys reads best as one list"
+    )]
     use super::*;
 
     #[test]

@@ -56,7 +56,7 @@ pub type Writer = FramedWrite<OwnedWriteHalf, LineCodec>;
 pub fn split(stream: UnixStream) -> (Reader, Writer) {
     let (r, w) = stream.into_split();
     (
-        FramedRead::with_capacity(r, LineCodec::default(), 64 * 1024),
+        FramedRead::with_capacity(r, LineCodec::default().whole_lines_only(), 64 * 1024),
         FramedWrite::new(w, LineCodec::default()),
     )
 }

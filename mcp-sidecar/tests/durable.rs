@@ -189,3 +189,43 @@ async fn a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill() {
         "already_settled"
     );
 }
+
+/// Sends `signal` (`STOP`, `CONT`) to the `leo-mcp` of `agent`.
+fn signal_agent(agent: &Agent, signal: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{signal}"), agent.pid.to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
+        .await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    let call = agent.spawn_call("wait", json!({}));
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+
+    // leo-mcp stops reading: a result larger than the socket's buffers stays half-written in
+    // the broker, which is then killed. The accepted result must not be lost with it.
+    signal_agent(&agent, "STOP");
+    let big = "x".repeat(900 * 1024);
+    app.answer(&id, text(&big)).await.data();
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let home = broker.kill_keep_home().await;
+    signal_agent(&agent, "CONT");
+    let broker = Broker::start_in(home).await;
+    let result = call.await.unwrap();
+    let got = text_of(&result);
+    assert!(got == big, "got {got:.200}");
+    let app = App::resume(&broker.http(), &app.resume).await;
+    assert_eq!(
+        app.answer(&id, text("again")).await.code(409),
+        "already_settled"
+    );
+}

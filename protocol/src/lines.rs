@@ -6,6 +6,11 @@
 //! whole: its first bytes are kept (`Line::TooLong`, so a reader can name the call it answered)
 //! and the rest is dropped up to the next newline. Whether a too-long line ends the connection
 //! is the reader's choice: the broker refuses it, a welcomed sidecar fails only that call.
+//!
+//! The broker ends every frame it writes with a newline, so a reader of the broker's frames
+//! (`leo-mcp`, `leo call`) uses `whole_lines_only`: a last line without its newline is a frame
+//! torn by a broker that died while writing it, and is dropped at end of stream instead of
+//! being read as a bad frame; the call it carried is resumed after the reconnect.
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Serialize;
@@ -40,6 +45,8 @@ pub struct LineCodec {
     searched: usize,
     /// The head of a too-long line whose rest is being dropped.
     dropping: Option<Bytes>,
+    /// A last line without its newline is dropped at end of stream (`whole_lines_only`).
+    whole_lines: bool,
 }
 
 impl Default for LineCodec {
@@ -55,7 +62,15 @@ impl LineCodec {
             max,
             searched: 0,
             dropping: None,
+            whole_lines: false,
         }
+    }
+
+    /// Drops a last line that has no newline at end of stream: for readers of a peer that
+    /// ends every line, where such a line is one the peer died writing.
+    pub fn whole_lines_only(mut self) -> LineCodec {
+        self.whole_lines = true;
+        self
     }
 
     /// The largest line this codec accepts.
@@ -119,12 +134,14 @@ impl Decoder for LineCodec {
         if let Some(line) = self.decode(buf)? {
             return Ok(Some(line));
         }
-        if let Some(head) = self.dropping.take() {
+        if let Some(head) = self.dropping.take()
+            && !self.whole_lines
+        {
             return Ok(Some(Line::TooLong { head }));
         }
         self.searched = 0;
         let rest = buf.split();
-        if rest.iter().all(u8::is_ascii_whitespace) {
+        if self.whole_lines || rest.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
         }
         Ok(Some(Line::Frame(rest.freeze())))
@@ -169,6 +186,15 @@ mod tests {
             out.push(line);
         }
         out
+    }
+
+    #[test]
+    fn whole_lines_only_drops_a_torn_last_line() {
+        let mut c = LineCodec::new(16).whole_lines_only();
+        let got = all(&mut c, &[b"{\"a\":1}\n{\"b\"", b":2"]);
+        assert_eq!(got, vec![frame("{\"a\":1}")]);
+        let mut c = LineCodec::new(4).whole_lines_only();
+        assert_eq!(all(&mut c, &[b"{\"a\":1}"]), vec![], "torn and too long");
     }
 
     fn frame(s: &str) -> Line {

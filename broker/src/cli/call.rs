@@ -225,6 +225,22 @@ async fn wait_for_tool(
     }
 }
 
+/// The session's first frame: `leo call` is a native agent session of its own.
+fn hello(agent: String, token: String) -> SidecarFrame {
+    SidecarFrame::Hello {
+        v: IPC_VERSION,
+        agent,
+        session: format!("leo-call-{}", std::process::id()),
+        token,
+        harness: Some(Harness {
+            name: "leo call".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+        }),
+        mode: Mode::Native,
+        resume: Vec::new(),
+    }
+}
+
 async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
     let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
     let wait_until = args.wait.map(|w| Instant::now() + w);
@@ -239,23 +255,11 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     };
     let (reader, writer) = stream.into_split();
     let mut writer = FramedWrite::new(writer, LineCodec::default());
-    let mut frames = read_frames(FramedRead::new(reader, LineCodec::default()));
-    send(
-        &mut writer,
-        &SidecarFrame::Hello {
-            v: IPC_VERSION,
-            agent,
-            session: format!("leo-call-{}", std::process::id()),
-            token,
-            harness: Some(Harness {
-                name: "leo call".into(),
-                version: env!("CARGO_PKG_VERSION").into(),
-            }),
-            mode: Mode::Native,
-            resume: Vec::new(),
-        },
-    )
-    .await?;
+    let mut frames = read_frames(FramedRead::new(
+        reader,
+        LineCodec::default().whole_lines_only(),
+    ));
+    send(&mut writer, &hello(agent, token)).await?;
     let welcome = tokio::select! {
         frame = tokio::time::timeout(WELCOME_TIMEOUT, frames.recv()) => frame,
         _ = &mut interrupt => return Ok(Ended::Interrupted),

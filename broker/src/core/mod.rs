@@ -251,6 +251,14 @@ impl Broker {
         }
     }
 
+    /// Resolves once every change made before this call is on disk, including one whose
+    /// effect (a call's outcome on its receiver) was seen before its maker let go of the lock:
+    /// taking the lock first waits for that maker to hand its journal to the store.
+    pub fn committed_after_lock(&self) -> impl Future<Output = Result<(), Refusal>> + use<> {
+        drop(self.lock());
+        self.committed()
+    }
+
     /// Resolves once every change made so far is on disk; an operation that accepts work
     /// awaits it before it is acknowledged (never while holding the lock).
     pub fn committed(&self) -> impl Future<Output = Result<(), Refusal>> + use<> {

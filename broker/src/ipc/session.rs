@@ -66,8 +66,12 @@ enum Event {
     Due,
     Arrival(Result<(String, Message), broadcast::error::RecvError>),
     Pushed(Option<Bytes>),
+    Committed,
     Shutdown,
 }
+
+/// A commit the session waits for before it writes the result frames it covers.
+type Commit = Pin<Box<dyn Future<Output = Result<(), crate::refusal::Refusal>> + Send>>;
 
 /// One sidecar connection after its hello.
 pub struct Session {
@@ -77,6 +81,15 @@ pub struct Session {
     conn: Conn,
     /// Frames waiting for the socket, oldest first.
     out: VecDeque<Bytes>,
+    /// Requests whose result frame is queued but not yet written to the socket: the store
+    /// keeps their outcomes until it is, so a broker killed in between sends it on resume.
+    unwritten: Vec<String>,
+    /// Result frames waiting for their outcome to be committed, with their requests: a frame
+    /// written before the commit could tell the harness of a result a killed broker forgets,
+    /// and the call would be answered again after the restart.
+    held: Vec<(Bytes, Option<String>)>,
+    /// The commit under way, and how many of `held` it covers.
+    commit: Option<(Commit, usize)>,
     calls: FuturesUnordered<InFlight>,
     /// False once the broker's revision channel closed (at shutdown).
     watching: bool,
@@ -105,6 +118,9 @@ impl Session {
             coalescer: Coalescer::new(COALESCE, offered, Instant::now()),
             calls: FuturesUnordered::new(),
             out: VecDeque::new(),
+            unwritten: Vec::new(),
+            held: Vec::new(),
+            commit: None,
             watching: true,
             mail_open: true,
             broker,
@@ -165,6 +181,7 @@ impl Session {
             () = self.coalescer.wait() => Event::Due,
             a = self.arrivals.recv(), if self.mail_open => Event::Arrival(a),
             p = self.outbox.recv(), if reading => Event::Pushed(p),
+            () = committing(&mut self.commit), if self.commit.is_some() => Event::Committed,
         }
     }
 
@@ -173,7 +190,10 @@ impl Session {
         loop {
             let line = match self.next_event().await {
                 Event::Shutdown | Event::Read(None) | Event::Written(Err(_)) => return,
-                Event::Written(Ok(())) => None,
+                Event::Written(Ok(())) => {
+                    self.written();
+                    None
+                }
                 Event::Read(Some(Err(e))) => Some(error_frame(ErrorCode::InvalidFrame, e)),
                 Event::Read(Some(Ok(Line::TooLong { .. }))) => {
                     let message = Line::too_long_message(self.conn.max());
@@ -183,7 +203,14 @@ impl Session {
                     return;
                 }
                 Event::Read(Some(Ok(Line::Frame(line)))) => self.on_frame(&line),
-                Event::Ended(id, request, outcome) => self.ended(id, request, outcome),
+                Event::Ended(id, request, outcome) => {
+                    self.hold(id, request, outcome);
+                    None
+                }
+                Event::Committed => {
+                    self.release();
+                    None
+                }
                 Event::Revision(true) => {
                     self.coalescer.changed();
                     None
@@ -256,7 +283,9 @@ impl Session {
         }
     }
 
-    /// A call ended: its result frame, and the store may forget the outcome.
+    /// A call ended: its result frame. The store may forget the outcome once the frame is
+    /// written (`written`), not before: a broker killed with the frame still queued would
+    /// otherwise have neither sent it nor kept it.
     fn ended(
         &mut self,
         id: u64,
@@ -264,10 +293,42 @@ impl Session {
         outcome: Option<RawOutcome>,
     ) -> Option<Bytes> {
         let line = result_line(id, outcome?);
-        if let Some(request) = request {
+        self.unwritten.extend(request);
+        Some(line)
+    }
+
+    /// Holds a result frame until its outcome is committed; starts a commit if none runs.
+    fn hold(&mut self, id: u64, request: Option<String>, outcome: Option<RawOutcome>) {
+        let Some(outcome) = outcome else { return };
+        self.held.push((result_line(id, outcome), request));
+        if self.commit.is_none() {
+            self.start_commit();
+        }
+    }
+
+    fn start_commit(&mut self) {
+        let commit: Commit = Box::pin(self.broker.committed_after_lock());
+        self.commit = Some((commit, self.held.len()));
+    }
+
+    /// The commit finished: the frames it covers go out; a newer batch gets its own commit.
+    fn release(&mut self) {
+        let covered = self.commit.take().map_or(self.held.len(), |(_, n)| n);
+        for (line, request) in self.held.drain(..covered.min(self.held.len())) {
+            self.out.push_back(line);
+            self.unwritten.extend(request);
+        }
+        if !self.held.is_empty() {
+            self.start_commit();
+        }
+    }
+
+    /// Everything queued was written to the socket: the sidecar has those result frames even
+    /// if the broker dies now, so the store may forget their outcomes.
+    fn written(&mut self) {
+        for request in self.unwritten.drain(..) {
             self.broker.delivered(&request);
         }
-        Some(line)
     }
 
     /// Re-attaches the calls this sidecar had in flight before it reconnected (`resume` in
@@ -340,10 +401,16 @@ impl Session {
 
     /// Writes what is queued and the endings of the calls still in flight.
     async fn drain(&mut self) {
+        if let Some((commit, _)) = self.commit.take() {
+            let _ = commit.await;
+        }
+        self.commit = Some((Box::pin(async { Ok(()) }), self.held.len()));
+        self.release();
         loop {
             if flush(&mut self.conn.writer, &mut self.out).await.is_err() {
                 return;
             }
+            self.written();
             match self.calls.next().await {
                 Some((id, request, outcome)) => {
                     let line = self.ended(id, request, outcome);
@@ -371,6 +438,16 @@ async fn flush(
         Pin::new(&mut *writer).poll_flush(cx)
     })
     .await
+}
+
+/// Resolves when the commit under way does (never without one; the select guards on it).
+async fn committing(commit: &mut Option<(Commit, usize)>) {
+    match commit {
+        Some((c, _)) => {
+            let _ = c.await;
+        }
+        None => std::future::pending().await,
+    }
 }
 
 fn result_line(id: u64, outcome: RawOutcome) -> Bytes {
