@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use leo_app::{Call, Reply, Tool};
 use leo_testkit::agent::{Agent, AgentOpts, wait_for_tools};
+use leo_testkit::rng::Rng;
 use leo_testkit::{Broker, Http, WAIT};
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
@@ -30,20 +31,6 @@ const KILLS: usize = 6;
 const WHOLE_RUN: Duration = Duration::from_secs(200);
 /// A bound on one call, well above the longest outage.
 const ONE_CALL: Duration = Duration::from_secs(45);
-
-/// A small deterministic generator (xorshift), as in the broker's fault suite.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n.max(1)
-    }
-}
 
 fn seed() -> u64 {
     let seed = std::env::var("LEO_FAULT_SEED")
@@ -244,7 +231,7 @@ async fn history(http: &Http) -> Vec<Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_thousand_calls_through_random_broker_kills_each_end_once() {
-    let rng = Rng(seed());
+    let rng = Rng::new(seed());
     let started = std::time::Instant::now();
     let broker = Broker::start_with("history:\n  store_content: true\n").await;
     let runs = Runs::default();

@@ -6,21 +6,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use leo_testkit::rng::Rng;
 use leo_testkit::{Broker, Ipc, Sse};
 use serde_json::{Value, json};
 
 use crate::support::{App, agent, tool};
-
-/// A small deterministic generator (xorshift), so a failing run can be replayed.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
-    }
-}
 
 /// Collects result frames until `n` distinct call ids have one; fails on a second one.
 async fn collect_results(ipc: &mut Ipc, n: usize) -> HashMap<u64, Value> {
@@ -152,7 +142,7 @@ async fn ten_thousand_calls_with_random_cancellations_each_end_once() {
     let refused = Arc::new(AtomicUsize::new(0));
     let server = serve_forever(app, claims.clone(), refused.clone());
     let mut ipc = agent(&broker, "rocket").await;
-    let mut rng = Rng(0x5eed_1eaf_cafe_f00d);
+    let mut rng = Rng::new(0x5eed_1eaf_cafe_f00d);
     let mut cancelled = HashSet::new();
     const N: u64 = 10_000;
     // An agent keeps a bounded number of calls in flight, as harnesses do.
@@ -163,7 +153,7 @@ async fn ten_thousand_calls_with_random_cancellations_each_end_once() {
         while next < N && next - results.len() as u64 <= WINDOW {
             ipc.call(next, "echo", json!({"text": next.to_string()}))
                 .await;
-            if rng.next().is_multiple_of(3) {
+            if rng.next_u64().is_multiple_of(3) {
                 ipc.send(&json!({"type": "cancel", "id": next})).await;
                 cancelled.insert(next);
             }

@@ -14,6 +14,7 @@ pub mod http;
 pub mod ipc;
 pub mod otlp;
 pub mod require;
+pub mod rng;
 pub mod script;
 pub mod sse;
 pub mod wire;
