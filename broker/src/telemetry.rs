@@ -83,13 +83,6 @@ pub fn parked(id: &str, call: &Call, traceparent: Option<&str>) -> Option<String
     own
 }
 
-/// The context an app was given for call `id`, while it is open (a replayed
-/// `client_tool.request` carries the same one).
-pub fn traceparent(id: &str) -> Option<String> {
-    let live = LIVE.get()?;
-    lock(live).get(id).and_then(otel::traceparent)
-}
-
 /// An app claimed call `id`.
 pub fn claimed(id: &str, client_id: &str) {
     let Some(live) = LIVE.get() else { return };

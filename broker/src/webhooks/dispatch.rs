@@ -91,10 +91,8 @@ impl Webhooks {
             if p.claimed_by.is_some() || self.lock().calls.contains_key(&p.id) {
                 continue;
             }
-            let mut request = p.request;
-            if request.traceparent.is_none() {
-                request.traceparent = crate::telemetry::traceparent(&request.id);
-            }
+            // The pending entry is the call's own request, its `traceparent` included.
+            let request = p.request;
             let body = serde_json::to_vec(&request).unwrap_or_default();
             self.dispatch(&request, Bytes::from(body));
         }
