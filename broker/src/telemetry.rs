@@ -56,10 +56,11 @@ fn lock(live: &Live) -> std::sync::MutexGuard<'_, HashMap<String, Context>> {
     live.spans.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Call `id` was parked: opens its span under `traceparent` (the sidecar's), and returns the
+/// `call` was parked: opens its span under `traceparent` (the sidecar's), and returns the
 /// span's own context for `client_tool.request`.
-pub fn parked(id: &str, call: &Call, traceparent: Option<&str>) -> Option<String> {
+pub fn parked(call: &Call, traceparent: Option<&str>) -> Option<String> {
     let live = LIVE.get()?;
+    let id = call.id.as_str();
     let parent = otel::parent(traceparent, None);
     let attributes = vec![
         KeyValue::new("mcp.method.name", "tools/call"),

@@ -130,7 +130,7 @@ impl Broker {
         reply: oneshot::Sender<RawOutcome>,
         traceparent: Option<&str>,
     ) -> String {
-        call.request.traceparent = crate::telemetry::parked(&call.id, &call, traceparent);
+        call.request.traceparent = crate::telemetry::parked(&call, traceparent);
         call.request.owner = core
             .owners
             .owner(&call.agent, &call.group)
