@@ -397,6 +397,14 @@ async fn urls_that_are_not_loopback_or_allowed_are_refused() {
         ),
         ("https://127.0.0.1/hook", "plain http only"),
         ("http://user@127.0.0.1/", "user or password"),
+        // Read as one place, delivered to another: port 80, the fragment dropped.
+        (
+            "http://127.0.0.1:99999/",
+            "not a port number from 1 to 65535",
+        ),
+        ("http://127.0.0.1:0/", "not a port number from 1 to 65535"),
+        ("http://127.0.0.1:80#@evil.example/", "fragment"),
+        ("http://127.0.0.1/hook#part", "fragment"),
         ("not a url", "not a URL"),
     ] {
         let r = http
