@@ -9,6 +9,7 @@ mod architecture;
 mod attacks;
 mod bad_input;
 mod cli;
+mod client_ids;
 mod console;
 mod console_browser;
 mod docs;

@@ -66,6 +66,10 @@ pub struct ClientInfo {
     pub provider: bool,
     /// Who opened it: `operator`, `device:NAME`, `agent`; `console` for the console's provider.
     pub principal: String,
+    /// The principal whose token may name this client in a body (`client_id` of register,
+    /// claim, result, progress, input): the stream's own principal, a webhook's creator, the
+    /// operator for the console's provider (`require_provider` holds the rule).
+    pub owner: String,
     /// The name the app gave itself (`?name=…`), checked by `check_app_name`.
     pub name: Option<String>,
     pub connected_at: String,

@@ -80,9 +80,14 @@ impl Broker {
         relay.inputs.retain(|_, (c, _)| *c != conn);
     }
 
-    /// The live call `id`, if `client_id` is a connected provider that claimed it.
-    fn claimed_route(core: &Core, id: &str, client_id: &str) -> Result<Route, Refusal> {
-        Self::require_provider(core, client_id)?;
+    /// The live call `id`, if `client_id` is `caller`'s connected provider that claimed it.
+    fn claimed_route(
+        core: &Core,
+        id: &str,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<Route, Refusal> {
+        Self::require_provider(core, client_id, caller)?;
         let Some((call, stage)) = core.requests.get(id) else {
             return Err(core.requests.not_live(id));
         };
@@ -101,10 +106,15 @@ impl Broker {
 
     /// `POST …/requests/{id}/progress`: passes the claimant's progress to the caller's session.
     /// A session too busy to take it drops the report: the next one supersedes it anyway.
-    pub fn report_progress(&self, id: &str, body: ProgressBody) -> Result<RequestAck, Refusal> {
+    pub fn report_progress(
+        &self,
+        id: &str,
+        body: ProgressBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
         body.check()
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m))?;
-        let route = Self::claimed_route(&self.lock(), id, &body.client_id)?;
+        let route = Self::claimed_route(&self.lock(), id, &body.client_id, caller)?;
         let frame = BrokerFrame::Progress {
             id: route.local_id,
             progress: body.progress,
@@ -128,10 +138,15 @@ impl Broker {
 
     /// `POST …/requests/{id}/input`: asks the agent's user through the harness and waits for
     /// the answer, at most until the call ends or times out.
-    pub async fn ask_input(&self, id: &str, body: InputBody) -> Result<InputAnswer, Refusal> {
+    pub async fn ask_input(
+        &self,
+        id: &str,
+        body: InputBody,
+        caller: &str,
+    ) -> Result<InputAnswer, Refusal> {
         body.check()
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m))?;
-        let route = Self::claimed_route(&self.lock(), id, &body.client_id)?;
+        let route = Self::claimed_route(&self.lock(), id, &body.client_id, caller)?;
         let (tx, rx) = oneshot::channel();
         let (input, outbox) = {
             let mut relay = self.relay.lock();

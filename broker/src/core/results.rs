@@ -18,10 +18,10 @@ impl Broker {
         core.requests.pending(&core.owners)
     }
 
-    /// `POST …/requests/{id}/claim`.
-    pub fn claim(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
+    /// `POST …/requests/{id}/claim`, by `caller` (the token's principal).
+    pub fn claim(&self, id: &str, client_id: &str, caller: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
-        Self::require_provider(&core, client_id)?;
+        Self::require_provider(&core, client_id, caller)?;
         let call = Self::claim_locked(&mut core, id, client_id)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
         self.history
@@ -34,8 +34,14 @@ impl Broker {
         })
     }
 
-    /// `POST …/requests/{id}/result`.
-    pub fn post_result(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
+    /// `POST …/requests/{id}/result`, by `caller` (the token's principal; a webhook's inline
+    /// answer acts as the webhook's creator).
+    pub fn post_result(
+        &self,
+        id: &str,
+        body: ResultBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
         let client_id = body.client_id.clone();
         let claim = body.claim;
         let posted = body.into_posted().map_err(|e| match e {
@@ -49,7 +55,7 @@ impl Broker {
             ),
         })?;
         let mut core = self.lock();
-        Self::require_provider(&core, &client_id)?;
+        Self::require_provider(&core, &client_id, caller)?;
         Self::check_output(&core, id, &posted)?;
         let posting = self.history.posting(&posted);
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;

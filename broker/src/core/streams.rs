@@ -51,6 +51,7 @@ impl Broker {
                 n,
                 provider,
                 principal: principal.clone(),
+                owner: principal.clone(),
                 name: name.clone(),
                 connected_at: leo_protocol::time::now(),
                 internal: false,
@@ -193,8 +194,18 @@ impl Broker {
         );
     }
 
-    pub(super) fn require_provider(core: &Core, client_id: &str) -> Result<(), Refusal> {
-        match core.clients.get(client_id) {
+    /// The one check of a `client_id` a caller names in a body (register, claim, result,
+    /// progress, input): it must be a connected provider whose `owner` is `caller`, the
+    /// principal of the caller's token (`history::who`). Like a resume key, a client id belongs
+    /// to the principal whose stream it names: another principal's client is refused exactly as
+    /// an unknown one, so its existence does not leak. The operator does not act for other
+    /// principals' clients; it owns the console's provider only to be told to use the console.
+    pub(super) fn require_provider(
+        core: &Core,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<(), Refusal> {
+        match core.clients.get(client_id).filter(|c| c.owner == caller) {
             Some(c) if c.internal => Err(Refusal::new(
                 ErrorCode::UnknownClient,
                 format!(

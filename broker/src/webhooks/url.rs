@@ -89,7 +89,7 @@ impl Target {
             .unwrap_or_else(|| "/".to_owned());
         Ok(Target {
             host,
-            port: port_of(url, &authority)?,
+            port: port_of(url, authority)?,
             authority: authority.as_str().to_owned(),
             path,
             allowed,
@@ -131,6 +131,11 @@ impl Target {
             None => format!("{:?} resolves to no address", self.host),
         })
     }
+}
+
+/// `url` without its query, for the audit trail: a query may carry a credential of the app's.
+pub fn shown(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(before, _)| before)
 }
 
 /// The port an authority names, 80 when it names none. A port the parser would read as none
