@@ -25,6 +25,7 @@ mod requests;
 mod scope;
 mod security;
 mod serve_tool;
+mod service;
 mod setup_lines;
 mod streams;
 mod untrusted;

@@ -396,7 +396,6 @@ pub fn systemd_unit(exe: &Path, home: &Path) -> String {
         "# Written by `leo service install`; remove with `leo service uninstall`.\n\
          [Unit]\n\
          Description=Leo client tools broker (LEO_HOME={home_text})\n\
-         Documentation=man:leo-broker(1)\n\
          \n\
          [Service]\n\
          Type=exec\n\
