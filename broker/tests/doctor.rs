@@ -5,7 +5,7 @@
 //! carry its fix; `--json` is parsed.
 
 use std::os::unix::fs::PermissionsExt;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use leo_testkit::cli_home::CliHome;
 use leo_testkit::{Broker, bin};
@@ -271,5 +271,5 @@ async fn doctor_passes_a_good_setup_and_names_each_breakage_with_its_fix() {
         ["running"],
         "only the broker is wrong: {report:#}"
     );
-    assert!(PathBuf::from(report["leo_home"].as_str().unwrap()) == leo_home);
+    assert_eq!(leo_home, Path::new(report["leo_home"].as_str().unwrap()));
 }

@@ -278,7 +278,7 @@ fn plist_value(node: roxmltree::Node) -> Result<(), String> {
     match name {
         "dict" => {
             let children = elements(node);
-            if children.len() % 2 != 0 {
+            if !children.len().is_multiple_of(2) {
                 return Err("a dict holds key, value pairs".into());
             }
             for pair in children.chunks(2) {
