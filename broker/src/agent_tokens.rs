@@ -7,9 +7,9 @@
 //! under NAME, and the session reads NAME's mailbox only; the shared token is refused for NAME.
 //! A per-agent token opens no other name (it matches no other file) and no HTTP route.
 //!
-//! `leo agent add|rm|list` manage the files (here, next to the rule they feed). The file is
-//! read at each `hello`, so `leo agent add` and `leo agent rm` apply to the next
-//! session at once, without a broker restart. A session already open keeps its name.
+//! `leo agent add|rm|list` (in the `leo-cli` crate) manage the files. The file is read at each
+//! `hello`, so `leo agent add` and `leo agent rm` apply to the next session at once, without a
+//! broker restart. A session already open keeps its name.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -18,9 +18,8 @@ use leo_protocol::ErrorCode;
 use subtle::ConstantTimeEq;
 
 use crate::error::BrokerError;
-use crate::home::{Home, write_secret_new};
 use crate::refusal::Refusal;
-use crate::tokens::{generate, read_token_file};
+use crate::tokens::read_token_file;
 
 /// The shared agent token and the folder of per-agent ones.
 #[derive(Debug, Clone)]
@@ -71,91 +70,6 @@ impl AgentKeys {
             Err(unauthorized(&format!("not the token of agent {agent:?}")))
         }
     }
-}
-
-// ----- `leo agent add|rm|list` -----
-
-fn check_name(name: &str) -> Result<(), BrokerError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if valid {
-        Ok(())
-    } else {
-        Err(BrokerError::Usage(format!(
-            "agent name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
-        )))
-    }
-}
-
-/// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
-pub fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
-    check_name(name)?;
-    crate::home::prepare(home)?;
-    let path = home.own_agent_token(name);
-    if path.exists() {
-        return Err(BrokerError::Usage(format!(
-            "agent {name:?} already has its own token; remove it first with leo agent rm {name}"
-        )));
-    }
-    let token = generate()?;
-    write_secret_new(&path, &format!("{token}\n"))?;
-    let mut out = format!(
-        "Gave agent {name:?} its own token (shown once; also in {path}):\n{token}\n\
-         From now on only this token opens sessions as {name:?}, and the shared agent token is \
-         refused for it. New sessions need it at once; sessions already open keep running.\n\
-         leo-mcp --agent {name} reads {path} when it can; an agent that cannot (a container, \
-         another user) is given the file with --token-file PATH or LEO_AGENT_TOKEN_FILE.\n",
-        path = path.display()
-    );
-    crate::admin::audited(home, "agent_add", name, None, &mut out);
-    Ok(out)
-}
-
-/// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
-pub fn rm(home: &Home, name: &str) -> Result<String, BrokerError> {
-    check_name(name)?;
-    let path = home.own_agent_token(name);
-    if !path.exists() {
-        return Err(BrokerError::Usage(format!(
-            "agent {name:?} has no token of its own"
-        )));
-    }
-    std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
-    let mut out = format!(
-        "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \
-         agent token again. Sessions already open keep running.\n"
-    );
-    crate::admin::audited(home, "agent_rm", name, None, &mut out);
-    Ok(out)
-}
-
-/// `leo agent list`: the agents with a token of their own.
-pub fn list(home: &Home) -> Result<String, BrokerError> {
-    let mut names: Vec<String> = match std::fs::read_dir(home.agents()) {
-        Ok(entries) => entries
-            .flatten()
-            .filter_map(|e| {
-                e.file_name()
-                    .to_str()
-                    .and_then(|n| n.strip_suffix(".token"))
-                    .map(str::to_owned)
-            })
-            .collect(),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(e) => return Err(BrokerError::io("read", home.agents(), e)),
-    };
-    names.sort();
-    if names.is_empty() {
-        return Ok(
-            "no agent has its own token: the shared agent token opens every session \
-                   (give one its own with: leo agent add NAME)\n"
-                .into(),
-        );
-    }
-    Ok(names.iter().map(|n| format!("{n}\n")).collect())
 }
 
 fn unauthorized(why: &str) -> Refusal {

@@ -5,35 +5,52 @@
 //! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
 //! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them and runs
 //! the shutdown path.
+//!
+//! The `leo` binary is the `leo-cli` crate. This library exports only what it needs, kept small:
+//! - [`server`]: prepare, bind and run the daemon (`leo broker`);
+//! - [`home`] and [`config`]: the `LEO_HOME` layout and its files, and `config.yaml`, which
+//!   `leo client add|rm`, `leo serve-tool --tools FILE` and the banner read or write;
+//! - [`error`]: [`BrokerError`], what those fail with;
+//! - the few rules the CLI must apply exactly as the daemon does: [`new_token`] and
+//!   [`read_token_file`] (token files), [`record_local`] (the audit trail of local changes),
+//!   [`valid_agent_name`] and [`WEBHOOKS_PATH`];
+//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
+//! - [`store`], for `leo-bench`'s durability bench only.
+//!
+//! Everything else is `pub(crate)`: the CLI talks to a running broker through its public doors
+//! (`run/leo.sock`, `run/sidecar.sock`), as any app or sidecar does.
 
 mod accept;
-pub mod admin;
-pub mod agent_tokens;
+pub(crate) mod agent_tokens;
 pub mod config;
-pub mod config_edit;
-pub mod core;
+pub(crate) mod core;
 pub mod error;
-pub mod events;
-pub mod history;
+pub(crate) mod events;
+pub(crate) mod history;
 pub mod home;
-pub mod http;
-pub mod ipc;
-pub mod lints;
-pub mod messages;
-pub mod metrics;
-pub mod ownership;
-pub mod refusal;
-pub mod registry;
-pub mod requests;
+pub(crate) mod http;
+pub(crate) mod ipc;
+pub(crate) mod lints;
+pub(crate) mod messages;
+pub(crate) mod metrics;
+pub(crate) mod ownership;
+pub(crate) mod refusal;
+pub(crate) mod registry;
+pub(crate) mod requests;
 pub mod server;
-pub mod state_file;
+pub(crate) mod state_file;
 pub mod store;
-pub mod suggest;
-pub mod telemetry;
-pub mod tokens;
-pub mod webhooks;
+pub(crate) mod suggest;
+pub(crate) mod telemetry;
+pub(crate) mod tokens;
+pub(crate) mod webhooks;
 
 pub use error::{BrokerError, Result};
+pub use history::record_local;
+pub use http::rules::{WEBHOOKS_PATH, valid_agent_name};
+pub use ipc::MAX_SESSIONS;
+pub use tokens::{generate as new_token, read_token_file};
 
 /// Leo's own tool names, which `deny_tools` may always name (`ask_human` is the web console's).
-pub const BUILTIN_TOOLS: &[&str] = &["leo_app_tools", "leo_app_call", "leo_messages", "ask_human"];
+pub(crate) const BUILTIN_TOOLS: &[&str] =
+    &["leo_app_tools", "leo_app_call", "leo_messages", "ask_human"];

@@ -170,10 +170,6 @@ impl Mailboxes {
             None => (Vec::new(), 0),
         }
     }
-
-    pub fn unread(&self, agent: &str) -> usize {
-        self.boxes.get(agent).map(|m| m.unread.len()).unwrap_or(0)
-    }
 }
 
 #[cfg(test)]

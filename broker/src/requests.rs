@@ -181,6 +181,7 @@ impl Requests {
         self.live.len()
     }
 
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.live.is_empty()
     }

@@ -239,7 +239,7 @@ async fn sidecar_connections_past_the_limit_are_refused_clearly_and_a_closed_one
     let broker = Broker::start().await;
     let sock = broker.home().join("run/sidecar.sock");
     let mut open = Vec::new();
-    for i in 0..leo_broker::ipc::MAX_SESSIONS {
+    for i in 0..leo_broker::MAX_SESSIONS {
         open.push(agent(&broker, &format!("a{i}")).await);
     }
     let mut extra = Ipc::connect(&sock).await;

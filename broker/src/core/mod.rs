@@ -54,7 +54,6 @@ mod webhooks;
 
 pub use ask_human::CONSOLE_CLIENT;
 pub use restore::Resumed;
-pub use sessions::MESSAGES_TOOL;
 
 use mail::PostOffice;
 

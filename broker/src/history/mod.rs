@@ -25,7 +25,7 @@ use leo_protocol::content::{AppError, Posted, content_size};
 use leo_protocol::events::CancelReason;
 use leo_protocol::history::{AuditList, CallOutcome, EndedList};
 use rusqlite::Connection;
-use tokio::sync::{oneshot, watch};
+use tokio::sync::oneshot;
 use tracing::{debug, warn};
 
 use crate::config::HistoryConfig;
@@ -111,8 +111,6 @@ pub struct History {
     tx: SyncSender<Msg>,
     store_content: bool,
     dropped: Arc<AtomicU64>,
-    /// Bumped after each committed batch; the console's history panel waits on it.
-    written: watch::Sender<u64>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
 }
 
@@ -176,12 +174,10 @@ impl History {
     pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, String> {
         let conn = db::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
         let (tx, rx) = sync_channel(QUEUE);
-        let (written, _) = watch::channel(0);
         let writer = Writer {
             conn,
             keep: config.clone(),
             claims: HashMap::new(),
-            written: written.clone(),
             rows: 0,
         };
         let thread = std::thread::Builder::new()
@@ -192,7 +188,6 @@ impl History {
             tx,
             store_content: config.store_content,
             dropped: Arc::new(AtomicU64::new(0)),
-            written,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
         })
     }
@@ -212,11 +207,6 @@ impl History {
     /// Records dropped because the writer was behind.
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
-    }
-
-    /// Wakes after each batch the writer committed.
-    pub fn watch(&self) -> watch::Receiver<u64> {
-        self.written.subscribe()
     }
 
     /// An app claimed `id`.
@@ -382,7 +372,6 @@ struct Writer {
     conn: Connection,
     keep: HistoryConfig,
     claims: HashMap<String, Claim>,
-    written: watch::Sender<u64>,
     /// Rows in `calls`, for `max_rows`.
     rows: u64,
 }
@@ -424,7 +413,6 @@ impl Writer {
     fn batch(&mut self, batch: Vec<Msg>) -> Option<std::sync::mpsc::Sender<()>> {
         let mut reads = Vec::new();
         let mut stop = None;
-        let mut wrote = 0usize;
         let tx = match self.conn.unchecked_transaction() {
             Ok(tx) => tx,
             Err(e) => {
@@ -442,7 +430,6 @@ impl Writer {
                     match db::insert_call(&tx, &row) {
                         Ok(n) => {
                             self.rows += n as u64;
-                            wrote += n;
                             if n > 0 {
                                 let m = crate::metrics::global();
                                 m.call_ended(&row.tool, row.outcome, row.duration_ms);
@@ -451,19 +438,17 @@ impl Writer {
                         Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
                     }
                 }
-                Msg::Audit(row) => match db::insert_audit(&tx, &row) {
-                    Ok(n) => wrote += n,
-                    Err(e) => warn!(error = %e, "history: cannot write an audit entry"),
-                },
+                Msg::Audit(row) => {
+                    if let Err(e) = db::insert_audit(&tx, &row) {
+                        warn!(error = %e, "history: cannot write an audit entry");
+                    }
+                }
                 Msg::Stop(ack) => stop = Some(ack),
                 read => reads.push(read),
             }
         }
         if let Err(e) = tx.commit() {
             warn!(error = %e, "history: cannot commit");
-        }
-        if wrote > 0 {
-            self.written.send_modify(|n| *n = n.wrapping_add(1));
         }
         for read in reads {
             self.answer(read);

@@ -69,17 +69,6 @@ pub enum Kind {
     Anonymous,
 }
 
-impl Kind {
-    pub const ALL: [Kind; 6] = [
-        Kind::Operator,
-        Kind::Device,
-        Kind::Agent,
-        Kind::ApiClient,
-        Kind::Session,
-        Kind::Anonymous,
-    ];
-}
-
 /// Routes anyone may call: the login form and the console's assets. An API-client token is
 /// still refused, by the API-client check that runs first.
 const PUBLIC: &[Kind] = &[

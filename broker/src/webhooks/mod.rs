@@ -32,9 +32,6 @@ use leo_protocol::webhooks::{
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-pub use deliver::{ANSWER_TIMEOUT, CONNECT_TIMEOUT};
-pub use dispatch::{RETRY_CAP, RETRY_FIRST};
-
 use crate::core::Broker;
 use crate::refusal::Refusal;
 use store::{Store, Stored};

@@ -5,6 +5,7 @@ use leo_broker::home::Home;
 use leo_protocol::requests::RequestAck;
 
 use super::api::Api;
+use crate::error::CliError;
 
 #[derive(Debug, clap::Args)]
 pub struct CancelArgs {
@@ -13,7 +14,7 @@ pub struct CancelArgs {
     pub id: String,
 }
 
-pub fn run(home: &Home, args: &CancelArgs) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: &CancelArgs) -> crate::error::Result {
     let id = args.id.trim();
     // The id goes into the path: anything but an id's characters could aim at another route.
     if id.is_empty()
@@ -21,15 +22,13 @@ pub fn run(home: &Home, args: &CancelArgs) -> anyhow::Result<()> {
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
-        return Err(anyhow::Error::new(BadId(args.id.clone())));
+        return Err(CliError::BadArgument(format!(
+            "{:?} is not a request id (they look like r_…; leo requests lists them)",
+            args.id
+        )));
     }
     let ack: RequestAck =
         Api::new(home).post(&format!("/api/v1/client-tools/requests/{id}/cancel"))?;
     println!("cancelled {}", ack.id);
     Ok(())
 }
-
-/// An id no request can have; a bad argument (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not a request id (they look like r_…; leo requests lists them)")]
-pub struct BadId(pub String);

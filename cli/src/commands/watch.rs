@@ -15,6 +15,7 @@ use serde::Serialize;
 
 use super::api::GetError;
 use super::style::Style;
+use crate::error::CliError;
 
 /// Clears the screen and puts the cursor at the top.
 const CLEAR: &str = "\x1b[H\x1b[2J";
@@ -76,8 +77,8 @@ pub fn run(
     json: bool,
     args: &WatchArgs,
     style: &Style,
-    mut answer: impl FnMut(Form) -> anyhow::Result<String>,
-) -> anyhow::Result<()> {
+    mut answer: impl FnMut(Form) -> crate::error::Result<String>,
+) -> crate::error::Result {
     let mut out = std::io::stdout().lock();
     if !args.watch {
         let text = answer(if json { Form::JsonPretty } else { Form::Text })?;
@@ -95,11 +96,11 @@ pub fn run(
                 Some(text)
             }
             Err(e) => {
-                let trouble = match e.downcast_ref::<GetError>() {
-                    Some(GetError::Unreachable(u)) if u.not_running() => {
+                let trouble = match &e {
+                    CliError::Broker(GetError::Unreachable(u)) if u.not_running() => {
                         "broker not running (retrying)".to_owned()
                     }
-                    _ => format!("{e:#} (retrying)"),
+                    e => format!("{} (retrying)", e.message().unwrap_or_default()),
                 };
                 if terminal && form == Form::Text {
                     Some(format!("{trouble}\n"))

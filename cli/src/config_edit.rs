@@ -240,7 +240,7 @@ fn verify(old: &str, new: &str, name: &str, targets: Option<&[String]>) -> Resul
     let refuse = |why: String| {
         format!("cannot edit config.yaml without changing more than api_clients.{name} ({why})")
     };
-    crate::config::Config::parse(new).map_err(refuse)?;
+    leo_broker::config::Config::parse(new).map_err(refuse)?;
     let doc = |text: &str| -> Result<Mapping, String> {
         if text.trim().is_empty() {
             return Ok(Mapping::new());

@@ -7,6 +7,7 @@ use leo_protocol::requests::Approved;
 use leo_protocol::tool::is_valid_tool_name;
 
 use super::api::Api;
+use crate::error::CliError;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum ToolsCommand {
@@ -19,12 +20,14 @@ pub enum ToolsCommand {
     },
 }
 
-pub fn run(home: &leo_broker::home::Home, command: &ToolsCommand) -> anyhow::Result<()> {
+pub fn run(home: &leo_broker::home::Home, command: &ToolsCommand) -> crate::error::Result {
     match command {
         ToolsCommand::Approve { name } => {
             // The name goes into the path: only a tool name's characters, so it aims nowhere else.
             if !is_valid_tool_name(name) {
-                return Err(anyhow::Error::new(BadName(name.clone())));
+                return Err(CliError::BadArgument(format!(
+                    "{name:?} is not a tool name (1 to 64 of [A-Za-z0-9_-]; leo status lists them)"
+                )));
             }
             let done: Approved =
                 Api::new(home).post(&format!("/api/v1/client-tools/definitions/{name}/approve"))?;
@@ -36,8 +39,3 @@ pub fn run(home: &leo_broker::home::Home, command: &ToolsCommand) -> anyhow::Res
         }
     }
 }
-
-/// A name no tool can have; a bad argument (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not a tool name (1 to 64 of [A-Za-z0-9_-]; leo status lists them)")]
-pub struct BadName(pub String);

@@ -9,11 +9,56 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use crate::config::Config;
+use clap::Subcommand;
+use leo_broker::config::Config;
+use leo_broker::error::{BrokerError, Result};
+use leo_broker::home::{Home, write_atomic, write_secret_new};
+use leo_broker::new_token as generate;
+
 use crate::config_edit;
-use crate::error::{BrokerError, Result};
-use crate::home::{Home, write_atomic, write_secret_new};
-use crate::tokens::generate;
+
+#[derive(Subcommand)]
+pub enum ClientCommand {
+    /// Create a client and its token, allowed to message the given targets (globs allowed).
+    Add {
+        name: String,
+        /// Targets, comma-separated or repeated: `rocket`, `scout-*`.
+        #[arg(long = "can-message", required = true, value_delimiter = ',')]
+        can_message: Vec<String>,
+    },
+    /// List clients, their targets, and whether their token file exists.
+    List,
+    /// Remove a client and its token (takes effect at the next broker restart).
+    Rm { name: String },
+}
+
+#[derive(Subcommand)]
+pub enum DeviceCommand {
+    /// Create a token for a device.
+    Pair { name: String },
+    /// List paired devices.
+    List,
+    /// Remove a device's token (takes effect at the next broker restart).
+    Rm { name: String },
+}
+
+/// Runs one `leo client` command.
+pub fn client(home: &Home, command: &ClientCommand) -> Result<Report> {
+    match command {
+        ClientCommand::Add { name, can_message } => client_add(home, name, can_message),
+        ClientCommand::List => client_list(home),
+        ClientCommand::Rm { name } => client_rm(home, name),
+    }
+}
+
+/// Runs one `leo device` command.
+pub fn device(home: &Home, command: &DeviceCommand) -> Result<Report> {
+    match command {
+        DeviceCommand::Pair { name } => device_pair(home, name),
+        DeviceCommand::List => device_list(home),
+        DeviceCommand::Rm { name } => device_rm(home, name),
+    }
+}
 
 /// What a command tells the user, written to stdout by `main`.
 pub type Report = String;
@@ -69,7 +114,7 @@ fn edit_refused(home: &Home, message: String) -> BrokerError {
 }
 
 /// `leo client add NAME --can-message T[,T…]`.
-pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
+fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
     check_name("client", name)?;
     let targets: Vec<String> = targets
         .iter()
@@ -83,7 +128,7 @@ pub fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report>
             "--can-message needs at least one target: an empty list denies everything".into(),
         ));
     }
-    crate::home::prepare(home)?;
+    leo_broker::home::prepare(home)?;
     let text = load_text(home)?;
     let config = Config::parse(&text).unwrap_or_default();
     let token_path = home.client_token(name);
@@ -127,7 +172,7 @@ pub(crate) fn audited(
     detail: Option<String>,
     out: &mut String,
 ) {
-    if let Err(e) = crate::history::record_local(&home.history_db(), action, name, detail) {
+    if let Err(e) = leo_broker::record_local(&home.history_db(), action, name, detail) {
         let _ = writeln!(out, "Warning: not written to the audit trail: {e}");
     }
 }
@@ -155,7 +200,7 @@ pub fn reachability(config: &Config) -> Vec<String> {
 }
 
 /// `leo client list`.
-pub fn client_list(home: &Home) -> Result<Report> {
+fn client_list(home: &Home) -> Result<Report> {
     let config = Config::load(&home.config())?;
     let mut out = String::new();
     if config.api_clients.is_empty() {
@@ -174,7 +219,7 @@ pub fn client_list(home: &Home) -> Result<Report> {
 }
 
 /// `leo client rm NAME`.
-pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
+fn client_rm(home: &Home, name: &str) -> Result<Report> {
     check_name("client", name)?;
     let text = load_text(home)?;
     let token_path = home.client_token(name);
@@ -204,9 +249,9 @@ pub fn client_rm(home: &Home, name: &str) -> Result<Report> {
 }
 
 /// `leo device pair NAME`: a token for an app on another device.
-pub fn device_pair(home: &Home, name: &str) -> Result<Report> {
+fn device_pair(home: &Home, name: &str) -> Result<Report> {
     check_name("device", name)?;
-    crate::home::prepare(home)?;
+    leo_broker::home::prepare(home)?;
     let path = home.devices().join(format!("{name}.token"));
     if path.exists() {
         return Err(BrokerError::Usage(format!(
@@ -224,7 +269,7 @@ pub fn device_pair(home: &Home, name: &str) -> Result<Report> {
 }
 
 /// `leo device list`.
-pub fn device_list(home: &Home) -> Result<Report> {
+fn device_list(home: &Home) -> Result<Report> {
     let mut names: BTreeMap<String, ()> = BTreeMap::new();
     if let Ok(entries) = std::fs::read_dir(home.devices()) {
         for e in entries.flatten() {
@@ -244,7 +289,7 @@ pub fn device_list(home: &Home) -> Result<Report> {
 }
 
 /// `leo device rm NAME`.
-pub fn device_rm(home: &Home, name: &str) -> Result<Report> {
+fn device_rm(home: &Home, name: &str) -> Result<Report> {
     check_name("device", name)?;
     let path = home.devices().join(format!("{name}.token"));
     if !path.exists() {

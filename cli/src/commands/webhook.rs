@@ -7,6 +7,7 @@ use leo_protocol::tool::ToolDef;
 use leo_protocol::webhooks::{WebhookBody, WebhookCreated, WebhookList, WebhookRemoved};
 
 use super::api::Api;
+use crate::error::CliError;
 
 /// `--help` text for `leo webhook`.
 pub const WEBHOOK_HELP: &str = "The broker POSTs each call of the group's tools to URL, signed \
@@ -48,17 +49,7 @@ pub enum WebhookCommand {
     },
 }
 
-/// A tools file that cannot be read or is not an array of definitions; a bad argument.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BadTools(pub String);
-
-/// A name that cannot be a webhook's; a bad argument (exit 2).
-#[derive(Debug, thiserror::Error)]
-#[error("{0:?} is not a webhook name (1 to 64 of [A-Za-z0-9_.-]; leo webhook list lists them)")]
-pub struct BadWebhookName(pub String);
-
-pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> anyhow::Result<()> {
+pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::error::Result {
     let api = Api::new(home);
     match command {
         WebhookCommand::Add {
@@ -76,9 +67,8 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> anyhow::R
                 tools,
                 agents: agents.clone(),
             };
-            let body = serde_json::to_vec(&body)?;
-            let made: WebhookCreated =
-                api.post_body(leo_broker::http::rules::WEBHOOKS_PATH, body)?;
+            let body = serde_json::to_vec(&body).map_err(anyhow::Error::from)?;
+            let made: WebhookCreated = api.post_body(leo_broker::WEBHOOKS_PATH, body)?;
             println!(
                 "webhook {} calls {} for group {}",
                 made.name, made.url, made.group
@@ -93,7 +83,7 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> anyhow::R
             Ok(())
         }
         WebhookCommand::List => {
-            let list: WebhookList = api.get(leo_broker::http::rules::WEBHOOKS_PATH)?;
+            let list: WebhookList = api.get(leo_broker::WEBHOOKS_PATH)?;
             if list.webhooks.is_empty() {
                 println!("no webhooks");
             }
@@ -120,26 +110,28 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> anyhow::R
             Ok(())
         }
         WebhookCommand::Rm { name } => {
-            if !leo_broker::http::rules::valid_agent_name(name) {
-                return Err(anyhow::Error::new(BadWebhookName(name.clone())));
+            if !leo_broker::valid_agent_name(name) {
+                return Err(CliError::BadArgument(format!(
+                    "{name:?} is not a webhook name (1 to 64 of [A-Za-z0-9_.-]; leo webhook list lists them)"
+                )));
             }
-            let gone: WebhookRemoved = api.delete(&format!(
-                "{}/{name}",
-                leo_broker::http::rules::WEBHOOKS_PATH
-            ))?;
+            let gone: WebhookRemoved =
+                api.delete(&format!("{}/{name}", leo_broker::WEBHOOKS_PATH))?;
             println!("removed webhook {}", gone.name);
             Ok(())
         }
     }
 }
 
-fn read_tools(path: &PathBuf) -> Result<Vec<ToolDef>, BadTools> {
+/// The tools file of `leo webhook add`; one that cannot be read or is not an array of
+/// definitions is a bad argument.
+fn read_tools(path: &PathBuf) -> Result<Vec<ToolDef>, CliError> {
     let text = if path.as_os_str() == "-" {
         std::io::read_to_string(std::io::stdin())
     } else {
         std::fs::read_to_string(path)
     }
-    .map_err(|e| BadTools(format!("cannot read {}: {e}", path.display())))?;
+    .map_err(|e| CliError::BadArgument(format!("cannot read {}: {e}", path.display())))?;
     leo_protocol::envelope::parse_json(text.as_bytes())
-        .map_err(|e| BadTools(format!("{}: {e}", path.display())))
+        .map_err(|e| CliError::BadArgument(format!("{}: {e}", path.display())))
 }

@@ -46,7 +46,7 @@ impl RequestsArgs {
     }
 }
 
-pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: &RequestsArgs) -> crate::error::Result {
     let api = Api::new(home);
     let style = Style::detect();
     if args.ended {
@@ -60,7 +60,7 @@ pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
                 let list: EndedList = api.get(&route)?;
                 match form {
                     Form::Text => Ok(render_ended(&list.calls, SystemTime::now(), &style)),
-                    json => json.encode(&list.calls),
+                    json => Ok(json.encode(&list.calls)?),
                 }
             },
         );
@@ -72,7 +72,7 @@ pub fn run(home: &Home, args: &RequestsArgs) -> anyhow::Result<()> {
         name_claimants(&mut pending, &app_names(&status));
         match form {
             Form::Text => Ok(render(&pending, &style)),
-            json => json.encode(&pending),
+            json => Ok(json.encode(&pending)?),
         }
     })
 }

@@ -3,9 +3,9 @@
 //! public doors (`run/leo.sock` with the operator token, `run/sidecar.sock` with the agent
 //! token), and use nothing of its internals, so what they show is what any app or sidecar sees.
 //!
-//! Exit codes, shared by all four: 0 done, 1 the call ended with an error (`leo call`) or
-//! the broker answered with one, 2 the broker cannot be reached or the command line is wrong,
-//! 130 Ctrl-C.
+//! Their exit codes are `crate::error`'s: 0 done, 1 the call ended with an error (`leo call`)
+//! or the broker answered with one, 2 the broker cannot be reached or the command line is
+//! wrong, 130 Ctrl-C.
 
 pub mod api;
 pub mod audit;
@@ -23,11 +23,9 @@ pub mod tools;
 pub mod watch;
 pub mod webhook;
 
-use std::path::{Path, PathBuf};
-use std::process::ExitCode;
-
 use leo_broker::error::BrokerError;
-use leo_broker::tokens::read_token_file;
+use leo_broker::read_token_file;
+use std::path::{Path, PathBuf};
 
 /// `--help` text on exit codes for `leo status` and `leo requests`.
 pub const EXIT_CODES: &str = "Exit codes: 0 done; 1 the broker answered with an error; 2 the \
@@ -55,37 +53,6 @@ Exit codes: 0 the tool answered; 1 the call ended with an error, printed as <cod
 on stderr (the app's own error, timeout, no_client, denied, invalid_arguments, cancelled); 2 the \
 call could not be made (bad ARGS_JSON, broker not running, session refused, connection lost); \
 130 interrupted: Ctrl-C cancels the call first.";
-
-/// The broker cannot be reached (not running, or no token yet in this `LEO_HOME`).
-pub const EXIT_UNREACHABLE: u8 = 2;
-/// Ctrl-C.
-pub const EXIT_INTERRUPTED: u8 = 130;
-
-/// Maps the outcome of `leo status` / `leo requests` to the process exit code, printing the
-/// error. A closed stdout (`leo status --watch | head`) is not a failure.
-pub fn exit(result: anyhow::Result<()>) -> ExitCode {
-    let Err(e) = result else {
-        return ExitCode::SUCCESS;
-    };
-    if e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-    }) {
-        return ExitCode::SUCCESS;
-    }
-    eprintln!("leo: {e:#}");
-    if e.downcast_ref::<cancel::BadId>().is_some()
-        || e.downcast_ref::<tools::BadName>().is_some()
-        || e.downcast_ref::<webhook::BadWebhookName>().is_some()
-        || e.downcast_ref::<webhook::BadTools>().is_some()
-    {
-        return ExitCode::from(EXIT_UNREACHABLE);
-    }
-    match e.downcast_ref::<api::GetError>() {
-        Some(api::GetError::Unreachable(u)) if u.not_running() => ExitCode::from(EXIT_UNREACHABLE),
-        _ => ExitCode::FAILURE,
-    }
-}
 
 /// How to start what is not running, said after every "broker not running".
 pub const START: &str = "start it with `leo broker` (same LEO_HOME or --home)";

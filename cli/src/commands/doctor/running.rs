@@ -10,7 +10,7 @@ use leo_broker::config::Config;
 use leo_broker::home::Home;
 
 use super::{Check, Status, VERSION};
-use crate::cli::api::{Api, GetError};
+use crate::commands::api::{Api, GetError};
 
 const AREA: &str = "broker";
 /// How long a TCP connect may take.
@@ -51,7 +51,7 @@ pub fn config(home: &Home, checks: &mut Vec<Check>) -> Option<Config> {
 /// Whether the broker runs and answers on each of its doors, and which build it runs.
 pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
     let api = home.run().join("leo.sock");
-    match Api::new(home).get::<serde_json::Value>(crate::cli::snapshot::STATUS_ROUTE) {
+    match Api::new(home).get::<serde_json::Value>(crate::commands::snapshot::STATUS_ROUTE) {
         Ok(_) => checks.push(Check::new(AREA, "running", Status::Ok).detail(format!(
             "answers on {} with the operator token",
             api.display()

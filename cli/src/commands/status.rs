@@ -27,14 +27,14 @@ pub struct StatusArgs {
     pub watch: WatchArgs,
 }
 
-pub fn run(home: &Home, args: &StatusArgs) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: &StatusArgs) -> crate::error::Result {
     let api = Api::new(home);
     let style = Style::detect();
     watch::run("leo status", args.json, &args.watch, &style, |form| {
         let snapshot = Snapshot::fetch(&api)?;
         match form {
             Form::Text => Ok(render(&snapshot, SystemTime::now(), &style)),
-            json => json.encode(&snapshot),
+            json => Ok(json.encode(&snapshot)?),
         }
     })
 }

@@ -15,8 +15,6 @@ mod files;
 mod harness;
 mod running;
 
-use std::process::ExitCode;
-
 use leo_broker::home::Home;
 use serde_json::{Value, json};
 
@@ -100,7 +98,12 @@ impl Check {
 /// This build's version: `leo`, and the `leo-mcp` built from the same checkout.
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
-pub fn run(home: &Home, args: &DoctorArgs) -> ExitCode {
+pub fn run(home: &Home, args: &DoctorArgs) -> crate::error::Result {
+    crate::error::reported(checks(home, args))
+}
+
+/// Runs every check, prints them, and returns the exit code: 1 when one failed.
+fn checks(home: &Home, args: &DoctorArgs) -> u8 {
     let mut checks = Vec::new();
     let config = running::config(home, &mut checks);
     running::broker(home, config.as_ref(), &mut checks);
@@ -123,11 +126,7 @@ pub fn run(home: &Home, args: &DoctorArgs) -> ExitCode {
     let mut out = std::io::stdout().lock();
     // A closed stdout (`leo doctor | head`) still gets the exit code.
     let _ = std::io::Write::write_all(&mut out, text.as_bytes());
-    if ok {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    if ok { 0 } else { 1 }
 }
 
 /// The text form: the checks by area, each problem followed by its fix, then a summary.

@@ -15,7 +15,6 @@
 //! lost); 130 interrupted.
 
 use std::io::{Read, Write};
-use std::process::ExitCode;
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -31,7 +30,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, FramedWrite};
 
-use super::{EXIT_INTERRUPTED, EXIT_UNREACHABLE, Unreachable, read_token};
+use super::{Unreachable, read_token};
+use crate::error::{EXIT_INTERRUPTED, EXIT_UNREACHABLE};
 
 /// The agent name when neither `--agent` nor `$LEO_AGENT` gives one.
 pub const DEFAULT_AGENT: &str = "cli";
@@ -93,7 +93,12 @@ enum Ended {
     GaveUp(Duration),
 }
 
-pub fn run(home: &Home, args: &CallArgs) -> ExitCode {
+pub fn run(home: &Home, args: &CallArgs) -> crate::error::Result {
+    crate::error::reported(call_and_say(home, args))
+}
+
+/// Runs the call, says how it ended, and returns the exit code.
+fn call_and_say(home: &Home, args: &CallArgs) -> u8 {
     let ended = parse_arguments(args.args.as_deref()).and_then(|arguments| {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -111,27 +116,27 @@ pub fn run(home: &Home, args: &CallArgs) -> ExitCode {
             if let Some(structured) = structured_content.filter(|_| content.is_empty()) {
                 println!("{structured}");
             }
-            ExitCode::SUCCESS
+            0
         }
         Ok(Ended::Answered(Outcome::Error { error })) => {
             let AppError { code, message } = error;
             eprintln!("{code}: {message}");
-            ExitCode::FAILURE
+            1
         }
         Ok(Ended::GaveUp(after)) => {
             eprintln!(
                 "timeout: no result within {} s (the call was cancelled)",
                 after.as_secs_f64()
             );
-            ExitCode::FAILURE
+            1
         }
         Ok(Ended::Interrupted) => {
             eprintln!("leo call: interrupted, the call was cancelled");
-            ExitCode::from(EXIT_INTERRUPTED)
+            EXIT_INTERRUPTED
         }
         Err(e) => {
             eprintln!("leo call: {:#}", anyhow::Error::from(e));
-            ExitCode::from(EXIT_UNREACHABLE)
+            EXIT_UNREACHABLE
         }
     }
 }

@@ -18,7 +18,7 @@
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
-use std::process::{Command, ExitCode, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::Context;
 use leo_broker::home::Home;
@@ -101,7 +101,11 @@ struct Service {
     user_home: PathBuf,
 }
 
-pub fn run(home: &Home, command: &ServiceCommand) -> ExitCode {
+pub fn run(home: &Home, command: &ServiceCommand) -> crate::error::Result {
+    crate::error::reported(outcome(home, command))
+}
+
+fn outcome(home: &Home, command: &ServiceCommand) -> u8 {
     let result = match command {
         ServiceCommand::Install(o) => {
             Service::new(home, o.manager.pick()).and_then(|s| s.install(o.dry_run))
@@ -115,7 +119,7 @@ pub fn run(home: &Home, command: &ServiceCommand) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             eprintln!("leo service: {e:#}");
-            ExitCode::from(EXIT_FAILED)
+            EXIT_FAILED
         }
     }
 }
@@ -206,14 +210,14 @@ impl Service {
         )
     }
 
-    fn install(&self, dry_run: bool) -> anyhow::Result<ExitCode> {
+    fn install(&self, dry_run: bool) -> anyhow::Result<u8> {
         if self.file.exists() {
             eprintln!(
                 "leo service: already installed: {} exists. Run `leo service uninstall` first to \
                  install it again (for another LEO_HOME or binary); `leo service status` shows it.",
                 self.file.display()
             );
-            return Ok(ExitCode::from(EXIT_NOTHING_TO_DO));
+            return Ok(EXIT_NOTHING_TO_DO);
         }
         let contents = self.contents();
         if dry_run {
@@ -223,7 +227,7 @@ impl Service {
             }
             print_commands(&mut out, &self.install_commands());
             print!("{out}");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(0);
         }
         if let Err(why) = self.manager_available() {
             return Ok(self.no_manager(&why));
@@ -245,23 +249,23 @@ impl Service {
                 "leo service: {e:#}\nleo service: nothing installed ({} removed again)",
                 self.file.display()
             );
-            return Ok(ExitCode::from(EXIT_FAILED));
+            return Ok(EXIT_FAILED);
         }
         println!(
             "installed {} (LEO_HOME={}): the broker runs now, at every login, and again after a crash",
             self.file.display(),
             self.home.display()
         );
-        Ok(ExitCode::SUCCESS)
+        Ok(0)
     }
 
-    fn uninstall(&self, dry_run: bool) -> anyhow::Result<ExitCode> {
+    fn uninstall(&self, dry_run: bool) -> anyhow::Result<u8> {
         if !self.file.exists() {
             eprintln!(
                 "leo service: not installed: there is no {}",
                 self.file.display()
             );
-            return Ok(ExitCode::from(EXIT_NOTHING_TO_DO));
+            return Ok(EXIT_NOTHING_TO_DO);
         }
         if dry_run {
             let mut out = String::new();
@@ -269,7 +273,7 @@ impl Service {
             let _ = writeln!(out, "would remove {}", self.file.display());
             print_commands(&mut out, &self.after_remove_commands());
             print!("{out}");
-            return Ok(ExitCode::SUCCESS);
+            return Ok(0);
         }
         if let Err(why) = self.manager_available() {
             return Ok(self.no_manager(&why));
@@ -282,16 +286,16 @@ impl Service {
             .with_context(|| format!("cannot remove {}", self.file.display()))?;
         if let Err(e) = run_all(&self.after_remove_commands()) {
             eprintln!("leo service: {e:#}");
-            return Ok(ExitCode::from(EXIT_FAILED));
+            return Ok(EXIT_FAILED);
         }
         println!(
             "uninstalled: {} removed; the broker no longer starts at login",
             self.file.display()
         );
-        Ok(ExitCode::SUCCESS)
+        Ok(0)
     }
 
-    fn status(&self, home: &Home) -> ExitCode {
+    fn status(&self, home: &Home) -> u8 {
         let broker = match super::snapshot::Snapshot::fetch(&super::api::Api::new(home)) {
             Ok(s) => Ok(format!(
                 "running ({} apps, {} agents)",
@@ -315,9 +319,9 @@ impl Service {
             Err(why) => println!("broker:  {why}"),
         }
         match (installed, broker.is_ok()) {
-            (false, _) => ExitCode::from(EXIT_NOTHING_TO_DO),
-            (true, true) => ExitCode::SUCCESS,
-            (true, false) => ExitCode::from(EXIT_FAILED),
+            (false, _) => EXIT_NOTHING_TO_DO,
+            (true, true) => 0,
+            (true, false) => EXIT_FAILED,
         }
     }
 
@@ -375,7 +379,7 @@ impl Service {
     }
 
     /// Says there is no user service manager, and how to run the broker without one.
-    fn no_manager(&self, why: &str) -> ExitCode {
+    fn no_manager(&self, why: &str) -> u8 {
         let manager = match self.manager {
             Manager::Systemd => "systemd user manager",
             Manager::Launchd => "launchd user domain",
@@ -385,7 +389,7 @@ impl Service {
              foreground instead (in a terminal of its own, or under your own supervisor):\n  {}",
             self.foreground()
         );
-        ExitCode::from(EXIT_NO_MANAGER)
+        EXIT_NO_MANAGER
     }
 }
 

@@ -26,7 +26,7 @@ pub struct AuditArgs {
 /// How often `--follow` asks.
 const POLL: Duration = Duration::from_millis(500);
 
-pub fn run(home: &Home, args: &AuditArgs) -> anyhow::Result<()> {
+pub fn run(home: &Home, args: &AuditArgs) -> crate::error::Result {
     let api = Api::new(home);
     let list: AuditList = api.get(&format!("/api/v1/audit?limit={}", args.limit))?;
     let mut last = list.entries.first().map_or(0, |e| e.seq);

@@ -1,0 +1,102 @@
+//! The one clap tree of `leo`: every command and its arguments, each command's own arguments
+//! declared next to its code (`commands/`, `admin`, `agent`, `serve_tool`).
+
+use std::net::IpAddr;
+
+use clap::{Parser, Subcommand};
+
+use crate::{admin, agent, commands, serve_tool};
+
+#[derive(Parser)]
+#[command(
+    name = "leo",
+    version,
+    about = "Leo client tools: let apps offer tools to AI agents"
+)]
+pub struct Cli {
+    /// The broker's home, as LEO_HOME sets it [default: ~/.leo].
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "LEO_HOME",
+        hide_env_values = true
+    )]
+    pub home: Option<std::path::PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand)]
+pub enum Command {
+    /// Run the broker in the foreground.
+    Broker {
+        /// TCP port (overrides web.port; 0 picks a free one).
+        #[arg(long)]
+        port: Option<u16>,
+        /// TCP bind address (overrides web.bind).
+        #[arg(long)]
+        bind: Option<IpAddr>,
+    },
+    /// API clients: scoped tokens that may only message agents.
+    Client {
+        #[command(subcommand)]
+        command: admin::ClientCommand,
+    },
+    /// Per-agent tokens: a token that alone opens sessions under one agent name.
+    Agent {
+        #[command(subcommand)]
+        command: agent::AgentCommand,
+    },
+    /// Paired devices: tokens for apps on other devices.
+    Device {
+        #[command(subcommand)]
+        command: admin::DeviceCommand,
+    },
+    /// What runs now: apps, agents, tools by group, pending calls.
+    #[command(after_help = commands::EXIT_CODES)]
+    Status(commands::status::StatusArgs),
+    /// The audit trail: every authenticated change, who made it and with which token.
+    #[command(after_help = commands::EXIT_CODES)]
+    Audit(commands::audit::AuditArgs),
+    /// The pending calls, one line each: who asked for what, and for how long.
+    #[command(after_help = commands::EXIT_CODES)]
+    Requests(commands::requests::RequestsArgs),
+    /// Cancel a pending call (its agent gets `cancelled`), as the console's Cancel button does.
+    #[command(after_help = commands::CANCEL_HELP)]
+    Cancel(commands::cancel::CancelArgs),
+    /// Client tools: approve a changed definition.
+    Tools {
+        #[command(subcommand)]
+        command: commands::tools::ToolsCommand,
+    },
+    /// Webhook providers: apps the broker calls over HTTP instead of an event stream.
+    Webhook {
+        #[command(subcommand)]
+        command: commands::webhook::WebhookCommand,
+    },
+    /// Call a client tool as an agent would, and print its result.
+    #[command(after_help = commands::CALL_HELP)]
+    Call(commands::call::CallArgs),
+    /// Make any program a client tool: each call runs COMMAND with the arguments on stdin.
+    ServeTool(serve_tool::Args),
+    /// Run the broker at login and restart it after a crash (systemd user unit, LaunchAgent).
+    #[command(after_help = commands::service::HELP)]
+    Service {
+        #[command(subcommand)]
+        command: commands::service::ServiceCommand,
+    },
+    /// Check the broker, its files and every harness's MCP configuration; say how to fix each
+    /// problem.
+    #[command(after_help = commands::doctor::HELP)]
+    Doctor(commands::doctor::DoctorArgs),
+    /// Print a shell completion script: `leo completions bash > ~/.local/share/bash-completion/completions/leo`.
+    Completions(commands::completions::CompletionsArgs),
+    /// Write the man pages of `leo` and its commands into DIR (`cargo xtask man`).
+    #[command(hide = true)]
+    Man {
+        /// The directory to write `leo.1`, `leo-broker.1`, … into.
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
+}
