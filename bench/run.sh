@@ -12,6 +12,6 @@ if command -v npm >/dev/null 2>&1; then
     npm ci --prefix bench/typescript --no-audit --no-fund --silent ||
         echo "bench: no TypeScript baseline; leo-bench reports (d) as skipped" >&2
 fi
-cargo build --release -p leo-broker -p leo-mcp -p leo-bench
+cargo build --release -p leo-cli -p leo-mcp -p leo-bench
 target_dir=${CARGO_TARGET_DIR:-target}
 exec "$target_dir/release/leo-bench" "$@"

@@ -1,6 +1,6 @@
 //! `leo-bench`: measures the relay and the broker, prints a table, writes `bench/results.md`.
 //!
-//! Run it on release binaries (`bench/run.sh`, or build `leo-broker`, `leo-mcp` and
+//! Run it on release binaries (`bench/run.sh`, or build `leo-cli`, `leo-mcp` and
 //! `leo-bench` with `--release` and run `target/release/leo-bench`): it starts the real `leo`,
 //! `leo-mcp` and `leo-bench-floor` built next to it. Every number is measured in the same run
 //! as its baselines, and results are printed as ratios; nothing here is asserted.

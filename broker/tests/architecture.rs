@@ -1,5 +1,5 @@
 //! The rules ARCHITECTURE.md states that a reading of the source can check: where wire types,
-//! routes, HTTP and MCP live, and that every crate's integration tests are one binary that
+//! routes, HTTP, MCP and clap live, and that every crate's integration tests are one binary that
 //! holds every test file. A rule broken here is broken in the map too; fix the code or the map.
 
 use std::path::{Path, PathBuf};
@@ -62,9 +62,12 @@ fn offenders(dirs: &[&str], allowed: &[&str], hit: impl Fn(&str) -> bool) -> Vec
 #[test]
 fn only_protocol_defines_the_types_written_onto_the_wire() {
     let found = offenders(
-        &["broker/src", "mcp-sidecar/src", "app-sdk/src"],
+        &["broker/src", "cli/src", "mcp-sidecar/src", "app-sdk/src"],
         // Not the wire: `leo status --json` on stdout, and a state file on disk.
-        &["broker/src/cli/snapshot.rs", "broker/src/webhooks/store.rs"],
+        &[
+            "cli/src/commands/snapshot.rs",
+            "broker/src/webhooks/store.rs",
+        ],
         |line| line.contains("derive(") && line.contains("Serialize"),
     );
     assert!(
@@ -89,7 +92,7 @@ fn routes_are_declared_only_by_the_route_table() {
 #[test]
 fn only_the_sidecar_knows_rmcp() {
     let found = offenders(
-        &["broker/src", "app-sdk/src", "protocol/src"],
+        &["broker/src", "cli/src", "app-sdk/src", "protocol/src"],
         &[],
         |line| line.contains("rmcp"),
     );
@@ -98,15 +101,54 @@ fn only_the_sidecar_knows_rmcp() {
         "rmcp outside leo-mcp:\n{}",
         found.join("\n")
     );
-    for krate in ["broker", "app-sdk", "protocol"] {
-        let manifest = std::fs::read_to_string(repo().join(krate).join("Cargo.toml")).unwrap();
-        let deps = manifest
-            .split("\n[dependencies]")
-            .nth(1)
-            .map(|rest| rest.split("\n[").next().unwrap_or(rest))
-            .unwrap_or_default();
-        assert!(!deps.contains("rmcp"), "{krate} depends on rmcp");
+    for krate in ["broker", "cli", "app-sdk", "protocol"] {
+        assert!(
+            !dependencies(krate).contains("rmcp"),
+            "{krate} depends on rmcp"
+        );
     }
+}
+
+/// The `[dependencies]` section of `krate`'s manifest (not the dev-dependencies).
+fn dependencies(krate: &str) -> String {
+    let manifest = std::fs::read_to_string(repo().join(krate).join("Cargo.toml")).unwrap();
+    manifest
+        .split("\n[dependencies]")
+        .nth(1)
+        .map(|rest| rest.split("\n[").next().unwrap_or(rest))
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// The daemon's library is not the CLI: command-line parsing and the SDK's HTTP client are the
+/// `leo-cli` crate's, so `leo-broker` depends on neither and names neither.
+#[test]
+fn the_daemon_library_knows_no_clap_and_no_sdk() {
+    let deps = dependencies("broker");
+    for name in ["clap", "leo-app"] {
+        assert!(
+            !deps.lines().any(|l| l.trim_start().starts_with(name)),
+            "leo-broker depends on {name}; the CLI's parts belong in cli/"
+        );
+    }
+    let found = offenders(&["broker/src"], &[], |line| {
+        ["clap::", "use clap", "leo_app::", "use leo_app"]
+            .iter()
+            .any(|w| line.contains(w))
+    });
+    assert!(
+        found.is_empty(),
+        "clap or leo_app in the daemon's library:\n{}",
+        found.join("\n")
+    );
+    // The one `leo` binary is the CLI crate's.
+    let manifest = std::fs::read_to_string(repo().join("cli/Cargo.toml")).unwrap();
+    assert!(
+        manifest.contains("[[bin]]\nname = \"leo\""),
+        "cli/ builds `leo`"
+    );
+    let manifest = std::fs::read_to_string(repo().join("broker/Cargo.toml")).unwrap();
+    assert!(!manifest.contains("[[bin]]"), "leo-broker is a library");
 }
 
 #[test]

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 use tokio::process::Command;
 
 /// What each `cargo install --path` of the quickstart must give.
-const INSTALLS: [(&str, &str); 2] = [("broker", "leo"), ("mcp-sidecar", "leo-mcp")];
+const INSTALLS: [(&str, &str); 2] = [("cli", "leo"), ("mcp-sidecar", "leo-mcp")];
 
 fn repo() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,7 +68,13 @@ fn prepare(block: &str) -> (String, Vec<String>) {
                 .iter()
                 .find(|(dir, _)| *dir == rest.trim())
                 .unwrap_or_else(|| panic!("unexpected install line: {line}"));
-            assert!(repo().join(dir).join("Cargo.toml").is_file(), "{dir}");
+            // The package at that path is the one whose binary the line promises.
+            let manifest = std::fs::read_to_string(repo().join(dir).join("Cargo.toml"))
+                .unwrap_or_else(|e| panic!("{dir}/Cargo.toml: {e}"));
+            assert!(
+                manifest.contains(&format!("name = \"{binary}\"")),
+                "cargo install --path {dir} does not install {binary}"
+            );
             assert!(bin(binary).is_file(), "{binary} is not built");
             installed.push(*binary);
             script.push_str(&format!(": installed by the test: {binary}\n"));

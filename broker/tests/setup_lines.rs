@@ -322,7 +322,7 @@ fn run_broker_block() -> Vec<String> {
         .filter(|w| w[0] == "-p" || w[0] == "--package")
         .map(|w| w[1])
         .collect();
-    for (package, binary) in [("leo-broker", "leo"), ("leo-mcp", "leo-mcp")] {
+    for (package, binary) in [("leo-cli", "leo"), ("leo-mcp", "leo-mcp")] {
         assert!(
             packages.contains(&package),
             "{build} does not build {binary} (package {package})"

@@ -1,6 +1,6 @@
 //! Bench (not a test): how fast `leo-mcp` answers `initialize`, and how much memory it holds.
 //!
-//! Run with `cargo build --release -p leo-broker && cargo bench -p leo-mcp --bench startup`.
+//! Run with `cargo build --release -p leo-cli && cargo bench -p leo-mcp --bench startup`.
 //! It measures, against the real release binaries:
 //! - spawn → `initialize` answered, with the broker up and with no broker, over many runs;
 //! - resident memory (VmRSS, and the peak VmHWM) of an idle session that has listed 64 tools.
@@ -135,7 +135,7 @@ async fn bench() {
     let broker_bin = bin("leo-mcp").with_file_name("leo");
     if !broker_bin.exists() {
         println!(
-            "{} is missing: run `cargo build --release -p leo-broker` first",
+            "{} is missing: run `cargo build --release -p leo-cli` first",
             broker_bin.display()
         );
         return;

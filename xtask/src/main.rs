@@ -263,14 +263,7 @@ fn man() -> Result<(), Failure> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     run(Command::new(cargo)
         .args([
-            "build",
-            "--locked",
-            "--quiet",
-            "-p",
-            "leo-broker",
-            "-p",
-            "leo-mcp",
-            "--bins",
+            "build", "--locked", "--quiet", "-p", "leo-cli", "-p", "leo-mcp", "--bins",
         ])
         .current_dir(&root))?;
     let out = root.join(MAN_DIR);

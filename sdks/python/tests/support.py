@@ -33,7 +33,7 @@ def binary(env: str, name: str) -> str:
     path = os.environ.get(env) or str(ROOT / "target" / "debug" / name)
     if not os.path.isfile(path):
         raise RuntimeError(
-            f"{name} is not built at {path}: run `cargo build -p leo-broker -p leo-mcp` "
+            f"{name} is not built at {path}: run `cargo build -p leo-cli -p leo-mcp` "
             f"or set {env}"
         )
     return path

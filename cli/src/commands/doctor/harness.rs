@@ -376,7 +376,7 @@ fn command_check(name: &str, entry: &Entry, add: &str) -> Check {
         }
         Some(v) => check(Status::Fail)
             .detail(format!("{} is {}, this leo is {VERSION}", path.display(), v.text))
-            .fix("install leo and leo-mcp from the same checkout (cargo install --locked --path broker; cargo install --locked --path mcp-sidecar)"),
+            .fix("install leo and leo-mcp from the same checkout (cargo install --locked --path cli; cargo install --locked --path mcp-sidecar)"),
         None => check(Status::Fail)
             .detail(format!("{} does not answer --version as leo-mcp does", path.display()))
             .fix(add.to_owned()),
