@@ -99,3 +99,63 @@ pub fn reported(code: u8) -> Result {
         Err(CliError::Reported(code))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::io::{Error, ErrorKind};
+    use std::path::PathBuf;
+
+    use anyhow::Context;
+
+    use super::*;
+    use crate::commands::Unreachable;
+
+    #[test]
+    fn each_failure_has_its_documented_exit_code() {
+        let not_running = GetError::Unreachable(Unreachable::NotRunning {
+            socket: PathBuf::from("/x/run/leo.sock"),
+        });
+        let other_io = GetError::Unreachable(Unreachable::Connect {
+            socket: PathBuf::from("/x/run/leo.sock"),
+            source: Error::from(ErrorKind::PermissionDenied),
+        });
+        let cases = [
+            (CliError::BadArgument("bad id".into()), 2),
+            (CliError::Broker(not_running), 2),
+            (CliError::Broker(other_io), 1),
+            (CliError::Other(anyhow::anyhow!("failed")), 1),
+            (CliError::Io(Error::from(ErrorKind::Other)), 1),
+            (CliError::Reported(130), 130),
+        ];
+        for (error, code) in cases {
+            assert_eq!(error.exit_code(), code, "{error:?}");
+        }
+        assert_eq!(reported(0).ok(), Some(()));
+        assert!(CliError::Reported(3).message().is_none());
+    }
+
+    #[test]
+    fn a_closed_stdout_is_success_however_deep_the_cause() {
+        let pipe = || Error::from(ErrorKind::BrokenPipe);
+        assert!(CliError::Io(pipe()).is_broken_pipe());
+        let wrapped: anyhow::Result<()> = Err(pipe()).context("writing the status");
+        let Err(wrapped) = wrapped else {
+            panic!("an error")
+        };
+        assert!(CliError::from(wrapped).is_broken_pipe());
+        assert!(!CliError::Io(Error::from(ErrorKind::NotFound)).is_broken_pipe());
+        assert!(!CliError::BadArgument("x".into()).is_broken_pipe());
+    }
+
+    #[test]
+    fn the_message_names_every_cause_once() {
+        let e = CliError::Broker(GetError::Unreachable(Unreachable::Connect {
+            socket: PathBuf::from("/x/run/leo.sock"),
+            source: Error::new(ErrorKind::PermissionDenied, "denied"),
+        }));
+        assert_eq!(
+            e.message().as_deref(),
+            Some("cannot connect to /x/run/leo.sock: denied")
+        );
+    }
+}
