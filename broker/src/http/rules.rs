@@ -69,6 +69,20 @@ pub enum Kind {
     Anonymous,
 }
 
+impl Kind {
+    /// Every kind of caller, for the fuzz target that includes this file
+    /// (`fuzz/fuzz_targets/http_request.rs`); the broker itself matches exhaustively.
+    #[allow(dead_code, reason = "used by the fuzz target, which includes this file")]
+    pub const ALL: [Kind; 6] = [
+        Kind::Operator,
+        Kind::Device,
+        Kind::Agent,
+        Kind::ApiClient,
+        Kind::Session,
+        Kind::Anonymous,
+    ];
+}
+
 /// Routes anyone may call: the login form and the console's assets. An API-client token is
 /// still refused, by the API-client check that runs first.
 const PUBLIC: &[Kind] = &[
