@@ -497,7 +497,13 @@ impl BrokerLink {
         drop(state);
         if was_connected {
             self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
-            warn!(failed, waiting, "lost the broker connection");
+            if fail_calls {
+                // The harness left (a clean exit): nothing went wrong, and harnesses show a
+                // server's stderr to their users, so this is no warning.
+                info!(failed, waiting, "closed the broker connection");
+            } else {
+                warn!(waiting, "lost the broker connection");
+            }
         }
         self.mark_settled();
     }
