@@ -52,6 +52,9 @@ mod snapshot;
 mod streams;
 mod webhooks;
 
+#[cfg(test)]
+mod tests;
+
 pub use ask_human::CONSOLE_CLIENT;
 pub use restore::Resumed;
 pub use sessions::MESSAGES_TOOL;

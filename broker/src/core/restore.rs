@@ -83,8 +83,9 @@ impl Broker {
                 "calls restored; waiting for their agents and apps"
             );
             let me = self.me.clone();
+            let over = tokio::time::Instant::now() + grace;
             self.tasks.spawn(async move {
-                tokio::time::sleep(grace).await;
+                tokio::time::sleep_until(over).await;
                 if let Some(broker) = me.upgrade() {
                     broker.grace_over();
                 }

@@ -150,8 +150,9 @@ impl Broker {
         let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
+        let over = tokio::time::Instant::now() + grace;
         self.tasks.spawn(async move {
-            tokio::time::sleep(grace).await;
+            tokio::time::sleep_until(over).await;
             if let Some(broker) = me.upgrade() {
                 let mut core = broker.lock();
                 broker.client_expired(&mut core, &id);
