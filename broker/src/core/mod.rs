@@ -114,6 +114,10 @@ struct Core {
     /// Provider clients whose stream is gone but who may still resume (their claims and
     /// ownership wait for them until the grace period ends).
     away: HashSet<ClientId>,
+    /// The timers that end the grace of clients that left while this broker ran (a client
+    /// away since a restart has none: the restart's grace is its own). Resuming stops the
+    /// timer, so a client that leaves again gets a whole grace period again.
+    expiries: HashMap<ClientId, tokio::task::AbortHandle>,
 }
 
 impl Core {
@@ -232,6 +236,7 @@ impl Broker {
                 unoffered: HashSet::new(),
                 resume_keys: HashMap::new(),
                 away: HashSet::new(),
+                expiries: HashMap::new(),
             }),
             bus: EventBus::new(config.client_tools.replay_events),
             revision,

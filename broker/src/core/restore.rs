@@ -220,7 +220,13 @@ impl Broker {
                 core.unoffered.insert(id.clone());
             }
         }
-        let away: Vec<String> = core.away.iter().cloned().collect();
+        // An app that resumed since the restart and left again has a grace period of its own.
+        let away: Vec<String> = core
+            .away
+            .iter()
+            .filter(|c| !core.expiries.contains_key(*c))
+            .cloned()
+            .collect();
         for client in away {
             self.client_expired(&mut core, &client);
         }

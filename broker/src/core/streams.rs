@@ -115,6 +115,9 @@ impl Broker {
         }
         let client_id = client_id.clone();
         core.away.remove(&client_id);
+        if let Some(timer) = core.expiries.remove(&client_id) {
+            timer.abort();
+        }
         Ok(client_id)
     }
 
@@ -135,7 +138,8 @@ impl Broker {
         }
         if info.provider && !info.internal {
             core.away.insert(client_id.to_owned());
-            self.expire_client_later(client_id);
+            let timer = self.expire_client_later(client_id);
+            core.expiries.insert(client_id.to_owned(), timer);
         } else {
             core.owners.release_client(client_id);
         }
@@ -146,12 +150,12 @@ impl Broker {
         info!(client_id, "client disconnected");
     }
 
-    fn expire_client_later(&self, client_id: &str) {
+    fn expire_client_later(&self, client_id: &str) -> tokio::task::AbortHandle {
         let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
         let over = tokio::time::Instant::now() + grace;
-        self.tasks.spawn(async move {
+        let timer = self.tasks.spawn(async move {
             tokio::time::sleep_until(over).await;
             if let Some(broker) = me.upgrade() {
                 let mut core = broker.lock();
@@ -160,11 +164,13 @@ impl Broker {
                 broker.touched();
             }
         });
+        timer.abort_handle()
     }
 
     /// A provider that left did not come back in time: its claims are parked and offered
     /// again, its ownership released, its resume key forgotten.
     pub(super) fn client_expired(&self, core: &mut Core, client_id: &str) {
+        core.expiries.remove(client_id);
         if !core.away.remove(client_id) {
             return;
         }

@@ -61,6 +61,31 @@ async fn a_claimant_that_resumes_in_time_keeps_its_claim_past_the_grace() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_claimant_that_leaves_again_gets_a_whole_grace_period_again() {
+    let h = Harness::start(GRACE_10S);
+    let mut mac = h.app();
+    let phone = h.app();
+    mac.register("clip", vec![tool("read_clip", Some(0))]);
+    phone.register("clip", vec![tool("read_clip", Some(0))]);
+    let agent = h.agent("rocket");
+    let (id, _rx) = agent.call(1, "read_clip");
+    phone.claim(&id).unwrap();
+    let key = phone.resume_key();
+    drop(phone);
+    advance_ms(5_000).await;
+    drop(FakeApp::open(&h.broker, Some(&key)).unwrap());
+    // It left again at 5 s: its claim waits until 15 s, not until the first grace ended.
+    mac.events();
+    advance_ms(9_999).await;
+    assert!(
+        mac.offered().is_empty(),
+        "returned before its grace was over"
+    );
+    advance_ms(1).await;
+    assert_eq!(mac.offered(), [id]);
+}
+
+#[tokio::test(start_paused = true)]
 async fn the_grace_does_not_stop_a_claimed_call_from_timing_out() {
     let h = Harness::start(GRACE_10S);
     let mut mac = h.app();

@@ -150,3 +150,35 @@ async fn a_restored_call_keeps_its_deadline_and_time_spent_down_counts() {
     advance_ms(100).await;
     assert_eq!(code(&outcome_now(&mut rxs[0]).unwrap()), "timeout");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_app_that_resumes_after_a_restart_and_leaves_again_gets_a_whole_grace_period() {
+    let old = StoredClient {
+        client_id: "c_old".into(),
+        resume_key: "k_old".into(),
+        principal: "operator".into(),
+        name: None,
+    };
+    let h = Harness::restarted(
+        GRACE_10S,
+        restored(vec![stored(1, Some("c_old"), None)], vec![old]),
+    );
+    let mut mac = h.app();
+    mac.register("g", vec![tool("wait", Some(0))]);
+    let agent = h.agent("rocket");
+    let _rx = resume(&h, &agent, &[1]);
+    advance_ms(8_000).await;
+    let back = FakeApp::open(&h.broker, Some("k_old")).unwrap();
+    back.register("g", vec![tool("wait", Some(0))]);
+    advance_ms(1_000).await;
+    drop(back);
+    mac.events();
+    // It left at 9 s: the restart's grace (over at 10 s) is not its grace; its own ends at 19 s.
+    advance_ms(9_999).await;
+    assert!(
+        mac.offered().is_empty(),
+        "returned before its grace was over"
+    );
+    advance_ms(1).await;
+    assert_eq!(mac.offered(), ["r_stored1"]);
+}
