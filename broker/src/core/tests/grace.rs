@@ -31,7 +31,7 @@ async fn a_claimant_that_does_not_resume_gives_its_claim_back_when_the_grace_end
     assert_eq!(h.broker.pending()[0].state, RequestState::Claimed);
     // Then the call is parked, offered again, and the mac may take it.
     advance_ms(1).await;
-    assert_eq!(mac.offered(), [id.clone()]);
+    assert_eq!(mac.offered(), std::slice::from_ref(&id));
     assert_eq!(h.broker.pending()[0].state, RequestState::Parked);
     mac.answer(&id, "from the mac", true).unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "from the mac");

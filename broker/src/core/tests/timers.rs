@@ -19,7 +19,7 @@ async fn a_parked_call_times_out_once_at_its_deadline() {
     let agent = h.agent("rocket");
     let start = Instant::now();
     let (id, mut rx) = agent.call(1, "slow");
-    assert_eq!(app.offered(), [id.clone()]);
+    assert_eq!(app.offered(), std::slice::from_ref(&id));
 
     advance_ms(4_999).await;
     assert!(outcome_now(&mut rx).is_none(), "not before its deadline");
