@@ -157,7 +157,7 @@ impl Broker {
     pub(super) fn arm_timer(&self, core: &mut Core, id: &str, secs: u64, after: Duration) {
         let me = self.me.clone();
         let rid = id.to_owned();
-        let deadline = tokio::time::Instant::now() + after;
+        let deadline = super::deadline_in(after);
         let timer = self.tasks.spawn(async move {
             tokio::time::sleep_until(deadline).await;
             if let Some(broker) = me.upgrade() {

@@ -200,6 +200,15 @@ impl Drop for ClientGuard {
     }
 }
 
+/// The instant `after` from now: a timer's deadline is fixed when it is armed, not when its
+/// task first runs. A span too long for the clock is thirty years, as tokio's `sleep` takes it
+/// (`resume_grace_s` has no upper bound).
+fn deadline_in(after: std::time::Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(after)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(30 * 365 * 86_400))
+}
+
 fn json<T: Serialize>(value: &T) -> String {
     // Our own event types always serialize; a failure would be a bug, not bad input.
     serde_json::to_string(value).unwrap_or_else(|e| {

@@ -83,7 +83,7 @@ impl Broker {
                 "calls restored; waiting for their agents and apps"
             );
             let me = self.me.clone();
-            let over = tokio::time::Instant::now() + grace;
+            let over = super::deadline_in(grace);
             self.tasks.spawn(async move {
                 tokio::time::sleep_until(over).await;
                 if let Some(broker) = me.upgrade() {

@@ -154,7 +154,7 @@ impl Broker {
         let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
-        let over = tokio::time::Instant::now() + grace;
+        let over = super::deadline_in(grace);
         let timer = self.tasks.spawn(async move {
             tokio::time::sleep_until(over).await;
             if let Some(broker) = me.upgrade() {

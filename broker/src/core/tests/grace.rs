@@ -105,3 +105,19 @@ async fn the_grace_does_not_stop_a_claimed_call_from_timing_out() {
         "an ended call is not offered again"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_grace_too_long_for_the_clock_is_forever_not_a_panic() {
+    let h = Harness::start("client_tools:\n  resume_grace_s: 18446744073709551615\n");
+    let mut mac = h.app();
+    let phone = h.app();
+    mac.register("clip", vec![tool("read_clip", Some(0))]);
+    phone.register("clip", vec![tool("read_clip", Some(0))]);
+    let agent = h.agent("rocket");
+    let (id, _rx) = agent.call(1, "read_clip");
+    phone.claim(&id).unwrap();
+    drop(phone);
+    mac.events();
+    advance_ms(365 * 24 * 3_600_000).await;
+    assert!(mac.offered().is_empty(), "a year later, still the phone's");
+}
