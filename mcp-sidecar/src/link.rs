@@ -528,7 +528,6 @@ fn trim_unshown(state: &mut State) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use leo_protocol::ipc::Message;
 

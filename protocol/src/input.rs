@@ -239,7 +239,6 @@ pub enum InputOutcome {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

@@ -170,7 +170,6 @@ pub fn encode_frame<F: Serialize>(frame: &F) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn all(codec: &mut LineCodec, input: &[&[u8]]) -> Vec<Line> {
