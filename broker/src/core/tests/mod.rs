@@ -92,6 +92,10 @@ pub fn tool(name: &str, timeout_s: Option<u64>) -> ToolDef {
     }
 }
 
+/// The principal every fake app's stream is opened by, and so the caller of its operations
+/// (a client id belongs to the principal whose stream it names).
+pub(super) const APP_PRINCIPAL: &str = "operator";
+
 /// An app: its provider stream (dropping it is the stream closing) and what it was sent.
 pub(super) struct FakeApp {
     broker: Arc<Broker>,
@@ -103,7 +107,7 @@ impl FakeApp {
     pub fn open(broker: &Arc<Broker>, key: Option<&str>) -> Result<FakeApp, Refusal> {
         let opened = broker.open_stream(
             true,
-            "operator".into(),
+            APP_PRINCIPAL.into(),
             Some("app".into()),
             None,
             key.map(str::to_owned),
@@ -125,12 +129,15 @@ impl FakeApp {
 
     pub fn register(&self, group: &str, tools: Vec<ToolDef>) {
         self.broker
-            .register(RegisterBody {
-                client_id: self.id().to_owned(),
-                group: group.into(),
-                tools,
-                agents: None,
-            })
+            .register(
+                APP_PRINCIPAL,
+                RegisterBody {
+                    client_id: self.id().to_owned(),
+                    group: group.into(),
+                    tools,
+                    agents: None,
+                },
+            )
             .unwrap();
     }
 
@@ -161,7 +168,7 @@ impl FakeApp {
     }
 
     pub fn claim(&self, id: &str) -> Result<(), Refusal> {
-        self.broker.claim(id, self.id()).map(drop)
+        self.broker.claim(id, self.id(), APP_PRINCIPAL).map(drop)
     }
 
     /// Posts a text result (claiming the call in the same step with `claim`).
@@ -173,7 +180,7 @@ impl FakeApp {
             "content": [{"type": "text", "text": text}],
         }))
         .unwrap();
-        self.broker.post_result(id, body).map(drop)
+        self.broker.post_result(id, body, APP_PRINCIPAL).map(drop)
     }
 }
 

@@ -9,7 +9,10 @@ use leo_protocol::ErrorCode;
 use leo_protocol::ipc::RawOutcome;
 use serde_json::json;
 
-use super::{FakeApp, Harness, advance_ms, cancel_reasons, code, outcome_now, refused, text, tool};
+use super::{
+    APP_PRINCIPAL, FakeApp, Harness, advance_ms, cancel_reasons, code, outcome_now, refused, text,
+    tool,
+};
 use crate::core::Broker;
 use crate::refusal::Refusal;
 
@@ -70,7 +73,7 @@ fn post_text(broker: &Broker, client_id: &str, id: &str) -> Result<(), Refusal> 
         "content": [{"type": "text", "text": "at the deadline"}],
     }))
     .unwrap();
-    broker.post_result(id, body).map(drop)
+    broker.post_result(id, body, APP_PRINCIPAL).map(drop)
 }
 
 /// The call's outcome, the result's acknowledgement and the events agree on who won.
@@ -107,7 +110,7 @@ async fn a_claim_at_the_very_instant_of_the_timeout_is_refused_or_timed_out() {
         let (broker, client, id) = (h.broker.clone(), app.id().to_owned(), id.clone());
         async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            broker.claim(&id, &client).map(drop)
+            broker.claim(&id, &client, APP_PRINCIPAL).map(drop)
         }
     });
     let outcome = rx.await.unwrap();

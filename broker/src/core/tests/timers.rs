@@ -9,7 +9,9 @@ use leo_protocol::input::InputBody;
 use serde_json::json;
 use tokio::time::Instant;
 
-use super::{Harness, advance_ms, cancel_reasons, code, outcome_now, refused, text, tool};
+use super::{
+    APP_PRINCIPAL, Harness, advance_ms, cancel_reasons, code, outcome_now, refused, text, tool,
+};
 
 #[tokio::test(start_paused = true)]
 async fn a_parked_call_times_out_once_at_its_deadline() {
@@ -112,7 +114,7 @@ async fn a_question_to_the_user_ends_with_its_call_at_the_deadline() {
     };
     let asked = tokio::spawn({
         let id = id.clone();
-        async move { broker.ask_input(&id, body).await }
+        async move { broker.ask_input(&id, body, APP_PRINCIPAL).await }
     });
     let frame = frames.recv().await.unwrap();
     assert!(frame.starts_with(br#"{"type":"input""#), "{frame:?}");
