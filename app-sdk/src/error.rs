@@ -95,7 +95,11 @@ mod tests {
         for code in ErrorCode::LOST_RACE {
             assert!(!refused(code).is_fatal(), "{code}");
         }
-        for code in [ErrorCode::UnknownClient, ErrorCode::Internal, ErrorCode::AlreadyClaimed] {
+        for code in [
+            ErrorCode::UnknownClient,
+            ErrorCode::Internal,
+            ErrorCode::AlreadyClaimed,
+        ] {
             assert!(!refused(code).is_fatal(), "{code}");
         }
     }
