@@ -73,8 +73,16 @@ fn the_python_sdk_is_type_checked_and_linted() {
     mypy.args(["-m", "mypy"]).current_dir(&dir);
     run_suite("mypy (Python SDK)", mypy);
     let mut ruff = Command::new(&python);
-    ruff.args(["-m", "ruff", "check", "--no-cache", "src", "tests", "examples"])
-        .current_dir(&dir);
+    ruff.args([
+        "-m",
+        "ruff",
+        "check",
+        "--no-cache",
+        "src",
+        "tests",
+        "examples",
+    ])
+    .current_dir(&dir);
     run_suite("ruff (Python SDK)", ruff);
 }
 
