@@ -4,6 +4,8 @@
 //! codes. The Python and TypeScript suites read the file and compare their own sets with it;
 //! the Rust SDK uses the table itself.
 
+#![allow(clippy::expect_used)]
+
 use std::path::PathBuf;
 
 use leo_protocol::ErrorCode;
