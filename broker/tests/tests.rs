@@ -26,6 +26,7 @@ mod scope;
 mod security;
 mod serve_tool;
 mod setup_lines;
+mod state_db;
 mod streams;
 mod untrusted;
 mod webhooks;

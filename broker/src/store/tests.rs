@@ -329,3 +329,81 @@ async fn a_clean_close_leaves_no_ended_contents_in_the_files() {
     let (_s, restored) = Store::open(&path, Synchronous::Normal, 4).unwrap();
     assert_eq!(restored.live, vec![call("r2", 2)], "what is live stays");
 }
+
+/// Not a test: what `secure_delete` and the start's `quick_check` cost, on this machine and
+/// build. `cargo test -p leo-broker --lib store::tests::measure -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement"]
+fn measure_secure_delete_and_quick_check() {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let options = crate::sqlite::Options {
+        full_sync: false,
+        check: false,
+    };
+    let calls = 2000u64;
+    for round in 0..2 {
+        for secure in ["OFF", "ON"] {
+            let path = dir.path().join(format!("{secure}{round}.db"));
+            let mut conn = crate::sqlite::open(&path, options, schema::MIGRATIONS).unwrap();
+            conn.pragma_update(None, "secure_delete", secure).unwrap();
+            let t = Instant::now();
+            for n in 0..calls {
+                let id = format!("r{n}");
+                let steps = [
+                    vec![Op::Park(call(&id, n))],
+                    vec![
+                        Op::Claim {
+                            id: id.clone(),
+                            by: "c".into(),
+                        },
+                        Op::End {
+                            id: id.clone(),
+                            how: "result".into(),
+                            agent: "a".into(),
+                            session: "s".into(),
+                            local_id: n,
+                            outcome: Some(RawOutcome::Error {
+                                error: AppError {
+                                    code: "x".into(),
+                                    message: "y".repeat(100),
+                                },
+                            }),
+                        },
+                    ],
+                    vec![Op::Delivered { id }],
+                ];
+                for ops in steps {
+                    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+                }
+            }
+            let per = t.elapsed().as_micros() as f64 / calls as f64;
+            println!("secure_delete={secure} round {round}: {per:.1} µs per call (3 commits)");
+        }
+    }
+    let path = dir.path().join("big.db");
+    let mut conn = crate::sqlite::open(&path, options, schema::MIGRATIONS).unwrap();
+    let ops = (0..100_000u64)
+        .map(|n| Op::Park(call(&format!("req_{n:08}"), n)))
+        .chain((0..100_000u64).map(|n| Op::Mail {
+            agent: format!("agent-{}", n % 50),
+            message: msg(&format!(
+                "an unread message, number {n}, of about eighty bytes"
+            )),
+        }))
+        .collect();
+    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+    crate::sqlite::checkpoint(&conn);
+    drop(conn);
+    let size = std::fs::metadata(&path).unwrap().len();
+    for _ in 0..3 {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let t = Instant::now();
+        crate::sqlite::quick_check(&conn).unwrap();
+        println!(
+            "quick_check of {} MiB (100k live calls, 100k messages): {} ms",
+            size >> 20,
+            t.elapsed().as_millis()
+        );
+    }
+}

@@ -83,7 +83,11 @@ impl sqlite::writer::Batches for Writer {
     }
 }
 
-fn commit(conn: &mut Connection, jobs: &[Job], remember: usize) -> Result<(), sqlite::Error> {
+pub(super) fn commit(
+    conn: &mut Connection,
+    jobs: &[Job],
+    remember: usize,
+) -> Result<(), sqlite::Error> {
     let ops = jobs.iter().filter_map(|j| match j {
         Job::Ops(ops) => Some(ops),
         Job::Sync(_) | Job::Close(_) => None,
