@@ -334,6 +334,7 @@ async fn a_clean_close_leaves_no_ended_contents_in_the_files() {
 /// build. `cargo test -p leo-broker --lib store::tests::measure -- --ignored --nocapture`
 #[test]
 #[ignore = "a measurement"]
+#[allow(clippy::print_stdout)]
 fn measure_secure_delete_and_quick_check() {
     use std::time::Instant;
     let dir = tempfile::tempdir().unwrap();
