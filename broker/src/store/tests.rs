@@ -250,7 +250,8 @@ async fn a_failed_commit_is_never_acknowledged_nor_any_after_it() {
     store.committed().await.unwrap();
     break_table(&path, "mail");
 
-    // Every waiter of the batch holding the failed change gets the error...
+    // Every waiter of the batch holding the failed change gets the error (or, queued after
+    // it, the error of a later batch)...
     store.send(vec![
         Op::Claim {
             id: "r1".into(),
@@ -264,7 +265,6 @@ async fn a_failed_commit_is_never_acknowledged_nor_any_after_it() {
     let waiters = [store.committed(), store.committed(), store.committed()];
     for w in waiters {
         let e = w.await.unwrap_err();
-        assert!(matches!(e, Error::Database(_)), "{e:?}");
         assert!(leo_protocol::chain::error_chain(&e).contains("boom"), "{e}");
     }
     // ...and so does every later one, even one whose own batch would commit: the changes
