@@ -71,7 +71,10 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         config.store.synchronous,
         config.client_tools.remember_settled,
     )
-    .map_err(|message| BrokerError::State { path, message })?;
+    .map_err(|e| BrokerError::Database {
+        path,
+        source: e.into(),
+    })?;
     Ok(Prepared {
         home,
         config: Arc::new(config),
@@ -176,12 +179,13 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let history = crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(
-        |message| BrokerError::State {
-            path: p.home.history_db(),
-            message,
-        },
-    )?;
+    let history =
+        crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(|e| {
+            BrokerError::Database {
+                path: p.home.history_db(),
+                source: e.into(),
+            }
+        })?;
     crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
     let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
     broker.restore(p.restored);

@@ -286,6 +286,7 @@ impl Broker {
         let commit = self.store.committed();
         async move {
             commit.await.map_err(|e| {
+                let e = leo_protocol::chain::error_chain(&e);
                 tracing::error!(error = %e, "a change could not be recorded");
                 Refusal::new(
                     ErrorCode::Internal,
