@@ -457,16 +457,16 @@ fn fuzz_inputs() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-#[tokio::test]
-async fn the_request_path_fuzz_inputs_each_get_an_answer() {
-    let broker = Broker::start().await;
+/// Sends every fuzz input to `addr`, aimed at its port, and checks each gets an HTTP answer or
+/// none, never a hang.
+async fn replay_fuzz_inputs(addr: std::net::SocketAddr) {
     let inputs = fuzz_inputs();
     assert!(inputs.len() >= 5, "the seed corpus is missing");
-    let port = broker.addr.port().to_string();
+    let port = addr.port().to_string();
     for (name, data) in inputs {
-        // The corpus names port 8370; aim it at this broker so it gets past the Host check.
+        // The corpus names port 8370; aim it at this listener so it gets past the Host check.
         let data = String::from_utf8_lossy(&data).replace("8370", &port);
-        let mut s = TcpStream::connect(broker.addr).await.unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
         let _ = s.write_all(data.as_bytes()).await;
         let _ = s.shutdown().await;
         let mut out = Vec::new();
@@ -480,5 +480,132 @@ async fn the_request_path_fuzz_inputs_each_get_an_answer() {
             "{name}: {answer}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_request_path_fuzz_inputs_each_get_an_answer() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    replay_fuzz_inputs(broker.addr).await;
+    replay_fuzz_inputs(metrics).await;
     assert_eq!(broker.http().get("/api/v1/status").await.status, 200);
+    let open = leo_testkit::Http::tcp(metrics, None);
+    assert_eq!(open.get("/metrics").await.status, 200);
+}
+
+/// The open-file limit the metrics flood test gives the broker: half of it is the TCP budget,
+/// which is then the documented default `web.max_connections`.
+const NOFILE: u64 = 2048;
+/// `web.max_connections`, the documented default.
+const MAX_CONNECTIONS: usize = 1024;
+/// Idle connections the metrics flood opens: past the cap, and past every descriptor the
+/// broker has.
+const METRICS_FLOOD: usize = 2300;
+
+/// How many descriptors process `pid` has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Opens up to `n` idle connections to `addr` (stopping early when connects stall).
+async fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut open = Vec::new();
+    let mut stalled = 0;
+    while open.len() < n && stalled < 20 {
+        match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => open.push(s),
+            _ => stalled += 1,
+        }
+    }
+    open
+}
+
+/// A broker whose `metrics.bind` is on a free loopback port, with `nofile` open files at most;
+/// returns it and the metrics listener's address.
+async fn with_metrics_listener(nofile: Option<u64>) -> (Broker, std::net::SocketAddr) {
+    let port = crate::history::free_port();
+    let config = format!("metrics:\n  bind: 127.0.0.1:{port}\n");
+    let broker = match nofile {
+        Some(n) => Broker::start_with_nofile(&config, n).await,
+        None => Broker::start_with(&config).await,
+    };
+    (broker, ([127, 0, 0, 1], port).into())
+}
+
+/// `GET /metrics` with `host`, on a connection closed after the answer.
+fn get_metrics(host: &str) -> String {
+    format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_the_metrics_listener_leaves_agents_and_apps_their_sockets() {
+    raise_nofile();
+    let (broker, metrics) = with_metrics_listener(Some(NOFILE)).await;
+    let good = format!("127.0.0.1:{}", metrics.port());
+    let pid = broker.pid();
+    let (fds_before, rss_before) = (open_fds(pid), broker.rss_kib());
+    let mut idle = idle_connections(metrics, METRICS_FLOOD).await;
+    assert!(
+        idle.len() > NOFILE as usize,
+        "only {} connected",
+        idle.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (fds, rss) = (open_fds(pid), broker.rss_kib());
+    eprintln!(
+        "broker under {} idle metrics connections: {fds_before} -> {fds} fds, {rss_before} -> {rss} KiB RSS",
+        idle.len()
+    );
+    assert!(fds <= MAX_CONNECTIONS + 64 + 64, "{fds} descriptors open");
+
+    // The socket API and a sidecar's hello still get through.
+    let api = tokio::time::timeout(WAIT, broker.http_unix().get("/api/v1/status"))
+        .await
+        .expect("run/leo.sock does not answer during the flood");
+    assert_eq!(api.status, 200);
+    let sock = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let (_ipc, welcome) = tokio::time::timeout(
+        WAIT,
+        leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "rocket"),
+    )
+    .await
+    .expect("no welcome during the flood");
+    assert_eq!(welcome["type"], "welcome");
+    // Past the cap, the metrics listener says so at once, and closes.
+    let answer = raw(metrics, get_metrics(&good)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+
+    // The header timeout (10 s) closes every idle connection.
+    let closed = tokio::time::timeout(WAIT, async {
+        for s in &mut idle {
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink).await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "idle connections were left open");
+    drop(idle);
+    let answer = raw(metrics, get_metrics(&good)).await;
+    assert_eq!(status(&answer), 200, "{answer}");
+}
+
+#[tokio::test]
+async fn the_metrics_listener_checks_the_host_like_the_main_listener() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    let port = metrics.port();
+    let main = broker.addr.port();
+    for (host, want) in [
+        ("evil.example".to_owned(), 403),
+        (format!("evil.example:{port}"), 403),
+        (format!("127.0.0.1:{main}"), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+    ] {
+        let answer = raw(metrics, get_metrics(&host)).await;
+        assert_eq!(status(&answer), want, "Host: {host}: {answer}");
+        if want == 403 {
+            assert!(answer.ends_with("forbidden host"), "{answer}");
+        }
+    }
 }
