@@ -609,3 +609,82 @@ async fn the_metrics_listener_checks_the_host_like_the_main_listener() {
         }
     }
 }
+
+/// What the first suite sent on the sidecar socket: 64 MiB without a newline.
+const UNTERMINATED: usize = 64 * 1024 * 1024;
+
+/// Writes an unterminated line of up to `UNTERMINATED` bytes on `stream` (after `before`, if
+/// any), while reading what the broker answers; returns the broker's frames, up to its close,
+/// and how much went out before it hung up.
+async fn unterminated_line(
+    before: Option<&str>,
+    stream: tokio::net::UnixStream,
+) -> (Vec<serde_json::Value>, usize) {
+    use futures_util::StreamExt;
+    use leo_protocol::lines::{Line, LineCodec};
+    let (r, mut w) = stream.into_split();
+    let mut reader = tokio_util::codec::FramedRead::new(r, LineCodec::default());
+    if let Some(line) = before {
+        w.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        let Some(Ok(Line::Frame(welcome))) = reader.next().await else {
+            panic!("no welcome")
+        };
+        assert!(String::from_utf8_lossy(&welcome).contains("welcome"));
+    }
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0;
+        while sent < UNTERMINATED {
+            match tokio::time::timeout(WAIT, w.write_all(&chunk)).await {
+                Ok(Ok(())) => sent += chunk.len(),
+                _ => break,
+            }
+        }
+        sent
+    });
+    let mut frames = Vec::new();
+    let read = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(Line::Frame(f))) = reader.next().await {
+            frames.push(serde_json::from_slice(&f).unwrap());
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the broker kept the connection open: {frames:?}"
+    );
+    (frames, writer.await.unwrap())
+}
+
+#[tokio::test]
+async fn an_unterminated_line_on_the_sidecar_socket_is_cut_at_the_frame_limit() {
+    let broker = Broker::start().await;
+    let sock = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let limit = leo_protocol::limits::MAX_FRAME_BYTES;
+    let hello = json!({
+        "type": "hello", "v": 1, "agent": "rocket", "session": "rocket-s1",
+        "token": broker.agent_token(), "mode": "native",
+    })
+    .to_string();
+    for before in [None, Some(hello.as_str())] {
+        let stream = tokio::net::UnixStream::connect(&sock).await.unwrap();
+        let (frames, sent) = unterminated_line(before, stream).await;
+        let when = if before.is_some() {
+            "after hello"
+        } else {
+            "before hello"
+        };
+        eprintln!("{when}: {sent} bytes went out before the broker hung up");
+        assert_eq!(frames.len(), 1, "{when}: {frames:?}");
+        assert_eq!(frames[0]["type"], "error", "{when}: {frames:?}");
+        assert_eq!(frames[0]["code"], "invalid_frame", "{when}: {frames:?}");
+        assert_eq!(
+            frames[0]["message"],
+            format!("frame longer than {limit} bytes"),
+            "{when}"
+        );
+        assert!(sent < 2 * limit, "{when}: {sent} bytes read");
+    }
+    // The broker is fine, and a well-behaved sidecar is welcomed.
+    leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "rocket").await;
+}
