@@ -688,3 +688,52 @@ async fn an_unterminated_line_on_the_sidecar_socket_is_cut_at_the_frame_limit() 
     // The broker is fine, and a well-behaved sidecar is welcomed.
     leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "rocket").await;
 }
+
+/// `leo_calls_total` series keep a tool's name for at most this many names at once
+/// (docs/protocol.md, `GET /metrics`).
+const MAX_TOOL_SERIES: usize = 128;
+
+#[tokio::test]
+async fn tool_names_cannot_grow_the_metrics_page_for_ever() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    let mut ipc = crate::support::agent(&broker, "rocket").await;
+    // An app renames its tools again and again: 64 names, 64 others, then 16 more.
+    let mut n = 0;
+    for (round, count) in [(0, 64), (1, 64), (2, 16)] {
+        let names: Vec<String> = (0..count).map(|i| format!("r{round}_t{i}")).collect();
+        let tools: Vec<_> = names.iter().map(|t| tool(t)).collect();
+        app.register_ok("g", json!(tools)).await;
+        for name in &names {
+            n += 1;
+            ipc.call(n, name, json!({})).await;
+            let id = app.next_request_id().await;
+            app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+            crate::support::result_of(&mut ipc, n).await;
+        }
+    }
+    let open = leo_testkit::Http::tcp(metrics, None);
+    let counted = format!("leo_call_duration_seconds_count {n}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let page = loop {
+        let page = open.get("/metrics").await.body.as_str().unwrap().to_owned();
+        if page.lines().any(|l| l == counted) {
+            break page;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let series: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("leo_calls_total{"))
+        .collect();
+    assert_eq!(series.len(), MAX_TOOL_SERIES, "{page}");
+    for line in [
+        r#"leo_calls_total{tool="r2_t15",outcome="result"} 1"#,
+        r#"leo_calls_total{tool="r1_t63",outcome="result"} 1"#,
+    ] {
+        assert!(series.contains(&line), "{line} not in\n{page}");
+    }
+    assert!(!page.contains(r#"tool="r0_t0""#), "{page}");
+}
