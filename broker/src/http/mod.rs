@@ -106,7 +106,7 @@ fn finish(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
 /// listener is loopback only), behind the same Host check as the main TCP listener: without
 /// it, a page on a rebinding DNS name could read the metrics.
 pub fn metrics_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
-    routes_where(|route| route == Route::Metrics)
+    routes_where(Route::on_metrics_listener)
         .fallback(|| async {
             crate::refusal::Refusal::new(leo_protocol::ErrorCode::NotFound, "only /metrics here")
         })
