@@ -265,6 +265,7 @@ impl Metrics {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn page(m: &Metrics) -> String {
