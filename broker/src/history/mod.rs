@@ -450,6 +450,7 @@ impl Writer {
                     self.claims.insert(id, claim);
                 }
                 Msg::Ended(e) => {
+                    let outcome = e.finish.outcome();
                     let row = row_of(&mut self.claims, self.keep.store_content, *e);
                     match db::insert_call(&tx, &row) {
                         Ok(n) => {
@@ -457,7 +458,7 @@ impl Writer {
                             wrote += n;
                             if n > 0 {
                                 let m = crate::metrics::global();
-                                m.call_ended(&row.tool, row.outcome, row.duration_ms);
+                                m.call_ended(&row.tool, outcome, row.duration_ms);
                             }
                         }
                         Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
