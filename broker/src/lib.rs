@@ -38,6 +38,7 @@ pub(crate) mod refusal;
 pub(crate) mod registry;
 pub(crate) mod requests;
 pub mod server;
+pub(crate) mod sqlite;
 pub(crate) mod state_file;
 pub mod store;
 pub(crate) mod suggest;

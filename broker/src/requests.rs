@@ -489,8 +489,6 @@ fn ended_op(id: &str, call: &Call, how: Ended, outcome: RawOutcome) -> Op {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use leo_protocol::content::AppError;
     use serde_json::json;

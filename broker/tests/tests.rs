@@ -30,6 +30,7 @@ mod security;
 mod serve_tool;
 mod service;
 mod setup_lines;
+mod state_db;
 mod streams;
 mod untrusted;
 mod webhooks;

@@ -183,7 +183,6 @@ fn progress_from_env() -> Duration {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -196,7 +196,6 @@ pub struct RequestAck {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn request() -> Request {

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::Posted;
-use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody};
+use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody, sanitized_question};
 use leo_protocol::ipc::BrokerFrame;
 use leo_protocol::requests::RequestAck;
 use leo_protocol::sanitize::{Lines, sanitize};
@@ -159,11 +159,12 @@ impl Broker {
             relay: &self.relay,
             input,
         };
+        let (message, requested_schema) = sanitized_question(&body.message, body.requested_schema);
         let frame = BrokerFrame::Input {
             id: route.local_id,
             input,
-            message: sanitize(&body.message, Lines::Keep).into_owned(),
-            requested_schema: body.requested_schema,
+            message,
+            requested_schema,
         };
         let sent = match outbox {
             Some(outbox) => outbox.send(encode_line(&frame)).await.is_ok(),

@@ -116,6 +116,9 @@ impl Broker {
         }
         let client_id = client_id.clone();
         core.away.remove(&client_id);
+        if let Some(timer) = core.expiries.remove(&client_id) {
+            timer.abort();
+        }
         Ok(client_id)
     }
 
@@ -136,7 +139,8 @@ impl Broker {
         }
         if info.provider && !info.internal {
             core.away.insert(client_id.to_owned());
-            self.expire_client_later(client_id);
+            let timer = self.expire_client_later(client_id);
+            core.expiries.insert(client_id.to_owned(), timer);
         } else {
             core.owners.release_client(client_id);
         }
@@ -147,12 +151,13 @@ impl Broker {
         info!(client_id, "client disconnected");
     }
 
-    fn expire_client_later(&self, client_id: &str) {
+    fn expire_client_later(&self, client_id: &str) -> tokio::task::AbortHandle {
         let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
-        self.tasks.spawn(async move {
-            tokio::time::sleep(grace).await;
+        let over = super::deadline_in(grace);
+        let timer = self.tasks.spawn(async move {
+            tokio::time::sleep_until(over).await;
             if let Some(broker) = me.upgrade() {
                 let mut core = broker.lock();
                 broker.client_expired(&mut core, &id);
@@ -160,11 +165,13 @@ impl Broker {
                 broker.touched();
             }
         });
+        timer.abort_handle()
     }
 
     /// A provider that left did not come back in time: its claims are parked and offered
     /// again, its ownership released, its resume key forgotten.
     pub(super) fn client_expired(&self, core: &mut Core, client_id: &str) {
+        core.expiries.remove(client_id);
         if !core.away.remove(client_id) {
             return;
         }

@@ -72,7 +72,10 @@ pub enum Kind {
 impl Kind {
     /// Every kind of caller, for the fuzz target that includes this file
     /// (`fuzz/fuzz_targets/http_request.rs`); the broker itself matches exhaustively.
-    #[allow(dead_code, reason = "used by the fuzz target, which includes this file")]
+    #[allow(
+        dead_code,
+        reason = "used by the fuzz target, which includes this file"
+    )]
     pub const ALL: [Kind; 6] = [
         Kind::Operator,
         Kind::Device,
@@ -220,6 +223,12 @@ impl Route {
 
     pub fn allows(self, kind: Kind) -> bool {
         self.callers().contains(&kind)
+    }
+
+    /// Served on `metrics.bind` too, without a token (after its Host check): `GET /metrics`
+    /// and nothing else.
+    pub fn on_metrics_listener(self) -> bool {
+        self == Route::Metrics
     }
 
     /// A web-console route: served on TCP only, authenticated by the session cookie.
