@@ -884,3 +884,39 @@ async fn client_add_and_rm_change_only_their_entry_in_a_commented_config() {
         )
     );
 }
+
+/// A reader that goes away (`leo … | head -0`) ends every command with 0 and nothing on
+/// stderr: the one broken-pipe rule of `leo`'s `main`, whichever way the command writes.
+#[tokio::test]
+async fn a_closed_stdout_is_success_for_every_command() {
+    let broker = Broker::start().await;
+    let home = broker.home();
+    let commands: [&[&str]; 5] = [
+        &["webhook", "list"],
+        &["status"],
+        &["requests", "--json"],
+        &["client", "list"],
+        &["completions", "bash"],
+    ];
+    for args in commands {
+        let mut child = leo_cmd(home, args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("run leo");
+        // Close the read end before leo writes: its first write fails with EPIPE.
+        drop(child.stdout.take());
+        let out = tokio::time::timeout(WAIT, child.wait_with_output())
+            .await
+            .expect("leo did not exit")
+            .expect("wait for leo");
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "leo {args:?}: {}",
+            text(&out.stderr)
+        );
+        assert_eq!(text(&out.stderr), "", "leo {args:?}");
+    }
+}

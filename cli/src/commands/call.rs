@@ -114,7 +114,7 @@ fn call_and_say(home: &Home, args: &CallArgs) -> u8 {
             // A closed stdout (`leo call … | head -1`) is not the tool's failure.
             let _ = print_content(&content);
             if let Some(structured) = structured_content.filter(|_| content.is_empty()) {
-                println!("{structured}");
+                let _ = writeln!(std::io::stdout(), "{structured}");
             }
             0
         }

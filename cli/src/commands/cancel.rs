@@ -1,6 +1,8 @@
 //! `leo cancel ID`: the operator ends a live call, as the console's Cancel button does. The
 //! agent gets `cancelled` and the apps `client_tool.cancelled` with `cancelled_by_operator`.
 
+use std::io::Write;
+
 use leo_broker::home::Home;
 use leo_protocol::requests::RequestAck;
 
@@ -29,6 +31,6 @@ pub fn run(home: &Home, args: &CancelArgs) -> crate::error::Result {
     }
     let ack: RequestAck =
         Api::new(home).post(&format!("/api/v1/client-tools/requests/{id}/cancel"))?;
-    println!("cancelled {}", ack.id);
+    writeln!(std::io::stdout(), "cancelled {}", ack.id)?;
     Ok(())
 }

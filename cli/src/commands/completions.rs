@@ -2,6 +2,7 @@
 //! `cargo xtask man`): both generated from the clap definitions, so they list exactly the
 //! commands and flags this build takes.
 
+use std::io::Write;
 use std::path::Path;
 
 use anyhow::Context;
@@ -42,6 +43,6 @@ pub fn man(cmd: clap::Command, out: &Path) -> anyhow::Result<()> {
     std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
     clap_mangen::generate_to(cmd, out)
         .with_context(|| format!("cannot write the man pages into {}", out.display()))?;
-    println!("{}", out.display());
+    writeln!(std::io::stdout(), "{}", out.display())?;
     Ok(())
 }

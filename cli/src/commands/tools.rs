@@ -3,6 +3,8 @@
 //! the new definition from then on (a `list_changed` where the harness listens for it), and
 //! their calls are checked against its schema.
 
+use std::io::Write;
+
 use leo_protocol::requests::Approved;
 use leo_protocol::tool::is_valid_tool_name;
 
@@ -31,10 +33,13 @@ pub fn run(home: &leo_broker::home::Home, command: &ToolsCommand) -> crate::erro
             }
             let done: Approved =
                 Api::new(home).post(&format!("/api/v1/client-tools/definitions/{name}/approve"))?;
-            println!(
+            writeln!(
+                std::io::stdout(),
                 "approved {} ({}); agents are offered it from revision {}",
-                done.tool, done.digest, done.revision
-            );
+                done.tool,
+                done.digest,
+                done.revision
+            )?;
             Ok(())
         }
     }

@@ -1,6 +1,7 @@
 //! `leo webhook add|list|rm`: webhook providers, for apps that cannot hold an event stream. A
 //! client of the routes `…/client-tools/webhooks` like any other, with the operator token.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use leo_protocol::tool::ToolDef;
@@ -51,6 +52,7 @@ pub enum WebhookCommand {
 
 pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::error::Result {
     let api = Api::new(home);
+    let mut out = std::io::stdout().lock();
     match command {
         WebhookCommand::Add {
             name,
@@ -69,23 +71,27 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::er
             };
             let body = serde_json::to_vec(&body).map_err(anyhow::Error::from)?;
             let made: WebhookCreated = api.post_body(leo_broker::WEBHOOKS_PATH, body)?;
-            println!(
+            writeln!(
+                out,
                 "webhook {} calls {} for group {}",
                 made.name, made.url, made.group
-            );
-            println!("tools:     {}", made.tools.join(", "));
-            println!("client_id: {}", made.client_id);
-            println!("secret:    {}", made.secret);
-            println!("(the secret is shown only now: give it to the app to verify signatures)");
+            )?;
+            writeln!(out, "tools:     {}", made.tools.join(", "))?;
+            writeln!(out, "client_id: {}", made.client_id)?;
+            writeln!(out, "secret:    {}", made.secret)?;
+            writeln!(
+                out,
+                "(the secret is shown only now: give it to the app to verify signatures)"
+            )?;
             for w in &made.warnings {
-                println!("warning: {w}");
+                writeln!(out, "warning: {w}")?;
             }
             Ok(())
         }
         WebhookCommand::List => {
             let list: WebhookList = api.get(leo_broker::WEBHOOKS_PATH)?;
             if list.webhooks.is_empty() {
-                println!("no webhooks");
+                writeln!(out, "no webhooks")?;
             }
             for w in list.webhooks {
                 let health = if w.health.healthy {
@@ -97,7 +103,8 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::er
                         w.health.last_error.as_deref().unwrap_or("-")
                     )
                 };
-                println!(
+                writeln!(
+                    out,
                     "{}  {}  group {}  [{}]  {}  {}",
                     w.name,
                     w.url,
@@ -105,7 +112,7 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::er
                     w.tools.join(", "),
                     w.client_id,
                     health
-                );
+                )?;
             }
             Ok(())
         }
@@ -117,7 +124,7 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::er
             }
             let gone: WebhookRemoved =
                 api.delete(&format!("{}/{name}", leo_broker::WEBHOOKS_PATH))?;
-            println!("removed webhook {}", gone.name);
+            writeln!(out, "removed webhook {}", gone.name)?;
             Ok(())
         }
     }
