@@ -34,7 +34,7 @@ pub use sse::{Sse, SseEvent};
 /// A generous bound for anything a test waits on.
 pub const WAIT: Duration = Duration::from_secs(20);
 
-/// The path of a binary built by this workspace (`leo`, `leo-mcp`, `harness-probe`).
+/// The path of a binary built by this workspace (`leo` of `leo-cli`, `leo-mcp`, `harness-probe`).
 pub fn bin(name: &str) -> PathBuf {
     let exe = std::env::current_exe().expect("current_exe");
     // A test runs from target/<profile>/deps/, a binary (the bench) from target/<profile>/.
@@ -49,7 +49,8 @@ pub fn bin(name: &str) -> PathBuf {
         }
     }
     panic!(
-        "{name} is not built next to {}; run the tests with `cargo test --workspace`",
+        "{name} is not built next to {}; run the tests with `cargo test --workspace`, or build \
+         the binaries first (`cargo build -p leo-cli -p leo-mcp`: `leo` is the leo-cli package's)",
         exe.display()
     );
 }
