@@ -11,6 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use leo_broker::home::Home;
 use leo_broker::server;
+use leo_protocol::names::AgentName;
 
 mod banner;
 mod cli;
@@ -110,11 +111,17 @@ enum ClientCommand {
 enum AgentCommand {
     /// Give an agent its own token (state/agents/NAME.token); the shared agent token is then
     /// refused for that name.
-    Add { name: String },
+    Add {
+        #[arg(value_parser = leo_broker::agent_tokens::parse_name)]
+        name: AgentName,
+    },
     /// List the agents that have their own token.
     List,
     /// Remove an agent's own token; the shared agent token opens its sessions again.
-    Rm { name: String },
+    Rm {
+        #[arg(value_parser = leo_broker::agent_tokens::parse_name)]
+        name: AgentName,
+    },
 }
 
 #[derive(Subcommand)]

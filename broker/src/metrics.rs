@@ -7,6 +7,7 @@
 //! state rather than a count (live calls, connected apps and agents, SSE backlog) is read when
 //! the page is asked for, so it can never drift.
 
+use leo_protocol::outcome::CallOutcome;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
@@ -43,10 +44,10 @@ pub fn global() -> &'static Metrics {
 
 impl Metrics {
     /// A call ended: its tool, outcome and time from parked to ended.
-    pub fn call_ended(&self, tool: &str, outcome: &str, duration_ms: u64) {
+    pub fn call_ended(&self, tool: &str, outcome: CallOutcome, duration_ms: u64) {
         let labels = vec![
             ("tool".to_owned(), tool.to_owned()),
-            ("outcome".to_owned(), outcome.to_owned()),
+            ("outcome".to_owned(), outcome.as_str().to_owned()),
         ];
         self.calls.get_or_create(&labels).inc();
         self.latency.observe(duration_ms as f64 / 1000.0);

@@ -6,6 +6,7 @@
 //! primitive properties, and a harness refuses anything else, so the broker checks that shape
 //! here and names the JSON path at fault rather than letting the harness fail later.
 
+use crate::names::ClientId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -15,7 +16,7 @@ use crate::limits::{MAX_ERROR_MESSAGE, MAX_SCHEMA_BYTES};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProgressBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     /// How far the work is; a harness expects it to grow with each report.
     pub progress: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -52,7 +53,7 @@ fn check_message(message: Option<&str>) -> Result<(), String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InputBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     /// What the user is asked, shown by the harness.
     pub message: String,
     /// The form: `{"type": "object", "properties": {...}, "required": [...]}` with properties

@@ -2,8 +2,10 @@
 //!
 //! Only this crate defines wire types: the HTTP bodies and envelopes, the SSE event payloads, the
 //! sidecar IPC frames, the error codes with their HTTP statuses, the limits, and the checks that
-//! decide whether a tool definition or a result is acceptable. The broker, the sidecar and the
-//! probe all speak through these types, so a rule lives in exactly one place.
+//! decide whether a tool definition or a result is acceptable, the identifiers (`names`: the one
+//! name rule, `AgentName`, `ClientId`, `RequestId`) and how a call ended (`outcome`). The
+//! broker, the sidecar and the probe all speak through these types, so a rule lives in exactly
+//! one place.
 
 pub mod backoff;
 pub mod chain;
@@ -23,8 +25,10 @@ pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
 pub mod messages;
+pub mod names;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod outcome;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;

@@ -120,7 +120,7 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> anyhow::R
             Ok(())
         }
         WebhookCommand::Rm { name } => {
-            if !leo_broker::http::rules::valid_agent_name(name) {
+            if !leo_protocol::names::is_name(name) {
                 return Err(anyhow::Error::new(BadWebhookName(name.clone())));
             }
             let gone: WebhookRemoved = api.delete(&format!(

@@ -133,7 +133,7 @@ pub fn migrate(conn: &mut Connection) -> Result<(), String> {
 }
 
 /// One ended call as the writer stores it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CallRow {
     pub id: String,
     pub tool: String,
@@ -142,7 +142,7 @@ pub struct CallRow {
     pub session: String,
     pub client_id: Option<String>,
     pub app_name: Option<String>,
-    pub outcome: &'static str,
+    pub outcome: CallOutcome,
     pub error_code: Option<String>,
     pub reason: Option<String>,
     pub created_at: String,
@@ -175,7 +175,7 @@ pub fn insert_call(conn: &Connection, r: &CallRow) -> rusqlite::Result<usize> {
         r.session,
         r.client_id,
         r.app_name,
-        r.outcome,
+        r.outcome.as_str(),
         r.error_code,
         r.reason,
         r.created_at,
@@ -271,16 +271,22 @@ pub fn list_calls(
         };
         Ok(EndedRequest {
             seq: r.get(0)?,
-            id: r.get(1)?,
+            id: r.get::<_, String>(1)?.into(),
             tool: r.get(2)?,
             group: r.get(3)?,
             agent: r.get(4)?,
             session: r.get(5)?,
             app: client_id.map(|client_id| CallApp {
-                client_id,
+                client_id: client_id.into(),
                 name: r.get(7).ok().flatten(),
             }),
-            outcome: CallOutcome::parse(&outcome).unwrap_or(CallOutcome::Cancelled),
+            outcome: CallOutcome::parse(&outcome).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    8,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?,
             error_code: r.get(9)?,
             reason: r.get(10)?,
             created_at: r.get(11)?,
@@ -395,13 +401,31 @@ mod tests {
             .unwrap()
     }
 
+    use leo_protocol::names::RequestId;
+
     fn row(id: &str) -> CallRow {
         CallRow {
             id: id.into(),
             tool: "t".into(),
-            outcome: "result",
+            group: String::new(),
+            agent: String::new(),
+            session: String::new(),
+            client_id: None,
+            app_name: None,
+            outcome: CallOutcome::Result,
+            error_code: None,
+            reason: None,
+            created_at: String::new(),
+            claimed_at: None,
+            ended_at: String::new(),
             ended_ms: 1,
-            ..CallRow::default()
+            wait_ms: None,
+            work_ms: None,
+            duration_ms: 0,
+            arguments_bytes: 0,
+            result_bytes: None,
+            arguments: None,
+            result: None,
         }
     }
 
@@ -495,7 +519,7 @@ mod tests {
             limit: 10,
             ..CallQuery::default()
         };
-        let ids: Vec<String> = list_calls(&conn, &q, false)
+        let ids: Vec<RequestId> = list_calls(&conn, &q, false)
             .unwrap()
             .into_iter()
             .map(|c| c.id)

@@ -131,7 +131,7 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             outcome,
         } => {
             tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-                .execute(params![id])?;
+                .execute(params![id.as_str()])?;
             let outcome = outcome
                 .as_ref()
                 .map(|o| serde_json::to_string(o).unwrap_or_default());
@@ -139,7 +139,14 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
                 "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
-            .execute(params![id, how, agent, session, *local_id as i64, outcome])
+            .execute(params![
+                id.as_str(),
+                how.as_str(),
+                agent,
+                session,
+                *local_id as i64,
+                outcome
+            ])
             .map(drop)
         }
         Op::Delivered { id } => tx
@@ -166,7 +173,12 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
                 "INSERT OR REPLACE INTO clients (client_id, resume_key, principal, name)
                  VALUES (?1, ?2, ?3, ?4)",
             )?
-            .execute(params![c.client_id, c.resume_key, c.principal, c.name])
+            .execute(params![
+                c.client_id.as_str(),
+                c.resume_key,
+                c.principal,
+                c.name
+            ])
             .map(drop),
         Op::ClientGone { client_id } => tx
             .prepare_cached("DELETE FROM clients WHERE client_id = ?1")?
@@ -197,7 +209,7 @@ fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
-        r.id,
+        r.id.as_str(),
         r.agent,
         r.session,
         c.local_id as i64,
@@ -207,7 +219,7 @@ fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
         r.timeout_s.map(|t| t as i64),
         c.deadline_ms,
         r.created_at,
-        c.claimed_by,
+        c.claimed_by.as_deref(),
     ])
     .map(drop)
 }
