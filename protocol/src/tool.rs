@@ -139,11 +139,7 @@ pub fn is_reserved_name(name: &str) -> bool {
 
 /// True when `group` is 1 to 64 of `[A-Za-z0-9_.-]`.
 pub fn is_valid_group_name(group: &str) -> bool {
-    !group.is_empty()
-        && group.len() <= MAX_GROUP_NAME
-        && group
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    crate::names::is_name_within(group, MAX_GROUP_NAME)
 }
 
 impl ToolDef {
