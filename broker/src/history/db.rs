@@ -470,6 +470,26 @@ mod tests {
     }
 
     #[test]
+    fn a_row_with_an_outcome_no_version_wrote_fails_the_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("history.db")).unwrap();
+        insert_call(&conn, &row("r_1")).unwrap();
+        let q = CallQuery {
+            limit: 10,
+            ..CallQuery::default()
+        };
+        assert_eq!(
+            list_calls(&conn, &q, false).unwrap()[0].outcome,
+            CallOutcome::Result
+        );
+        conn.execute("UPDATE calls SET outcome = 'internal'", [])
+            .unwrap();
+        // Read as an error, never shown as some other ending.
+        let err = list_calls(&conn, &q, false).unwrap_err().to_string();
+        assert!(err.contains("\"internal\" is not an outcome"), "{err}");
+    }
+
+    #[test]
     fn an_older_file_keeps_its_rows_and_gains_the_audit_table() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("history.db");
