@@ -122,33 +122,7 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             .prepare_cached("UPDATE live SET claimed_by = NULL WHERE id = ?1")?
             .execute(params![id])
             .map(drop),
-        Op::End {
-            id,
-            how,
-            agent,
-            session,
-            local_id,
-            outcome,
-        } => {
-            tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-                .execute(params![id.as_str()])?;
-            let outcome = outcome
-                .as_ref()
-                .map(|o| serde_json::to_string(o).unwrap_or_default());
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![
-                id.as_str(),
-                how.as_str(),
-                agent,
-                session,
-                *local_id as i64,
-                outcome
-            ])
-            .map(drop)
-        }
+        Op::End { .. } => end(tx, op),
         Op::Delivered { id } => tx
             .prepare_cached("UPDATE ended SET outcome = NULL WHERE id = ?1")?
             .execute(params![id])
@@ -199,6 +173,39 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             .execute(params![client_id, group])
             .map(drop),
     }
+}
+
+/// `Op::End`: the call leaves `live` and is remembered in `ended`, its outcome by name.
+fn end(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+    let Op::End {
+        id,
+        how,
+        agent,
+        session,
+        local_id,
+        outcome,
+    } = op
+    else {
+        return Ok(());
+    };
+    tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
+        .execute(params![id.as_str()])?;
+    let outcome = outcome
+        .as_ref()
+        .map(|o| serde_json::to_string(o).unwrap_or_default());
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        id.as_str(),
+        how.as_str(),
+        agent,
+        session,
+        *local_id as i64,
+        outcome
+    ])
+    .map(drop)
 }
 
 fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
