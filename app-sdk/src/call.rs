@@ -9,7 +9,6 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use leo_protocol::ErrorCode;
 use leo_protocol::content::AppError;
 use leo_protocol::input::{InputAnswer, InputBody, ProgressBody};
 use leo_protocol::requests::Request;
@@ -108,10 +107,7 @@ impl Call {
         let answer = link.client.post(&path, json_body(&body)?).await?;
         match answer.data::<Value>() {
             Ok(_) => Ok(()),
-            Err(Error::Refused {
-                code: ErrorCode::AlreadySettled | ErrorCode::UnknownRequest,
-                ..
-            }) => Ok(()),
+            Err(Error::Refused { code, .. }) if code.lost_the_race() => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -119,7 +115,7 @@ impl Call {
     /// Asks the agent's user `message` through the harness, with a form (`requested_schema`:
     /// an object of string, number, integer or boolean properties) and waits for the answer,
     /// at most until the call ends. A harness that cannot ask its user answers at once with
-    /// `Error::Refused { code: ErrorCode::InputUnsupported, .. }`: fall back then (ask in the
+    /// `Error::Refused { code: leo_protocol::ErrorCode::InputUnsupported, .. }`: fall back then (ask in the
     /// app's own window, or go on with a default).
     pub async fn ask(
         &self,

@@ -13,7 +13,9 @@
 //!   says which of them still wait, and which this client had claimed without hearing so (the
 //!   answer to its claim was lost), which are run without claiming again;
 //! - when the app comes back as another client (its key expired), its claims are gone: running
-//!   handlers are cancelled and their replies dropped;
+//!   handlers are cancelled and their replies dropped; the broker parks those calls again, and
+//!   each is run again (claimed anew) once its old handler is gone, when the pending list or the
+//!   stream offers it;
 //! - a request whose claim got no definite answer is forgotten, so the pending list may offer
 //!   it again.
 
@@ -62,6 +64,11 @@ pub struct Calls {
     running: HashMap<RequestId, Arc<Control>>,
     /// Queued requests this client already holds the claim of.
     ours: HashSet<RequestId>,
+    /// Running calls whose claim was lost (back as another client): offered again, they run
+    /// again once their old handler is gone.
+    lost: HashSet<RequestId>,
+    /// Those offered again while their old handler still ran.
+    rerun: HashMap<RequestId, Request>,
     seen: HashSet<RequestId>,
     seen_order: VecDeque<RequestId>,
 }
@@ -74,6 +81,8 @@ impl Calls {
             queued: HashSet::new(),
             running: HashMap::new(),
             ours: HashSet::new(),
+            lost: HashSet::new(),
+            rerun: HashMap::new(),
             seen: HashSet::new(),
             seen_order: VecDeque::new(),
         }
@@ -93,6 +102,10 @@ impl Calls {
     /// Queues a request unless it was seen before; returns whether it was queued.
     pub fn offer(&mut self, request: Request) -> bool {
         let id = &request.id;
+        if self.lost.contains(id) && self.running.contains_key(id) {
+            self.rerun.insert(id.clone(), request);
+            return true;
+        }
         if self.seen.contains(id) || self.queued.contains(id) || self.running.contains_key(id) {
             return false;
         }
@@ -124,6 +137,7 @@ impl Calls {
     /// The broker ended request `id`: it leaves the queue, or its handler is cancelled.
     pub fn cancelled(&mut self, id: &str) {
         self.remember(id);
+        self.rerun.remove(id);
         if self.queued.remove(id) {
             self.queue.retain(|r| r.id != id);
         }
@@ -149,6 +163,12 @@ impl Calls {
     /// Request `id` is done (answered, refused, or given up); its slot is free.
     pub fn finished(&mut self, id: &str) {
         self.running.remove(id);
+        self.lost.remove(id);
+        if let Some(request) = self.rerun.remove(id) {
+            self.remember(&request.id);
+            self.queued.insert(request.id.clone());
+            self.queue.push_back(request);
+        }
     }
 
     /// The stream is gone: forget what waits; what runs goes on, its claim kept for the key.
@@ -160,10 +180,13 @@ impl Calls {
         self.queue.clear();
     }
 
-    /// The app came back as another client, or gives up: what runs has lost its claim.
+    /// The app came back as another client, or gives up: what runs has lost its claim. The
+    /// broker parks those calls again; offered again, they run again (see `lost`).
     pub fn claims_lost(&mut self) {
-        for control in self.running.values() {
+        for (id, control) in &self.running {
             control.end();
+            self.seen.remove(id);
+            self.lost.insert(id.clone());
         }
     }
 
@@ -267,6 +290,41 @@ mod tests {
         assert!(!calls.offer_ours(req("r1")), "it runs here");
         calls.claims_lost();
         assert!(control.ended(), "back as another client: the claim is gone");
+    }
+
+    #[test]
+    fn a_call_whose_claim_was_lost_runs_again_once_its_old_handler_is_gone() {
+        let mut calls = Calls::new(1);
+        calls.offer(req("r1"));
+        let (_, control, _) = calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        calls.session_lost();
+        calls.claims_lost();
+        assert!(control.ended());
+        assert!(calls.offer(req("r1")), "the broker parked it again");
+        assert!(
+            calls.next_to_start().is_none(),
+            "not while its old handler runs"
+        );
+        calls.finished("r1");
+        let (r, _, claimed) = calls
+            .next_to_start()
+            .unwrap_or_else(|| panic!("r1 runs again"));
+        assert!(r.id == "r1" && !claimed, "claimed anew");
+        calls.finished("r1");
+        assert!(!calls.offer(req("r1")), "and only once");
+    }
+
+    #[test]
+    fn a_call_whose_claim_was_lost_is_offered_again_after_its_handler_ended() {
+        let mut calls = Calls::new(1);
+        calls.offer(req("r1"));
+        calls.next_to_start().unwrap_or_else(|| panic!("r1 starts"));
+        calls.claims_lost();
+        calls.finished("r1");
+        assert!(
+            calls.offer(req("r1")),
+            "the pending list offers it after the handler ended"
+        );
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! The SDK retries by itself whatever a broker restart or a slow start explains (no socket yet,
 //! no token file yet, a connection that broke); it gives up, and `App::run` returns, only on
 //! what retrying cannot fix: a wrong setting, a token the broker does not accept, or a tool the
-//! broker refuses to register.
+//! broker refuses to register. Which refusals those are is `ErrorCode::APP_FATAL`, the table
+//! every SDK shares.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -64,9 +65,7 @@ impl Error {
         match self {
             Error::Config(_) | Error::Registration { .. } => true,
             Error::Token { source, .. } => source.kind() != std::io::ErrorKind::NotFound,
-            Error::Refused { code, .. } => {
-                matches!(code, ErrorCode::Unauthorized | ErrorCode::Forbidden)
-            }
+            Error::Refused { code, .. } => code.is_fatal_to_app(),
             _ => false,
         }
     }
@@ -74,3 +73,34 @@ impl Error {
 
 /// The SDK's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: ErrorCode) -> Error {
+        Error::Refused {
+            code,
+            message: String::new(),
+        }
+    }
+
+    /// The SDK gives up on exactly the refusals of the shared table (`ErrorCode::APP_FATAL`,
+    /// which testdata/sdk/codes.json copies for the other SDKs).
+    #[test]
+    fn the_fatal_refusals_are_the_shared_tables() {
+        for code in ErrorCode::APP_FATAL {
+            assert!(refused(code).is_fatal(), "{code}");
+        }
+        for code in ErrorCode::LOST_RACE {
+            assert!(!refused(code).is_fatal(), "{code}");
+        }
+        for code in [
+            ErrorCode::UnknownClient,
+            ErrorCode::Internal,
+            ErrorCode::AlreadyClaimed,
+        ] {
+            assert!(!refused(code).is_fatal(), "{code}");
+        }
+    }
+}

@@ -67,18 +67,7 @@ pub async fn serve(
         status.send_replace(Status::Connecting);
         let opened = tokio::select! {
             () = shutdown.cancelled() => return Ok(()),
-            opened = Session::open(&settings, last_event_id, resume.as_deref()) => opened,
-        };
-        let opened = match opened {
-            // The key expired (or the broker forgot it): open as a new client.
-            Err(Error::Refused {
-                code: ErrorCode::InvalidParameter,
-                ..
-            }) if resume.is_some() => {
-                resume = None;
-                Session::open(&settings, last_event_id, None).await
-            }
-            other => other,
+            opened = open(&settings, last_event_id, &mut resume) => opened,
         };
         let error = match opened {
             Ok(mut session) => {
@@ -124,6 +113,28 @@ pub async fn serve(
             () = tokio::time::sleep(backoff.next_delay()) => {}
         }
     }
+}
+
+/// Opens a session with the resume key if there is one. A key the broker no longer holds
+/// (`ErrorCode::RESUME_REFUSED` answering an open that carried it) is dropped and the stream
+/// opened again at once without it, as a new client; any refusal of an open without a key is
+/// read like every other (`Error::is_fatal`), so a wrong setting is never taken for an expired
+/// key.
+async fn open(
+    settings: &Settings,
+    last_event_id: Option<u64>,
+    resume: &mut Option<String>,
+) -> Result<Session> {
+    if let Some(key) = resume.as_deref() {
+        match Session::open(settings, last_event_id, Some(key)).await {
+            Err(Error::Refused { code, message }) if code == ErrorCode::RESUME_REFUSED => {
+                info!(%message, "the broker refused the resume key; connecting as a new client");
+                *resume = None;
+            }
+            opened => return opened,
+        }
+    }
+    Session::open(settings, last_event_id, None).await
 }
 
 /// Bookkeeping for a stream just opened: the replay position, the log line, the status.

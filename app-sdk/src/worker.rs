@@ -1,7 +1,7 @@
 //! One call, from claim to answer: claim it, run the handler, post what it returns.
 //!
-//! A claim the broker refuses because the call is taken or over (`already_claimed`,
-//! `owned_by_other`, `already_settled`…) is the normal outcome of several instances racing for
+//! A claim the broker refuses because the call is taken or over (`ErrorCode::LOST_RACE`:
+//! `already_claimed`, `owned_by_other`, `already_settled`…) is the normal outcome of several instances racing for
 //! the same call, so it is logged at debug and dropped. A handler whose call the broker ended
 //! is cancelled; whatever it returns later is not posted. A reply the broker refuses
 //! (`invalid_result`, `result_too_large`) is replaced by an app error carrying the broker's
@@ -243,15 +243,9 @@ async fn claim(link: &Link, id: &str) -> Claimed {
         Ok(a) if a.status == 200 => Claimed::Yes,
         Ok(a) => {
             match a.refusal() {
-                Error::Refused {
-                    code:
-                        ErrorCode::AlreadyClaimed
-                        | ErrorCode::OwnedByOther
-                        | ErrorCode::AlreadySettled
-                        | ErrorCode::UnknownRequest
-                        | ErrorCode::NotProvider,
-                    message,
-                } => debug!(%message, "not claimed"),
+                Error::Refused { code, message } if code.lost_the_race() => {
+                    debug!(%code, %message, "not claimed");
+                }
                 e => {
                     warn!(error = %e, "claim failed");
                     return Claimed::Unsure;
@@ -306,16 +300,7 @@ async fn post(link: &Link, id: &str, reply: &Reply, claim: bool, control: &Contr
                     return;
                 }
             }
-            Error::Refused {
-                code:
-                    ErrorCode::AlreadySettled
-                    | ErrorCode::NotClaimant
-                    | ErrorCode::UnknownRequest
-                    | ErrorCode::AlreadyClaimed
-                    | ErrorCode::OwnedByOther
-                    | ErrorCode::NotProvider,
-                message,
-            } => {
+            Error::Refused { code, message } if code.lost_the_race() => {
                 debug!(%message, "the call ended before its reply");
                 return;
             }

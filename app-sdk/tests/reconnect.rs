@@ -5,8 +5,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use leo_app::{Call, Reply, Status, Tool};
-use leo_testkit::Broker;
 use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
+use leo_testkit::{Broker, WAIT};
 use serde_json::json;
 use tokio::sync::Notify;
 
@@ -187,6 +187,59 @@ async fn a_call_claimed_without_hearing_so_is_run_after_a_broker_kill() {
     release.notify_one();
     assert_eq!(text_of(&first.await.unwrap()), "done 1");
     assert_eq!(text_of(&second.await.unwrap()), "done 2");
+    drop(broker);
+    app.stop().await.unwrap();
+}
+
+/// A key the broker no longer holds (`ErrorCode::RESUME_REFUSED` answering an open that
+/// carried it) is dropped: the app opens its stream again as a new client. The old client's
+/// handler is cancelled with its claim, and the call, parked again by the broker, is run again
+/// and answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_refused_key_connects_a_new_client_that_runs_the_parked_call_again() {
+    let broker = Broker::start_with("client_tools:\n  resume_grace_s: 1\n").await;
+    // Keeps the tool alive while the app is away.
+    let other = Other::connect(&broker.http()).await;
+    other.register_ok("g", json!([tool_json("work")])).await;
+    let pipe = Pipe::start(broker.home());
+    let (started, release) = (Arc::new(Notify::new()), Arc::new(Notify::new()));
+    let app = builder(&broker)
+        .socket(&pipe.path)
+        .cancel_grace(Duration::from_millis(100))
+        .group("g", [held(started.clone(), release.clone())])
+        .build()
+        .unwrap();
+    let mut app = Running::start(app).await;
+    let first = app.serving().await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names == ["work"]).await;
+    let call = agent.spawn_call("work", json!({"n": 1, "hold": true}));
+    started.notified().await;
+
+    pipe.cut();
+    // Past the grace the claim is given up: the call is parked and offered again.
+    tokio::time::timeout(WAIT, async {
+        while pending(&broker).await.first().map(|p| p["state"].clone()) != Some(json!("parked")) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the claim given up");
+    pipe.mend();
+    tokio::time::timeout(
+        WAIT,
+        app.status
+            .wait_for(|s| matches!(s, Status::Serving { client_id } if *client_id != first)),
+    )
+    .await
+    .expect("a new client")
+    .expect("the app stopped");
+    // The call runs again for the new client.
+    tokio::time::timeout(WAIT, started.notified())
+        .await
+        .expect("the call run again");
+    release.notify_one();
+    assert_eq!(text_of(&call.await.unwrap()), "done 1");
     drop(broker);
     app.stop().await.unwrap();
 }

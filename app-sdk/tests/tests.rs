@@ -14,4 +14,5 @@ mod kills;
 mod reconnect;
 mod refusals;
 mod scope;
+mod stops;
 mod typed;

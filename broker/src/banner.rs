@@ -109,7 +109,7 @@ fn command_name(name: &str, file: &Path) -> String {
 }
 
 /// The first `name` on `PATH`, as the shell would find it.
-fn find_on_path(name: &str) -> Option<PathBuf> {
+pub(crate) fn find_on_path(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH")?;
     std::env::split_paths(&path)
         .map(|dir| dir.join(name))
@@ -117,7 +117,7 @@ fn find_on_path(name: &str) -> Option<PathBuf> {
 }
 
 /// `s` as one shell word: as it is when that is safe, else in single quotes.
-fn sh_quote(s: &str) -> String {
+pub(crate) fn sh_quote(s: &str) -> String {
     let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:@%,=~".contains(c);
     if !s.is_empty() && s.chars().all(safe) && !s.starts_with('~') {
         s.to_owned()

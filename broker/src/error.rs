@@ -16,6 +16,13 @@ pub enum BrokerError {
     Config { path: PathBuf, message: String },
     #[error("{path}: {message}")]
     State { path: PathBuf, message: String },
+    /// `state/leo.db` or `state/history.db` cannot be opened: damaged, newer, unwritable.
+    #[error("{path}")]
+    Database {
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
     #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
     LoosePermissions { path: PathBuf, mode: u32 },
     #[error(

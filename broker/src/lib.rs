@@ -26,6 +26,7 @@ pub mod refusal;
 pub mod registry;
 pub mod requests;
 pub mod server;
+pub mod sqlite;
 pub mod state_file;
 pub mod store;
 pub mod suggest;

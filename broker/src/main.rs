@@ -8,7 +8,7 @@ use std::net::IpAddr;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, Parser, Subcommand};
 use leo_broker::home::Home;
 use leo_broker::server;
 use leo_protocol::names::AgentName;
@@ -90,6 +90,25 @@ enum Command {
     Call(cli::call::CallArgs),
     /// Make any program a client tool: each call runs COMMAND with the arguments on stdin.
     ServeTool(serve_tool::Args),
+    /// Run the broker at login and restart it after a crash (systemd user unit, LaunchAgent).
+    #[command(after_help = cli::service::HELP)]
+    Service {
+        #[command(subcommand)]
+        command: cli::service::ServiceCommand,
+    },
+    /// Check the broker, its files and every harness's MCP configuration; say how to fix each
+    /// problem.
+    #[command(after_help = cli::doctor::HELP)]
+    Doctor(cli::doctor::DoctorArgs),
+    /// Print a shell completion script: `leo completions bash > ~/.local/share/bash-completion/completions/leo`.
+    Completions(cli::completions::CompletionsArgs),
+    /// Write the man pages of `leo` and its commands into DIR (`cargo xtask man`).
+    #[command(hide = true)]
+    Man {
+        /// The directory to write `leo.1`, `leo-broker.1`, … into.
+        #[arg(long, value_name = "DIR")]
+        out: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -167,6 +186,10 @@ fn main() -> ExitCode {
         Command::Tools { command } => return cli::exit(cli::tools::run(&home, &command)),
         Command::Webhook { command } => return cli::exit(cli::webhook::run(&home, &command)),
         Command::ServeTool(args) => serve_tool::run(&home, args),
+        Command::Service { command } => return cli::service::run(&home, &command),
+        Command::Doctor(args) => return cli::doctor::run(&home, &args),
+        Command::Completions(args) => cli::completions::print(Cli::command(), &args),
+        Command::Man { out } => cli::completions::man(Cli::command(), &out),
         Command::Client { command } => print(match command {
             ClientCommand::Add { name, can_message } => {
                 leo_broker::admin::client_add(&home, &name, &can_message)

@@ -170,7 +170,6 @@ impl Mailboxes {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn msg(text: &str) -> Message {

@@ -6,11 +6,21 @@
 //! code (counted where a refusal is written, on HTTP and on the sidecar socket). What is a
 //! state rather than a count (live calls, connected apps and agents, SSE backlog) is read when
 //! the page is asked for, so it can never drift.
+//!
+//! Every label set is bounded, so the page cannot grow for the broker's life: each label is a
+//! type (`EncodeLabelSet`), outcomes, doors and error codes are closed sets, and tool names,
+//! which apps choose, keep a series of their own for at most `MAX_TOOL_SERIES` names at once:
+//! a new name past that takes the place of the name whose last call ended longest ago, whose
+//! series leave the page (a scraper sees them end, as for a tool that is gone).
 
-use leo_protocol::outcome::CallOutcome;
+use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 
+use leo_protocol::ErrorCode;
+use leo_protocol::history::CallOutcome;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -19,13 +29,73 @@ use prometheus_client::registry::Registry;
 
 use crate::core::Broker;
 
-type Labels = Vec<(String, String)>;
+/// Tool names with series of their own at once, at most: twice as many as can be registered at
+/// once, so live tools keep theirs while names that went away age out.
+pub const MAX_TOOL_SERIES: usize = 2 * leo_protocol::limits::MAX_TOOLS_PER_BROKER;
+
+/// The labels of `leo_calls_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    tool: String,
+    outcome: Outcome,
+}
+
+/// The labels of `leo_rejected_requests_total`.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectedLabels {
+    door: Door,
+    code: Code,
+}
+
+/// How a call ended, as its wire name.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+struct Outcome(CallOutcome);
+
+/// A refusal's error code, as its wire name.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+struct Code(ErrorCode);
+
+/// Where a refusal was written.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
+pub enum Door {
+    Http,
+    Ipc,
+}
+
+impl EncodeLabelValue for Outcome {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        encoder.write_str(self.0.as_str())
+    }
+}
+
+impl EncodeLabelValue for Code {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        encoder.write_str(self.0.as_str())
+    }
+}
+
+impl EncodeLabelValue for Door {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> std::fmt::Result {
+        encoder.write_str(match self {
+            Door::Http => "http",
+            Door::Ipc => "ipc",
+        })
+    }
+}
+
+/// The tool names that have series, each with the tick of its last ended call.
+#[derive(Default)]
+struct ToolNames {
+    last: HashMap<String, u64>,
+    tick: u64,
+}
 
 /// The process-wide counters.
 pub struct Metrics {
-    calls: Family<Labels, Counter>,
+    calls: Family<CallLabels, Counter>,
+    tools: Mutex<ToolNames>,
     latency: Histogram,
-    rejected: Family<Labels, Counter>,
+    rejected: Family<RejectedLabels, Counter>,
     /// Each open stream's queued bytes, dropped with the stream.
     backlogs: Mutex<Vec<Weak<AtomicUsize>>>,
 }
@@ -33,38 +103,72 @@ pub struct Metrics {
 /// The counters.
 pub fn global() -> &'static Metrics {
     static GLOBAL: OnceLock<Metrics> = OnceLock::new();
-    GLOBAL.get_or_init(|| Metrics {
-        calls: Family::default(),
-        // 1 ms to about 9 minutes.
-        latency: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
-        rejected: Family::default(),
-        backlogs: Mutex::new(Vec::new()),
-    })
+    GLOBAL.get_or_init(Metrics::new)
 }
 
 impl Metrics {
+    fn new() -> Metrics {
+        Metrics {
+            calls: Family::default(),
+            tools: Mutex::new(ToolNames::default()),
+            // 1 ms to about 9 minutes.
+            latency: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
+            rejected: Family::default(),
+            backlogs: Mutex::new(Vec::new()),
+        }
+    }
+
     /// A call ended: its tool, outcome and time from parked to ended.
     pub fn call_ended(&self, tool: &str, outcome: CallOutcome, duration_ms: u64) {
-        let labels = vec![
-            ("tool".to_owned(), tool.to_owned()),
-            ("outcome".to_owned(), outcome.as_str().to_owned()),
-        ];
-        self.calls.get_or_create(&labels).inc();
+        let labels = CallLabels {
+            tool: tool.to_owned(),
+            outcome: Outcome(outcome),
+        };
+        if let Ok(mut names) = self.tools.lock() {
+            names.tick += 1;
+            let tick = names.tick;
+            if names.last.insert(tool.to_owned(), tick).is_none()
+                && names.last.len() > MAX_TOOL_SERIES
+            {
+                self.forget_oldest(&mut names);
+            }
+            // Under the lock, so a name is never counted while its series are being removed.
+            self.calls.get_or_create(&labels).inc();
+        }
         self.latency.observe(duration_ms as f64 / 1000.0);
     }
 
-    /// A request was refused with `code`, on `door` (`http` or `ipc`).
-    pub fn rejected(&self, door: &str, code: &str) {
-        let labels = vec![
-            ("door".to_owned(), door.to_owned()),
-            ("code".to_owned(), code.to_owned()),
-        ];
+    /// Drops the series of the tool whose last call ended longest ago.
+    fn forget_oldest(&self, names: &mut ToolNames) {
+        let Some(oldest) = names
+            .last
+            .iter()
+            .min_by_key(|(_, tick)| **tick)
+            .map(|(name, _)| name.clone())
+        else {
+            return;
+        };
+        names.last.remove(&oldest);
+        for outcome in CallOutcome::ALL {
+            self.calls.remove(&CallLabels {
+                tool: oldest.clone(),
+                outcome: Outcome(outcome),
+            });
+        }
+    }
+
+    /// A request was refused with `code`, on `door`.
+    pub fn rejected(&self, door: Door, code: ErrorCode) {
+        let labels = RejectedLabels {
+            door,
+            code: Code(code),
+        };
         self.rejected.get_or_create(&labels).inc();
     }
 
     /// `rejected`, passing `id` through (for one-line hooks).
-    pub fn rejected_then<T>(&self, door: &str, code: leo_protocol::ErrorCode, id: T) -> T {
-        self.rejected(door, code.as_str());
+    pub fn rejected_then<T>(&self, door: Door, code: ErrorCode, id: T) -> T {
+        self.rejected(door, code);
         id
     }
 
@@ -89,9 +193,8 @@ impl Metrics {
         i64::try_from(sum).unwrap_or(i64::MAX)
     }
 
-    /// The page: the counters, and the broker's state as of now.
-    pub fn render(&self, broker: &Broker) -> String {
-        let mut registry = Registry::with_prefix("leo");
+    /// Registers the counters that grow with traffic.
+    fn register_counters(&self, registry: &mut Registry) {
         registry.register(
             "calls",
             "Calls that ended, by tool and outcome",
@@ -107,6 +210,12 @@ impl Metrics {
             "Requests refused, by door (http, ipc) and error code",
             self.rejected.clone(),
         );
+    }
+
+    /// The page: the counters, and the broker's state as of now.
+    pub fn render(&self, broker: &Broker) -> String {
+        let mut registry = Registry::with_prefix("leo");
+        self.register_counters(&mut registry);
         let status = broker.status();
         let gauge = |registry: &mut Registry, name: &str, help: &str, value: i64| {
             let g: Gauge = Gauge::default();
@@ -151,5 +260,48 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn page(m: &Metrics) -> String {
+        let mut registry = Registry::with_prefix("leo");
+        m.register_counters(&mut registry);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).unwrap();
+        out
+    }
+
+    #[test]
+    fn tool_names_keep_series_for_the_most_recent_names_only() {
+        let m = Metrics::new();
+        m.call_ended("kept", CallOutcome::Result, 1);
+        for n in 0..1000 {
+            m.call_ended(&format!("t{n}"), CallOutcome::Timeout, 1);
+            // A live tool called all along keeps its series.
+            m.call_ended("kept", CallOutcome::Result, 1);
+        }
+        let page = page(&m);
+        let series = page
+            .lines()
+            .filter(|l| l.starts_with("leo_calls_total{"))
+            .count();
+        assert_eq!(series, MAX_TOOL_SERIES, "{page}");
+        assert!(page.contains("leo_calls_total{tool=\"kept\",outcome=\"result\"} 1001"));
+        assert!(page.contains("leo_calls_total{tool=\"t999\",outcome=\"timeout\"} 1"));
+        assert!(!page.contains("tool=\"t0\""), "{page}");
+        m.rejected(Door::Ipc, ErrorCode::NoClient);
+        assert!(page_has(
+            &m,
+            "leo_rejected_requests_total{door=\"ipc\",code=\"no_client\"} 1"
+        ));
+    }
+
+    fn page_has(m: &Metrics, line: &str) -> bool {
+        page(m).lines().any(|l| l == line)
     }
 }

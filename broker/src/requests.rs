@@ -445,8 +445,6 @@ fn ended_op(id: &str, call: &Call, how: CallOutcome, outcome: RawOutcome) -> Op 
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use leo_protocol::content::AppError;
     use serde_json::json;

@@ -71,7 +71,10 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         config.store.synchronous,
         config.client_tools.remember_settled,
     )
-    .map_err(|message| BrokerError::State { path, message })?;
+    .map_err(|e| BrokerError::Database {
+        path,
+        source: e.into(),
+    })?;
     Ok(Prepared {
         home,
         config: Arc::new(config),
@@ -142,8 +145,8 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
 }
 
 /// The TCP bounds from `web:`, with the connection cap held under half the descriptors the
-/// process may open, so that a TCP flood leaves the unix sockets (apps, agents' sidecars) and
-/// the state files the other half.
+/// process may open. Every TCP listener draws on this one cap, so that a flood of any of them
+/// leaves the unix sockets (apps, agents' sidecars) and the state files the other half.
 fn tcp_limits(web: &crate::config::Web) -> crate::http::TcpLimits {
     let descriptors = raise_fd_limit();
     let budget = usize::try_from(descriptors / 2)
@@ -176,12 +179,13 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let history = crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(
-        |message| BrokerError::State {
-            path: p.home.history_db(),
-            message,
-        },
-    )?;
+    let history =
+        crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(|e| {
+            BrokerError::Database {
+                path: p.home.history_db(),
+                source: e.into(),
+            }
+        })?;
     crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
     let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
     broker.restore(p.restored);
@@ -219,7 +223,8 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     Ok(())
 }
 
-/// The HTTP servers: TCP (with its limits and Host check), `/metrics`, and the API socket.
+/// The HTTP servers: TCP and `metrics.bind`, both through the one bounded accept loop with
+/// one shared connection budget and the Host check, and the API socket.
 fn spawn_servers(
     config: &Config,
     state: &Arc<AppState>,
@@ -229,37 +234,23 @@ fn spawn_servers(
 ) -> Result<tokio::task::JoinSet<()>> {
     let token = state.broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();
+    let limits = tcp_limits(&config.web);
+    info!(
+        max_connections = limits.max_connections,
+        header_timeout_s = limits.header_timeout.as_secs(),
+        idle_timeout_s = limits.idle_timeout.as_secs(),
+        "TCP limits (all TCP listeners together)"
+    );
+    let budget = crate::http::TcpBudget::new(limits);
     if let Some(tcp) = tcp {
-        let port = tcp
-            .local_addr()
-            .map_err(|e| BrokerError::io("read address of", "tcp listener", e))?
-            .port();
-        let check = Arc::new(HostCheck::new(
-            port,
-            config.web.bind,
-            &config.web.allowed_hosts,
-        ));
-        let app = crate::http::tcp_router(state.clone(), check);
-        let limits = tcp_limits(&config.web);
-        info!(
-            max_connections = limits.max_connections,
-            header_timeout_s = limits.header_timeout.as_secs(),
-            idle_timeout_s = limits.idle_timeout.as_secs(),
-            "TCP limits"
-        );
-        servers.spawn(crate::http::serve_tcp(tcp, app, limits, token.clone()));
+        let app = crate::http::tcp_router(state.clone(), host_check(&tcp, config)?);
+        let serve = crate::http::serve_tcp("TCP", tcp, app, budget.clone(), token.clone());
+        servers.spawn(serve);
     }
     if let Some(listener) = metrics {
-        let app = crate::http::metrics_router(state.clone());
-        let t = token.clone();
-        servers.spawn(async move {
-            if let Err(e) = axum::serve(listener, app)
-                .with_graceful_shutdown(t.cancelled_owned())
-                .await
-            {
-                warn!(error = %e, "the metrics listener ended with an error");
-            }
-        });
+        let app = crate::http::metrics_router(state.clone(), host_check(&listener, config)?);
+        let serve = crate::http::serve_tcp("metrics", listener, app, budget, token.clone());
+        servers.spawn(serve);
     }
     let app = crate::http::router(state.clone());
     servers.spawn(async move {
@@ -271,6 +262,19 @@ fn spawn_servers(
         }
     });
     Ok(servers)
+}
+
+/// The Host check of a TCP listener: loopback names, its bind address when specific, and
+/// `web.allowed_hosts`, each with the listener's own port.
+fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<HostCheck>> {
+    let addr = listener
+        .local_addr()
+        .map_err(|e| BrokerError::io("read address of", "tcp listener", e))?;
+    Ok(Arc::new(HostCheck::new(
+        addr.port(),
+        addr.ip(),
+        &config.web.allowed_hosts,
+    )))
 }
 
 /// The shutdown path: pending calls end, servers drain (at most `DRAIN`), background tasks

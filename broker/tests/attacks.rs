@@ -457,16 +457,16 @@ fn fuzz_inputs() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-#[tokio::test]
-async fn the_request_path_fuzz_inputs_each_get_an_answer() {
-    let broker = Broker::start().await;
+/// Sends every fuzz input to `addr`, aimed at its port, and checks each gets an HTTP answer or
+/// none, never a hang.
+async fn replay_fuzz_inputs(addr: std::net::SocketAddr) {
     let inputs = fuzz_inputs();
     assert!(inputs.len() >= 5, "the seed corpus is missing");
-    let port = broker.addr.port().to_string();
+    let port = addr.port().to_string();
     for (name, data) in inputs {
-        // The corpus names port 8370; aim it at this broker so it gets past the Host check.
+        // The corpus names port 8370; aim it at this listener so it gets past the Host check.
         let data = String::from_utf8_lossy(&data).replace("8370", &port);
-        let mut s = TcpStream::connect(broker.addr).await.unwrap();
+        let mut s = TcpStream::connect(addr).await.unwrap();
         let _ = s.write_all(data.as_bytes()).await;
         let _ = s.shutdown().await;
         let mut out = Vec::new();
@@ -480,5 +480,260 @@ async fn the_request_path_fuzz_inputs_each_get_an_answer() {
             "{name}: {answer}"
         );
     }
+}
+
+#[tokio::test]
+async fn the_request_path_fuzz_inputs_each_get_an_answer() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    replay_fuzz_inputs(broker.addr).await;
+    replay_fuzz_inputs(metrics).await;
     assert_eq!(broker.http().get("/api/v1/status").await.status, 200);
+    let open = leo_testkit::Http::tcp(metrics, None);
+    assert_eq!(open.get("/metrics").await.status, 200);
+}
+
+/// The open-file limit the metrics flood test gives the broker: half of it is the TCP budget,
+/// which is then the documented default `web.max_connections`.
+const NOFILE: u64 = 2048;
+/// `web.max_connections`, the documented default.
+const MAX_CONNECTIONS: usize = 1024;
+/// Idle connections the metrics flood opens: past the cap, and past every descriptor the
+/// broker has.
+const METRICS_FLOOD: usize = 2300;
+
+/// How many descriptors process `pid` has open.
+fn open_fds(pid: u32) -> usize {
+    std::fs::read_dir(format!("/proc/{pid}/fd"))
+        .unwrap()
+        .count()
+}
+
+/// Opens up to `n` idle connections to `addr` (stopping early when connects stall).
+async fn idle_connections(addr: std::net::SocketAddr, n: usize) -> Vec<TcpStream> {
+    let mut open = Vec::new();
+    let mut stalled = 0;
+    while open.len() < n && stalled < 20 {
+        match tokio::time::timeout(Duration::from_secs(1), TcpStream::connect(addr)).await {
+            Ok(Ok(s)) => open.push(s),
+            _ => stalled += 1,
+        }
+    }
+    open
+}
+
+/// A broker whose `metrics.bind` is on a free loopback port, with `nofile` open files at most;
+/// returns it and the metrics listener's address.
+async fn with_metrics_listener(nofile: Option<u64>) -> (Broker, std::net::SocketAddr) {
+    let port = crate::history::free_port();
+    let config = format!("metrics:\n  bind: 127.0.0.1:{port}\n");
+    let broker = match nofile {
+        Some(n) => Broker::start_with_nofile(&config, n).await,
+        None => Broker::start_with(&config).await,
+    };
+    (broker, ([127, 0, 0, 1], port).into())
+}
+
+/// `GET /metrics` with `host`, on a connection closed after the answer.
+fn get_metrics(host: &str) -> String {
+    format!("GET /metrics HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_of_the_metrics_listener_leaves_agents_and_apps_their_sockets() {
+    raise_nofile();
+    let (broker, metrics) = with_metrics_listener(Some(NOFILE)).await;
+    let good = format!("127.0.0.1:{}", metrics.port());
+    let pid = broker.pid();
+    let (fds_before, rss_before) = (open_fds(pid), broker.rss_kib());
+    let mut idle = idle_connections(metrics, METRICS_FLOOD).await;
+    assert!(
+        idle.len() > NOFILE as usize,
+        "only {} connected",
+        idle.len()
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (fds, rss) = (open_fds(pid), broker.rss_kib());
+    eprintln!(
+        "broker under {} idle metrics connections: {fds_before} -> {fds} fds, {rss_before} -> {rss} KiB RSS",
+        idle.len()
+    );
+    assert!(fds <= MAX_CONNECTIONS + 64 + 64, "{fds} descriptors open");
+
+    // The socket API and a sidecar's hello still get through.
+    let api = tokio::time::timeout(WAIT, broker.http_unix().get("/api/v1/status"))
+        .await
+        .expect("run/leo.sock does not answer during the flood");
+    assert_eq!(api.status, 200);
+    let sock = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let (_ipc, welcome) = tokio::time::timeout(
+        WAIT,
+        leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "rocket"),
+    )
+    .await
+    .expect("no welcome during the flood");
+    assert_eq!(welcome["type"], "welcome");
+    // Past the cap, the metrics listener says so at once, and closes.
+    let answer = raw(metrics, get_metrics(&good)).await;
+    assert!(answer.starts_with("HTTP/1.1 503"), "{answer:?}");
+
+    // The header timeout (10 s) closes every idle connection.
+    let closed = tokio::time::timeout(WAIT, async {
+        for s in &mut idle {
+            let mut sink = Vec::new();
+            let _ = s.read_to_end(&mut sink).await;
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "idle connections were left open");
+    drop(idle);
+    let answer = raw(metrics, get_metrics(&good)).await;
+    assert_eq!(status(&answer), 200, "{answer}");
+}
+
+#[tokio::test]
+async fn the_metrics_listener_checks_the_host_like_the_main_listener() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    let port = metrics.port();
+    let main = broker.addr.port();
+    for (host, want) in [
+        ("evil.example".to_owned(), 403),
+        (format!("evil.example:{port}"), 403),
+        (format!("127.0.0.1:{main}"), 403),
+        (format!("localhost:{port}"), 200),
+        (format!("127.0.0.1:{port}"), 200),
+    ] {
+        let answer = raw(metrics, get_metrics(&host)).await;
+        assert_eq!(status(&answer), want, "Host: {host}: {answer}");
+        if want == 403 {
+            assert!(answer.ends_with("forbidden host"), "{answer}");
+        }
+    }
+}
+
+/// What the first suite sent on the sidecar socket: 64 MiB without a newline.
+const UNTERMINATED: usize = 64 * 1024 * 1024;
+
+/// Writes an unterminated line of up to `UNTERMINATED` bytes on `stream` (after `before`, if
+/// any), while reading what the broker answers; returns the broker's frames, up to its close,
+/// and how much went out before it hung up.
+async fn unterminated_line(
+    before: Option<&str>,
+    stream: tokio::net::UnixStream,
+) -> (Vec<serde_json::Value>, usize) {
+    use futures_util::StreamExt;
+    use leo_protocol::lines::{Line, LineCodec};
+    let (r, mut w) = stream.into_split();
+    let mut reader = tokio_util::codec::FramedRead::new(r, LineCodec::default());
+    if let Some(line) = before {
+        w.write_all(format!("{line}\n").as_bytes()).await.unwrap();
+        let Some(Ok(Line::Frame(welcome))) = reader.next().await else {
+            panic!("no welcome")
+        };
+        assert!(String::from_utf8_lossy(&welcome).contains("welcome"));
+    }
+    let writer = tokio::spawn(async move {
+        let chunk = vec![b'x'; 64 * 1024];
+        let mut sent = 0;
+        while sent < UNTERMINATED {
+            match tokio::time::timeout(WAIT, w.write_all(&chunk)).await {
+                Ok(Ok(())) => sent += chunk.len(),
+                _ => break,
+            }
+        }
+        sent
+    });
+    let mut frames = Vec::new();
+    let read = tokio::time::timeout(WAIT, async {
+        while let Some(Ok(Line::Frame(f))) = reader.next().await {
+            frames.push(serde_json::from_slice(&f).unwrap());
+        }
+    })
+    .await;
+    assert!(
+        read.is_ok(),
+        "the broker kept the connection open: {frames:?}"
+    );
+    (frames, writer.await.unwrap())
+}
+
+#[tokio::test]
+async fn an_unterminated_line_on_the_sidecar_socket_is_cut_at_the_frame_limit() {
+    let broker = Broker::start().await;
+    let sock = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let limit = leo_protocol::limits::MAX_FRAME_BYTES;
+    let hello = json!({
+        "type": "hello", "v": 1, "agent": "rocket", "session": "rocket-s1",
+        "token": broker.agent_token(), "mode": "native",
+    })
+    .to_string();
+    for before in [None, Some(hello.as_str())] {
+        let stream = tokio::net::UnixStream::connect(&sock).await.unwrap();
+        let (frames, sent) = unterminated_line(before, stream).await;
+        let when = if before.is_some() {
+            "after hello"
+        } else {
+            "before hello"
+        };
+        eprintln!("{when}: {sent} bytes went out before the broker hung up");
+        assert_eq!(frames.len(), 1, "{when}: {frames:?}");
+        assert_eq!(frames[0]["type"], "error", "{when}: {frames:?}");
+        assert_eq!(frames[0]["code"], "invalid_frame", "{when}: {frames:?}");
+        assert_eq!(
+            frames[0]["message"],
+            format!("frame longer than {limit} bytes"),
+            "{when}"
+        );
+        assert!(sent < 2 * limit, "{when}: {sent} bytes read");
+    }
+    // The broker is fine, and a well-behaved sidecar is welcomed.
+    leo_testkit::Ipc::hello(&sock, &broker.agent_token(), "rocket").await;
+}
+
+/// `leo_calls_total` series keep a tool's name for at most this many names at once
+/// (docs/protocol.md, `GET /metrics`).
+const MAX_TOOL_SERIES: usize = 128;
+
+#[tokio::test]
+async fn tool_names_cannot_grow_the_metrics_page_for_ever() {
+    let (broker, metrics) = with_metrics_listener(None).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    let mut ipc = crate::support::agent(&broker, "rocket").await;
+    // An app renames its tools again and again: 64 names, 64 others, then 16 more.
+    let mut n = 0;
+    for (round, count) in [(0, 64), (1, 64), (2, 16)] {
+        let names: Vec<String> = (0..count).map(|i| format!("r{round}_t{i}")).collect();
+        let tools: Vec<_> = names.iter().map(|t| tool(t)).collect();
+        app.register_ok("g", json!(tools)).await;
+        for name in &names {
+            n += 1;
+            ipc.call(n, name, json!({})).await;
+            let id = app.next_request_id().await;
+            app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
+            crate::support::result_of(&mut ipc, n).await;
+        }
+    }
+    let open = leo_testkit::Http::tcp(metrics, None);
+    let counted = format!("leo_call_duration_seconds_count {n}");
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let page = loop {
+        let page = open.get("/metrics").await.body.as_str().unwrap().to_owned();
+        if page.lines().any(|l| l == counted) {
+            break page;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{page}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let series: Vec<&str> = page
+        .lines()
+        .filter(|l| l.starts_with("leo_calls_total{"))
+        .collect();
+    assert_eq!(series.len(), MAX_TOOL_SERIES, "{page}");
+    for line in [
+        r#"leo_calls_total{tool="r2_t15",outcome="result"} 1"#,
+        r#"leo_calls_total{tool="r1_t63",outcome="result"} 1"#,
+    ] {
+        assert!(series.contains(&line), "{line} not in\n{page}");
+    }
+    assert!(!page.contains(r#"tool="r0_t0""#), "{page}");
 }

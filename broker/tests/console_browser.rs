@@ -84,7 +84,37 @@ async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
             break req.data["id"].as_str().unwrap().to_owned();
         }
     };
-    script.send(&json!({"cmd": "cancel", "id": id})).await;
+    // An app with a long name and long group names, for the page's check that its table fits
+    // the card at 1280 px.
+    let long_app = "deploy-previews-for-every-branch-of-the-monorepo-and-all-forks";
+    let mut wide = leo_testkit::sse::Sse::open(
+        &broker.http(),
+        &format!("/api/v1/events?client_tools=1&name={long_app}"),
+        None,
+    )
+    .await;
+    let hello = wide.next().await;
+    let wide_id = hello.data["client_id"].as_str().unwrap().to_owned();
+    for group in [
+        "continuous-integration-pipelines-for-the-whole-organisation",
+        "observability_dashboards_and_alerting_for_every_service",
+        "release-management-and-deployment-previews",
+    ] {
+        let tools: Vec<_> = (0..12)
+            .map(|i| tool_with_timeout(&format!("{}_{i}", &group[..20]), 600))
+            .collect();
+        broker
+            .http()
+            .post(
+                "/api/v1/client-tools",
+                &json!({"client_id": wide_id, "group": group, "tools": tools}),
+            )
+            .await
+            .data();
+    }
+    script
+        .send(&json!({"cmd": "cancel", "id": id, "long_app": long_app}))
+        .await;
     let cancelled = script.step("cancelled").await;
     let result = tokio::time::timeout(WAIT, waiting).await.unwrap().unwrap();
     assert_eq!(
@@ -101,7 +131,8 @@ async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
     script.step("bye").await;
     let log = script.log();
     assert!(script.exit().await.success(), "{log}");
-    // The page itself checked that at 390 px nothing overflows and Cancel stays in its card.
+    // The page itself checked that at 1280 px no card overflows (the Apps table with the long
+    // names above) and at 390 px nothing does and Cancel stays in its card.
     for key in ["screenshot", "phone"] {
         let screenshot = cancelled[key].as_str().unwrap();
         assert!(

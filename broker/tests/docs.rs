@@ -304,6 +304,12 @@ fn help_texts() -> Vec<(String, String)> {
         &["webhook", "add"],
         &["webhook", "list"],
         &["webhook", "rm"],
+        &["service"],
+        &["service", "install"],
+        &["service", "uninstall"],
+        &["service", "status"],
+        &["doctor"],
+        &["completions"],
     ];
     let mut out = Vec::new();
     for args in commands {

@@ -519,7 +519,7 @@ async fn leo_audit_follow_prints_new_entries() {
 }
 
 /// A loopback port nobody listens on now.
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()

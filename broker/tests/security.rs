@@ -1,8 +1,6 @@
 //! Tokens, scopes and API clients: every route × every token kind, on TCP and on the socket;
 //! sender identity and stamping; the operator's client and device commands.
 
-use std::time::Duration;
-
 use leo_testkit::ipc::texts;
 use leo_testkit::{Broker, Http, Sse};
 use serde_json::{Value, json};
@@ -440,7 +438,6 @@ async fn unknown_targets_404_and_offline_agents_queue() {
     assert_eq!(r.code(404), "unknown_agent");
     // scout-9 connects once and leaves: it is known, messages wait for it.
     agent(&broker, "scout-9").await.close().await;
-    tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         http.post("/web/agent/scout-9/message", &body).await.data()["unread"],
         1

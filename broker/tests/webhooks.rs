@@ -397,6 +397,14 @@ async fn urls_that_are_not_loopback_or_allowed_are_refused() {
         ),
         ("https://127.0.0.1/hook", "plain http only"),
         ("http://user@127.0.0.1/", "user or password"),
+        // Read as one place, delivered to another: port 80, the fragment dropped.
+        (
+            "http://127.0.0.1:99999/",
+            "not a port number from 1 to 65535",
+        ),
+        ("http://127.0.0.1:0/", "not a port number from 1 to 65535"),
+        ("http://127.0.0.1:80#@evil.example/", "fragment"),
+        ("http://127.0.0.1/hook#part", "fragment"),
         ("not a url", "not a URL"),
     ] {
         let r = http
@@ -575,4 +583,82 @@ async fn the_cli_adds_lists_and_removes_webhooks() {
     assert!(out.status.success(), "{out:?}");
     let out = leo(broker.home(), &["webhook", "rm", "../x"]).await;
     assert_eq!(out.status.code(), Some(2), "{out:?}");
+}
+
+/// Creating and removing a webhook, its group's registration and its inline answers are in the
+/// audit trail under the principal that made each change; a webhook's `client_id` and its
+/// removal belong to its creator (and removal to the operator too), as a stream's.
+#[tokio::test]
+async fn webhooks_are_audited_and_belong_to_their_creator() {
+    let (broker, ipad, _) = crate::client_ids::two_devices().await;
+    let http = broker.http();
+    let device = http.with_token(Some(&ipad));
+    let mut inline = HookApp::start(echo()).await;
+    let ci = create(&device, "ci", &inline.url(), json!([tool("echo")])).await;
+    let mut later = HookApp::start(status_only(202)).await;
+    let deferred = create(&http, "later", &later.url(), json!([tool("slow")])).await;
+    let deferred_id = deferred["client_id"].as_str().unwrap();
+
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "echo", json!({"text": "hi"})).await;
+    result_of(&mut ipc, 1).await;
+    let first = inline.next().await.json()["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    ipc.call(2, "slow", json!({})).await;
+    let second = later.next().await.json()["id"].as_str().unwrap().to_owned();
+    // The operator's webhook is not the device's to answer for, nor to remove.
+    let path = format!("/api/v1/client-tools/requests/{second}/claim");
+    let body = json!({"client_id": deferred_id});
+    assert_eq!(device.post(&path, &body).await.code(404), "unknown_client");
+    let r = delete(&device, "/api/v1/client-tools/webhooks/later").await;
+    assert_eq!(r.code(404), "not_found");
+    assert_eq!(r.error(), r#"no webhook named "later""#);
+    http.post(&path, &body).await.data();
+    let answer = json!({"client_id": deferred_id, "ok": true, "content": [{"type": "text", "text": "done"}]});
+    let path = format!("/api/v1/client-tools/requests/{second}/result");
+    http.post(&path, &answer).await.data();
+    result_of(&mut ipc, 2).await;
+    delete(&device, "/api/v1/client-tools/webhooks/ci")
+        .await
+        .data();
+    delete(&http, "/api/v1/client-tools/webhooks/later")
+        .await
+        .data();
+
+    let mut trail = crate::client_ids::trail(&http).await;
+    // The inline answer is audited by the delivery task, which may be a moment behind the
+    // agent's result: its place is not asserted, only that it is there.
+    let inline_result = format!("webhook:ci webhook result {first}");
+    let before = trail.len();
+    trail.retain(|line| *line != inline_result);
+    assert_eq!(
+        trail.len() + 1,
+        before,
+        "{inline_result} once in {trail:#?}"
+    );
+    let want = [
+        "device:ipad device webhook_create ci".to_owned(),
+        "device:ipad device register ci".into(),
+        "operator operator webhook_create later".into(),
+        "operator operator register later".into(),
+        format!("operator operator claim {second}"),
+        format!("operator operator result {second}"),
+        "device:ipad device webhook_remove ci".into(),
+        "operator operator webhook_remove later".into(),
+    ];
+    assert_eq!(trail, want);
+    // The details: the client id, and the url without its query.
+    let all = http.get("/api/v1/audit?limit=500").await;
+    let entries = all.data()["entries"].as_array().unwrap().clone();
+    let created = entries
+        .iter()
+        .find(|e| e["action"] == "webhook_create" && e["target"] == "ci")
+        .unwrap();
+    let url = format!("http://{}/hook", inline.addr);
+    assert_eq!(
+        created["detail"],
+        format!("{} url={url}", ci["client_id"].as_str().unwrap())
+    );
 }

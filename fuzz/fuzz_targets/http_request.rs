@@ -5,6 +5,10 @@
 //! decoding, the body limit, and the body's parse. Never a panic, and the rules agree with
 //! each other: an admitted request names only our authorities, the gate finds the target of
 //! every request routed to the message route, and a decoded target is an agent name.
+//!
+//! Every input also takes the path of the `metrics.bind` listener: the same Host check, then
+//! the same table filtered by `Route::on_metrics_listener`, which must leave `GET /metrics`
+//! alone, a route no token is asked for there and no body is read for.
 #![no_main]
 
 #[allow(dead_code)]
@@ -38,6 +42,8 @@ fn routers() -> &'static HashMap<&'static str, matchit::Router<&'static str>> {
 }
 
 fn check_authority(target: &http::Uri, hosts: &[&[u8]]) {
+    // The main listener and the metrics listener build the same check, each with its port;
+    // the corpus names one port for whichever listener it is sent to.
     let check = HostCheck::new(PORT, [127, 0, 0, 1].into(), &["leo".into()]);
     let authority = target.authority().map(|a| a.as_str());
     match check.check(authority, hosts.iter().copied()) {
@@ -114,5 +120,19 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let route = Route::of(method, matched.value).expect("every pattern names a route");
+    check_metrics_listener(route, method);
     check_route(route, path, &data[head_len..]);
 });
+
+/// What the metrics listener serves of a routed request: `GET /metrics` only, never a console
+/// route, a route with a body, or one that changes anything.
+fn check_metrics_listener(route: Route, method: &str) {
+    if !route.on_metrics_listener() {
+        return;
+    }
+    assert_eq!(route, Route::Metrics);
+    assert_eq!(method, "GET");
+    assert!(!route.console());
+    assert_eq!(route.callers(), &[Kind::Operator]);
+    assert_eq!(route.body_limit(MAX_BODY), 0);
+}

@@ -157,8 +157,6 @@ pub fn utc_date(unix_ms: u64) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]

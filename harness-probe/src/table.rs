@@ -372,8 +372,6 @@ pub fn table_text(files: &[impl AsRef<Path>]) -> anyhow::Result<String> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use crate::verdict::ClientId;
 

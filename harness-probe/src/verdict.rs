@@ -316,8 +316,6 @@ pub fn overall(sessions: &[SessionVerdict]) -> Option<usize> {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
     use serde_json::json;
 

@@ -74,6 +74,33 @@ pub struct Cli {
     /// Refuse `server/discover`: the `initialize` lifecycle only (wins over `--discover`).
     #[arg(long)]
     pub no_discover: bool,
+
+    /// Print a completion script for SHELL (bash, zsh, fish) and exit.
+    #[arg(long, hide = true, exclusive = true, value_name = "SHELL")]
+    pub completions: Option<clap_complete::Shell>,
+
+    /// Write the man page `leo-mcp.1` into DIR and exit (`cargo xtask man`).
+    #[arg(long, hide = true, exclusive = true, value_name = "DIR")]
+    pub man: Option<PathBuf>,
+}
+
+/// `--completions` and `--man`: answered from the flags alone, before `--agent` is required.
+/// True when one of them was given and its output written.
+pub fn generate(matches: &clap::ArgMatches) -> std::io::Result<bool> {
+    use clap::CommandFactory;
+    if let Some(shell) = matches.get_one::<clap_complete::Shell>("completions") {
+        // Into memory first: clap_complete panics on a write error.
+        let mut script = Vec::new();
+        clap_complete::generate(*shell, &mut Cli::command(), "leo-mcp", &mut script);
+        std::io::Write::write_all(&mut std::io::stdout().lock(), &script)?;
+        return Ok(true);
+    }
+    if let Some(dir) = matches.get_one::<PathBuf>("man") {
+        std::fs::create_dir_all(dir)?;
+        clap_mangen::generate_to(Cli::command(), dir)?;
+        return Ok(true);
+    }
+    Ok(false)
 }
 
 /// `--mode`.
@@ -153,7 +180,6 @@ fn progress_from_env() -> Duration {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

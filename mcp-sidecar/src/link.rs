@@ -19,7 +19,9 @@ use std::time::Duration;
 
 use std::collections::{HashMap, VecDeque};
 
+use leo_protocol::input::sanitized_question;
 use leo_protocol::ipc::{BrokerFrame, Harness, InputOutcome, Message, Mode, SidecarFrame};
+use leo_protocol::sanitize::{Lines, sanitize};
 use serde_json::Value;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tracing::{debug, info, warn};
@@ -366,7 +368,8 @@ impl BrokerLink {
                 CallEvent::Progress {
                     progress,
                     total,
-                    message,
+                    // The broker sanitized it; a second pass here changes nothing.
+                    message: message.map(|m| sanitize(&m, Lines::Join).into_owned()),
                 },
             ),
             BrokerFrame::Input {
@@ -374,14 +377,18 @@ impl BrokerLink {
                 input,
                 message,
                 requested_schema,
-            } => self.to_call(
-                id,
-                CallEvent::Input {
-                    input,
-                    message,
-                    requested_schema,
-                },
-            ),
+            } => {
+                // Both revisions' questions (elicitation, input_required) start here.
+                let (message, requested_schema) = sanitized_question(&message, requested_schema);
+                self.to_call(
+                    id,
+                    CallEvent::Input {
+                        input,
+                        message,
+                        requested_schema,
+                    },
+                )
+            }
         }
     }
 
@@ -490,7 +497,13 @@ impl BrokerLink {
         drop(state);
         if was_connected {
             self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
-            warn!(failed, waiting, "lost the broker connection");
+            if fail_calls {
+                // The harness left (a clean exit): nothing went wrong, and harnesses show a
+                // server's stderr to their users, so this is no warning.
+                info!(failed, waiting, "closed the broker connection");
+            } else {
+                warn!(waiting, "lost the broker connection");
+            }
         }
         self.mark_settled();
     }
@@ -515,7 +528,6 @@ fn trim_unshown(state: &mut State) {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use leo_protocol::ipc::Message;
 

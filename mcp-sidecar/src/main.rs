@@ -5,11 +5,16 @@
 use std::time::Duration;
 
 use anyhow::Context;
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use tracing_subscriber::EnvFilter;
 
 fn main() -> anyhow::Result<()> {
-    let settings = leo_mcp::cli::Cli::parse().into_settings()?;
+    let matches = leo_mcp::cli::Cli::command().get_matches();
+    if leo_mcp::cli::generate(&matches)? {
+        return Ok(());
+    }
+    let cli = leo_mcp::cli::Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let settings = cli.into_settings()?;
     init_tracing();
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -77,7 +77,6 @@ impl Ticker {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use rmcp::model::NumberOrString;
 

@@ -201,7 +201,7 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used, clippy::too_many_lines)]
+    #![allow(clippy::too_many_lines)]
     use super::*;
     use crate::outcome::Ending;
     use leo_protocol::ipc::Outcome;

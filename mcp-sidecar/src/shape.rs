@@ -59,7 +59,6 @@ pub fn for_harness(mut result: CallToolResult, features: Option<&Features>) -> C
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 

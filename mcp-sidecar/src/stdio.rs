@@ -183,7 +183,6 @@ impl AsyncWrite for Output {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[tokio::test]

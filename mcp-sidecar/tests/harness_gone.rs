@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 use tokio::process::Command;
 
-use crate::support::{App, tool};
+use crate::support::{Agent, AgentOpts, App, tool, wait_for_tools, wait_until};
 
 /// Fills the pipe behind `writer` until a write would block, so the next write of whoever else
 /// holds it waits until the pipe is read or closed.
@@ -101,4 +101,42 @@ async fn stdin_closing_cancels_parked_calls_while_rmcp_is_still_draining() {
     drop(writer);
     let status = tokio::time::timeout(WAIT, child.wait()).await;
     assert!(status.is_ok(), "leo-mcp did not exit:\n{}", log());
+}
+
+/// The harness closing stdin is a clean exit: `leo-mcp` logs no warning, since harnesses show a
+/// server's stderr to their users. Losing the broker is real trouble and still warns.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_exit_does_not_warn_and_a_lost_broker_does() {
+    let warnings = |log: &str| -> Vec<String> {
+        log.lines()
+            .filter(|l| l.contains(" WARN "))
+            .map(str::to_owned)
+            .collect()
+    };
+    let mut broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+
+    let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
+    wait_for_tools(&agent, |names| names == ["echo"]).await;
+    let (pid, stderr) = (agent.pid, agent.stderr_path.clone());
+    // rmcp's close: stdin is closed, then it waits for the process to exit.
+    agent.client.cancel().await.unwrap();
+    wait_until("leo-mcp exits", || {
+        !std::path::Path::new(&format!("/proc/{pid}")).exists()
+    })
+    .await;
+    let log = std::fs::read_to_string(&stderr).unwrap();
+    assert!(log.contains("the harness closed stdin"), "{log}");
+    assert_eq!(warnings(&log), Vec::<String>::new(), "{log}");
+
+    let agent = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
+    wait_for_tools(&agent, |names| names == ["echo"]).await;
+    broker.signal("KILL").await;
+    wait_until("a warning of the lost broker", || {
+        warnings(&agent.stderr())
+            .iter()
+            .any(|l| l.contains("lost the broker connection"))
+    })
+    .await;
 }

@@ -177,6 +177,140 @@ async fn control_characters_are_replaced_on_every_path_to_the_agent() {
     assert!(text.ends_with(content), "{text:?}");
 }
 
+/// A form whose words carry every kind of control character, and whose values are clean.
+fn nasty_form() -> Value {
+    json!({
+        "type": "object",
+        "title": format!("Deploy{NASTY}"),
+        "description": format!("Pick one\n{NASTY}"),
+        "properties": {
+            "env": {
+                "type": "string",
+                "title": format!("Env{NASTY}"),
+                "description": format!("where{NASTY}"),
+                "enum": ["prod", "dev"],
+                "enumNames": [format!("Production{NASTY}"), "Development"]
+            },
+            "note": {"type": "string", "title": format!("Note{NASTY}"), "default": "none"}
+        },
+        "required": ["env"]
+    })
+}
+
+/// Every string of a JSON value, keys included.
+fn strings(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::String(s) => out.push(s.clone()),
+        Value::Array(items) => items.iter().for_each(|v| strings(v, out)),
+        Value::Object(map) => {
+            for (k, v) in map {
+                out.push(k.clone());
+                strings(v, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// An app's question reaches the harness with the message and the form's words sanitized and
+/// its values as they were, as `elicitation/create` (2025-11-25) and as `input_required`
+/// (2026-07-28); a form whose values hold a control character is refused with its path.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_reaches_the_harness_without_control_characters_in_either_revision() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    for discover_first in [false, true] {
+        let mut opts = AgentOpts::native("rocket").answering(json!({"env": "prod"}));
+        opts.discover_first = discover_first;
+        let agent = Agent::start(broker.home(), opts).await;
+        wait_for_tools(&agent, |names| names == ["echo"]).await;
+        let call = agent.call_answering_rounds("echo", json!({"text": "hi"}));
+        let app_side = async {
+            let id = app.claim_next().await;
+            let body =
+                json!({"message": format!("Deploy?\n{NASTY}"), "requested_schema": nasty_form()});
+            let asked = app.post_for(&id, "input", body).await;
+            assert_eq!(
+                asked.data(),
+                &json!({"action": "accept", "content": {"env": "prod"}})
+            );
+            let dirty = json!({"type": "object", "properties": {
+                "env": {"type": "string", "enum": ["prod", format!("dev{NASTY}")]}
+            }});
+            let dirty = app
+                .post_for(
+                    &id,
+                    "input",
+                    json!({"message": "?", "requested_schema": dirty}),
+                )
+                .await;
+            app.answer(&id, json!([{"type": "text", "text": "deployed"}]))
+                .await
+                .data();
+            dirty
+        };
+        let (result, dirty) = tokio::join!(call, app_side);
+        assert_eq!(text_of(&result), "deployed");
+        let revision = if discover_first {
+            "input_required"
+        } else {
+            "elicitation/create"
+        };
+        assert_eq!(
+            agent.stderr().contains("question sent as input_required"),
+            discover_first,
+            "{revision}: {}",
+            agent.stderr()
+        );
+        let questions = agent.seen.questions.lock().unwrap().clone();
+        assert_eq!(
+            questions[0],
+            "Deploy?\n\u{fffd}[2J\u{fffd}]0;t\u{fffd}x\u{fffd}\u{fffd}\u{fffd}\u{fffd}\u{fffd}1m",
+            "{revision}"
+        );
+        let form = agent.seen.forms.lock().unwrap()[0].clone();
+        let mut all = Vec::new();
+        strings(&form, &mut all);
+        for text in &all {
+            assert!(!has_controls(text), "{revision}: {text:?} in {form}");
+        }
+        let env = &form["properties"]["env"];
+        assert_eq!(env["enum"], json!(["prod", "dev"]), "{revision}: {form}");
+        assert_eq!(
+            form["properties"]["note"]["default"], "none",
+            "{revision}: {form}"
+        );
+        assert!(
+            env["enumNames"][0]
+                .as_str()
+                .unwrap()
+                .starts_with("Production\u{fffd}[2J"),
+            "{revision}: {form}"
+        );
+        for (text, start) in [
+            (&form["title"], "Deploy\u{fffd}"),
+            (&form["description"], "Pick one\n\u{fffd}"),
+            (&env["title"], "Env\u{fffd}"),
+            (&env["description"], "where\u{fffd}"),
+        ] {
+            assert!(
+                text.as_str().unwrap().starts_with(start),
+                "{revision}: {form}"
+            );
+        }
+        // A value the answer must match is refused, not rewritten, and never asked.
+        assert_eq!(dirty.code(400), "invalid_parameter", "{revision}");
+        assert!(
+            dirty
+                .error()
+                .starts_with("at $.requested_schema.properties.env.enum[1]: "),
+            "{dirty:?}"
+        );
+        assert_eq!(agent.seen.questions.lock().unwrap().len(), 1, "{revision}");
+    }
+}
+
 /// Runs `leo agent add NAME` on `home`.
 fn agent_add(home: &std::path::Path, name: &str) {
     let out = std::process::Command::new(bin("leo"))

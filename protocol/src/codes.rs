@@ -3,6 +3,12 @@
 //! Codes are the stable part of an error: apps and agents branch on them, while messages are for
 //! people. Keeping the code and its status in one table means a route can never answer a code
 //! with a status another route uses for something else.
+//!
+//! How an app reads a refusal is one table too (`APP_FATAL`, `LOST_RACE`, `RESUME_REFUSED`):
+//! the Rust, Python and TypeScript SDKs each keep a copy in their own language, and each SDK's
+//! tests compare that copy with `testdata/sdk/codes.json`, which `protocol`'s tests check
+//! against this table. A copy that drifts fails its suite instead of making one SDK give up where
+//! another retries.
 
 use serde::{Deserialize, Serialize};
 
@@ -134,6 +140,47 @@ impl ErrorCode {
             ErrorCode::NoClient | ErrorCode::Timeout | ErrorCode::Cancelled => 503,
             ErrorCode::Internal => 500,
         }
+    }
+}
+
+/// How an app reads a refusal: the one table every SDK keeps (see the module's doc).
+impl ErrorCode {
+    /// Refusals retrying cannot fix, met opening the event stream or registering a group: the
+    /// token is not accepted or may not serve tools, or the app's own settings are wrong (its
+    /// name, an agent pattern). The app stops serving and reports the error.
+    pub const APP_FATAL: [ErrorCode; 4] = [
+        ErrorCode::Unauthorized,
+        ErrorCode::Forbidden,
+        ErrorCode::InvalidParameter,
+        ErrorCode::UnknownParameter,
+    ];
+
+    /// Refusals of a claim, a result, a progress report or a question that say the call is
+    /// another client's or is over: the normal outcome of instances racing for a call, or of a
+    /// call ending while its handler ran. The app drops the call (or its report) quietly.
+    pub const LOST_RACE: [ErrorCode; 6] = [
+        ErrorCode::AlreadyClaimed,
+        ErrorCode::OwnedByOther,
+        ErrorCode::AlreadySettled,
+        ErrorCode::UnknownRequest,
+        ErrorCode::NotProvider,
+        ErrorCode::NotClaimant,
+    ];
+
+    /// The refusal of an event stream opened with a resume key the broker no longer holds
+    /// (expired, or forgotten). Only on an open that carried a key does it mean that: the app
+    /// drops the key and opens the stream again at once without it, as a new client; the same
+    /// refusal of an open without a key is the app's own setting, and fatal (`APP_FATAL`).
+    pub const RESUME_REFUSED: ErrorCode = ErrorCode::InvalidParameter;
+
+    /// Whether an app stops on this refusal (`APP_FATAL`).
+    pub fn is_fatal_to_app(self) -> bool {
+        Self::APP_FATAL.contains(&self)
+    }
+
+    /// Whether this refusal says the call is another client's or over (`LOST_RACE`).
+    pub fn lost_the_race(self) -> bool {
+        Self::LOST_RACE.contains(&self)
     }
 }
 

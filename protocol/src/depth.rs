@@ -131,7 +131,6 @@ fn path_to(json: &[u8], offset: usize, at: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn nested(levels: usize, leaf: &str) -> String {

@@ -5,12 +5,18 @@
 //! A harness shows the question to its user; MCP limits form schemas to a flat object of
 //! primitive properties, and a harness refuses anything else, so the broker checks that shape
 //! here and names the JSON path at fault rather than letting the harness fail later.
+//!
+//! A question is the app's text shown to a person, so its words (the message, titles,
+//! descriptions, choice labels) go through the one sanitizer (`sanitized_question`), and its
+//! values (property names, `enum` choices, a `default`), which the answer must carry back
+//! unchanged, are refused when they hold a control character rather than rewritten.
 
 use crate::names::ClientId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::limits::{MAX_ERROR_MESSAGE, MAX_SCHEMA_BYTES};
+use crate::sanitize::{Lines, is_clean, sanitize, sanitize_schema};
 
 /// `POST /api/v1/client-tools/requests/{id}/progress`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -80,6 +86,15 @@ impl InputBody {
     }
 }
 
+/// A question as the harness shows it: the message and the form's words through the one
+/// sanitizer. The broker calls it where a question enters (`core/relay.rs`), and `leo-mcp`
+/// again where a question reaches it (`link.rs`), before it becomes an `elicitation/create`
+/// (2025-11-25) or an `input_required` result (2026-07-28).
+pub fn sanitized_question(message: &str, mut form: Value) -> (String, Value) {
+    sanitize_schema(&mut form);
+    (sanitize(message, Lines::Keep).into_owned(), form)
+}
+
 /// The keywords a form property may use, by its type.
 fn property_keywords(kind: &str) -> Option<&'static [&'static str]> {
     const COMMON: &[&str] = &["type", "title", "description", "default"];
@@ -133,6 +148,11 @@ pub fn check_form(schema: &Value, at: &str) -> Result<(), String> {
         Some(_) => return Err(format!("at {at}.properties: expected an object")),
     };
     for (name, prop) in properties {
+        if !is_clean(name, Lines::Join) {
+            return Err(format!(
+                "at {at}.properties: the property name {name:?} has a control character"
+            ));
+        }
         check_property(prop, &format!("{at}.properties.{name}"))?;
     }
     match root.get("required") {
@@ -164,10 +184,31 @@ fn check_property(prop: &Value, at: &str) -> Result<(), String> {
             "at {at}.type: must be \"string\", \"number\", \"integer\" or \"boolean\""
         ));
     };
-    match obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        Some(k) => Err(format!("at {at}.{k}: not allowed for a {kind} property")),
-        None => Ok(()),
+    if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
+        return Err(format!("at {at}.{k}: not allowed for a {kind} property"));
     }
+    check_values(obj, at)
+}
+
+/// The strings the answer must match (the choices and the default) are shown as they are, so
+/// one with a control character is refused.
+fn check_values(prop: &Map<String, Value>, at: &str) -> Result<(), String> {
+    let choices = prop.get("enum").and_then(Value::as_array);
+    let choices = choices.into_iter().flatten().enumerate();
+    let default = prop.get("default").map(|d| (format!("{at}.default"), d));
+    let values = choices
+        .map(|(i, v)| (format!("{at}.enum[{i}]"), v))
+        .chain(default);
+    for (path, value) in values {
+        if let Some(text) = value.as_str()
+            && !is_clean(text, Lines::Join)
+        {
+            return Err(format!(
+                "at {path}: a control character, in a value the answer must match"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// What the user did with a question.
@@ -199,7 +240,6 @@ pub enum InputOutcome {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
     use serde_json::json;
 
@@ -227,6 +267,18 @@ mod tests {
                 "at $.s.required[0]: must name one of the properties",
             ),
             (
+                json!({"type": "object", "properties": {"a\u{1b}": {"type": "boolean"}}}),
+                "at $.s.properties: the property name \"a\\u{1b}\" has a control character",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string", "enum": ["x", "y\u{7}"]}}}),
+                "at $.s.properties.a.enum[1]: a control character, in a value the answer must match",
+            ),
+            (
+                json!({"type": "object", "properties": {"a": {"type": "string", "default": "\u{9b}2J"}}}),
+                "at $.s.properties.a.default: a control character, in a value the answer must match",
+            ),
+            (
                 json!({"type": "object", "anyOf": []}),
                 "at $.s.anyOf: not allowed in a form (type, properties, required, title, description)",
             ),
@@ -234,6 +286,26 @@ mod tests {
         for (schema, want) in cases {
             assert_eq!(check_form(&schema, "$.s"), Err(want.to_owned()), "{schema}");
         }
+    }
+
+    #[test]
+    fn a_question_is_shown_with_its_words_sanitized_and_its_values_kept() {
+        let form = json!({"type": "object", "title": "T\u{1b}]0;x\u{7}", "properties": {
+            "env": {"type": "string", "title": "E\u{8}", "description": "one\r\ntwo\u{0}",
+                    "enum": ["prod", "dev"], "enumNames": ["P\u{1b}[2J", "D\u{7f}"],
+                    "default": "prod"}
+        }});
+        assert_eq!(check_form(&form, "$.s"), Ok(()));
+        let (message, form) = sanitized_question("Sure?\u{9b}1m\n", form);
+        assert_eq!(message, "Sure?\u{fffd}1m\n");
+        assert_eq!(
+            form,
+            json!({"type": "object", "title": "T\u{fffd}]0;x\u{fffd}", "properties": {
+                "env": {"type": "string", "title": "E\u{fffd}", "description": "one\ntwo\u{fffd}",
+                        "enum": ["prod", "dev"], "enumNames": ["P\u{fffd}[2J", "D\u{fffd}"],
+                        "default": "prod"}
+            }})
+        );
     }
 
     #[test]

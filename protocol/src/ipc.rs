@@ -321,7 +321,6 @@ pub enum BrokerFrame {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

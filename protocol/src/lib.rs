@@ -1,11 +1,21 @@
-//! The wire contract shared by every Leo part.
+//! What every Leo part shares: the wire contract, and the few rules that are not wire types
+//! but must be written once.
 //!
-//! Only this crate defines wire types: the HTTP bodies and envelopes, the SSE event payloads, the
-//! sidecar IPC frames, the error codes with their HTTP statuses, the limits, and the checks that
-//! decide whether a tool definition or a result is acceptable, the identifiers (`names`: the one
-//! name rule, `AgentName`, `ClientId`, `RequestId`) and how a call ended (`outcome`). The
-//! broker, the sidecar and the probe all speak through these types, so a rule lives in exactly
-//! one place.
+//! The wire: only this crate defines wire types. The HTTP bodies and envelopes (`tool`,
+//! `content`, `requests`, `input`, `messages`, `history`, `webhooks`, `console`, `status`,
+//! `envelope`), the SSE event payloads (`events`), the sidecar IPC frames (`ipc`) and their line
+//! codec (`lines`), the error codes with their HTTP statuses (`codes`), the limits (`limits`),
+//! the checks that decide whether a tool definition, a form or a result is acceptable
+//! (`schema`, `depth`, and the checks beside each body), the identifiers (`names`: the one name
+//! rule, `AgentName`, `ClientId`, `RequestId`) and how a call ended (`outcome`).
+//!
+//! The shared rules, which put nothing on the wire but which two parts would otherwise each
+//! spell out: the one sanitizer for text that reaches an agent (`sanitize`), the `$LEO_HOME`
+//! layout (`home`), the harness table (`harness`), the glob of agent patterns (`glob`), the
+//! reconnect backoff (`backoff`), the error chain printed in logs (`chain`), RFC 3339 time
+//! (`time`), the SSE parser (`sse`), and the OpenTelemetry exporter and `traceparent` helpers
+//! (`otel`). The broker, the sidecar, the SDK and the probe all use these, so a rule lives in
+//! exactly one place.
 
 pub mod backoff;
 pub mod chain;

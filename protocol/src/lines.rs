@@ -3,9 +3,12 @@
 //!
 //! A frame is one line of at most `MAX_FRAME_BYTES` (the newline not counted); a last line
 //! without its newline still counts; blank lines are skipped. A longer line is never held
-//! whole: its first bytes are kept (`Line::TooLong`, so a reader can name the call it answered)
-//! and the rest is dropped up to the next newline. Whether a too-long line ends the connection
-//! is the reader's choice: the broker refuses it, a welcomed sidecar fails only that call.
+//! whole: as soon as it passes the limit, with or without its newline, it is reported with its
+//! first bytes (`Line::TooLong`, so a reader can name the call it answered), and the rest is
+//! dropped up to the next newline. Reporting it then, not at its end, matters: a line that never
+//! ends would otherwise be read and dropped for as long as the sender goes on. Whether a
+//! too-long line ends the connection is the reader's choice: the broker refuses it (before
+//! `hello` and after), a welcomed sidecar fails only that call.
 //!
 //! The broker ends every frame it writes with a newline, so a reader of the broker's frames
 //! (`leo-mcp`, `leo call`) uses `whole_lines_only`: a last line without its newline is a frame
@@ -43,8 +46,8 @@ pub struct LineCodec {
     max: usize,
     /// Bytes of `buf` already searched for a newline.
     searched: usize,
-    /// The head of a too-long line whose rest is being dropped.
-    dropping: Option<Bytes>,
+    /// A too-long line was reported; its rest is being dropped.
+    dropping: bool,
     /// A last line without its newline is dropped at end of stream (`whole_lines_only`).
     whole_lines: bool,
 }
@@ -61,7 +64,7 @@ impl LineCodec {
         LineCodec {
             max,
             searched: 0,
-            dropping: None,
+            dropping: false,
             whole_lines: false,
         }
     }
@@ -90,28 +93,24 @@ impl Decoder for LineCodec {
     fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Line>, std::io::Error> {
         loop {
             let newline = memchr::memchr(b'\n', &buf[self.searched..]).map(|i| self.searched + i);
-            if let Some(head) = &self.dropping {
-                match newline {
-                    Some(end) => {
-                        buf.advance(end + 1);
-                        self.searched = 0;
-                        let head = head.clone();
-                        self.dropping = None;
-                        return Ok(Some(Line::TooLong { head }));
-                    }
-                    None => {
-                        buf.clear();
-                        self.searched = 0;
-                        return Ok(None);
-                    }
-                }
+            if self.dropping {
+                self.searched = 0;
+                let Some(end) = newline else {
+                    buf.clear();
+                    return Ok(None);
+                };
+                buf.advance(end + 1);
+                self.dropping = false;
+                continue;
             }
             let Some(end) = newline else {
                 if buf.len() > self.max {
-                    self.dropping = Some(head_of(buf));
+                    // Past the limit before its end: reported now, its rest dropped.
+                    let head = head_of(buf);
                     buf.clear();
                     self.searched = 0;
-                    return Ok(None);
+                    self.dropping = true;
+                    return Ok(Some(Line::TooLong { head }));
                 }
                 self.searched = buf.len();
                 return Ok(None);
@@ -134,12 +133,8 @@ impl Decoder for LineCodec {
         if let Some(line) = self.decode(buf)? {
             return Ok(Some(line));
         }
-        if let Some(head) = self.dropping.take()
-            && !self.whole_lines
-        {
-            return Ok(Some(Line::TooLong { head }));
-        }
         self.searched = 0;
+        self.dropping = false;
         let rest = buf.split();
         if self.whole_lines || rest.iter().all(u8::is_ascii_whitespace) {
             return Ok(None);
@@ -170,7 +165,6 @@ pub fn encode_frame<F: Serialize>(frame: &F) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn all(codec: &mut LineCodec, input: &[&[u8]]) -> Vec<Line> {
@@ -194,7 +188,10 @@ mod tests {
         let got = all(&mut c, &[b"{\"a\":1}\n{\"b\"", b":2"]);
         assert_eq!(got, vec![frame("{\"a\":1}")]);
         let mut c = LineCodec::new(4).whole_lines_only();
-        assert_eq!(all(&mut c, &[b"{\"a\":1}"]), vec![], "torn and too long");
+        assert!(
+            matches!(&all(&mut c, &[b"{\"a\":1}"])[..], [Line::TooLong { .. }]),
+            "torn, but past the limit: too long all the same"
+        );
     }
 
     fn frame(s: &str) -> Line {
@@ -246,6 +243,31 @@ mod tests {
             &all(&mut c, &[b"abcdefgh"])[..],
             [Line::TooLong { .. }]
         ));
+    }
+
+    #[test]
+    fn a_line_is_reported_as_soon_as_it_passes_the_limit() {
+        let mut c = LineCodec::new(8);
+        let mut buf = BytesMut::from(&b"12345678"[..]);
+        assert_eq!(
+            c.decode(&mut buf).unwrap(),
+            None,
+            "at the limit, it may still end"
+        );
+        buf.extend_from_slice(b"9");
+        assert!(matches!(
+            c.decode(&mut buf).unwrap(),
+            Some(Line::TooLong { .. })
+        ));
+        // What follows is dropped as it comes, up to the newline, and reported no more.
+        for _ in 0..100 {
+            buf.extend_from_slice(&[b'x'; 1000]);
+            assert_eq!(c.decode(&mut buf).unwrap(), None);
+            assert!(buf.is_empty(), "the dropped rest is not kept");
+        }
+        buf.extend_from_slice(b"x\nok\n");
+        assert_eq!(c.decode(&mut buf).unwrap(), Some(frame("ok")));
+        assert_eq!(c.decode_eof(&mut buf).unwrap(), None);
     }
 
     #[test]

@@ -209,7 +209,6 @@ pub enum AckState {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     fn request() -> Request {

@@ -1,6 +1,7 @@
 //! The one sanitizer for text that reaches an agent from outside: messages from API clients
-//! (`leo_messages` and the channel push alike), app error messages, and tool descriptions,
-//! labels and the descriptions inside input schemas.
+//! (`leo_messages` and the channel push alike), app error messages, tool descriptions, labels
+//! and the words inside their schemas, progress messages, and an app's questions for the user
+//! (the message and the words of the form: titles, descriptions, choice labels).
 //!
 //! A harness puts these strings into the model's context and often onto a terminal. A control
 //! character there can move the cursor, erase what was shown (backspace, `ESC [`, the one-byte
@@ -30,7 +31,7 @@ pub const REPLACEMENT: char = '\u{FFFD}';
 /// `text` with every control character replaced (see the module docs); borrowed when there is
 /// nothing to replace.
 pub fn sanitize(text: &str, lines: Lines) -> Cow<'_, str> {
-    if !text.chars().any(|c| changes(c, lines)) {
+    if is_clean(text, lines) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len());
@@ -51,25 +52,45 @@ pub fn sanitize(text: &str, lines: Lines) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Sanitizes, in place, every `description` and `title` string anywhere inside an input schema
-/// (the words a model reads about each argument). Other strings (`enum`, `const`, `default`,
-/// property names) are values the arguments must match, so they are left alone.
+/// Sanitizes, in place, the words a model or a user reads anywhere inside a schema (a tool's
+/// input or output schema, a question's form): every `description` and `title` string (line
+/// breaks kept) and every string of an `enumNames` list (the labels a form shows for its
+/// choices, one line each). Other strings (`enum`, `const`, `default`, property names) are
+/// values the arguments or the answer must match, so they are left alone: a question's form
+/// is refused when one of them has a control character (`input::check_form`, with `is_clean`).
 pub fn sanitize_schema(schema: &mut serde_json::Value) {
+    use serde_json::Value;
     match schema {
-        serde_json::Value::Object(map) => {
+        Value::Object(map) => {
             for (key, value) in map.iter_mut() {
-                match value {
-                    serde_json::Value::String(s) if key == "description" || key == "title" => {
-                        if let Cow::Owned(clean) = sanitize(s, Lines::Keep) {
-                            *s = clean;
+                match (key.as_str(), value) {
+                    ("description" | "title", Value::String(s)) => clean_in_place(s, Lines::Keep),
+                    ("enumNames", Value::Array(labels)) => {
+                        for label in labels {
+                            match label {
+                                Value::String(s) => clean_in_place(s, Lines::Join),
+                                other => sanitize_schema(other),
+                            }
                         }
                     }
-                    other => sanitize_schema(other),
+                    (_, other) => sanitize_schema(other),
                 }
             }
         }
-        serde_json::Value::Array(items) => items.iter_mut().for_each(sanitize_schema),
+        Value::Array(items) => items.iter_mut().for_each(sanitize_schema),
         _ => {}
+    }
+}
+
+/// True when `sanitize` would leave `text` as it is: for a value that must reach the harness
+/// unchanged, so that is refused rather than rewritten.
+pub fn is_clean(text: &str, lines: Lines) -> bool {
+    !text.chars().any(|c| changes(c, lines))
+}
+
+fn clean_in_place(text: &mut String, lines: Lines) {
+    if let Cow::Owned(clean) = sanitize(text, lines) {
+        *text = clean;
     }
 }
 
@@ -146,7 +167,8 @@ mod tests {
             "properties": {
                 "a\u{7}": {"type": "string", "title": "T\u{8}", "description": "one\r\ntwo",
                           "enum": ["x\u{7}"], "default": "x\u{7}"},
-                "b": {"anyOf": [{"description": "\u{9b}1m"}]}
+                "b": {"anyOf": [{"description": "\u{9b}1m"}]},
+                "c": {"type": "string", "enum": ["x", "y"], "enumNames": ["X\u{1b}]0;t\u{7}", "Y\nY"]}
             }
         });
         sanitize_schema(&mut schema);
@@ -158,7 +180,9 @@ mod tests {
                 "properties": {
                     "a\u{7}": {"type": "string", "title": "T\u{fffd}", "description": "one\ntwo",
                               "enum": ["x\u{7}"], "default": "x\u{7}"},
-                    "b": {"anyOf": [{"description": "\u{fffd}1m"}]}
+                    "b": {"anyOf": [{"description": "\u{fffd}1m"}]},
+                    "c": {"type": "string", "enum": ["x", "y"],
+                          "enumNames": ["X\u{fffd}]0;t\u{fffd}", "Y Y"]}
                 }
             })
         );

@@ -61,6 +61,32 @@ fn the_python_sdk_suite_passes() {
 }
 
 #[test]
+fn the_python_sdk_is_type_checked_and_linted() {
+    // mypy --strict on the package and its examples, ruff on them and the suite: the settings
+    // are sdks/python/pyproject.toml's, the versions the test venv's (pinned with hashes in
+    // harness-probe/clients/requirements.txt).
+    let Some(python) = require::python(&["mypy", "ruff"]) else {
+        return;
+    };
+    let dir = root().join("sdks/python");
+    let mut mypy = Command::new(&python);
+    mypy.args(["-m", "mypy"]).current_dir(&dir);
+    run_suite("mypy (Python SDK)", mypy);
+    let mut ruff = Command::new(&python);
+    ruff.args([
+        "-m",
+        "ruff",
+        "check",
+        "--no-cache",
+        "src",
+        "tests",
+        "examples",
+    ])
+    .current_dir(&dir);
+    run_suite("ruff (Python SDK)", ruff);
+}
+
+#[test]
 fn the_typescript_sdk_suite_passes() {
     let pkg = root().join(TS);
     for dep in ["zod", "typescript", "@types/node"] {

@@ -30,6 +30,8 @@ pub struct Seen {
     pub progress_messages: Mutex<Vec<String>>,
     /// The questions (`elicitation/create` messages) the harness was asked, in order.
     pub questions: Mutex<Vec<String>>,
+    /// The forms of those questions (`requestedSchema`), as the harness received them.
+    pub forms: Mutex<Vec<Value>>,
     /// Custom notifications (`notifications/claude/channel`…), as `(method, params)`.
     pub custom: Mutex<Vec<(String, Value)>>,
 }
@@ -62,8 +64,15 @@ impl ClientHandler for Harness {
         request: ElicitRequestParams,
         _context: RequestContext<RoleClient>,
     ) -> Result<ElicitResult, rmcp::ErrorData> {
-        if let ElicitRequestParams::FormElicitationParams { message, .. } = request {
+        if let ElicitRequestParams::FormElicitationParams {
+            message,
+            requested_schema,
+            ..
+        } = request
+        {
             self.seen.questions.lock().unwrap().push(message);
+            let form = serde_json::to_value(requested_schema).unwrap_or_default();
+            self.seen.forms.lock().unwrap().push(form);
         }
         Ok(match &self.answers {
             Some(content) => {
@@ -253,6 +262,19 @@ impl Agent {
     /// Calls `name` and waits (bounded) for the result.
     pub async fn call(&self, name: &str, args: Value) -> CallToolResult {
         call(&self.client.peer().clone(), name, args).await
+    }
+
+    /// Calls `name` as a 2026-07-28 client does, answering each `input_required` round through
+    /// the harness's elicitation handler and calling again, and waits (bounded) for the result.
+    pub async fn call_answering_rounds(&self, name: &str, args: Value) -> CallToolResult {
+        let mut params = CallToolRequestParams::new(name.to_owned());
+        if let Value::Object(map) = args {
+            params = params.with_arguments(map);
+        }
+        tokio::time::timeout(WAIT, self.client.call_tool(params))
+            .await
+            .expect("tools/call timed out")
+            .expect("tools/call failed")
     }
 
     /// Starts a call in the background.

@@ -77,6 +77,25 @@ impl Broker {
         Broker::start_in(home).await
     }
 
+    /// Starts a broker with `config` whose limit on open files (soft and hard) is `nofile`, as
+    /// if its service manager set it: for tests that exhaust descriptors.
+    pub async fn start_with_nofile(config: &str, nofile: u64) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
+        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), &level, Some(nofile))
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
+    }
+
     /// Starts a broker that logs warnings only (for benchmarks).
     pub async fn start_quiet(config: &str) -> Broker {
         Broker::start_quiet_bin(&bin("leo"), config).await
@@ -88,7 +107,7 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn")
+        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn", None)
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -214,20 +233,32 @@ pub async fn spawn_logging(
     home: &Path,
     log: &str,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    spawn_bin(&bin("leo"), home, log).await
+    spawn_bin(&bin("leo"), home, log, None).await
 }
 
-/// `spawn_logging` with the `leo` binary at `leo`.
+/// `spawn_logging` with the `leo` binary at `leo`, its open-file limit set to `nofile` when
+/// given (through the shell's `ulimit`, which then `exec`s the broker: same process).
 async fn spawn_bin(
     leo: &Path,
     home: &Path,
     log: &str,
+    nofile: Option<u64>,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stderr_path = home.join(format!("broker-{n}.stderr"));
     let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-    let mut child = Command::new(leo)
+    let mut command = match nofile {
+        Some(n) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(leo);
+            c
+        }
+        None => Command::new(leo),
+    };
+    let mut child = command
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)

@@ -1,5 +1,5 @@
 //! Prerequisites that Cargo does not install: Node with the npm packages a test drives, the
-//! Python venv with the MCP SDK, Debian's chromium, the harness CLIs.
+//! Python venv with the MCP SDK, Debian's chromium, the harness CLIs, Debian's systemd.
 //!
 //! A test that lacks one fails, naming the command that installs it: a test that returns early
 //! would pass without doing its work, and `cargo test` hides what a passing test prints. On a
@@ -31,15 +31,18 @@ pub enum Prereq {
     Browser,
     /// The Claude Code, codex and opencode CLIs of `testdata/harness-clis/`.
     HarnessClis,
+    /// Debian's systemd, for `systemd-analyze verify`.
+    Systemd,
 }
 
 impl Prereq {
     /// Every prerequisite, in the order they are listed.
-    pub const ALL: [Prereq; 4] = [
+    pub const ALL: [Prereq; 5] = [
         Prereq::Node,
         Prereq::Python,
         Prereq::Browser,
         Prereq::HarnessClis,
+        Prereq::Systemd,
     ];
 
     /// Its name in `LEO_TEST_SKIP`.
@@ -49,6 +52,7 @@ impl Prereq {
             Prereq::Python => "python",
             Prereq::Browser => "browser",
             Prereq::HarnessClis => "harness-clis",
+            Prereq::Systemd => "systemd",
         }
     }
 }
@@ -187,6 +191,20 @@ pub fn chromium() -> bool {
         Prereq::Browser,
         missing,
         "sudo apt-get update && sudo apt-get install -y chromium",
+    )
+}
+
+/// Debian's `systemd-analyze`, which checks the unit `leo service install` writes.
+pub const SYSTEMD_ANALYZE: &str = "/usr/bin/systemd-analyze";
+
+/// Requires `systemd-analyze`.
+pub fn systemd_analyze() -> bool {
+    let missing = (!Path::new(SYSTEMD_ANALYZE).is_file())
+        .then(|| format!("systemd-analyze ({SYSTEMD_ANALYZE})"));
+    require(
+        Prereq::Systemd,
+        missing,
+        "sudo apt-get update && sudo apt-get install -y systemd",
     )
 }
 

@@ -4,14 +4,16 @@
 //! `playwright-core` with Debian's chromium, and the Claude Code, codex and opencode CLIs. This
 //! installs each into the checkout, pinned by the lock files beside the tests (`npm ci` per
 //! `package-lock.json`, a venv in `target/test-venv` from the hashed `requirements.txt`),
-//! installs chromium with apt-get when it is missing and we are root, then runs
+//! installs chromium and systemd (`systemd-analyze` checks the unit `leo service` writes) with
+//! apt-get when they are missing and we are root, then runs
 //! `cargo test --workspace --locked` with `LEO_TEST_PYTHON` set to the venv's interpreter.
 //! A step whose inputs did not change since it last ran (a copy of its lock file is kept next to
 //! what it installed) is skipped, so a second run starts testing at once.
 //!
 //! Why an xtask and not a script or a Makefile: cargo is the one tool every contributor has
 //! already, the alias in `.cargo/config.toml` makes it a cargo command, and this crate has no
-//! dependencies, so it builds in a second before anything else. `.ci/run` calls the same
+//! dependencies, so it builds in a second before anything else. `cargo xtask man` writes the man
+//! pages of `leo` and `leo-mcp` into `target/man`. `.ci/run` calls the same
 //! command, so CI and a developer run the same steps.
 //!
 //! Skipping is opt-in and named: `LEO_TEST_SKIP=browser,node` leaves those installs out and
@@ -26,7 +28,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// The names `LEO_TEST_SKIP` takes (the same as `leo_testkit::require::Prereq`).
-const SKIP_NAMES: [&str; 4] = ["node", "python", "browser", "harness-clis"];
+const SKIP_NAMES: [&str; 5] = ["node", "python", "browser", "harness-clis", "systemd"];
 
 /// Each npm lock file the tests use, the skip name that leaves it out, and whether `npm ci`
 /// can install it. The harness CLIs cannot: their wrappers list a binary package per platform
@@ -44,6 +46,10 @@ const NPM_DIRS: [(&str, &str, bool); 5] = [
 const VENV: &str = "target/test-venv";
 const REQUIREMENTS: &str = "harness-probe/clients/requirements.txt";
 const CHROMIUM: &str = "/usr/bin/chromium";
+/// `systemd-analyze`, which checks the unit `leo service install` writes.
+const SYSTEMD_ANALYZE: &str = "/usr/bin/systemd-analyze";
+/// Where `cargo xtask man` writes the man pages.
+const MAN_DIR: &str = "target/man";
 const SKIPPED_FILE: &str = "target/test-skipped.txt";
 
 /// A step that could not be done, with what to do about it.
@@ -54,10 +60,12 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("test") => test(&args[1..]),
         Some("setup") => setup().map(|_| ExitCode::SUCCESS),
+        Some("man") => man().map(|_| ExitCode::SUCCESS),
         _ => {
             eprintln!(
                 "usage: cargo xtask test [CARGO TEST ARGS…]   install the test prerequisites, then run the tests\n       \
-                 cargo xtask setup                      install the test prerequisites only\n\
+                 cargo xtask setup                      install the test prerequisites only\n       \
+                 cargo xtask man                        write the man pages of leo and leo-mcp into target/man\n\
                  LEO_TEST_SKIP=NAME,… names prerequisites to leave out; names: {}",
                 SKIP_NAMES.join(", ")
             );
@@ -118,10 +126,15 @@ fn setup() -> Result<Setup, Failure> {
         println!("xtask: python venv: left out (LEO_TEST_SKIP=python)");
         None
     };
-    if wanted("browser") {
-        timed("chromium", chromium)?;
-    } else {
-        println!("xtask: chromium: left out (LEO_TEST_SKIP=browser)");
+    for (name, file, package) in [
+        ("browser", CHROMIUM, "chromium"),
+        ("systemd", SYSTEMD_ANALYZE, "systemd"),
+    ] {
+        if wanted(name) {
+            timed(package, || apt(file, package, name))?;
+        } else {
+            println!("xtask: {package}: left out (LEO_TEST_SKIP={name})");
+        }
     }
     Ok(Setup { python, skips })
 }
@@ -220,9 +233,10 @@ fn venv(root: &Path) -> Result<PathBuf, Failure> {
     Ok(python)
 }
 
-/// Debian's chromium: installed with apt-get when missing and we are root.
-fn chromium() -> Result<(), Failure> {
-    if Path::new(CHROMIUM).is_file() {
+/// Debian's `package`, which provides `file`: installed with apt-get when missing and we are
+/// root; `skip` is the `LEO_TEST_SKIP` name that leaves it out.
+fn apt(file: &str, package: &str, skip: &str) -> Result<(), Failure> {
+    if Path::new(file).is_file() {
         return Ok(());
     }
     let uid = Command::new("id")
@@ -232,20 +246,41 @@ fn chromium() -> Result<(), Failure> {
         .unwrap_or_default();
     if uid != "0" {
         return Err(format!(
-            "{CHROMIUM} is missing; install it with `sudo apt-get update && sudo apt-get install -y chromium`, \
-             or leave the browser test out with LEO_TEST_SKIP=browser"
+            "{file} is missing; install it with `sudo apt-get update && sudo apt-get install -y {package}`, \
+             or leave the tests that need it out with LEO_TEST_SKIP={skip}"
         ));
     }
     run(Command::new("apt-get").args(["update", "-qq"]))?;
     run(Command::new("apt-get")
-        .args([
-            "install",
-            "-y",
-            "-qq",
-            "--no-install-recommends",
-            "chromium",
-        ])
+        .args(["install", "-y", "-qq", "--no-install-recommends", package])
         .env("DEBIAN_FRONTEND", "noninteractive"))
+}
+
+/// Builds `leo` and `leo-mcp`, then has each write its man pages (generated from its clap
+/// definitions) into `target/man`.
+fn man() -> Result<(), Failure> {
+    let root = root();
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    run(Command::new(cargo)
+        .args([
+            "build",
+            "--locked",
+            "--quiet",
+            "-p",
+            "leo-broker",
+            "-p",
+            "leo-mcp",
+            "--bins",
+        ])
+        .current_dir(&root))?;
+    let out = root.join(MAN_DIR);
+    let bin = root.join("target/debug");
+    run(Command::new(bin.join("leo"))
+        .args(["man", "--out"])
+        .arg(&out))?;
+    run(Command::new(bin.join("leo-mcp")).arg("--man").arg(&out))?;
+    println!("xtask: man pages in {}", out.display());
+    Ok(())
 }
 
 /// `setup`, then `cargo test --locked --no-fail-fast` (every failing test binary reported, not

@@ -70,6 +70,8 @@ impl Broker {
                 n,
                 provider: true,
                 principal: CONSOLE_CLIENT.to_owned(),
+                // Only so that the operator, naming it over HTTP, is told to use the console.
+                owner: "operator".to_owned(),
                 name: Some("web console".to_owned()),
                 connected_at: leo_protocol::time::now(),
                 internal: true,

@@ -52,6 +52,9 @@ mod snapshot;
 mod streams;
 mod webhooks;
 
+#[cfg(test)]
+mod tests;
+
 pub use ask_human::CONSOLE_CLIENT;
 pub use restore::Resumed;
 pub use sessions::MESSAGES_TOOL;
@@ -66,6 +69,10 @@ pub struct ClientInfo {
     pub provider: bool,
     /// Who opened it: `operator`, `device:NAME`, `agent`; `console` for the console's provider.
     pub principal: String,
+    /// The principal whose token may name this client in a body (`client_id` of register,
+    /// claim, result, progress, input): the stream's own principal, a webhook's creator, the
+    /// operator for the console's provider (`require_provider` holds the rule).
+    pub owner: String,
     /// The name the app gave itself (`?name=…`), checked by `check_app_name`.
     pub name: Option<String>,
     pub connected_at: String,
@@ -148,6 +155,10 @@ struct Core {
     /// Provider clients whose stream is gone but who may still resume (their claims and
     /// ownership wait for them until the grace period ends).
     away: HashSet<ClientId>,
+    /// The timers that end the grace of clients that left while this broker ran (a client
+    /// away since a restart has none: the restart's grace is its own). Resuming stops the
+    /// timer, so a client that leaves again gets a whole grace period again.
+    expiries: HashMap<ClientId, tokio::task::AbortHandle>,
 }
 
 impl Core {
@@ -230,6 +241,15 @@ impl Drop for ClientGuard {
     }
 }
 
+/// The instant `after` from now: a timer's deadline is fixed when it is armed, not when its
+/// task first runs. A span too long for the clock is thirty years, as tokio's `sleep` takes it
+/// (`resume_grace_s` has no upper bound).
+fn deadline_in(after: std::time::Duration) -> tokio::time::Instant {
+    let now = tokio::time::Instant::now();
+    now.checked_add(after)
+        .unwrap_or_else(|| now + std::time::Duration::from_secs(30 * 365 * 86_400))
+}
+
 fn json<T: Serialize>(value: &T) -> String {
     // Our own event types always serialize; a failure would be a bug, not bad input.
     serde_json::to_string(value).unwrap_or_else(|e| {
@@ -266,6 +286,7 @@ impl Broker {
                 unoffered: HashSet::new(),
                 resume_keys: HashMap::new(),
                 away: HashSet::new(),
+                expiries: HashMap::new(),
             }),
             bus: EventBus::new(config.client_tools.replay_events),
             revision,
@@ -312,6 +333,7 @@ impl Broker {
         let commit = self.store.committed();
         async move {
             commit.await.map_err(|e| {
+                let e = leo_protocol::chain::error_chain(&e);
                 tracing::error!(error = %e, "a change could not be recorded");
                 Refusal::new(
                     ErrorCode::Internal,

@@ -11,8 +11,8 @@ use crate::refusal::Refusal;
 use crate::registry::Registry;
 
 impl Broker {
-    /// `POST /api/v1/client-tools`.
-    pub fn register(&self, body: RegisterBody) -> Result<Registered, Refusal> {
+    /// `POST /api/v1/client-tools`, by `caller` (the token's principal, `history::who`).
+    pub fn register(&self, caller: &str, body: RegisterBody) -> Result<Registered, Refusal> {
         if body.group == CONSOLE_GROUP {
             return Err(Refusal::new(
                 ErrorCode::NameConflict,
@@ -28,7 +28,7 @@ impl Broker {
             self.config.client_tools.default_timeout_s,
         )?;
         let mut core = self.lock();
-        Self::require_provider(&core, &body.client_id)?;
+        Self::require_provider(&core, &body.client_id, caller)?;
         let names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
         let defs: Vec<ToolDef> = specs.iter().map(|s| s.def.clone()).collect();
         let change = core
@@ -48,7 +48,7 @@ impl Broker {
         }
         let changed = change == crate::registry::Change::Changed;
         self.after_change(&mut core, change, Vec::new());
-        self.audit_definitions(&core, &body.client_id, &names, changed);
+        self.audit_definitions(&core, caller, &names, changed);
         self.touched();
         let revision = core.registry.revision();
         info!(client_id = %body.client_id, group = %body.group, tools = names.len(), revision, "group registered");
@@ -61,18 +61,9 @@ impl Broker {
     }
 
     /// Audits the definitions a registration changed (the `client_tools.changed` digests) or
-    /// left waiting for approval, as the registering stream's principal.
-    fn audit_definitions(
-        &self,
-        core: &super::Core,
-        client_id: &str,
-        names: &[String],
-        changed: bool,
-    ) {
-        let principal = core
-            .clients
-            .get(client_id)
-            .map_or_else(|| "unknown".to_owned(), |c| c.principal.clone());
+    /// left waiting for approval, as `caller`, the registering token's principal.
+    fn audit_definitions(&self, core: &super::Core, caller: &str, names: &[String], changed: bool) {
+        let principal = caller.to_owned();
         let kind = crate::history::kind_of(&principal);
         let replaced = if changed {
             core.registry.last_changed()

@@ -13,7 +13,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::Posted;
-use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody};
+use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody, sanitized_question};
 use leo_protocol::ipc::BrokerFrame;
 use leo_protocol::requests::{AckState, RequestAck};
 use leo_protocol::sanitize::{Lines, sanitize};
@@ -80,9 +80,14 @@ impl Broker {
         relay.inputs.retain(|_, (c, _)| *c != conn);
     }
 
-    /// The live call `id`, if `client_id` is a connected provider that claimed it.
-    fn claimed_route(core: &Core, id: &str, client_id: &str) -> Result<Route, Refusal> {
-        Self::require_provider(core, client_id)?;
+    /// The live call `id`, if `client_id` is `caller`'s connected provider that claimed it.
+    fn claimed_route(
+        core: &Core,
+        id: &str,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<Route, Refusal> {
+        Self::require_provider(core, client_id, caller)?;
         let Some((call, stage)) = core.requests.get(id) else {
             return Err(core.requests.not_live(id));
         };
@@ -101,10 +106,15 @@ impl Broker {
 
     /// `POST …/requests/{id}/progress`: passes the claimant's progress to the caller's session.
     /// A session too busy to take it drops the report: the next one supersedes it anyway.
-    pub fn report_progress(&self, id: &str, body: ProgressBody) -> Result<RequestAck, Refusal> {
+    pub fn report_progress(
+        &self,
+        id: &str,
+        body: ProgressBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
         body.check()
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m))?;
-        let route = Self::claimed_route(&self.lock(), id, &body.client_id)?;
+        let route = Self::claimed_route(&self.lock(), id, &body.client_id, caller)?;
         let frame = BrokerFrame::Progress {
             id: route.local_id,
             progress: body.progress,
@@ -128,10 +138,15 @@ impl Broker {
 
     /// `POST …/requests/{id}/input`: asks the agent's user through the harness and waits for
     /// the answer, at most until the call ends or times out.
-    pub async fn ask_input(&self, id: &str, body: InputBody) -> Result<InputAnswer, Refusal> {
+    pub async fn ask_input(
+        &self,
+        id: &str,
+        body: InputBody,
+        caller: &str,
+    ) -> Result<InputAnswer, Refusal> {
         body.check()
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m))?;
-        let route = Self::claimed_route(&self.lock(), id, &body.client_id)?;
+        let route = Self::claimed_route(&self.lock(), id, &body.client_id, caller)?;
         let (tx, rx) = oneshot::channel();
         let (input, outbox) = {
             let mut relay = self.relay.lock();
@@ -144,11 +159,12 @@ impl Broker {
             relay: &self.relay,
             input,
         };
+        let (message, requested_schema) = sanitized_question(&body.message, body.requested_schema);
         let frame = BrokerFrame::Input {
             id: route.local_id,
             input,
-            message: sanitize(&body.message, Lines::Keep).into_owned(),
-            requested_schema: body.requested_schema,
+            message,
+            requested_schema,
         };
         let sent = match outbox {
             Some(outbox) => outbox.send(encode_line(&frame)).await.is_ok(),

@@ -84,8 +84,9 @@ impl Broker {
                 "calls restored; waiting for their agents and apps"
             );
             let me = self.me.clone();
+            let over = super::deadline_in(grace);
             self.tasks.spawn(async move {
-                tokio::time::sleep(grace).await;
+                tokio::time::sleep_until(over).await;
                 if let Some(broker) = me.upgrade() {
                     broker.grace_over();
                 }
@@ -220,7 +221,13 @@ impl Broker {
                 core.unoffered.insert(id.clone());
             }
         }
-        let away: Vec<ClientId> = core.away.iter().cloned().collect();
+        // An app that resumed since the restart and left again has a grace period of its own.
+        let away: Vec<ClientId> = core
+            .away
+            .iter()
+            .filter(|c| !core.expiries.contains_key(*c))
+            .cloned()
+            .collect();
         for client in away {
             self.client_expired(&mut core, &client);
         }

@@ -18,14 +18,20 @@ impl Broker {
         core.requests.pending(&core.owners)
     }
 
-    /// `POST …/requests/{id}/claim`, acknowledged once the claim is on disk.
-    pub async fn claim(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
-        self.accepted(self.claim_now(id, client_id)).await
+    /// `POST …/requests/{id}/claim`, by `caller` (the token's principal); acknowledged once
+    /// the claim is on disk.
+    pub async fn claim(
+        &self,
+        id: &str,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
+        self.accepted(self.claim_now(id, client_id, caller)).await
     }
 
-    fn claim_now(&self, id: &str, client_id: &str) -> Result<RequestAck, Refusal> {
+    fn claim_now(&self, id: &str, client_id: &str, caller: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
-        Self::require_provider(&core, client_id)?;
+        Self::require_provider(&core, client_id, caller)?;
         let call = Self::claim_locked(&mut core, id, client_id)?;
         debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request claimed");
         self.history
@@ -38,14 +44,25 @@ impl Broker {
         })
     }
 
-    /// `POST …/requests/{id}/result` (and a webhook's inline answer), acknowledged once the
-    /// ending is on disk; meanwhile the session writes the result frame, so the agent is not
-    /// kept waiting for the commit.
-    pub async fn post_result(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
-        self.accepted(self.post_result_now(id, body)).await
+    /// `POST …/requests/{id}/result`, by `caller` (the token's principal; a webhook's inline
+    /// answer acts as the webhook's creator); acknowledged once the ending is on disk.
+    /// Meanwhile the session writes the result frame, so the agent is not kept waiting for
+    /// the commit.
+    pub async fn post_result(
+        &self,
+        id: &str,
+        body: ResultBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
+        self.accepted(self.post_result_now(id, body, caller)).await
     }
 
-    fn post_result_now(&self, id: &str, body: ResultBody) -> Result<RequestAck, Refusal> {
+    fn post_result_now(
+        &self,
+        id: &str,
+        body: ResultBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
         let client_id = body.client_id.clone();
         let claim = body.claim;
         let posted = body.into_posted().map_err(|e| match e {
@@ -59,7 +76,7 @@ impl Broker {
             ),
         })?;
         let mut core = self.lock();
-        Self::require_provider(&core, &client_id)?;
+        Self::require_provider(&core, &client_id, caller)?;
         Self::check_output(&core, id, &posted)?;
         let posting = self.history.posting(&posted);
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;

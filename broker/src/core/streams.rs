@@ -51,6 +51,7 @@ impl Broker {
                 n,
                 provider,
                 principal: principal.clone(),
+                owner: principal.clone(),
                 name: name.clone(),
                 connected_at: leo_protocol::time::now(),
                 internal: false,
@@ -115,6 +116,9 @@ impl Broker {
         }
         let client_id = client_id.clone();
         core.away.remove(&client_id);
+        if let Some(timer) = core.expiries.remove(&client_id) {
+            timer.abort();
+        }
         Ok(client_id)
     }
 
@@ -134,8 +138,9 @@ impl Broker {
             return;
         }
         if info.provider && !info.internal {
-            core.away.insert(client_id.to_owned().into());
-            self.expire_client_later(client_id);
+            core.away.insert(client_id.into());
+            let timer = self.expire_client_later(client_id);
+            core.expiries.insert(client_id.into(), timer);
         } else {
             core.owners.release_client(client_id);
         }
@@ -146,12 +151,13 @@ impl Broker {
         info!(client_id, "client disconnected");
     }
 
-    fn expire_client_later(&self, client_id: &str) {
+    fn expire_client_later(&self, client_id: &str) -> tokio::task::AbortHandle {
         let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
-        self.tasks.spawn(async move {
-            tokio::time::sleep(grace).await;
+        let over = super::deadline_in(grace);
+        let timer = self.tasks.spawn(async move {
+            tokio::time::sleep_until(over).await;
             if let Some(broker) = me.upgrade() {
                 let mut core = broker.lock();
                 broker.client_expired(&mut core, &id);
@@ -159,11 +165,13 @@ impl Broker {
                 broker.touched();
             }
         });
+        timer.abort_handle()
     }
 
     /// A provider that left did not come back in time: its claims are parked and offered
     /// again, its ownership released, its resume key forgotten.
     pub(super) fn client_expired(&self, core: &mut Core, client_id: &str) {
+        core.expiries.remove(client_id);
         if !core.away.remove(client_id) {
             return;
         }
@@ -193,8 +201,18 @@ impl Broker {
         );
     }
 
-    pub(super) fn require_provider(core: &Core, client_id: &str) -> Result<(), Refusal> {
-        match core.clients.get(client_id) {
+    /// The one check of a `client_id` a caller names in a body (register, claim, result,
+    /// progress, input): it must be a connected provider whose `owner` is `caller`, the
+    /// principal of the caller's token (`history::who`). Like a resume key, a client id belongs
+    /// to the principal whose stream it names: another principal's client is refused exactly as
+    /// an unknown one, so its existence does not leak. The operator does not act for other
+    /// principals' clients; it owns the console's provider only to be told to use the console.
+    pub(super) fn require_provider(
+        core: &Core,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<(), Refusal> {
+        match core.clients.get(client_id).filter(|c| c.owner == caller) {
             Some(c) if c.internal => Err(Refusal::new(
                 ErrorCode::UnknownClient,
                 format!(

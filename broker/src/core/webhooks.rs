@@ -13,8 +13,15 @@ use super::{Broker, ClientInfo};
 use crate::refusal::Refusal;
 
 impl Broker {
-    /// Adds webhook provider `name` as client `client_id`, which may then register its group.
-    pub fn join_webhook(&self, client_id: &str, name: &str, url: &str) -> Result<(), Refusal> {
+    /// Adds webhook provider `name` as client `client_id`, which may then register its group;
+    /// `owner`, the principal that created it, is the one whose token may use its client id.
+    pub fn join_webhook(
+        &self,
+        client_id: &str,
+        name: &str,
+        url: &str,
+        owner: &str,
+    ) -> Result<(), Refusal> {
         let mut core = self.lock();
         if core.shutting_down {
             return Err(Refusal::new(
@@ -36,6 +43,7 @@ impl Broker {
                 n,
                 provider: true,
                 principal: format!("webhook:{name}"),
+                owner: owner.to_owned(),
                 name: Some(name.to_owned()),
                 connected_at: leo_protocol::time::now(),
                 internal: false,

@@ -10,6 +10,8 @@ use std::path::Path;
 use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use crate::sqlite;
+
 /// Each entry takes the file one version up. Never edit one; add another.
 pub const MIGRATIONS: &[&str] = &[
     // 1: ended calls.
@@ -57,79 +59,16 @@ pub fn current_version() -> u32 {
     MIGRATIONS.len() as u32
 }
 
-/// Opens (creating, mode 0600) and migrates the database at `path`.
-pub fn open(path: &Path) -> Result<Connection, String> {
-    create_private(path)?;
-    let mut conn = Connection::open(path).map_err(|e| format!("cannot open: {e}"))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| e.to_string())?;
-    to_wal(&conn)?;
+/// Opens (creating, mode 0600) and migrates the database at `path`. It is not checked page
+/// by page at start as `state/leo.db` is: it grows with the retention, and a damaged history
+/// loses no accepted work (its failed writes are logged and dropped).
+pub fn open(path: &Path) -> Result<Connection, sqlite::Error> {
     // WAL with NORMAL is crash-safe (a power cut may lose the last commits, never corrupt).
-    conn.pragma_update(None, "synchronous", "NORMAL")
-        .map_err(|e| e.to_string())?;
-    migrate(&mut conn)?;
-    Ok(conn)
-}
-
-/// Switches the file to WAL. When several processes open a new file at once, SQLite refuses
-/// the switch with `SQLITE_BUSY` at once rather than waiting for the busy timeout, so the
-/// switch is retried for as long as that timeout (5 s) would have waited.
-fn to_wal(conn: &Connection) -> Result<(), String> {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        match conn.pragma_update(None, "journal_mode", "WAL") {
-            Ok(()) => return Ok(()),
-            Err(rusqlite::Error::SqliteFailure(e, _))
-                if e.code == rusqlite::ErrorCode::DatabaseBusy
-                    && std::time::Instant::now() < deadline =>
-            {
-                std::thread::sleep(std::time::Duration::from_millis(10));
-            }
-            Err(e) => return Err(format!("cannot switch to WAL: {e}")),
-        }
-    }
-}
-
-/// Creates the file with mode 0600 if it is missing, and tightens one that is looser.
-fn create_private(path: &Path) -> Result<(), String> {
-    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create: {e}"))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot set permissions: {e}"))
-}
-
-/// Runs the migrations `conn` lacks, each in its own transaction with its version bump.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
-    // The version is read under the write lock (`BEGIN IMMEDIATE`): the broker and a `leo`
-    // command (`leo client add` right after the broker started) may open a new file at once,
-    // and the second must see the first one's migration rather than run it again.
-    loop {
-        let tx = conn
-            .transaction_with_behavior(rusqlite::TransactionBehavior::Immediate)
-            .map_err(|e| e.to_string())?;
-        let version: u32 = tx
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(|e| format!("cannot read the schema version: {e}"))?;
-        if version > current_version() {
-            return Err(format!(
-                "schema version {version} is newer than this broker's {}; use a newer leo or move the file away",
-                current_version()
-            ));
-        }
-        let Some(sql) = MIGRATIONS.get(version as usize) else {
-            return Ok(());
-        };
-        tx.execute_batch(sql)
-            .map_err(|e| format!("migration to version {}: {e}", version + 1))?;
-        tx.pragma_update(None, "user_version", version + 1)
-            .map_err(|e| e.to_string())?;
-        tx.commit().map_err(|e| e.to_string())?;
-    }
+    let options = sqlite::Options {
+        full_sync: false,
+        check: false,
+    };
+    sqlite::open(path, options, MIGRATIONS)
 }
 
 /// One ended call as the writer stores it.
@@ -464,7 +403,7 @@ mod tests {
                 })
                 .collect();
             for opener in openers {
-                assert_eq!(opener.join().unwrap(), Ok(current_version()));
+                assert_eq!(opener.join().unwrap().unwrap(), current_version());
             }
         }
     }
@@ -520,7 +459,7 @@ mod tests {
             conn.pragma_update(None, "user_version", current_version() + 1)
                 .unwrap();
         }
-        let e = open(&path).unwrap_err();
+        let e = open(&path).unwrap_err().to_string();
         assert!(e.contains("newer than this broker's"), "{e}");
     }
 

@@ -10,15 +10,18 @@
 //! A call's row is written when its terminal outcome is decided (`settled` or `failed`); the
 //! claim that came before is remembered by the writer (`claimed`) to give the row its app and
 //! claim time. Reads go through the same thread, after the writes queued before them, so a
-//! caller that saw its call end sees it in the history.
+//! caller that saw its call end sees it in the history. The file and the thread are kept by
+//! the shared SQLite layer (`crate::sqlite`): opening, migrating, the batching loop, the
+//! checkpoints; this module says what a batch writes and when old rows are pruned.
 
 pub mod db;
 
 use std::collections::HashMap;
+use std::ops::ControlFlow;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender, TrySendError, sync_channel};
+use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leo_protocol::content::{AppError, Posted, content_size};
@@ -30,6 +33,7 @@ use tracing::{debug, warn};
 
 use crate::config::HistoryConfig;
 use crate::requests::{Call, EndedCall};
+use crate::sqlite;
 use crate::tokens::Principal;
 use db::{AuditRow, CallQuery, CallRow, Table};
 
@@ -37,8 +41,19 @@ use db::{AuditRow, CallQuery, CallRow, Table};
 const QUEUE: usize = 65_536;
 /// Records written in one transaction at most.
 const BATCH: usize = 1024;
-/// How often old rows are pruned.
+/// How often old rows are pruned (and the WAL checkpointed after).
 const PRUNE_EVERY: Duration = Duration::from_secs(600);
+
+/// Why history could not be opened, written or read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error(transparent)]
+    Database(#[from] sqlite::Error),
+    #[error("the history writer is busy; try again")]
+    Busy,
+    #[error("the history writer stopped")]
+    Stopped,
+}
 
 /// A posted result's size, and its content when `history.store_content` keeps it.
 #[derive(Debug, Clone)]
@@ -50,7 +65,7 @@ pub struct Posting {
     pub error_code: Option<String>,
 }
 
-struct Ended {
+pub(crate) struct Ended {
     id: String,
     call: Call,
     outcome: CallOutcome,
@@ -66,19 +81,19 @@ struct Ended {
     result: Option<serde_json::Value>,
 }
 
-struct Claim {
+pub(crate) struct Claim {
     client_id: String,
     name: Option<String>,
     at: SystemTime,
     mono: Instant,
 }
 
-enum Msg {
+pub(crate) enum Msg {
     Claimed(String, Claim),
     Ended(Box<Ended>),
     Audit(AuditRow),
-    Calls(CallQuery, bool, oneshot::Sender<Result<EndedList, String>>),
-    Audits(u32, Option<u64>, oneshot::Sender<Result<AuditList, String>>),
+    Calls(CallQuery, bool, oneshot::Sender<Result<EndedList, Error>>),
+    Audits(u32, Option<u64>, oneshot::Sender<Result<AuditList, Error>>),
     Stop(std::sync::mpsc::Sender<()>),
 }
 
@@ -111,7 +126,7 @@ pub fn record_local(
     action: &str,
     target: &str,
     detail: Option<String>,
-) -> Result<(), String> {
+) -> Result<(), Error> {
     let conn = db::open(path)?;
     let at = SystemTime::now();
     let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
@@ -124,7 +139,7 @@ pub fn record_local(
         target: Some(target.to_owned()),
         detail,
     };
-    db::insert_audit(&conn, &row).map_err(|e| e.to_string())?;
+    db::insert_audit(&conn, &row).map_err(sqlite::Error::doing("write the audit entry"))?;
     Ok(())
 }
 
@@ -150,21 +165,22 @@ fn ms(d: Duration) -> u64 {
 
 impl History {
     /// Opens `path` (creating and migrating it) and starts the writer thread.
-    pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, String> {
-        let conn = db::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, Error> {
+        let conn = db::open(path)?;
         let (tx, rx) = sync_channel(QUEUE);
         let (written, _) = watch::channel(0);
         let writer = Writer {
-            conn,
             keep: config.clone(),
             claims: HashMap::new(),
             written: written.clone(),
             rows: 0,
         };
-        let thread = std::thread::Builder::new()
-            .name("leo-history".into())
-            .spawn(move || writer.run(rx))
-            .map_err(|e| format!("cannot start the history writer: {e}"))?;
+        let settings = sqlite::writer::Settings {
+            name: "leo-history",
+            batch: BATCH,
+            every: PRUNE_EVERY,
+        };
+        let thread = sqlite::writer::spawn(settings, conn, rx, writer)?;
         Ok(History {
             tx,
             store_content: config.store_content,
@@ -305,29 +321,27 @@ impl History {
     }
 
     /// Ended calls, newest first, after every record queued before this call.
-    pub async fn calls(&self, q: CallQuery, contents: bool) -> Result<EndedList, String> {
+    pub async fn calls(&self, q: CallQuery, contents: bool) -> Result<EndedList, Error> {
         let (tx, rx) = oneshot::channel();
         self.ask(Msg::Calls(q, contents, tx))?;
-        rx.await
-            .map_err(|_| "the history writer stopped".to_owned())?
+        rx.await.map_err(|_| Error::Stopped)?
     }
 
     /// Audit entries, newest first.
-    pub async fn audits(&self, limit: u32, before: Option<u64>) -> Result<AuditList, String> {
+    pub async fn audits(&self, limit: u32, before: Option<u64>) -> Result<AuditList, Error> {
         let (tx, rx) = oneshot::channel();
         self.ask(Msg::Audits(limit, before, tx))?;
-        rx.await
-            .map_err(|_| "the history writer stopped".to_owned())?
+        rx.await.map_err(|_| Error::Stopped)?
     }
 
-    fn ask(&self, msg: Msg) -> Result<(), String> {
+    fn ask(&self, msg: Msg) -> Result<(), Error> {
         self.tx.try_send(msg).map_err(|e| match e {
-            TrySendError::Full(_) => "the history writer is busy; try again".to_owned(),
-            TrySendError::Disconnected(_) => "the history writer stopped".to_owned(),
+            TrySendError::Full(_) => Error::Busy,
+            TrySendError::Disconnected(_) => Error::Stopped,
         })
     }
 
-    /// Writes what is queued and stops the writer; later records are ignored.
+    /// Writes what is queued, checkpoints and stops the writer; later records are ignored.
     pub fn close(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
         if self.tx.send(Msg::Stop(tx)).is_ok() {
@@ -358,9 +372,8 @@ fn stored_result(posted: &Posted) -> serde_json::Value {
     }
 }
 
-/// The thread that owns the database.
+/// The history's side of the writer thread.
 struct Writer {
-    conn: Connection,
     keep: HistoryConfig,
     claims: HashMap<String, Claim>,
     written: watch::Sender<u64>,
@@ -368,49 +381,48 @@ struct Writer {
     rows: u64,
 }
 
-impl Writer {
-    fn run(mut self, rx: Receiver<Msg>) {
-        self.prune();
-        let mut pruned = Instant::now();
-        loop {
-            let first = match rx.recv_timeout(PRUNE_EVERY) {
-                Ok(m) => m,
-                Err(RecvTimeoutError::Timeout) => {
-                    self.prune();
-                    pruned = Instant::now();
-                    continue;
-                }
-                Err(RecvTimeoutError::Disconnected) => return,
-            };
-            let mut batch = vec![first];
-            while batch.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(m) => batch.push(m),
-                    Err(_) => break,
-                }
-            }
-            let stop = self.batch(batch);
-            if pruned.elapsed() >= PRUNE_EVERY || self.over_max() {
-                self.prune();
-                pruned = Instant::now();
-            }
-            if let Some(ack) = stop {
-                let _ = ack.send(());
-                return;
-            }
+impl sqlite::writer::Batches for Writer {
+    type Job = Msg;
+
+    fn batch(
+        &mut self,
+        conn: &mut Connection,
+        batch: Vec<Msg>,
+    ) -> (bool, ControlFlow<sqlite::writer::Done>) {
+        let (wrote, stop) = self.write(conn, batch);
+        if self.over_max() {
+            self.prune(conn);
         }
+        let flow = match stop {
+            Some(ack) => ControlFlow::Break(Box::new(move || {
+                let _ = ack.send(());
+            }) as sqlite::writer::Done),
+            None => ControlFlow::Continue(()),
+        };
+        (wrote, flow)
     }
 
-    /// Writes the batch's records in one transaction, then answers its reads.
-    fn batch(&mut self, batch: Vec<Msg>) -> Option<std::sync::mpsc::Sender<()>> {
+    fn upkeep(&mut self, conn: &mut Connection) -> bool {
+        self.prune(conn)
+    }
+}
+
+impl Writer {
+    /// Writes the batch's records in one transaction, then answers its reads; returns
+    /// whether anything was written, and the stop request if there was one.
+    fn write(
+        &mut self,
+        conn: &Connection,
+        batch: Vec<Msg>,
+    ) -> (bool, Option<std::sync::mpsc::Sender<()>>) {
         let mut reads = Vec::new();
         let mut stop = None;
         let mut wrote = 0usize;
-        let tx = match self.conn.unchecked_transaction() {
+        let tx = match conn.unchecked_transaction() {
             Ok(tx) => tx,
             Err(e) => {
                 warn!(error = %e, "history: cannot begin a transaction");
-                return None;
+                return (false, None);
             }
         };
         for msg in batch {
@@ -447,34 +459,35 @@ impl Writer {
             self.written.send_modify(|n| *n = n.wrapping_add(1));
         }
         for read in reads {
-            self.answer(read);
+            answer(conn, read);
         }
-        stop
+        (wrote > 0, stop)
     }
+}
 
-    fn answer(&self, read: Msg) {
-        match read {
-            Msg::Calls(q, contents, reply) => {
-                let limit = q.limit;
-                let got = db::list_calls(&self.conn, &q, contents)
-                    .map(|calls| EndedList {
-                        next_before: next(calls.len(), limit, calls.last().map(|c| c.seq)),
-                        calls,
-                    })
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(got);
-            }
-            Msg::Audits(limit, before, reply) => {
-                let got = db::list_audit(&self.conn, limit, before)
-                    .map(|entries| AuditList {
-                        next_before: next(entries.len(), limit, entries.last().map(|e| e.seq)),
-                        entries,
-                    })
-                    .map_err(|e| e.to_string());
-                let _ = reply.send(got);
-            }
-            _ => {}
+fn answer(conn: &Connection, read: Msg) {
+    let read_error = sqlite::Error::doing("read the history");
+    match read {
+        Msg::Calls(q, contents, reply) => {
+            let limit = q.limit;
+            let got = db::list_calls(conn, &q, contents)
+                .map(|calls| EndedList {
+                    next_before: next(calls.len(), limit, calls.last().map(|c| c.seq)),
+                    calls,
+                })
+                .map_err(|e| read_error(e).into());
+            let _ = reply.send(got);
         }
+        Msg::Audits(limit, before, reply) => {
+            let got = db::list_audit(conn, limit, before)
+                .map(|entries| AuditList {
+                    next_before: next(entries.len(), limit, entries.last().map(|e| e.seq)),
+                    entries,
+                })
+                .map_err(|e| read_error(e).into());
+            let _ = reply.send(got);
+        }
+        _ => {}
     }
 }
 
@@ -526,21 +539,27 @@ impl Writer {
         self.keep.max_rows.is_some_and(|max| self.rows > max)
     }
 
-    /// Deletes what `history.keep_days` and `history.max_rows` no longer keep.
-    fn prune(&mut self) {
+    /// Deletes what `history.keep_days` and `history.max_rows` no longer keep; returns
+    /// whether a row was deleted.
+    fn prune(&mut self, conn: &Connection) -> bool {
         let cutoff = millis(SystemTime::now()) - i64::from(self.keep.keep_days) * 86_400_000;
+        let mut pruned = false;
         for table in [Table::Calls, Table::Audit] {
-            match db::prune(&self.conn, table, cutoff, self.keep.max_rows) {
+            match db::prune(conn, table, cutoff, self.keep.max_rows) {
                 Ok(0) => {}
-                Ok(n) => debug!(rows = n, ?table, "history pruned"),
+                Ok(n) => {
+                    pruned = true;
+                    debug!(rows = n, ?table, "history pruned");
+                }
                 Err(e) => warn!(error = %e, ?table, "history: cannot prune"),
             }
         }
-        self.rows = db::count(&self.conn, Table::Calls).unwrap_or(0);
+        self.rows = db::count(conn, Table::Calls).unwrap_or(0);
         // Claims of calls that never end here (lost records) must not grow without bound.
         if self.claims.len() > QUEUE {
             self.claims.clear();
         }
+        pruned
     }
 }
 

@@ -60,15 +60,6 @@ impl Drop for AbortOnDrop {
     }
 }
 
-fn principal_name(who: &Principal) -> String {
-    match who {
-        Principal::Operator => "operator".into(),
-        Principal::Device(name) => format!("device:{name}"),
-        Principal::Agent => "agent".into(),
-        Principal::ApiClient(name) => format!("client:{name}"),
-    }
-}
-
 pub async fn stream(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
@@ -101,7 +92,13 @@ pub async fn stream(
         ),
     };
     let broker = state.broker.clone();
-    let opened = broker.open_stream(provider, principal_name(&who), name, last_event_id, resume)?;
+    let opened = broker.open_stream(
+        provider,
+        super::routes::caller(&who),
+        name,
+        last_event_id,
+        resume,
+    )?;
     let hello = serde_json::to_string(&opened.hello)
         .map_err(|_| Refusal::new(ErrorCode::Internal, "cannot encode hello"))?;
     let last_sent = opened

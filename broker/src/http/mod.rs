@@ -19,7 +19,7 @@ use axum::Router;
 use axum::routing::{MethodFilter, MethodRouter, on};
 
 pub use rules::{HostCheck, Route};
-pub use serve::{TcpLimits, serve_tcp};
+pub use serve::{TcpBudget, TcpLimits, serve_tcp};
 
 use crate::core::Broker;
 use crate::tokens::Tokens;
@@ -103,13 +103,15 @@ fn finish(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
 }
 
 /// The router of `metrics.bind`: `GET /metrics` and nothing else, without a token (the
-/// listener is loopback only).
-pub fn metrics_router(state: Arc<AppState>) -> Router {
-    routes_where(|route| route == Route::Metrics)
+/// listener is loopback only), behind the same Host check as the main TCP listener: without
+/// it, a page on a rebinding DNS name could read the metrics.
+pub fn metrics_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
+    routes_where(Route::on_metrics_listener)
         .fallback(|| async {
             crate::refusal::Refusal::new(leo_protocol::ErrorCode::NotFound, "only /metrics here")
         })
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }
 
 /// The router for the unix socket: the API, without the Host check and without the console.

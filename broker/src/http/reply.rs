@@ -20,7 +20,7 @@ use crate::refusal::Refusal;
 /// code. It never carries internals: the message is written for the caller.
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        crate::metrics::global().rejected("http", self.code.as_str());
+        crate::metrics::global().rejected(crate::metrics::Door::Http, self.code);
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
         (status, Json(Failure::new(self.code, self.message))).into_response()

@@ -21,6 +21,12 @@ use crate::messages::{MAX_TEXT_BYTES, MessageBody, check_from, operator_sender};
 use crate::refusal::Refusal;
 use crate::tokens::Principal;
 
+/// The principal of the caller's token, as the core names it: the one a `client_id` in the
+/// body must belong to. Never a body field.
+pub fn caller(who: &Principal) -> String {
+    crate::history::who(who).0
+}
+
 #[tracing::instrument(name = "register", skip_all)]
 pub async fn register(
     State(state): State<Arc<AppState>>,
@@ -30,7 +36,7 @@ pub async fn register(
 ) -> Result<Response, Refusal> {
     let body: RegisterBody = json_body(body, limit).await?;
     let client_id = body.client_id.clone();
-    let done = state.broker.register(body)?;
+    let done = state.broker.register(&caller(&who), body)?;
     let action = if done.tools.is_empty() {
         "withdraw"
     } else {
@@ -74,7 +80,10 @@ pub async fn claim(
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
-    let ack = state.broker.claim(&id, &body.client_id).await?;
+    let ack = state
+        .broker
+        .claim(&id, &body.client_id, &caller(&who))
+        .await?;
     audit(
         &state,
         Some(&who),
@@ -99,7 +108,7 @@ pub async fn result(
         body.client_id,
         if body.ok { "ok" } else { "error" }
     );
-    let ack = state.broker.post_result(&id, body).await?;
+    let ack = state.broker.post_result(&id, body, &caller(&who)).await?;
     audit(&state, Some(&who), "result", &id, Some(detail));
     Ok(ok(ack))
 }
@@ -196,35 +205,56 @@ pub async fn message(
 #[tracing::instrument(name = "progress", skip_all, fields(request = %id))]
 pub async fn progress(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: leo_protocol::input::ProgressBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.report_progress(&id, body)?))
+    Ok(ok(state.broker.report_progress(
+        &id,
+        body,
+        &caller(&who),
+    )?))
 }
 
 /// `POST …/requests/{id}/input`: asks the agent's user; answers with what the user did.
 #[tracing::instrument(name = "input", skip_all, fields(request = %id))]
 pub async fn input(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Path(id): Path<String>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: leo_protocol::input::InputBody = json_body(body, limit).await?;
-    Ok(ok(state.broker.ask_input(&id, body).await?))
+    Ok(ok(state.broker.ask_input(&id, body, &caller(&who)).await?))
 }
 
 /// `POST /api/v1/client-tools/webhooks`: a webhook provider; the answer shows its secret, once.
+/// Audited as `webhook_create` and, for its group, `register`, both by the token's principal.
 #[tracing::instrument(name = "create_webhook", skip_all)]
 pub async fn create_webhook(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Extension(BodyLimit(limit)): Extension<BodyLimit>,
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: leo_protocol::webhooks::WebhookBody = json_body(body, limit).await?;
-    Ok(ok(state.webhooks.create(body)?))
+    let made = state.webhooks.create(&caller(&who), body)?;
+    let id = &made.client_id;
+    let detail = format!("{id} url={}", crate::webhooks::url::shown(&made.url));
+    audit(
+        &state,
+        Some(&who),
+        "webhook_create",
+        &made.name,
+        Some(detail),
+    );
+    let tools = made.tools.len();
+    let detail = format!("{id} tools={tools} revision={}", made.revision);
+    audit(&state, Some(&who), "register", &made.group, Some(detail));
+    Ok(ok(made))
 }
 
 pub async fn list_webhooks(
@@ -238,7 +268,10 @@ pub async fn list_webhooks(
 #[tracing::instrument(name = "remove_webhook", skip_all, fields(webhook = %name))]
 pub async fn remove_webhook(
     State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Response, Refusal> {
-    Ok(ok(state.webhooks.remove(&name)?))
+    let (removed, client_id) = state.webhooks.remove(&caller(&who), &name)?;
+    audit(&state, Some(&who), "webhook_remove", &name, Some(client_id));
+    Ok(ok(removed))
 }

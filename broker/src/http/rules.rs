@@ -220,6 +220,12 @@ impl Route {
         self.callers().contains(&kind)
     }
 
+    /// Served on `metrics.bind` too, without a token (after its Host check): `GET /metrics`
+    /// and nothing else.
+    pub fn on_metrics_listener(self) -> bool {
+        self == Route::Metrics
+    }
+
     /// A web-console route: served on TCP only, authenticated by the session cookie.
     pub fn console(self) -> bool {
         matches!(

@@ -1,4 +1,4 @@
-//! Serving the router on TCP with bounds: a cap on concurrent connections, a deadline for a
+//! Serving a router on TCP with bounds: a cap on concurrent connections, a deadline for a
 //! request's head, and an idle deadline for a connection on which nothing moves.
 //!
 //! `axum::serve` keeps every connection as long as its peer likes: twenty thousand idle
@@ -6,9 +6,11 @@
 //! sent one line every few seconds was never cut off. So TCP has its own accept loop on
 //! hyper's HTTP/1 connection, with hyper's header-read timer and a semaphore:
 //!
-//! - at most `web.max_connections` connections are served at once; one past the cap is
-//!   answered `503` with `Connection: close` and closed, never served (up to 64 refusals at a
-//!   time linger a second so the client reads the answer; past that, one write and a close);
+//! - at most `web.max_connections` connections are served at once, counted over every TCP
+//!   listener together (the main one and `metrics.bind` draw on one [`TcpBudget`]); one past
+//!   the cap is answered `503` with `Connection: close` and closed, never served (up to 64
+//!   refusals at a time linger a second so the client reads the answer; past that, one write
+//!   and a close);
 //! - a request's head must be complete `web.header_timeout_s` after the connection became ready
 //!   for it (accepted, or the previous response sent), which bounds both a slow head and an
 //!   idle keep-alive connection;
@@ -17,8 +19,8 @@
 //!   a live stream is never idle.
 //!
 //! The unix sockets are not served here and share none of this budget: the TCP cap is also held
-//! under half the process's file-descriptor limit (see `server`), so a TCP flood leaves the
-//! sockets the rest.
+//! under half the process's file-descriptor limit (see `server`), so a flood of any TCP listener
+//! leaves the sockets the rest.
 
 use std::pin::Pin;
 use std::sync::Arc;
@@ -63,16 +65,35 @@ const REFUSALS: usize = 64;
 /// The largest buffer hyper keeps for a connection, and so the largest head it accepts.
 const MAX_BUF: usize = 64 * 1024;
 
-/// Serves `app` on `listener` until `shutdown` fires, then lets open connections finish (the
-/// caller bounds how long).
+/// The connection budget every TCP listener of one broker shares: its limits, the permits of
+/// the connections served, and the slots of the refusals that linger.
+#[derive(Clone)]
+pub struct TcpBudget {
+    limits: TcpLimits,
+    permits: Arc<Semaphore>,
+    refusals: Arc<Semaphore>,
+}
+
+impl TcpBudget {
+    pub fn new(limits: TcpLimits) -> TcpBudget {
+        TcpBudget {
+            limits,
+            permits: Arc::new(Semaphore::new(limits.max_connections)),
+            refusals: Arc::new(Semaphore::new(REFUSALS)),
+        }
+    }
+}
+
+/// Serves `app` on `listener` within `budget` until `shutdown` fires, then lets open
+/// connections finish (the caller bounds how long). `door` names the listener in logs.
 pub async fn serve_tcp(
+    door: &'static str,
     listener: TcpListener,
     app: Router,
-    limits: TcpLimits,
+    budget: TcpBudget,
     shutdown: CancellationToken,
 ) {
-    let permits = Arc::new(Semaphore::new(limits.max_connections));
-    let refusals = Arc::new(Semaphore::new(REFUSALS));
+    let limits = budget.limits;
     let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -81,11 +102,11 @@ pub async fn serve_tcp(
         .keep_alive(true);
     let mut connections = JoinSet::new();
     let mut refused = Refused::default();
-    while let Some(stream) = crate::accept::next(&shutdown, "TCP", || listener.accept()).await {
+    while let Some(stream) = crate::accept::next(&shutdown, door, || listener.accept()).await {
         while connections.try_join_next().is_some() {}
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
-            refused.count(limits.max_connections);
-            match refusals.clone().try_acquire_owned() {
+        let Ok(permit) = budget.permits.clone().try_acquire_owned() else {
+            refused.count(door, limits.max_connections);
+            match budget.refusals.clone().try_acquire_owned() {
                 Ok(slot) => {
                     connections.spawn(refuse(stream, slot));
                 }
@@ -110,9 +131,9 @@ pub async fn serve_tcp(
             let _permit = permit;
             tokio::select! {
                 r = conn => if let Err(e) = r {
-                    debug!(error = %e, "TCP connection ended");
+                    debug!(error = %e, door, "TCP connection ended");
                 },
-                () = activity.idle_for(idle) => debug!("idle TCP connection closed"),
+                () = activity.idle_for(idle) => debug!(door, "idle TCP connection closed"),
             }
         });
     }
@@ -149,7 +170,7 @@ struct Refused {
 }
 
 impl Refused {
-    fn count(&mut self, cap: usize) {
+    fn count(&mut self, door: &str, cap: usize) {
         self.since += 1;
         let now = Instant::now();
         if self
@@ -157,6 +178,7 @@ impl Refused {
             .is_none_or(|t| now.duration_since(t) >= Duration::from_secs(10))
         {
             warn!(
+                door,
                 cap,
                 refused = self.since,
                 "TCP connection cap reached; refusing new connections with 503"

@@ -259,7 +259,11 @@ impl Session {
                         None
                     }
                     Err(refusal) => Some(result_line(
-                        crate::metrics::global().rejected_then("ipc", refusal.code, id),
+                        crate::metrics::global().rejected_then(
+                            crate::metrics::Door::Ipc,
+                            refusal.code,
+                            id,
+                        ),
                         RawOutcome::failed(refusal.code.as_str(), refusal.message),
                     )),
                 }

@@ -11,17 +11,26 @@
 //! **Durability rule:** an operation that accepts work (a claim, a result, a cancel, a queued
 //! message) is acknowledged only after [`Store::committed`] resolves, which waits for the
 //! commit of everything queued before it. A parked call is queued before any app can see it,
-//! so an app's acknowledged claim or result implies its call is on disk too.
+//! so an app's acknowledged claim or result implies its call is on disk too. A commit that
+//! fails answers every waiter of its batch with an error, and every later one too: what
+//! failed is lost, so nothing after it may be acknowledged as if it had been recorded (see
+//! `writer`).
+//!
+//! This module is the store's interface to the core (`Op`, `Store::committed`, `Restored`)
+//! and names no SQLite type; `schema`, `read` and `writer` are its SQLite side, on the
+//! shared layer in `crate::sqlite`.
 
 use std::path::Path;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 
 use leo_protocol::ipc::{Message, RawOutcome};
 use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::outcome::CallOutcome;
 use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
-use tracing::{error, info};
+use tracing::{error, info, warn};
+
+use crate::sqlite;
 
 mod read;
 pub mod schema;
@@ -125,28 +134,59 @@ pub enum Op {
     },
 }
 
-enum Job {
-    Ops(Vec<Op>),
-    Sync(oneshot::Sender<Result<(), String>>),
+/// Why the store could not open, or could not record a change.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum Error {
+    /// The database refused: at open, or this change's commit.
+    #[error(transparent)]
+    Database(Arc<sqlite::Error>),
+    /// An earlier commit failed: what it held is lost, so nothing queued after it is
+    /// acknowledged either, until the broker is restarted on a file that can be written.
+    #[error("an earlier change could not be recorded, so no later one is acknowledged")]
+    AfterFailure(#[source] Arc<sqlite::Error>),
+    #[error("the store's writer has stopped")]
+    Stopped,
 }
+
+impl From<sqlite::Error> for Error {
+    fn from(e: sqlite::Error) -> Self {
+        Error::Database(Arc::new(e))
+    }
+}
+
+pub(crate) enum Job {
+    Ops(Vec<Op>),
+    Sync(oneshot::Sender<Result<(), Error>>),
+    /// Commit what is queued, checkpoint, close the file, then answer.
+    Close(oneshot::Sender<Result<(), Error>>),
+}
+
+/// How often the WAL of `state/leo.db` is checkpointed into the main file and truncated
+/// (when anything was written since): the longest an ended call's contents stay on disk.
+pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// The handle the broker holds: queue changes, wait for their commit.
 pub struct Store {
     tx: Option<mpsc::Sender<Job>>,
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Store {
     /// Opens (or creates, mode 0600) the database at `path`, migrates it, reads what was
     /// live, and starts the writer. `remember` bounds the ended requests kept.
+    /// The file is checked page by page first (`PRAGMA quick_check`): a damaged one is
+    /// refused rather than found out by the first write that touches the damage.
     pub fn open(
         path: &Path,
         sync: Synchronous,
         remember: usize,
-    ) -> Result<(Store, Restored), String> {
-        let mut conn = writer::connect(path, sync)?;
-        schema::migrate(&mut conn)?;
-        let restored =
-            read::restore(&conn).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    ) -> Result<(Store, Restored), Error> {
+        let options = sqlite::Options {
+            full_sync: sync == Synchronous::Full,
+            check: true,
+        };
+        let conn = sqlite::open(path, options, schema::MIGRATIONS)?;
+        let restored = read::restore(&conn).map_err(sqlite::Error::doing("read the state"))?;
         info!(
             path = %path.display(),
             live = restored.live.len(),
@@ -154,16 +194,25 @@ impl Store {
             "state database opened"
         );
         let (tx, rx) = mpsc::channel();
-        std::thread::Builder::new()
-            .name("leo-store".into())
-            .spawn(move || writer::run(conn, rx, remember))
-            .map_err(|e| format!("cannot start the store's writer: {e}"))?;
-        Ok((Store { tx: Some(tx) }, restored))
+        let settings = sqlite::writer::Settings {
+            name: "leo-store",
+            batch: writer::BATCH,
+            every: CHECKPOINT_EVERY,
+        };
+        sqlite::writer::spawn(settings, conn, rx, writer::Writer::new(remember))?;
+        Ok((Store::with(Some(tx)), restored))
+    }
+
+    fn with(tx: Option<mpsc::Sender<Job>>) -> Store {
+        Store {
+            tx,
+            closed: std::sync::atomic::AtomicBool::new(false),
+        }
     }
 
     /// A store that records nothing (unit tests of the core).
     pub fn disabled() -> Store {
-        Store { tx: None }
+        Store::with(None)
     }
 
     /// Queues `ops`, in order after everything queued before. Never waits.
@@ -174,31 +223,44 @@ impl Store {
         if let Some(tx) = &self.tx
             && tx.send(Job::Ops(ops)).is_err()
         {
-            error!("the store's writer has stopped; a change was not recorded");
+            if self.closed.load(std::sync::atomic::Ordering::Relaxed) {
+                warn!("a change made after the store closed was not recorded");
+            } else {
+                error!("the store's writer has stopped; a change was not recorded");
+            }
         }
     }
 
-    /// Resolves once everything queued so far is committed.
-    pub fn committed(&self) -> impl Future<Output = Result<(), String>> + use<> {
+    /// Resolves once everything queued so far is committed; an error if that commit, or
+    /// any before it, failed.
+    pub fn committed(&self) -> impl Future<Output = Result<(), Error>> + use<> {
+        self.ask(Job::Sync)
+    }
+
+    fn ask(
+        &self,
+        job: fn(oneshot::Sender<Result<(), Error>>) -> Job,
+    ) -> impl Future<Output = Result<(), Error>> + use<> {
         let rx = self.tx.as_ref().map(|tx| {
             let (done, rx) = oneshot::channel();
-            let _ = tx.send(Job::Sync(done));
+            let _ = tx.send(job(done));
             rx
         });
         async move {
             match rx {
                 None => Ok(()),
-                Some(rx) => rx
-                    .await
-                    .unwrap_or_else(|_| Err("the store's writer has stopped".into())),
+                Some(rx) => rx.await.unwrap_or(Err(Error::Stopped)),
             }
         }
     }
 
-    /// Waits for what is queued to be committed (at shutdown); errors are logged.
+    /// At shutdown: commits what is queued, checkpoints the WAL into the main file and
+    /// truncates it, and closes the file; errors are logged. Later changes are not recorded.
     pub async fn close(&self) {
-        if let Err(e) = self.committed().await {
-            error!(error = %e, "the last changes could not be recorded");
+        self.closed
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Err(e) = self.ask(Job::Close).await {
+            error!(error = %leo_protocol::chain::error_chain(&e), "the last changes could not be recorded");
         }
     }
 }
@@ -207,6 +269,7 @@ impl std::fmt::Debug for Store {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Store")
             .field("enabled", &self.tx.is_some())
+            .field("closed", &self.closed)
             .finish()
     }
 }

@@ -3,9 +3,8 @@
 //! A migration is never edited once released: a file written by an older broker is brought
 //! up to date by running the migrations it has not seen, in order, in one transaction. A file
 //! written by a newer broker (a higher version than this one knows) is refused with a clear
-//! error instead of being read with assumptions that may be wrong.
-
-use rusqlite::Connection;
+//! error instead of being read with assumptions that may be wrong. `crate::sqlite::migrate`
+//! runs them, as it does the history's.
 
 /// Each entry moves the schema from version `i` to `i + 1`.
 pub const MIGRATIONS: &[&str] = &[
@@ -59,32 +58,4 @@ pub const MIGRATIONS: &[&str] = &[
 /// The schema version this broker writes.
 pub fn current() -> u32 {
     MIGRATIONS.len() as u32
-}
-
-/// Brings `conn` to the current version, or refuses a newer file.
-pub fn migrate(conn: &mut Connection) -> Result<(), String> {
-    let found: u32 = conn
-        .pragma_query_value(None, "user_version", |r| r.get(0))
-        .map_err(|e| format!("cannot read the schema version: {e}"))?;
-    if found > current() {
-        return Err(format!(
-            "the database has schema version {found}, newer than this broker's {}; it was \
-             written by a newer leo, so run that one (or move the file away to start empty)",
-            current()
-        ));
-    }
-    if found == current() {
-        return Ok(());
-    }
-    let tx = conn
-        .transaction()
-        .map_err(|e| format!("cannot start the migration: {e}"))?;
-    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
-        tx.execute_batch(sql)
-            .map_err(|e| format!("migration to version {} failed: {e}", i + 1))?;
-    }
-    tx.pragma_update(None, "user_version", current())
-        .map_err(|e| format!("cannot write the schema version: {e}"))?;
-    tx.commit()
-        .map_err(|e| format!("cannot commit the migration: {e}"))
 }

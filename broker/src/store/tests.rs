@@ -186,7 +186,9 @@ fn an_older_file_is_migrated_and_a_newer_one_refused() {
     conn.pragma_update(None, "user_version", schema::current() + 1)
         .unwrap();
     drop(conn);
-    let err = Store::open(&path, Synchronous::Normal, 4).unwrap_err();
+    let err = Store::open(&path, Synchronous::Normal, 4)
+        .unwrap_err()
+        .to_string();
     assert!(
         err.contains("newer than this broker's")
             && err.contains(&format!("version {}", schema::current() + 1)),
@@ -204,7 +206,207 @@ fn a_file_that_is_not_a_database_is_refused() {
     )
     .unwrap();
     let err = Store::open(&path, Synchronous::Normal, 4).unwrap_err();
-    assert!(err.contains("leo.db"), "{err}");
+    let err = leo_protocol::chain::error_chain(&err);
+    assert!(err.contains("not a database"), "{err}");
+}
+
+#[tokio::test]
+async fn a_damaged_index_page_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    {
+        let (store, _) = Store::open(&path, Synchronous::Normal, 4).unwrap();
+        let ops = (0..3000)
+            .map(|i| Op::Mail {
+                agent: format!("agent-{}", i % 7),
+                message: msg(&format!("message {i}")),
+            })
+            .collect();
+        store.send(ops);
+        store.close().await;
+    }
+    crate::sqlite::tests::damage_index(&path, "mail_agent");
+    let err = Store::open(&path, Synchronous::Normal, 4).unwrap_err();
+    let err = leo_protocol::chain::error_chain(&err);
+    assert!(err.contains("damaged"), "{err}");
+}
+
+/// Makes every insert into `table` fail from now on, through a second connection, as a
+/// damaged page or a full disk would.
+fn break_table(path: &Path, table: &str) {
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute_batch(&format!(
+        "CREATE TRIGGER boom BEFORE INSERT ON {table} BEGIN SELECT RAISE(ABORT, 'boom'); END;"
+    ))
+    .unwrap();
+}
+
+#[tokio::test]
+async fn a_failed_commit_is_never_acknowledged_nor_any_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, _) = open(&path).await;
+    store.send(vec![Op::Park(call("r1", 1))]);
+    store.committed().await.unwrap();
+    break_table(&path, "mail");
+
+    // Every waiter of the batch holding the failed change gets the error (or, queued after
+    // it, the error of a later batch)...
+    store.send(vec![
+        Op::Claim {
+            id: "r1".into(),
+            by: "c_1".into(),
+        },
+        Op::Mail {
+            agent: "a".into(),
+            message: msg("lost"),
+        },
+    ]);
+    let waiters = [store.committed(), store.committed(), store.committed()];
+    for w in waiters {
+        let e = w.await.unwrap_err();
+        assert!(leo_protocol::chain::error_chain(&e).contains("boom"), "{e}");
+    }
+    // ...and so does every later one, even one whose own batch would commit: the changes
+    // lost with the failed commit came before it.
+    store.send(vec![Op::Delivered { id: "r1".into() }]);
+    let e = store.committed().await.unwrap_err();
+    assert!(matches!(e, Error::AfterFailure(_)), "{e:?}");
+    assert!(store.committed().await.is_err());
+    store.close().await;
+
+    // Nothing of the failed batch or after it is on disk: the claim is not there.
+    let (_s, restored) = Store::open(&path, Synchronous::Normal, 4).unwrap();
+    assert_eq!(restored.live, vec![call("r1", 1)]);
+    assert!(restored.mail.is_empty());
+}
+
+#[tokio::test]
+async fn a_clean_close_leaves_no_ended_contents_in_the_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, _) = open(&path).await;
+    let mut secret = call("r1", 1);
+    secret.request.arguments =
+        serde_json::value::to_raw_value(&json!({"q": "ARG-5ecret-77"})).unwrap();
+    store.send(vec![Op::Park(secret), Op::Park(call("r2", 2))]);
+    store.committed().await.unwrap();
+    store.send(vec![
+        Op::End {
+            id: "r1".into(),
+            how: CallOutcome::Result,
+            agent: "claude".into(),
+            session: "claude-1-ab".into(),
+            local_id: 1,
+            outcome: Some(RawOutcome::Error {
+                error: AppError {
+                    code: "x".into(),
+                    message: "RESULT-5ecret-77".into(),
+                },
+            }),
+        },
+        Op::Mail {
+            agent: "a".into(),
+            message: msg("MAIL-5ecret-77"),
+        },
+    ]);
+    store.committed().await.unwrap();
+    store.send(vec![
+        Op::Delivered { id: "r1".into() },
+        Op::MailTaken { agent: "a".into() },
+    ]);
+    store.close().await;
+    let mut files = 0;
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let bytes = std::fs::read(entry.unwrap().path()).unwrap();
+        files += 1;
+        for needle in ["ARG-5ecret-77", "RESULT-5ecret-77", "MAIL-5ecret-77"] {
+            let needle = needle.as_bytes();
+            assert!(!bytes.windows(needle.len()).any(|w| w == needle));
+        }
+    }
+    assert!(files >= 1);
+    let (_s, restored) = Store::open(&path, Synchronous::Normal, 4).unwrap();
+    assert_eq!(restored.live, vec![call("r2", 2)], "what is live stays");
+}
+
+/// Not a test: what `secure_delete` and the start's `quick_check` cost, on this machine and
+/// build. `cargo test -p leo-broker --lib store::tests::measure -- --ignored --nocapture`
+#[test]
+#[ignore = "a measurement"]
+#[allow(clippy::print_stdout)]
+fn measure_secure_delete_and_quick_check() {
+    use std::time::Instant;
+    let dir = tempfile::tempdir().unwrap();
+    let options = crate::sqlite::Options {
+        full_sync: false,
+        check: false,
+    };
+    let calls = 2000u64;
+    for round in 0..2 {
+        for secure in ["OFF", "ON"] {
+            let path = dir.path().join(format!("{secure}{round}.db"));
+            let mut conn = crate::sqlite::open(&path, options, schema::MIGRATIONS).unwrap();
+            conn.pragma_update(None, "secure_delete", secure).unwrap();
+            let t = Instant::now();
+            for n in 0..calls {
+                let id = format!("r{n}");
+                let steps = [
+                    vec![Op::Park(call(&id, n))],
+                    vec![
+                        Op::Claim {
+                            id: id.clone(),
+                            by: "c".into(),
+                        },
+                        Op::End {
+                            id: id.clone().into(),
+                            how: CallOutcome::Result,
+                            agent: "a".into(),
+                            session: "s".into(),
+                            local_id: n,
+                            outcome: Some(RawOutcome::Error {
+                                error: AppError {
+                                    code: "x".into(),
+                                    message: "y".repeat(100),
+                                },
+                            }),
+                        },
+                    ],
+                    vec![Op::Delivered { id }],
+                ];
+                for ops in steps {
+                    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+                }
+            }
+            let per = t.elapsed().as_micros() as f64 / calls as f64;
+            println!("secure_delete={secure} round {round}: {per:.1} µs per call (3 commits)");
+        }
+    }
+    let path = dir.path().join("big.db");
+    let mut conn = crate::sqlite::open(&path, options, schema::MIGRATIONS).unwrap();
+    let ops = (0..100_000u64)
+        .map(|n| Op::Park(call(&format!("req_{n:08}"), n)))
+        .chain((0..100_000u64).map(|n| Op::Mail {
+            agent: format!("agent-{}", n % 50),
+            message: msg(&format!(
+                "an unread message, number {n}, of about eighty bytes"
+            )),
+        }))
+        .collect();
+    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+    crate::sqlite::checkpoint(&conn);
+    drop(conn);
+    let size = std::fs::metadata(&path).unwrap().len();
+    for _ in 0..3 {
+        let conn = rusqlite::Connection::open(&path).unwrap();
+        let t = Instant::now();
+        crate::sqlite::quick_check(&conn).unwrap();
+        println!(
+            "quick_check of {} MiB (100k live calls, 100k messages): {} ms",
+            size >> 20,
+            t.elapsed().as_millis()
+        );
+    }
 }
 
 /// Stores an ending with `how` spelled as given, as an earlier version (or a stranger) wrote it.
@@ -241,5 +443,6 @@ async fn an_ending_reads_back_in_either_spelling_and_an_unknown_one_is_refused()
     // An outcome no version wrote is an error, not a guess.
     ended_spelled(&path, "internal").await;
     let err = Store::open(&path, Synchronous::Normal, 4).err().unwrap();
+    let err = leo_protocol::chain::error_chain(&err);
     assert!(err.contains("\"internal\" is not an outcome"), "{err}");
 }

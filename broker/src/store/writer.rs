@@ -1,85 +1,106 @@
-//! The writer thread: owns the connection, commits queued changes in batches.
+//! The store's side of the writer thread (`crate::sqlite::writer` runs it): applies a batch
+//! of queued changes in one transaction, commits, and only then answers the `Sync` jobs of
+//! that batch. Under load a commit covers many calls; alone, a call waits for one commit.
 //!
-//! It blocks on the channel for the first job, takes whatever else is queued by then (up to
-//! `BATCH`), applies it in one transaction, commits, and only then answers the `Sync` jobs
-//! of that batch. Under load a commit covers many calls; alone, a call waits for one commit.
+//! A commit that fails is rolled back whole, so every change queued with it is lost. Its
+//! waiters get the error, and so does every later waiter: a claim queued after a lost park
+//! must not be acknowledged as if the call were on disk. From the first failure on nothing
+//! more is written (the file keeps the state of the last good commit, which a restart reads)
+//! and every operation that accepts work is refused until the broker is restarted.
 
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
-use std::path::Path;
-use std::sync::mpsc;
+use std::ops::ControlFlow;
+use std::sync::Arc;
 
 use rusqlite::{Connection, Transaction, params};
 use tracing::{debug, error};
 
-use super::{Job, Op, StoredCall, Synchronous};
+use super::{Error, Job, Op, StoredCall};
+use crate::sqlite;
 
 /// Most jobs in one transaction.
-const BATCH: usize = 4096;
+pub const BATCH: usize = 4096;
 
-/// Opens `path` (created 0600), in WAL mode with the chosen `synchronous`.
-pub fn connect(path: &Path, sync: Synchronous) -> Result<Connection, String> {
-    let shown = path.display();
-    std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-        .map_err(|e| format!("cannot create {shown}: {e}"))?;
-    // SQLite gives its -wal and -shm files the main file's mode.
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))
-        .map_err(|e| format!("cannot set the mode of {shown}: {e}"))?;
-    let conn = Connection::open(path).map_err(|e| format!("cannot open {shown}: {e}"))?;
-    let mode: String = conn
-        .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
-        .map_err(|e| format!("cannot switch {shown} to WAL: {e}"))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(format!("{shown} cannot use WAL (journal_mode is {mode})"));
-    }
-    let level = match sync {
-        Synchronous::Normal => "NORMAL",
-        Synchronous::Full => "FULL",
-    };
-    conn.pragma_update(None, "synchronous", level)
-        .map_err(|e| format!("cannot set synchronous on {shown}: {e}"))?;
-    conn.busy_timeout(std::time::Duration::from_secs(5))
-        .map_err(|e| format!("cannot set a busy timeout on {shown}: {e}"))?;
-    Ok(conn)
+/// The writer's state between batches.
+pub struct Writer {
+    /// How many ended requests are kept.
+    remember: usize,
+    /// The first failed commit; nothing is written or acknowledged after it.
+    failed: Option<Arc<sqlite::Error>>,
 }
 
-/// Runs until every `Store` handle is gone.
-pub fn run(mut conn: Connection, rx: mpsc::Receiver<Job>, remember: usize) {
-    while let Ok(first) = rx.recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < BATCH {
-            match rx.try_recv() {
-                Ok(job) => jobs.push(job),
-                Err(_) => break,
-            }
+impl Writer {
+    pub fn new(remember: usize) -> Writer {
+        Writer {
+            remember,
+            failed: None,
         }
-        let result = commit(&mut conn, &jobs, remember);
-        if let Err(e) = &result {
-            error!(error = %e, "cannot record the broker's state");
+    }
+
+    /// Commits the batch's changes (unless a commit failed before) and says how it went.
+    fn commit_batch(&mut self, conn: &mut Connection, jobs: &[Job]) -> Result<(), Error> {
+        if let Some(first) = &self.failed {
+            return Err(Error::AfterFailure(first.clone()));
         }
+        commit(conn, jobs, self.remember).map_err(|e| {
+            error!(
+                error = %leo_protocol::chain::error_chain(&e),
+                "cannot record the broker's state; no further change is acknowledged until \
+                 the broker is restarted"
+            );
+            let e = Arc::new(e);
+            self.failed = Some(e.clone());
+            Error::Database(e)
+        })
+    }
+}
+
+impl sqlite::writer::Batches for Writer {
+    type Job = Job;
+
+    fn batch(
+        &mut self,
+        conn: &mut Connection,
+        jobs: Vec<Job>,
+    ) -> (bool, ControlFlow<sqlite::writer::Done>) {
+        let result = self.commit_batch(conn, &jobs);
+        let mut close = None;
         for job in jobs {
-            if let Job::Sync(done) = job {
-                let _ = done.send(result.clone());
+            match job {
+                Job::Sync(done) => {
+                    let _ = done.send(result.clone());
+                }
+                Job::Close(done) => close = Some(done),
+                Job::Ops(_) => {}
             }
         }
+        let flow = match close {
+            Some(done) => ControlFlow::Break(Box::new(move || {
+                let _ = done.send(result);
+            }) as sqlite::writer::Done),
+            None => ControlFlow::Continue(()),
+        };
+        (self.failed.is_none(), flow)
     }
 }
 
-fn commit(conn: &mut Connection, jobs: &[Job], remember: usize) -> Result<(), String> {
+pub(super) fn commit(
+    conn: &mut Connection,
+    jobs: &[Job],
+    remember: usize,
+) -> Result<(), sqlite::Error> {
     let ops = jobs.iter().filter_map(|j| match j {
         Job::Ops(ops) => Some(ops),
-        Job::Sync(_) => None,
+        Job::Sync(_) | Job::Close(_) => None,
     });
     let mut n = 0usize;
-    let tx = conn.transaction().map_err(|e| e.to_string())?;
+    let tx = conn
+        .transaction()
+        .map_err(sqlite::Error::doing("begin a transaction"))?;
     let mut ended = false;
     for batch in ops {
         for op in batch {
             ended |= matches!(op, Op::End { .. });
-            apply(&tx, op).map_err(|e| format!("{e} (in {})", op_name(op)))?;
+            apply(&tx, op).map_err(sqlite::Error::doing(op_name(op)))?;
             n += 1;
         }
     }
@@ -87,27 +108,27 @@ fn commit(conn: &mut Connection, jobs: &[Job], remember: usize) -> Result<(), St
         // Only the last `remember` endings are kept, as in memory.
         tx.prepare_cached("DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - ?1")
             .and_then(|mut s| s.execute(params![remember as i64]))
-            .map_err(|e| e.to_string())?;
+            .map_err(sqlite::Error::doing("trim the ended requests"))?;
     }
-    tx.commit().map_err(|e| e.to_string())?;
+    tx.commit().map_err(sqlite::Error::doing("commit"))?;
     debug!(ops = n, "state committed");
     Ok(())
 }
 
 fn op_name(op: &Op) -> &'static str {
     match op {
-        Op::Park(_) => "park",
-        Op::Claim { .. } => "claim",
-        Op::Unclaim { .. } => "unclaim",
-        Op::End { .. } => "end",
-        Op::Delivered { .. } => "delivered",
-        Op::Mail { .. } => "mail",
-        Op::MailTaken { .. } => "mail taken",
-        Op::MailTrim { .. } => "mail trim",
-        Op::Client(_) => "client",
-        Op::ClientGone { .. } => "client gone",
-        Op::Owner { .. } => "owner",
-        Op::OwnersReleased { .. } => "owners released",
+        Op::Park(_) => "record a parked call",
+        Op::Claim { .. } => "record a claim",
+        Op::Unclaim { .. } => "record a claim given back",
+        Op::End { .. } => "record an ending",
+        Op::Delivered { .. } => "record a delivered outcome",
+        Op::Mail { .. } => "record a message",
+        Op::MailTaken { .. } => "record a mailbox read",
+        Op::MailTrim { .. } => "trim a mailbox",
+        Op::Client(_) => "record a client",
+        Op::ClientGone { .. } => "record a client gone",
+        Op::Owner { .. } => "record an owner",
+        Op::OwnersReleased { .. } => "release owners",
     }
 }
 

@@ -126,6 +126,7 @@ impl Webhooks {
             hooks: self.clone(),
             name: hook.stored.name.clone(),
             client_id: hook.stored.client_id.clone().into(),
+            owner: hook.stored.owner.clone(),
             target: hook.target.clone(),
             key: hook.key.clone(),
             id: request.id.clone(),
@@ -159,6 +160,7 @@ impl Webhooks {
             hooks: self.clone(),
             name: hook.stored.name.clone(),
             client_id: hook.stored.client_id.clone().into(),
+            owner: hook.stored.owner.clone(),
             target: hook.target.clone(),
             key: hook.key.clone(),
             id: cancelled.id.clone(),
@@ -177,6 +179,8 @@ struct CallTask {
     hooks: Arc<Webhooks>,
     name: String,
     client_id: ClientId,
+    /// The principal that created the webhook: its inline answers act as it.
+    owner: String,
     target: Result<Target, String>,
     key: Arc<[u8]>,
     id: RequestId,
@@ -290,12 +294,22 @@ impl CallTask {
             Err(e) => return Attempt::Failed(format!("the app's answer is not an answer: {e}")),
         };
         let hooks = &self.hooks;
+        let result = answer.into_result(&self.client_id);
+        let detail = format!(
+            "{} {}",
+            self.client_id,
+            if result.ok { "ok" } else { "error" }
+        );
         let settled = hooks
             .broker
-            .post_result(&self.id, answer.into_result(&self.client_id))
+            .post_result(&self.id, result, &self.owner)
             .await;
         match settled {
             Ok(_) => {
+                // The change is the webhook's (its signed delivery's answer), not a token's.
+                let who = (format!("webhook:{}", self.name), "webhook");
+                let history = hooks.broker.history();
+                history.audit(who, "result", Some(&self.id), Some(detail));
                 hooks.lock().calls.remove(&self.id);
                 debug!("settled by the inline answer");
                 hooks.record(&self.name, None);

@@ -129,23 +129,27 @@ impl Webhooks {
         }
     }
 
-    /// The webhook joins the core as a provider and registers its group.
+    /// The webhook joins the core as a provider and registers its group, as its owner.
     fn join(&self, w: &Stored) -> Result<leo_protocol::requests::Registered, Refusal> {
-        self.broker.join_webhook(&w.client_id, &w.name, &w.url)?;
-        let registered = self.broker.register(RegisterBody {
-            client_id: w.client_id.clone().into(),
-            group: w.group.clone(),
-            tools: w.tools.clone(),
-            agents: w.agents.clone(),
-        });
+        self.broker
+            .join_webhook(&w.client_id, &w.name, &w.url, &w.owner)?;
+        let registered = self.broker.register(
+            &w.owner,
+            RegisterBody {
+                client_id: w.client_id.clone().into(),
+                group: w.group.clone(),
+                tools: w.tools.clone(),
+                agents: w.agents.clone(),
+            },
+        );
         if registered.is_err() {
             self.broker.leave_webhook(&w.client_id);
         }
         registered
     }
 
-    /// `POST /api/v1/client-tools/webhooks`.
-    pub fn create(&self, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
+    /// `POST /api/v1/client-tools/webhooks`, by `caller` (the token's principal), who owns it.
+    pub fn create(&self, caller: &str, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
         if !leo_protocol::names::is_name(&body.name) {
             return Err(Refusal::new(
                 ErrorCode::InvalidParameter,
@@ -177,6 +181,7 @@ impl Webhooks {
             client_id: crate::tokens::random_id("c_"),
             secret,
             created_at: leo_protocol::time::now(),
+            owner: caller.to_owned(),
         };
         let registered = self.join(&stored)?;
         let mut all: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
@@ -222,10 +227,17 @@ impl Webhooks {
     }
 
     /// `DELETE /api/v1/client-tools/webhooks/{name}`: the webhook leaves like a closed stream
-    /// (its tools withdrawn, its calls ended), and is forgotten.
-    pub fn remove(&self, name: &str) -> Result<WebhookRemoved, Refusal> {
+    /// (its tools withdrawn, its calls ended), and is forgotten. Its owner or the operator
+    /// (`caller`) may remove it; to anyone else it is not found, as an unknown name.
+    /// Answers with the removed webhook's `client_id`, for the audit.
+    pub fn remove(&self, caller: &str, name: &str) -> Result<(WebhookRemoved, String), Refusal> {
         let mut state = self.lock();
-        let Some(hook) = state.hooks.remove(name) else {
+        let may = state
+            .hooks
+            .get(name)
+            .is_some_and(|h| h.stored.owner == caller || caller == "operator");
+        // Another principal's webhook is left in place, answered as an unknown name.
+        let Some(hook) = may.then(|| state.hooks.remove(name)).flatten() else {
             return Err(Refusal::new(
                 ErrorCode::NotFound,
                 format!("no webhook named {name:?}"),
@@ -246,10 +258,11 @@ impl Webhooks {
         drop(state);
         self.broker.leave_webhook(&hook.stored.client_id);
         info!(webhook = name, "webhook provider removed");
-        Ok(WebhookRemoved {
+        let removed = WebhookRemoved {
             name: name.to_owned(),
             removed: true,
-        })
+        };
+        Ok((removed, hook.stored.client_id))
     }
 
     /// Counts a delivery that worked (`None`) or failed, and shows the webhook's health.

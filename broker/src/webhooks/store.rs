@@ -28,6 +28,15 @@ pub struct Stored {
     /// `whsec_…`.
     pub secret: String,
     pub created_at: String,
+    /// The principal that created it (`operator`, `device:NAME`): the one whose token may use
+    /// its `client_id` on the claim and result routes, and remove it besides the operator. A
+    /// file written before owners were kept has none: those webhooks are the operator's.
+    #[serde(default = "operator")]
+    pub owner: String,
+}
+
+fn operator() -> String {
+    "operator".to_owned()
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -88,7 +97,6 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]
@@ -106,12 +114,22 @@ mod tests {
             client_id: "c_1".into(),
             secret: "whsec_AAAA".into(),
             created_at: "t".into(),
+            owner: "device:ipad".into(),
         };
         store.save(&[w]).unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let (_, back) = Store::load(&path).unwrap();
         assert_eq!(back[0].client_id, "c_1");
+        assert_eq!(back[0].owner, "device:ipad");
+        // A file from before owners were kept: its webhooks are the operator's.
+        let old = std::fs::read_to_string(&path)
+            .unwrap()
+            .replace(",\"owner\":\"device:ipad\"", "")
+            .replace(",\n      \"owner\": \"device:ipad\"", "");
+        assert!(!old.contains("owner"), "{old}");
+        std::fs::write(&path, old).unwrap();
+        assert_eq!(Store::load(&path).unwrap().1[0].owner, "operator");
         std::fs::write(&path, b"{\"version\":1,\"webhooks\":[").unwrap();
         let err = Store::load(&path).unwrap_err().to_string();
         assert!(err.contains("corrupt"), "{err}");

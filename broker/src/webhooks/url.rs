@@ -7,6 +7,10 @@
 //! to loopback at the check cannot be connected somewhere else afterwards, the DNS-rebinding
 //! trick). A name that is not in `allowed_hosts` must resolve to loopback addresses only.
 //!
+//! The url the operator reads is where it delivers: what the parser would drop or read
+//! otherwise (a fragment, userinfo, a port out of range, which it takes for no port and so 80)
+//! is refused, not normalized.
+//!
 //! **Decision: plain `http://` only.** The broker carries no TLS client: it would add a
 //! certificate store and a crypto backend to a daemon that otherwise listens on loopback only.
 //! A delivery is signed (the app can tell it came from this broker, unchanged and recent) but
@@ -37,6 +41,12 @@ impl Target {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+        if url.contains('#') {
+            // The parser drops a fragment; what the operator reads must be where it delivers.
+            return Err(format!(
+                "{url:?}: a fragment (#…) is never sent to the app; remove it"
+            ));
+        }
         match uri.scheme_str() {
             Some("http") => {}
             Some("https") => {
@@ -79,7 +89,7 @@ impl Target {
             .unwrap_or_else(|| "/".to_owned());
         Ok(Target {
             host,
-            port: authority.port_u16().unwrap_or(80),
+            port: port_of(url, authority)?,
             authority: authority.as_str().to_owned(),
             path,
             allowed,
@@ -123,6 +133,31 @@ impl Target {
     }
 }
 
+/// `url` without its query, for the audit trail: a query may carry a credential of the app's.
+pub fn shown(url: &str) -> &str {
+    url.split_once('?').map_or(url, |(before, _)| before)
+}
+
+/// The port an authority names, 80 when it names none. A port the parser would read as none
+/// (out of range, empty, signed, not a number) is refused rather than delivered to 80; so is
+/// port 0, which nothing listens on.
+fn port_of(url: &str, authority: &axum::http::uri::Authority) -> Result<u16, String> {
+    // Userinfo was refused before, so the authority starts with its host.
+    let after_host = authority
+        .as_str()
+        .get(authority.host().len()..)
+        .unwrap_or_default();
+    let Some(text) = after_host.strip_prefix(':') else {
+        return Ok(80);
+    };
+    match text.parse::<u16>() {
+        Ok(port) if port > 0 && text.bytes().all(|b| b.is_ascii_digit()) => Ok(port),
+        _ => Err(format!(
+            "{url:?}: port {text:?} is not a port number from 1 to 65535"
+        )),
+    }
+}
+
 /// Loopback, also when written as an IPv4-mapped IPv6 address.
 fn is_loopback(ip: IpAddr) -> bool {
     ip.to_canonical().is_loopback()
@@ -154,6 +189,21 @@ mod tests {
             ("127.0.0.1:80", false),
             ("/relative", false),
             ("", false),
+            ("http://127.0.0.1:99999/", false),
+            ("http://127.0.0.1:65536/", false),
+            ("http://127.0.0.1:0/", false),
+            ("http://127.0.0.1:/", false),
+            ("http://127.0.0.1:+80/", false),
+            ("http://127.0.0.1:-1/", false),
+            ("http://[::1]:99999/", false),
+            ("http://127.0.0.1:80#@evil.example/", false),
+            ("http://127.0.0.1/hook#frag", false),
+            ("http://127.0.0.1/a?b#", false),
+            ("http://u:p@127.0.0.1/", false),
+            ("http://127.0.0.1:65535/", true),
+            ("http://127.0.0.1:1/", true),
+            ("http://127.0.0.1/@x", true),
+            ("http://localhost:1/", true),
         ] {
             assert_eq!(Target::parse(url, &allowed).is_ok(), ok, "{url}");
         }
@@ -163,6 +213,19 @@ mod tests {
             ("::1", 8080, "/")
         );
         assert_eq!(t.authority, "[::1]:8080");
+        let port = |url: &str| Target::parse(url, &[]).map(|t| t.port);
+        assert_eq!(port("http://127.0.0.1/"), Ok(80));
+        assert_eq!(port("http://[::1]/"), Ok(80));
+        assert_eq!(port("http://127.0.0.1:65535/"), Ok(65535));
+    }
+
+    /// What is refused says why, so the operator can tell a bad port from a fragment.
+    #[test]
+    fn a_refusal_names_the_part_at_fault() {
+        let why = |url: &str| Target::parse(url, &[]).err().unwrap_or_default();
+        assert!(why("http://127.0.0.1:99999/").contains("port \"99999\""));
+        assert!(why("http://127.0.0.1:80#@evil.example/").contains("fragment"));
+        assert!(why("http://u@127.0.0.1/").contains("user or password"));
     }
 
     #[tokio::test]

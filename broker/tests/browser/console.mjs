@@ -94,7 +94,7 @@ try {
   say('answered');
 
   // A second call waits; the operator cancels it from the pending list.
-  const { id } = await command('cancel');
+  const { id, long_app: longApp } = await command('cancel');
   const row = page.locator(`#calls tr[data-id="${id}"]`);
   await row.waitFor();
   await page.locator(`#agent-rows tr[data-agent="${agent}"]`, { hasText: 'native' }).waitFor();
@@ -106,8 +106,14 @@ try {
   const connected = await page.locator(`#agent-rows tr[data-agent="${agent}"] td[data-since]`).textContent();
   if (!/^\d+s ago$/.test(connected ?? '')) throw new Error(`connected cell reads ${JSON.stringify(connected)}`);
   await page.locator('#app-rows tr[data-client="console"] td.name', { hasText: 'web console' }).waitFor();
+  // At 1280 px the app with a long name and long group names fits its card.
+  await page.locator(`#app-rows tr td.name`, { hasText: longApp }).waitFor();
+  const wide = await page.evaluate(() => [...document.querySelectorAll('section')]
+    .filter((s) => s.scrollWidth > s.clientWidth)
+    .map((s) => `${s.id}: ${s.scrollWidth} > ${s.clientWidth}`));
   const screenshot = join(shots, 'console.png');
   await page.screenshot({ path: screenshot, fullPage: true });
+  if (wide.length) throw new Error(`cards overflow at 1280 px: ${wide.join(', ')}`);
 
   // On a phone: nothing wider than the screen, and the Cancel button inside its card.
   await page.setViewportSize({ width: 390, height: 844 });

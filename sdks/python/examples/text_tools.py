@@ -18,7 +18,7 @@ def reverse_text(text: str) -> str:
 
 
 @app.tool(timeout_s=30)
-async def word_count(call: Call, text: str) -> dict:
+async def word_count(call: Call, text: str) -> dict[str, int]:
     """Count the words, lines and characters of a text"""
     call.check()  # raises Cancelled if the agent already gave up
     return {"words": len(text.split()), "lines": len(text.splitlines()), "chars": len(text)}

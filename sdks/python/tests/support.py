@@ -67,7 +67,8 @@ class Broker:
         env = {**os.environ, "LEO_HOME": self.home, "RUST_LOG": os.environ.get("RUST_LOG", "info")}
         self.proc = subprocess.Popen(
             [LEO, "broker", "--port", "0"], env=env, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=open(self.log_path, "ab"), text=True,
+            stdout=subprocess.PIPE, text=True,
+            stderr=open(self.log_path, "ab"),  # noqa: SIM115 - the child keeps it
         )
         end = time.monotonic() + WAIT
         assert self.proc.stdout is not None
@@ -181,7 +182,7 @@ class McpAgent:
         self.log_path = Path(broker.home, f"leo-mcp-{agent}.stderr")
         self.proc = subprocess.Popen(
             [LEO_MCP, "--agent", agent], env=env, stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE, stderr=open(self.log_path, "ab"),
+            stdout=subprocess.PIPE, stderr=open(self.log_path, "ab"),  # noqa: SIM115 - the child keeps it
         )
         self._next = 0
         self._answers: dict[int, Any] = {}

@@ -55,8 +55,6 @@ pub fn check_csrf(headers: &HeaderMap, session: &Session) -> Result<(), Refusal>
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     fn headers(host: &str, origin: Option<&str>) -> HeaderMap {

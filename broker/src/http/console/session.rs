@@ -8,12 +8,14 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::http::{HeaderMap, header};
 use leo_protocol::ErrorCode;
 use subtle::ConstantTimeEq;
 use tokio::sync::watch;
+// Tokio's clock, which is the system's monotonic clock but can be paused in tests.
+use tokio::time::Instant;
 
 use crate::refusal::Refusal;
 
@@ -158,8 +160,6 @@ pub fn clear_cookie() -> String {
 
 #[cfg(test)]
 mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
     use super::*;
 
     #[test]
@@ -190,5 +190,21 @@ mod tests {
         let gone = Sessions::new(Duration::ZERO);
         let old = gone.create().unwrap();
         assert!(gone.get(&old.id).is_none(), "expired");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_login_lasts_its_ttl_to_the_millisecond_and_is_then_forgotten() {
+        let s = Sessions::new(Duration::from_secs(2));
+        let one = s.create().unwrap();
+        assert_eq!(one.expires_in_s(), 2);
+        tokio::time::advance(Duration::from_millis(1_999)).await;
+        assert_eq!(s.get(&one.id).map(|s| s.expires_in_s()), Some(0));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert!(s.get(&one.id).is_none(), "expired");
+        assert!(s.map().is_empty(), "and forgotten");
+        // A later login starts its own period.
+        let two = s.create().unwrap();
+        tokio::time::advance(Duration::from_millis(1_999)).await;
+        assert!(s.get(&two.id).is_some());
     }
 }

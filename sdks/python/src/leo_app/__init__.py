@@ -28,7 +28,13 @@ from . import reply as content
 from .app import App, default_home
 from .call import Answer, Call
 from .errors import (
-    Cancelled, ConnectError, FatalError, InputUnsupported, LeoError, ProtocolError, Refused,
+    Cancelled,
+    ConnectError,
+    FatalError,
+    InputUnsupported,
+    LeoError,
+    ProtocolError,
+    Refused,
     ToolError,
 )
 from .reply import Reply

@@ -9,14 +9,19 @@ Pure state, driven by the session loop, so the rules are tested without a broker
   `Last-Event-ID`, the `pending=1` list);
 - when the stream is lost the broker keeps this client's claims for the resume grace, so
   running handlers go on (their replies wait for the next session), and queued requests are
-  forgotten: the `pending=1` list after the reconnect says which of them still wait, and
-  which running calls ended meanwhile (`stale`).
+  forgotten: the `pending=1` list after the reconnect says which of them still wait, which
+  running calls ended meanwhile (`stale`), and which this client claimed without hearing so
+  (the answer to its claim was lost with the broker): those are run without claiming again
+  (`offer_ours`);
+- a request whose claim got no definite answer is forgotten (`forget`), so that the pending
+  list may offer it again.
 """
 
 from __future__ import annotations
 
 from collections import OrderedDict, deque
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 #: How many finished request ids are remembered to drop repeats.
 SEEN = 4096
@@ -49,6 +54,8 @@ class Calls:
         self.queue: deque[dict[str, Any]] = deque()
         self.queued: set[str] = set()
         self.running: dict[str, Control] = {}
+        #: Queued requests this client already holds the claim of.
+        self.ours: set[str] = set()
         self.seen: OrderedDict[str, None] = OrderedDict()
 
     def _remember(self, rid: str) -> None:
@@ -67,25 +74,46 @@ class Calls:
         self.queue.append(request)
         return True
 
+    def offer_ours(self, request: dict[str, Any]) -> bool:
+        """Queues, first, a request the broker lists as claimed by this client, unless it runs
+        here: the answer to its claim was lost. It is run without claiming again."""
+        rid = request["id"]
+        if rid in self.running or rid in self.queued:
+            return False
+        self._remember(rid)
+        self.queued.add(rid)
+        self.ours.add(rid)
+        self.queue.appendleft(request)
+        return True
+
+    def forget(self, rid: str) -> None:
+        """Request `rid` got no definite answer to its claim: it may be offered again."""
+        self.seen.pop(rid, None)
+
     def cancelled(self, rid: str) -> None:
         """The broker ended request `rid`: it leaves the queue, or its handler is cancelled."""
         self._remember(rid)
         if rid in self.queued:
             self.queued.discard(rid)
+            self.ours.discard(rid)
             self.queue = deque(r for r in self.queue if r["id"] != rid)
         control = self.running.get(rid)
         if control is not None:
             control.end()
 
-    def next_to_start(self) -> tuple[dict[str, Any], Control] | None:
-        """The next request to claim, if a slot is free; it counts as running from now on."""
+    def next_to_start(self) -> tuple[dict[str, Any], Control, bool] | None:
+        """The next request to start, if a slot is free, and whether this client holds its
+        claim already; it counts as running from now on."""
         if len(self.running) >= self.max or not self.queue:
             return None
         request = self.queue.popleft()
-        self.queued.discard(request["id"])
+        rid = request["id"]
+        self.queued.discard(rid)
+        claimed = rid in self.ours
+        self.ours.discard(rid)
         control = Control()
-        self.running[request["id"]] = control
-        return request, control
+        self.running[rid] = control
+        return request, control, claimed
 
     def finished(self, rid: str) -> None:
         self.running.pop(rid, None)
@@ -96,6 +124,7 @@ class Calls:
         for rid in self.queued:
             self.seen.pop(rid, None)
         self.queued.clear()
+        self.ours.clear()
         self.queue.clear()
 
     def stale(self, live: dict[str, str | None], client_id: str) -> None:
@@ -112,4 +141,5 @@ class Calls:
         for control in list(self.running.values()):
             control.stop()
         self.queued.clear()
+        self.ours.clear()
         self.queue.clear()

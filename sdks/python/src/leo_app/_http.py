@@ -13,11 +13,13 @@ The event stream gets a connection of its own (`open_stream`), read as chunked o
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from dataclasses import dataclass
 from typing import Any
 
+from ._aio import within
 from .errors import ConnectError, ProtocolError, Refused
 
 #: Idle connections kept for reuse.
@@ -38,7 +40,7 @@ class Endpoint:
     authority: str | None = None
 
     @staticmethod
-    def from_url(url: str) -> "Endpoint":
+    def from_url(url: str) -> Endpoint:
         """Parses `http://host:port` (a trailing `/` is allowed; the port is required)."""
         if not url.startswith("http://"):
             raise ValueError(f"invalid broker URL {url!r}: only http:// is supported")
@@ -92,7 +94,7 @@ class Answer:
 
 
 class _Conn:
-    __slots__ = ("reader", "writer", "since")
+    __slots__ = ("reader", "since", "writer")
 
     def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
         self.reader = reader
@@ -100,10 +102,9 @@ class _Conn:
         self.since = 0.0
 
     def close(self) -> None:
-        try:
+        # Closing a broken socket may fail any way; it is being dropped.
+        with contextlib.suppress(Exception):
             self.writer.close()
-        except Exception:  # noqa: BLE001 - closing a broken socket may fail any way
-            pass
 
 
 class Client:
@@ -174,7 +175,7 @@ class Client:
         waits as long as the broker takes (a question waits for the user)."""
         if timeout is None:
             return await self._send(method, path, body)
-        return await asyncio.wait_for(self._send(method, path, body), timeout)
+        return await within(self._send(method, path, body), timeout)
 
     async def _send(self, method: str, path: str, body: bytes | list[bytes]) -> Answer:
         parts = body if isinstance(body, list) else [body]
@@ -216,7 +217,7 @@ class Client:
     ) -> Answer:
         return await self.send("POST", path, body, timeout)
 
-    async def open_stream(self, path: str, last_event_id: int | None) -> "Stream":
+    async def open_stream(self, path: str, last_event_id: int | None) -> Stream:
         """Opens the event stream on its own connection, once the broker answered 200."""
 
         async def open_() -> Stream:
@@ -237,7 +238,7 @@ class Client:
                 raise ConnectError(f"{self.endpoint}: {e}") from None
             return Stream(conn, headers.get("transfer-encoding", "").lower() == "chunked")
 
-        return await asyncio.wait_for(open_(), REQUEST_TIMEOUT)
+        return await within(open_(), REQUEST_TIMEOUT)
 
     def close(self) -> None:
         for conn in self._idle:

@@ -4,7 +4,9 @@ Order matters in a session. The event stream is opened first (its `hello` carrie
 `client_id` every other route wants), with `Last-Event-ID` so that a short outage replays what
 it missed. Then every group is registered again, because the broker withdrew them when the old
 stream closed. Then `GET …/requests?pending=1` lists the calls that still wait: any unclaimed
-one for our tools that this app has not seen is served like a fresh request. When the stream
+one for our tools that this app has not seen is served like a fresh request, and one listed as
+claimed by this very client (the answer to its claim was lost when the broker went away) is run
+without claiming again. When the stream
 ends, the loop waits a jittered, doubling delay and starts over.
 
 Each provider stream's `hello` carries a resume key; the next stream is opened with it
@@ -32,16 +34,25 @@ import random
 import signal
 import threading
 import urllib.parse
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, TypeVar, overload
 
+from ._aio import within
 from ._calls import Calls, Control
+from ._codes import FATAL, LOST_RACE, RESUME_REFUSED
 from ._http import Client, Endpoint, Stream
 from ._sse import FrameTooLarge, Parser
 from .call import Answer, Call
 from .errors import (
-    Cancelled, ConnectError, FatalError, InputUnsupported, LeoError, ProtocolError, Refused,
+    Cancelled,
+    ConnectError,
+    FatalError,
+    InputUnsupported,
+    LeoError,
+    ProtocolError,
+    Refused,
     ToolError,
 )
 from .reply import Reply, to_reply
@@ -49,19 +60,15 @@ from .tool import Tool, make_tool
 
 log = logging.getLogger("leo_app")
 
+#: A tool's handler, returned as it is by `App.tool`.
+_Handler = TypeVar("_Handler", bound=Callable[..., Any])
+
 #: The broker sends a keep-alive comment every 15 s; a stream silent for this long is dead.
 STREAM_IDLE = 45.0
 #: How long the broker has to send `hello`.
 HELLO_TIMEOUT = 10.0
 #: Added to the cancel grace for the replies still posted at shutdown.
 SHUTDOWN_POST = 5.0
-#: Claim refusals that mean another instance took the call, or that it is over.
-_LOST_RACE = {
-    "already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider",
-    "not_claimant",
-}
-#: Refusals that retrying cannot fix.
-_FATAL = {"unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"}
 
 
 def default_home() -> Path:
@@ -147,8 +154,48 @@ class App:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
         self._error: BaseException | None = None
+        #: Set, on the loop's thread, by a stop request (a signal, `stop()`) before it cancels
+        #: the serving task: the loops check it, so a request is never lost even if the
+        #: cancellation were.
+        self._stop_requested = False
 
     # -- tools ---------------------------------------------------------------------------
+
+    @overload
+    def tool(
+        self,
+        fn: _Handler,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        group: str | None = None,
+        schema: dict[str, Any] | None = None,
+        timeout_s: int | None = None,
+        label: str | None = None,
+        answers_at_once: bool = False,
+        title: str | None = None,
+        annotations: dict[str, bool] | None = None,
+        output_schema: Any = None,
+        execution: str | None = None,
+    ) -> _Handler: ...
+
+    @overload
+    def tool(
+        self,
+        fn: None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        group: str | None = None,
+        schema: dict[str, Any] | None = None,
+        timeout_s: int | None = None,
+        label: str | None = None,
+        answers_at_once: bool = False,
+        title: str | None = None,
+        annotations: dict[str, bool] | None = None,
+        output_schema: Any = None,
+        execution: str | None = None,
+    ) -> Callable[[_Handler], _Handler]: ...
 
     def tool(
         self,
@@ -242,9 +289,10 @@ class App:
         async def main() -> None:
             task = asyncio.current_task()
             loop = asyncio.get_running_loop()
+            assert task is not None
             for sig in (signal.SIGINT, signal.SIGTERM):
                 try:
-                    loop.add_signal_handler(sig, task.cancel)  # type: ignore[union-attr]
+                    loop.add_signal_handler(sig, self._request_stop, task)
                 except (NotImplementedError, RuntimeError):
                     pass
             try:
@@ -254,7 +302,7 @@ class App:
 
         asyncio.run(main())
 
-    def start(self) -> "App":
+    def start(self) -> App:
         """Serves in a background thread with its own event loop; `stop()` ends it."""
         if self._thread is not None:
             raise RuntimeError("the app is already running")
@@ -289,7 +337,7 @@ class App:
         if thread is None or loop is None or main is None:
             return
         try:
-            loop.call_soon_threadsafe(main.cancel)
+            loop.call_soon_threadsafe(self._request_stop, main)
         except RuntimeError:
             pass  # the loop already ended
         thread.join(timeout)
@@ -298,10 +346,16 @@ class App:
             error, self._error = self._error, None
             raise error
 
+    def _request_stop(self, task: asyncio.Task[Any]) -> None:
+        """Asks the serving task to stop (on the loop's thread)."""
+        self._stop_requested = True
+        task.cancel()
+
     async def serve(self) -> None:
         """Serves until cancelled or a fatal error (`FatalError`, raised)."""
         if not self.tools:
             raise FatalError("an app needs at least one tool")
+        self._stop_requested = False
         session = _Serving(self, asyncio.get_running_loop())
         try:
             await session.run()
@@ -369,6 +423,9 @@ class _Serving:
         self.stopping = False
         #: Live calls by id, with their claimant, as the broker listed them at the last connect.
         self.live: dict[str, str | None] = {}
+        #: What the pending list held for us at the last connect: parked, and claimed by us.
+        self.recovered: list[dict[str, Any]] = []
+        self.ours: list[dict[str, Any]] = []
         self.tasks: dict[str, asyncio.Task[None]] = {}
         self.pool = ThreadPoolExecutor(max_workers=app.max_concurrent, thread_name_prefix="leo-tool")
         path = "/api/v1/events?client_tools=1"
@@ -382,6 +439,7 @@ class _Serving:
         last_error = ""
         try:
             while True:
+                self.check_stop()
                 self.app._set_status("connecting")
                 try:
                     session = await self.open()
@@ -397,6 +455,7 @@ class _Serving:
                 if error != last_error:
                     log.warning("not connected to the broker (%s); retrying", error)
                     last_error = error
+                self.check_stop()
                 self.app._set_status("waiting")
                 await asyncio.sleep(random.uniform(step / 2, step))
                 step = min(step * 2, cap)
@@ -409,6 +468,12 @@ class _Serving:
                 self.session.client.close()
             self.pool.shutdown(wait=False)
 
+    def check_stop(self) -> None:
+        """Raises `CancelledError` once a stop was asked for, whatever became of its
+        cancellation."""
+        if self.app._stop_requested:
+            raise asyncio.CancelledError()
+
     async def open(self) -> _Session:
         if self.session is not None:
             # The old session's calls ended with its stream; its idle connections go too.
@@ -417,12 +482,12 @@ class _Serving:
         try:
             stream = await self.open_stream(client)
         except Refused as e:
-            if e.code in _FATAL:
+            if e.code in FATAL:
                 raise FatalError(f"the broker refused the app: {e}") from None
             raise
         parser = Parser()
         try:
-            hello = await asyncio.wait_for(_next_frame(stream, parser), HELLO_TIMEOUT)
+            hello = await within(_next_frame(stream, parser), HELLO_TIMEOUT)
             if hello is None or hello.event != "hello":
                 raise ProtocolError("the first event is not hello")
             data = json.loads(hello.payload)
@@ -440,10 +505,17 @@ class _Serving:
             raise
         self.parser = parser
         self.live = {p["id"]: p.get("claimed_by") for p in pending if "id" in p}
-        recovered = [p for p in pending if p.get("state") == "parked" and self.serves(p)]
+        served = [p for p in pending if self.serves(p)]
+        recovered = [p for p in served if p.get("state") == "parked"]
         if recovered:
             log.info("serving %d requests that waited for us", len(recovered))
         self.recovered = recovered
+        # Claimed by this very client without hearing so: the answer to the claim was lost
+        # when the broker went away. They are run without claiming again.
+        self.ours = [
+            p for p in served
+            if p.get("state") == "claimed" and p.get("claimed_by") == session.client_id
+        ]
         return session
 
     async def open_stream(self, client: Client) -> Stream:
@@ -453,7 +525,7 @@ class _Serving:
             try:
                 return await client.open_stream(path, self.last_event_id)
             except Refused as e:
-                if e.code != "invalid_parameter":
+                if e.code != RESUME_REFUSED:
                     raise  # 409 already_claimed: the broker has not seen the old stream go yet
                 log.info("the broker refused the resume key (%s); connecting as a new client", e)
                 self.resume = None
@@ -495,19 +567,22 @@ class _Serving:
         woken.set()
         self.app._set_status("serving", session.client_id)
         log.debug("serving as %s on %s (resumed: %s)", session.client_id, self.app.endpoint, resumed)
+        for request in self.ours:
+            self.calls.offer_ours(request)
         for request in self.recovered:
             self.calls.offer(request)
-        self.recovered = []
+        self.recovered, self.ours = [], []
         self.start()
         self.handle(getattr(self.parser, "held", []))
         try:
             while True:
                 try:
-                    data = await asyncio.wait_for(session.stream.read(), STREAM_IDLE)
+                    data = await within(session.stream.read(), STREAM_IDLE)
                 except asyncio.TimeoutError:
                     return f"no event or keep-alive for {STREAM_IDLE:.0f} s"
                 except (OSError, asyncio.IncompleteReadError, LeoError) as e:
                     return _describe(e)
+                self.check_stop()
                 if not data:
                     return "the broker closed the event stream"
                 try:
@@ -553,9 +628,9 @@ class _Serving:
             nxt = self.calls.next_to_start()
             if nxt is None:
                 return
-            request, control = nxt
+            request, control, claimed = nxt
             tool = self.app.tools[request["tool"]]
-            task = self.loop.create_task(self.work(session, tool, request, control))
+            task = self.loop.create_task(self.work(session, tool, request, control, claimed))
             self.tasks[request["id"]] = task
 
     def finished(self, rid: str) -> None:
@@ -563,9 +638,11 @@ class _Serving:
         self.tasks.pop(rid, None)
         self.start()
 
-    async def work(self, s: _Session, tool: Tool, request: dict[str, Any], control: Control) -> None:
-        """Claims the call (unless the tool answers at once), runs the handler, posts the
-        reply."""
+    async def work(
+        self, s: _Session, tool: Tool, request: dict[str, Any], control: Control, claimed: bool
+    ) -> None:
+        """Claims the call (unless the tool answers at once, or this client holds the claim
+        already), runs the handler, posts the reply."""
         rid = request["id"]
         call = Call(request, self.loop, s.io, tool.answers_at_once)
         timer: asyncio.TimerHandle | None = None
@@ -579,8 +656,14 @@ class _Serving:
 
         control.on_cancel = on_cancel
         try:
-            if not tool.answers_at_once and not await self.claim(s, rid):
-                return
+            if not tool.answers_at_once and not claimed:
+                taken = await self.claim(s, rid)
+                if taken is None:
+                    # No definite answer: the pending list after the reconnect tells (parked:
+                    # offered again; claimed by this client: run without claiming).
+                    self.calls.forget(rid)
+                if not taken:
+                    return
             if control.ended:
                 return
             reply = await self.run_handler(tool, call)
@@ -616,26 +699,28 @@ class _Serving:
             return Reply.error(e.code, e.message)
         except asyncio.CancelledError:
             raise
-        except Exception as e:  # noqa: BLE001 - the agent is told, the app logs it
+        except Exception as e:
             log.exception("the handler of %s raised", tool.name)
             return Reply.error("internal", f"the tool's handler raised {type(e).__name__}: {e}")
 
-    async def claim(self, s: _Session, rid: str) -> bool:
+    async def claim(self, s: _Session, rid: str) -> bool | None:
+        """Whether the claim was taken; `None` without a definite answer (the connection broke,
+        or the broker does not know this client yet)."""
         try:
             answer = await s.client.post(
                 f"/api/v1/client-tools/requests/{rid}/claim", s.claim_body
             )
         except (LeoError, OSError, asyncio.TimeoutError) as e:
             log.warning("claim of %s failed: %s", rid, _describe(e))
-            return False
+            return None
         if answer.status == 200:
             return True
         refusal = answer.refusal()
-        if isinstance(refusal, Refused) and refusal.code in _LOST_RACE:
+        if isinstance(refusal, Refused) and refusal.code in LOST_RACE:
             log.debug("request %s not claimed: %s", rid, refusal)
-        else:
-            log.warning("claim of %s failed: %s", rid, refusal)
-        return False
+            return False
+        log.warning("claim of %s failed: %s", rid, refusal)
+        return None
 
     async def post(
         self, s: _Session, rid: str, reply: Reply, claim: bool, control: Control
@@ -653,15 +738,19 @@ class _Serving:
                 refusal = None if answer.status == 200 else answer.refusal()
             except (LeoError, OSError, asyncio.TimeoutError) as e:
                 refusal = ConnectError(_describe(e))
-            code = getattr(refusal, "code", None)
             if refusal is None:
                 return
-            if code in ("invalid_result", "result_too_large") and not replaced:
-                log.warning("the broker refused the reply to %s (%s); answering with an error", rid, refusal)
-                reply = Reply.error(code, refusal.message)  # type: ignore[union-attr]
+            code = refusal.code if isinstance(refusal, Refused) else None
+            if isinstance(refusal, Refused) and code in (
+                "invalid_result", "result_too_large"
+            ) and not replaced:
+                log.warning(
+                    "the broker refused the reply to %s (%s); answering with an error", rid, refusal
+                )
+                reply = Reply.error(refusal.code, refusal.message)
                 replaced = True
                 continue
-            if code in _LOST_RACE:
+            if code in LOST_RACE:
                 log.debug("request %s ended before its reply (%s)", rid, refusal)
                 return
             if not isinstance(refusal, ConnectError) and code != "unknown_client":
@@ -690,7 +779,7 @@ class _Serving:
         tasks = list(self.tasks.values())
         if not tasks:
             return
-        done, pending = await asyncio.wait(tasks, timeout=self.app.cancel_grace + SHUTDOWN_POST)
+        _, pending = await asyncio.wait(tasks, timeout=self.app.cancel_grace + SHUTDOWN_POST)
         for task in pending:
             task.cancel()
 
@@ -716,7 +805,7 @@ class _CallIO:
             return
         if answer.status != 200:
             refusal = answer.refusal()
-            if getattr(refusal, "code", None) in _LOST_RACE:
+            if getattr(refusal, "code", None) in LOST_RACE:
                 log.debug("progress of %s dropped: the call ended (%s)", call.id, refusal)
             else:
                 log.warning("the broker refused progress of %s: %s", call.id, refusal)
@@ -736,7 +825,7 @@ class _CallIO:
             raise refusal
         if refusal.code == "input_unsupported":
             raise InputUnsupported(refusal.code, refusal.message, refusal.status)
-        if refusal.code in _LOST_RACE or refusal.code == "timeout":
+        if refusal.code in LOST_RACE or refusal.code == "timeout":
             raise Cancelled(f"the call ended before the user answered ({refusal})")
         raise refusal
 

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from ._aio import within
 from .errors import Cancelled, LeoError
 
 #: A progress message is cut to this many characters (the broker's limit).
@@ -48,9 +49,9 @@ class Answer:
 class CallIO(Protocol):
     """What a call needs from the app to speak to the broker (implemented by the app)."""
 
-    async def progress(self, call: "Call", body: bytes) -> None: ...
+    async def progress(self, call: Call, body: bytes) -> None: ...
 
-    async def ask(self, call: "Call", body: bytes) -> Answer: ...
+    async def ask(self, call: Call, body: bytes) -> Answer: ...
 
     def client_id(self) -> str: ...
 
@@ -66,9 +67,21 @@ class Call:
     """A call to answer."""
 
     __slots__ = (
-        "id", "agent", "session", "group", "tool", "arguments", "timeout_s", "created_at",
-        "cancel_event", "cancel_reason", "_loop", "_async_event", "_io", "_at_once",
+        "_async_event",
+        "_at_once",
+        "_io",
+        "_loop",
         "_progress_tail",
+        "agent",
+        "arguments",
+        "cancel_event",
+        "cancel_reason",
+        "created_at",
+        "group",
+        "id",
+        "session",
+        "timeout_s",
+        "tool",
     )
 
     def __init__(
@@ -135,7 +148,7 @@ class Call:
     async def sleep(self, seconds: float) -> None:
         """Sleeps, or raises `Cancelled` as soon as the call is cancelled."""
         try:
-            await asyncio.wait_for(self.wait_cancelled(), seconds)
+            await within(self.wait_cancelled(), seconds)
         except asyncio.TimeoutError:
             return
         raise Cancelled(self.cancel_reason or "cancelled")

@@ -17,7 +17,8 @@ from __future__ import annotations
 import base64
 import dataclasses
 import json
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 #: An app error message is cut to this many characters.
 MAX_ERROR_MESSAGE = 4096
@@ -28,7 +29,7 @@ _dumps = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=F
 class Reply:
     """A handler's answer. Make one with the class methods."""
 
-    __slots__ = ("content_bytes", "app_error", "structured_bytes")
+    __slots__ = ("app_error", "content_bytes", "structured_bytes")
 
     def __init__(
         self, content: bytes | None = None, error: tuple[str, str] | None = None,
@@ -46,12 +47,12 @@ class Reply:
         return self.app_error is not None
 
     @classmethod
-    def text(cls, text: str) -> "Reply":
+    def text(cls, text: str) -> Reply:
         """One text block."""
         return cls(_dumps([{"type": "text", "text": str(text)}]).encode())
 
     @classmethod
-    def json(cls, value: Any) -> "Reply":
+    def json(cls, value: Any) -> Reply:
         """One text block holding `value` as JSON (MCP has no JSON block; agents read text)."""
         try:
             return cls.text(_dumps(value))
@@ -59,17 +60,17 @@ class Reply:
             return cls.error("internal", f"cannot encode the result: {e}")
 
     @classmethod
-    def image(cls, data: bytes, mime_type: str) -> "Reply":
+    def image(cls, data: bytes, mime_type: str) -> Reply:
         """One image block from raw image bytes (base64-encoded here)."""
         return cls.content([image(data, mime_type)])
 
     @classmethod
-    def audio(cls, data: bytes, mime_type: str) -> "Reply":
+    def audio(cls, data: bytes, mime_type: str) -> Reply:
         """One audio block from raw audio bytes."""
         return cls.content([audio(data, mime_type)])
 
     @classmethod
-    def content(cls, blocks: Iterable[dict[str, Any]]) -> "Reply":
+    def content(cls, blocks: Iterable[dict[str, Any]]) -> Reply:
         """Any MCP content blocks (see `text`, `image`, `resource`, … in this module)."""
         try:
             return cls(_dumps(list(blocks)).encode())
@@ -77,7 +78,7 @@ class Reply:
             return cls.error("internal", f"cannot encode the result: {e}")
 
     @classmethod
-    def structured(cls, value: Any, content: Iterable[dict[str, Any]] | None = None) -> "Reply":
+    def structured(cls, value: Any, content: Iterable[dict[str, Any]] | None = None) -> Reply:
         """Structured content: `value` is a JSON object (a dict, a dataclass, a TypedDict or a
         pydantic model), posted as `structured_content` and checked by the broker against the
         tool's `output_schema`; `content` adds content blocks (left out, `leo-mcp` gives the
@@ -94,14 +95,14 @@ class Reply:
             return cls.error("internal", f"cannot encode the result: {e}")
 
     @classmethod
-    def raw_content(cls, data: bytes) -> "Reply":
+    def raw_content(cls, data: bytes) -> Reply:
         """Content serialized ahead of time: `data` must be a JSON array of content blocks. It
         is posted byte for byte; a malformed one ends the call with the broker's
         `invalid_result` message."""
         return cls(bytes(data))
 
     @classmethod
-    def error(cls, code: str, message: str) -> "Reply":
+    def error(cls, code: str, message: str) -> Reply:
         """The app's own error; the agent sees `"<code>: <message>"`."""
         return cls(error=(str(code), str(message)[:MAX_ERROR_MESSAGE]))
 

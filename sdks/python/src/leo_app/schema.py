@@ -58,13 +58,13 @@ def schema_of(tp: Any, _stack: tuple[Any, ...] = ()) -> dict[str, Any]:
     if origin is Literal:
         values = [a.value if isinstance(a, enum.Enum) else a for a in args]
         kinds = {_PRIMITIVES.get(type(v)) for v in values}
-        schema: dict[str, Any] = {"enum": values}
+        out: dict[str, Any] = {"enum": values}
         if len(kinds) == 1 and None not in kinds:
-            schema["type"] = kinds.pop()
-        return schema
+            out["type"] = kinds.pop()
+        return out
     if origin is Union or (sys.version_info >= (3, 10) and origin is types.UnionType):
         return _union(args, _stack)
-    if origin in (list, set, frozenset, typing.Sequence, typing.List) or tp in (list, set):
+    if origin in (list, set, frozenset, typing.Sequence, list) or tp in (list, set):
         schema = {"type": "array"}
         if args:
             schema["items"] = schema_of(args[0], _stack)
@@ -165,7 +165,8 @@ def inline_refs(schema: dict[str, Any]) -> dict[str, Any]:
                 out[key] = walk(value, seen)
         return out
 
-    return walk(schema, ())
+    inlined: dict[str, Any] = walk(schema, ())
+    return inlined
 
 
 def convert(value: Any, tp: Any) -> Any:
@@ -183,7 +184,7 @@ def convert(value: Any, tp: Any) -> Any:
             if arg is not _NoneType and _accepts(arg, value):
                 return convert(value, arg)
         return value
-    if origin in (list, typing.Sequence, typing.List) and args:
+    if origin in (list, typing.Sequence, list) and args:
         return [convert(v, args[0]) for v in value]
     if origin in (set, frozenset) and args:
         return origin(convert(v, args[0]) for v in value)
@@ -221,6 +222,4 @@ def _accepts(tp: Any, value: Any) -> bool:
         return value in typing.get_args(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return value in {m.value for m in tp}
-    if isinstance(value, dict):
-        return True
-    return False
+    return isinstance(value, dict)

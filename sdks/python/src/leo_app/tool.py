@@ -17,8 +17,9 @@ import dataclasses
 import inspect
 import logging
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from .call import Call
 from .schema import _is_json, _is_pydantic, _is_typeddict, convert, schema_of

@@ -1,0 +1,66 @@
+import { type ToolOptions } from "./tool.js";
+export interface AppOptions {
+    /** The default group of the app's tools. */
+    group: string;
+    /** The app's name, sent with the event stream when set. */
+    name?: string;
+    /** The broker's home (default `$LEO_HOME`, else `~/.leo`). */
+    home?: string;
+    /** A unix socket other than `$home/run/leo.sock`. */
+    socket?: string;
+    /** TCP instead, `http://host:port`. */
+    url?: string;
+    token?: string;
+    tokenFile?: string;
+    /** A paired device's token (`state/devices/NAME.token`). */
+    device?: string;
+    /** At most this many calls at once (default 64); the rest wait unclaimed. */
+    maxConcurrent?: number;
+    /** How long a cancelled handler may run on before it is abandoned (default 5000 ms). */
+    cancelGraceMs?: number;
+    /** The reconnect delay: first, doubling to cap (default 100 ms to 5 s), jittered. */
+    backoffMs?: [number, number];
+    /**
+     * The agents the tools are offered to: exact names or `*`/`?` globs. A list applies to the
+     * app's group, `{ deploy: ["ci-*"] }` to each group named. Other agents neither see nor can
+     * call those tools. Left out, every agent gets them.
+     */
+    agents?: string[] | Record<string, string[]>;
+}
+export type Status = "connecting" | "serving" | "waiting" | "stopped";
+/** `$LEO_HOME`, else `~/.leo`. */
+export declare function defaultHome(): string;
+/** An app that serves tools through the Leo broker. */
+export declare class App {
+    readonly group: string;
+    readonly name?: string;
+    private readonly endpoint;
+    private readonly token?;
+    private readonly tokenFile;
+    private readonly maxConcurrent;
+    private readonly graceMs;
+    private readonly backoffMs;
+    private readonly agents;
+    private readonly tools;
+    private statusNow;
+    private clientIdNow?;
+    private listeners;
+    private stopper?;
+    private running?;
+    constructor(o: AppOptions);
+    /** Declares a tool. */
+    tool<A = Record<string, unknown>>(t: ToolOptions<A>): this;
+    get status(): Status;
+    /** The broker's id for the current stream, while serving. */
+    get clientId(): string | undefined;
+    private setStatus;
+    /** Resolves when `pred` holds of the app (checked on every status change). */
+    waitFor(pred: (app: App) => boolean, timeoutMs?: number): Promise<void>;
+    /** Starts serving; resolves once serving, rejects on a fatal error. `stop()` ends it. */
+    start(): Promise<string>;
+    /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+    stop(): Promise<void>;
+    /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+    serve(signal?: AbortSignal): Promise<void>;
+    private readToken;
+}

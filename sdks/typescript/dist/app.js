@@ -1,0 +1,142 @@
+// The app: its settings and tools (as the Rust SDK's `app`); `serve` hands them to the
+// connection loop (`session`).
+import { readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { Serving } from "./session.js";
+import { resolveSchemas, toolEntry } from "./tool.js";
+import { FatalError, endpointFromUrl } from "./transport.js";
+/** `$LEO_HOME`, else `~/.leo`. */
+export function defaultHome() {
+    return process.env.LEO_HOME || join(homedir(), ".leo");
+}
+/** `agents` as a map from group to its agents; the broker checks the patterns themselves. */
+function agentsByGroup(group, agents) {
+    if (agents === undefined)
+        return new Map();
+    const byGroup = new Map(Array.isArray(agents) ? [[group, agents]] : Object.entries(agents));
+    for (const [g, patterns] of byGroup) {
+        if (!Array.isArray(patterns) || patterns.length === 0 || !patterns.every((p) => typeof p === "string")) {
+            throw new Error(`agents for group ${g} must be a non-empty list of agent names or globs`);
+        }
+    }
+    return byGroup;
+}
+/** An app that serves tools through the Leo broker. */
+export class App {
+    group;
+    name;
+    endpoint;
+    token;
+    tokenFile;
+    maxConcurrent;
+    graceMs;
+    backoffMs;
+    agents;
+    tools = new Map();
+    statusNow = "stopped";
+    clientIdNow;
+    listeners = new Set();
+    stopper;
+    running;
+    constructor(o) {
+        this.group = o.group;
+        this.name = o.name;
+        const home = o.home ?? defaultHome();
+        if (o.url && o.socket)
+            throw new Error("give a URL or a socket, not both");
+        this.endpoint = o.url
+            ? endpointFromUrl(o.url)
+            : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
+        if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
+            throw new Error("give one of a token, a token file or a device");
+        }
+        this.token = o.token;
+        this.tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+        this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
+        this.graceMs = o.cancelGraceMs ?? 5000;
+        this.backoffMs = o.backoffMs ?? [100, 5000];
+        this.agents = agentsByGroup(o.group, o.agents);
+    }
+    /** Declares a tool. */
+    tool(t) {
+        this.tools.set(t.name, toolEntry(t, this.group, this.tools.keys()));
+        return this;
+    }
+    get status() {
+        return this.statusNow;
+    }
+    /** The broker's id for the current stream, while serving. */
+    get clientId() {
+        return this.clientIdNow;
+    }
+    setStatus(s, clientId) {
+        this.statusNow = s;
+        this.clientIdNow = clientId;
+        for (const l of [...this.listeners])
+            l();
+    }
+    /** Resolves when `pred` holds of the app (checked on every status change). */
+    waitFor(pred, timeoutMs = 20_000) {
+        return new Promise((resolve, reject) => {
+            if (pred(this))
+                return resolve();
+            const timer = setTimeout(() => {
+                this.listeners.delete(check);
+                reject(new Error(`the app is ${this.statusNow}`));
+            }, timeoutMs);
+            const check = () => {
+                if (pred(this)) {
+                    clearTimeout(timer);
+                    this.listeners.delete(check);
+                    resolve();
+                }
+            };
+            this.listeners.add(check);
+        });
+    }
+    /** Starts serving; resolves once serving, rejects on a fatal error. `stop()` ends it. */
+    async start() {
+        this.stopper = new AbortController();
+        let failed;
+        this.running = this.serve(this.stopper.signal).catch((e) => {
+            failed = e;
+            this.setStatus("stopped");
+        });
+        await this.waitFor((a) => a.status === "serving" || failed !== undefined);
+        if (failed !== undefined)
+            throw failed;
+        return this.clientIdNow;
+    }
+    /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+    async stop() {
+        this.stopper?.abort();
+        await this.running;
+    }
+    /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+    async serve(signal) {
+        if (this.tools.size === 0)
+            throw new FatalError("an app needs at least one tool");
+        await resolveSchemas(this.tools.values());
+        const s = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
+            endpoint: this.endpoint,
+            readToken: () => this.readToken(),
+            maxConcurrent: this.maxConcurrent,
+            graceMs: this.graceMs,
+            backoffMs: this.backoffMs,
+            agents: this.agents,
+            setStatus: (st, id) => this.setStatus(st, id),
+        });
+        try {
+            await s.run();
+        }
+        finally {
+            this.setStatus("stopped");
+        }
+    }
+    readToken() {
+        if (this.token !== undefined)
+            return this.token;
+        return readFileSync(this.tokenFile, "utf8").trim();
+    }
+}

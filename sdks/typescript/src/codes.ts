@@ -1,0 +1,16 @@
+// How the app reads a refusal: the table every SDK shares.
+//
+// It is `ErrorCode::APP_FATAL`, `LOST_RACE` and `RESUME_REFUSED` in the protocol crate
+// (`protocol/src/codes.rs`, docs/protocol.md "How an app reads a refusal"); the suite compares
+// these sets with `testdata/sdk/codes.json`, which the protocol's tests check against that table.
+
+/** Refusals retrying cannot fix, met opening the event stream or registering: the app stops. */
+export const FATAL: ReadonlySet<string> = new Set(["unauthorized", "forbidden", "invalid_parameter", "unknown_parameter"]);
+
+/** Refusals of a claim, result, progress report or question that say the call is another
+ * client's or over: dropped quietly. */
+export const LOST_RACE: ReadonlySet<string> = new Set(["already_claimed", "owned_by_other", "already_settled", "unknown_request", "not_provider", "not_claimant"]);
+
+/** The refusal of a stream opened with a resume key the broker no longer holds; only on an open
+ * that carried a key: the key is dropped and the stream opened again without it. */
+export const RESUME_REFUSED = "invalid_parameter";
