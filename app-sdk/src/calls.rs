@@ -23,6 +23,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use leo_protocol::names::RequestId;
 use leo_protocol::requests::Request;
 use tokio_util::sync::CancellationToken;
 
@@ -59,17 +60,17 @@ impl Control {
 pub struct Calls {
     max: usize,
     queue: VecDeque<Request>,
-    queued: HashSet<String>,
-    running: HashMap<String, Arc<Control>>,
+    queued: HashSet<RequestId>,
+    running: HashMap<RequestId, Arc<Control>>,
     /// Queued requests this client already holds the claim of.
-    ours: HashSet<String>,
+    ours: HashSet<RequestId>,
     /// Running calls whose claim was lost (back as another client): offered again, they run
     /// again once their old handler is gone.
-    lost: HashSet<String>,
+    lost: HashSet<RequestId>,
     /// Those offered again while their old handler still ran.
-    rerun: HashMap<String, Request>,
-    seen: HashSet<String>,
-    seen_order: VecDeque<String>,
+    rerun: HashMap<RequestId, Request>,
+    seen: HashSet<RequestId>,
+    seen_order: VecDeque<RequestId>,
 }
 
 impl Calls {
@@ -88,8 +89,8 @@ impl Calls {
     }
 
     fn remember(&mut self, id: &str) {
-        if self.seen.insert(id.to_owned()) {
-            self.seen_order.push_back(id.to_owned());
+        if self.seen.insert(id.into()) {
+            self.seen_order.push_back(id.into());
             if self.seen_order.len() > SEEN
                 && let Some(old) = self.seen_order.pop_front()
             {
@@ -227,7 +228,7 @@ mod tests {
         }
     }
 
-    fn start(calls: &mut Calls) -> Option<String> {
+    fn start(calls: &mut Calls) -> Option<RequestId> {
         calls.next_to_start().map(|(r, _, _)| r.id)
     }
 

@@ -23,6 +23,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use leo_protocol::ErrorCode;
 use leo_protocol::events::{CancelledEvent, Hello, kind};
+use leo_protocol::names::ClientId;
 use leo_protocol::requests::{PendingRequest, Request, RequestState};
 use leo_protocol::tool::RegisterBody;
 use serde::de::DeserializeOwned;
@@ -61,7 +62,7 @@ pub async fn serve(
     let mut resume: Option<String> = None;
     let mut last_error = String::new();
     let mut sessions = 0u64;
-    let mut client: Option<String> = None;
+    let mut client: Option<ClientId> = None;
     loop {
         status.send_replace(Status::Connecting);
         let opened = tokio::select! {
@@ -155,7 +156,7 @@ fn connected(
         info!(%client_id, endpoint = %settings.endpoint, "reconnected; serving");
     }
     status.send_replace(Status::Serving {
-        client_id: session.link.client_id.clone(),
+        client_id: session.link.client_id.to_string(),
     });
 }
 
@@ -244,9 +245,9 @@ impl Session {
 }
 
 /// Registers one group; a refusal other than a lost stream is fatal.
-async fn register(client: &Client, client_id: &str, group: &Group) -> Result<()> {
+async fn register(client: &Client, client_id: &ClientId, group: &Group) -> Result<()> {
     let body = RegisterBody {
-        client_id: client_id.to_owned(),
+        client_id: client_id.clone(),
         group: group.name.clone(),
         tools: group.tools.clone(),
         agents: group.agents.clone(),

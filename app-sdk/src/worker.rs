@@ -22,6 +22,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::content::ResultBody;
+use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::requests::ClaimBody;
 use leo_protocol::requests::Request;
 use tokio::sync::mpsc;
@@ -41,7 +42,7 @@ const RETRY: (Duration, Duration) = (Duration::from_millis(50), Duration::from_s
 /// What every call of one session posts with: the client, and its bodies serialized once.
 pub struct Link {
     pub client: Arc<Client>,
-    pub client_id: String,
+    pub client_id: ClientId,
     claim_body: Bytes,
     /// `{"client_id":"…","ok":true,"content":` — the content and `}` follow.
     ok_prefix: Bytes,
@@ -58,7 +59,7 @@ impl std::fmt::Debug for Link {
 }
 
 impl Link {
-    pub fn new(client: Arc<Client>, client_id: String) -> Result<Link> {
+    pub fn new(client: Arc<Client>, client_id: ClientId) -> Result<Link> {
         let encode = |e: serde_json::Error| Error::Protocol {
             what: "client id",
             message: e.to_string(),
@@ -142,13 +143,13 @@ pub enum Start {
 /// A call the worker is done with; `forget`: its claim got no definite answer.
 #[derive(Debug)]
 pub struct Finished {
-    pub id: String,
+    pub id: RequestId,
     pub forget: bool,
 }
 
 /// Tells the session a call is done, however the worker ends.
 struct Done {
-    id: String,
+    id: RequestId,
     forget: bool,
     tx: mpsc::UnboundedSender<Finished>,
 }

@@ -41,9 +41,9 @@ fn waiting_tool(name: &str, timeout_s: u64, tx: mpsc::UnboundedSender<Seen>) -> 
     Tool::new(name, "Waits until cancelled", move |call: Call| {
         let tx = tx.clone();
         async move {
-            let _ = tx.send(Seen::Started(call.id.clone()));
+            let _ = tx.send(Seen::Started(call.id.to_string()));
             call.cancelled().await;
-            let _ = tx.send(Seen::Cancelled(call.id.clone()));
+            let _ = tx.send(Seen::Cancelled(call.id.to_string()));
             Reply::text("too late")
         }
     })
@@ -91,8 +91,8 @@ async fn a_handler_that_ignores_cancellation_is_dropped_after_the_grace() {
     let stubborn = Tool::new("stubborn", "Never looks at its token", move |call: Call| {
         let tx = tx.clone();
         async move {
-            let _ = tx.send(Seen::Started(call.id.clone()));
-            let _guard = DropGuard(Some((call.id.clone(), tx)));
+            let _ = tx.send(Seen::Started(call.id.to_string()));
+            let _guard = DropGuard(Some((call.id.to_string(), tx)));
             if call.arguments()["forever"] == true {
                 std::future::pending::<()>().await;
             }

@@ -74,7 +74,7 @@ fn work(runs: Runs) -> Tool {
                 .unwrap()
                 .entry(n)
                 .or_default()
-                .push(call.id.clone());
+                .push(call.id.to_string());
             tokio::time::sleep(Duration::from_millis(n * 7 % 13)).await;
             Reply::text(format!("answer {n}"))
         }

@@ -93,7 +93,7 @@ impl Bench {
         let arguments = RawValue::from_string(serde_json::to_string(&payload::arguments())?)?;
         let park = Op::Park(StoredCall {
             request: Request {
-                id: id.clone(),
+                id: id.clone().into(),
                 agent: "bench".into(),
                 session: "s1".into(),
                 group: "bench".into(),
@@ -114,8 +114,8 @@ impl Bench {
                 by: "cl_bench".into(),
             },
             Op::End {
-                id: id.clone(),
-                how: "result".into(),
+                id: id.clone().into(),
+                how: leo_protocol::outcome::CallOutcome::Result,
                 agent: "bench".into(),
                 session: "s1".into(),
                 local_id: n,

@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use leo_protocol::ErrorCode;
+use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
 
 use crate::error::BrokerError;
@@ -33,9 +34,9 @@ impl AgentKeys {
         AgentKeys { shared, dir }
     }
 
-    /// Whether `presented` may open a session under `agent`, a name already checked to be
-    /// 1 to 64 of `[A-Za-z0-9_.-]` (so it is one file name, never a path).
-    pub fn check(&self, agent: &str, presented: &str) -> Result<(), Refusal> {
+    /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
+    /// name, never a path).
+    pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
         let path = self.dir.join(format!("{agent}.token"));
         let shared = ct_eq(presented, &self.shared);
         let own = match read_token_file(&path) {
@@ -51,7 +52,7 @@ impl AgentKeys {
             }
             Err(e) => {
                 // Fail closed: a per-agent token the broker cannot trust opens nothing.
-                tracing::warn!(agent, error = %e, "cannot use the agent's own token");
+                tracing::warn!(%agent, error = %e, "cannot use the agent's own token");
                 return Err(unauthorized(&format!(
                     "agent {agent:?} has its own token, but the broker cannot use it: {e}"
                 )));
@@ -86,6 +87,10 @@ mod tests {
     use super::*;
     use std::os::unix::fs::PermissionsExt;
 
+    fn name(text: &str) -> AgentName {
+        AgentName::parse(text).unwrap()
+    }
+
     #[test]
     fn an_own_token_binds_its_name_and_the_shared_one_opens_the_rest() {
         let dir = tempfile::tempdir().unwrap();
@@ -95,22 +100,22 @@ mod tests {
         crate::home::write_secret_new(&path, &format!("{scout}\n")).unwrap();
         let keys = AgentKeys::new(shared.clone().into(), dir.path().to_owned());
 
-        assert_eq!(keys.check("scout", &scout), Ok(()));
-        assert_eq!(keys.check("rocket", &shared), Ok(()));
-        let e = keys.check("scout", &shared).unwrap_err();
+        assert_eq!(keys.check(&name("scout"), &scout), Ok(()));
+        assert_eq!(keys.check(&name("rocket"), &shared), Ok(()));
+        let e = keys.check(&name("scout"), &shared).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthorized);
         assert!(e.message.contains("has its own token"), "{}", e.message);
         assert!(e.message.contains("--token-file"), "{}", e.message);
         // Scout's token opens no other name, and a wrong token nothing.
-        let e = keys.check("rocket", &scout).unwrap_err();
+        let e = keys.check(&name("rocket"), &scout).unwrap_err();
         assert_eq!(e.message, "at $.token: not the agent token");
-        let e = keys.check("scout", &"x".repeat(64)).unwrap_err();
+        let e = keys.check(&name("scout"), &"x".repeat(64)).unwrap_err();
         assert_eq!(e.message, "at $.token: not the token of agent \"scout\"");
 
         // A file others can read opens nothing, and says why.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let e = keys.check("scout", &scout).unwrap_err();
+        let e = keys.check(&name("scout"), &scout).unwrap_err();
         assert!(e.message.contains("chmod 600"), "{}", e.message);
-        assert!(keys.check("scout", &shared).is_err());
+        assert!(keys.check(&name("scout"), &shared).is_err());
     }
 }

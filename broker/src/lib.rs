@@ -13,7 +13,7 @@
 //! - [`error`]: [`BrokerError`], what those fail with;
 //! - the few rules the CLI must apply exactly as the daemon does: [`new_token`] and
 //!   [`read_token_file`] (token files), [`record_local`] (the audit trail of local changes),
-//!   [`valid_agent_name`] and [`WEBHOOKS_PATH`];
+//!   and [`WEBHOOKS_PATH`];
 //! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
 //! - [`store`], for `leo-bench`'s durability bench only.
 //!
@@ -48,7 +48,7 @@ pub(crate) mod webhooks;
 
 pub use error::{BrokerError, Result};
 pub use history::record_local;
-pub use http::rules::{WEBHOOKS_PATH, valid_agent_name};
+pub use http::rules::WEBHOOKS_PATH;
 pub use ipc::MAX_SESSIONS;
 pub use tokens::{generate as new_token, read_token_file};
 

@@ -47,10 +47,7 @@ pub fn check_from(client: &str, from: &str) -> Result<(), Refusal> {
             session.len()
         )));
     }
-    if !session
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
-    {
+    if !leo_protocol::names::is_name_within(session, MAX_SESSION) {
         return Err(bad("has a session suffix outside [A-Za-z0-9_.-]"));
     }
     Ok(())
@@ -60,12 +57,7 @@ pub fn check_from(client: &str, from: &str) -> Result<(), Refusal> {
 /// as anyone, but only with a well-formed name.
 pub fn operator_sender(from: &str) -> Result<&str, Refusal> {
     let name = from.split('#').next().unwrap_or_default();
-    let plain = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if plain {
+    if leo_protocol::names::is_name(name) {
         Ok(name)
     } else {
         Err(Refusal::new(

@@ -34,7 +34,7 @@ impl Owners {
                     group: group.to_owned(),
                     client_id: client.to_owned(),
                 });
-                client.to_owned()
+                client.to_owned().into()
             })
     }
 
@@ -47,7 +47,7 @@ impl Owners {
 
     /// Puts back an owner the store had (not journaled).
     pub fn restore(&mut self, agent: String, group: String, client: String) {
-        self.by_agent_group.insert((agent, group), client);
+        self.by_agent_group.insert((agent, group), client.into());
     }
 
     /// Releases everything `client` owns.

@@ -24,7 +24,7 @@ use leo_protocol::tool::{ToolDef, is_valid_group_name};
 use crate::refusal::Refusal;
 
 /// A connected client's id, as given in its stream's `hello`.
-pub type ClientId = String;
+pub use leo_protocol::names::ClientId;
 
 /// A tool as registered, with its compiled argument validator.
 pub struct ToolSpec {
@@ -346,7 +346,7 @@ impl Registry {
         if !specs.is_empty() {
             self.order += 1;
             regs.push(Registration {
-                client: client.to_owned(),
+                client: client.into(),
                 order: self.order,
                 tools: specs,
             });

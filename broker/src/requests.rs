@@ -22,6 +22,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::content::Posted;
 use leo_protocol::events::CancelReason;
 use leo_protocol::ipc::{Outcome, RawOutcome};
+pub use leo_protocol::outcome::CallOutcome;
 use leo_protocol::requests::{PendingRequest, Request, RequestState};
 use tokio::sync::oneshot;
 
@@ -31,7 +32,7 @@ use crate::registry::ClientId;
 use crate::store::{Op, StoredCall};
 
 /// A request id, such as `r_0f3c…`.
-pub type RequestId = String;
+pub use leo_protocol::names::RequestId;
 
 /// Which sidecar connection a call came from.
 pub type ConnId = u64;
@@ -74,68 +75,27 @@ struct Live {
     timer: Option<tokio::task::AbortHandle>,
 }
 
-/// How a request ended; kept for a while after it ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Ended {
-    Result,
-    AppError,
-    Failed(ErrorCode),
-}
-
-impl Ended {
-    /// How it is stored: `result`, `app_error` or the error code.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Ended::Result => "result",
-            Ended::AppError => "app_error",
-            Ended::Failed(code) => code.as_str(),
-        }
-    }
-
-    /// Reads what `as_str` wrote.
-    pub fn parse(text: &str) -> Ended {
-        match text {
-            "result" => Ended::Result,
-            "app_error" => Ended::AppError,
-            "timeout" => Ended::Failed(ErrorCode::Timeout),
-            "cancelled" => Ended::Failed(ErrorCode::Cancelled),
-            "no_client" => Ended::Failed(ErrorCode::NoClient),
-            _ => Ended::Failed(ErrorCode::Internal),
-        }
-    }
-
-    fn describe(self) -> &'static str {
-        match self {
-            Ended::Result => "with a result",
-            Ended::AppError => "with an app error",
-            Ended::Failed(ErrorCode::Timeout) => "by timeout",
-            Ended::Failed(ErrorCode::Cancelled) => "by cancellation",
-            Ended::Failed(ErrorCode::NoClient) => "without a client",
-            Ended::Failed(_) => "with an error",
-        }
-    }
-}
-
-/// A failure that ends a request, with the reason published to apps.
+/// A failure that ends a request, with the reason published to apps; the caller is answered
+/// with the error code of its outcome (`CancelReason::code`).
 #[derive(Debug, Clone)]
 pub struct Failure {
-    pub code: ErrorCode,
     pub reason: CancelReason,
     pub message: String,
 }
 
 impl Failure {
-    pub fn new(code: ErrorCode, reason: CancelReason, message: impl Into<String>) -> Failure {
+    pub fn new(reason: CancelReason, message: impl Into<String>) -> Failure {
         Failure {
-            code,
             reason,
             message: message.into(),
         }
     }
 }
 
-/// A request that just ended by failure, for the caller to publish.
+/// A request that just ended by failure, for the caller to publish (`Broker::publish_ended`)
+/// and record: dropping it unpublished would leave apps holding a call that is gone.
 #[derive(Debug, Clone)]
+#[must_use = "publish it: apps and the history must learn that the call ended"]
 pub struct EndedCall {
     pub id: RequestId,
     pub call: Call,
@@ -149,7 +109,7 @@ pub struct Requests {
     /// Live ids in the order they were parked, for stable listings.
     order: BTreeMap<u64, RequestId>,
     parked: u64,
-    ended: HashMap<RequestId, Ended>,
+    ended: HashMap<RequestId, CallOutcome>,
     ended_order: VecDeque<RequestId>,
     remember: usize,
     /// Live ids by the sidecar's own call id, for cancels and duplicate checks.
@@ -209,7 +169,7 @@ impl Requests {
     }
 
     /// Remembers how a request ended before the restart.
-    pub fn remember_ended(&mut self, id: RequestId, how: Ended) {
+    pub fn remember_ended(&mut self, id: RequestId, how: CallOutcome) {
         self.ended_order.push_back(id.clone());
         self.ended.insert(id, how);
         while self.ended_order.len() > self.remember {
@@ -226,7 +186,7 @@ impl Requests {
         };
         live.call.conn = conn;
         self.by_local
-            .insert((conn, live.call.local_id), id.to_owned());
+            .insert((conn, live.call.local_id), id.to_owned().into());
         true
     }
 
@@ -320,7 +280,7 @@ impl Requests {
             .ok_or_else(|| Refusal::new(ErrorCode::UnknownRequest, format!("no request {id}")))?;
         owners.take(&live.call.agent, &live.call.group, client);
         live.stage = Stage::Claimed {
-            by: client.to_owned(),
+            by: client.to_owned().into(),
         };
         self.journal.push(Op::Claim {
             id: id.to_owned(),
@@ -351,20 +311,20 @@ impl Requests {
         }
         let (ended, outcome) = match posted {
             Posted::Content(content) => (
-                Ended::Result,
+                CallOutcome::Result,
                 Outcome::Content {
                     content,
                     structured_content: None,
                 },
             ),
             Posted::Structured(content, structured) => (
-                Ended::Result,
+                CallOutcome::Result,
                 Outcome::Content {
                     content,
                     structured_content: Some(structured),
                 },
             ),
-            Posted::Error(error) => (Ended::AppError, Outcome::Error { error }),
+            Posted::Error(error) => (CallOutcome::Error, Outcome::Error { error }),
         };
         let live = self.remove(id, ended).ok_or_else(|| self.not_live(id))?;
         self.journal
@@ -376,17 +336,14 @@ impl Requests {
 
     /// Ends a live request with a failure; `None` if it is not live (already ended).
     pub fn end(&mut self, id: &str, failure: Failure) -> Option<EndedCall> {
-        let live = self.remove(id, Ended::Failed(failure.code))?;
-        let outcome = RawOutcome::failed(failure.code.as_str(), failure.message);
-        self.journal.push(ended_op(
-            id,
-            &live.call,
-            Ended::Failed(failure.code),
-            outcome.clone(),
-        ));
+        let how = CallOutcome::of_reason(failure.reason);
+        let live = self.remove(id, how)?;
+        let outcome = RawOutcome::failed(failure.reason.code().as_str(), failure.message);
+        self.journal
+            .push(ended_op(id, &live.call, how, outcome.clone()));
         let _ = live.reply.send(outcome);
         Some(EndedCall {
-            id: id.to_owned(),
+            id: id.to_owned().into(),
             call: live.call,
             reason: failure.reason,
         })
@@ -411,15 +368,15 @@ impl Requests {
             .collect()
     }
 
-    fn remove(&mut self, id: &str, how: Ended) -> Option<Live> {
+    fn remove(&mut self, id: &str, how: CallOutcome) -> Option<Live> {
         let live = self.live.remove(id)?;
         self.by_local.remove(&(live.call.conn, live.call.local_id));
         if let Some(timer) = &live.timer {
             timer.abort();
         }
         self.order.remove(&live.n);
-        self.ended.insert(id.to_owned(), how);
-        self.ended_order.push_back(id.to_owned());
+        self.ended.insert(id.to_owned().into(), how);
+        self.ended_order.push_back(id.to_owned().into());
         while self.ended_order.len() > self.remember {
             if let Some(old) = self.ended_order.pop_front() {
                 self.ended.remove(&old);
@@ -464,7 +421,7 @@ impl Requests {
 }
 
 /// A call as the store keeps it.
-fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<String>) -> StoredCall {
+fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<ClientId>) -> StoredCall {
     StoredCall {
         request: Request {
             owner: None,
@@ -476,10 +433,10 @@ fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<String>) -> 
     }
 }
 
-fn ended_op(id: &str, call: &Call, how: Ended, outcome: RawOutcome) -> Op {
+fn ended_op(id: &str, call: &Call, how: CallOutcome, outcome: RawOutcome) -> Op {
     Op::End {
-        id: id.to_owned(),
-        how: how.as_str().to_owned(),
+        id: id.into(),
+        how,
         agent: call.agent.clone(),
         session: call.session.clone(),
         local_id: call.local_id,
@@ -537,8 +494,8 @@ mod tests {
         serde_json::from_slice(&line).unwrap()
     }
 
-    fn fail(code: ErrorCode) -> Failure {
-        Failure::new(code, CancelReason::Timeout, "x")
+    fn fail(reason: CancelReason) -> Failure {
+        Failure::new(reason, "x")
     }
 
     #[test]
@@ -552,7 +509,7 @@ mod tests {
             reqs.get("r1").unwrap().1,
             &Stage::Claimed { by: "c1".into() }
         );
-        assert_eq!(owners.owner("a", "g").map(String::as_str), Some("c1"));
+        assert_eq!(owners.owner("a", "g").map(ClientId::as_str), Some("c1"));
         assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
         reqs.settle("r1", "c1", text("hi")).unwrap();
         assert_eq!(
@@ -663,13 +620,17 @@ mod tests {
         let mut rx1 = parked(&mut reqs, "r1", "a");
         let mut rx2 = parked(&mut reqs, "r2", "a");
         reqs.claim("r2", "c1", true, &mut owners).unwrap();
-        let ended = reqs.end("r1", fail(ErrorCode::Timeout)).unwrap();
+        let ended = reqs.end("r1", fail(CancelReason::Timeout)).unwrap();
         assert_eq!(ended.reason, CancelReason::Timeout);
         assert!(
-            reqs.end("r1", fail(ErrorCode::Cancelled)).is_none(),
+            reqs.end("r1", fail(CancelReason::CancelledByAgent))
+                .is_none(),
             "no second end"
         );
-        reqs.end("r2", fail(ErrorCode::Cancelled)).unwrap();
+        let ended = reqs
+            .end("r2", fail(CancelReason::CancelledByAgent))
+            .unwrap();
+        assert_eq!(ended.reason, CancelReason::CancelledByAgent);
         for rx in [&mut rx1, &mut rx2] {
             assert!(matches!(rx.try_recv(), Ok(Outcome::Error { .. })));
             assert!(rx.try_recv().is_err(), "exactly one outcome");
@@ -694,7 +655,7 @@ mod tests {
         let mut rx = parked(&mut reqs, "r1", "a");
         reqs.claim("r1", "c1", true, &mut owners).unwrap();
         reqs.settle("r1", "c1", text("ok")).unwrap();
-        assert!(reqs.end("r1", fail(ErrorCode::Timeout)).is_none());
+        assert!(reqs.end("r1", fail(CancelReason::Timeout)).is_none());
         assert!(matches!(rx.try_recv(), Ok(Outcome::Content { .. })));
         assert!(rx.try_recv().is_err());
     }
@@ -705,7 +666,8 @@ mod tests {
         let _a = parked(&mut reqs, "r1", "a");
         let _b = parked(&mut reqs, "r2", "b");
         let _c = parked(&mut reqs, "r3", "a");
-        let ended = reqs.end_where(|c, _| (c.agent == "a").then(|| fail(ErrorCode::Cancelled)));
+        let ended =
+            reqs.end_where(|c, _| (c.agent == "a").then(|| fail(CancelReason::CancelledByAgent)));
         let ids: Vec<&str> = ended.iter().map(|e| e.id.as_str()).collect();
         assert_eq!(ids, ["r1", "r3"]);
         let owners = Owners::default();
@@ -719,8 +681,8 @@ mod tests {
         let mut reqs = Requests::new(1);
         let _a = parked(&mut reqs, "r1", "a");
         let _b = parked(&mut reqs, "r2", "a");
-        reqs.end("r1", fail(ErrorCode::Timeout));
-        reqs.end("r2", fail(ErrorCode::Timeout));
+        let _ = reqs.end("r1", fail(CancelReason::Timeout));
+        let _ = reqs.end("r2", fail(CancelReason::Timeout));
         let mut owners = Owners::default();
         assert_eq!(
             code(reqs.claim("r1", "c", true, &mut owners)),
@@ -753,7 +715,7 @@ mod tests {
             f.store(true, std::sync::atomic::Ordering::SeqCst);
         });
         reqs.set_timer("r1", timer.abort_handle());
-        reqs.end("r1", fail(ErrorCode::Cancelled));
+        let _ = reqs.end("r1", fail(CancelReason::CancelledByAgent));
         tokio::time::advance(std::time::Duration::from_secs(10)).await;
         assert!(timer.await.unwrap_err().is_cancelled());
         assert!(!fired.load(std::sync::atomic::Ordering::SeqCst));

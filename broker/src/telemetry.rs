@@ -99,8 +99,8 @@ pub fn claimed(id: &str, client_id: &str) {
 
 /// How a call ended, for its span.
 pub struct Ending<'a> {
-    /// `result`, `error`, `timeout`, `no_client` or `cancelled` (the history's outcome).
-    pub outcome: &'a str,
+    /// The history's outcome, as its serde name.
+    pub outcome: leo_protocol::outcome::CallOutcome,
     /// The app's error code, or the broker's reason it ended the call.
     pub error: Option<&'a str>,
     /// The client that answered, when one did.
@@ -114,7 +114,7 @@ pub fn ended(id: &str, ending: Ending<'_>) {
         return;
     };
     let span = cx.span();
-    span.set_attribute(KeyValue::new("leo.outcome", ending.outcome.to_owned()));
+    span.set_attribute(KeyValue::new("leo.outcome", ending.outcome.as_str()));
     if let Some(by) = ending.by {
         span.set_attribute(KeyValue::new("leo.client.id", by.to_owned()));
     }

@@ -66,20 +66,13 @@ pub type Report = String;
 const RESTART: &str =
     "The running broker reads tokens at start: restart it (leo broker) for this to take effect.";
 
-fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
 fn check_name(kind: &str, name: &str) -> Result<()> {
-    if valid_name(name) {
+    if leo_protocol::names::is_name(name) {
         Ok(())
     } else {
         Err(BrokerError::Usage(format!(
-            "{kind} name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
+            "{kind} name {name:?} {}",
+            leo_protocol::names::NameError
         )))
     }
 }

@@ -5,16 +5,23 @@
 use clap::Subcommand;
 use leo_broker::error::BrokerError;
 use leo_broker::home::{Home, write_secret_new};
+use leo_protocol::names::AgentName;
 
 #[derive(Subcommand)]
 pub enum AgentCommand {
     /// Give an agent its own token (state/agents/NAME.token); the shared agent token is then
     /// refused for that name.
-    Add { name: String },
+    Add {
+        #[arg(value_parser = parse_name)]
+        name: AgentName,
+    },
     /// List the agents that have their own token.
     List,
     /// Remove an agent's own token; the shared agent token opens its sessions again.
-    Rm { name: String },
+    Rm {
+        #[arg(value_parser = parse_name)]
+        name: AgentName,
+    },
 }
 
 /// Runs one `leo agent` command; what it says goes to stdout.
@@ -26,24 +33,14 @@ pub fn run(home: &Home, command: &AgentCommand) -> Result<String, BrokerError> {
     }
 }
 
-fn check_name(name: &str) -> Result<(), BrokerError> {
-    let valid = !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'));
-    if valid {
-        Ok(())
-    } else {
-        Err(BrokerError::Usage(format!(
-            "agent name {name:?} must be 1 to 64 of [A-Za-z0-9_.-]"
-        )))
-    }
+/// `NAME` of `leo agent add|rm`, as clap's value parser: the name is checked where it comes in.
+fn parse_name(text: &str) -> Result<AgentName, String> {
+    AgentName::parse(text).map_err(|e| format!("agent name {text:?} {e}"))
 }
 
 /// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
-fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
-    check_name(name)?;
+fn add(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
+    let name: &str = name;
     leo_broker::home::prepare(home)?;
     let path = home.own_agent_token(name);
     if path.exists() {
@@ -66,8 +63,8 @@ fn add(home: &Home, name: &str) -> Result<String, BrokerError> {
 }
 
 /// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
-fn rm(home: &Home, name: &str) -> Result<String, BrokerError> {
-    check_name(name)?;
+fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
+    let name: &str = name;
     let path = home.own_agent_token(name);
     if !path.exists() {
         return Err(BrokerError::Usage(format!(

@@ -73,7 +73,7 @@ fn check_route(route: Route, path: &str, body: &[u8]) {
     if route == Route::Message {
         let segment = message_segment(path).expect("the gate finds every routed target");
         if let Ok(name) = decode_target(segment) {
-            assert!(rules::valid_agent_name(&name));
+            assert!(leo_protocol::names::is_name(&name));
             assert!(!name.contains(['/', '%', '\0']));
         }
     }

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
+use leo_protocol::names::AgentName;
 
 use crate::error::{Result, SidecarError};
 use crate::home::Home;
@@ -29,8 +30,8 @@ pub const TOKEN_FILE_ENV: &str = "LEO_AGENT_TOKEN_FILE";
 )]
 pub struct Cli {
     /// The agent this session belongs to (as named in config.yaml `agents:`).
-    #[arg(long, env = "LEO_AGENT")]
-    pub agent: String,
+    #[arg(long, env = "LEO_AGENT", value_parser = parse_agent)]
+    pub agent: AgentName,
 
     /// How to show client tools: `auto` picks by the harness's clientInfo.name.
     #[arg(long, value_enum, default_value_t = ModeChoice::Auto)]
@@ -113,7 +114,7 @@ pub enum ModeChoice {
 /// What the sidecar runs with, once checked.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub agent: String,
+    pub agent: AgentName,
     pub mode: ModeChoice,
     pub home: Home,
     pub progress_every: Duration,
@@ -139,9 +140,6 @@ impl Settings {
 impl Cli {
     /// Validates the flags and reads the remaining environment.
     pub fn into_settings(self) -> Result<Settings> {
-        if !is_valid_agent_name(&self.agent) {
-            return Err(SidecarError::InvalidAgent { name: self.agent });
-        }
         let home = match self.home.filter(|p| !p.as_os_str().is_empty()) {
             Some(root) => Home::new(root),
             None => Home::default_location(),
@@ -163,13 +161,12 @@ impl Cli {
     }
 }
 
-/// The broker's rule for agent names, checked here so a typo fails at start, not at hello.
-pub fn is_valid_agent_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+/// `--agent`, as clap's value parser: the broker's rule for agent names, checked here so a typo
+/// fails at start, not at hello.
+pub fn parse_agent(text: &str) -> std::result::Result<AgentName, SidecarError> {
+    AgentName::parse(text).map_err(|_| SidecarError::InvalidAgent {
+        name: text.to_owned(),
+    })
 }
 
 fn progress_from_env() -> Duration {

@@ -162,7 +162,7 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         .unwrap_or_else(|| mode::provisional(settings.mode));
     let hello = SidecarFrame::Hello {
         v: IPC_VERSION,
-        agent: settings.agent.clone(),
+        agent: settings.agent.to_string(),
         session: session.to_owned(),
         token,
         harness: hello_harness.clone(),

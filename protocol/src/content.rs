@@ -10,6 +10,7 @@
 //! it: a 256 KiB image is scanned, never copied into a `Value` tree and serialized again, and
 //! the sidecar frame embeds the same text. The size limit counts the content as sent.
 
+use crate::names::ClientId;
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
@@ -23,7 +24,7 @@ use crate::sanitize::{Lines, sanitize};
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ResultBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     pub ok: bool,
     /// Claim the request in the same step, for an app that answers at once: an unclaimed
     /// request is claimed (with every check of the claim route) and settled together.
@@ -143,13 +144,7 @@ fn check_structured(
 }
 
 fn check_app_error(error: &AppError) -> Result<(), String> {
-    let code_ok = !error.code.is_empty()
-        && error.code.len() <= MAX_ERROR_CODE
-        && error
-            .code
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.');
-    if !code_ok {
+    if !crate::names::is_name_within(&error.code, MAX_ERROR_CODE) {
         return Err(format!(
             "at $.error.code: must be 1 to {MAX_ERROR_CODE} of [A-Za-z0-9_.-]"
         ));

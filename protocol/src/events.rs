@@ -10,6 +10,7 @@
 //! a field without breaking apps built against an older `leo-protocol`. What the broker
 //! *receives* (request bodies, sidecar frames) stays strict.
 
+use crate::names::{ClientId, RequestId};
 use serde::{Deserialize, Serialize};
 
 /// Event type names, as they appear on the `event:` line.
@@ -61,7 +62,7 @@ pub const FEATURES: &[&str] = &["client_tools"];
 /// `id:` line, so it never moves a client's `Last-Event-ID`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Hello {
-    pub client_id: String,
+    pub client_id: ClientId,
     pub provider: bool,
     pub features: Vec<String>,
     /// The last seq assigned when the stream opened.
@@ -79,7 +80,7 @@ pub struct Hello {
 /// `client_tool.cancelled`, as provider streams see it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CancelledEvent {
-    pub id: String,
+    pub id: RequestId,
     pub agent: String,
     pub tool: String,
     pub reason: CancelReason,
@@ -88,7 +89,7 @@ pub struct CancelledEvent {
 /// Request and cancel events on a non-provider stream.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Redacted {
-    pub id: String,
+    pub id: RequestId,
 }
 
 /// `client_tools.changed`, to every stream.

@@ -5,53 +5,16 @@
 //! fields). Times are RFC 3339 UTC from the broker's clock; durations are measured by the
 //! broker's monotonic clock, so they never go negative when the wall clock is set.
 
+use crate::names::{ClientId, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-/// How a call ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CallOutcome {
-    /// The app posted content.
-    Result,
-    /// The app posted an error; `error_code` is its code.
-    Error,
-    /// The call outlived its tool's `timeout_s`.
-    Timeout,
-    /// The call was cancelled; `reason` says by whom or why.
-    Cancelled,
-    /// The app that claimed the call went away.
-    NoClient,
-}
-
-impl CallOutcome {
-    pub const ALL: [CallOutcome; 5] = [
-        CallOutcome::Result,
-        CallOutcome::Error,
-        CallOutcome::Timeout,
-        CallOutcome::Cancelled,
-        CallOutcome::NoClient,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CallOutcome::Result => "result",
-            CallOutcome::Error => "error",
-            CallOutcome::Timeout => "timeout",
-            CallOutcome::Cancelled => "cancelled",
-            CallOutcome::NoClient => "no_client",
-        }
-    }
-
-    pub fn parse(text: &str) -> Option<CallOutcome> {
-        CallOutcome::ALL.into_iter().find(|o| o.as_str() == text)
-    }
-}
+pub use crate::outcome::CallOutcome;
 
 /// The app that claimed (or answered) a call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CallApp {
-    pub client_id: String,
+    pub client_id: ClientId,
     /// The name it gave itself (`?name=…`), if any.
     pub name: Option<String>,
 }
@@ -61,7 +24,7 @@ pub struct CallApp {
 pub struct EndedRequest {
     /// Its place in the history: newer calls have larger numbers; `before` takes it.
     pub seq: u64,
-    pub id: String,
+    pub id: RequestId,
     pub tool: String,
     pub group: String,
     pub agent: String,

@@ -11,6 +11,7 @@
 //! values (property names, `enum` choices, a `default`), which the answer must carry back
 //! unchanged, are refused when they hold a control character rather than rewritten.
 
+use crate::names::ClientId;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -21,7 +22,7 @@ use crate::sanitize::{Lines, is_clean, sanitize, sanitize_schema};
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ProgressBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     /// How far the work is; a harness expects it to grow with each report.
     pub progress: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -58,7 +59,7 @@ fn check_message(message: Option<&str>) -> Result<(), String> {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct InputBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     /// What the user is asked, shown by the harness.
     pub message: String,
     /// The form: `{"type": "object", "properties": {...}, "required": [...]}` with properties

@@ -5,8 +5,9 @@
 //! `content`, `requests`, `input`, `messages`, `history`, `webhooks`, `console`, `status`,
 //! `envelope`), the SSE event payloads (`events`), the sidecar IPC frames (`ipc`) and their line
 //! codec (`lines`), the error codes with their HTTP statuses (`codes`), the limits (`limits`),
-//! and the checks that decide whether a tool definition, a form or a result is acceptable
-//! (`schema`, `depth`, and the checks beside each body).
+//! the checks that decide whether a tool definition, a form or a result is acceptable
+//! (`schema`, `depth`, and the checks beside each body), the identifiers (`names`: the one name
+//! rule, `AgentName`, `ClientId`, `RequestId`) and how a call ended (`outcome`).
 //!
 //! The shared rules, which put nothing on the wire but which two parts would otherwise each
 //! spell out: the one sanitizer for text that reaches an agent (`sanitize`), the `$LEO_HOME`
@@ -34,8 +35,10 @@ pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
 pub mod messages;
+pub mod names;
 #[cfg(feature = "otel")]
 pub mod otel;
+pub mod outcome;
 pub mod requests;
 pub mod sanitize;
 pub mod schema;

@@ -3,6 +3,7 @@
 //! The claim body is read strictly; the views the broker answers with are read leniently by
 //! clients (see `events`: a newer broker may add fields).
 
+use crate::names::{ClientId, RequestId};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use serde_json::value::RawValue;
@@ -11,7 +12,7 @@ use serde_json::value::RawValue;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimBody {
-    pub client_id: String,
+    pub client_id: ClientId,
 }
 
 /// Where a request stands.
@@ -31,7 +32,7 @@ pub enum RequestState {
 /// A reader parses them when it needs them, straight into its own type.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Request {
-    pub id: String,
+    pub id: RequestId,
     pub agent: String,
     pub session: String,
     pub group: String,
@@ -42,7 +43,7 @@ pub struct Request {
     pub timeout_s: Option<u64>,
     pub created_at: String,
     /// The client that owns this agent's group, if any: only it can claim.
-    pub owner: Option<String>,
+    pub owner: Option<ClientId>,
     /// The W3C trace context of the broker's span for this call, when the broker exports
     /// traces (`telemetry.otlp_endpoint`): an app may continue the trace under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -77,7 +78,7 @@ pub struct PendingRequest {
     #[serde(flatten)]
     pub request: Request,
     pub state: RequestState,
-    pub claimed_by: Option<String>,
+    pub claimed_by: Option<ClientId>,
 }
 
 /// A pending entry reads as its request (`pending.tool`).
@@ -92,7 +93,7 @@ impl std::ops::Deref for PendingRequest {
 /// `PendingRequest` as read from the wire.
 #[derive(Deserialize)]
 struct PendingFields {
-    id: String,
+    id: RequestId,
     agent: String,
     session: String,
     group: String,
@@ -100,11 +101,11 @@ struct PendingFields {
     arguments: Box<RawValue>,
     timeout_s: Option<u64>,
     created_at: String,
-    owner: Option<String>,
+    owner: Option<ClientId>,
     #[serde(default)]
     traceparent: Option<String>,
     state: RequestState,
-    claimed_by: Option<String>,
+    claimed_by: Option<ClientId>,
 }
 
 impl From<PendingFields> for PendingRequest {
@@ -147,7 +148,7 @@ pub struct ListedTool {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<crate::tool::Execution>,
     /// The connected clients that serve it.
-    pub clients: Vec<String>,
+    pub clients: Vec<ClientId>,
     /// The agents it is offered to (`agents` of its registration); absent means every agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Vec<String>>,
@@ -187,11 +188,23 @@ pub struct Approved {
     pub revision: u64,
 }
 
-/// Claim and result answers.
+/// Claim, result and cancel answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestAck {
-    pub id: String,
-    pub state: String,
+    pub id: RequestId,
+    pub state: AckState,
+}
+
+/// What the acknowledged operation made of the request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AckState {
+    /// Claimed (also the answer to a progress report: the call stays claimed).
+    Claimed,
+    /// Answered with the posted result or error.
+    Settled,
+    /// Ended by the operator.
+    Cancelled,
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 //! or removed, and these types do not deny unknown fields, so an older reader keeps working
 //! against a newer broker.
 
+use crate::names::{ClientId, RequestId};
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
@@ -29,7 +30,7 @@ pub struct Status {
     /// Connected `leo-mcp` sessions.
     pub agents: Vec<AgentStatus>,
     /// Each registered group and the clients that serve it.
-    pub groups: BTreeMap<String, Vec<String>>,
+    pub groups: BTreeMap<String, Vec<ClientId>>,
     /// The tool names agents see, sorted.
     pub tools: Vec<String>,
     /// How many calls are live (parked or claimed).
@@ -51,7 +52,7 @@ pub struct Status {
 /// One connected client.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AppStatus {
-    pub client_id: String,
+    pub client_id: ClientId,
     pub provider: bool,
     /// `operator`, `device:NAME`, `agent`, or `console` for the console's built-in provider.
     pub principal: String,
@@ -94,7 +95,7 @@ pub struct GroupTool {
     pub timeout_s: Option<u64>,
     pub label: Option<String>,
     /// The connected clients that serve it.
-    pub clients: Vec<String>,
+    pub clients: Vec<ClientId>,
     /// The agents it is offered to; absent means every agent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Vec<String>>,
@@ -109,13 +110,13 @@ pub struct GroupTool {
 /// One live call.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RequestStatus {
-    pub id: String,
+    pub id: RequestId,
     pub agent: String,
     pub session: String,
     pub group: String,
     pub tool: String,
     pub state: RequestState,
-    pub claimed_by: Option<String>,
+    pub claimed_by: Option<ClientId>,
     pub created_at: String,
     /// Whole seconds since the call was parked.
     pub age_s: u64,

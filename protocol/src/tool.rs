@@ -4,6 +4,7 @@
 //! label) are checked here; rules that need the whole broker (uniqueness across groups, the
 //! per-broker count) belong to the broker's registry.
 
+use crate::names::ClientId;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -14,7 +15,7 @@ use crate::schema::check_input_schema;
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterBody {
-    pub client_id: String,
+    pub client_id: ClientId,
     pub group: String,
     pub tools: Vec<ToolDef>,
     /// The agents this group is offered to: exact names or `*`/`?` globs; `None` means every
@@ -138,11 +139,7 @@ pub fn is_reserved_name(name: &str) -> bool {
 
 /// True when `group` is 1 to 64 of `[A-Za-z0-9_.-]`.
 pub fn is_valid_group_name(group: &str) -> bool {
-    !group.is_empty()
-        && group.len() <= MAX_GROUP_NAME
-        && group
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b'.')
+    crate::names::is_name_within(group, MAX_GROUP_NAME)
 }
 
 impl ToolDef {

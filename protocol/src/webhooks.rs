@@ -6,6 +6,7 @@
 //! `client_tool.request` and `client_tool.cancelled` events, byte for byte as provider streams
 //! see it, so one handler serves both kinds of app.
 
+use crate::names::ClientId;
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
@@ -46,7 +47,7 @@ pub struct WebhookBody {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebhookCreated {
     pub name: String,
-    pub client_id: String,
+    pub client_id: ClientId,
     pub url: String,
     pub group: String,
     /// `whsec_` and the base64 of the signing key.
@@ -61,7 +62,7 @@ pub struct WebhookCreated {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WebhookInfo {
     pub name: String,
-    pub client_id: String,
+    pub client_id: ClientId,
     pub url: String,
     pub group: String,
     pub tools: Vec<String>,
@@ -118,7 +119,7 @@ impl InlineAnswer {
     /// The result body the webhook's `client_id` posts, claiming in the same step.
     pub fn into_result(self, client_id: &str) -> ResultBody {
         ResultBody {
-            client_id: client_id.to_owned(),
+            client_id: client_id.into(),
             ok: self.ok,
             claim: true,
             content: self.content,

@@ -10,7 +10,7 @@
 use leo_protocol::ErrorCode;
 use leo_protocol::console::{ASK_HUMAN, AskHumanState, CONSOLE_GROUP};
 use leo_protocol::content::Posted;
-use leo_protocol::requests::RequestAck;
+use leo_protocol::requests::{AckState, RequestAck};
 use leo_protocol::tool::ToolDef;
 use serde_json::json;
 use tracing::{info, warn};
@@ -65,7 +65,7 @@ impl Broker {
         core.next_conn += 1;
         let n = core.next_conn;
         core.clients.insert(
-            CONSOLE_CLIENT.to_owned(),
+            CONSOLE_CLIENT.to_owned().into(),
             ClientInfo {
                 n,
                 provider: true,
@@ -88,8 +88,13 @@ impl Broker {
     }
 
     /// The operator answers one of the console's own calls: claimed and settled as the
-    /// internal client in one step, with the answer as a text block.
-    pub fn answer_from_console(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {
+    /// internal client in one step, with the answer as a text block; acknowledged once the
+    /// ending is on disk.
+    pub async fn answer_from_console(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {
+        self.accepted(self.answer_now(id, text)).await
+    }
+
+    fn answer_now(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
         let core = &mut *core;
         let Some((call, _)) = core.requests.get(id) else {
@@ -120,8 +125,8 @@ impl Broker {
         self.history.settled(id, call, by, posting);
         self.touched();
         Ok(RequestAck {
-            id: id.to_owned(),
-            state: "settled".into(),
+            id: id.to_owned().into(),
+            state: AckState::Settled,
         })
     }
 }

@@ -45,7 +45,7 @@ impl Broker {
         }
         let call = Call {
             request: Request {
-                id: random_id("r_"),
+                id: random_id("r_").into(),
                 agent: session.agent,
                 session: session.session,
                 group: spec.group.clone(),
@@ -149,7 +149,7 @@ impl Broker {
             event,
             Some(json(&Redacted { id: id.clone() })),
         );
-        id
+        id.to_string()
     }
 
     /// Ends call `id` by timeout after `after` (its `timeout_s` is `secs`), counted from now,
@@ -171,11 +171,7 @@ impl Broker {
         let mut core = self.lock();
         let ended = core.requests.end(
             id,
-            Failure::new(
-                ErrorCode::Timeout,
-                CancelReason::Timeout,
-                format!("no result within {secs} s"),
-            ),
+            Failure::new(CancelReason::Timeout, format!("no result within {secs} s")),
         );
         // Published under the lock, like every other ending: a result posted in between
         // cannot see the call ended before its `client_tool.cancelled` is in the stream.

@@ -35,7 +35,7 @@ use crate::history::History;
 use crate::ownership::Owners;
 use crate::refusal::Refusal;
 use crate::registry::{Change, ClientId, Registry};
-use crate::requests::{ConnId, EndedCall, Failure, Requests, Stage};
+use crate::requests::{ConnId, EndedCall, Failure, RequestId, Requests, Stage};
 use crate::state_file::EverRegistered;
 use crate::store::Store;
 
@@ -93,6 +93,43 @@ pub struct SessionInfo {
     pub connected_at: String,
 }
 
+/// A sidecar session: the agent's name and the session's id.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct SessionKey {
+    agent: String,
+    session: String,
+}
+
+impl SessionKey {
+    fn new(agent: &str, session: &str) -> SessionKey {
+        SessionKey {
+            agent: agent.to_owned(),
+            session: session.to_owned(),
+        }
+    }
+}
+
+/// One call of a sidecar session, by the sidecar's own id of it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct LocalCall {
+    session: SessionKey,
+    local_id: u64,
+}
+
+impl LocalCall {
+    fn new(agent: &str, session: &str, local_id: u64) -> LocalCall {
+        LocalCall {
+            session: SessionKey::new(agent, session),
+            local_id,
+        }
+    }
+
+    /// The sidecar's key of `call`.
+    fn of(call: &crate::requests::Call) -> LocalCall {
+        LocalCall::new(&call.agent, &call.session, call.local_id)
+    }
+}
+
 struct Core {
     clients: HashMap<ClientId, ClientInfo>,
     registry: Registry,
@@ -103,15 +140,15 @@ struct Core {
     next_conn: ConnId,
     shutting_down: bool,
     /// After a restart: calls waiting for their sidecar to come back, by `(agent, session)`.
-    orphans: HashMap<(String, String), Vec<restore::Orphan>>,
+    orphans: HashMap<SessionKey, Vec<restore::Orphan>>,
     /// Outcomes stored before a restart that no sidecar was sent yet, by `(agent, session,
     /// local id)`: the request id and the outcome's JSON.
-    undelivered: HashMap<(String, String, u64), (String, String)>,
+    undelivered: HashMap<LocalCall, (RequestId, String)>,
     /// Restored calls by `(agent, session, local id)`, spared from withdrawal until the grace
     /// period ends (their apps and sidecars are still coming back).
-    restored: HashSet<(String, String, u64)>,
+    restored: HashSet<LocalCall>,
     /// Restored parked calls not offered on the streams since the restart.
-    unoffered: HashSet<String>,
+    unoffered: HashSet<RequestId>,
     /// Provider streams' resume keys: the client id and the principal that may use each.
     resume_keys: HashMap<String, (ClientId, String)>,
     /// Provider clients whose stream is gone but who may still resume (their claims and
@@ -279,9 +316,19 @@ impl Broker {
         self.committed()
     }
 
-    /// Resolves once every change made so far is on disk; an operation that accepts work
-    /// awaits it before it is acknowledged (never while holding the lock).
-    pub fn committed(&self) -> impl Future<Output = Result<(), Refusal>> + use<> {
+    /// What an operation that accepts work answers, once every change it made is on disk: each
+    /// such operation (claim, result, cancel, message, the console's answer) is an async fn
+    /// that ends here, so no route can acknowledge work the store has not committed. `done` is
+    /// the operation's synchronous part, run under the lock and let go of before this awaits.
+    async fn accepted<T>(&self, done: Result<T, Refusal>) -> Result<T, Refusal> {
+        let value = done?;
+        self.committed().await?;
+        Ok(value)
+    }
+
+    /// Resolves once every change made so far is on disk (never awaited while holding the
+    /// lock); `accepted` is how operations wait for it.
+    fn committed(&self) -> impl Future<Output = Result<(), Refusal>> + use<> {
         let commit = self.store.committed();
         async move {
             commit.await.map_err(|e| {
@@ -364,7 +411,7 @@ impl Broker {
         let restored = &core.restored;
         let away = &core.away;
         core.requests.end_where(|call, stage| {
-            if restored.contains(&(call.agent.clone(), call.session.clone(), call.local_id)) {
+            if restored.contains(&LocalCall::of(call)) {
                 return None;
             }
             if matches!(stage, Stage::Claimed { by } if away.contains(by)) {
@@ -382,7 +429,6 @@ impl Broker {
             });
             (!served).then(|| {
                 Failure::new(
-                    ErrorCode::Cancelled,
                     CancelReason::ToolWithdrawn,
                     format!("tool {:?} was withdrawn", call.tool),
                 )

@@ -15,7 +15,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::content::Posted;
 use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody, sanitized_question};
 use leo_protocol::ipc::BrokerFrame;
-use leo_protocol::requests::RequestAck;
+use leo_protocol::requests::{AckState, RequestAck};
 use leo_protocol::sanitize::{Lines, sanitize};
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
@@ -131,8 +131,8 @@ impl Broker {
             debug!(request = id, "session busy; progress report dropped");
         }
         Ok(RequestAck {
-            id: id.to_owned(),
-            state: "claimed".into(),
+            id: id.to_owned().into(),
+            state: AckState::Claimed,
         })
     }
 

@@ -15,19 +15,20 @@ use std::time::{Duration, Instant, SystemTime};
 use leo_protocol::ErrorCode;
 use leo_protocol::events::{CancelReason, Redacted, kind};
 use leo_protocol::ipc::RawOutcome;
+use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{info, warn};
 
-use super::{Broker, Core, json};
-use crate::requests::{Call, ConnId, Ended, Failure, Stage};
+use super::{Broker, Core, LocalCall, SessionKey, json};
+use crate::requests::{Call, ConnId, Failure, Stage};
 use crate::store::{Restored, StoredCall, now_ms};
 
 /// A restored call's receiver, waiting for its sidecar.
 #[derive(Debug)]
 pub struct Orphan {
     pub local_id: u64,
-    pub request: String,
+    pub request: RequestId,
     pub rx: oneshot::Receiver<RawOutcome>,
 }
 
@@ -36,13 +37,13 @@ pub enum Resumed {
     /// The call is live again on this session; its outcome comes on `rx`.
     Waiting {
         local_id: u64,
-        request: String,
+        request: RequestId,
         rx: oneshot::Receiver<RawOutcome>,
     },
     /// It ended already; the outcome to send now.
     Ended {
         local_id: u64,
-        request: Option<String>,
+        request: Option<RequestId>,
         outcome: RawOutcome,
     },
 }
@@ -54,10 +55,10 @@ impl Broker {
         let mut core = self.lock();
         for e in restored.ended {
             if let Some(outcome) = e.outcome {
-                core.undelivered
-                    .insert((e.agent, e.session, e.local_id), (e.id.clone(), outcome));
+                let key = LocalCall::new(&e.agent, &e.session, e.local_id);
+                core.undelivered.insert(key, (e.id.clone(), outcome));
             }
-            core.requests.remember_ended(e.id, Ended::parse(&e.how));
+            core.requests.remember_ended(e.id, e.how);
         }
         let calls = restored.live.len();
         for stored in restored.live {
@@ -119,16 +120,16 @@ impl Broker {
         };
         let (reply, rx) = oneshot::channel();
         core.requests.restore(call, stage, reply);
-        core.restored
-            .insert((agent.clone(), session.clone(), s.local_id));
+        let key = LocalCall::new(&agent, &session, s.local_id);
         core.orphans
-            .entry((agent, session))
+            .entry(key.session.clone())
             .or_default()
             .push(Orphan {
                 local_id: s.local_id,
                 request: id.clone(),
                 rx,
             });
+        core.restored.insert(key);
         if let (Some(secs), Some(deadline)) = (timeout_s, s.deadline_ms) {
             let left = Duration::from_millis(u64::try_from(deadline - now).unwrap_or(0));
             self.arm_timer(core, &id, secs, left);
@@ -142,7 +143,7 @@ impl Broker {
             return Vec::new();
         }
         let mut core = self.lock();
-        let key = (agent.to_owned(), session.to_owned());
+        let key = SessionKey::new(agent, session);
         let mut orphans = core.orphans.remove(&key).unwrap_or_default();
         let mut out = Vec::with_capacity(ids.len());
         for &local_id in ids {
@@ -156,9 +157,10 @@ impl Broker {
                 });
                 continue;
             }
-            let stored = core
-                .undelivered
-                .remove(&(key.0.clone(), key.1.clone(), local_id));
+            let stored = core.undelivered.remove(&LocalCall {
+                session: key.clone(),
+                local_id,
+            });
             let (request, outcome) =
                 match stored.and_then(|(id, text)| parse_outcome(&text).map(|o| (id, o))) {
                     Some((id, o)) => (Some(id), o),
@@ -195,13 +197,12 @@ impl Broker {
             ended.extend(core.requests.end(
                 &o.request,
                 Failure::new(
-                    ErrorCode::Cancelled,
                     CancelReason::AgentGone,
                     "the agent did not come back after the broker restarted",
                 ),
             ));
         }
-        let claims: Vec<(String, String)> = core
+        let claims: Vec<(RequestId, ClientId)> = core
             .requests
             .live()
             .filter_map(|(id, _, stage)| match stage {
@@ -221,7 +222,7 @@ impl Broker {
             }
         }
         // An app that resumed since the restart and left again has a grace period of its own.
-        let away: Vec<String> = core
+        let away: Vec<ClientId> = core
             .away
             .iter()
             .filter(|c| !core.expiries.contains_key(*c))
@@ -252,7 +253,7 @@ impl Broker {
         if core.unoffered.is_empty() {
             return;
         }
-        let ready: Vec<String> = core
+        let ready: Vec<RequestId> = core
             .unoffered
             .iter()
             .filter(|id| {
@@ -278,8 +279,11 @@ impl Broker {
                     owner,
                     ..call.request.clone()
                 };
-                self.bus
-                    .publish(kind::REQUEST, json(&event), Some(json(&Redacted { id })));
+                self.bus.publish(
+                    kind::REQUEST,
+                    json(&event),
+                    Some(json(&Redacted { id: id.clone() })),
+                );
             }
         }
         core.unoffered.retain(|id| core.requests.get(id).is_some());

@@ -4,7 +4,7 @@
 use leo_protocol::ErrorCode;
 use leo_protocol::content::{Posted, ResultBody, ResultError};
 use leo_protocol::events::CancelReason;
-use leo_protocol::requests::{PendingRequest, RequestAck};
+use leo_protocol::requests::{AckState, PendingRequest, RequestAck};
 use tracing::{debug, info};
 
 use super::{Broker, Core};
@@ -18,8 +18,18 @@ impl Broker {
         core.requests.pending(&core.owners)
     }
 
-    /// `POST …/requests/{id}/claim`, by `caller` (the token's principal).
-    pub fn claim(&self, id: &str, client_id: &str, caller: &str) -> Result<RequestAck, Refusal> {
+    /// `POST …/requests/{id}/claim`, by `caller` (the token's principal); acknowledged once
+    /// the claim is on disk.
+    pub async fn claim(
+        &self,
+        id: &str,
+        client_id: &str,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
+        self.accepted(self.claim_now(id, client_id, caller)).await
+    }
+
+    fn claim_now(&self, id: &str, client_id: &str, caller: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
         Self::require_provider(&core, client_id, caller)?;
         let call = Self::claim_locked(&mut core, id, client_id)?;
@@ -29,14 +39,25 @@ impl Broker {
         crate::telemetry::claimed(id, client_id);
         self.touched();
         Ok(RequestAck {
-            id: id.to_owned(),
-            state: "claimed".into(),
+            id: id.to_owned().into(),
+            state: AckState::Claimed,
         })
     }
 
     /// `POST …/requests/{id}/result`, by `caller` (the token's principal; a webhook's inline
-    /// answer acts as the webhook's creator).
-    pub fn post_result(
+    /// answer acts as the webhook's creator); acknowledged once the ending is on disk.
+    /// Meanwhile the session writes the result frame, so the agent is not kept waiting for
+    /// the commit.
+    pub async fn post_result(
+        &self,
+        id: &str,
+        body: ResultBody,
+        caller: &str,
+    ) -> Result<RequestAck, Refusal> {
+        self.accepted(self.post_result_now(id, body, caller)).await
+    }
+
+    fn post_result_now(
         &self,
         id: &str,
         body: ResultBody,
@@ -59,13 +80,14 @@ impl Broker {
         Self::check_output(&core, id, &posted)?;
         let posting = self.history.posting(&posted);
         let call = Self::settle_locked(&mut core, id, &client_id, posted, claim)?;
-        debug!(request = id, client_id, agent = %call.agent, tool = %call.tool, "request settled");
+        debug!(request = id, %client_id, agent = %call.agent, tool = %call.tool, "request settled");
         let name = Self::app_name(&core, &client_id);
-        self.history.settled(id, call, (client_id, name), posting);
+        self.history
+            .settled(id, call, (client_id.to_string(), name), posting);
         self.touched();
         Ok(RequestAck {
-            id: id.to_owned(),
-            state: "settled".into(),
+            id: id.to_owned().into(),
+            state: AckState::Settled,
         })
     }
 
@@ -114,13 +136,17 @@ impl Broker {
         core.requests.settle(id, client_id, posted)
     }
 
-    /// The operator cancels a live call, from the console or `POST …/requests/{id}/cancel`.
-    pub fn cancel_request(&self, id: &str) -> Result<RequestAck, Refusal> {
+    /// The operator cancels a live call, from the console or `POST …/requests/{id}/cancel`;
+    /// acknowledged once the ending is on disk.
+    pub async fn cancel_request(&self, id: &str) -> Result<RequestAck, Refusal> {
+        self.accepted(self.cancel_now(id)).await
+    }
+
+    fn cancel_now(&self, id: &str) -> Result<RequestAck, Refusal> {
         let mut core = self.lock();
         let ended = core.requests.end(
             id,
             Failure::new(
-                ErrorCode::Cancelled,
                 CancelReason::CancelledByOperator,
                 "the operator cancelled the call",
             ),
@@ -132,8 +158,8 @@ impl Broker {
         self.publish_ended(&[e]);
         self.touched();
         Ok(RequestAck {
-            id: id.to_owned(),
-            state: "cancelled".into(),
+            id: id.to_owned().into(),
+            state: AckState::Cancelled,
         })
     }
 }

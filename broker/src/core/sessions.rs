@@ -5,6 +5,7 @@ use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::events::CancelReason;
 use leo_protocol::ipc::{AgentTool, BrokerFrame, Harness, Message, Mode};
+use leo_protocol::names::AgentName;
 use leo_protocol::tool::ToolDef;
 use tokio::sync::broadcast;
 use tracing::info;
@@ -64,13 +65,7 @@ impl Broker {
             return;
         };
         let ended = core.requests.end_where(|call, _| {
-            (call.conn == conn).then(|| {
-                Failure::new(
-                    ErrorCode::Cancelled,
-                    CancelReason::AgentGone,
-                    "the agent stopped",
-                )
-            })
+            (call.conn == conn).then(|| Failure::new(CancelReason::AgentGone, "the agent stopped"))
         });
         self.publish_ended(&ended);
         self.touched();
@@ -163,7 +158,6 @@ impl Broker {
         let ended = core.requests.end(
             &id,
             Failure::new(
-                ErrorCode::Cancelled,
                 CancelReason::CancelledByAgent,
                 "the agent cancelled the call",
             ),
@@ -176,9 +170,16 @@ impl Broker {
 
     // ----- messages -----
 
-    /// Stamps and queues a message for `agent`, and tells its connected sessions.
-    pub fn deliver_message(&self, agent: &str, from: &str, text: &str) -> Result<Queued, Refusal> {
-        self.mail.deliver(agent, from, text, &self.store)
+    /// Stamps and queues a message for `agent`, and tells its connected sessions;
+    /// acknowledged once it is on disk.
+    pub async fn deliver_message(
+        &self,
+        agent: &AgentName,
+        from: &str,
+        text: &str,
+    ) -> Result<Queued, Refusal> {
+        self.accepted(self.mail.deliver(agent, from, text, &self.store))
+            .await
     }
 
     /// `fetch_messages`: returns and acknowledges `agent`'s unread messages, oldest first. An

@@ -1,6 +1,5 @@
 //! Shutdown: every live call ends `cancelled`, new ones are refused.
 
-use leo_protocol::ErrorCode;
 use leo_protocol::events::CancelReason;
 use tracing::warn;
 
@@ -14,7 +13,6 @@ impl Broker {
         core.shutting_down = true;
         let ended = core.requests.end_where(|_, _| {
             Some(Failure::new(
-                ErrorCode::Cancelled,
                 CancelReason::Shutdown,
                 "the broker is shutting down",
             ))

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::time::Instant;
 
 use leo_protocol::console::CONSOLE_GROUP;
+use leo_protocol::names::ClientId;
 use leo_protocol::requests::RequestState;
 use leo_protocol::status::{AgentStatus, AppStatus, GroupTool, RequestStatus, Status, preview};
 
@@ -15,7 +16,7 @@ impl Broker {
     /// Apps, agents, tools by group and live calls, as they stand now.
     pub fn status(&self) -> Status {
         let core = self.lock();
-        let groups: BTreeMap<String, Vec<String>> = core
+        let groups: BTreeMap<String, Vec<ClientId>> = core
             .registry
             .groups()
             .into_iter()
@@ -38,7 +39,7 @@ impl Broker {
 }
 
 /// The connected apps in the order they joined, each with the groups it serves.
-fn apps(core: &Core, groups: &BTreeMap<String, Vec<String>>) -> Vec<AppStatus> {
+fn apps(core: &Core, groups: &BTreeMap<String, Vec<ClientId>>) -> Vec<AppStatus> {
     let mut apps: Vec<_> = core.clients.iter().collect();
     apps.sort_by_key(|(_, c)| c.n);
     apps.into_iter()

@@ -17,7 +17,7 @@ use super::{Broker, ClientGuard, ClientInfo, Core, Opened};
 use crate::events::EventBus;
 use crate::refusal::Refusal;
 use crate::registry::ClientId;
-use crate::requests::Stage;
+use crate::requests::{RequestId, Stage};
 use crate::store::{Op, StoredClient};
 use crate::tokens::random_id;
 
@@ -41,7 +41,7 @@ impl Broker {
                     "query parameter \"resume\" is for provider streams (client_tools=1)",
                 ));
             }
-            (None, _) => (random_id("c_"), random_id("k_")),
+            (None, _) => (random_id("c_").into(), random_id("k_")),
         };
         core.next_conn += 1;
         let n = core.next_conn;
@@ -72,7 +72,7 @@ impl Broker {
         self.touched();
         let subscription = self.bus.subscribe(last_event_id);
         info!(
-            client_id,
+            %client_id,
             provider,
             principal,
             name,
@@ -138,9 +138,9 @@ impl Broker {
             return;
         }
         if info.provider && !info.internal {
-            core.away.insert(client_id.to_owned());
+            core.away.insert(client_id.into());
             let timer = self.expire_client_later(client_id);
-            core.expiries.insert(client_id.to_owned(), timer);
+            core.expiries.insert(client_id.into(), timer);
         } else {
             core.owners.release_client(client_id);
         }
@@ -180,7 +180,7 @@ impl Broker {
         self.store.send(vec![Op::ClientGone {
             client_id: client_id.to_owned(),
         }]);
-        let claims: Vec<String> = core
+        let claims: Vec<RequestId> = core
             .requests
             .live()
             .filter(|(_, _, stage)| matches!(stage, Stage::Claimed { by } if by == client_id))

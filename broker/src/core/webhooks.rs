@@ -38,7 +38,7 @@ impl Broker {
         core.next_conn += 1;
         let n = core.next_conn;
         core.clients.insert(
-            client_id.to_owned(),
+            client_id.to_owned().into(),
             ClientInfo {
                 n,
                 provider: true,

@@ -73,7 +73,7 @@ pub fn open(path: &Path) -> Result<Connection, sqlite::Error> {
 }
 
 /// One ended call as the writer stores it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct CallRow {
     pub id: String,
     pub tool: String,
@@ -82,7 +82,7 @@ pub struct CallRow {
     pub session: String,
     pub client_id: Option<String>,
     pub app_name: Option<String>,
-    pub outcome: &'static str,
+    pub outcome: CallOutcome,
     pub error_code: Option<String>,
     pub reason: Option<String>,
     pub created_at: String,
@@ -115,7 +115,7 @@ pub fn insert_call(conn: &Connection, r: &CallRow) -> rusqlite::Result<usize> {
         r.session,
         r.client_id,
         r.app_name,
-        r.outcome,
+        r.outcome.as_str(),
         r.error_code,
         r.reason,
         r.created_at,
@@ -211,16 +211,22 @@ pub fn list_calls(
         };
         Ok(EndedRequest {
             seq: r.get(0)?,
-            id: r.get(1)?,
+            id: r.get::<_, String>(1)?.into(),
             tool: r.get(2)?,
             group: r.get(3)?,
             agent: r.get(4)?,
             session: r.get(5)?,
             app: client_id.map(|client_id| CallApp {
-                client_id,
+                client_id: client_id.into(),
                 name: r.get(7).ok().flatten(),
             }),
-            outcome: CallOutcome::parse(&outcome).unwrap_or(CallOutcome::Cancelled),
+            outcome: CallOutcome::parse(&outcome).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(
+                    8,
+                    rusqlite::types::Type::Text,
+                    Box::new(e),
+                )
+            })?,
             error_code: r.get(9)?,
             reason: r.get(10)?,
             created_at: r.get(11)?,
@@ -335,13 +341,31 @@ mod tests {
             .unwrap()
     }
 
+    use leo_protocol::names::RequestId;
+
     fn row(id: &str) -> CallRow {
         CallRow {
             id: id.into(),
             tool: "t".into(),
-            outcome: "result",
+            group: String::new(),
+            agent: String::new(),
+            session: String::new(),
+            client_id: None,
+            app_name: None,
+            outcome: CallOutcome::Result,
+            error_code: None,
+            reason: None,
+            created_at: String::new(),
+            claimed_at: None,
+            ended_at: String::new(),
             ended_ms: 1,
-            ..CallRow::default()
+            wait_ms: None,
+            work_ms: None,
+            duration_ms: 0,
+            arguments_bytes: 0,
+            result_bytes: None,
+            arguments: None,
+            result: None,
         }
     }
 
@@ -383,6 +407,26 @@ mod tests {
                 assert_eq!(opener.join().unwrap().unwrap(), current_version());
             }
         }
+    }
+
+    #[test]
+    fn a_row_with_an_outcome_no_version_wrote_fails_the_listing() {
+        let dir = tempfile::tempdir().unwrap();
+        let conn = open(&dir.path().join("history.db")).unwrap();
+        insert_call(&conn, &row("r_1")).unwrap();
+        let q = CallQuery {
+            limit: 10,
+            ..CallQuery::default()
+        };
+        assert_eq!(
+            list_calls(&conn, &q, false).unwrap()[0].outcome,
+            CallOutcome::Result
+        );
+        conn.execute("UPDATE calls SET outcome = 'internal'", [])
+            .unwrap();
+        // Read as an error, never shown as some other ending.
+        let err = list_calls(&conn, &q, false).unwrap_err().to_string();
+        assert!(err.contains("\"internal\" is not an outcome"), "{err}");
     }
 
     #[test]
@@ -435,7 +479,7 @@ mod tests {
             limit: 10,
             ..CallQuery::default()
         };
-        let ids: Vec<String> = list_calls(&conn, &q, false)
+        let ids: Vec<RequestId> = list_calls(&conn, &q, false)
             .unwrap()
             .into_iter()
             .map(|c| c.id)

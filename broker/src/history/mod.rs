@@ -55,47 +55,24 @@ pub enum Error {
     Stopped,
 }
 
-/// How a call ended, as the core knows it.
-#[derive(Debug, Clone)]
-pub enum Finish {
-    /// The app posted content (or the console answered).
-    Result,
-    /// The app posted an error with this code.
-    AppError(String),
-    /// The broker ended it.
-    Failed(CancelReason),
-}
-
-impl Finish {
-    fn outcome(&self) -> CallOutcome {
-        match self {
-            Finish::Result => CallOutcome::Result,
-            Finish::AppError(_) => CallOutcome::Error,
-            Finish::Failed(reason) => match reason {
-                CancelReason::Timeout => CallOutcome::Timeout,
-                CancelReason::ClientGone => CallOutcome::NoClient,
-                CancelReason::CancelledByAgent
-                | CancelReason::AgentGone
-                | CancelReason::ToolWithdrawn
-                | CancelReason::Shutdown
-                | CancelReason::CancelledByOperator => CallOutcome::Cancelled,
-            },
-        }
-    }
-}
-
 /// A posted result's size, and its content when `history.store_content` keeps it.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone)]
 pub struct Posting {
     pub bytes: u64,
     pub content: Option<serde_json::Value>,
-    pub finish: Option<Finish>,
+    /// `result`, or `error` with the app's code.
+    pub outcome: CallOutcome,
+    pub error_code: Option<String>,
 }
 
 pub(crate) struct Ended {
     id: String,
     call: Call,
-    finish: Finish,
+    outcome: CallOutcome,
+    /// With `error`: the app's code.
+    error_code: Option<String>,
+    /// When the broker ended it.
+    reason: Option<CancelReason>,
     /// The answering app, for results (a claim may have come with the result).
     by: Option<(String, Option<String>)>,
     at: SystemTime,
@@ -238,43 +215,45 @@ impl History {
 
     /// What is kept of a posted result, measured before the post is consumed.
     pub fn posting(&self, posted: &Posted) -> Posting {
-        let (bytes, finish) = match posted {
-            Posted::Content(blocks) => (content_size(blocks), Finish::Result),
+        let (bytes, error_code) = match posted {
+            Posted::Content(blocks) => (content_size(blocks), None),
             Posted::Structured(blocks, s) => (
                 content_size(blocks) + serde_json::to_vec(s).map_or(0, |v| v.len()),
-                Finish::Result,
+                None,
             ),
             Posted::Error(e) => (
                 serde_json::to_vec(e).map_or(0, |v| v.len()),
-                Finish::AppError(e.code.clone()),
+                Some(e.code.clone()),
             ),
         };
         let content = self.store_content.then(|| stored_result(posted));
         Posting {
             bytes: bytes as u64,
             content,
-            finish: Some(finish),
+            outcome: match error_code {
+                Some(_) => CallOutcome::Error,
+                None => CallOutcome::Result,
+            },
+            error_code,
         }
     }
 
     /// `id` was settled by `client_id` (an app's result or error).
     pub fn settled(&self, id: &str, call: Call, by: (String, Option<String>), posting: Posting) {
-        let error = match &posting.finish {
-            Some(Finish::AppError(code)) => Some(code.as_str()),
-            _ => None,
-        };
         crate::telemetry::ended(
             id,
             crate::telemetry::Ending {
-                outcome: if error.is_some() { "error" } else { "result" },
-                error,
+                outcome: posting.outcome,
+                error: posting.error_code.as_deref(),
                 by: Some(&by.0),
             },
         );
         let ended = Ended {
             id: id.to_owned(),
             call,
-            finish: posting.finish.unwrap_or(Finish::Result),
+            outcome: posting.outcome,
+            error_code: posting.error_code,
+            reason: None,
             by: Some(by),
             at: SystemTime::now(),
             mono: Instant::now(),
@@ -291,15 +270,17 @@ impl History {
             crate::telemetry::ended(
                 &e.id,
                 crate::telemetry::Ending {
-                    outcome: Finish::Failed(e.reason).outcome().as_str(),
+                    outcome: CallOutcome::of_reason(e.reason),
                     error: Some(e.reason.as_str()),
                     by: None,
                 },
             );
             self.send(Msg::Ended(Box::new(Ended {
-                id: e.id.clone(),
+                id: e.id.to_string(),
                 call: e.call.clone(),
-                finish: Finish::Failed(e.reason),
+                outcome: CallOutcome::of_reason(e.reason),
+                error_code: None,
+                reason: Some(e.reason),
                 by: None,
                 at,
                 mono,
@@ -439,7 +420,6 @@ impl Writer {
                     self.claims.insert(id, claim);
                 }
                 Msg::Ended(e) => {
-                    let outcome = e.finish.outcome();
                     let row = row_of(&mut self.claims, self.keep.store_content, *e);
                     match db::insert_call(&tx, &row) {
                         Ok(n) => {
@@ -447,7 +427,7 @@ impl Writer {
                             wrote += n;
                             if n > 0 {
                                 let m = crate::metrics::global();
-                                m.call_ended(&row.tool, outcome, row.duration_ms);
+                                m.call_ended(&row.tool, row.outcome, row.duration_ms);
                             }
                         }
                         Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
@@ -513,14 +493,9 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
     };
     let parked = e.call.parked_at;
     let since = |later: Instant, earlier: Instant| ms(later.saturating_duration_since(earlier));
-    let (error_code, reason) = match &e.finish {
-        Finish::Result => (None, None),
-        Finish::AppError(code) => (Some(code.clone()), None),
-        Finish::Failed(r) => (None, Some(r.as_str().to_owned())),
-    };
     let request = e.call.request;
     CallRow {
-        outcome: e.finish.outcome().as_str(),
+        outcome: e.outcome,
         arguments_bytes: request.arguments.get().len() as u64,
         // The text the broker checked and forwarded, moved, not written again.
         arguments: store_content.then(|| Box::<str>::from(request.arguments).into()),
@@ -534,8 +509,8 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
         ended_ms: millis(e.at),
         client_id,
         app_name,
-        error_code,
-        reason,
+        error_code: e.error_code,
+        reason: e.reason.map(|r| r.as_str().to_owned()),
         id: e.id,
         tool: request.tool,
         group: request.group,

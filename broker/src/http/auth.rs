@@ -36,10 +36,11 @@ use super::console::session::Session;
 use super::rules::{HostCheck, HostRefusal, Kind, Route, decode_target, message_segment};
 use crate::refusal::Refusal;
 use crate::tokens::Principal;
+use leo_protocol::names::AgentName;
 
 /// The message route's target, decoded once and checked; what the handler delivers to.
 #[derive(Debug, Clone)]
-pub struct Target(pub String);
+pub struct Target(pub AgentName);
 
 /// The largest body the matched route reads.
 #[derive(Debug, Clone, Copy)]

@@ -97,7 +97,7 @@ pub fn call_query(query: Option<&str>) -> Result<CallQuery, Refusal> {
             "tool" => q.tool = Some(name(&key, &value)?),
             "agent" => q.agent = Some(name(&key, &value)?),
             "outcome" => {
-                q.outcome = Some(CallOutcome::parse(&value).ok_or_else(|| {
+                q.outcome = Some(CallOutcome::parse(&value).map_err(|_| {
                     invalid(
                         &key,
                         format!(

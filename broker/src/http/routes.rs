@@ -80,9 +80,17 @@ pub async fn claim(
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: ClaimBody = json_body(body, limit).await?;
-    let ack = state.broker.claim(&id, &body.client_id, &caller(&who))?;
-    state.broker.committed().await?;
-    audit(&state, Some(&who), "claim", &id, Some(body.client_id));
+    let ack = state
+        .broker
+        .claim(&id, &body.client_id, &caller(&who))
+        .await?;
+    audit(
+        &state,
+        Some(&who),
+        "claim",
+        &id,
+        Some(body.client_id.to_string()),
+    );
     Ok(ok(ack))
 }
 
@@ -100,10 +108,7 @@ pub async fn result(
         body.client_id,
         if body.ok { "ok" } else { "error" }
     );
-    let ack = state.broker.post_result(&id, body, &caller(&who))?;
-    // Acknowledged once on disk; meanwhile the session writes the result frame, so the
-    // agent is not kept waiting for the commit.
-    state.broker.committed().await?;
+    let ack = state.broker.post_result(&id, body, &caller(&who)).await?;
     audit(&state, Some(&who), "result", &id, Some(detail));
     Ok(ok(ack))
 }
@@ -118,8 +123,7 @@ pub async fn cancel(
     body: Body,
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
-    let ack = state.broker.cancel_request(&id)?;
-    state.broker.committed().await?;
+    let ack = state.broker.cancel_request(&id).await?;
     audit(&state, who.as_ref().map(|w| &w.0), "cancel", &id, None);
     Ok(ok(ack))
 }
@@ -190,8 +194,8 @@ pub async fn message(
     }
     let queued = state
         .broker
-        .deliver_message(&target, &body.from, &body.text)?;
-    state.broker.committed().await?;
+        .deliver_message(&target, &body.from, &body.text)
+        .await?;
     let detail = format!("from {} bytes={}", body.from, body.text.len());
     audit(&state, Some(&who), "message", &target, Some(detail));
     Ok(ok(queued))

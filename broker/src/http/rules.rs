@@ -6,6 +6,7 @@
 //! so the fuzz target `fuzz/fuzz_targets/http_request.rs` compiles it alone (no axum, no tokio)
 //! and drives every rule with arbitrary request heads. `auth` applies them to real requests.
 
+use leo_protocol::names::AgentName;
 use std::collections::HashSet;
 
 /// The routes, as the policy table names them.
@@ -398,19 +399,10 @@ pub fn message_segment(path: &str) -> Option<&str> {
         .filter(|t| !t.contains('/'))
 }
 
-/// An agent name: 1 to 64 of `[A-Za-z0-9_.-]`, the rule the sidecar's hello applies.
-pub fn valid_agent_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
 /// The agent a raw target segment names: percent-decoded exactly once, then held to the
 /// agent-name rule, so `%2F`, `%00` and a second layer of encoding are refused rather than
 /// matched against a scope in one spelling and delivered in another.
-pub fn decode_target(segment: &str) -> Result<String, String> {
+pub fn decode_target(segment: &str) -> Result<AgentName, String> {
     let refuse = || {
         format!(
             "the target {segment:?} is not an agent name (1 to 64 of A-Z a-z 0-9 _ . - after \
@@ -432,11 +424,7 @@ pub fn decode_target(segment: &str) -> Result<String, String> {
         }
     }
     let name = String::from_utf8(out).map_err(|_| refuse())?;
-    if valid_agent_name(&name) {
-        Ok(name)
-    } else {
-        Err(refuse())
-    }
+    AgentName::try_from(name).map_err(|_| refuse())
 }
 
 #[cfg(test)]

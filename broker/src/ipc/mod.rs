@@ -20,6 +20,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
+use leo_protocol::names::AgentName;
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 use tokio::sync::Semaphore;
@@ -107,17 +108,9 @@ async fn send_error(
         .await
 }
 
-fn valid_agent_name(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 64
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-}
-
 /// A hello that opens a session.
 struct Hello {
-    agent: String,
+    agent: AgentName,
     session: String,
     harness: Option<leo_protocol::ipc::Harness>,
     mode: leo_protocol::ipc::Mode,
@@ -180,13 +173,9 @@ async fn read_hello(
             format!("at $.v: this broker speaks version {IPC_VERSION}, not {v}"),
         ));
     }
-    if !valid_agent_name(&agent) {
-        // Checked before the token: the name picks the agent's own token file.
-        return Err((
-            InvalidFrame,
-            "at $.agent: must be 1 to 64 of [A-Za-z0-9_.-]".to_owned(),
-        ));
-    }
+    // Checked before the token: the name picks the agent's own token file.
+    let agent =
+        AgentName::try_from(agent).map_err(|e| (InvalidFrame, format!("at $.agent: {e}")))?;
     keys.check(&agent, &token)
         .map_err(|refusal| (refusal.code, refusal.message))?;
     if session.is_empty() || session.len() > 128 {

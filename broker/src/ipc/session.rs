@@ -21,6 +21,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::ipc::{BrokerFrame, Message, RawOutcome, ResultFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
+use leo_protocol::names::{AgentName, RequestId};
 use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
@@ -42,12 +43,12 @@ const OUTBOX: usize = 256;
 /// A parked call's receiver, resolving to its ids and outcome.
 struct InFlight {
     id: u64,
-    request: Option<String>,
+    request: Option<RequestId>,
     rx: oneshot::Receiver<RawOutcome>,
 }
 
 impl Future for InFlight {
-    type Output = (u64, Option<String>, Option<RawOutcome>);
+    type Output = (u64, Option<RequestId>, Option<RawOutcome>);
 
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let id = self.id;
@@ -60,7 +61,7 @@ impl Future for InFlight {
 /// What woke the session.
 enum Event {
     Read(Option<std::io::Result<Line>>),
-    Ended(u64, Option<String>, Option<RawOutcome>),
+    Ended(u64, Option<RequestId>, Option<RawOutcome>),
     Written(std::io::Result<()>),
     Revision(bool),
     Due,
@@ -77,17 +78,17 @@ type Commit = Pin<Box<dyn Future<Output = Result<(), crate::refusal::Refusal>> +
 pub struct Session {
     broker: Arc<Broker>,
     id: ConnId,
-    agent: String,
+    agent: AgentName,
     conn: Conn,
     /// Frames waiting for the socket, oldest first.
     out: VecDeque<Bytes>,
     /// Requests whose result frame is queued but not yet written to the socket: the store
     /// keeps their outcomes until it is, so a broker killed in between sends it on resume.
-    unwritten: Vec<String>,
+    unwritten: Vec<RequestId>,
     /// Result frames waiting for their outcome to be committed, with their requests: a frame
     /// written before the commit could tell the harness of a result a killed broker forgets,
     /// and the call would be answered again after the restart.
-    held: Vec<(Bytes, Option<String>)>,
+    held: Vec<(Bytes, Option<RequestId>)>,
     /// The commit under way, and how many of `held` it covers.
     commit: Option<(Commit, usize)>,
     calls: FuturesUnordered<InFlight>,
@@ -104,7 +105,7 @@ pub struct Session {
 
 impl Session {
     /// A session for `agent`, opened in the core as `id`.
-    pub fn new(broker: Arc<Broker>, id: ConnId, agent: String, conn: Conn) -> Session {
+    pub fn new(broker: Arc<Broker>, id: ConnId, agent: AgentName, conn: Conn) -> Session {
         let mut revisions = broker.watch_revision();
         revisions.mark_unchanged();
         // Taken before the welcome: a change in between then differs and is sent, never lost.
@@ -252,7 +253,7 @@ impl Session {
                     Ok((request, rx)) => {
                         self.calls.push(InFlight {
                             id,
-                            request: Some(request),
+                            request: Some(request.into()),
                             rx,
                         });
                         None
@@ -293,7 +294,7 @@ impl Session {
     fn ended(
         &mut self,
         id: u64,
-        request: Option<String>,
+        request: Option<RequestId>,
         outcome: Option<RawOutcome>,
     ) -> Option<Bytes> {
         let line = result_line(id, outcome?);
@@ -302,7 +303,7 @@ impl Session {
     }
 
     /// Holds a result frame until its outcome is committed; starts a commit if none runs.
-    fn hold(&mut self, id: u64, request: Option<String>, outcome: Option<RawOutcome>) {
+    fn hold(&mut self, id: u64, request: Option<RequestId>, outcome: Option<RawOutcome>) {
         let Some(outcome) = outcome else { return };
         self.held.push((result_line(id, outcome), request));
         if self.commit.is_none() {
@@ -391,7 +392,7 @@ impl Session {
         arrival: Result<(String, Message), broadcast::error::RecvError>,
     ) -> Option<Bytes> {
         match arrival {
-            Ok((to, message)) if to == self.agent => {
+            Ok((to, message)) if to == self.agent.as_str() => {
                 Some(encode_frame(&BrokerFrame::MessageArrived { message }))
             }
             // A missed push loses nothing: the message stays queued until fetched.

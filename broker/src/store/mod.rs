@@ -24,6 +24,8 @@ use std::path::Path;
 use std::sync::{Arc, mpsc};
 
 use leo_protocol::ipc::{Message, RawOutcome};
+use leo_protocol::names::{ClientId, RequestId};
+use leo_protocol::outcome::CallOutcome;
 use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{error, info, warn};
@@ -56,14 +58,14 @@ pub struct StoredCall {
     pub local_id: u64,
     /// When it times out, in milliseconds since 1970; time spent down counts.
     pub deadline_ms: Option<i64>,
-    pub claimed_by: Option<String>,
+    pub claimed_by: Option<ClientId>,
 }
 
 /// A request that ended, as stored; `outcome` until the sidecar has been sent it.
 #[derive(Debug, Clone)]
 pub struct StoredEnd {
-    pub id: String,
-    pub how: String,
+    pub id: RequestId,
+    pub how: CallOutcome,
     pub agent: String,
     pub session: String,
     pub local_id: u64,
@@ -73,7 +75,7 @@ pub struct StoredEnd {
 /// A provider stream that may resume.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StoredClient {
-    pub client_id: String,
+    pub client_id: ClientId,
     pub resume_key: String,
     pub principal: String,
     pub name: Option<String>,
@@ -92,8 +94,8 @@ pub enum Op {
         id: String,
     },
     End {
-        id: String,
-        how: String,
+        id: RequestId,
+        how: CallOutcome,
         agent: String,
         session: String,
         local_id: u64,

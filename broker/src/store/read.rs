@@ -1,8 +1,11 @@
 //! Reading the state back at start.
 
 use leo_protocol::ipc::Message;
+use leo_protocol::names::ClientId;
+use leo_protocol::outcome::CallOutcome;
 use leo_protocol::requests::Request;
 use rusqlite::Connection;
+use rusqlite::types::Type;
 use serde_json::value::RawValue;
 
 use super::{StoredCall, StoredClient, StoredEnd};
@@ -38,7 +41,7 @@ fn live(conn: &Connection) -> rusqlite::Result<Vec<StoredCall>> {
         let arguments: String = r.get(6)?;
         Ok(StoredCall {
             request: Request {
-                id: r.get(0)?,
+                id: r.get::<_, String>(0)?.into(),
                 agent: r.get(1)?,
                 session: r.get(2)?,
                 group: r.get(4)?,
@@ -53,7 +56,7 @@ fn live(conn: &Connection) -> rusqlite::Result<Vec<StoredCall>> {
             },
             local_id: r.get::<_, i64>(3)? as u64,
             deadline_ms: r.get(8)?,
-            claimed_by: r.get(10)?,
+            claimed_by: r.get::<_, Option<String>>(10)?.map(ClientId::from),
         })
     })?;
     rows.collect()
@@ -63,9 +66,14 @@ fn ended(conn: &Connection) -> rusqlite::Result<Vec<StoredEnd>> {
     let mut s =
         conn.prepare("SELECT id, how, agent, session, local_id, outcome FROM ended ORDER BY n")?;
     let rows = s.query_map([], |r| {
+        let how: String = r.get(1)?;
         Ok(StoredEnd {
-            id: r.get(0)?,
-            how: r.get(1)?,
+            id: r.get::<_, String>(0)?.into(),
+            // An unknown outcome fails the read (the file is not one this broker wrote); the
+            // old spelling `app_error` still reads.
+            how: CallOutcome::parse_stored(&how).map_err(|e| {
+                rusqlite::Error::FromSqlConversionFailure(1, Type::Text, Box::new(e))
+            })?,
             agent: r.get(2)?,
             session: r.get(3)?,
             local_id: r.get::<_, i64>(4)? as u64,
@@ -95,7 +103,7 @@ fn clients(conn: &Connection) -> rusqlite::Result<Vec<StoredClient>> {
         conn.prepare("SELECT client_id, resume_key, principal, name FROM clients ORDER BY rowid")?;
     let rows = s.query_map([], |r| {
         Ok(StoredClient {
-            client_id: r.get(0)?,
+            client_id: r.get::<_, String>(0)?.into(),
             resume_key: r.get(1)?,
             principal: r.get(2)?,
             name: r.get(3)?,

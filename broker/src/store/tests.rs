@@ -58,7 +58,7 @@ async fn an_empty_file_is_created_0600_and_reads_back_what_was_committed() {
         },
         Op::End {
             id: "r3".into(),
-            how: "timeout".into(),
+            how: CallOutcome::Timeout,
             agent: "claude".into(),
             session: "claude-1-ab".into(),
             local_id: 3,
@@ -101,7 +101,7 @@ async fn an_empty_file_is_created_0600_and_reads_back_what_was_committed() {
     r2.claimed_by = Some("c_1".into());
     assert_eq!(restored.live, vec![call("r1", 1), r2]);
     assert_eq!(restored.ended.len(), 1);
-    assert_eq!(restored.ended[0].how, "timeout");
+    assert_eq!(restored.ended[0].how, CallOutcome::Timeout);
     assert!(
         restored.ended[0]
             .outcome
@@ -124,8 +124,8 @@ async fn endings_are_bounded_and_delivered_outcomes_are_dropped() {
     let (store, _) = open(&path).await;
     for i in 0..10u64 {
         store.send(vec![Op::End {
-            id: format!("r{i}"),
-            how: "result".into(),
+            id: format!("r{i}").into(),
+            how: CallOutcome::Result,
             agent: "a".into(),
             session: "s".into(),
             local_id: i,
@@ -294,7 +294,7 @@ async fn a_clean_close_leaves_no_ended_contents_in_the_files() {
     store.send(vec![
         Op::End {
             id: "r1".into(),
-            how: "result".into(),
+            how: CallOutcome::Result,
             agent: "claude".into(),
             session: "claude-1-ab".into(),
             local_id: 1,
@@ -359,8 +359,8 @@ fn measure_secure_delete_and_quick_check() {
                             by: "c".into(),
                         },
                         Op::End {
-                            id: id.clone(),
-                            how: "result".into(),
+                            id: id.clone().into(),
+                            how: CallOutcome::Result,
                             agent: "a".into(),
                             session: "s".into(),
                             local_id: n,
@@ -407,4 +407,42 @@ fn measure_secure_delete_and_quick_check() {
             t.elapsed().as_millis()
         );
     }
+}
+
+/// Stores an ending with `how` spelled as given, as an earlier version (or a stranger) wrote it.
+async fn ended_spelled(path: &Path, how: &str) {
+    let (store, _) = open(path).await;
+    store.send(vec![Op::End {
+        id: "r1".into(),
+        how: CallOutcome::Error,
+        agent: "a".into(),
+        session: "s".into(),
+        local_id: 1,
+        outcome: None,
+    }]);
+    store.committed().await.unwrap();
+    store.close().await;
+    let conn = rusqlite::Connection::open(path).unwrap();
+    conn.execute("UPDATE ended SET how = ?1 WHERE id = 'r1'", [how])
+        .unwrap();
+}
+
+#[tokio::test]
+async fn an_ending_reads_back_in_either_spelling_and_an_unknown_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    // Earlier versions wrote an app's error as `app_error`: such a file still opens.
+    ended_spelled(&path, "app_error").await;
+    let (store, restored) = open(&path).await;
+    assert_eq!(restored.ended[0].how, CallOutcome::Error);
+    store.close().await;
+    ended_spelled(&path, "error").await;
+    let (store, restored) = open(&path).await;
+    assert_eq!(restored.ended[0].how, CallOutcome::Error);
+    store.close().await;
+    // An outcome no version wrote is an error, not a guess.
+    ended_spelled(&path, "internal").await;
+    let err = Store::open(&path, Synchronous::Normal, 4).err().unwrap();
+    let err = leo_protocol::chain::error_chain(&err);
+    assert!(err.contains("\"internal\" is not an outcome"), "{err}");
 }

@@ -143,26 +143,7 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             .prepare_cached("UPDATE live SET claimed_by = NULL WHERE id = ?1")?
             .execute(params![id])
             .map(drop),
-        Op::End {
-            id,
-            how,
-            agent,
-            session,
-            local_id,
-            outcome,
-        } => {
-            tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-                .execute(params![id])?;
-            let outcome = outcome
-                .as_ref()
-                .map(|o| serde_json::to_string(o).unwrap_or_default());
-            tx.prepare_cached(
-                "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-            )?
-            .execute(params![id, how, agent, session, *local_id as i64, outcome])
-            .map(drop)
-        }
+        Op::End { .. } => end(tx, op),
         Op::Delivered { id } => tx
             .prepare_cached("UPDATE ended SET outcome = NULL WHERE id = ?1")?
             .execute(params![id])
@@ -187,7 +168,12 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
                 "INSERT OR REPLACE INTO clients (client_id, resume_key, principal, name)
                  VALUES (?1, ?2, ?3, ?4)",
             )?
-            .execute(params![c.client_id, c.resume_key, c.principal, c.name])
+            .execute(params![
+                c.client_id.as_str(),
+                c.resume_key,
+                c.principal,
+                c.name
+            ])
             .map(drop),
         Op::ClientGone { client_id } => tx
             .prepare_cached("DELETE FROM clients WHERE client_id = ?1")?
@@ -210,6 +196,39 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
     }
 }
 
+/// `Op::End`: the call leaves `live` and is remembered in `ended`, its outcome by name.
+fn end(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+    let Op::End {
+        id,
+        how,
+        agent,
+        session,
+        local_id,
+        outcome,
+    } = op
+    else {
+        return Ok(());
+    };
+    tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
+        .execute(params![id.as_str()])?;
+    let outcome = outcome
+        .as_ref()
+        .map(|o| serde_json::to_string(o).unwrap_or_default());
+    tx.prepare_cached(
+        "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+    )?
+    .execute(params![
+        id.as_str(),
+        how.as_str(),
+        agent,
+        session,
+        *local_id as i64,
+        outcome
+    ])
+    .map(drop)
+}
+
 fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
     let r = &c.request;
     tx.prepare_cached(
@@ -218,7 +237,7 @@ fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
     )?
     .execute(params![
-        r.id,
+        r.id.as_str(),
         r.agent,
         r.session,
         c.local_id as i64,
@@ -228,7 +247,7 @@ fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
         r.timeout_s.map(|t| t as i64),
         c.deadline_ms,
         r.created_at,
-        c.claimed_by,
+        c.claimed_by.as_deref(),
     ])
     .map(drop)
 }

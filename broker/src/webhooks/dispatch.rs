@@ -18,6 +18,7 @@ use bytes::Bytes;
 use leo_protocol::ErrorCode;
 use leo_protocol::backoff::Backoff;
 use leo_protocol::events::{CancelledEvent, kind};
+use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::requests::Request;
 use leo_protocol::webhooks::{CANCELLED_SUFFIX, InlineAnswer};
 use tokio::sync::broadcast::error::RecvError;
@@ -124,7 +125,7 @@ impl Webhooks {
         let task = CallTask {
             hooks: self.clone(),
             name: hook.stored.name.clone(),
-            client_id: hook.stored.client_id.clone(),
+            client_id: hook.stored.client_id.clone().into(),
             owner: hook.stored.owner.clone(),
             target: hook.target.clone(),
             key: hook.key.clone(),
@@ -158,7 +159,7 @@ impl Webhooks {
         let task = CallTask {
             hooks: self.clone(),
             name: hook.stored.name.clone(),
-            client_id: hook.stored.client_id.clone(),
+            client_id: hook.stored.client_id.clone().into(),
             owner: hook.stored.owner.clone(),
             target: hook.target.clone(),
             key: hook.key.clone(),
@@ -177,12 +178,12 @@ impl Webhooks {
 struct CallTask {
     hooks: Arc<Webhooks>,
     name: String,
-    client_id: String,
+    client_id: ClientId,
     /// The principal that created the webhook: its inline answers act as it.
     owner: String,
     target: Result<Target, String>,
     key: Arc<[u8]>,
-    id: String,
+    id: RequestId,
     deadline: Option<Instant>,
     stop: CancellationToken,
 }
@@ -198,7 +199,7 @@ impl CallTask {
             // Not cut short when the call ends meanwhile: the app's answer, late, is still
             // read (bounded by the timeouts), refused by the core and logged.
             let sent = self.send(&self.id, kind::REQUEST, body.clone()).await;
-            match self.take(sent) {
+            match self.take(sent).await {
                 Attempt::Done => return,
                 Attempt::Deferred => {
                     debug!("delivery accepted; the app answers later");
@@ -270,7 +271,7 @@ impl CallTask {
     }
 
     /// Takes the app's answer: `200` settles the call in one step, `202` defers it.
-    fn take(&self, sent: Result<deliver::Answer, String>) -> Attempt {
+    async fn take(&self, sent: Result<deliver::Answer, String>) -> Attempt {
         let answer = match sent {
             Ok(answer) => answer,
             Err(why) => return Attempt::Failed(why),
@@ -280,14 +281,14 @@ impl CallTask {
                 self.hooks.record(&self.name, None);
                 Attempt::Deferred
             }
-            200 => self.settle(&answer.body),
+            200 => self.settle(&answer.body).await,
             other => Attempt::Failed(format!("the app answered HTTP {other}")),
         }
     }
 
     /// Claims and settles the call with the app's inline answer, through the result route's
     /// own operation, so the call still ends exactly once.
-    fn settle(&self, body: &[u8]) -> Attempt {
+    async fn settle(&self, body: &[u8]) -> Attempt {
         let answer: InlineAnswer = match leo_protocol::envelope::parse_json(body) {
             Ok(a) => a,
             Err(e) => return Attempt::Failed(format!("the app's answer is not an answer: {e}")),
@@ -299,7 +300,10 @@ impl CallTask {
             self.client_id,
             if result.ok { "ok" } else { "error" }
         );
-        let settled = hooks.broker.post_result(&self.id, result, &self.owner);
+        let settled = hooks
+            .broker
+            .post_result(&self.id, result, &self.owner)
+            .await;
         match settled {
             Ok(_) => {
                 // The change is the webhook's (its signed delivery's answer), not a token's.

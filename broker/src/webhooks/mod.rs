@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use leo_protocol::ErrorCode;
+use leo_protocol::names::RequestId;
 use leo_protocol::tool::RegisterBody;
 use leo_protocol::webhooks::{
     UNHEALTHY_AFTER, WebhookBody, WebhookCreated, WebhookHealth, WebhookInfo, WebhookList,
@@ -57,7 +58,7 @@ struct Delivery {
 #[derive(Default)]
 struct State {
     hooks: BTreeMap<String, Hook>,
-    calls: HashMap<String, Delivery>,
+    calls: HashMap<RequestId, Delivery>,
 }
 
 /// Every webhook provider, and the calls delivered to them.
@@ -132,7 +133,7 @@ impl Webhooks {
         let registered = self.broker.register(
             &w.owner,
             RegisterBody {
-                client_id: w.client_id.clone(),
+                client_id: w.client_id.clone().into(),
                 group: w.group.clone(),
                 tools: w.tools.clone(),
                 agents: w.agents.clone(),
@@ -146,7 +147,7 @@ impl Webhooks {
 
     /// `POST /api/v1/client-tools/webhooks`, by `caller` (the token's principal), who owns it.
     pub fn create(&self, caller: &str, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
-        if !crate::http::rules::valid_agent_name(&body.name) {
+        if !leo_protocol::names::is_name(&body.name) {
             return Err(Refusal::new(
                 ErrorCode::InvalidParameter,
                 format!(
@@ -189,7 +190,7 @@ impl Webhooks {
         info!(webhook = %stored.name, client_id = %stored.client_id, group = %stored.group, "webhook provider created");
         let created = WebhookCreated {
             name: stored.name.clone(),
-            client_id: stored.client_id.clone(),
+            client_id: stored.client_id.clone().into(),
             url: stored.url.clone(),
             group: registered.group,
             secret: stored.secret.clone(),
@@ -211,7 +212,7 @@ impl Webhooks {
                 .values()
                 .map(|h| WebhookInfo {
                     name: h.stored.name.clone(),
-                    client_id: h.stored.client_id.clone(),
+                    client_id: h.stored.client_id.clone().into(),
                     url: h.stored.url.clone(),
                     group: h.stored.group.clone(),
                     tools: h.stored.tools.iter().map(|t| t.name.clone()).collect(),

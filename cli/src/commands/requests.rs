@@ -114,10 +114,10 @@ pub fn render_ended(calls: &[EndedRequest], now: SystemTime, style: &Style) -> S
         };
         let app = c.app.as_ref().map_or_else(
             || "-".to_owned(),
-            |a| a.name.clone().unwrap_or_else(|| a.client_id.clone()),
+            |a| a.name.clone().unwrap_or_else(|| a.client_id.to_string()),
         );
         t.row(vec![
-            c.id.clone(),
+            c.id.to_string(),
             c.agent.clone(),
             c.tool.clone(),
             outcome,
@@ -151,7 +151,7 @@ pub fn table<'a>(pending: impl IntoIterator<Item = &'a Pending>, style: &Style) 
     let mut t = Table::new(&["ID", "AGENT", "TOOL", "STATE", "AGE", "TIMEOUT LEFT"]);
     for p in pending {
         t.row(vec![
-            p.request.id.clone(),
+            p.request.id.to_string(),
             p.request.agent.clone(),
             p.request.tool.clone(),
             state_cell(p, style),

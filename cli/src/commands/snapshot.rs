@@ -218,7 +218,7 @@ pub fn name_claimants(pending: &mut [Pending], names: &BTreeMap<String, String>)
             .request
             .claimed_by
             .as_ref()
-            .and_then(|c| names.get(c))
+            .and_then(|c| names.get(c.as_str()))
             .cloned();
     }
 }
@@ -239,7 +239,7 @@ fn groups(tools: Vec<ListedTool>) -> Vec<Group> {
             tools.sort_by(|a, b| a.name.cmp(&b.name));
             let clients: BTreeSet<String> = tools
                 .iter()
-                .flat_map(|t| t.clients.iter().cloned())
+                .flat_map(|t| t.clients.iter().map(ToString::to_string))
                 .collect();
             Group {
                 group,
@@ -251,7 +251,7 @@ fn groups(tools: Vec<ListedTool>) -> Vec<Group> {
                         description: t.description,
                         timeout_s: t.timeout_s,
                         label: t.label,
-                        clients: t.clients,
+                        clients: t.clients.into_iter().map(String::from).collect(),
                         agents: t.agents,
                         awaiting_approval: t.awaiting_approval.is_some(),
                     })

@@ -117,7 +117,7 @@ pub fn run(home: &leo_broker::home::Home, command: &WebhookCommand) -> crate::er
             Ok(())
         }
         WebhookCommand::Rm { name } => {
-            if !leo_broker::valid_agent_name(name) {
+            if !leo_protocol::names::is_name(name) {
                 return Err(CliError::BadArgument(format!(
                     "{name:?} is not a webhook name (1 to 64 of [A-Za-z0-9_.-]; leo webhook list lists them)"
                 )));

@@ -71,7 +71,7 @@ pub async fn answer(spec: &ToolSpec, call: Call) -> Reply {
     let mut command = Command::new(&spec.program);
     command
         .args(&spec.args)
-        .env("LEO_CALL_ID", &call.id)
+        .env("LEO_CALL_ID", call.id.as_str())
         .env("LEO_AGENT", &call.agent)
         .env("LEO_TOOL", &call.tool)
         .stdin(std::process::Stdio::piped())

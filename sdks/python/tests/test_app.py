@@ -752,6 +752,56 @@ class Stop(unittest.TestCase):
             self.assertEqual(app.returncode, 0, f"try {attempt + 1}:\n{err}")
             broker.restart()  # kills what is left of the one stopping (its drain takes 2 s)
 
+    def example(self, broker: Broker) -> subprocess.Popen[str]:
+        env = {**os.environ, "LEO_HOME": broker.home, "PYTHONPATH": str(ROOT / "sdks" / "python" / "src")}
+        app = subprocess.Popen(
+            [sys.executable, "-W", "ignore::ResourceWarning", str(ROOT / "sdks" / "python" / "examples" / "text_tools.py")],
+            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        )
+        self.addCleanup(app.kill)
+        return app
+
+    def stops_within(self, app: subprocess.Popen[str], seconds: float, what: str) -> None:
+        os.kill(app.pid, signal.SIGTERM)
+        try:
+            _, err = app.communicate(timeout=seconds)
+        except subprocess.TimeoutExpired:
+            app.kill()
+            _, err = app.communicate()
+            self.fail(f"{what}: the app was still running {seconds} s after SIGTERM:\n{err}")
+        self.assertEqual(app.returncode, 0, f"{what}:\n{err}")
+
+    def test_a_stopped_app_exits_at_once_while_the_broker_stays_up(self) -> None:
+        # Nothing the SDK holds (a timer, a pooled keep-alive connection, a worker thread) may
+        # keep a stopped app running; the broker staying up would hold any of them open.
+        broker = Broker()
+        self.addCleanup(broker.close)
+        for attempt in range(3):
+            app = self.example(broker)
+            wait_until(lambda: broker.tools() == ["reverse_text", "word_count"], what="the app serving")
+            self.stops_within(app, 5, f"try {attempt + 1}")
+
+    def test_a_stop_ends_an_open_the_broker_does_not_answer(self) -> None:
+        # A broker that accepts a connection but does not answer (frozen here; shutting down,
+        # in life): the stop ends the open of the event stream, not its timeout.
+        broker = Broker()
+        self.addCleanup(broker.close)
+        app = App("frozen", home=broker.home)
+
+        @app.tool
+        def noop() -> str:
+            """Does nothing"""
+            return "ok"
+
+        broker.proc.send_signal(signal.SIGSTOP)
+        self.addCleanup(broker.proc.send_signal, signal.SIGCONT)
+        app.start()
+        self.assertTrue(app.wait_status("connecting"))
+        time.sleep(0.5)  # the connect succeeds (the kernel queues it); the request waits
+        began = time.monotonic()
+        app.stop(timeout=5)
+        self.assertEqual(app.status, "stopped", f"still {app.status} {time.monotonic() - began:.1f} s after the stop")
+
 
 class Codes(unittest.TestCase):
     def test_the_sdk_reads_refusals_by_the_shared_table(self) -> None:

@@ -137,11 +137,15 @@ export class Serving {
             onAbort();
         const next = async (timeoutMs) => {
             while (frames.length === 0 && ended === undefined) {
+                // The wait's timer is cleared however it ends: a live one keeps node running after
+                // `serve()` returned (the hello's held a stopped app for 10 s).
+                let timer;
                 await new Promise((r) => {
                     wake = r;
                     if (timeoutMs)
-                        setTimeout(r, timeoutMs);
+                        timer = setTimeout(r, timeoutMs);
                 });
+                clearTimeout(timer);
                 wake = undefined;
                 if (timeoutMs && frames.length === 0)
                     return undefined;
@@ -172,7 +176,8 @@ export class Serving {
             for (const [group, defs] of groups) {
                 try {
                     const agents = this.s.agents.get(group);
-                    data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) })));
+                    const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
+                    data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
                 }
                 catch (e) {
                     if (e instanceof Refused && e.code !== "unknown_client")
@@ -180,7 +185,7 @@ export class Serving {
                     throw e;
                 }
             }
-            const pending = data(await client.get("/api/v1/client-tools/requests?pending=1"));
+            const pending = data(await client.get("/api/v1/client-tools/requests?pending=1", this.signal));
             if (this.signal.aborted)
                 return ended ?? "stopped";
             this.session = session;
@@ -230,7 +235,7 @@ export class Serving {
     async openStream(client) {
         if (this.resume !== undefined) {
             try {
-                return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId);
+                return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId, this.signal);
             }
             catch (e) {
                 // 409 already_claimed: the broker has not seen the old stream go yet; retried later.
@@ -240,7 +245,7 @@ export class Serving {
                 this.resume = undefined;
             }
         }
-        return client.openStream(this.eventsPath, this.lastEventId);
+        return client.openStream(this.eventsPath, this.lastEventId, this.signal);
     }
     /** The first session served after `generation`. */
     async sessionAfter(generation) {

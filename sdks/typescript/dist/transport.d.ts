@@ -35,6 +35,10 @@ export interface Answer {
 /** The documented error of a failed answer. */
 export declare function refusal(a: Answer): Error;
 export declare function data<T>(a: Answer): T;
+/** The error of a request torn down by its stop signal. */
+export declare class Stopped extends Error {
+    constructor();
+}
 /** A client of one broker with one token. JSON requests are written by hand on pooled
  * keep-alive sockets: a quick tool's whole cost is one POST, and `node:http`'s client spends
  * more time per request than the broker does. */
@@ -48,12 +52,13 @@ export declare class Client {
     private connect;
     private takeIdle;
     /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
-     * takes (a question waits for the user). */
-    send(method: string, path: string, body?: Body, timeoutMs?: number | null): Promise<Answer>;
-    get(path: string): Promise<Answer>;
-    post(path: string, body: Body, timeoutMs?: number | null): Promise<Answer>;
-    /** Opens the event stream on its own connection; resolves once the broker answered 200. */
-    openStream(path: string, lastEventId: number | undefined): Promise<http.IncomingMessage>;
+     * takes (a question waits for the user). A `signal` that aborts ends it with `Stopped`. */
+    send(method: string, path: string, body?: Body, timeoutMs?: number | null, signal?: AbortSignal): Promise<Answer>;
+    get(path: string, signal?: AbortSignal): Promise<Answer>;
+    post(path: string, body: Body, timeoutMs?: number | null, signal?: AbortSignal): Promise<Answer>;
+    /** Opens the event stream on its own connection; resolves once the broker answered 200. A
+     * `signal` that aborts before then tears the request down (`Stopped`). */
+    openStream(path: string, lastEventId: number | undefined, signal?: AbortSignal): Promise<http.IncomingMessage>;
     close(): void;
 }
 /** One server-sent event. */

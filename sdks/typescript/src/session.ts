@@ -151,10 +151,14 @@ export class Serving {
     if (this.signal.aborted) onAbort();
     const next = async (timeoutMs: number) => {
       while (frames.length === 0 && ended === undefined) {
+        // The wait's timer is cleared however it ends: a live one keeps node running after
+        // `serve()` returned (the hello's held a stopped app for 10 s).
+        let timer: NodeJS.Timeout | undefined;
         await new Promise<void>((r) => {
           wake = r;
-          if (timeoutMs) setTimeout(r, timeoutMs);
+          if (timeoutMs) timer = setTimeout(r, timeoutMs);
         });
+        clearTimeout(timer);
         wake = undefined;
         if (timeoutMs && frames.length === 0) return undefined;
       }
@@ -181,13 +185,14 @@ export class Serving {
       for (const [group, defs] of groups) {
         try {
           const agents = this.s.agents.get(group);
-          data(await client.post("/api/v1/client-tools", JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) })));
+          const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
+          data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
         } catch (e) {
           if (e instanceof Refused && e.code !== "unknown_client") throw new FatalError(`cannot register group ${group}: ${e.message}`);
           throw e;
         }
       }
-      const pending = data<Request[]>(await client.get("/api/v1/client-tools/requests?pending=1"));
+      const pending = data<Request[]>(await client.get("/api/v1/client-tools/requests?pending=1", this.signal));
       if (this.signal.aborted) return ended ?? "stopped";
       this.session = session;
       this.calls.endStale(new Map(pending.map((p) => [p.id, p.claimed_by ?? null])), h.client_id);
@@ -228,7 +233,7 @@ export class Serving {
   private async openStream(client: Client): Promise<Awaited<ReturnType<Client["openStream"]>>> {
     if (this.resume !== undefined) {
       try {
-        return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId);
+        return await client.openStream(`${this.eventsPath}&resume=${encodeURIComponent(this.resume)}`, this.lastEventId, this.signal);
       } catch (e) {
         // 409 already_claimed: the broker has not seen the old stream go yet; retried later.
         if (!(e instanceof Refused && e.code === RESUME_REFUSED)) throw e;
@@ -236,7 +241,7 @@ export class Serving {
         this.resume = undefined;
       }
     }
-    return client.openStream(this.eventsPath, this.lastEventId);
+    return client.openStream(this.eventsPath, this.lastEventId, this.signal);
   }
 
   /** The first session served after `generation`. */

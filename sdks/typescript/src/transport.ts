@@ -4,6 +4,11 @@
 // socket (`node:net`): a request is one write of a prepared head and the body, a response a
 // status line, a few headers and a Content-Length body. The event stream, opened once per
 // session, uses `node:http` on a connection of its own (`agent: false`), read as it arrives.
+//
+// Nothing here keeps a stopped app running: a pooled socket is `unref`ed while it idles (it is
+// the process's only link to a broker that may take seconds to close it), and a request given
+// the app's stop signal is torn down when the signal fires, instead of waiting for a broker
+// that is shutting down to answer.
 
 import http from "node:http";
 import net from "node:net";
@@ -87,6 +92,34 @@ export function data<T>(a: Answer): T {
 }
 
 const REQUEST_TIMEOUT_MS = 30_000;
+
+/** The error of a request torn down by its stop signal. */
+export class Stopped extends Error {
+  constructor() {
+    super("stopped");
+    this.name = "Stopped";
+  }
+}
+
+/** `p`, or a rejection after `timeoutMs` (unless `null`) or when `signal` aborts; whichever
+ * comes first. Its timer and listener are gone however it ends. */
+async function bounded<T>(p: Promise<T>, timeoutMs: number | null, signal?: AbortSignal): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const stops: Promise<never>[] = [];
+  if (timeoutMs !== null) {
+    stops.push(new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs))));
+  }
+  if (signal) {
+    stops.push(new Promise<never>((_, reject) => signal.addEventListener("abort", (onAbort = () => reject(new Stopped())), { once: true })));
+  }
+  try {
+    return await Promise.race([p, ...stops]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal!.removeEventListener("abort", onAbort);
+  }
+}
 
 /** One keep-alive connection; one request at a time (no pipelining). */
 class Conn {
@@ -229,74 +262,85 @@ export class Client {
     for (;;) {
       const c = this.idle.pop();
       if (!c) return undefined;
-      if (!c.dead && now - c.since < IDLE_FOR_MS) return c;
+      if (!c.dead && now - c.since < IDLE_FOR_MS) {
+        c.sock.ref();
+        return c;
+      }
       c.sock.destroy();
     }
   }
 
   /** Sends a request on a pooled connection; `timeoutMs: null` waits as long as the broker
-   * takes (a question waits for the user). */
-  async send(method: string, path: string, body?: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
+   * takes (a question waits for the user). A `signal` that aborts ends it with `Stopped`. */
+  async send(method: string, path: string, body?: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS, signal?: AbortSignal): Promise<Answer> {
     const payload = body === undefined ? undefined : Array.isArray(body) ? body : [Buffer.from(body)];
     let head = `${method} ${path} HTTP/1.1\r\n${this.headTail}`;
     if (payload) head += `Content-Type: application/json\r\nContent-Length: ${payload.reduce((n, b) => n + b.length, 0)}\r\n\r\n`;
     else head += method === "GET" ? "\r\n" : "Content-Length: 0\r\n\r\n";
     for (;;) {
+      if (signal?.aborted) throw new Stopped();
       let conn = this.takeIdle();
       const reused = conn !== undefined;
-      conn ??= await this.connect();
-      let timer: NodeJS.Timeout | undefined;
+      if (!conn) {
+        const connecting = this.connect();
+        try {
+          conn = await bounded(connecting, timeoutMs, signal);
+        } catch (e) {
+          // A connection made after the stop (or the timeout) won the race is closed at once.
+          connecting.then((c) => c.sock.destroy(), () => {});
+          throw e;
+        }
+      }
       try {
-        const answer =
-          timeoutMs === null
-            ? await conn.request(head, payload ?? [])
-            : await Promise.race([
-                conn.request(head, payload ?? []),
-                new Promise<never>((_, reject) => {
-                  timer = setTimeout(() => reject(new Error("the broker did not answer in time")), timeoutMs);
-                }),
-              ]);
+        const answer = await bounded(conn.request(head, payload ?? []), timeoutMs, signal);
         if (answer.keep && this.idle.length < MAX_IDLE) {
           conn.since = Date.now();
+          conn.sock.unref();
           this.idle.push(conn);
         } else conn.sock.destroy();
         return { status: answer.status, body: answer.body };
       } catch (e) {
         conn.sock.destroy();
         // The broker closed an idle connection before the request reached it: send it again.
-        if (reused && !conn.answered) continue;
+        if (reused && !conn.answered && !signal?.aborted) continue;
         throw e;
-      } finally {
-        clearTimeout(timer);
       }
     }
   }
 
-  get(path: string): Promise<Answer> {
-    return this.send("GET", path);
+  get(path: string, signal?: AbortSignal): Promise<Answer> {
+    return this.send("GET", path, undefined, REQUEST_TIMEOUT_MS, signal);
   }
 
-  post(path: string, body: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS): Promise<Answer> {
-    return this.send("POST", path, body, timeoutMs);
+  post(path: string, body: Body, timeoutMs: number | null = REQUEST_TIMEOUT_MS, signal?: AbortSignal): Promise<Answer> {
+    return this.send("POST", path, body, timeoutMs, signal);
   }
 
-  /** Opens the event stream on its own connection; resolves once the broker answered 200. */
-  openStream(path: string, lastEventId: number | undefined): Promise<http.IncomingMessage> {
+  /** Opens the event stream on its own connection; resolves once the broker answered 200. A
+   * `signal` that aborts before then tears the request down (`Stopped`). */
+  openStream(path: string, lastEventId: number | undefined, signal?: AbortSignal): Promise<http.IncomingMessage> {
     return new Promise((resolve, reject) => {
+      if (signal?.aborted) return reject(new Stopped());
       const o = this.options("GET", path);
       o.agent = false;
       o.headers.accept = "text/event-stream";
       if (lastEventId !== undefined) o.headers["last-event-id"] = String(lastEventId);
-      const req = http.request(o, (res) => {
+      const done = () => {
         clearTimeout(timer);
+        signal?.removeEventListener("abort", onAbort);
+      };
+      const req = http.request(o, (res) => {
+        done();
         if (res.statusCode === 200) return resolve(res);
         const parts: Buffer[] = [];
         res.on("data", (c: Buffer) => parts.push(c));
         res.on("end", () => reject(refusal({ status: res.statusCode ?? 0, body: Buffer.concat(parts) })));
       });
       const timer = setTimeout(() => req.destroy(new Error("no answer to the event stream")), REQUEST_TIMEOUT_MS);
+      const onAbort = () => req.destroy(new Stopped());
+      signal?.addEventListener("abort", onAbort, { once: true });
       req.on("error", (e) => {
-        clearTimeout(timer);
+        done();
         reject(e);
       });
       req.end();

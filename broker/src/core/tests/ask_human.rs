@@ -24,10 +24,10 @@ async fn a_question_waits_for_the_operator_past_any_default_timeout() {
     advance_ms(7 * 24 * 3_600_000).await;
     assert!(outcome_now(&mut rx).is_none(), "still waiting a week later");
     assert!(h.broker.is_parked(&id));
-    h.broker.answer_from_console(&id, "ship it").unwrap();
+    h.broker.answer_from_console(&id, "ship it").await.unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "ship it");
     refused(
-        h.broker.answer_from_console(&id, "twice"),
+        h.broker.answer_from_console(&id, "twice").await,
         ErrorCode::AlreadySettled,
     );
     assert!(watcher.events_of("client_tool.cancelled").is_empty());
@@ -44,7 +44,7 @@ async fn switching_off_ends_waiting_questions_at_once_and_leaves_no_timer() {
     h.broker.set_ask_human(false).unwrap();
     assert_eq!(code(&outcome_now(&mut rx).unwrap()), "cancelled");
     let late = refused(
-        h.broker.answer_from_console(&id, "too late"),
+        h.broker.answer_from_console(&id, "too late").await,
         ErrorCode::AlreadySettled,
     );
     assert!(late.contains("by cancellation"), "{late}");
@@ -64,7 +64,7 @@ async fn the_operator_cancels_a_question_the_agent_cancels_another() {
     let (first, mut first_rx) = agent.call_with(1, ASK_HUMAN, question());
     let (_, mut second_rx) = agent.call_with(2, ASK_HUMAN, question());
     advance_ms(60_000).await;
-    h.broker.cancel_request(&first).unwrap();
+    h.broker.cancel_request(&first).await.unwrap();
     agent.cancel(2);
     assert_eq!(code(&outcome_now(&mut first_rx).unwrap()), "cancelled");
     assert_eq!(code(&outcome_now(&mut second_rx).unwrap()), "cancelled");
@@ -73,7 +73,7 @@ async fn the_operator_cancels_a_question_the_agent_cancels_another() {
         ["cancelled_by_operator", "cancelled_by_agent"]
     );
     refused(
-        h.broker.answer_from_console(&first, "late"),
+        h.broker.answer_from_console(&first, "late").await,
         ErrorCode::AlreadySettled,
     );
 }

@@ -19,21 +19,21 @@ async fn a_claimant_that_does_not_resume_gives_its_claim_back_when_the_grace_end
     phone.register("clip", vec![tool("read_clip", Some(0))]);
     let agent = h.agent("rocket");
     let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).unwrap();
-    refused(mac.claim(&id), ErrorCode::OwnedByOther);
+    phone.claim(&id).await.unwrap();
+    refused(mac.claim(&id).await, ErrorCode::OwnedByOther);
     mac.events();
     drop(phone);
 
     // The phone's claim waits for it the whole grace period.
     advance_ms(9_999).await;
     assert!(mac.offered().is_empty());
-    refused(mac.claim(&id), ErrorCode::AlreadyClaimed);
+    refused(mac.claim(&id).await, ErrorCode::AlreadyClaimed);
     assert_eq!(h.broker.pending()[0].state, RequestState::Claimed);
     // Then the call is parked, offered again, and the mac may take it.
     advance_ms(1).await;
     assert_eq!(mac.offered(), std::slice::from_ref(&id));
     assert_eq!(h.broker.pending()[0].state, RequestState::Parked);
-    mac.answer(&id, "from the mac", true).unwrap();
+    mac.answer(&id, "from the mac", true).await.unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "from the mac");
 }
 
@@ -46,7 +46,7 @@ async fn a_claimant_that_resumes_in_time_keeps_its_claim_past_the_grace() {
     phone.register("clip", vec![tool("read_clip", Some(0))]);
     let agent = h.agent("rocket");
     let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).unwrap();
+    phone.claim(&id).await.unwrap();
     let (phone_id, key) = (phone.id().to_owned(), phone.resume_key());
     drop(phone);
     advance_ms(9_999).await;
@@ -55,8 +55,8 @@ async fn a_claimant_that_resumes_in_time_keeps_its_claim_past_the_grace() {
     mac.events();
     advance_ms(60_000).await;
     assert!(mac.offered().is_empty(), "still the phone's");
-    refused(mac.claim(&id), ErrorCode::OwnedByOther);
-    phone.answer(&id, "from the phone", false).unwrap();
+    refused(mac.claim(&id).await, ErrorCode::OwnedByOther);
+    phone.answer(&id, "from the phone", false).await.unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "from the phone");
 }
 
@@ -69,7 +69,7 @@ async fn a_claimant_that_leaves_again_gets_a_whole_grace_period_again() {
     phone.register("clip", vec![tool("read_clip", Some(0))]);
     let agent = h.agent("rocket");
     let (id, _rx) = agent.call(1, "read_clip");
-    phone.claim(&id).unwrap();
+    phone.claim(&id).await.unwrap();
     let key = phone.resume_key();
     drop(phone);
     advance_ms(5_000).await;
@@ -94,7 +94,7 @@ async fn the_grace_does_not_stop_a_claimed_call_from_timing_out() {
     phone.register("clip", vec![tool("read_clip", Some(3))]);
     let agent = h.agent("rocket");
     let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).unwrap();
+    phone.claim(&id).await.unwrap();
     drop(phone);
     mac.events();
     advance_ms(3_000).await;
@@ -115,7 +115,7 @@ async fn a_grace_too_long_for_the_clock_is_forever_not_a_panic() {
     phone.register("clip", vec![tool("read_clip", Some(0))]);
     let agent = h.agent("rocket");
     let (id, _rx) = agent.call(1, "read_clip");
-    phone.claim(&id).unwrap();
+    phone.claim(&id).await.unwrap();
     drop(phone);
     mac.events();
     advance_ms(365 * 24 * 3_600_000).await;

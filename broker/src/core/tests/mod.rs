@@ -132,7 +132,7 @@ impl FakeApp {
             .register(
                 APP_PRINCIPAL,
                 RegisterBody {
-                    client_id: self.id().to_owned(),
+                    client_id: self.id().into(),
                     group: group.into(),
                     tools,
                     agents: None,
@@ -167,12 +167,15 @@ impl FakeApp {
             .collect()
     }
 
-    pub fn claim(&self, id: &str) -> Result<(), Refusal> {
-        self.broker.claim(id, self.id(), APP_PRINCIPAL).map(drop)
+    pub async fn claim(&self, id: &str) -> Result<(), Refusal> {
+        self.broker
+            .claim(id, self.id(), APP_PRINCIPAL)
+            .await
+            .map(drop)
     }
 
     /// Posts a text result (claiming the call in the same step with `claim`).
-    pub fn answer(&self, id: &str, text: &str, claim: bool) -> Result<(), Refusal> {
+    pub async fn answer(&self, id: &str, text: &str, claim: bool) -> Result<(), Refusal> {
         let body = serde_json::from_value(json!({
             "client_id": self.id(),
             "ok": true,
@@ -180,7 +183,10 @@ impl FakeApp {
             "content": [{"type": "text", "text": text}],
         }))
         .unwrap();
-        self.broker.post_result(id, body, APP_PRINCIPAL).map(drop)
+        self.broker
+            .post_result(id, body, APP_PRINCIPAL)
+            .await
+            .map(drop)
     }
 }
 

@@ -24,11 +24,14 @@ async fn a_result_a_moment_before_the_deadline_wins_and_the_timer_does_nothing()
     let agent = h.agent("rocket");
     let (id, mut rx) = agent.call(1, "slow");
     advance_ms(4_999).await;
-    app.answer(&id, "just in time", true).unwrap();
+    app.answer(&id, "just in time", true).await.unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "just in time");
     advance_ms(3_600_000).await;
     assert!(app.events_of("client_tool.cancelled").is_empty());
-    let late = refused(app.answer(&id, "again", false), ErrorCode::AlreadySettled);
+    let late = refused(
+        app.answer(&id, "again", false).await,
+        ErrorCode::AlreadySettled,
+    );
     assert!(!late.contains("timeout"), "{late}");
 }
 
@@ -46,7 +49,7 @@ async fn race_result_and_timer(result_armed_first: bool) {
         tokio::spawn(async move {
             tokio::time::sleep_until(deadline).await;
             let id = slot.lock().unwrap().clone().unwrap();
-            post_text(&broker, &client, &id)
+            post_text(&broker, &client, &id).await
         })
     };
     let (post, rx) = if result_armed_first {
@@ -67,13 +70,13 @@ async fn race_result_and_timer(result_armed_first: bool) {
     assert!(h.broker.pending().is_empty());
 }
 
-fn post_text(broker: &Broker, client_id: &str, id: &str) -> Result<(), Refusal> {
+async fn post_text(broker: &Broker, client_id: &str, id: &str) -> Result<(), Refusal> {
     let body = serde_json::from_value(json!({
         "client_id": client_id, "ok": true, "claim": true,
         "content": [{"type": "text", "text": "at the deadline"}],
     }))
     .unwrap();
-    broker.post_result(id, body, APP_PRINCIPAL).map(drop)
+    broker.post_result(id, body, APP_PRINCIPAL).await.map(drop)
 }
 
 /// The call's outcome, the result's acknowledgement and the events agree on who won.
@@ -110,7 +113,7 @@ async fn a_claim_at_the_very_instant_of_the_timeout_is_refused_or_timed_out() {
         let (broker, client, id) = (h.broker.clone(), app.id().to_owned(), id.clone());
         async move {
             tokio::time::sleep(Duration::from_secs(2)).await;
-            broker.claim(&id, &client, APP_PRINCIPAL).map(drop)
+            broker.claim(&id, &client, APP_PRINCIPAL).await.map(drop)
         }
     });
     let outcome = rx.await.unwrap();
@@ -137,7 +140,7 @@ async fn a_call_ended_another_way_is_not_timed_out_later() {
     let (_, mut agent_gone) = other.call(1, "slow");
     advance_ms(1_000).await;
     agent.cancel(1);
-    h.broker.cancel_request(&by_operator_id).unwrap();
+    h.broker.cancel_request(&by_operator_id).await.unwrap();
     other.close();
     assert_eq!(code(&outcome_now(&mut by_agent).unwrap()), "cancelled");
     assert_eq!(code(&outcome_now(&mut by_operator).unwrap()), "cancelled");

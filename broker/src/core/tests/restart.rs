@@ -19,7 +19,7 @@ const GRACE_10S: &str = "client_tools:\n  resume_grace_s: 10\n";
 fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i64>) -> StoredCall {
     StoredCall {
         request: Request {
-            id: format!("r_stored{local_id}"),
+            id: format!("r_stored{local_id}").into(),
             agent: "rocket".into(),
             session: "rocket-1".into(),
             group: "g".into(),
@@ -32,7 +32,7 @@ fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i64>) -> Stor
         },
         local_id,
         deadline_ms: left_ms.map(|ms| now_ms() + ms),
-        claimed_by: claimed_by.map(str::to_owned),
+        claimed_by: claimed_by.map(Into::into),
     }
 }
 
@@ -94,7 +94,9 @@ async fn calls_whose_agent_does_not_come_back_end_when_the_grace_ends() {
     assert_eq!(cancel_reasons(&cancelled), ["agent_gone"]);
     assert_eq!(cancelled[0]["id"], "r_stored2");
     // The call whose sidecar came back goes on, and its answer reaches the sidecar.
-    app.answer("r_stored1", "after the restart", true).unwrap();
+    app.answer("r_stored1", "after the restart", true)
+        .await
+        .unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "after the restart");
 }
 
@@ -118,10 +120,10 @@ async fn a_claim_whose_app_does_not_come_back_is_offered_again_when_the_grace_en
 
     advance_ms(9_999).await;
     assert_eq!(h.broker.pending()[0].state, RequestState::Claimed);
-    refused(app.claim("r_stored1"), ErrorCode::AlreadyClaimed);
+    refused(app.claim("r_stored1").await, ErrorCode::AlreadyClaimed);
     advance_ms(1).await;
     assert_eq!(app.offered(), ["r_stored1"]);
-    app.answer("r_stored1", "second app", true).unwrap();
+    app.answer("r_stored1", "second app", true).await.unwrap();
     assert_eq!(text(&outcome_now(&mut rx).unwrap()), "second app");
     // The old key no longer opens anything.
     assert!(FakeApp::open(&h.broker, Some("k_old")).is_err());

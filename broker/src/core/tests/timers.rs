@@ -37,9 +37,12 @@ async fn a_parked_call_times_out_once_at_its_deadline() {
     // Nothing more happens to it, however long; an answer after the deadline says why not.
     advance_ms(24 * 3_600_000).await;
     assert!(app.events().is_empty(), "ended once");
-    let late = refused(app.claim(&id), ErrorCode::AlreadySettled);
+    let late = refused(app.claim(&id).await, ErrorCode::AlreadySettled);
     assert!(late.contains("by timeout"), "{late}");
-    refused(app.answer(&id, "late", true), ErrorCode::AlreadySettled);
+    refused(
+        app.answer(&id, "late", true).await,
+        ErrorCode::AlreadySettled,
+    );
     assert!(h.broker.pending().is_empty());
 }
 
@@ -51,12 +54,15 @@ async fn a_claimed_call_times_out_too() {
     let agent = h.agent("rocket");
     let (id, mut rx) = agent.call(1, "slow");
     advance_ms(1_000).await;
-    app.claim(&id).unwrap();
+    app.claim(&id).await.unwrap();
     advance_ms(1_999).await;
     assert!(outcome_now(&mut rx).is_none());
     advance_ms(1).await;
     assert_eq!(code(&outcome_now(&mut rx).unwrap()), "timeout");
-    let late = refused(app.answer(&id, "late", false), ErrorCode::AlreadySettled);
+    let late = refused(
+        app.answer(&id, "late", false).await,
+        ErrorCode::AlreadySettled,
+    );
     assert!(late.contains("by timeout"), "{late}");
     assert_eq!(
         cancel_reasons(&app.events_of("client_tool.cancelled")),
@@ -86,8 +92,8 @@ async fn the_configured_default_applies_and_a_handoff_never_times_out() {
     advance_ms(30 * 24 * 3_600_000).await;
     assert!(outcome_now(&mut handoff_rx).is_none());
     assert!(h.broker.is_parked(&handoff));
-    app.claim(&handoff).unwrap();
-    app.answer(&handoff, "yes", false).unwrap();
+    app.claim(&handoff).await.unwrap();
+    app.answer(&handoff, "yes", false).await.unwrap();
     assert_eq!(text(&outcome_now(&mut handoff_rx).unwrap()), "yes");
     assert_eq!(
         cancel_reasons(&app.events_of("client_tool.cancelled")),
@@ -104,11 +110,11 @@ async fn a_question_to_the_user_ends_with_its_call_at_the_deadline() {
     let (outbox, mut frames) = tokio::sync::mpsc::channel(8);
     h.broker.attach_outbox(agent.conn, outbox);
     let (id, mut rx) = agent.call(1, "deploy");
-    app.claim(&id).unwrap();
+    app.claim(&id).await.unwrap();
     let start = Instant::now();
     let broker = h.broker.clone();
     let body = InputBody {
-        client_id: app.id().to_owned(),
+        client_id: app.id().into(),
         message: "Deploy to production?".into(),
         requested_schema: json!({"type": "object", "properties": {"ok": {"type": "boolean"}}}),
     };

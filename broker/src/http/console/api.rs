@@ -144,8 +144,7 @@ pub async fn answer(
             ),
         ));
     }
-    let ack = state.broker.answer_from_console(&id, &body.text)?;
-    state.broker.committed().await?;
+    let ack = state.broker.answer_from_console(&id, &body.text).await?;
     crate::http::history::audit(&state, None, "result", &id, Some("console ok".into()));
     Ok(ok(ack))
 }
