@@ -6,7 +6,7 @@
 //! `package-lock.json`, a venv in `target/test-venv` from the hashed `requirements.txt`),
 //! installs chromium and systemd (`systemd-analyze` checks the unit `leo service` writes) with
 //! apt-get when they are missing and we are root, then runs
-//! `cargo test --workspace --locked` with `LEO_TEST_PYTHON` set to the venv's interpreter.
+//! `cargo build --workspace --bins` and `cargo test --workspace --locked` with `LEO_TEST_PYTHON` set to the venv's interpreter.
 //! A step whose inputs did not change since it last ran (a copy of its lock file is kept next to
 //! what it installed) is skipped, so a second run starts testing at once.
 //!
@@ -284,6 +284,7 @@ fn test(args: &[String]) -> Result<ExitCode, Failure> {
     let skipped_file = root.join(SKIPPED_FILE);
     let _ = std::fs::remove_file(&skipped_file);
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    build_binaries(&cargo, &root)?;
     let mut cmd = Command::new(cargo);
     cmd.args(["test", "--locked", "--no-fail-fast"])
         .current_dir(&root);
@@ -311,6 +312,23 @@ fn test(args: &[String]) -> Result<ExitCode, Failure> {
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// Builds every binary of the workspace before the tests that start them. `cargo test` builds
+/// a package's binaries only for that package's own integration tests, and `leo` (package
+/// `leo-cli`) is started by the broker's, so without this step they would run a stale `leo`,
+/// or none on a fresh checkout.
+fn build_binaries(cargo: &std::ffi::OsStr, root: &Path) -> Result<(), Failure> {
+    let status = Command::new(cargo)
+        .args(["build", "--locked", "--workspace", "--bins"])
+        .current_dir(root)
+        .status()
+        .map_err(|e| format!("cannot start cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("cargo build --workspace --bins: {status}"))
+    }
 }
 
 /// Prints the tests that skipped, so a green run still says what it did not test.
