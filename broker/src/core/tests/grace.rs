@@ -6,20 +6,39 @@
 use leo_protocol::ErrorCode;
 use leo_protocol::requests::RequestState;
 
-use super::{FakeApp, Harness, advance_ms, code, outcome_now, refused, text, tool};
+use leo_protocol::ipc::RawOutcome;
+use tokio::sync::oneshot;
+
+use super::{FakeAgent, FakeApp, Harness, advance_ms, code, outcome_now, refused, text, tool};
 
 const GRACE_10S: &str = "client_tools:\n  resume_grace_s: 10\n";
+
+/// The start every scenario here shares: the mac and the phone both serve `read_clip` (with
+/// `timeout_s`), the agent `rocket` calls it, and the phone claims the call.
+async fn phone_claims_a_call(
+    h: &Harness,
+    timeout_s: u64,
+) -> (
+    FakeApp,
+    FakeApp,
+    FakeAgent,
+    String,
+    oneshot::Receiver<RawOutcome>,
+) {
+    let mac = h.app();
+    let phone = h.app();
+    mac.register("clip", vec![tool("read_clip", Some(timeout_s))]);
+    phone.register("clip", vec![tool("read_clip", Some(timeout_s))]);
+    let agent = h.agent("rocket");
+    let (id, rx) = agent.call(1, "read_clip");
+    phone.claim(&id).await.unwrap();
+    (mac, phone, agent, id, rx)
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_claimant_that_does_not_resume_gives_its_claim_back_when_the_grace_ends() {
     let h = Harness::start(GRACE_10S);
-    let mut mac = h.app();
-    let phone = h.app();
-    mac.register("clip", vec![tool("read_clip", Some(0))]);
-    phone.register("clip", vec![tool("read_clip", Some(0))]);
-    let agent = h.agent("rocket");
-    let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).await.unwrap();
+    let (mut mac, phone, _agent, id, mut rx) = phone_claims_a_call(&h, 0).await;
     refused(mac.claim(&id).await, ErrorCode::OwnedByOther);
     mac.events();
     drop(phone);
@@ -40,13 +59,7 @@ async fn a_claimant_that_does_not_resume_gives_its_claim_back_when_the_grace_end
 #[tokio::test(start_paused = true)]
 async fn a_claimant_that_resumes_in_time_keeps_its_claim_past_the_grace() {
     let h = Harness::start(GRACE_10S);
-    let mut mac = h.app();
-    let phone = h.app();
-    mac.register("clip", vec![tool("read_clip", Some(0))]);
-    phone.register("clip", vec![tool("read_clip", Some(0))]);
-    let agent = h.agent("rocket");
-    let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).await.unwrap();
+    let (mut mac, phone, _agent, id, mut rx) = phone_claims_a_call(&h, 0).await;
     let (phone_id, key) = (phone.id().to_owned(), phone.resume_key());
     drop(phone);
     advance_ms(9_999).await;
@@ -63,13 +76,7 @@ async fn a_claimant_that_resumes_in_time_keeps_its_claim_past_the_grace() {
 #[tokio::test(start_paused = true)]
 async fn a_claimant_that_leaves_again_gets_a_whole_grace_period_again() {
     let h = Harness::start(GRACE_10S);
-    let mut mac = h.app();
-    let phone = h.app();
-    mac.register("clip", vec![tool("read_clip", Some(0))]);
-    phone.register("clip", vec![tool("read_clip", Some(0))]);
-    let agent = h.agent("rocket");
-    let (id, _rx) = agent.call(1, "read_clip");
-    phone.claim(&id).await.unwrap();
+    let (mut mac, phone, _agent, id, _rx) = phone_claims_a_call(&h, 0).await;
     let key = phone.resume_key();
     drop(phone);
     advance_ms(5_000).await;
@@ -88,13 +95,7 @@ async fn a_claimant_that_leaves_again_gets_a_whole_grace_period_again() {
 #[tokio::test(start_paused = true)]
 async fn the_grace_does_not_stop_a_claimed_call_from_timing_out() {
     let h = Harness::start(GRACE_10S);
-    let mut mac = h.app();
-    let phone = h.app();
-    mac.register("clip", vec![tool("read_clip", Some(3))]);
-    phone.register("clip", vec![tool("read_clip", Some(3))]);
-    let agent = h.agent("rocket");
-    let (id, mut rx) = agent.call(1, "read_clip");
-    phone.claim(&id).await.unwrap();
+    let (mut mac, phone, _agent, id, mut rx) = phone_claims_a_call(&h, 3).await;
     drop(phone);
     mac.events();
     advance_ms(3_000).await;
@@ -109,13 +110,7 @@ async fn the_grace_does_not_stop_a_claimed_call_from_timing_out() {
 #[tokio::test(start_paused = true)]
 async fn a_grace_too_long_for_the_clock_is_forever_not_a_panic() {
     let h = Harness::start("client_tools:\n  resume_grace_s: 18446744073709551615\n");
-    let mut mac = h.app();
-    let phone = h.app();
-    mac.register("clip", vec![tool("read_clip", Some(0))]);
-    phone.register("clip", vec![tool("read_clip", Some(0))]);
-    let agent = h.agent("rocket");
-    let (id, _rx) = agent.call(1, "read_clip");
-    phone.claim(&id).await.unwrap();
+    let (mut mac, phone, _agent, _id, _rx) = phone_claims_a_call(&h, 0).await;
     drop(phone);
     mac.events();
     advance_ms(365 * 24 * 3_600_000).await;
