@@ -197,8 +197,13 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     }
     let (store, stored) = p.webhooks;
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
+    let sidecars = crate::ipc::Door::new(
+        broker.clone(),
+        crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
+    );
     let state = Arc::new(AppState {
         broker: broker.clone(),
+        sidecars: sidecars.clone(),
         webhooks,
         tokens: p.tokens,
         max_body: p.config.web.max_body_bytes,
@@ -213,11 +218,9 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         listeners.metrics,
         listeners.api,
     )?;
-    broker.tasks().spawn(crate::ipc::serve(
-        listeners.sidecar,
-        broker.clone(),
-        crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
-    ));
+    broker
+        .tasks()
+        .spawn(crate::ipc::serve(listeners.sidecar, sidecars));
     stop.await;
     shut_down(&broker, servers, &p.home).await;
     Ok(())

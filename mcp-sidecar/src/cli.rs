@@ -127,6 +127,11 @@ pub struct Settings {
 }
 
 impl Settings {
+    /// Where the broker is: its sidecar socket under `home`.
+    pub fn dial(&self) -> crate::dial::Dial {
+        crate::dial::Dial::Socket(self.home.sidecar_socket())
+    }
+
     /// The token this session says hello with: `--token-file`, else the agent's own token
     /// (`state/agents/<agent>.token`) when it exists, else the shared agent token.
     pub fn read_token(&self) -> Result<String> {

@@ -14,8 +14,7 @@ use leo_protocol::ipc::{BrokerFrame, BrokerLine, RESULT_FRAME_PREFIX, SidecarFra
 use leo_protocol::limits::MAX_FRAME_BYTES;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use rmcp::model::ContentBlock;
-use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio_util::codec::{FramedRead, FramedWrite};
 
 use crate::error::{Result, SidecarError};
@@ -46,15 +45,24 @@ pub enum Answers {
     Fetch(u64),
 }
 
+/// Any byte stream that carries the IPC: the unix socket, an upgraded HTTP connection (plain
+/// or TLS), or an in-process pipe. Boxed once, so the connection loop is one type whatever
+/// carries it.
+pub trait Stream: AsyncRead + AsyncWrite + Send + 'static {}
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Stream for S {}
+
+type BoxStream = std::pin::Pin<Box<dyn Stream>>;
+
 /// The broker's frames, read with the one IPC codec.
-pub type Reader = FramedRead<OwnedReadHalf, LineCodec>;
+pub type Reader = FramedRead<ReadHalf<BoxStream>, LineCodec>;
 /// This sidecar's frames, written with the one IPC codec.
-pub type Writer = FramedWrite<OwnedWriteHalf, LineCodec>;
+pub type Writer = FramedWrite<WriteHalf<BoxStream>, LineCodec>;
 
 /// The two halves of a connection to the broker. Results can be large (an image is hundreds
-/// of KiB): the socket is read in large chunks.
-pub fn split(stream: UnixStream) -> (Reader, Writer) {
-    let (r, w) = stream.into_split();
+/// of KiB): the stream is read in large chunks.
+pub fn split(stream: impl Stream) -> (Reader, Writer) {
+    let boxed: BoxStream = Box::pin(stream);
+    let (r, w) = tokio::io::split(boxed);
     (
         FramedRead::with_capacity(r, LineCodec::default().whole_lines_only(), 64 * 1024),
         FramedWrite::new(w, LineCodec::default()),

@@ -33,6 +33,7 @@ pub mod call;
 pub mod caps;
 pub mod channel;
 pub mod cli;
+pub mod dial;
 pub mod discover;
 pub mod elicit;
 pub mod error;

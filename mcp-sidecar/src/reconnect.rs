@@ -16,13 +16,12 @@ use std::time::Duration;
 
 use leo_protocol::ipc::{BrokerFrame, Harness, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
-use tokio::net::UnixStream;
 use tokio::sync::{mpsc, watch};
 use tracing::{debug, info, warn};
 
 use crate::cli::Settings;
 use crate::error::{Result, SidecarError};
-use crate::frames::{self, Incoming, Reader, Writer, read_frame, read_incoming, write_frame};
+use crate::frames::{Incoming, Reader, Writer, read_frame, read_incoming, write_frame};
 use crate::link::{BrokerLink, NOT_RUNNING};
 use crate::mode;
 use leo_protocol::backoff::Backoff;
@@ -136,24 +135,7 @@ impl Connection {
 
 async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Result<Connection> {
     let token = settings.read_token()?;
-    let stream = match UnixStream::connect(settings.home.sidecar_socket()).await {
-        Ok(s) => s,
-        Err(e)
-            if matches!(
-                e.kind(),
-                std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
-            ) =>
-        {
-            return Err(SidecarError::NotRunning);
-        }
-        Err(source) => {
-            return Err(SidecarError::Ipc {
-                context: "connect",
-                source,
-            });
-        }
-    };
-    let (mut reader, mut writer) = frames::split(stream);
+    let (mut reader, mut writer) = settings.dial().open().await?;
     let known = link.harness();
     let hello_harness: Option<Harness> = known.as_ref().map(|(h, _)| h.clone());
     let mode = known
@@ -239,8 +221,8 @@ mod tests {
     #[tokio::test]
     async fn one_unreadable_frame_fails_its_call_alone_and_the_link_stays_up() {
         let link = BrokerLink::new();
-        let (ours, theirs) = UnixStream::pair().unwrap();
-        let (reader, writer) = frames::split(ours);
+        let (ours, theirs) = tokio::net::UnixStream::pair().unwrap();
+        let (reader, writer) = crate::frames::split(ours);
         let (tx, outbox) = mpsc::unbounded_channel();
         link.attached(tx, &welcome(), None);
         let conn = Connection {

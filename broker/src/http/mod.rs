@@ -32,6 +32,12 @@ pub struct AppState {
     pub max_body: usize,
     /// Console logins (used on TCP only).
     pub sessions: console::session::Sessions,
+    /// The way into a sidecar session, for transports other than `run/sidecar.sock`.
+    #[allow(
+        dead_code,
+        reason = "the routes that carry sessions over TCP take it next"
+    )]
+    pub sidecars: crate::ipc::Door,
 }
 
 /// The API routes, shared by both listeners.

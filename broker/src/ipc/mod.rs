@@ -21,8 +21,8 @@ use leo_protocol::ipc::{BrokerFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use leo_protocol::names::AgentName;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
-use tokio::net::{UnixListener, UnixStream};
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio::net::UnixListener;
 use tokio::sync::Semaphore;
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{Instrument, info_span, warn};
@@ -43,16 +43,27 @@ pub const COALESCE: Duration = Duration::from_secs(1);
 /// Sidecar connections open at once, at most.
 pub const MAX_SESSIONS: usize = 1024;
 
-/// A session's connection: JSON lines over the socket, read and written with the one codec.
+/// Any byte stream a session can run on: the unix socket, an upgraded HTTP connection (plain
+/// or TLS), or an in-process pipe. One boxed type, so that a session is one type whatever
+/// carries it (a call costs a few syscalls; the virtual call per read is not measurable).
+pub trait Stream: AsyncRead + AsyncWrite + Send + 'static {}
+impl<S: AsyncRead + AsyncWrite + Send + 'static> Stream for S {}
+
+type BoxStream = std::pin::Pin<Box<dyn Stream>>;
+/// A session's writing half, with the one codec.
+type Writer = FramedWrite<WriteHalf<BoxStream>, LineCodec>;
+
+/// A session's connection: JSON lines over its stream, read and written with the one codec.
 /// Its halves are apart so that a session can read while a write waits on a slow sidecar.
 pub struct Conn {
-    reader: FramedRead<OwnedReadHalf, LineCodec>,
-    writer: FramedWrite<OwnedWriteHalf, LineCodec>,
+    reader: FramedRead<ReadHalf<BoxStream>, LineCodec>,
+    writer: Writer,
 }
 
 impl Conn {
-    fn new(stream: UnixStream) -> Conn {
-        let (r, w) = stream.into_split();
+    fn new(stream: impl Stream) -> Conn {
+        let boxed: BoxStream = Box::pin(stream);
+        let (r, w) = tokio::io::split(boxed);
         Conn {
             reader: FramedRead::new(r, LineCodec::default()),
             writer: FramedWrite::new(w, LineCodec::default()),
@@ -65,13 +76,29 @@ impl Conn {
     }
 }
 
-/// Accepts sidecar connections until shutdown.
-pub async fn serve(listener: UnixListener, broker: Arc<Broker>, keys: AgentKeys) {
-    let shutdown = broker.shutdown_token();
-    let slots = Arc::new(Semaphore::new(MAX_SESSIONS));
-    while let Some(stream) = crate::accept::next(&shutdown, "sidecar", || listener.accept()).await {
+/// The one way into a sidecar session, whatever carries it: it holds the budget of
+/// `MAX_SESSIONS` connections that every transport shares, and runs the hello check.
+#[derive(Clone)]
+pub struct Door {
+    broker: Arc<Broker>,
+    keys: AgentKeys,
+    slots: Arc<Semaphore>,
+}
+
+impl Door {
+    pub fn new(broker: Arc<Broker>, keys: AgentKeys) -> Door {
+        Door {
+            broker,
+            keys,
+            slots: Arc::new(Semaphore::new(MAX_SESSIONS)),
+        }
+    }
+
+    /// Runs a new connection as a session (after its hello) on the broker's task tracker, or
+    /// answers it an `error` frame when `MAX_SESSIONS` are open.
+    pub fn admit(&self, stream: impl Stream) {
         let mut conn = Conn::new(stream);
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
+        let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             warn!(
                 max = MAX_SESSIONS,
                 "sidecar connection refused: too many open"
@@ -79,17 +106,25 @@ pub async fn serve(listener: UnixListener, broker: Arc<Broker>, keys: AgentKeys)
             let message = format!(
                 "the broker has {MAX_SESSIONS} sidecar connections open, its limit; close one and retry"
             );
-            broker.tasks().spawn(async move {
+            self.broker.tasks().spawn(async move {
                 let _ = send_error(&mut conn, ErrorCode::Internal, message).await;
             });
-            continue;
+            return;
         };
-        let broker2 = broker.clone();
-        let keys = keys.clone();
-        broker.tasks().spawn(async move {
-            accept(conn, broker2, &keys).await;
+        let broker = self.broker.clone();
+        let keys = self.keys.clone();
+        self.broker.tasks().spawn(async move {
+            accept(conn, broker, &keys).await;
             drop(slot);
         });
+    }
+}
+
+/// Accepts sidecar connections on the unix socket until shutdown.
+pub async fn serve(listener: UnixListener, door: Door) {
+    let shutdown = door.broker.shutdown_token();
+    while let Some(stream) = crate::accept::next(&shutdown, "sidecar", || listener.accept()).await {
+        door.admit(stream);
     }
 }
 

@@ -20,15 +20,13 @@ use futures_util::{Sink, SinkExt, StreamExt};
 use leo_protocol::ErrorCode;
 use leo_protocol::ipc::{BrokerFrame, Message, RawOutcome, ResultFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
-use leo_protocol::lines::{Line, LineCodec, encode_frame};
+use leo_protocol::lines::{Line, encode_frame};
 use leo_protocol::names::{AgentName, RequestId};
-use tokio::net::unix::OwnedWriteHalf;
 use tokio::sync::{broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_util::codec::FramedWrite;
 use tracing::debug;
 
-use super::{COALESCE, Coalescer, Conn};
+use super::{COALESCE, Coalescer, Conn, Writer};
 use crate::core::{Broker, Resumed};
 use crate::requests::ConnId;
 
@@ -429,10 +427,7 @@ impl Session {
 
 /// Moves the queued frames into the writer and flushes it. Safe to drop at any await: a frame
 /// leaves `out` only as it enters the writer's buffer, which the next call goes on flushing.
-async fn flush(
-    writer: &mut FramedWrite<OwnedWriteHalf, LineCodec>,
-    out: &mut VecDeque<Bytes>,
-) -> std::io::Result<()> {
+async fn flush(writer: &mut Writer, out: &mut VecDeque<Bytes>) -> std::io::Result<()> {
     std::future::poll_fn(|cx| {
         while !out.is_empty() {
             std::task::ready!(Pin::new(&mut *writer).poll_ready(cx))?;

@@ -1,0 +1,40 @@
+//! How this sidecar reaches the broker: the one place that opens the byte stream the IPC runs
+//! on. Today that is `run/sidecar.sock` on this host; other ways in (a broker on another host
+//! over its TCP listener, an in-process pipe) are variants here, so that `reconnect` keeps one
+//! connection loop, one hello and one resume whatever carries the frames.
+
+use std::path::PathBuf;
+
+use crate::error::{Result, SidecarError};
+use crate::frames::{self, Reader, Writer};
+
+/// Where the broker is.
+#[derive(Debug, Clone)]
+pub enum Dial {
+    /// The broker's sidecar socket on this host (`$LEO_HOME/run/sidecar.sock`).
+    Socket(PathBuf),
+}
+
+impl Dial {
+    /// Opens a new stream to the broker. A broker that is not there (no socket, nobody
+    /// listening) is `NotRunning`, which `reconnect` waits out quietly.
+    pub async fn open(&self) -> Result<(Reader, Writer)> {
+        match self {
+            Dial::Socket(path) => match tokio::net::UnixStream::connect(path).await {
+                Ok(stream) => Ok(frames::split(stream)),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        std::io::ErrorKind::NotFound | std::io::ErrorKind::ConnectionRefused
+                    ) =>
+                {
+                    Err(SidecarError::NotRunning)
+                }
+                Err(source) => Err(SidecarError::Ipc {
+                    context: "connect",
+                    source,
+                }),
+            },
+        }
+    }
+}
