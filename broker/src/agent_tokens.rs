@@ -5,7 +5,8 @@
 //! operator who wants a name proven gives it its own token (`leo agent add NAME` writes
 //! `state/agents/NAME.token`). From then on that token, and only that token, opens sessions
 //! under NAME, and the session reads NAME's mailbox only; the shared token is refused for NAME.
-//! A per-agent token opens no other name (it matches no other file) and no HTTP route.
+//! A per-agent token opens no other name (it matches no other file) and no HTTP route but the
+//! IPC upgrade (`GET /api/v1/ipc`), whose session it binds to NAME (`owner_of`).
 //!
 //! `leo agent add|rm|list` (in the `leo-cli` crate) manage the files. The file is read at each
 //! `hello`, so `leo agent add` and `leo agent rm` apply to the next session at once, without a
@@ -35,8 +36,46 @@ impl AgentKeys {
     }
 
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
-    /// name, never a path).
+    /// name, never a path). The refusal names the hello's field (`at $.token`).
     pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
+        self.why_not(agent, presented)
+            .map_err(|why| unauthorized(&format!("at $.token: {why}")))
+    }
+
+    /// `check`, for a token that arrives in `Authorization: Bearer` (the IPC upgrade).
+    pub fn check_bearer(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
+        self.why_not(agent, presented)
+            .map_err(|why| unauthorized(&format!("Authorization: {why}")))
+    }
+
+    /// The agent whose own token `presented` is, if any: every file of `state/agents/` is
+    /// compared in constant time, and none is skipped once one matched. A file the broker
+    /// cannot trust (loose permissions, unreadable) matches nothing.
+    pub fn owner_of(&self, presented: &str) -> Option<AgentName> {
+        let entries = std::fs::read_dir(&self.dir).ok()?;
+        let mut found = None;
+        for entry in entries.flatten() {
+            let path = entry.path();
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(".token"))
+                .and_then(|n| AgentName::parse(n).ok())
+            else {
+                continue;
+            };
+            let Ok(own) = read_token_file(&path) else {
+                continue;
+            };
+            if ct_eq(presented, &own) && found.is_none() {
+                found = Some(name);
+            }
+        }
+        found
+    }
+
+    /// Why `presented` may not open a session under `agent`, if it may not.
+    fn why_not(&self, agent: &AgentName, presented: &str) -> Result<(), String> {
         let path = self.dir.join(format!("{agent}.token"));
         let shared = ct_eq(presented, &self.shared);
         let own = match read_token_file(&path) {
@@ -47,38 +86,38 @@ impl AgentKeys {
                 return if shared {
                     Ok(())
                 } else {
-                    Err(unauthorized("not the agent token"))
+                    Err("not the agent token".to_owned())
                 };
             }
             Err(e) => {
                 // Fail closed: a per-agent token the broker cannot trust opens nothing.
                 tracing::warn!(%agent, error = %e, "cannot use the agent's own token");
-                return Err(unauthorized(&format!(
+                return Err(format!(
                     "agent {agent:?} has its own token, but the broker cannot use it: {e}"
-                )));
+                ));
             }
         };
         if ct_eq(presented, &own) {
             Ok(())
         } else if shared {
-            Err(unauthorized(&format!(
+            Err(format!(
                 "agent {agent:?} has its own token ({}); the shared agent token cannot open its \
                  sessions. leo-mcp uses that file when it can read it, or give it with \
                  --token-file / LEO_AGENT_TOKEN_FILE",
                 path.display()
-            )))
+            ))
         } else {
-            Err(unauthorized(&format!("not the token of agent {agent:?}")))
+            Err(format!("not the token of agent {agent:?}"))
         }
     }
 }
 
 fn unauthorized(why: &str) -> Refusal {
-    Refusal::new(ErrorCode::Unauthorized, format!("at $.token: {why}"))
+    Refusal::new(ErrorCode::Unauthorized, why)
 }
 
 /// Constant-time comparison; tokens of a different length are unequal without a byte compared.
-fn ct_eq(a: &str, b: &str) -> bool {
+pub fn ct_eq(a: &str, b: &str) -> bool {
     bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
@@ -112,10 +151,21 @@ mod tests {
         let e = keys.check(&name("scout"), &"x".repeat(64)).unwrap_err();
         assert_eq!(e.message, "at $.token: not the token of agent \"scout\"");
 
+        // Scout's token names scout; the shared one and a stranger's name nobody.
+        assert_eq!(keys.owner_of(&scout).as_deref(), Some("scout"));
+        assert_eq!(keys.owner_of(&shared), None);
+        assert_eq!(keys.owner_of(&"x".repeat(64)), None);
+        let e = keys.check_bearer(&name("scout"), &shared).unwrap_err();
+        assert!(
+            e.message
+                .starts_with("Authorization: agent \"scout\" has its own token")
+        );
+
         // A file others can read opens nothing, and says why.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).unwrap();
         let e = keys.check(&name("scout"), &scout).unwrap_err();
         assert!(e.message.contains("chmod 600"), "{}", e.message);
         assert!(keys.check(&name("scout"), &shared).is_err());
+        assert_eq!(keys.owner_of(&scout), None);
     }
 }

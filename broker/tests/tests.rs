@@ -24,6 +24,7 @@ mod mcp_fixtures;
 mod ownership;
 mod quickstart;
 mod registration;
+mod remote_ipc;
 mod requests;
 mod scope;
 mod security;

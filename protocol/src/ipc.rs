@@ -14,6 +14,17 @@ use crate::content::AppError;
 pub use crate::input::{InputAnswer, InputOutcome};
 use crate::tool::{Execution, ToolAnnotations};
 
+/// The IPC over the broker's TCP listener: `GET UPGRADE_PATH` with `Upgrade: UPGRADE_PROTOCOL`
+/// (and `Connection: Upgrade`), authenticated by an agent token in `Authorization: Bearer`
+/// before the upgrade; after `101 Switching Protocols` the connection carries the same JSON
+/// lines as `run/sidecar.sock`, starting with `hello`.
+pub const UPGRADE_PATH: &str = "/api/v1/ipc";
+/// The protocol token of the IPC upgrade (`Upgrade: leo-ipc`).
+pub const UPGRADE_PROTOCOL: &str = "leo-ipc";
+/// The request header that names the agent a shared agent token speaks for (`Leo-Agent: NAME`);
+/// an agent's own token names its agent already.
+pub const AGENT_HEADER: &str = "leo-agent";
+
 /// What the harness said about itself in `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

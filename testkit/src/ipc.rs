@@ -1,23 +1,42 @@
 //! A raw client of the sidecar IPC (JSON lines), for tests that play a sidecar's frames
-//! directly against the real broker.
+//! directly against the real broker: on `run/sidecar.sock`, or on the TCP listener after the
+//! `GET /api/v1/ipc` upgrade (`Ipc::upgrade`).
 
 use std::path::Path;
 
 use futures_util::StreamExt;
 use leo_protocol::lines::{Line, LineCodec};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
-use tokio::net::UnixStream;
-use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 use tokio_util::codec::FramedRead;
 
 use crate::WAIT;
 
+type Read = Box<dyn AsyncRead + Send + Unpin>;
+type Write = Box<dyn AsyncWrite + Send + Unpin>;
+
 pub struct Ipc {
     /// The broker's frames, read with the codec every part uses.
-    reader: FramedRead<OwnedReadHalf, LineCodec>,
+    reader: FramedRead<Read, LineCodec>,
     /// Raw, so tests can write lines no codec would (too long, not JSON).
-    writer: OwnedWriteHalf,
+    writer: Write,
+}
+
+/// The answer to an IPC upgrade that was not `101`: the status, and the head and body as text.
+#[derive(Debug)]
+pub struct Refused {
+    pub status: u16,
+    pub head: String,
+    pub body: String,
+}
+
+impl Refused {
+    /// The body as JSON (the broker's error envelope).
+    pub fn json(&self) -> Value {
+        serde_json::from_str(&self.body)
+            .unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", self.head, self.body))
+    }
 }
 
 impl Ipc {
@@ -25,25 +44,86 @@ impl Ipc {
         let stream = UnixStream::connect(path)
             .await
             .expect("connect sidecar.sock");
-        let (r, w) = stream.into_split();
+        Ipc::over(stream)
+    }
+
+    fn over(stream: impl AsyncRead + AsyncWrite + Send + 'static) -> Ipc {
+        let (r, w) = tokio::io::split(stream);
         Ipc {
-            reader: FramedRead::new(r, LineCodec::default()),
-            writer: w,
+            reader: FramedRead::new(Box::new(r), LineCodec::default()),
+            writer: Box::new(w),
         }
+    }
+
+    /// Opens the IPC on the broker's TCP listener at `addr`: `GET /api/v1/ipc` with `Upgrade:
+    /// leo-ipc`, `Host: <addr>` and `Connection: upgrade` unless `headers` name them (an empty
+    /// value leaves a header out), and the other `headers` (`("authorization", "Bearer …")`,
+    /// `("leo-agent", NAME)`…). `Err` is the answer when it is not `101`.
+    pub async fn upgrade(
+        addr: std::net::SocketAddr,
+        headers: &[(&str, &str)],
+    ) -> Result<Ipc, Refused> {
+        let mut stream = TcpStream::connect(addr).await.expect("connect TCP");
+        let mut head = format!("GET {} HTTP/1.1\r\n", leo_protocol::ipc::UPGRADE_PATH);
+        let defaults = [
+            ("host", addr.to_string()),
+            ("connection", "upgrade".to_owned()),
+            ("upgrade", leo_protocol::ipc::UPGRADE_PROTOCOL.to_owned()),
+        ];
+        for (k, v) in &defaults {
+            if !headers.iter().any(|(h, _)| h.eq_ignore_ascii_case(k)) {
+                head.push_str(&format!("{k}: {v}\r\n"));
+            }
+        }
+        for (k, v) in headers.iter().filter(|(_, v)| !v.is_empty()) {
+            head.push_str(&format!("{k}: {v}\r\n"));
+        }
+        head.push_str("\r\n");
+        stream.write_all(head.as_bytes()).await.expect("write");
+        let (status, head) = tokio::time::timeout(WAIT, read_head(&mut stream))
+            .await
+            .expect("no answer to the upgrade");
+        if status == 101 {
+            return Ok(Ipc::over(stream));
+        }
+        let length = head
+            .lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case("content-length")
+                    .then(|| v.trim().parse::<usize>().ok())
+                    .flatten()
+            })
+            .unwrap_or(0);
+        let mut body = vec![0; length];
+        tokio::time::timeout(WAIT, stream.read_exact(&mut body))
+            .await
+            .expect("no body")
+            .expect("read body");
+        Err(Refused {
+            status,
+            head,
+            body: String::from_utf8_lossy(&body).into_owned(),
+        })
     }
 
     /// Connects and says hello as `agent`; returns the client and the welcome frame.
     pub async fn hello(path: &Path, token: &str, agent: &str) -> (Ipc, Value) {
         let mut ipc = Ipc::connect(path).await;
-        ipc.send(&json!({
+        let welcome = ipc.say_hello(token, agent).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        (ipc, welcome)
+    }
+
+    /// Says hello as `agent` with `token`; the broker's first frame (`welcome` or `error`).
+    pub async fn say_hello(&mut self, token: &str, agent: &str) -> Value {
+        self.send(&json!({
             "type": "hello", "v": 1, "agent": agent, "session": format!("{agent}-s1"),
             "token": token, "mode": "native",
             "harness": {"name": "test-harness", "version": "1"}
         }))
         .await;
-        let welcome = ipc.recv().await;
-        assert_eq!(welcome["type"], "welcome", "{welcome}");
-        (ipc, welcome)
+        self.recv().await
     }
 
     pub async fn send(&mut self, frame: &Value) {
@@ -116,4 +196,26 @@ pub fn texts(messages: &Value) -> Vec<String> {
         .iter()
         .map(|m| m["text"].as_str().expect("a message text").to_owned())
         .collect()
+}
+
+/// Reads a response head a byte at a time, so that nothing after it is taken from the stream.
+async fn read_head(stream: &mut TcpStream) -> (u16, String) {
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        let n = stream.read(&mut byte).await.expect("read head");
+        assert!(
+            n == 1,
+            "the connection closed in the head: {:?}",
+            String::from_utf8_lossy(&head)
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8_lossy(&head).into_owned();
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {head:?}"));
+    (status, head)
 }

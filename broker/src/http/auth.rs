@@ -46,9 +46,15 @@ pub struct Target(pub AgentName);
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit(pub usize);
 
+/// An agent's own token (`state/agents/NAME.token`), on the one route that takes it
+/// (`Route::Ipc`): the agent it names, for the handler.
+#[derive(Debug, Clone)]
+pub struct OwnAgent(pub AgentName);
+
 /// Who is calling.
 enum Caller {
     Token(Principal),
+    OwnAgent(AgentName),
     Session(Session),
     Anonymous,
 }
@@ -60,6 +66,7 @@ impl Caller {
             Caller::Token(Principal::Device(_)) => Kind::Device,
             Caller::Token(Principal::Agent) => Kind::Agent,
             Caller::Token(Principal::ApiClient(_)) => Kind::ApiClient,
+            Caller::OwnAgent(_) => Kind::OwnAgent,
             Caller::Session(_) => Kind::Session,
             Caller::Anonymous => Kind::Anonymous,
         }
@@ -67,7 +74,7 @@ impl Caller {
 }
 
 /// The bearer token of a request, if it has one.
-fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -145,9 +152,12 @@ pub async fn authorize(
         .unwrap_or_default();
     let route = Route::of(req.method().as_str(), &path);
     let caller = match bearer(req.headers()) {
-        Some(_) => match authenticate(&state, req.headers()) {
+        Some(token) => match authenticate(&state, req.headers()) {
             Ok(who) => Caller::Token(who),
-            Err(e) => return e.into_response(),
+            Err(e) => match own_agent(&state, route, token) {
+                Some(name) => Caller::OwnAgent(name),
+                None => return e.into_response(),
+            },
         },
         None => match route.filter(|r| r.console()) {
             Some(_) => state
@@ -178,9 +188,20 @@ pub async fn authorize(
         Caller::Session(session) => {
             req.extensions_mut().insert(session);
         }
+        Caller::OwnAgent(name) => {
+            req.extensions_mut().insert(OwnAgent(name));
+        }
         Caller::Anonymous => {}
     }
     next.run(req).await
+}
+
+/// The agent whose own token `token` is, looked for only on a route that takes such tokens:
+/// everywhere else an agent's own token stays unknown (`401`), as it always was.
+fn own_agent(state: &AppState, route: Option<Route>, token: &str) -> Option<AgentName> {
+    route
+        .filter(|r| r.allows(Kind::OwnAgent))
+        .and_then(|_| state.sidecars.keys().owner_of(token))
 }
 
 /// The answer to a caller `Route::callers` does not admit to `route`.

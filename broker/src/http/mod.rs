@@ -8,6 +8,7 @@ mod auth;
 pub mod console;
 mod events;
 mod history;
+mod ipc;
 mod reply;
 mod routes;
 pub mod rules;
@@ -33,10 +34,6 @@ pub struct AppState {
     /// Console logins (used on TCP only).
     pub sessions: console::session::Sessions,
     /// The way into a sidecar session, for transports other than `run/sidecar.sock`.
-    #[allow(
-        dead_code,
-        reason = "the routes that carry sessions over TCP take it next"
-    )]
     pub sidecars: crate::ipc::Door,
 }
 
@@ -93,6 +90,7 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::CreateWebhook => on(method, routes::create_webhook),
         Route::ListWebhooks => on(method, routes::list_webhooks),
         Route::RemoveWebhook => on(method, routes::remove_webhook),
+        Route::Ipc => on(method, ipc::upgrade),
     }
 }
 

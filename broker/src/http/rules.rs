@@ -55,6 +55,8 @@ pub enum Route {
     Metrics,
     /// `GET /console/history`: the console's history panel.
     ConsoleHistory,
+    /// `GET /api/v1/ipc` with `Upgrade: leo-ipc`: the sidecar IPC over this listener.
+    Ipc,
 }
 
 /// Kinds of caller, for the table.
@@ -63,6 +65,9 @@ pub enum Kind {
     Operator,
     Device,
     Agent,
+    /// An agent's own token (`state/agents/NAME.token`), which opens that agent's sessions
+    /// and nothing else.
+    OwnAgent,
     ApiClient,
     /// A web-console login (the operator, through the session cookie).
     Session,
@@ -77,10 +82,11 @@ impl Kind {
         dead_code,
         reason = "used by the fuzz target, which includes this file"
     )]
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 7] = [
         Kind::Operator,
         Kind::Device,
         Kind::Agent,
+        Kind::OwnAgent,
         Kind::ApiClient,
         Kind::Session,
         Kind::Anonymous,
@@ -164,6 +170,7 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("GET", "/metrics", Route::Metrics),
     ("GET", "/console/history", Route::ConsoleHistory),
+    ("GET", leo_protocol::ipc::UPGRADE_PATH, Route::Ipc),
 ];
 
 /// The webhook providers' path.
@@ -209,6 +216,7 @@ impl Route {
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
+            Route::Ipc => &[Kind::Agent, Kind::OwnAgent],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Logout
             | Route::ConsolePage
@@ -295,7 +303,8 @@ impl Route {
             | Route::ConsolePage
             | Route::ConsoleAsset
             | Route::ConsoleSession
-            | Route::ConsoleEvents => 0,
+            | Route::ConsoleEvents
+            | Route::Ipc => 0,
         }
     }
 }
@@ -533,6 +542,12 @@ mod tests {
         assert!(!Route::Events.allows(Kind::ApiClient));
         assert!(Route::Message.allows(Kind::ApiClient));
         assert!(Route::Cancel.allows(Kind::Operator));
+        // An agent's own token opens its sessions and nothing else.
+        for (_, _, r) in ROUTES {
+            assert_eq!(r.allows(Kind::OwnAgent), *r == Route::Ipc, "{r:?}");
+        }
+        assert!(Route::Ipc.allows(Kind::Agent));
+        assert!(!Route::Ipc.allows(Kind::Operator) && !Route::Ipc.allows(Kind::Device));
         assert!(!Route::Cancel.allows(Kind::Device));
         assert_eq!(Route::of("POST", MESSAGE_PATH), Some(Route::Message));
         assert_eq!(Route::of("GET", MESSAGE_PATH), None);

@@ -18,6 +18,10 @@
 //!   that stalls, a reader that stopped reading). Event streams send a keep-alive every 15 s, so
 //!   a live stream is never idle.
 //!
+//! A connection upgraded to the sidecar IPC (`GET /api/v1/ipc`) leaves hyper and these timers
+//! (a session may be quiet for hours) but keeps its place in the cap: every request carries its
+//! connection's [`ConnSlot`], which the upgrade hands to the session.
+//!
 //! The unix sockets are not served here and share none of this budget: the TCP cap is also held
 //! under half the process's file-descriptor limit (see `server`), so a flood of any TCP listener
 //! leaves the sockets the rest.
@@ -29,12 +33,12 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use hyper::body::Incoming;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -84,6 +88,32 @@ impl TcpBudget {
     }
 }
 
+/// A TCP connection's place in `web.max_connections`, in every request's extensions: it is
+/// given back when the connection and everything it was upgraded to have ended.
+#[derive(Clone)]
+pub struct ConnSlot(#[allow(dead_code, reason = "held, never read")] Arc<OwnedSemaphorePermit>);
+
+/// The router's service for one connection, which puts the connection's slot in each request.
+struct WithSlot {
+    app: TowerToHyperService<Router>,
+    slot: ConnSlot,
+}
+
+impl hyper::service::Service<hyper::Request<Incoming>> for WithSlot {
+    type Response = <TowerToHyperService<Router> as hyper::service::Service<
+        hyper::Request<Incoming>,
+    >>::Response;
+    type Error =
+        <TowerToHyperService<Router> as hyper::service::Service<hyper::Request<Incoming>>>::Error;
+    type Future =
+        <TowerToHyperService<Router> as hyper::service::Service<hyper::Request<Incoming>>>::Future;
+
+    fn call(&self, mut req: hyper::Request<Incoming>) -> Self::Future {
+        req.extensions_mut().insert(self.slot.clone());
+        self.app.call(req)
+    }
+}
+
 /// Serves `app` on `listener` within `budget` until `shutdown` fires, then lets open
 /// connections finish (the caller bounds how long). `door` names the listener in logs.
 pub async fn serve_tcp(
@@ -94,7 +124,6 @@ pub async fn serve_tcp(
     shutdown: CancellationToken,
 ) {
     let limits = budget.limits;
-    let graceful = GracefulShutdown::new();
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_timeout)
@@ -124,21 +153,39 @@ pub async fn serve_tcp(
             inner: stream,
             activity: activity.clone(),
         });
-        let conn = http.serve_connection(io, TowerToHyperService::new(app.clone()));
-        let conn = graceful.watch(conn);
+        let service = WithSlot {
+            app: TowerToHyperService::new(app.clone()),
+            slot: ConnSlot(Arc::new(permit)),
+        };
+        let conn = http.serve_connection(io, service).with_upgrades();
         let idle = limits.idle_timeout;
+        let stop = shutdown.clone();
         connections.spawn(async move {
-            let _permit = permit;
-            tokio::select! {
-                r = conn => if let Err(e) = r {
-                    debug!(error = %e, door, "TCP connection ended");
-                },
-                () = activity.idle_for(idle) => debug!(door, "idle TCP connection closed"),
+            let mut conn = std::pin::pin!(conn);
+            let mut stopping = false;
+            loop {
+                tokio::select! {
+                    r = conn.as_mut() => {
+                        if let Err(e) = r {
+                            debug!(error = %e, door, "TCP connection ended");
+                        }
+                        break;
+                    }
+                    () = activity.idle_for(idle) => {
+                        debug!(door, "idle TCP connection closed");
+                        break;
+                    }
+                    () = stop.cancelled(), if !stopping => {
+                        // Finish the request in hand, then close; an upgraded session is the
+                        // broker's shutdown to end.
+                        stopping = true;
+                        conn.as_mut().graceful_shutdown();
+                    }
+                }
             }
         });
     }
     drop(listener);
-    graceful.shutdown().await;
     while connections.join_next().await.is_some() {}
 }
 

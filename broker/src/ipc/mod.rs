@@ -97,6 +97,18 @@ impl Door {
     /// Runs a new connection as a session (after its hello) on the broker's task tracker, or
     /// answers it an `error` frame when `MAX_SESSIONS` are open.
     pub fn admit(&self, stream: impl Stream) {
+        self.admit_bound(stream, None, ());
+    }
+
+    /// `admit` for a connection whose carrier authenticated it already (the TCP upgrade):
+    /// its hello must then name `bound`'s agent with `bound`'s token. `hold` lives as long as
+    /// the session (the TCP connection's place in `web.max_connections`).
+    pub fn admit_bound(
+        &self,
+        stream: impl Stream,
+        bound: Option<Bound>,
+        hold: impl Send + 'static,
+    ) {
         let mut conn = Conn::new(stream);
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             warn!(
@@ -114,10 +126,24 @@ impl Door {
         let broker = self.broker.clone();
         let keys = self.keys.clone();
         self.broker.tasks().spawn(async move {
-            accept(conn, broker, &keys).await;
+            accept(conn, broker, &keys, bound.as_ref()).await;
             drop(slot);
+            drop(hold);
         });
     }
+
+    /// Which tokens open which agent's sessions: the hello's rule, which the TCP upgrade
+    /// applies to its bearer token too.
+    pub fn keys(&self) -> &AgentKeys {
+        &self.keys
+    }
+}
+
+/// Who a connection's carrier authenticated before its first frame: the hello must say the same.
+#[derive(Debug, Clone)]
+pub struct Bound {
+    pub agent: AgentName,
+    pub token: String,
 }
 
 /// Accepts sidecar connections on the unix socket until shutdown.
@@ -153,8 +179,8 @@ struct Hello {
 }
 
 /// Reads and checks `hello`, then runs the session; refuses the connection otherwise.
-async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys) {
-    let hello = match read_hello(&mut conn, keys).await {
+async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys, bound: Option<&Bound>) {
+    let hello = match read_hello(&mut conn, keys, bound).await {
         Ok(Some(hello)) => hello,
         Ok(None) => return,
         Err((code, message)) => {
@@ -174,6 +200,7 @@ async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys) {
 async fn read_hello(
     conn: &mut Conn,
     keys: &AgentKeys,
+    bound: Option<&Bound>,
 ) -> Result<Option<Hello>, (ErrorCode, String)> {
     use ErrorCode::InvalidFrame;
     let first = match tokio::time::timeout(HELLO_TIMEOUT, conn.reader.next()).await {
@@ -211,6 +238,9 @@ async fn read_hello(
     // Checked before the token: the name picks the agent's own token file.
     let agent =
         AgentName::try_from(agent).map_err(|e| (InvalidFrame, format!("at $.agent: {e}")))?;
+    if let Some(bound) = bound {
+        check_bound(bound, &agent, &token)?;
+    }
     keys.check(&agent, &token)
         .map_err(|refusal| (refusal.code, refusal.message))?;
     if session.is_empty() || session.len() > 128 {
@@ -226,4 +256,25 @@ async fn read_hello(
         mode,
         resume,
     }))
+}
+
+/// The hello of an upgraded connection speaks for the agent the upgrade authenticated, with the
+/// same token: one connection, one identity.
+fn check_bound(bound: &Bound, agent: &AgentName, token: &str) -> Result<(), (ErrorCode, String)> {
+    if *agent != bound.agent {
+        return Err((
+            ErrorCode::Unauthorized,
+            format!(
+                "at $.agent: this connection was opened for agent {:?}",
+                bound.agent.as_str()
+            ),
+        ));
+    }
+    if !crate::agent_tokens::ct_eq(token, &bound.token) {
+        return Err((
+            ErrorCode::Unauthorized,
+            "at $.token: not the token this connection was opened with".to_owned(),
+        ));
+    }
+    Ok(())
 }

@@ -1,0 +1,147 @@
+//! `GET /api/v1/ipc` with `Upgrade: leo-ipc`: the sidecar IPC over the TCP listener, for a
+//! `leo-mcp --url` on another host or in a container, which cannot reach `run/sidecar.sock`.
+//!
+//! The request passes what every request passes first (the Host check on TCP, then the route
+//! table's callers: the shared agent token or an agent's own token, nothing else), then this
+//! handler decides whose session it is before it upgrades, so that a refused caller gets an
+//! HTTP answer with the JSON error body, not a frame: an agent's own token names its agent
+//! (`Leo-Agent`, if sent, must agree); the shared agent token must name one with `Leo-Agent:
+//! NAME`, under the hello's rule (a name with its own token refuses it). After `101 Switching
+//! Protocols` the connection is handed to the one door of sidecar sessions (`ipc::Door`),
+//! whose hello must then repeat that agent and token: the upgrade authenticates, the hello
+//! cannot switch identity. A browser cannot send this upgrade, and a request with an `Origin`
+//! is refused all the same.
+//!
+//! The session keeps its TCP connection's place in `web.max_connections` (`ConnSlot`) for as
+//! long as it lives, and draws on the same `MAX_SESSIONS` as the socket's sessions.
+
+use std::sync::Arc;
+
+use axum::Extension;
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use leo_protocol::ErrorCode;
+use leo_protocol::ipc::{AGENT_HEADER, UPGRADE_PROTOCOL};
+use leo_protocol::names::AgentName;
+use tracing::{debug, info};
+
+use super::AppState;
+use super::auth::OwnAgent;
+use super::serve::ConnSlot;
+use crate::ipc::Bound;
+use crate::refusal::Refusal;
+
+/// Upgrades an agent's request to a sidecar session.
+#[tracing::instrument(name = "ipc_upgrade", skip_all)]
+pub async fn upgrade(
+    State(state): State<Arc<AppState>>,
+    own: Option<Extension<OwnAgent>>,
+    slot: Option<Extension<ConnSlot>>,
+    mut req: Request,
+) -> Result<Response, Refusal> {
+    check_upgrade(req.headers())?;
+    let token = super::auth::bearer(req.headers())
+        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?
+        .to_owned();
+    let named = named_agent(req.headers())?;
+    let agent = match own {
+        Some(Extension(OwnAgent(name))) => match named {
+            Some(other) if other != name => {
+                return Err(Refusal::new(
+                    ErrorCode::Forbidden,
+                    format!("this token is agent {name:?}'s; {AGENT_HEADER} names {other:?}"),
+                ));
+            }
+            _ => name,
+        },
+        None => {
+            let name = named.ok_or_else(|| {
+                Refusal::new(
+                    ErrorCode::InvalidParameter,
+                    format!("the shared agent token must name its agent: {AGENT_HEADER}: NAME"),
+                )
+            })?;
+            state.sidecars.keys().check_bearer(&name, &token)?;
+            name
+        }
+    };
+    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(Refusal::new(
+            ErrorCode::Internal,
+            "this connection cannot be upgraded",
+        ));
+    };
+    let door = state.sidecars.clone();
+    let hold = slot.map(|Extension(s)| s);
+    info!(%agent, "IPC upgrade accepted");
+    state.broker.tasks().spawn(async move {
+        match pending.await {
+            Ok(upgraded) => {
+                door.admit_bound(TokioIo::new(upgraded), Some(Bound { agent, token }), hold);
+            }
+            Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
+        }
+    });
+    Ok(switching())
+}
+
+/// The request must ask for this upgrade: `Connection: Upgrade` and `Upgrade: leo-ipc`, and no
+/// `Origin` (only a browser sends one, and no browser speaks for an agent).
+fn check_upgrade(headers: &HeaderMap) -> Result<(), Refusal> {
+    if headers.contains_key(header::ORIGIN) {
+        return Err(Refusal::new(
+            ErrorCode::Forbidden,
+            "Origin: the IPC upgrade is not for browsers",
+        ));
+    }
+    let connection = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    let protocol = headers
+        .get(header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case(UPGRADE_PROTOCOL));
+    if connection && protocol {
+        Ok(())
+    } else {
+        Err(Refusal::new(
+            ErrorCode::InvalidParameter,
+            format!(
+                "Upgrade: this route takes Connection: Upgrade and Upgrade: {UPGRADE_PROTOCOL}"
+            ),
+        ))
+    }
+}
+
+/// `Leo-Agent: NAME`, if sent, held to the agent-name rule.
+fn named_agent(headers: &HeaderMap) -> Result<Option<AgentName>, Refusal> {
+    let Some(value) = headers.get(AGENT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| AgentName::parse(v.trim()).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::InvalidParameter,
+                format!("{AGENT_HEADER}: not an agent name (1 to 64 of A-Z a-z 0-9 _ . -)"),
+            )
+        })
+}
+
+/// `101 Switching Protocols` to `leo-ipc`.
+fn switching() -> Response {
+    let mut response = (StatusCode::SWITCHING_PROTOCOLS, Body::empty()).into_response();
+    let headers = response.headers_mut();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static(UPGRADE_PROTOCOL));
+    response
+}
