@@ -5,11 +5,13 @@
 //! has to know which value came from a flag and which from the environment.
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Parser, ValueEnum};
 use leo_protocol::names::AgentName;
 
+use crate::dial::{Dial, Remote};
 use crate::error::{Result, SidecarError};
 use crate::home::Home;
 
@@ -20,6 +22,9 @@ pub const PROGRESS_ENV: &str = "LEO_MCP_PROGRESS_MS";
 
 /// `--token-file`, as an environment variable.
 pub const TOKEN_FILE_ENV: &str = "LEO_AGENT_TOKEN_FILE";
+/// The agent token itself, for `--url` (a container holds no `$LEO_HOME`). Not a flag: a
+/// command line is visible to every user of the host.
+pub const TOKEN_ENV: &str = "LEO_AGENT_TOKEN";
 
 /// `leo-mcp --agent NAME [--mode auto|native|fallback] [--token-file PATH] [--channels]`.
 #[derive(Debug, Parser)]
@@ -40,6 +45,12 @@ pub struct Cli {
     /// The broker's home (default: ~/.leo).
     #[arg(long, env = "LEO_HOME", hide_env_values = true)]
     pub home: Option<PathBuf>,
+
+    /// A broker on another host, or outside this container: its TCP listener
+    /// (`http://HOST:PORT`, or `https://` with the system's roots and `LEO_CA_FILE`). The
+    /// token is `LEO_AGENT_TOKEN` or `--token-file`; `$LEO_HOME` is not read.
+    #[arg(long, env = "LEO_URL", value_name = "URL")]
+    pub url: Option<String>,
 
     /// The token to open sessions with, for an agent given its own token (`leo agent add`)
     /// that cannot read `$LEO_HOME/state/` (a container, another user). Without it, leo-mcp
@@ -124,20 +135,36 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     /// Serve the 2026-07-28 lifecycle too (`--discover`, the default).
     pub discover: bool,
+    /// `--url`: the broker's TCP listener, instead of the socket under `home`.
+    pub remote: Option<Arc<Remote>>,
+    /// `LEO_AGENT_TOKEN`.
+    pub token: Option<String>,
 }
 
 impl Settings {
-    /// Where the broker is: its sidecar socket under `home`.
-    pub fn dial(&self) -> crate::dial::Dial {
-        crate::dial::Dial::Socket(self.home.sidecar_socket())
+    /// Where the broker is: `--url`, else its sidecar socket under `home`.
+    pub fn dial(&self) -> Dial {
+        match &self.remote {
+            Some(remote) => Dial::Url(remote.clone()),
+            None => Dial::Socket(self.home.sidecar_socket()),
+        }
     }
 
-    /// The token this session says hello with: `--token-file`, else the agent's own token
-    /// (`state/agents/<agent>.token`) when it exists, else the shared agent token.
+    /// The home whose files may stand in for the broker while it is down: none with `--url`,
+    /// whose broker's files are on another host.
+    pub fn local_home(&self) -> Option<&Home> {
+        self.remote.is_none().then_some(&self.home)
+    }
+
+    /// The token this session says hello with: `--token-file`, else `LEO_AGENT_TOKEN`, else
+    /// (without `--url`) the agent's own token (`state/agents/<agent>.token`) when it exists,
+    /// else the shared agent token.
     pub fn read_token(&self) -> Result<String> {
-        match &self.token_file {
-            Some(path) => crate::home::read_token_at(path),
-            None => crate::home::read_agent_token(&self.home, &self.agent),
+        match (&self.token_file, &self.token) {
+            (Some(path), _) => crate::home::read_token_at(path),
+            (None, Some(token)) => Ok(token.clone()),
+            (None, None) if self.remote.is_some() => Err(SidecarError::NoToken),
+            (None, None) => crate::home::read_agent_token(&self.home, &self.agent),
         }
     }
 }
@@ -154,7 +181,20 @@ impl Cli {
             // A start-up mistake, like a bad name: say it now, not as "broker not running".
             crate::home::read_token_at(path)?;
         }
+        let token = std::env::var(TOKEN_ENV)
+            .ok()
+            .map(|t| t.trim().to_owned())
+            .filter(|t| !t.is_empty());
+        let remote = match self.url.as_deref().map(str::trim).filter(|u| !u.is_empty()) {
+            Some(url) => Some(Arc::new(Remote::parse(url, self.agent.clone())?)),
+            None => None,
+        };
+        if remote.is_some() && token.is_none() && token_file.is_none() {
+            return Err(SidecarError::NoToken);
+        }
         Ok(Settings {
+            remote,
+            token,
             agent: self.agent,
             mode: self.mode,
             home,

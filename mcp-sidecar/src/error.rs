@@ -37,6 +37,29 @@ pub enum SidecarError {
     #[error("the broker refused the session: {code}: {message}")]
     Refused { code: String, message: String },
 
+    /// `--url`: the broker's listener was reached but the connection failed before the IPC
+    /// began (a name that does not resolve, a refused certificate, an answer that is not HTTP).
+    #[error("cannot reach the broker at {url}")]
+    Unreachable {
+        url: String,
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// `--url` is not a URL leo-mcp can dial.
+    #[error("invalid --url {url:?}: {why}")]
+    InvalidUrl { url: String, why: String },
+
+    /// `--url` with no token to send.
+    #[error(
+        "with --url, give the agent's token in LEO_AGENT_TOKEN or --token-file (LEO_AGENT_TOKEN_FILE)"
+    )]
+    NoToken,
+
+    /// `LEO_CA_FILE` cannot be used.
+    #[error("cannot use the CA file")]
+    Tls(#[source] leo_protocol::tls::TlsError),
+
     /// The broker's socket is absent or nobody listens on it.
     #[error("broker not running")]
     NotRunning,

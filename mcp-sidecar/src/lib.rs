@@ -2,7 +2,8 @@
 //!
 //! A harness (Claude Code, opencode, codex…) launches one `leo-mcp` per agent session. It speaks
 //! MCP on stdin/stdout through rmcp and talks to the broker over `run/sidecar.sock` with the JSON
-//! lines of `leo_protocol::ipc`. The pieces:
+//! lines of `leo_protocol::ipc` (or, with `--url`, the same lines over the broker's TCP
+//! listener: `dial`). The pieces:
 //!
 //! - `server` is the MCP face: `initialize`, `tools/list`, `tools/call`; `discover` keeps
 //!   2026-07-28 clients on the `initialize` handshake.

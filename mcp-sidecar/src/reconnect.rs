@@ -1,6 +1,6 @@
 //! The task that keeps this session connected to the broker.
 //!
-//! It connects to `run/sidecar.sock`, says `hello` with the agent token, waits for `welcome`,
+//! It connects to the broker (`run/sidecar.sock`, or `--url`: see `dial`), says `hello` with the agent token, waits for `welcome`,
 //! then feeds every broker frame to the `BrokerLink` until the connection ends. Then it waits
 //! (capped backoff) and starts over. A broker that is down, restarting or refusing the session
 //! is therefore never an error the harness sees: new calls are answered `no_client` while it
@@ -77,6 +77,7 @@ pub async fn run(
 fn failed(e: &SidecarError, last_failure: &mut String, link: &BrokerLink) {
     let reason = match e {
         SidecarError::Refused { .. } => e.to_string(),
+        SidecarError::Unreachable { .. } | SidecarError::NoToken => error_chain(e),
         _ => NOT_RUNNING.to_owned(),
     };
     let text = error_chain(e);
@@ -135,7 +136,7 @@ impl Connection {
 
 async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Result<Connection> {
     let token = settings.read_token()?;
-    let (mut reader, mut writer) = settings.dial().open().await?;
+    let (mut reader, mut writer) = settings.dial().open(&token).await?;
     let known = link.harness();
     let hello_harness: Option<Harness> = known.as_ref().map(|(h, _)| h.clone());
     let mode = known

@@ -29,7 +29,14 @@ pub async fn run(settings: Settings) -> Result<()> {
     let session = new_session_id(&settings.agent);
     crate::trace::set_session(&session);
     crate::trace::start_from_env();
-    info!(agent = %settings.agent, session, home = %settings.home.root.display(), "leo-mcp starting");
+    match &settings.remote {
+        Some(remote) => {
+            info!(agent = %settings.agent, session, url = remote.url(), "leo-mcp starting")
+        }
+        None => {
+            info!(agent = %settings.agent, session, home = %settings.home.root.display(), "leo-mcp starting")
+        }
+    }
     let (input, output) = crate::stdio::streams();
     tokio::spawn(reconnect::run(
         settings.clone(),

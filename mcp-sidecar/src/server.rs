@@ -158,7 +158,11 @@ impl Inner {
     fn denied(&self, view: &View) -> BTreeSet<String> {
         match &view.denied {
             Some(d) => d.clone(),
-            None => offline::denied(&self.settings.home, &self.settings.agent),
+            None => self
+                .settings
+                .local_home()
+                .map(|home| offline::denied(home, &self.settings.agent))
+                .unwrap_or_default(),
         }
     }
 
@@ -176,7 +180,13 @@ impl Inner {
         *self.fallback_listed.get_or_init(|| {
             let ever = view
                 .ever_registered
-                .unwrap_or_else(|| offline::ever_registered(&self.settings.home));
+                // With `--url` no file can tell before the welcome: list the pair, since a
+                // session sampled without it would never get it.
+                .unwrap_or_else(|| {
+                    self.settings
+                        .local_home()
+                        .is_none_or(offline::ever_registered)
+                });
             info!(ever_registered = ever, "fallback tools sampled");
             ever
         })

@@ -17,6 +17,7 @@ mod interop;
 mod messages;
 mod native;
 mod protocol;
+mod remote;
 mod restart;
 mod scope;
 mod telemetry;

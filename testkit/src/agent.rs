@@ -145,6 +145,14 @@ impl AgentOpts {
         }
     }
 
+    /// `native`, reaching the broker at `url` over TCP (`leo-mcp --url`, through `LEO_URL`)
+    /// with `token` (`LEO_AGENT_TOKEN`).
+    pub fn remote(agent: &str, url: &str, token: &str) -> AgentOpts {
+        AgentOpts::native(agent)
+            .env("LEO_URL", url)
+            .env("LEO_AGENT_TOKEN", token)
+    }
+
     /// `--mode auto` with the given client name.
     pub fn auto(agent: &str, client_name: &str) -> AgentOpts {
         AgentOpts {

@@ -85,16 +85,8 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
-        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), &level, Some(nofile))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        Broker {
-            home,
-            addr,
-            child: Some(child),
-            stderr_path,
-        }
+        let spawned = spawn_bin(&bin("leo"), home.path(), &log_level(), Some(nofile)).await;
+        Broker::around(home, spawned)
     }
 
     /// Starts a broker that logs warnings only (for benchmarks).
@@ -108,20 +100,29 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn", None)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        Broker {
-            home,
-            addr,
-            child: Some(child),
-            stderr_path,
-        }
+        let spawned = spawn_bin(leo, home.path(), "warn", None).await;
+        Broker::around(home, spawned)
     }
 
     /// Starts a broker on an existing home (for restarts).
     pub async fn start_in(home: tempfile::TempDir) -> Broker {
-        let (child, addr, stderr_path) = spawn(home.path()).await.unwrap_or_else(|e| panic!("{e}"));
+        let spawned = spawn(home.path()).await;
+        Broker::around(home, spawned)
+    }
+
+    /// Starts a broker on an existing home and on TCP port `port` (a restart that agents
+    /// reaching it over TCP must find at the same address).
+    pub async fn start_in_on(home: tempfile::TempDir, port: u16) -> Broker {
+        let spawned = spawn_port(&bin("leo"), home.path(), &log_level(), None, port).await;
+        Broker::around(home, spawned)
+    }
+
+    /// The broker `spawned` started on `home`, or the panic that says why it did not start.
+    fn around(
+        home: tempfile::TempDir,
+        spawned: Result<(Child, std::net::SocketAddr, PathBuf), String>,
+    ) -> Broker {
+        let (child, addr, stderr_path) = spawned.unwrap_or_else(|e| panic!("{e}"));
         Broker {
             home,
             addr,
@@ -132,6 +133,11 @@ impl Broker {
 
     pub fn home(&self) -> &Path {
         self.home.path()
+    }
+
+    /// The broker's TCP listener as a URL (`http://127.0.0.1:PORT`), for `leo-mcp --url`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
     }
 
     pub fn operator_token(&self) -> String {
@@ -225,8 +231,12 @@ fn read_token(path: &Path) -> String {
 /// two brokers started on one home (a refused second start, a restart) never write over
 /// each other's log.
 pub async fn spawn(home: &Path) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
-    spawn_logging(home, &level).await
+    spawn_logging(home, &log_level()).await
+}
+
+/// `RUST_LOG`, else `debug`.
+fn log_level() -> String {
+    std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into())
 }
 
 /// `spawn` with an explicit log filter.
@@ -245,6 +255,17 @@ async fn spawn_bin(
     log: &str,
     nofile: Option<u64>,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
+    spawn_port(leo, home, log, nofile, 0).await
+}
+
+/// `spawn_bin` on TCP port `port` (0: any).
+async fn spawn_port(
+    leo: &Path,
+    home: &Path,
+    log: &str,
+    nofile: Option<u64>,
+    port: u16,
+) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let stderr_path = home.join(format!("broker-{n}.stderr"));
@@ -260,7 +281,7 @@ async fn spawn_bin(
         None => Command::new(leo),
     };
     let mut child = command
-        .args(["broker", "--port", "0"])
+        .args(["broker", "--port", &port.to_string()])
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)
         .stdin(Stdio::null())
