@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
 
-use crate::{admin, agent, commands, serve_tool};
+use crate::{admin, agent, commands, serve_tool, tls};
 
 #[derive(Parser)]
 #[command(
@@ -52,6 +52,11 @@ pub enum Command {
     Device {
         #[command(subcommand)]
         command: admin::DeviceCommand,
+    },
+    /// HTTPS for the TCP listener: a local CA and a server certificate (`leo tls init`).
+    Tls {
+        #[command(subcommand)]
+        command: tls::TlsCommand,
     },
     /// What runs now: apps, agents, tools by group, pending calls.
     #[command(after_help = commands::EXIT_CODES)]

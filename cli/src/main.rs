@@ -19,6 +19,7 @@ mod commands;
 mod config_edit;
 mod error;
 mod serve_tool;
+mod tls;
 
 use args::{Cli, Command};
 
@@ -68,6 +69,7 @@ fn run(home: &Home, command: Command) -> error::Result {
         Command::Client { command } => print(admin::client(home, &command)?),
         Command::Agent { command } => print(agent::run(home, &command)?),
         Command::Device { command } => print(admin::device(home, &command)?),
+        Command::Tls { command } => print(tls::run(home, &command)?),
     }
 }
 
