@@ -294,7 +294,9 @@ async fn spawn_port(
     let mut lines = BufReader::new(stdout).lines();
     let addr = tokio::time::timeout(WAIT, async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix("leo broker listening on http://") {
+            let rest = line.strip_prefix("leo broker listening on ");
+            let rest = rest.and_then(|r| r.strip_prefix("http://").or(r.strip_prefix("https://")));
+            if let Some(rest) = rest {
                 return rest.trim().parse().ok();
             }
         }

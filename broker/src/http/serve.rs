@@ -44,6 +44,8 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
 
+use super::tls::ServerTls;
+
 /// The bounds of the TCP listener.
 #[derive(Debug, Clone, Copy)]
 pub struct TcpLimits {
@@ -60,6 +62,17 @@ connection: close\r\n\
 content-length: 21\r\n\
 \r\n\
 too many connections\n";
+
+/// The first byte of a TLS connection: a handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What plain HTTP sent to the HTTPS port is told before it is closed.
+const NOT_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+content-type: text/plain; charset=utf-8\r\n\
+connection: close\r\n\
+content-length: 42\r\n\
+\r\n\
+this port speaks HTTPS: use https:// URLs\n";
 
 /// How many refused connections are answered at once with a lingering close (the `503` is
 /// written, then what the client already sent is read away for a moment, so it sees the answer
@@ -115,12 +128,14 @@ impl hyper::service::Service<hyper::Request<Incoming>> for WithSlot {
 }
 
 /// Serves `app` on `listener` within `budget` until `shutdown` fires, then lets open
-/// connections finish (the caller bounds how long). `door` names the listener in logs.
+/// connections finish (the caller bounds how long). `door` names the listener in logs; with
+/// `tls` every connection is HTTPS (see [`handshake`]).
 pub async fn serve_tcp(
     door: &'static str,
     listener: TcpListener,
     app: Router,
     budget: TcpBudget,
+    tls: Option<ServerTls>,
     shutdown: CancellationToken,
 ) {
     let limits = budget.limits;
@@ -137,7 +152,10 @@ pub async fn serve_tcp(
             refused.count(door, limits.max_connections);
             match budget.refusals.clone().try_acquire_owned() {
                 Ok(slot) => {
-                    connections.spawn(refuse(stream, slot));
+                    connections.spawn(async move {
+                        answer_and_close(stream, BUSY).await;
+                        drop(slot);
+                    });
                 }
                 Err(_) => {
                     let _ = stream.try_write(BUSY);
@@ -149,39 +167,30 @@ pub async fn serve_tcp(
             debug!(error = %e, "cannot set TCP_NODELAY");
         }
         let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched {
+        let io = Watched {
             inner: stream,
             activity: activity.clone(),
-        });
+        };
         let service = WithSlot {
             app: TowerToHyperService::new(app.clone()),
             slot: ConnSlot(Arc::new(permit)),
         };
-        let conn = http.serve_connection(io, service).with_upgrades();
+        let (http, stop, tls) = (http.clone(), shutdown.clone(), tls.clone());
         let idle = limits.idle_timeout;
-        let stop = shutdown.clone();
         connections.spawn(async move {
-            let mut conn = std::pin::pin!(conn);
-            let mut stopping = false;
-            loop {
-                tokio::select! {
-                    r = conn.as_mut() => {
-                        if let Err(e) = r {
-                            debug!(error = %e, door, "TCP connection ended");
+            let served = async {
+                match tls {
+                    None => serve_connection(&http, io, service, stop, door).await,
+                    Some(tls) => {
+                        if let Some(io) = handshake(&tls, io, limits.header_timeout, door).await {
+                            serve_connection(&http, io, service, stop, door).await;
                         }
-                        break;
-                    }
-                    () = activity.idle_for(idle) => {
-                        debug!(door, "idle TCP connection closed");
-                        break;
-                    }
-                    () = stop.cancelled(), if !stopping => {
-                        // Finish the request in hand, then close; an upgraded session is the
-                        // broker's shutdown to end.
-                        stopping = true;
-                        conn.as_mut().graceful_shutdown();
                     }
                 }
+            };
+            tokio::select! {
+                () = served => {},
+                () = activity.idle_for(idle) => debug!(door, "idle TCP connection closed"),
             }
         });
     }
@@ -189,11 +198,82 @@ pub async fn serve_tcp(
     while connections.join_next().await.is_some() {}
 }
 
-/// Answers a connection past the cap with `503` and closes it cleanly: the answer, then a
-/// second of reading away what the client sent, so the close is not a reset.
-async fn refuse(mut stream: TcpStream, _slot: tokio::sync::OwnedSemaphorePermit) {
+/// One HTTP/1 connection over `io` (the socket, or TLS over it), which may be upgraded to the
+/// sidecar IPC. When `stop` fires it finishes the request in hand and closes (hyper-util's
+/// graceful watcher knows no upgradeable connection); an upgraded session is the broker's
+/// shutdown to end.
+async fn serve_connection<IO>(
+    http: &hyper::server::conn::http1::Builder,
+    io: IO,
+    service: WithSlot,
+    stop: CancellationToken,
+    door: &'static str,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = http
+        .serve_connection(TokioIo::new(io), service)
+        .with_upgrades();
+    let mut conn = std::pin::pin!(conn);
+    let ended = tokio::select! {
+        ended = conn.as_mut() => ended,
+        () = stop.cancelled() => {
+            conn.as_mut().graceful_shutdown();
+            conn.await
+        }
+    };
+    if let Err(e) = ended {
+        debug!(error = %e, door, "TCP connection ended");
+    }
+}
+
+/// The TLS handshake of a connection, within `within` of its accept, as a request's head must
+/// be: a client that never finishes its handshake holds a connection permit no longer than one
+/// that never finishes its head. A first byte that is not a TLS handshake record (`0x16`) is a
+/// client speaking plain HTTP to the HTTPS port: it is answered a plain `400` that says so,
+/// rather than left to time out on bytes it cannot read.
+async fn handshake(
+    tls: &ServerTls,
+    io: Watched,
+    within: Duration,
+    door: &'static str,
+) -> Option<tokio_rustls::server::TlsStream<Watched>> {
+    let deadline = Instant::now() + within;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(deadline, io.inner.peek(&mut first)).await {
+        Ok(Ok(1..)) => {}
+        Ok(_) => return None,
+        Err(_) => {
+            debug!(door, "no TLS handshake in time; connection closed");
+            return None;
+        }
+    }
+    if first[0] != TLS_HANDSHAKE {
+        debug!(door, "plain HTTP on the HTTPS port; answered 400");
+        answer_and_close(io.inner, NOT_TLS).await;
+        return None;
+    }
+    match tokio::time::timeout_at(deadline, tls.acceptor().accept(io)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            debug!(error = %e, door, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            debug!(
+                door,
+                "TLS handshake not finished in time; connection closed"
+            );
+            None
+        }
+    }
+}
+
+/// Writes `answer` and closes the connection cleanly: the answer, then a second of reading away
+/// what the client sent, so the close is not a reset.
+async fn answer_and_close(mut stream: TcpStream, answer: &[u8]) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if stream.write_all(BUSY).await.is_err() || stream.shutdown().await.is_err() {
+    if stream.write_all(answer).await.is_err() || stream.shutdown().await.is_err() {
         return;
     }
     let mut sink = [0u8; 4096];
@@ -333,6 +413,16 @@ impl AsyncWrite for Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canned_answers_say_their_length() {
+        for answer in [BUSY, NOT_TLS] {
+            let text = std::str::from_utf8(answer).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let want = format!("content-length: {}", body.len());
+            assert!(head.lines().any(|l| l == want), "{head}");
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_resolves_only_after_a_quiet_stretch() {
