@@ -67,15 +67,7 @@ async fn a_wrong_token_or_a_refused_upgrade_answers_calls_with_the_reason() {
         ),
     ] {
         let (agent, _elsewhere) = remote_agent(&broker, "far", &token).await;
-        // The first calls may come before the first refusal: "broker not running" until then.
-        let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
-        let said = loop {
-            let said = error_text(&agent.call("wait", json!({})).await);
-            if said.contains(want) || tokio::time::Instant::now() > deadline {
-                break said;
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        };
+        let said = refused_call(&agent, want).await;
         assert!(
             said.starts_with("no_client: ") && said.contains(want),
             "{said}"
@@ -86,6 +78,66 @@ async fn a_wrong_token_or_a_refused_upgrade_answers_calls_with_the_reason() {
             "{log}"
         );
     }
+}
+
+/// A broker serving HTTPS with a certificate from `leo tls init` on its own home.
+async fn tls_broker() -> Broker {
+    let home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["tls", "init"])
+        .env("LEO_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let tls = home.path().join("tls");
+    let config = format!(
+        "web:\n  tls:\n    cert: {}\n    key: {}\n",
+        tls.join("server.pem").display(),
+        tls.join("server.key").display()
+    );
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    Broker::start_in(home).await
+}
+
+/// Calls `wait` until its error says `want` (the first calls may come before the first
+/// refusal: "broker not running" until then); the last error.
+async fn refused_call(agent: &Agent, want: &str) -> String {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let said = error_text(&agent.call("wait", json!({})).await);
+        if said.contains(want) || tokio::time::Instant::now() > deadline {
+            return said;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_https_the_ca_file_is_trusted_and_nothing_else() {
+    let broker = tls_broker().await;
+    let app = App::connect(&broker.http_unix()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let https = format!("https://localhost:{}", broker.addr.port());
+    let ca = broker.home().join("tls/ca.pem");
+    let token = broker.agent_token();
+    let elsewhere = tempfile::tempdir().unwrap();
+
+    let trusting = AgentOpts::native("far")
+        .env("LEO_URL", &https)
+        .env("LEO_AGENT_TOKEN", &token)
+        .env("LEO_CA_FILE", ca.to_str().unwrap());
+    let agent = Agent::start(elsewhere.path(), trusting).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+
+    // Without the CA the certificate is refused, and calls say so and what to do.
+    let agent = Agent::start(elsewhere.path(), AgentOpts::remote("far", &https, &token)).await;
+    let said = refused_call(&agent, "not signed by a CA this client trusts").await;
+    assert!(said.contains("LEO_CA_FILE"), "{said}");
+    // Plain HTTP to the HTTPS port is answered, and the answer is the reason.
+    let plain = format!("http://localhost:{}", broker.addr.port());
+    let agent = Agent::start(elsewhere.path(), AgentOpts::remote("far", &plain, &token)).await;
+    let said = refused_call(&agent, "400").await;
+    assert!(said.contains("the broker refused the session"), "{said}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
