@@ -10,6 +10,7 @@ mod calls;
 mod cancel;
 mod concurrency;
 mod features;
+mod hosts;
 mod kills;
 mod reconnect;
 mod refusals;

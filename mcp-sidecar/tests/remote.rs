@@ -83,18 +83,7 @@ async fn a_wrong_token_or_a_refused_upgrade_answers_calls_with_the_reason() {
 /// A broker serving HTTPS with a certificate from `leo tls init` on its own home.
 async fn tls_broker() -> Broker {
     let home = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(leo_testkit::bin("leo"))
-        .args(["tls", "init"])
-        .env("LEO_HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let tls = home.path().join("tls");
-    let config = format!(
-        "web:\n  tls:\n    cert: {}\n    key: {}\n",
-        tls.join("server.pem").display(),
-        tls.join("server.key").display()
-    );
+    let config = format!("web:\n{}", leo_testkit::tls_init(home.path(), &[]));
     std::fs::write(home.path().join("config.yaml"), config).unwrap();
     Broker::start_in(home).await
 }

@@ -185,12 +185,21 @@ pub struct Agent {
 impl Agent {
     /// Starts `leo-mcp` on `home` and initializes it.
     pub async fn start(home: &Path, opts: AgentOpts) -> Agent {
+        Agent::start_with(Command::new(bin("leo-mcp")), home, opts).await
+    }
+
+    /// `start` on `host` (a network namespace, see `netns`): with `AgentOpts::remote`, an
+    /// agent on another machine than its broker.
+    pub async fn start_on(host: &crate::netns::Host, home: &Path, opts: AgentOpts) -> Agent {
+        Agent::start_with(host.command(bin("leo-mcp")), home, opts).await
+    }
+
+    async fn start_with(mut cmd: Command, home: &Path, opts: AgentOpts) -> Agent {
         let stderr_path = home.join(format!(
             "leo-mcp-{}-{}.stderr",
             opts.agent,
             NEXT.fetch_add(1, Ordering::SeqCst)
         ));
-        let mut cmd = Command::new(bin("leo-mcp"));
         cmd.arg("--agent").arg(&opts.agent);
         if let Some(mode) = opts.mode {
             cmd.arg("--mode").arg(mode);

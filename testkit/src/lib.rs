@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli_home;
 pub mod http;
 pub mod ipc;
+pub mod netns;
 pub mod otlp;
 pub mod require;
 pub mod rng;
@@ -113,7 +114,38 @@ impl Broker {
     /// Starts a broker on an existing home and on TCP port `port` (a restart that agents
     /// reaching it over TCP must find at the same address).
     pub async fn start_in_on(home: tempfile::TempDir, port: u16) -> Broker {
-        let spawned = spawn_port(&bin("leo"), home.path(), &log_level(), None, port).await;
+        let spawned = spawn_port(
+            Command::new(bin("leo")),
+            home.path(),
+            &log_level(),
+            port,
+            &[],
+        )
+        .await;
+        Broker::around(home, spawned)
+    }
+
+    /// Starts a broker with `config` on `host` (a network namespace, see `netns`), bound to
+    /// the host's address.
+    pub async fn start_on(host: &netns::Host, config: &str) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        Broker::start_in_on_host(home, host, config, 0).await
+    }
+
+    /// Starts a broker on `home` (writing `config` unless it is empty) on `host`, bound to the
+    /// host's address and `port`.
+    pub async fn start_in_on_host(
+        home: tempfile::TempDir,
+        host: &netns::Host,
+        config: &str,
+        port: u16,
+    ) -> Broker {
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        let bind = ["--bind".to_owned(), host.addr.to_string()];
+        let command = host.command(bin("leo"));
+        let spawned = spawn_port(command, home.path(), &log_level(), port, &bind).await;
         Broker::around(home, spawned)
     }
 
@@ -255,22 +287,7 @@ async fn spawn_bin(
     log: &str,
     nofile: Option<u64>,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    spawn_port(leo, home, log, nofile, 0).await
-}
-
-/// `spawn_bin` on TCP port `port` (0: any).
-async fn spawn_port(
-    leo: &Path,
-    home: &Path,
-    log: &str,
-    nofile: Option<u64>,
-    port: u16,
-) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
-    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let stderr_path = home.join(format!("broker-{n}.stderr"));
-    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
-    let mut command = match nofile {
+    let command = match nofile {
         Some(n) => {
             let mut c = Command::new("sh");
             c.arg("-c")
@@ -280,8 +297,25 @@ async fn spawn_port(
         }
         None => Command::new(leo),
     };
+    spawn_port(command, home, log, 0, &[]).await
+}
+
+/// `spawn_bin` on TCP port `port` (0: any).
+/// `command` (the `leo` binary, or what execs it) with `broker --port PORT` and `args`.
+async fn spawn_port(
+    mut command: Command,
+    home: &Path,
+    log: &str,
+    port: u16,
+    args: &[String],
+) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
+    static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let stderr_path = home.join(format!("broker-{n}.stderr"));
+    let stderr = std::fs::File::create(&stderr_path).map_err(|e| e.to_string())?;
     let mut child = command
         .args(["broker", "--port", &port.to_string()])
+        .args(args)
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)
         .stdin(Stdio::null())
@@ -313,6 +347,25 @@ async fn spawn_port(
     // Keep draining stdout so the broker never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, addr, stderr_path))
+}
+
+/// Runs `leo tls init` on `home` (with `--host` for each of `hosts`) and returns the `web.tls`
+/// lines that serve its certificate, indented to go under `web:`. The CA clients trust is then
+/// `tls/ca.pem` under `home`.
+pub fn tls_init(home: &Path, hosts: &[&str]) -> String {
+    let mut cmd = std::process::Command::new(bin("leo"));
+    cmd.args(["tls", "init"]).env("LEO_HOME", home);
+    for host in hosts {
+        cmd.args(["--host", host]);
+    }
+    let out = cmd.output().expect("run leo tls init");
+    assert!(out.status.success(), "leo tls init: {out:?}");
+    let tls = home.join("tls");
+    format!(
+        "  tls:\n    cert: {}\n    key: {}\n",
+        tls.join("server.pem").display(),
+        tls.join("server.key").display()
+    )
 }
 
 /// The resident memory of process `pid`, in KiB, from `/proc/PID/status`.
