@@ -154,12 +154,27 @@ fn assert_listed(harness: Harness, out: &str) {
     );
 }
 
+/// `codex mcp get NAME --json`: codex keeps TOML, which this reads through codex itself.
+async fn codex_get(home: &Home, name: &str) -> Value {
+    let out = home
+        .command("codex")
+        .args(["mcp", "get", name, "--json"])
+        .output()
+        .await
+        .expect("codex mcp get");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// A harness's JSON config file (opencode's JSONC without comments reads as JSON).
+fn read_json(p: PathBuf) -> Value {
+    let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", p.display()))
+}
+
 /// The server the harness's own config names: program, arguments and environment.
 async fn configured_server(harness: Harness, home: &Home) -> (String, Vec<String>, Value) {
-    let read = |p: PathBuf| -> Value {
-        let text = std::fs::read_to_string(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
-        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}\n{text}", p.display()))
-    };
+    let read = read_json;
     let strings = |v: &Value| -> Vec<String> {
         v.as_array()
             .unwrap_or_else(|| panic!("not a list: {v}"))
@@ -174,14 +189,7 @@ async fn configured_server(harness: Harness, home: &Home) -> (String, Vec<String
             (cmd, strings(&s["args"]), s["env"].clone())
         }
         Harness::Codex => {
-            let out = home
-                .command("codex")
-                .args(["mcp", "get", "leo", "--json"])
-                .output()
-                .await
-                .expect("codex mcp get");
-            let v: Value = serde_json::from_slice(&out.stdout)
-                .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+            let v = codex_get(home, "leo").await;
             let t = &v["transport"];
             let cmd = t["command"].as_str().expect("command").to_owned();
             (cmd, strings(&t["args"]), t["env"].clone())
@@ -390,4 +398,131 @@ async fn the_banners_setup_lines_work_with_every_harness() {
         .await
         .expect("leo");
     assert!(help.status.success(), "{serve_tool}");
+}
+
+/// The URL and token the remote setup lines are run with.
+const REMOTE_URL: &str = "https://leo.internal:8370";
+
+/// The entry `harness`'s own config holds for server `name`, as (transport, URL, how the token
+/// is given): the header's value, or the variable codex reads it from.
+async fn remote_entry(harness: Harness, home: &Home, name: &str) -> (String, String, String) {
+    let read = read_json;
+    let text = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+    match harness {
+        Harness::Claude => {
+            let s = &read(home.path().join(".claude.json"))["mcpServers"][name];
+            (
+                text(&s["type"]),
+                text(&s["url"]),
+                text(&s["headers"]["Authorization"]),
+            )
+        }
+        Harness::Codex => {
+            let v = codex_get(home, name).await;
+            let t = &v["transport"];
+            (
+                text(&t["type"]),
+                text(&t["url"]),
+                text(&t["bearer_token_env_var"]),
+            )
+        }
+        Harness::Opencode => {
+            let s = &read(home.path().join(".config/opencode/opencode.jsonc"))["mcp"][name];
+            (
+                text(&s["type"]),
+                text(&s["url"]),
+                text(&s["headers"]["Authorization"]),
+            )
+        }
+    }
+}
+
+/// Runs the README's block `name` in a new offline home, with `REMOTE_URL` in `LEO_URL` and
+/// `token` in `LEO_AGENT_TOKEN` as the README says; the home (`None` without the CLIs).
+async fn run_remote_block(name: &str, token: &str) -> Option<Home> {
+    let readme = commands(&readme_block(name));
+    let home = Home::new(None)?;
+    let mut script = vec![
+        format!("export LEO_URL={REMOTE_URL}"),
+        format!("export LEO_AGENT_TOKEN={token}"),
+    ];
+    script.extend(readme);
+    home.run(&script).await;
+    Some(home)
+}
+
+/// What `remote_entry` must read for `harness` after its line for `url` and `token`.
+fn remote_wanted(harness: Harness, url: &str, token: &str) -> (String, String, String) {
+    let (kind, auth) = match harness {
+        Harness::Claude => ("http", format!("Bearer {token}")),
+        Harness::Codex => ("streamable_http", "LEO_AGENT_TOKEN".to_owned()),
+        Harness::Opencode => ("remote", format!("Bearer {token}")),
+    };
+    (kind.to_owned(), format!("{url}/mcp"), auth)
+}
+
+/// The README's remote line for `harness`, and the one `leo agent add NAME --remote URL`
+/// prints, each run with the real CLI in an offline home: the CLI takes it and writes an HTTP
+/// server entry with the broker's `/mcp` and the agent's token.
+async fn remote_lines_work(harness: Harness) {
+    let token = "0123456789abcdef".repeat(4);
+    let Some(home) = run_remote_block(&format!("setup:remote-{}", harness.key()), &token).await
+    else {
+        return;
+    };
+    assert_eq!(
+        remote_entry(harness, &home, "leo").await,
+        remote_wanted(harness, REMOTE_URL, &token)
+    );
+
+    // The line the broker prints for a new agent with its own token.
+    let leo_home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(bin("leo"))
+        .args(["agent", "add", "far", "--remote", REMOTE_URL])
+        .env("LEO_HOME", leo_home.path())
+        .output()
+        .expect("leo agent add");
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout);
+    let own = std::fs::read_to_string(leo_home.path().join("state/agents/far.token")).unwrap();
+    // Its line for this harness: `LABEL: <cli> mcp add …`, and for HTTP (not the leo-mcp one).
+    let add = format!("{} mcp add ", harness.key());
+    let line = printed
+        .lines()
+        .filter_map(|l| l.split_once(": ").map(|(_, line)| line.trim()))
+        .find(|l| l.starts_with(&add) && l.contains("/mcp"))
+        .unwrap_or_else(|| panic!("no {harness:?} line in:\n{printed}"))
+        .to_owned();
+    let Some(home) = Home::new(None) else {
+        return;
+    };
+    home.run(&[line]).await;
+    assert_eq!(
+        remote_entry(harness, &home, "far").await,
+        remote_wanted(harness, REMOTE_URL, own.trim())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_lines_work_with_each_cli() {
+    for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {
+        remote_lines_work(harness).await;
+    }
+}
+
+/// The README's `leo-mcp --url` line: Claude Code takes it and its entry starts `leo-mcp` with
+/// the URL and the token in its environment and no `$LEO_HOME`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_leo_mcp_line_works_with_claude_code() {
+    let token = "fedcba9876543210".repeat(4);
+    let Some(home) = run_remote_block("setup:remote-leo-mcp", &token).await else {
+        return;
+    };
+    let (program, args, env) = configured_server(Harness::Claude, &home).await;
+    assert_eq!(program, "leo-mcp");
+    assert_eq!(args, ["--agent", "scout"]);
+    assert_eq!(
+        env,
+        json!({"LEO_URL": REMOTE_URL, "LEO_AGENT_TOKEN": token})
+    );
 }

@@ -14,6 +14,10 @@ pub enum AgentCommand {
     Add {
         #[arg(value_parser = parse_name)]
         name: AgentName,
+        /// The URL (`https://HOST:PORT`, or `http://`) at which an agent on another host or in
+        /// a container reaches this broker: print each harness's setup line for it.
+        #[arg(long, value_name = "URL", value_parser = parse_remote)]
+        remote: Option<String>,
     },
     /// List the agents that have their own token.
     List,
@@ -27,7 +31,7 @@ pub enum AgentCommand {
 /// Runs one `leo agent` command; what it says goes to stdout.
 pub fn run(home: &Home, command: &AgentCommand) -> Result<String, BrokerError> {
     match command {
-        AgentCommand::Add { name } => add(home, name),
+        AgentCommand::Add { name, remote } => add(home, name, remote.as_deref()),
         AgentCommand::List => list(home),
         AgentCommand::Rm { name } => rm(home, name),
     }
@@ -38,8 +42,41 @@ fn parse_name(text: &str) -> Result<AgentName, String> {
     AgentName::parse(text).map_err(|e| format!("agent name {text:?} {e}"))
 }
 
+/// `--remote URL`: an `http://` or `https://` URL of a host (and port), without a trailing `/`.
+fn parse_remote(text: &str) -> Result<String, String> {
+    let url = text.trim().trim_end_matches('/');
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| format!("{text:?} is not an http:// or https:// URL"))?;
+    if rest.is_empty() || rest.contains(['/', '@', '?', '#', ' ', '"']) {
+        return Err(format!(
+            "{text:?}: give the broker's address only (https://HOST:PORT), without a path"
+        ));
+    }
+    Ok(url.to_owned())
+}
+
+/// The setup lines of an agent NAME on another host, for a broker at `url` and NAME's `token`:
+/// each harness's line for MCP over HTTP at `/mcp` with its header or variable, and the
+/// `leo-mcp --url` line for calls that must outlive a broker restart.
+fn remote_lines(name: &str, url: &str, token: &str) -> String {
+    let mcp = format!("{url}/mcp");
+    format!(
+        "An agent on another host or in a container reaches this broker at {url} (web.bind and \
+         web.allowed_hosts must let it; see docs/remote-agents.md). Its harness's line:\n\
+         \x20 Claude Code: claude mcp add --transport http --scope user {name} {mcp} --header \"Authorization: Bearer {token}\"\n\
+         \x20 codex:       codex mcp add {name} --url {mcp} --bearer-token-env-var LEO_AGENT_TOKEN\n\
+         \x20              (and LEO_AGENT_TOKEN={token} in codex's environment)\n\
+         \x20 opencode:    opencode mcp add {name} --url {mcp} --header \"Authorization=Bearer {token}\"\n\
+         For calls that must outlive a broker restart (long handoffs), run leo-mcp beside the \
+         harness instead, for example:\n\
+         \x20 claude mcp add --transport stdio --scope user {name} -e LEO_URL={url} -e LEO_AGENT_TOKEN={token} -- leo-mcp --agent {name}\n"
+    )
+}
+
 /// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
-fn add(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
+fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, BrokerError> {
     let name: &str = name;
     leo_broker::home::prepare(home)?;
     let path = home.own_agent_token(name);
@@ -58,6 +95,9 @@ fn add(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
          another user) is given the file with --token-file PATH or LEO_AGENT_TOKEN_FILE.\n",
         path = path.display()
     );
+    if let Some(url) = remote {
+        out.push_str(&remote_lines(name, url, &token));
+    }
     crate::admin::audited(home, "agent_add", name, None, &mut out);
     Ok(out)
 }
