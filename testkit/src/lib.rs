@@ -17,6 +17,7 @@ pub mod require;
 pub mod rng;
 pub mod script;
 pub mod sse;
+pub mod tls;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -75,6 +76,15 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
+        Broker::start_in(home).await
+    }
+
+    /// Starts a broker serving HTTPS only, with the CA and certificate of `leo tls init`
+    /// (`tls/ca.pem` in its home is the CA a client trusts).
+    pub async fn start_tls() -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        tls::tls_init(home.path(), &[]);
+        std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
         Broker::start_in(home).await
     }
 
