@@ -258,3 +258,30 @@ async fn a_listener_beyond_loopback_without_tls_says_tokens_cross_in_clear() {
     assert!(!banner.contains("WARNING"), "{banner}");
     assert!(!log.contains("in clear"), "{log}");
 }
+
+#[tokio::test]
+async fn a_handshake_that_stalls_is_cut_off_like_a_slow_head_and_the_port_serves_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let home = tempfile::tempdir().unwrap();
+    tls_init(home.path(), &[]);
+    let config = format!("{TLS_CONFIG}  header_timeout_s: 1\n");
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let broker = Broker::start_in(home).await;
+    let ca = ca_file(broker.home());
+    let token = broker.operator_token();
+    // One that never starts its handshake, and one that stops after its first byte.
+    let mut silent = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    let mut stalled = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    stalled.write_all(&[0x16]).await.unwrap();
+    for conn in [&mut silent, &mut stalled] {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(leo_testkit::WAIT, conn.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "the connection was not closed: {read:?}"
+        );
+    }
+    // (A kept-alive connection would be closed by the same 1 s bound, so a new one is opened.)
+    let mut after = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    assert_eq!(after.get("/api/v1/status", &token).await, Ok(200));
+}
