@@ -15,7 +15,8 @@ fn tls_home(addr: std::net::IpAddr) -> (tempfile::TempDir, String) {
     let home = tempfile::tempdir().unwrap();
     let web = format!("web:\n  bind: {addr}\n  allowed_hosts: [\"{addr}\"]\n");
     std::fs::write(home.path().join("config.yaml"), &web).unwrap();
-    let tls = leo_testkit::tls_init(home.path(), &[&addr.to_string()]);
+    leo_testkit::tls::tls_init(home.path(), &[&addr.to_string()]);
+    let tls = leo_testkit::tls::TLS_CONFIG.trim_start_matches("web:\n");
     (home, format!("{web}{tls}"))
 }
 

@@ -227,7 +227,8 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
             p.config.console.session_ttl_s,
-        )),
+        ))
+        .over_https(p.tls.is_some()),
     });
     if let Some(tls) = p.tls.clone() {
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));
@@ -261,6 +262,9 @@ fn spawn_servers(
 ) -> Result<tokio::task::JoinSet<()>> {
     let token = state.broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();
+    if let Some(tcp) = &tcp {
+        warn_if_clear(tcp, tls.is_some());
+    }
     let limits = tcp_limits(&config.web);
     info!(
         max_connections = limits.max_connections,
@@ -270,7 +274,6 @@ fn spawn_servers(
     );
     let budget = crate::http::TcpBudget::new(limits);
     if let Some(tcp) = tcp {
-        warn_if_clear(&tcp, tls.is_some());
         let app = crate::http::tcp_router(state.clone(), host_check(&tcp, config)?);
         let serve = crate::http::serve_tcp("TCP", tcp, app, budget.clone(), tls, token.clone());
         servers.spawn(serve);

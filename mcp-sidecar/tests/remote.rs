@@ -80,14 +80,6 @@ async fn a_wrong_token_or_a_refused_upgrade_answers_calls_with_the_reason() {
     }
 }
 
-/// A broker serving HTTPS with a certificate from `leo tls init` on its own home.
-async fn tls_broker() -> Broker {
-    let home = tempfile::tempdir().unwrap();
-    let config = format!("web:\n{}", leo_testkit::tls_init(home.path(), &[]));
-    std::fs::write(home.path().join("config.yaml"), config).unwrap();
-    Broker::start_in(home).await
-}
-
 /// Calls `wait` until its error says `want` (the first calls may come before the first
 /// refusal: "broker not running" until then); the last error.
 async fn refused_call(agent: &Agent, want: &str) -> String {
@@ -103,7 +95,7 @@ async fn refused_call(agent: &Agent, want: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn over_https_the_ca_file_is_trusted_and_nothing_else() {
-    let broker = tls_broker().await;
+    let broker = Broker::start_tls().await;
     let app = App::connect(&broker.http_unix()).await;
     app.register_ok("g", json!([tool("wait")])).await;
     let https = format!("https://localhost:{}", broker.addr.port());

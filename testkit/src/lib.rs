@@ -18,6 +18,7 @@ pub mod require;
 pub mod rng;
 pub mod script;
 pub mod sse;
+pub mod tls;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -79,6 +80,15 @@ impl Broker {
         Broker::start_in(home).await
     }
 
+    /// Starts a broker serving HTTPS only, with the CA and certificate of `leo tls init`
+    /// (`tls/ca.pem` in its home is the CA a client trusts).
+    pub async fn start_tls() -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        tls::tls_init(home.path(), &[]);
+        std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
+        Broker::start_in(home).await
+    }
+
     /// Starts a broker with `config` whose limit on open files (soft and hard) is `nofile`, as
     /// if its service manager set it: for tests that exhaust descriptors.
     pub async fn start_with_nofile(config: &str, nofile: u64) -> Broker {
@@ -93,6 +103,23 @@ impl Broker {
     /// Starts a broker that logs warnings only (for benchmarks).
     pub async fn start_quiet(config: &str) -> Broker {
         Broker::start_quiet_bin(&bin("leo"), config).await
+    }
+
+    /// [`Broker::start_quiet`] serving HTTPS with `leo tls init`'s CA and certificate (for the
+    /// bench's HTTPS row).
+    pub async fn start_quiet_tls() -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        tls::tls_init(home.path(), &[]);
+        std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
+        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), "warn", None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
     }
 
     /// [`Broker::start_quiet`] with another build's `leo` (the bench's baseline builds).
@@ -347,25 +374,6 @@ async fn spawn_port(
     // Keep draining stdout so the broker never blocks on a full pipe.
     tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
     Ok((child, addr, stderr_path))
-}
-
-/// Runs `leo tls init` on `home` (with `--host` for each of `hosts`) and returns the `web.tls`
-/// lines that serve its certificate, indented to go under `web:`. The CA clients trust is then
-/// `tls/ca.pem` under `home`.
-pub fn tls_init(home: &Path, hosts: &[&str]) -> String {
-    let mut cmd = std::process::Command::new(bin("leo"));
-    cmd.args(["tls", "init"]).env("LEO_HOME", home);
-    for host in hosts {
-        cmd.args(["--host", host]);
-    }
-    let out = cmd.output().expect("run leo tls init");
-    assert!(out.status.success(), "leo tls init: {out:?}");
-    let tls = home.join("tls");
-    format!(
-        "  tls:\n    cert: {}\n    key: {}\n",
-        tls.join("server.pem").display(),
-        tls.join("server.key").display()
-    )
 }
 
 /// The resident memory of process `pid`, in KiB, from `/proc/PID/status`.
