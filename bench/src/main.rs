@@ -60,6 +60,10 @@ struct Args {
     /// Also measure this build with `store.synchronous: full` (rows `leo@sync-full`).
     #[arg(long)]
     sync_full: bool,
+    /// Also measure this build with `leo-mcp --url`, the IPC over the TCP listener (rows
+    /// `leo@url`).
+    #[arg(long)]
+    url: bool,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -82,6 +86,9 @@ async fn main() -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         if args.sync_full {
             variants.push(relay::Variant::sync_full());
+        }
+        if args.url {
+            variants.push(relay::Variant::url());
         }
         let opts = relay::Opts {
             variants,

@@ -61,6 +61,8 @@ pub struct Variant {
     pub config: String,
     /// What it is, for the systems table.
     pub what: String,
+    /// `leo-mcp --url`: the IPC over the broker's TCP listener instead of its socket.
+    pub over_tcp: bool,
 }
 
 impl Variant {
@@ -82,6 +84,7 @@ impl Variant {
             leo,
             leo_mcp,
             config: String::new(),
+            over_tcp: false,
         })
     }
 
@@ -94,6 +97,22 @@ impl Variant {
             config: "store:\n  synchronous: full\n".into(),
             what: "this build with `store.synchronous: full` (every commit waits for `fsync`)"
                 .into(),
+            over_tcp: false,
+        }
+    }
+
+    /// This build with `leo-mcp --url`: the sidecar IPC over the TCP listener
+    /// (`GET /api/v1/ipc`) instead of `run/sidecar.sock`.
+    pub fn url() -> Variant {
+        Variant {
+            name: "url".into(),
+            leo: bin("leo"),
+            leo_mcp: bin("leo-mcp"),
+            config: String::new(),
+            what: "this build with `leo-mcp --url` (the IPC upgraded on the TCP listener, plain \
+                   HTTP on loopback)"
+                .into(),
+            over_tcp: true,
         }
     }
 }
@@ -325,6 +344,8 @@ enum Backend {
         broker: Broker,
         /// This build's, or a variant's.
         leo_mcp: PathBuf,
+        /// `leo-mcp --url` instead of the socket.
+        over_tcp: bool,
         /// Stops when dropped.
         _app: crate::app::Running,
     },
@@ -417,6 +438,7 @@ impl Backend {
         Ok(Backend::Leo {
             broker,
             leo_mcp,
+            over_tcp: variant.is_some_and(|v| v.over_tcp),
             _app: app,
         })
     }
@@ -460,9 +482,14 @@ impl Backend {
         match self {
             Backend::Floor => Command::new(bin("leo-bench-floor")),
             Backend::Leo {
-                broker, leo_mcp, ..
-            } => leo_mcp_command(leo_mcp, broker, i),
-            Backend::AppProcess { broker, .. } => leo_mcp_command(&bin("leo-mcp"), broker, i),
+                broker,
+                leo_mcp,
+                over_tcp,
+                ..
+            } => leo_mcp_command(leo_mcp, broker, i, *over_tcp),
+            Backend::AppProcess { broker, .. } => {
+                leo_mcp_command(&bin("leo-mcp"), broker, i, false)
+            }
             Backend::PyHttp { proxy, url, .. } => {
                 let mut cmd = Command::new(proxy);
                 cmd.args([
@@ -498,12 +525,17 @@ impl Backend {
     }
 }
 
-/// `leo-mcp` (this build's or a variant's) as session `i` of `broker`'s agents.
-fn leo_mcp_command(leo_mcp: &Path, broker: &Broker, i: usize) -> Command {
+/// `leo-mcp` (this build's or a variant's) as session `i` of `broker`'s agents, on the socket
+/// or (`over_tcp`) with `--url` on the TCP listener.
+fn leo_mcp_command(leo_mcp: &Path, broker: &Broker, i: usize, over_tcp: bool) -> Command {
     let mut cmd = Command::new(leo_mcp);
     cmd.args(["--agent", &format!("bench-{i}"), "--mode", "native"])
         .env("LEO_HOME", broker.home())
         .env("LEO_MCP_LOG", "warn");
+    if over_tcp {
+        cmd.env("LEO_URL", broker.url())
+            .env("LEO_AGENT_TOKEN", broker.agent_token());
+    }
     cmd
 }
 
