@@ -231,3 +231,35 @@ async fn an_own_token_upgrades_for_its_agent_and_the_hello_cannot_switch_identit
     let welcome = hello_after(&broker, &scout, &own, "scout").await;
     assert_eq!(welcome["type"], "welcome", "{welcome}");
 }
+
+#[tokio::test]
+async fn an_upgraded_session_keeps_its_place_in_the_tcp_connection_cap() {
+    let broker = Broker::start_with("web:\n  max_connections: 2\n").await;
+    let token = broker.agent_token();
+    let auth = bearer(&token);
+    let named = [("authorization", auth.as_str()), ("leo-agent", "a")];
+    let mut sessions = Vec::new();
+    for _ in 0..2 {
+        let mut ipc = Ipc::upgrade(broker.addr, &named)
+            .await
+            .unwrap_or_else(|r| panic!("{r:?}"));
+        assert_eq!(ipc.say_hello(&token, "a").await["type"], "welcome");
+        sessions.push(ipc);
+    }
+    // Both places are taken by sessions, long after their upgrade: TCP is full, the socket not.
+    let r = refused(&broker, &named).await;
+    assert_eq!(r.status, 503, "{r:?}");
+    assert_eq!(r.body, "too many connections\n");
+    let (_, welcome) = Ipc::hello(
+        &leo_protocol::home::Home::new(broker.home()).sidecar_socket(),
+        &token,
+        "b",
+    )
+    .await;
+    assert_eq!(welcome["type"], "welcome");
+
+    // A session that ends gives its place back.
+    sessions.pop().unwrap().close().await;
+    let addr = broker.addr;
+    crate::support::eventually(|| async move { Ipc::upgrade(addr, &named).await.is_ok() }).await;
+}
