@@ -124,17 +124,29 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     /// Serve the 2026-07-28 lifecycle too (`--discover`, the default).
     pub discover: bool,
+    /// Where the broker is, when not its socket under `home` (`/mcp`'s in-process pipe).
+    pub broker: Option<crate::dial::Dial>,
+    /// The token to say hello with, as given (`/mcp`: the caller's bearer token).
+    pub token: Option<String>,
+    /// How the harness reaches this server, as the hello tells the broker.
+    pub transport: leo_protocol::ipc::Transport,
 }
 
 impl Settings {
     /// Where the broker is: its sidecar socket under `home`.
     pub fn dial(&self) -> crate::dial::Dial {
-        crate::dial::Dial::Socket(self.home.sidecar_socket())
+        match &self.broker {
+            Some(dial) => dial.clone(),
+            None => crate::dial::Dial::Socket(self.home.sidecar_socket()),
+        }
     }
 
-    /// The token this session says hello with: `--token-file`, else the agent's own token
+    /// The token this session says hello with: the one given (`/mcp`), else `--token-file`, else the agent's own token
     /// (`state/agents/<agent>.token`) when it exists, else the shared agent token.
     pub fn read_token(&self) -> Result<String> {
+        if let Some(token) = &self.token {
+            return Ok(token.clone());
+        }
         match &self.token_file {
             Some(path) => crate::home::read_token_at(path),
             None => crate::home::read_agent_token(&self.home, &self.agent),
@@ -162,6 +174,9 @@ impl Cli {
             channels: self.channels,
             token_file,
             discover: self.discover && !self.no_discover,
+            broker: None,
+            token: None,
+            transport: leo_protocol::ipc::Transport::Stdio,
         })
     }
 }
@@ -174,7 +189,7 @@ pub fn parse_agent(text: &str) -> std::result::Result<AgentName, SidecarError> {
     })
 }
 
-fn progress_from_env() -> Duration {
+pub(crate) fn progress_from_env() -> Duration {
     std::env::var(PROGRESS_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())

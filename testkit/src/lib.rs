@@ -78,6 +78,25 @@ impl Broker {
         Broker::start_in(home).await
     }
 
+    /// Starts a broker with `config` and `env` in its environment (for settings only tests
+    /// change, such as `LEO_MCP_PROGRESS_MS` for `/mcp`).
+    pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
+        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), &level, None, env)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
+    }
+
     /// Starts a broker with `config` whose limit on open files (soft and hard) is `nofile`, as
     /// if its service manager set it: for tests that exhaust descriptors.
     pub async fn start_with_nofile(config: &str, nofile: u64) -> Broker {
@@ -86,9 +105,10 @@ impl Broker {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
         let level = std::env::var("RUST_LOG").unwrap_or_else(|_| "debug".into());
-        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), &level, Some(nofile))
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
+        let (child, addr, stderr_path) =
+            spawn_bin(&bin("leo"), home.path(), &level, Some(nofile), &[])
+                .await
+                .unwrap_or_else(|e| panic!("{e}"));
         Broker {
             home,
             addr,
@@ -108,7 +128,7 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn", None)
+        let (child, addr, stderr_path) = spawn_bin(leo, home.path(), "warn", None, &[])
             .await
             .unwrap_or_else(|e| panic!("{e}"));
         Broker {
@@ -234,7 +254,7 @@ pub async fn spawn_logging(
     home: &Path,
     log: &str,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    spawn_bin(&bin("leo"), home, log, None).await
+    spawn_bin(&bin("leo"), home, log, None, &[]).await
 }
 
 /// `spawn_logging` with the `leo` binary at `leo`, its open-file limit set to `nofile` when
@@ -244,6 +264,7 @@ async fn spawn_bin(
     home: &Path,
     log: &str,
     nofile: Option<u64>,
+    env: &[(&str, &str)],
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -263,6 +284,7 @@ async fn spawn_bin(
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

@@ -19,6 +19,10 @@
 //! looked at on console routes only and only when no bearer token is sent, so a cookie never
 //! opens an API route), or nobody. State-changing console requests then pass the console's
 //! CSRF defences (`console::guard`) before their handler runs.
+//!
+//! `/mcp` is the one route that makes these checks itself (`mcp::check`, by the same table and
+//! the same Origin rule), after the same Host check: an agent's own token is not a principal of
+//! the token table, and an MCP client must read its refusals as JSON-RPC.
 
 use std::sync::Arc;
 
@@ -56,18 +60,25 @@ enum Caller {
 impl Caller {
     fn kind(&self) -> Kind {
         match self {
-            Caller::Token(Principal::Operator) => Kind::Operator,
-            Caller::Token(Principal::Device(_)) => Kind::Device,
-            Caller::Token(Principal::Agent) => Kind::Agent,
-            Caller::Token(Principal::ApiClient(_)) => Kind::ApiClient,
+            Caller::Token(who) => kind_of(who),
             Caller::Session(_) => Kind::Session,
             Caller::Anonymous => Kind::Anonymous,
         }
     }
 }
 
+/// The kind of caller a token's principal is, for the policy table.
+pub fn kind_of(who: &Principal) -> Kind {
+    match who {
+        Principal::Operator => Kind::Operator,
+        Principal::Device(_) => Kind::Device,
+        Principal::Agent => Kind::Agent,
+        Principal::ApiClient(_) => Kind::ApiClient,
+    }
+}
+
 /// The bearer token of a request, if it has one.
-fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
+pub fn bearer(headers: &axum::http::HeaderMap) -> Option<&str> {
     let value = headers.get(header::AUTHORIZATION)?.to_str().ok()?;
     let (scheme, token) = value.split_once(' ')?;
     scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
@@ -144,6 +155,9 @@ pub async fn authorize(
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
     let route = Route::of(req.method().as_str(), &path);
+    if route.is_some_and(Route::checks_itself) {
+        return next.run(req).await;
+    }
     let caller = match bearer(req.headers()) {
         Some(_) => match authenticate(&state, req.headers()) {
             Ok(who) => Caller::Token(who),

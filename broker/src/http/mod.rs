@@ -8,6 +8,7 @@ mod auth;
 pub mod console;
 mod events;
 mod history;
+pub mod mcp;
 mod reply;
 mod routes;
 pub mod rules;
@@ -33,16 +34,14 @@ pub struct AppState {
     /// Console logins (used on TCP only).
     pub sessions: console::session::Sessions,
     /// The way into a sidecar session, for transports other than `run/sidecar.sock`.
-    #[allow(
-        dead_code,
-        reason = "the routes that carry sessions over TCP take it next"
-    )]
     pub sidecars: crate::ipc::Door,
+    /// What serves `/mcp`, when the binary mounted it.
+    pub mcp: Option<Arc<dyn mcp::Mount>>,
 }
 
 /// The API routes, shared by both listeners.
 fn api_routes() -> Router<Arc<AppState>> {
-    routes_where(|route| !route.console())
+    routes_where(|route| !route.tcp_only())
 }
 
 /// The rows of `rules::ROUTES` that `pick` keeps, each served by its handler: a route's method
@@ -93,6 +92,7 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::CreateWebhook => on(method, routes::create_webhook),
         Route::ListWebhooks => on(method, routes::list_webhooks),
         Route::RemoveWebhook => on(method, routes::remove_webhook),
+        Route::Mcp => on(method, mcp::serve),
     }
 }
 
@@ -128,6 +128,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The router for TCP: the API and the console; the Host check runs before anything else,
 /// auth included.
 pub fn tcp_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
-    finish(api_routes().merge(console::routes()), state)
+    let mcp = routes_where(|route| route == Route::Mcp);
+    finish(api_routes().merge(console::routes()).merge(mcp), state)
         .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }

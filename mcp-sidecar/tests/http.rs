@@ -1,0 +1,218 @@
+//! `/mcp`: the sidecar's MCP server over Streamable HTTP at the broker, driven by the official
+//! MCP SDK clients (`tests/interop/over_http.py`), with the app played by the test.
+//!
+//! What these show is that `/mcp` is `leo-mcp`: the same tools, progress, questions,
+//! `list_changed` and cancellation as over stdio, and a session the broker lists as its own.
+
+use leo_testkit::{Broker, Http, Script, bin, require};
+use serde_json::{Value, json};
+
+use crate::features::{ask, plain_tool};
+use crate::support::{App, interop_command, tool, tool_with_timeout};
+
+/// `leo agent add NAME` on the broker's home: NAME's own token.
+fn own_token(broker: &Broker, agent: &str) -> String {
+    let out = std::process::Command::new(bin("leo"))
+        .args(["agent", "add", agent])
+        .env("LEO_HOME", broker.home())
+        .output()
+        .expect("leo agent add");
+    assert!(out.status.success(), "{out:?}");
+    let path = broker.home().join(format!("state/agents/{agent}.token"));
+    std::fs::read_to_string(path).unwrap().trim().to_owned()
+}
+
+/// The sessions the broker lists.
+async fn agents(broker: &Broker) -> Vec<Value> {
+    let status = broker.http().get("/api/v1/status").await;
+    status.data()["agents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// Waits until the broker lists no session; panics after `WAIT`.
+async fn gone(broker: &Broker) {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    while !agents(broker).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session is still listed: {:?}",
+            agents(broker).await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start_with_env("", &[("LEO_MCP_PROGRESS_MS", "200")]).await;
+    let token = own_token(&broker, "py-http");
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok(
+        "demo",
+        json!([
+            tool("echo"),
+            tool_with_timeout("slow", 0),
+            plain_tool("confirm")
+        ]),
+    )
+    .await;
+
+    let mut cmd = interop_command(python, "over_http.py", broker.home());
+    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
+        .env("LEO_AGENT_TOKEN", &token);
+    let mut script = Script::spawn(cmd, &broker.home().join("over-http-py.stderr"));
+
+    let connected = script.step("connected").await;
+    assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(
+        listed["tools"],
+        json!(["confirm", "echo", "leo_messages", "slow"])
+    );
+    // The agent's own token named the session; the broker shows how it arrived.
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "py-http");
+    assert_eq!(sessions[0]["transport"], "http");
+    assert_eq!(sessions[0]["mode"], "native");
+    assert_eq!(sessions[0]["harness"]["version"], "0-python-http");
+
+    let req = app.next_request().await;
+    assert_eq!(req.data["agent"], "py-http");
+    assert_eq!(req.data["arguments"], json!({"text": "hi"}));
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.serve(&id, json!([{"type": "text", "text": "hi back"}]))
+        .await;
+    let called = script.step("called").await;
+    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+
+    // A long call reports progress (every 200 ms here, 15 s by default) until it ends.
+    let id = app.next_request_id().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    app.serve(&id, json!([{"type": "text", "text": "late"}]))
+        .await;
+    let slow = script.step("slow").await;
+    assert_eq!(slow["result"]["content"][0]["text"], "late", "{slow}");
+    assert!(slow["progress"].as_u64().unwrap() >= 1, "{slow}");
+
+    // A question reaches the client as elicitation, on the call's own stream.
+    let id = app.claim_next().await;
+    let asked = ask(&app, &id, "Deploy now?").await;
+    assert_eq!(
+        asked.data(),
+        &json!({"action": "accept", "content": {"confirm": true}})
+    );
+    assert_eq!(script.step("asked").await["message"], "Deploy now?");
+    app.answer(&id, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
+    let confirmed = script.step("confirmed").await;
+    assert_eq!(confirmed["result"]["content"][0]["text"], "confirmed");
+
+    // A tool added mid-session: list_changed on the GET stream.
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert!(
+        changed["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("later")),
+        "{changed}"
+    );
+
+    // The client gives up on a call: the app hears that the agent cancelled it.
+    let id = app.next_request_id().await;
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    script.step("gave_up").await;
+
+    // Leaving the client ends the session (its DELETE): it leaves the broker's list.
+    script.step("done").await;
+    gone(&broker).await;
+    let status = script.exit().await;
+    assert!(status.success(), "{status:?}");
+}
+
+/// A JSON-RPC client on `/mcp` by hand, for what no SDK sends.
+fn raw(broker: &Broker, token: &str) -> Http {
+    Http::tcp(broker.addr, Some(token.to_owned()))
+        .with_header("accept", "application/json, text/event-stream")
+}
+
+fn initialize() -> Value {
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": {"name": "claude-code", "version": "0-raw"}
+    }})
+}
+
+/// Opens a 2025-11-25 session: `initialize`, then `notifications/initialized`. Its id.
+async fn open_session(http: &Http) -> String {
+    let opened = http.post("/mcp", &initialize()).await;
+    assert_eq!(opened.status, 200, "{opened:?}");
+    let id = opened
+        .header("mcp-session-id")
+        .expect("an Mcp-Session-Id")
+        .to_owned();
+    let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = http
+        .send("POST", "/mcp", body.to_string().into(), &session(&id))
+        .await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    id
+}
+
+fn session(id: &str) -> [(&str, &str); 2] {
+    [
+        ("mcp-session-id", id),
+        ("mcp-protocol-version", "2025-11-25"),
+    ]
+}
+
+fn call(id: u64, tool: &str) -> String {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": {"name": tool, "arguments": {}}})
+    .to_string()
+}
+
+/// `DELETE /mcp` ends the session: its call in flight is cancelled by the agent (the client
+/// ended it), the session leaves the broker, and the id is unknown from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_ends_the_session_and_its_calls() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0)]))
+        .await;
+    let http = raw(&broker, &broker.agent_token()).with_header("leo-agent", "raw");
+    let id = open_session(&http).await;
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "raw");
+    assert_eq!(sessions[0]["transport"], "http");
+
+    let _in_flight = http
+        .open("POST", "/mcp", call(2, "slow").into(), &session(&id))
+        .await;
+    let request = app.next_request_id().await;
+    let deleted = http
+        .send("DELETE", "/mcp", Default::default(), &session(&id))
+        .await;
+    assert!(deleted.status < 300, "{deleted:?}");
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], request.as_str());
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    gone(&broker).await;
+    let after = http
+        .send("POST", "/mcp", call(3, "slow").into(), &session(&id))
+        .await;
+    assert_eq!(after.status, 404, "{after:?}");
+}
