@@ -20,6 +20,12 @@
 //! the `Sidecar` drops its `ended` sender, and the reconnect task closes the broker connection,
 //! which ends anything left as `agent_gone`, as when a harness closes `leo-mcp`'s stdin.
 //!
+//! **Decision: every refusal is JSON-RPC.** A body is read whole (at most the broker's body
+//! limit) and checked to be one JSON-RPC message before rmcp sees it, so that malformed JSON
+//! is `400` with JSON-RPC's parse error and the place at fault, not rmcp's `415`; and rmcp's
+//! own plain-text refusals (an unknown session, a missing header) keep their status and get
+//! the JSON-RPC error body of the broker's refusals (`leo_protocol::jsonrpc`).
+//!
 //! **Decision: a session belongs to the agent that opened it.** A request naming an
 //! `Mcp-Session-Id` that another agent's token opened is answered `404` as an unknown session
 //! would be, so one agent cannot act in another's session even if it learns its id.
@@ -32,8 +38,12 @@ use std::sync::{Arc, Mutex};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
+use leo_protocol::ErrorCode;
 use leo_protocol::ipc::Transport;
+use leo_protocol::jsonrpc::{ErrorResponse, INVALID_REQUEST, PARSE_ERROR};
 use leo_protocol::names::AgentName;
+use rmcp::model::ClientJsonRpcMessage;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::watch;
@@ -72,6 +82,7 @@ pub struct Http {
     service: StreamableHttpService<Sidecar, LocalSessionManager>,
     /// Which agent opened each session.
     owners: Arc<Mutex<HashMap<String, AgentName>>>,
+    max_body: usize,
 }
 
 impl Http {
@@ -110,15 +121,20 @@ impl Http {
         Http {
             service,
             owners: Arc::default(),
+            max_body,
         }
     }
 
     /// Serves one request of `caller`.
     pub async fn serve<B>(&self, caller: Caller, request: Request<B>) -> Response<Body>
     where
-        B: http_body::Body + Send + 'static,
-        B::Error: std::fmt::Display,
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
+        let request = match self.read(request).await {
+            Ok(request) => request,
+            Err(refused) => return refused.response(),
+        };
         let named = request
             .headers()
             .get(SESSION_HEADER)
@@ -133,6 +149,7 @@ impl Http {
         let delete = request.method() == Method::DELETE;
         let agent = caller.agent.clone();
         let response = CALLER.scope(caller, self.service.handle(request)).await;
+        let response = as_json_rpc(response).await;
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = response
             .headers()
@@ -148,6 +165,35 @@ impl Http {
             owners.remove(&id);
         }
         response
+    }
+
+    /// The request with its body read (at most `max_body` bytes), checked to be one JSON-RPC
+    /// message when it is a `POST`.
+    async fn read<B>(&self, request: Request<B>) -> Result<Request<Full<Bytes>>, Refused>
+    where
+        B: http_body::Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+    {
+        let (parts, body) = request.into_parts();
+        let bytes = match Limited::new(body, self.max_body).collect().await {
+            Ok(collected) => collected.to_bytes(),
+            Err(e) if e.is::<LengthLimitError>() => {
+                let message = format!("the body is larger than {} bytes", self.max_body);
+                return Err(Refused(INVALID_REQUEST, ErrorCode::BodyTooLarge, message));
+            }
+            Err(e) => {
+                let message = format!("the body could not be read: {e}");
+                return Err(Refused(
+                    INVALID_REQUEST,
+                    ErrorCode::InvalidParameter,
+                    message,
+                ));
+            }
+        };
+        if parts.method == Method::POST {
+            check_message(&bytes)?;
+        }
+        Ok(Request::from_parts(parts, Full::new(bytes)))
     }
 
     fn owner(&self, id: &str) -> Option<AgentName> {
@@ -176,11 +222,89 @@ fn session(base: &Settings, caller: Caller) -> Sidecar {
     Sidecar::new(settings, link).ending_with(ended)
 }
 
-/// rmcp's answer to an unknown session, word for word.
-fn not_found() -> Response<Body> {
-    use http_body_util::{BodyExt, Full};
-    let mut response =
-        Response::new(Full::new(Bytes::from("Not Found: Session not found")).boxed());
-    *response.status_mut() = StatusCode::NOT_FOUND;
+/// A refusal made here: the JSON-RPC error code, Leo's code, the message.
+struct Refused(i64, ErrorCode, String);
+
+impl Refused {
+    fn response(self) -> Response<Body> {
+        refusal(self.0, self.1, &self.2)
+    }
+}
+
+/// A POST's body must be JSON, and one JSON-RPC message.
+fn check_message(bytes: &[u8]) -> Result<(), Refused> {
+    if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
+        let message = format!("the body is not JSON: {e}");
+        return Err(Refused(PARSE_ERROR, ErrorCode::InvalidParameter, message));
+    }
+    match leo_protocol::envelope::parse_json::<ClientJsonRpcMessage>(bytes) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let message = format!(
+                "the body is not one JSON-RPC request, notification or response ({})",
+                e.message
+            );
+            Err(Refused(
+                INVALID_REQUEST,
+                ErrorCode::InvalidParameter,
+                message,
+            ))
+        }
+    }
+}
+
+/// rmcp's plain-text refusals, with the JSON-RPC error body of every other refusal; any other
+/// response as it is.
+async fn as_json_rpc(response: Response<Body>) -> Response<Body> {
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json") || v.starts_with("text/event-stream"));
+    if status.is_success() || json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = match body.collect().await {
+        Ok(collected) => String::from_utf8_lossy(&collected.to_bytes()).into_owned(),
+        Err(never) => match never {},
+    };
+    let code = match status {
+        StatusCode::NOT_FOUND => ErrorCode::NotFound,
+        StatusCode::PAYLOAD_TOO_LARGE => ErrorCode::BodyTooLarge,
+        StatusCode::METHOD_NOT_ALLOWED => ErrorCode::MethodNotAllowed,
+        s if s.is_client_error() => ErrorCode::InvalidParameter,
+        _ => ErrorCode::Internal,
+    };
+    let mut refused = refusal(INVALID_REQUEST, code, &text);
+    *refused.status_mut() = status;
+    for (name, value) in &parts.headers {
+        if name != http::header::CONTENT_TYPE && name != http::header::CONTENT_LENGTH {
+            refused.headers_mut().insert(name, value.clone());
+        }
+    }
+    refused
+}
+
+/// A JSON-RPC error body (`leo_protocol::jsonrpc`) with the status of `code`.
+fn refusal(rpc: i64, code: ErrorCode, message: &str) -> Response<Body> {
+    let body = serde_json::to_vec(&ErrorResponse::new(rpc, code, message)).unwrap_or_default();
+    let mut response = Response::new(Full::new(Bytes::from(body)).boxed());
+    *response.status_mut() =
+        StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
     response
+}
+
+/// The answer to a session that is not the caller's: an unknown session's, as rmcp words it.
+fn not_found() -> Response<Body> {
+    refusal(
+        INVALID_REQUEST,
+        ErrorCode::NotFound,
+        "Not Found: Session not found",
+    )
 }

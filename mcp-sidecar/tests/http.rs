@@ -4,23 +4,11 @@
 //! What these show is that `/mcp` is `leo-mcp`: the same tools, progress, questions,
 //! `list_changed` and cancellation as over stdio, and a session the broker lists as its own.
 
-use leo_testkit::{Broker, Http, Script, bin, require};
+use leo_testkit::{Broker, Script, mcp, require};
 use serde_json::{Value, json};
 
 use crate::features::{ask, plain_tool};
 use crate::support::{App, interop_command, tool, tool_with_timeout};
-
-/// `leo agent add NAME` on the broker's home: NAME's own token.
-fn own_token(broker: &Broker, agent: &str) -> String {
-    let out = std::process::Command::new(bin("leo"))
-        .args(["agent", "add", agent])
-        .env("LEO_HOME", broker.home())
-        .output()
-        .expect("leo agent add");
-    assert!(out.status.success(), "{out:?}");
-    let path = broker.home().join(format!("state/agents/{agent}.token"));
-    std::fs::read_to_string(path).unwrap().trim().to_owned()
-}
 
 /// The sessions the broker lists.
 async fn agents(broker: &Broker) -> Vec<Value> {
@@ -50,7 +38,7 @@ async fn python_sdk_over_http() {
         return;
     };
     let broker = Broker::start_with_env("", &[("LEO_MCP_PROGRESS_MS", "200")]).await;
-    let token = own_token(&broker, "py-http");
+    let token = broker.add_agent("py-http");
     let mut app = App::connect(&broker.http()).await;
     app.register_ok(
         "demo",
@@ -141,49 +129,6 @@ async fn python_sdk_over_http() {
     assert!(status.success(), "{status:?}");
 }
 
-/// A JSON-RPC client on `/mcp` by hand, for what no SDK sends.
-fn raw(broker: &Broker, token: &str) -> Http {
-    Http::tcp(broker.addr, Some(token.to_owned()))
-        .with_header("accept", "application/json, text/event-stream")
-}
-
-fn initialize() -> Value {
-    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": {"name": "claude-code", "version": "0-raw"}
-    }})
-}
-
-/// Opens a 2025-11-25 session: `initialize`, then `notifications/initialized`. Its id.
-async fn open_session(http: &Http) -> String {
-    let opened = http.post("/mcp", &initialize()).await;
-    assert_eq!(opened.status, 200, "{opened:?}");
-    let id = opened
-        .header("mcp-session-id")
-        .expect("an Mcp-Session-Id")
-        .to_owned();
-    let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
-    let sent = http
-        .send("POST", "/mcp", body.to_string().into(), &session(&id))
-        .await;
-    assert_eq!(sent.status, 202, "{sent:?}");
-    id
-}
-
-fn session(id: &str) -> [(&str, &str); 2] {
-    [
-        ("mcp-session-id", id),
-        ("mcp-protocol-version", "2025-11-25"),
-    ]
-}
-
-fn call(id: u64, tool: &str) -> String {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": tool, "arguments": {}}})
-    .to_string()
-}
-
 /// `DELETE /mcp` ends the session: its call in flight is cancelled by the agent (the client
 /// ended it), the session leaves the broker, and the id is unknown from then on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -192,19 +137,24 @@ async fn delete_ends_the_session_and_its_calls() {
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("demo", json!([tool_with_timeout("slow", 0)]))
         .await;
-    let http = raw(&broker, &broker.agent_token()).with_header("leo-agent", "raw");
-    let id = open_session(&http).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let id = mcp::open_session(&http, "claude-code").await;
     let sessions = agents(&broker).await;
     assert_eq!(sessions.len(), 1, "{sessions:?}");
     assert_eq!(sessions[0]["agent"], "raw");
     assert_eq!(sessions[0]["transport"], "http");
 
     let _in_flight = http
-        .open("POST", "/mcp", call(2, "slow").into(), &session(&id))
+        .open(
+            "POST",
+            "/mcp",
+            mcp::call(2, "slow").into(),
+            &mcp::in_session(&id),
+        )
         .await;
     let request = app.next_request_id().await;
     let deleted = http
-        .send("DELETE", "/mcp", Default::default(), &session(&id))
+        .send("DELETE", "/mcp", Default::default(), &mcp::in_session(&id))
         .await;
     assert!(deleted.status < 300, "{deleted:?}");
     let cancelled = app.next_cancelled().await;
@@ -212,7 +162,12 @@ async fn delete_ends_the_session_and_its_calls() {
     assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
     gone(&broker).await;
     let after = http
-        .send("POST", "/mcp", call(3, "slow").into(), &session(&id))
+        .send(
+            "POST",
+            "/mcp",
+            mcp::call(3, "slow").into(),
+            &mcp::in_session(&id),
+        )
         .await;
     assert_eq!(after.status, 404, "{after:?}");
 }

@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli_home;
 pub mod http;
 pub mod ipc;
+pub mod mcp;
 pub mod otlp;
 pub mod require;
 pub mod rng;
@@ -160,6 +161,18 @@ impl Broker {
 
     pub fn agent_token(&self) -> String {
         read_token(&leo_protocol::home::Home::new(self.home()).agent_token())
+    }
+
+    /// `leo agent add NAME` on this home: NAME's own token, which alone opens its sessions.
+    pub fn add_agent(&self, name: &str) -> String {
+        let out = std::process::Command::new(bin("leo"))
+            .args(["agent", "add", name])
+            .env("LEO_HOME", self.home())
+            .output()
+            .expect("run leo agent add");
+        assert!(out.status.success(), "leo agent add {name}: {out:?}");
+        let path = self.home().join(format!("state/agents/{name}.token"));
+        read_token(&path)
     }
 
     /// An HTTP client over TCP with the operator token.
