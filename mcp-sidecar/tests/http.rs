@@ -8,7 +8,7 @@ use leo_testkit::{Broker, Script, mcp, require};
 use serde_json::{Value, json};
 
 use crate::features::{ask, plain_tool};
-use crate::support::{App, interop_command, tool, tool_with_timeout};
+use crate::support::{App, interop_command, tool, tool_with_timeout, typescript_sdk};
 
 /// The sessions the broker lists.
 async fn agents(broker: &Broker) -> Vec<Value> {
@@ -170,4 +170,64 @@ async fn delete_ends_the_session_and_its_calls() {
         )
         .await;
     assert_eq!(after.status, 404, "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_http() {
+    if !typescript_sdk() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
+        .await;
+    let mut cmd = interop_command("node", "over_http.mjs", broker.home());
+    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
+        .env("LEO_AGENT_TOKEN", broker.agent_token());
+    let mut script = Script::spawn(cmd, &broker.home().join("over-http-ts.stderr"));
+
+    let connected = script.step("connected").await;
+    assert_eq!(connected["server"]["name"], "leo-mcp", "{connected}");
+    assert!(connected["session"].is_string(), "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(listed["tools"], json!(["echo", "leo_messages", "slow"]));
+    // The shared token, with the agent named in Leo-Agent.
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "ts-http");
+    assert_eq!(sessions[0]["transport"], "http");
+    assert_eq!(sessions[0]["harness"]["name"], "opencode");
+
+    let req = app.next_request().await;
+    assert_eq!(req.data["agent"], "ts-http");
+    app.serve(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "hi back"}]),
+    )
+    .await;
+    let called = script.step("called").await;
+    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert_eq!(
+        changed["tools"],
+        json!(["echo", "later", "leo_messages", "slow"])
+    );
+
+    script.step("calling").await;
+    let id = app.next_request_id().await;
+    script.send_line("go").await;
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    let gave_up = script.step("gave_up").await;
+    assert!(
+        gave_up["outcome"].as_str().unwrap().starts_with("aborted"),
+        "{gave_up}"
+    );
+    script.step("done").await;
+    gone(&broker).await;
 }
