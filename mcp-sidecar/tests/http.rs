@@ -19,6 +19,26 @@ async fn agents(broker: &Broker) -> Vec<Value> {
         .unwrap_or_default()
 }
 
+/// `script` (run by `program`) as a client of the broker's `/mcp` with `token`.
+fn over_http(broker: &Broker, program: &std::path::Path, script: &str, token: &str) -> Script {
+    let mut cmd = interop_command(program, script, broker.home());
+    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
+        .env("LEO_AGENT_TOKEN", token);
+    Script::spawn(cmd, &broker.home().join(format!("{script}.stderr")))
+}
+
+/// The script's `echo` call of `agent`, answered by the app, reaches the script.
+async fn echo_round(app: &mut App, script: &mut Script, agent: &str) {
+    let req = app.next_request().await;
+    assert_eq!(req.data["agent"], agent);
+    assert_eq!(req.data["arguments"], json!({"text": "hi"}));
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.serve(&id, json!([{"type": "text", "text": "hi back"}]))
+        .await;
+    let called = script.step("called").await;
+    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+}
+
 /// Waits until the broker lists no session; panics after `WAIT`.
 async fn gone(broker: &Broker) {
     let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
@@ -50,10 +70,7 @@ async fn python_sdk_over_http() {
     )
     .await;
 
-    let mut cmd = interop_command(python, "over_http.py", broker.home());
-    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
-        .env("LEO_AGENT_TOKEN", &token);
-    let mut script = Script::spawn(cmd, &broker.home().join("over-http-py.stderr"));
+    let mut script = over_http(&broker, &python, "over_http.py", &token);
 
     let connected = script.step("connected").await;
     assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
@@ -70,14 +87,7 @@ async fn python_sdk_over_http() {
     assert_eq!(sessions[0]["mode"], "native");
     assert_eq!(sessions[0]["harness"]["version"], "0-python-http");
 
-    let req = app.next_request().await;
-    assert_eq!(req.data["agent"], "py-http");
-    assert_eq!(req.data["arguments"], json!({"text": "hi"}));
-    let id = req.data["id"].as_str().unwrap().to_owned();
-    app.serve(&id, json!([{"type": "text", "text": "hi back"}]))
-        .await;
-    let called = script.step("called").await;
-    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+    echo_round(&mut app, &mut script, "py-http").await;
 
     // A long call reports progress (every 200 ms here, 15 s by default) until it ends.
     let id = app.next_request_id().await;
@@ -181,10 +191,8 @@ async fn typescript_sdk_over_http() {
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
         .await;
-    let mut cmd = interop_command("node", "over_http.mjs", broker.home());
-    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
-        .env("LEO_AGENT_TOKEN", broker.agent_token());
-    let mut script = Script::spawn(cmd, &broker.home().join("over-http-ts.stderr"));
+    let node = std::path::Path::new("node");
+    let mut script = over_http(&broker, node, "over_http.mjs", &broker.agent_token());
 
     let connected = script.step("connected").await;
     assert_eq!(connected["server"]["name"], "leo-mcp", "{connected}");
@@ -198,15 +206,7 @@ async fn typescript_sdk_over_http() {
     assert_eq!(sessions[0]["transport"], "http");
     assert_eq!(sessions[0]["harness"]["name"], "opencode");
 
-    let req = app.next_request().await;
-    assert_eq!(req.data["agent"], "ts-http");
-    app.serve(
-        req.data["id"].as_str().unwrap(),
-        json!([{"type": "text", "text": "hi back"}]),
-    )
-    .await;
-    let called = script.step("called").await;
-    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+    echo_round(&mut app, &mut script, "ts-http").await;
 
     script.step("ready_for_change").await;
     app.register_ok("more", json!([tool("later")])).await;

@@ -5,39 +5,12 @@
 // `Leo-Agent: ts-http`. Prints {"step": ...} lines; waits for a line on stdin where the app has
 // to act first.
 
-import { createInterface } from "node:readline";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { fail, relistingClient, say, waitForGo } from "./steps.mjs";
 
-const say = (step, data = {}) => process.stdout.write(JSON.stringify({ step, ...data }) + "\n");
-const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
-const waitForGo = async () => {
-  const next = await lines.next();
-  if (next.done) throw new Error("the test closed stdin");
-};
-const fail = (message) => {
-  say("failed", { message });
-  process.exit(1);
-};
 setTimeout(() => fail("the script timed out"), 60_000).unref();
 
-let changed = null;
-let changedWaiter = null;
-const client = new Client(
-  { name: "opencode", version: "0-ts-http" },
-  {
-    listChanged: {
-      tools: {
-        debounceMs: 0,
-        onChanged: (error, tools) => {
-          if (error) fail(`re-listing failed: ${error}`);
-          changed = tools;
-          if (changedWaiter) changedWaiter();
-        },
-      },
-    },
-  },
-);
+const { client, changedTools } = relistingClient({ name: "opencode", version: "0-ts-http" });
 const transport = new StreamableHTTPClientTransport(new URL(process.env.LEO_MCP_URL), {
   requestInit: {
     headers: {
@@ -55,8 +28,7 @@ say("called", { result: await client.callTool({ name: "echo", arguments: { text:
 
 say("ready_for_change");
 await waitForGo();
-if (!changed) await new Promise((resolve) => (changedWaiter = resolve));
-say("changed", { tools: changed.map((t) => t.name).sort() });
+say("changed", { tools: (await changedTools()).map((t) => t.name).sort() });
 
 // A call the client aborts: the SDK sends notifications/cancelled.
 const abort = new AbortController();
