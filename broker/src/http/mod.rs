@@ -13,6 +13,7 @@ mod reply;
 mod routes;
 pub mod rules;
 mod serve;
+mod tls;
 
 use std::sync::Arc;
 
@@ -21,6 +22,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 
 pub use rules::{HostCheck, Route};
 pub use serve::{TcpBudget, TcpLimits, serve_tcp};
+pub use tls::{ServerTls, TlsFiles};
 
 use crate::core::Broker;
 use crate::tokens::Tokens;
