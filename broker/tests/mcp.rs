@@ -142,15 +142,5 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
         answer["result"]["content"][0]["text"], "still here",
         "{answer}"
     );
-    let again = tokio::spawn({
-        let (good, session) = (good.clone(), session.clone());
-        async move { mcp::call_in(&good, &session, 3, "echo").await }
-    });
-    let id = app.next_request_id().await;
-    app.serve(&id, json!([{"type": "text", "text": "again"}]))
-        .await;
-    assert_eq!(
-        again.await.unwrap()["result"]["content"][0]["text"],
-        "again"
-    );
+    mcp::call_answered(&good, &session, 3, "echo", &mut app, "again").await;
 }

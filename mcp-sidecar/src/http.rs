@@ -43,7 +43,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::ipc::Transport;
 use leo_protocol::jsonrpc::{ErrorResponse, INVALID_REQUEST, PARSE_ERROR};
 use leo_protocol::names::AgentName;
-use rmcp::model::ClientJsonRpcMessage;
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, RequestId};
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use tokio::sync::watch;
@@ -131,8 +131,8 @@ impl Http {
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
     {
-        let request = match self.read(request).await {
-            Ok(request) => request,
+        let (request, call) = match self.read(request).await {
+            Ok(read) => read,
             Err(refused) => return refused.response(),
         };
         let named = request
@@ -148,8 +148,18 @@ impl Http {
         }
         let delete = request.method() == Method::DELETE;
         let agent = caller.agent.clone();
+        let version = request
+            .headers()
+            .get("mcp-protocol-version")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let response = CALLER.scope(caller, self.service.handle(request)).await;
-        let response = as_json_rpc(response).await;
+        let mut response = as_json_rpc(response).await;
+        if let (Some(session), Some(call)) = (&named, call)
+            && response.status() == StatusCode::OK
+        {
+            response = self.cancel_if_abandoned(response, session.clone(), version, call);
+        }
         let mut owners = self.owners.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(id) = response
             .headers()
@@ -169,7 +179,41 @@ impl Http {
 
     /// The request with its body read (at most `max_body` bytes), checked to be one JSON-RPC
     /// message when it is a `POST`.
-    async fn read<B>(&self, request: Request<B>) -> Result<Request<Full<Bytes>>, Refused>
+    /// `response`, the stream of call `call` in `session`, cancelling the call if the stream
+    /// is dropped before its end (see `abandon`).
+    fn cancel_if_abandoned(
+        &self,
+        response: Response<Body>,
+        session: String,
+        version: Option<String>,
+        call: RequestId,
+    ) -> Response<Body> {
+        let service = self.service.clone();
+        response.map(|body| {
+            let watched = crate::abandon::Watched::new(body, move || {
+                debug!(
+                    session,
+                    ?call,
+                    "a call's stream was dropped; cancelling the call"
+                );
+                let cancel = crate::abandon::cancel(&session, version.as_deref(), &call);
+                if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                    runtime.spawn(async move {
+                        let answer = service.handle(cancel).await;
+                        debug!(status = %answer.status(), "the call's cancel was handed over");
+                    });
+                }
+            });
+            watched.boxed()
+        })
+    }
+
+    /// The request with its body read (at most `max_body` bytes), checked to be one JSON-RPC
+    /// message when it is a `POST`, and the id of the `tools/call` it is, if it is one.
+    async fn read<B>(
+        &self,
+        request: Request<B>,
+    ) -> Result<(Request<Full<Bytes>>, Option<RequestId>), Refused>
     where
         B: http_body::Body<Data = Bytes> + Send + 'static,
         B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
@@ -190,10 +234,11 @@ impl Http {
                 ));
             }
         };
-        if parts.method == Method::POST {
-            check_message(&bytes)?;
-        }
-        Ok(Request::from_parts(parts, Full::new(bytes)))
+        let call = match parts.method {
+            Method::POST => check_message(&bytes)?,
+            _ => None,
+        };
+        Ok((Request::from_parts(parts, Full::new(bytes)), call))
     }
 
     fn owner(&self, id: &str) -> Option<AgentName> {
@@ -231,14 +276,19 @@ impl Refused {
     }
 }
 
-/// A POST's body must be JSON, and one JSON-RPC message.
-fn check_message(bytes: &[u8]) -> Result<(), Refused> {
+/// A POST's body must be JSON, and one JSON-RPC message; the id of a `tools/call`.
+fn check_message(bytes: &[u8]) -> Result<Option<RequestId>, Refused> {
     if let Err(e) = serde_json::from_slice::<serde::de::IgnoredAny>(bytes) {
         let message = format!("the body is not JSON: {e}");
         return Err(Refused(PARSE_ERROR, ErrorCode::InvalidParameter, message));
     }
     match leo_protocol::envelope::parse_json::<ClientJsonRpcMessage>(bytes) {
-        Ok(_) => Ok(()),
+        Ok(ClientJsonRpcMessage::Request(r))
+            if matches!(r.request, ClientRequest::CallToolRequest(_)) =>
+        {
+            Ok(Some(r.id))
+        }
+        Ok(_) => Ok(None),
         Err(e) => {
             let message = format!(
                 "the body is not one JSON-RPC request, notification or response ({})",

@@ -30,6 +30,8 @@
 
 #![deny(clippy::print_stdout)]
 
+#[cfg(feature = "http")]
+pub mod abandon;
 pub mod call;
 pub mod caps;
 pub mod channel;

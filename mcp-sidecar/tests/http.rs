@@ -19,9 +19,16 @@ async fn agents(broker: &Broker) -> Vec<Value> {
         .unwrap_or_default()
 }
 
-/// `script` (run by `program`) as a client of the broker's `/mcp` with `token`.
-fn over_http(broker: &Broker, program: &std::path::Path, script: &str, token: &str) -> Script {
+/// `script` (run by `program` with `args`) as a client of the broker's `/mcp` with `token`.
+fn over_http(
+    broker: &Broker,
+    program: &std::path::Path,
+    script: &str,
+    args: &[&str],
+    token: &str,
+) -> Script {
     let mut cmd = interop_command(program, script, broker.home());
+    cmd.args(args);
     cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
         .env("LEO_AGENT_TOKEN", token);
     Script::spawn(cmd, &broker.home().join(format!("{script}.stderr")))
@@ -37,6 +44,13 @@ async fn echo_round(app: &mut App, script: &mut Script, agent: &str) {
         .await;
     let called = script.step("called").await;
     assert_eq!(called["result"]["content"][0]["text"], "hi back");
+}
+
+/// The app hears that the agent cancelled `request`.
+async fn cancelled_by_agent(app: &mut App, request: &str) {
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], request);
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
 }
 
 /// Waits until the broker lists no session; panics after `WAIT`.
@@ -70,7 +84,7 @@ async fn python_sdk_over_http() {
     )
     .await;
 
-    let mut script = over_http(&broker, &python, "over_http.py", &token);
+    let mut script = over_http(&broker, &python, "over_http.py", &[], &token);
 
     let connected = script.step("connected").await;
     assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
@@ -154,22 +168,13 @@ async fn delete_ends_the_session_and_its_calls() {
     assert_eq!(sessions[0]["agent"], "raw");
     assert_eq!(sessions[0]["transport"], "http");
 
-    let _in_flight = http
-        .open(
-            "POST",
-            "/mcp",
-            mcp::call(2, "slow").into(),
-            &mcp::in_session(&id),
-        )
-        .await;
+    let _in_flight = mcp::start_call(&http, &id, 2, "slow").await;
     let request = app.next_request_id().await;
     let deleted = http
         .send("DELETE", "/mcp", Default::default(), &mcp::in_session(&id))
         .await;
     assert!(deleted.status < 300, "{deleted:?}");
-    let cancelled = app.next_cancelled().await;
-    assert_eq!(cancelled.data["id"], request.as_str());
-    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    cancelled_by_agent(&mut app, &request).await;
     gone(&broker).await;
     let after = http
         .send(
@@ -192,7 +197,7 @@ async fn typescript_sdk_over_http() {
     app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
         .await;
     let node = std::path::Path::new("node");
-    let mut script = over_http(&broker, node, "over_http.mjs", &broker.agent_token());
+    let mut script = over_http(&broker, node, "over_http.mjs", &[], &broker.agent_token());
 
     let connected = script.step("connected").await;
     assert_eq!(connected["server"]["name"], "leo-mcp", "{connected}");
@@ -230,4 +235,41 @@ async fn typescript_sdk_over_http() {
     );
     script.step("done").await;
     gone(&broker).await;
+}
+
+/// A call whose client goes away (its response stream dropped: the harness was killed, its
+/// connection cut) is cancelled at once; the session itself goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_went_away_is_cancelled() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0), tool("echo")]))
+        .await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "gone");
+    let id = mcp::open_session(&http, "claude-code").await;
+
+    let stream = mcp::start_call(&http, &id, 2, "slow").await;
+    let request = app.next_request_id().await;
+    drop(stream);
+    cancelled_by_agent(&mut app, &request).await;
+    mcp::call_answered(&http, &id, 3, "echo", &mut app, "still on").await;
+}
+
+/// A harness killed in the middle of a call: its call is cancelled, and the app hears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_client_cancels_its_call() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0)]))
+        .await;
+    let token = broker.add_agent("doomed");
+    let mut script = over_http(&broker, &python, "over_http.py", &["killed"], &token);
+    script.step("connected").await;
+    script.step("in_flight").await;
+    let request = app.next_request_id().await;
+    drop(script);
+    cancelled_by_agent(&mut app, &request).await;
 }

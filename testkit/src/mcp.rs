@@ -72,3 +72,35 @@ pub fn response_of(reply: &Reply, id: u64) -> Value {
         .find(|v| v["id"] == id)
         .unwrap_or_else(|| panic!("no response {id} in {reply:?}"))
 }
+
+/// Starts a `tools/call` of `tool` in `session` and returns its response unread: the call's
+/// answer stream, open until the answer (or dropped, as a client that went away drops it).
+pub async fn start_call(
+    http: &Http,
+    session: &str,
+    id: u64,
+    tool: &str,
+) -> hyper::Response<hyper::body::Incoming> {
+    http.open("POST", "/mcp", call(id, tool).into(), &in_session(session))
+        .await
+}
+
+/// Calls `tool` in `session`, has `app` answer it with `text`, and checks the answer arrives.
+pub async fn call_answered(
+    http: &Http,
+    session: &str,
+    id: u64,
+    tool: &str,
+    app: &mut crate::app::App,
+    text: &str,
+) {
+    let calling = tokio::spawn({
+        let (http, session, tool) = (http.clone(), session.to_owned(), tool.to_owned());
+        async move { call_in(&http, &session, id, &tool).await }
+    });
+    let request = app.next_request_id().await;
+    app.serve(&request, json!([{"type": "text", "text": text}]))
+        .await;
+    let answer = calling.await.expect("the call's task");
+    assert_eq!(answer["result"]["content"][0]["text"], text, "{answer}");
+}

@@ -1,12 +1,13 @@
 """A 2025-11-25 session over the broker's `/mcp` on the official Python MCP SDK client.
 
-    python over_http.py
+    python over_http.py [killed]
 
 Run by the Rust test `http::python_sdk_over_http`, which plays the app. The client speaks MCP
 over Streamable HTTP to LEO_MCP_URL with `Authorization: Bearer $LEO_AGENT_TOKEN` (and
 `Leo-Agent: $LEO_AGENT` when set), in the initialize era (mode="legacy": Mcp-Session-Id, the
 GET stream for notifications). Prints {"step": ...} lines; reads a line on stdin where the test
-must act first (a tool added).
+must act first (a tool added). With `killed`, it starts a long call after connecting and waits
+to be killed in the middle of it.
 """
 
 import json
@@ -62,6 +63,9 @@ async def main():
         message_handler=on_message,
     ) as client:
         say("connected", protocol=client.protocol_version)
+        if sys.argv[1:] == ["killed"]:
+            say("in_flight")
+            await client.call_tool("slow", {})
         say("listed", tools=names(await client.list_tools()))
         say("called", result=dump(await client.call_tool("echo", {"text": "hi"})))
 
