@@ -273,3 +273,28 @@ async fn killing_the_client_cancels_its_call() {
     drop(script);
     cancelled_by_agent(&mut app, &request).await;
 }
+
+/// The 2026-07-28 era over `/mcp`: `server/discover`, no session, each request answered on its
+/// own; a tool-list change arrives on `subscriptions/listen`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_2026() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let token = broker.add_agent("py-modern");
+    let mut script = over_http(&broker, &python, "over_http.py", &["modern"], &token);
+    let connected = script.step("connected").await;
+    assert_eq!(connected["protocol"], "2026-07-28", "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(listed["tools"], json!(["echo", "leo_messages"]));
+    echo_round(&mut app, &mut script, "py-modern").await;
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert_eq!(changed["tools"], json!(["echo", "later", "leo_messages"]));
+    script.step("done").await;
+}

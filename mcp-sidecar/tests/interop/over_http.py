@@ -1,13 +1,15 @@
 """A 2025-11-25 session over the broker's `/mcp` on the official Python MCP SDK client.
 
-    python over_http.py [killed]
+    python over_http.py [killed|modern]
 
 Run by the Rust test `http::python_sdk_over_http`, which plays the app. The client speaks MCP
 over Streamable HTTP to LEO_MCP_URL with `Authorization: Bearer $LEO_AGENT_TOKEN` (and
 `Leo-Agent: $LEO_AGENT` when set), in the initialize era (mode="legacy": Mcp-Session-Id, the
 GET stream for notifications). Prints {"step": ...} lines; reads a line on stdin where the test
 must act first (a tool added). With `killed`, it starts a long call after connecting and waits
-to be killed in the middle of it.
+to be killed in the middle of it. With `modern`, the client speaks 2026-07-28 (mode="auto":
+server/discover, no session, client info in each request's _meta): it lists, calls, and
+waits for a tool-list change on a subscriptions/listen stream.
 """
 
 import json
@@ -37,6 +39,21 @@ async def wait_for_line():
     await anyio.to_thread.run_sync(sys.stdin.readline)
 
 
+async def modern(client):
+    say("connected", protocol=client.protocol_version)
+    say("listed", tools=names(await client.list_tools()))
+    say("called", result=dump(await client.call_tool("echo", {"text": "hi"})))
+    async with client.listen(tools_list_changed=True) as sub:
+        say("ready_for_change")
+        await wait_for_line()
+        with anyio.fail_after(20):
+            async for _event in sub:
+                listed = await client.list_tools(cache_mode="refresh")
+                if "later" in names(listed):
+                    say("changed", tools=names(listed))
+                    break
+
+
 async def main():
     headers = {"Authorization": f"Bearer {os.environ['LEO_AGENT_TOKEN']}"}
     if os.environ.get("LEO_AGENT"):
@@ -55,6 +72,11 @@ async def main():
     http = create_mcp_http_client(headers=headers)
     transport = streamable_http_client(os.environ["LEO_MCP_URL"], http_client=http)
     info = types.Implementation(name="claude-code", version="0-python-http")
+    if sys.argv[1:] == ["modern"]:
+        async with http, Client(transport, mode="auto", client_info=info) as client:
+            await modern(client)
+        say("done")
+        return
     async with http, Client(
         transport,
         mode="legacy",
