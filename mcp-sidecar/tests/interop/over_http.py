@@ -18,6 +18,7 @@ import sys
 
 import anyio
 import mcp_types as types
+from listen import names, until_listed
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
@@ -31,10 +32,6 @@ def dump(result):
     return result.model_dump(by_alias=True, exclude_none=True)
 
 
-def names(listed):
-    return sorted(t.name for t in listed.tools)
-
-
 async def wait_for_line():
     await anyio.to_thread.run_sync(sys.stdin.readline)
 
@@ -43,15 +40,7 @@ async def modern(client):
     say("connected", protocol=client.protocol_version)
     say("listed", tools=names(await client.list_tools()))
     say("called", result=dump(await client.call_tool("echo", {"text": "hi"})))
-    async with client.listen(tools_list_changed=True) as sub:
-        say("ready_for_change")
-        await wait_for_line()
-        with anyio.fail_after(20):
-            async for _event in sub:
-                listed = await client.list_tools(cache_mode="refresh")
-                if "later" in names(listed):
-                    say("changed", tools=names(listed))
-                    break
+    await until_listed(client, "ready_for_change")
 
 
 async def main():
