@@ -12,7 +12,8 @@ use crate::support::{App, interop_command, tool, tool_with_timeout, typescript_s
 
 /// The sessions the broker lists.
 async fn agents(broker: &Broker) -> Vec<Value> {
-    let status = broker.http().get("/api/v1/status").await;
+    // The API socket: it serves a broker whose TCP listener is HTTPS too.
+    let status = broker.http_unix().get("/api/v1/status").await;
     status.data()["agents"]
         .as_array()
         .cloned()
@@ -297,4 +298,31 @@ async fn python_sdk_over_http_2026() {
     let changed = script.step("changed").await;
     assert_eq!(changed["tools"], json!(["echo", "later", "leo_messages"]));
     script.step("done").await;
+}
+
+/// `/mcp` over HTTPS when the listener has TLS (`leo tls init`): the TypeScript SDK client
+/// trusts the broker's CA through `NODE_EXTRA_CA_CERTS`, as Claude Code and opencode do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_https() {
+    if !typescript_sdk() {
+        return;
+    }
+    let broker = Broker::start_tls().await;
+    let mut app = App::connect(&broker.http_unix()).await;
+    app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
+        .await;
+    let mut cmd = interop_command("node", "over_http.mjs", broker.home());
+    let url = format!("https://localhost:{}/mcp", broker.addr.port());
+    cmd.env("LEO_MCP_URL", url)
+        .env("LEO_AGENT_TOKEN", broker.agent_token())
+        .env(
+            "NODE_EXTRA_CA_CERTS",
+            leo_testkit::tls::ca_file(broker.home()),
+        );
+    let mut script = Script::spawn(cmd, &broker.home().join("over-https-ts.stderr"));
+    script.step("connected").await;
+    script.step("listed").await;
+    echo_round(&mut app, &mut script, "ts-http").await;
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions[0]["transport"], "http", "{sessions:?}");
 }
