@@ -4,7 +4,9 @@
 //! loopback (`harness-probe/clients/fake-anthropic.mjs`, `fake-openai.mjs`) that asks for the
 //! tool once, with a throw-away `HOME` and no account. The JSON-RPC lines each CLI sent are
 //! kept, so the test also checks the lifecycle it settled on: Claude Code stays on 2026-07-28,
-//! codex and opencode use `initialize`.
+//! codex and opencode use `initialize`. Claude Code and opencode also call it over the broker's
+//! `/mcp`, configured as their HTTP setup lines configure them (a URL and an
+//! `Authorization: Bearer` header with the agent's own token).
 
 use std::path::Path;
 
@@ -24,6 +26,35 @@ enum Cli {
     Claude,
     Codex,
     Opencode,
+}
+
+/// How the CLI reaches Leo: `leo-mcp` launched through the wrapper script, or the broker's
+/// `/mcp` with a bearer token.
+enum Server {
+    Stdio(std::path::PathBuf),
+    Http { url: String, token: String },
+}
+
+/// `sh` lines that run `cli` against its scripted model server in `dir`, configured with its
+/// HTTP setup (the fields `claude mcp add --transport http … --header` and `opencode mcp add
+/// --url … --header` write).
+fn http_script(cli: Cli, dir: &Path, url: &str, token: &str) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, c) = (dir.display(), clients.display());
+    let auth = format!("Bearer {token}");
+    match cli {
+        Cli::Claude => format!(
+            r#"printf '{{"mcpServers": {{"leo": {{"type": "http", "url": "{url}", "headers": {{"Authorization": "{auth}"}}}}}}}}' >"{d}/mcp.json"
+ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call the tool." --mcp-config "{d}/mcp.json" --strict-mcp-config --allowedTools mcp__leo"#
+        ),
+        Cli::Opencode => format!(
+            r#"printf '{{"mcp": {{"leo": {{"type": "remote", "url": "{url}", "headers": {{"Authorization": "{auth}"}}, "enabled": true}}}}}}' >"{d}/in.json"
+exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/proj' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
+        ),
+        Cli::Codex => {
+            unreachable!("codex over /mcp gets the fallback tools, which the script does not call")
+        }
+    }
 }
 
 /// `sh` lines that run `cli` against its scripted model server in `dir`, with `wrap` as the
@@ -61,10 +92,25 @@ fn lines(path: &Path) -> Vec<Value> {
 async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
     let home = CliHome::new(None)?;
     let broker = Broker::start().await;
-    let mut app = App::connect(&broker.http()).await;
-    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
-        .await;
-    let d = home.path();
+    let wrap = wrapper(cli, &broker, home.path());
+    calls_through(cli, &home, &broker, &Server::Stdio(wrap)).await;
+    Some(lines(&home.path().join("in.jsonl")))
+}
+
+/// `cli` calls the app's tool through the broker's `/mcp`, with the agent's own token.
+async fn calls_a_tool_over_http(cli: Cli) -> Option<Broker> {
+    let home = CliHome::new(None)?;
+    let broker = Broker::start().await;
+    let server = Server::Http {
+        url: format!("http://{}/mcp", broker.addr),
+        token: broker.add_agent("cli"),
+    };
+    calls_through(cli, &home, &broker, &server).await;
+    Some(broker)
+}
+
+/// The wrapper the CLI launches as `leo-mcp`: it keeps what the CLI sent in `in.jsonl`.
+fn wrapper(cli: Cli, broker: &Broker, d: &Path) -> std::path::PathBuf {
     // codex does not re-list tools, so auto mode gives it the fallback tools; native mode
     // shows it the app's tool (registered before it starts). codex passes MCP servers only a
     // few variables, so the wrapper sets LEO_HOME itself.
@@ -87,10 +133,23 @@ async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
+    wrap
+}
+
+/// `cli`, configured with `server`, calls the app's tool once; the model is given the answer.
+async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Server) {
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    let d = home.path();
+    let lines_of = match server {
+        Server::Stdio(wrap) => script(cli, d, wrap),
+        Server::Http { url, token } => http_script(cli, d, url, token),
+    };
     let mut child = home
         .command("sh")
         .arg("-c")
-        .arg(script(cli, d, &wrap))
+        .arg(lines_of)
         .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
         .env("HARNESS_PROBE_TOOLS", TOOL)
         .env("HARNESS_PROBE_WATCH", "none")
@@ -138,7 +197,6 @@ async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
         "{cli:?}: the model was not given the result: {saw:?}\n{}",
         output()
     );
-    Some(lines(&d.join("in.jsonl")))
 }
 
 /// The protocol revision of the CLI's `tools/call`: its own `_meta` (2026-07-28) or the one
@@ -176,4 +234,26 @@ async fn opencode_calls_a_tool_on_initialize() {
         return;
     };
     assert_eq!(revision(&sent), "2025-11-25");
+}
+
+/// `cli` calls the app's tool over `/mcp`, and the history names the agent its token opened.
+async fn over_http_names_the_agent(cli: Cli) {
+    let Some(broker) = calls_a_tool_over_http(cli).await else {
+        return;
+    };
+    let history = broker
+        .http()
+        .get("/api/v1/client-tools/requests?state=ended")
+        .await;
+    assert_eq!(history.data()["calls"][0]["agent"], "cli", "{history:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_a_tool_over_http() {
+    over_http_names_the_agent(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_calls_a_tool_over_http() {
+    over_http_names_the_agent(Cli::Opencode).await;
 }
