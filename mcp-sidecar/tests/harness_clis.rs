@@ -51,10 +51,23 @@ ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call t
             r#"printf '{{"mcp": {{"leo": {{"type": "remote", "url": "{url}", "headers": {{"Authorization": "{auth}"}}, "enabled": true}}}}}}' >"{d}/in.json"
 exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/proj' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
         ),
-        Cli::Codex => {
-            unreachable!("codex over /mcp gets the fallback tools, which the script does not call")
-        }
+        Cli::Codex => format!(
+            r#"mkdir -p "{d}/codex-home"
+printf '[mcp_servers.leo]\nurl = "{url}"\nbearer_token_env_var = "LEO_AGENT_TOKEN"\n' >"{d}/codex-home/config.toml"
+export LEO_AGENT_TOKEN='{token}'
+{}"#,
+            codex_exec(dir)
+        ),
     }
+}
+
+/// `codex exec` against the scripted model server, with its home in `dir/codex-home`.
+fn codex_exec(dir: &Path) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, c) = (dir.display(), clients.display());
+    format!(
+        r#"CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "{d}" -c model_provider=fake -c 'model_providers.fake={{name="fake",base_url="{{model_url}}",wire_api="responses",env_key="OPENAI_API_KEY"}}' -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the tool.""#
+    )
 }
 
 /// `sh` lines that run `cli` against its scripted model server in `dir`, with `wrap` as the
@@ -70,7 +83,8 @@ ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call t
         Cli::Codex => format!(
             r#"mkdir -p "{d}/codex-home"
 printf '[mcp_servers.leo]\ncommand = "{w}"\nstartup_timeout_sec = 30\n' >"{d}/codex-home/config.toml"
-CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "{d}" -c model_provider=fake -c 'model_providers.fake={{name="fake",base_url="{{model_url}}",wire_api="responses",env_key="OPENAI_API_KEY"}}' -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the tool.""#
+{}"#,
+            codex_exec(dir)
         ),
         Cli::Opencode => format!(
             r#"printf '{{"mcp": {{"leo": {{"type": "local", "command": ["{w}"], "enabled": true}}}}}}' >"{d}/in.json"
@@ -136,6 +150,22 @@ fn wrapper(cli: Cli, broker: &Broker, d: &Path) -> std::path::PathBuf {
     wrap
 }
 
+/// The CLI's `lines` in `home`, its model scripted to call `tools`.
+fn spawn_cli(home: &CliHome, lines: &str, tools: &str) -> tokio::process::Child {
+    let d = home.path();
+    home.command("sh")
+        .arg("-c")
+        .arg(lines)
+        .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
+        .env("HARNESS_PROBE_TOOLS", tools)
+        .env("HARNESS_PROBE_WATCH", "none")
+        .env("HARNESS_PROBE_GRACE_MS", "0")
+        .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
+        .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
+        .spawn()
+        .expect("sh")
+}
+
 /// `cli`, configured with `server`, calls the app's tool once; the model is given the answer.
 async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Server) {
     let mut app = App::connect(&broker.http()).await;
@@ -146,18 +176,7 @@ async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Serve
         Server::Stdio(wrap) => script(cli, d, wrap),
         Server::Http { url, token } => http_script(cli, d, url, token),
     };
-    let mut child = home
-        .command("sh")
-        .arg("-c")
-        .arg(lines_of)
-        .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
-        .env("HARNESS_PROBE_TOOLS", TOOL)
-        .env("HARNESS_PROBE_WATCH", "none")
-        .env("HARNESS_PROBE_GRACE_MS", "0")
-        .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
-        .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
-        .spawn()
-        .expect("sh");
+    let mut child = spawn_cli(home, &lines_of, TOOL);
     let output = || {
         format!(
             "{}{}\n--- leo-mcp\n{}",
@@ -256,4 +275,47 @@ async fn claude_code_calls_a_tool_over_http() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn opencode_calls_a_tool_over_http() {
     over_http_names_the_agent(Cli::Opencode).await;
+}
+
+/// codex re-lists no tools, so `/mcp` shows it the fallback pair, as `leo-mcp --mode auto`
+/// does: its model is offered `leo_app_tools` and `leo_app_call`, not the app's tool, and
+/// `leo_app_tools` names the app's tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_gets_the_fallback_tools_over_http() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(Cli::Codex, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, "leo_app_tools");
+    let status = tokio::time::timeout(WAIT * 4, child.wait())
+        .await
+        .expect("codex did not finish")
+        .unwrap();
+    let d = home.path();
+    let out = std::fs::read_to_string(d.join("cli.err")).unwrap_or_default();
+    assert!(status.success(), "{status}\n{out}");
+    let saw = lines(&d.join("model.jsonl"));
+    let offered: Vec<String> = saw
+        .iter()
+        .filter(|r| r["event"] == "model_offered")
+        .flat_map(|r| r["tools_offered"].as_array().cloned().unwrap_or_default())
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    let has = |name: &str| {
+        offered
+            .iter()
+            .any(|n| n == name || n.ends_with(&format!("_{name}")))
+    };
+    assert!(has("leo_app_tools") && has("leo_app_call"), "{offered:?}");
+    assert!(!has(TOOL), "{offered:?}");
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(TOOL)),
+        "leo_app_tools did not name the app's tool: {saw:?}"
+    );
 }
