@@ -177,16 +177,38 @@ async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Serve
         Server::Http { url, token } => http_script(cli, d, url, token),
     };
     let mut child = spawn_cli(home, &lines_of, TOOL);
-    let output = || {
-        format!(
-            "{}{}\n--- leo-mcp\n{}",
-            std::fs::read_to_string(d.join("cli.out")).unwrap_or_default(),
-            std::fs::read_to_string(d.join("cli.err")).unwrap_or_default(),
-            std::fs::read_to_string(d.join("leo-mcp.log")).unwrap_or_default()
-        )
-    };
-    // A CLI may take longer than one event wait to start on a loaded machine.
-    let first = async {
+    let req = next_call(&mut app, home, cli).await;
+    assert_eq!(req.data["tool"], TOOL, "{:?}", req.data);
+    app.serve(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    finished(&mut child, home, cli).await;
+    let saw = lines(&d.join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "{cli:?}: the model was not given the result: {saw:?}\n{}",
+        output(home)
+    );
+}
+
+/// What the CLI and its `leo-mcp` wrote, for a failure's message.
+fn output(home: &CliHome) -> String {
+    let d = home.path();
+    format!(
+        "{}{}\n--- leo-mcp\n{}",
+        std::fs::read_to_string(d.join("cli.out")).unwrap_or_default(),
+        std::fs::read_to_string(d.join("cli.err")).unwrap_or_default(),
+        std::fs::read_to_string(d.join("leo-mcp.log")).unwrap_or_default()
+    )
+}
+
+/// The next call the app is offered. A CLI may take longer than one event wait to start on a
+/// loaded machine.
+async fn next_call(app: &mut App, home: &CliHome, cli: Cli) -> leo_testkit::SseEvent {
+    let next = async {
         loop {
             match app.sse.next_or_end().await {
                 Some(e) if e.event == "client_tool.request" => return e,
@@ -195,27 +217,63 @@ async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Serve
             }
         }
     };
-    let req = tokio::time::timeout(WAIT * 4, first)
+    tokio::time::timeout(WAIT * 4, next)
         .await
-        .unwrap_or_else(|_| panic!("{cli:?} never called {TOOL}:\n{}", output()));
-    assert_eq!(req.data["tool"], TOOL, "{:?}", req.data);
+        .unwrap_or_else(|_| panic!("{cli:?} called no tool:\n{}", output(home)))
+}
+
+/// The CLI ends, successfully.
+async fn finished(child: &mut tokio::process::Child, home: &CliHome, cli: Cli) {
+    let status = tokio::time::timeout(WAIT * 4, child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{cli:?} did not finish:\n{}", output(home)))
+        .unwrap();
+    assert!(status.success(), "{cli:?}: {status}\n{}", output(home));
+}
+
+/// A tool added while the CLI's session is open over `/mcp` reaches it (`list_changed`): the
+/// model calls a first tool; while its call waits, an app adds the second; the model's next
+/// turn is offered it, and calls it.
+async fn sees_a_tool_added_over_http(cli: Cli) {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool("cli_first")]))
+        .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(cli, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, &format!("cli_first,{TOOL}"));
+    let first = next_call(&mut app, &home, cli).await;
+    assert_eq!(first.data["tool"], "cli_first", "{:?}", first.data);
+    app.register_ok("more", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    // The change reaches the CLI within the coalescing second; give it that and its re-list.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     app.serve(
-        req.data["id"].as_str().unwrap(),
+        first.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "first done"}]),
+    )
+    .await;
+    let added = next_call(&mut app, &home, cli).await;
+    assert_eq!(added.data["tool"], TOOL, "{:?}", added.data);
+    app.serve(
+        added.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": REPLY}]),
     )
     .await;
-    let status = tokio::time::timeout(WAIT * 4, child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("{cli:?} did not finish:\n{}", output()))
-        .unwrap();
-    assert!(status.success(), "{cli:?}: {status}\n{}", output());
-    let saw = lines(&d.join("model.jsonl"));
-    assert!(
-        saw.iter()
-            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
-        "{cli:?}: the model was not given the result: {saw:?}\n{}",
-        output()
-    );
+    finished(&mut child, &home, cli).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_sees_a_tool_added_over_http() {
+    sees_a_tool_added_over_http(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_sees_a_tool_added_over_http() {
+    sees_a_tool_added_over_http(Cli::Opencode).await;
 }
 
 /// The protocol revision of the CLI's `tools/call`: its own `_meta` (2026-07-28) or the one
