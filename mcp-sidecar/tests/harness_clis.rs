@@ -377,3 +377,37 @@ async fn codex_gets_the_fallback_tools_over_http() {
         "leo_app_tools did not name the app's tool: {saw:?}"
     );
 }
+
+/// A call the app answers after 75 s completes over `/mcp`: the answer stream stays open
+/// (its keep-alives pass the listener's 60 s idle timeout) and Claude Code waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_waits_75_s_for_a_call_over_http() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok(
+        "check",
+        json!([leo_testkit::app::tool_with_timeout(TOOL, 0)]),
+    )
+    .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(Cli::Claude, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, TOOL);
+    let call = next_call(&mut app, &home, Cli::Claude).await;
+    tokio::time::sleep(std::time::Duration::from_secs(75)).await;
+    app.serve(
+        call.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    finished(&mut child, &home, Cli::Claude).await;
+    let saw = lines(&home.path().join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "the model was not given the late result: {saw:?}\n{}",
+        output(&home)
+    );
+}
