@@ -112,6 +112,43 @@ impl AgentKeys {
     }
 }
 
+impl AgentKeys {
+    /// The agent a token given on `/mcp` opens sessions for. The shared agent token opens the
+    /// agent it names (`named`, from `Leo-Agent`), unless that agent has its own token; an
+    /// agent's own token opens its agent, and a `named` agent that is another is refused. The
+    /// folder of own tokens is read at each call, as at each `hello`, and every file is
+    /// compared in constant time.
+    pub fn identify(
+        &self,
+        presented: &str,
+        named: Option<&AgentName>,
+    ) -> Result<AgentName, Refusal> {
+        if ct_eq(presented, &self.shared) {
+            let Some(agent) = named else {
+                return Err(Refusal::new(
+                    ErrorCode::InvalidParameter,
+                    "the shared agent token must name its agent in a Leo-Agent header",
+                ));
+            };
+            self.check(agent, presented)?;
+            return Ok(agent.clone());
+        }
+        let Some(owner) = self.owner_of(presented) else {
+            return Err(Refusal::new(
+                ErrorCode::Unauthorized,
+                "not an agent token (give the shared agent token or an agent's own token)",
+            ));
+        };
+        match named {
+            Some(agent) if *agent != owner => Err(Refusal::new(
+                ErrorCode::Forbidden,
+                format!("this is agent {owner:?}'s own token; it cannot open {agent:?}"),
+            )),
+            _ => Ok(owner),
+        }
+    }
+}
+
 fn unauthorized(why: &str) -> Refusal {
     Refusal::new(ErrorCode::Unauthorized, why)
 }
@@ -167,5 +204,35 @@ mod tests {
         assert!(e.message.contains("chmod 600"), "{}", e.message);
         assert!(keys.check(&name("scout"), &shared).is_err());
         assert_eq!(keys.owner_of(&scout), None);
+    }
+
+    #[test]
+    fn a_token_on_mcp_names_its_agent() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = "s".repeat(64);
+        let scout = "a".repeat(64);
+        crate::home::write_secret_new(&dir.path().join("scout.token"), &format!("{scout}\n"))
+            .unwrap();
+        let keys = AgentKeys::new(shared.clone().into(), dir.path().to_owned());
+
+        assert_eq!(keys.identify(&scout, None), Ok(name("scout")));
+        assert_eq!(
+            keys.identify(&scout, Some(&name("scout"))),
+            Ok(name("scout"))
+        );
+        let e = keys.identify(&scout, Some(&name("rocket"))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Forbidden);
+        assert_eq!(
+            keys.identify(&shared, Some(&name("rocket"))),
+            Ok(name("rocket"))
+        );
+        let e = keys.identify(&shared, None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidParameter);
+        assert!(e.message.contains("Leo-Agent"), "{}", e.message);
+        // The shared token cannot open an agent that has its own.
+        let e = keys.identify(&shared, Some(&name("scout"))).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthorized);
+        let e = keys.identify(&"x".repeat(64), None).unwrap_err();
+        assert_eq!(e.code, ErrorCode::Unauthorized);
     }
 }

@@ -14,6 +14,8 @@
 //! - the few rules the CLI must apply exactly as the daemon does: [`new_token`] and
 //!   [`read_token_file`] (token files), [`record_local`] (the audit trail of local changes),
 //!   and [`WEBHOOKS_PATH`];
+//! - [`mcp`]: the mount point of `/mcp`, where the binary plugs in `leo-mcp`'s MCP server over
+//!   Streamable HTTP, and the in-process pipe its sessions reach the broker through;
 //! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
 //! - [`store`], for `leo-bench`'s durability bench only.
 //!
@@ -47,6 +49,14 @@ pub(crate) mod tokens;
 pub(crate) mod webhooks;
 
 pub use error::{BrokerError, Result};
+
+/// `/mcp`'s mount point (see `http::mcp`).
+pub mod mcp {
+    pub use crate::http::mcp::{Caller, MakeMount, Mount, Pipe, Responding};
+    /// The body of `/mcp`'s requests and responses.
+    pub use axum::body::Body;
+    pub use axum::http::Request;
+}
 pub use history::record_local;
 pub use http::rules::WEBHOOKS_PATH;
 pub use ipc::MAX_SESSIONS;

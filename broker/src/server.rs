@@ -40,6 +40,9 @@ pub struct Prepared {
     /// The live state database and what it held at start.
     pub store: crate::store::Store,
     pub restored: crate::store::Restored,
+    /// What serves `/mcp` on the TCP listener: the `leo` binary mounts `leo-mcp`'s server here
+    /// (see `mcp`); without it, `/mcp` answers that this broker serves none.
+    pub mcp: Option<crate::mcp::MakeMount>,
     /// `web.tls`, loaded: the TCP listener's certificate and key.
     pub tls: Option<crate::http::ServerTls>,
 }
@@ -79,6 +82,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         source: e.into(),
     })?;
     Ok(Prepared {
+        mcp: None,
         home,
         config: Arc::new(config),
         ever,
@@ -219,9 +223,16 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         broker.clone(),
         crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
     );
+    let mcp = p.mcp.map(|make| {
+        make(
+            crate::mcp::Pipe::new(sidecars.clone()),
+            broker.shutdown_token(),
+        )
+    });
     let state = Arc::new(AppState {
         broker: broker.clone(),
         sidecars: sidecars.clone(),
+        mcp,
         webhooks,
         tokens: p.tokens,
         max_body: p.config.web.max_body_bytes,

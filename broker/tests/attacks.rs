@@ -457,15 +457,18 @@ fn fuzz_inputs() -> Vec<(String, Vec<u8>)> {
     out
 }
 
-/// Sends every fuzz input to `addr`, aimed at its port, and checks each gets an HTTP answer or
-/// none, never a hang.
-async fn replay_fuzz_inputs(addr: std::net::SocketAddr) {
+/// Sends every fuzz input to `addr`, aimed at its port and holding `agent_token` where it says
+/// `AGENT_TOKEN` (so that `/mcp` inputs reach the MCP server), and checks each gets an HTTP
+/// answer or none, never a hang.
+async fn replay_fuzz_inputs(addr: std::net::SocketAddr, agent_token: &str) {
     let inputs = fuzz_inputs();
     assert!(inputs.len() >= 5, "the seed corpus is missing");
     let port = addr.port().to_string();
     for (name, data) in inputs {
         // The corpus names port 8370; aim it at this listener so it gets past the Host check.
-        let data = String::from_utf8_lossy(&data).replace("8370", &port);
+        let data = String::from_utf8_lossy(&data)
+            .replace("8370", &port)
+            .replace("AGENT_TOKEN", agent_token);
         let mut s = TcpStream::connect(addr).await.unwrap();
         let _ = s.write_all(data.as_bytes()).await;
         let _ = s.shutdown().await;
@@ -485,8 +488,8 @@ async fn replay_fuzz_inputs(addr: std::net::SocketAddr) {
 #[tokio::test]
 async fn the_request_path_fuzz_inputs_each_get_an_answer() {
     let (broker, metrics) = with_metrics_listener(None).await;
-    replay_fuzz_inputs(broker.addr).await;
-    replay_fuzz_inputs(metrics).await;
+    replay_fuzz_inputs(broker.addr, &broker.agent_token()).await;
+    replay_fuzz_inputs(metrics, &broker.agent_token()).await;
     assert_eq!(broker.http().get("/api/v1/status").await.status, 200);
     let open = leo_testkit::Http::tcp(metrics, None);
     assert_eq!(open.get("/metrics").await.status, 200);

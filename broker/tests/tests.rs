@@ -20,6 +20,7 @@ mod fixtures;
 mod history;
 mod lifecycle;
 mod logs;
+mod mcp;
 mod mcp_fixtures;
 mod ownership;
 mod quickstart;

@@ -18,7 +18,7 @@ use leo_testkit::tls::{TLS_CONFIG, TlsConn, ca_file, tls_init, write_expired_pai
 fn remote_status(broker: &Broker, url: &str, ca: Option<&Path>) -> Output {
     let elsewhere = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(leo_testkit::bin("leo"));
-    cmd.args(["status", "--url", url])
+    cmd.args(["--url", url, "status"])
         .env("LEO_HOME", elsewhere.path())
         .env("LEO_TOKEN", broker.operator_token())
         .env_remove("LEO_CA_FILE")

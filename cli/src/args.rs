@@ -25,17 +25,13 @@ pub struct Cli {
     pub home: Option<std::path::PathBuf>,
     /// A broker on another host, `https://HOST:PORT` (or `http://`) of its TCP listener, for
     /// status, requests, audit, cancel, tools and webhook. Its token comes from LEO_TOKEN or
-    /// --token-file; an https:// broker's CA file from LEO_CA_FILE.
-    #[arg(long, global = true, value_name = "URL", env = "LEO_URL")]
+    /// --token-file; an https:// broker's CA file from LEO_CA_FILE. Given before the command
+    /// (`leo --url URL status`), as docker's `-H`: after it, `--url` is the command's own
+    /// (`leo webhook add --url` is where the webhook's calls go).
+    #[arg(long, value_name = "URL", env = "LEO_URL")]
     pub url: Option<String>,
     /// With --url: the file holding the token to present (instead of LEO_TOKEN).
-    #[arg(
-        long,
-        global = true,
-        value_name = "PATH",
-        env = "LEO_TOKEN_FILE",
-        requires = "url"
-    )]
+    #[arg(long, value_name = "PATH", env = "LEO_TOKEN_FILE", requires = "url")]
     pub token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,

@@ -40,6 +40,10 @@ pub fn run(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Resul
             }
             prepared.config = std::sync::Arc::new(config);
         }
+        prepared.mcp = Some(crate::mcp::mount(
+            &prepared.home,
+            prepared.config.web.max_body_bytes,
+        ));
         let stop = server::signals();
         let listeners = server::bind(&prepared).await?;
         let tcp = match &listeners.tcp {

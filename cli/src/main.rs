@@ -18,6 +18,7 @@ mod broker;
 mod commands;
 mod config_edit;
 mod error;
+mod mcp;
 mod serve_tool;
 mod tls;
 

@@ -6,6 +6,12 @@
 //! each other: an admitted request names only our authorities, the gate finds the target of
 //! every request routed to the message route, and a decoded target is an agent name.
 //!
+//! `/mcp` (`Route::Mcp`) checks its callers itself: the target holds its rules to the table
+//! (agents only, TCP only, never the metrics listener), parses `Leo-Agent` by the one name rule
+//! and reads its body as JSON as the route does before the MCP server sees it. The corpus's
+//! `/mcp` inputs carry `AGENT_TOKEN`, which `broker/tests/attacks.rs` replaces with the real
+//! token when it replays them, so they reach the MCP server there.
+//!
 //! Every input also takes the path of the `metrics.bind` listener: the same Host check, then
 //! the same table filtered by `Route::on_metrics_listener`, which must leave `GET /metrics`
 //! alone, a route no token is asked for there and no body is read for.
@@ -121,8 +127,28 @@ fuzz_target!(|data: &[u8]| {
     };
     let route = Route::of(method, matched.value).expect("every pattern names a route");
     check_metrics_listener(route, method);
+    if route == Route::Mcp {
+        check_mcp(req.headers, &data[head_len..]);
+    }
     check_route(route, path, &data[head_len..]);
 });
+
+/// `/mcp`: the table's rules for it, the `Leo-Agent` name, the body read as JSON.
+fn check_mcp(headers: &[httparse::Header<'_>], body: &[u8]) {
+    assert_eq!(Route::Mcp.callers(), &[Kind::Agent]);
+    assert!(Route::Mcp.checks_itself() && Route::Mcp.tcp_only());
+    assert!(!Route::Mcp.console() && !Route::Mcp.on_metrics_listener());
+    for h in headers.iter().filter(|h| h.name.eq_ignore_ascii_case("leo-agent")) {
+        if let Ok(text) = std::str::from_utf8(h.value)
+            && let Ok(name) = leo_protocol::names::AgentName::parse(text)
+        {
+            assert!(leo_protocol::names::is_name(&name));
+        }
+    }
+    if body.len() <= Route::Mcp.body_limit(MAX_BODY) {
+        let _ = serde_json::from_slice::<serde_json::Value>(body);
+    }
+}
 
 /// What the metrics listener serves of a routed request: `GET /metrics` only, never a console
 /// route, a route with a body, or one that changes anything.

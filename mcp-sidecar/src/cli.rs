@@ -135,35 +135,46 @@ pub struct Settings {
     pub token_file: Option<PathBuf>,
     /// Serve the 2026-07-28 lifecycle too (`--discover`, the default).
     pub discover: bool,
-    /// `--url`: the broker's TCP listener, instead of the socket under `home`.
-    pub remote: Option<Arc<Remote>>,
-    /// `LEO_AGENT_TOKEN`.
+    /// Where the broker is, when not its socket under `home`: `--url` (`Dial::Url`), or
+    /// `/mcp`'s in-process pipe (`Dial::InProcess`).
+    pub broker: Option<Dial>,
+    /// The token to say hello with, as given: `LEO_AGENT_TOKEN`, or `/mcp`'s bearer token.
     pub token: Option<String>,
+    /// How the harness reaches this server, as the hello tells the broker.
+    pub transport: leo_protocol::ipc::Transport,
 }
 
 impl Settings {
-    /// Where the broker is: `--url`, else its sidecar socket under `home`.
+    /// Where the broker is: `broker`, else its sidecar socket under `home`.
     pub fn dial(&self) -> Dial {
-        match &self.remote {
-            Some(remote) => Dial::Url(remote.clone()),
+        match &self.broker {
+            Some(dial) => dial.clone(),
             None => Dial::Socket(self.home.sidecar_socket()),
+        }
+    }
+
+    /// `--url`: a broker on another host.
+    pub fn remote(&self) -> Option<&Remote> {
+        match &self.broker {
+            Some(Dial::Url(remote)) => Some(remote),
+            _ => None,
         }
     }
 
     /// The home whose files may stand in for the broker while it is down: none with `--url`,
     /// whose broker's files are on another host.
     pub fn local_home(&self) -> Option<&Home> {
-        self.remote.is_none().then_some(&self.home)
+        self.remote().is_none().then_some(&self.home)
     }
 
-    /// The token this session says hello with: `--token-file`, else `LEO_AGENT_TOKEN`, else
-    /// (without `--url`) the agent's own token (`state/agents/<agent>.token`) when it exists,
-    /// else the shared agent token.
+    /// The token this session says hello with: `--token-file`, else the one given
+    /// (`LEO_AGENT_TOKEN`, `/mcp`'s bearer token), else (without `--url`) the agent's own
+    /// token (`state/agents/<agent>.token`) when it exists, else the shared agent token.
     pub fn read_token(&self) -> Result<String> {
         match (&self.token_file, &self.token) {
             (Some(path), _) => crate::home::read_token_at(path),
             (None, Some(token)) => Ok(token.clone()),
-            (None, None) if self.remote.is_some() => Err(SidecarError::NoToken),
+            (None, None) if self.remote().is_some() => Err(SidecarError::NoToken),
             (None, None) => crate::home::read_agent_token(&self.home, &self.agent),
         }
     }
@@ -193,8 +204,9 @@ impl Cli {
             return Err(SidecarError::NoToken);
         }
         Ok(Settings {
-            remote,
+            broker: remote.map(Dial::Url),
             token,
+            transport: leo_protocol::ipc::Transport::Stdio,
             agent: self.agent,
             mode: self.mode,
             home,
@@ -214,7 +226,7 @@ pub fn parse_agent(text: &str) -> std::result::Result<AgentName, SidecarError> {
     })
 }
 
-fn progress_from_env() -> Duration {
+pub(crate) fn progress_from_env() -> Duration {
     std::env::var(PROGRESS_ENV)
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())

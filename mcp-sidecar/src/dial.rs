@@ -43,6 +43,26 @@ pub enum Dial {
     Socket(PathBuf),
     /// A broker's TCP listener (`--url`).
     Url(Arc<Remote>),
+    /// A pipe into the broker's own process: `/mcp`, where this MCP server runs inside the
+    /// broker (see `http`), and each MCP session is a sidecar session all the same.
+    InProcess(Pipe),
+}
+
+/// Opens an in-process connection to the broker (`leo_broker::mcp::Pipe::open`, given by the
+/// `leo` binary, so that this crate does not depend on the broker's).
+#[derive(Clone)]
+pub struct Pipe(Arc<dyn Fn() -> tokio::io::DuplexStream + Send + Sync>);
+
+impl Pipe {
+    pub fn new(open: impl Fn() -> tokio::io::DuplexStream + Send + Sync + 'static) -> Pipe {
+        Pipe(Arc::new(open))
+    }
+}
+
+impl std::fmt::Debug for Pipe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Pipe")
+    }
 }
 
 impl Dial {
@@ -51,6 +71,7 @@ impl Dial {
     /// `reconnect` waits out quietly.
     pub async fn open(&self, token: &str) -> Result<(Reader, Writer)> {
         match self {
+            Dial::InProcess(pipe) => Ok(frames::split((pipe.0)())),
             Dial::Socket(path) => match tokio::net::UnixStream::connect(path).await {
                 Ok(stream) => Ok(frames::split(stream)),
                 Err(e) if not_listening(&e) => Err(SidecarError::NotRunning),

@@ -11,7 +11,8 @@
 //!   `list_changed`) or `fallback` (`leo_app_tools` and `leo_app_call`).
 //! - `link` is the sidecar's handle on the broker (calls in flight, the tool view), and
 //!   `reconnect` the task that keeps the IPC connection up with a capped backoff.
-//! - `stdio` drives stdin/stdout on the IO reactor when they are pipes or sockets.
+//! - `stdio` drives stdin/stdout on the IO reactor when they are pipes or sockets; `http`
+//!   (feature `http`) serves the same server over Streamable HTTP at the broker's `/mcp`.
 //! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result.
 //! - `messages` is Leo's own tool `leo_messages`, listed in both modes: it returns and
 //!   acknowledges the messages API clients sent to this agent (the pull path every harness has).
@@ -30,6 +31,8 @@
 
 #![deny(clippy::print_stdout)]
 
+#[cfg(feature = "http")]
+pub mod abandon;
 pub mod call;
 pub mod caps;
 pub mod channel;
@@ -41,6 +44,8 @@ pub mod error;
 pub mod fallback;
 pub mod frames;
 pub mod home;
+#[cfg(feature = "http")]
+pub mod http;
 pub mod link;
 pub mod messages;
 pub mod mode;

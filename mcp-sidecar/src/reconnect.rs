@@ -152,6 +152,7 @@ async fn connect(settings: &Settings, session: &str, link: &BrokerLink) -> Resul
         mode,
         // The same session id on every connection: the broker re-attaches these calls to it.
         resume: link.resume_ids(),
+        transport: settings.transport,
     };
     write_frame(&mut writer, &hello).await?;
     let first = tokio::time::timeout(WELCOME_TIMEOUT, read_frame(&mut reader))

@@ -29,7 +29,7 @@ pub async fn run(settings: Settings) -> Result<()> {
     let session = new_session_id(&settings.agent);
     crate::trace::set_session(&session);
     crate::trace::start_from_env();
-    match &settings.remote {
+    match settings.remote() {
         Some(remote) => {
             info!(agent = %settings.agent, session, url = remote.url(), "leo-mcp starting")
         }

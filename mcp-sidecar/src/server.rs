@@ -68,6 +68,9 @@ acknowledges it.";
 #[derive(Clone)]
 pub struct Sidecar {
     inner: Arc<Inner>,
+    /// Dropped with the last clone of this server, which rmcp holds while the session lives:
+    /// then the broker connection closes (see `http`). `None` on stdio, which ends with stdin.
+    ended: Option<Arc<tokio::sync::watch::Sender<bool>>>,
 }
 
 struct Inner {
@@ -111,8 +114,16 @@ impl Sidecar {
         Ok(self.inner.call(&request.name, arguments, &context).await)
     }
 
+    /// This server, whose broker connection closes once rmcp has let go of it: `ended` is
+    /// the sender of the reconnect task's "the harness is gone".
+    pub fn ending_with(mut self, ended: tokio::sync::watch::Sender<bool>) -> Sidecar {
+        self.ended = Some(Arc::new(ended));
+        self
+    }
+
     pub fn new(settings: Settings, link: Arc<BrokerLink>) -> Sidecar {
         Sidecar {
+            ended: None,
             inner: Arc::new(Inner {
                 settings,
                 link,

@@ -26,7 +26,7 @@ fn record_tool() -> Value {
     })
 }
 
-fn plain_tool(name: &str) -> Value {
+pub fn plain_tool(name: &str) -> Value {
     json!({
         "name": name,
         "description": format!("The {name} tool"),
@@ -58,7 +58,7 @@ async fn feature_app(broker: &Broker) -> App {
 }
 
 /// The app asks the user `message` with the confirm form during call `id`.
-async fn ask(app: &App, id: &str, message: &str) -> leo_testkit::Reply {
+pub async fn ask(app: &App, id: &str, message: &str) -> leo_testkit::Reply {
     app.post_for(
         id,
         "input",

@@ -4,7 +4,9 @@
 //! loopback (`harness-probe/clients/fake-anthropic.mjs`, `fake-openai.mjs`) that asks for the
 //! tool once, with a throw-away `HOME` and no account. The JSON-RPC lines each CLI sent are
 //! kept, so the test also checks the lifecycle it settled on: Claude Code stays on 2026-07-28,
-//! codex and opencode use `initialize`.
+//! codex and opencode use `initialize`. Claude Code and opencode also call it over the broker's
+//! `/mcp`, configured as their HTTP setup lines configure them (a URL and an
+//! `Authorization: Bearer` header with the agent's own token).
 
 use std::path::Path;
 
@@ -26,6 +28,48 @@ enum Cli {
     Opencode,
 }
 
+/// How the CLI reaches Leo: `leo-mcp` launched through the wrapper script, or the broker's
+/// `/mcp` with a bearer token.
+enum Server {
+    Stdio(std::path::PathBuf),
+    Http { url: String, token: String },
+}
+
+/// `sh` lines that run `cli` against its scripted model server in `dir`, configured with its
+/// HTTP setup (the fields `claude mcp add --transport http … --header` and `opencode mcp add
+/// --url … --header` write).
+fn http_script(cli: Cli, dir: &Path, url: &str, token: &str) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, c) = (dir.display(), clients.display());
+    let auth = format!("Bearer {token}");
+    match cli {
+        Cli::Claude => format!(
+            r#"printf '{{"mcpServers": {{"leo": {{"type": "http", "url": "{url}", "headers": {{"Authorization": "{auth}"}}}}}}}}' >"{d}/mcp.json"
+ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call the tool." --mcp-config "{d}/mcp.json" --strict-mcp-config --allowedTools mcp__leo"#
+        ),
+        Cli::Opencode => format!(
+            r#"printf '{{"mcp": {{"leo": {{"type": "remote", "url": "{url}", "headers": {{"Authorization": "{auth}"}}, "enabled": true}}}}}}' >"{d}/in.json"
+exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{d}/in.json' '{d}/opencode.json' && cd '{d}/proj' && OPENCODE_CONFIG='{d}/opencode.json' exec opencode run 'Call the tool.'""#
+        ),
+        Cli::Codex => format!(
+            r#"mkdir -p "{d}/codex-home"
+printf '[mcp_servers.leo]\nurl = "{url}"\nbearer_token_env_var = "LEO_AGENT_TOKEN"\n' >"{d}/codex-home/config.toml"
+export LEO_AGENT_TOKEN='{token}'
+{}"#,
+            codex_exec(dir)
+        ),
+    }
+}
+
+/// `codex exec` against the scripted model server, with its home in `dir/codex-home`.
+fn codex_exec(dir: &Path) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, c) = (dir.display(), clients.display());
+    format!(
+        r#"CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "{d}" -c model_provider=fake -c 'model_providers.fake={{name="fake",base_url="{{model_url}}",wire_api="responses",env_key="OPENAI_API_KEY"}}' -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the tool.""#
+    )
+}
+
 /// `sh` lines that run `cli` against its scripted model server in `dir`, with `wrap` as the
 /// MCP server command.
 fn script(cli: Cli, dir: &Path, wrap: &Path) -> String {
@@ -39,7 +83,8 @@ ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call t
         Cli::Codex => format!(
             r#"mkdir -p "{d}/codex-home"
 printf '[mcp_servers.leo]\ncommand = "{w}"\nstartup_timeout_sec = 30\n' >"{d}/codex-home/config.toml"
-CODEX_HOME="{d}/codex-home" exec node "{c}/fake-openai.mjs" -- codex exec --skip-git-repo-check -C "{d}" -c model_provider=fake -c 'model_providers.fake={{name="fake",base_url="{{model_url}}",wire_api="responses",env_key="OPENAI_API_KEY"}}' -m fake-model -c approval_policy=never --dangerously-bypass-approvals-and-sandbox "Call the tool.""#
+{}"#,
+            codex_exec(dir)
         ),
         Cli::Opencode => format!(
             r#"printf '{{"mcp": {{"leo": {{"type": "local", "command": ["{w}"], "enabled": true}}}}}}' >"{d}/in.json"
@@ -61,10 +106,25 @@ fn lines(path: &Path) -> Vec<Value> {
 async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
     let home = CliHome::new(None)?;
     let broker = Broker::start().await;
-    let mut app = App::connect(&broker.http()).await;
-    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
-        .await;
-    let d = home.path();
+    let wrap = wrapper(cli, &broker, home.path());
+    calls_through(cli, &home, &broker, &Server::Stdio(wrap)).await;
+    Some(lines(&home.path().join("in.jsonl")))
+}
+
+/// `cli` calls the app's tool through the broker's `/mcp`, with the agent's own token.
+async fn calls_a_tool_over_http(cli: Cli) -> Option<Broker> {
+    let home = CliHome::new(None)?;
+    let broker = Broker::start().await;
+    let server = Server::Http {
+        url: format!("http://{}/mcp", broker.addr),
+        token: broker.add_agent("cli"),
+    };
+    calls_through(cli, &home, &broker, &server).await;
+    Some(broker)
+}
+
+/// The wrapper the CLI launches as `leo-mcp`: it keeps what the CLI sent in `in.jsonl`.
+fn wrapper(cli: Cli, broker: &Broker, d: &Path) -> std::path::PathBuf {
     // codex does not re-list tools, so auto mode gives it the fallback tools; native mode
     // shows it the app's tool (registered before it starts). codex passes MCP servers only a
     // few variables, so the wrapper sets LEO_HOME itself.
@@ -87,28 +147,68 @@ async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
     .unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&wrap, std::fs::Permissions::from_mode(0o755)).unwrap();
-    let mut child = home
-        .command("sh")
+    wrap
+}
+
+/// The CLI's `lines` in `home`, its model scripted to call `tools`.
+fn spawn_cli(home: &CliHome, lines: &str, tools: &str) -> tokio::process::Child {
+    let d = home.path();
+    home.command("sh")
         .arg("-c")
-        .arg(script(cli, d, &wrap))
+        .arg(lines)
         .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
-        .env("HARNESS_PROBE_TOOLS", TOOL)
+        .env("HARNESS_PROBE_TOOLS", tools)
         .env("HARNESS_PROBE_WATCH", "none")
         .env("HARNESS_PROBE_GRACE_MS", "0")
         .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
         .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
         .spawn()
-        .expect("sh");
-    let output = || {
-        format!(
-            "{}{}\n--- leo-mcp\n{}",
-            std::fs::read_to_string(d.join("cli.out")).unwrap_or_default(),
-            std::fs::read_to_string(d.join("cli.err")).unwrap_or_default(),
-            std::fs::read_to_string(d.join("leo-mcp.log")).unwrap_or_default()
-        )
+        .expect("sh")
+}
+
+/// `cli`, configured with `server`, calls the app's tool once; the model is given the answer.
+async fn calls_through(cli: Cli, home: &CliHome, broker: &Broker, server: &Server) {
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    let d = home.path();
+    let lines_of = match server {
+        Server::Stdio(wrap) => script(cli, d, wrap),
+        Server::Http { url, token } => http_script(cli, d, url, token),
     };
-    // A CLI may take longer than one event wait to start on a loaded machine.
-    let first = async {
+    let mut child = spawn_cli(home, &lines_of, TOOL);
+    let req = next_call(&mut app, home, cli).await;
+    assert_eq!(req.data["tool"], TOOL, "{:?}", req.data);
+    app.serve(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    finished(&mut child, home, cli).await;
+    let saw = lines(&d.join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "{cli:?}: the model was not given the result: {saw:?}\n{}",
+        output(home)
+    );
+}
+
+/// What the CLI and its `leo-mcp` wrote, for a failure's message.
+fn output(home: &CliHome) -> String {
+    let d = home.path();
+    format!(
+        "{}{}\n--- leo-mcp\n{}",
+        std::fs::read_to_string(d.join("cli.out")).unwrap_or_default(),
+        std::fs::read_to_string(d.join("cli.err")).unwrap_or_default(),
+        std::fs::read_to_string(d.join("leo-mcp.log")).unwrap_or_default()
+    )
+}
+
+/// The next call the app is offered. A CLI may take longer than one event wait to start on a
+/// loaded machine.
+async fn next_call(app: &mut App, home: &CliHome, cli: Cli) -> leo_testkit::SseEvent {
+    let next = async {
         loop {
             match app.sse.next_or_end().await {
                 Some(e) if e.event == "client_tool.request" => return e,
@@ -117,28 +217,63 @@ async fn calls_a_tool(cli: Cli) -> Option<Vec<Value>> {
             }
         }
     };
-    let req = tokio::time::timeout(WAIT * 4, first)
+    tokio::time::timeout(WAIT * 4, next)
         .await
-        .unwrap_or_else(|_| panic!("{cli:?} never called {TOOL}:\n{}", output()));
-    assert_eq!(req.data["tool"], TOOL, "{:?}", req.data);
+        .unwrap_or_else(|_| panic!("{cli:?} called no tool:\n{}", output(home)))
+}
+
+/// The CLI ends, successfully.
+async fn finished(child: &mut tokio::process::Child, home: &CliHome, cli: Cli) {
+    let status = tokio::time::timeout(WAIT * 4, child.wait())
+        .await
+        .unwrap_or_else(|_| panic!("{cli:?} did not finish:\n{}", output(home)))
+        .unwrap();
+    assert!(status.success(), "{cli:?}: {status}\n{}", output(home));
+}
+
+/// A tool added while the CLI's session is open over `/mcp` reaches it (`list_changed`): the
+/// model calls a first tool; while its call waits, an app adds the second; the model's next
+/// turn is offered it, and calls it.
+async fn sees_a_tool_added_over_http(cli: Cli) {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool("cli_first")]))
+        .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(cli, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, &format!("cli_first,{TOOL}"));
+    let first = next_call(&mut app, &home, cli).await;
+    assert_eq!(first.data["tool"], "cli_first", "{:?}", first.data);
+    app.register_ok("more", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    // The change reaches the CLI within the coalescing second; give it that and its re-list.
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
     app.serve(
-        req.data["id"].as_str().unwrap(),
+        first.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "first done"}]),
+    )
+    .await;
+    let added = next_call(&mut app, &home, cli).await;
+    assert_eq!(added.data["tool"], TOOL, "{:?}", added.data);
+    app.serve(
+        added.data["id"].as_str().unwrap(),
         json!([{"type": "text", "text": REPLY}]),
     )
     .await;
-    let status = tokio::time::timeout(WAIT * 4, child.wait())
-        .await
-        .unwrap_or_else(|_| panic!("{cli:?} did not finish:\n{}", output()))
-        .unwrap();
-    assert!(status.success(), "{cli:?}: {status}\n{}", output());
-    let saw = lines(&d.join("model.jsonl"));
-    assert!(
-        saw.iter()
-            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
-        "{cli:?}: the model was not given the result: {saw:?}\n{}",
-        output()
-    );
-    Some(lines(&d.join("in.jsonl")))
+    finished(&mut child, &home, cli).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_sees_a_tool_added_over_http() {
+    sees_a_tool_added_over_http(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_sees_a_tool_added_over_http() {
+    sees_a_tool_added_over_http(Cli::Opencode).await;
 }
 
 /// The protocol revision of the CLI's `tools/call`: its own `_meta` (2026-07-28) or the one
@@ -176,4 +311,103 @@ async fn opencode_calls_a_tool_on_initialize() {
         return;
     };
     assert_eq!(revision(&sent), "2025-11-25");
+}
+
+/// `cli` calls the app's tool over `/mcp`, and the history names the agent its token opened.
+async fn over_http_names_the_agent(cli: Cli) {
+    let Some(broker) = calls_a_tool_over_http(cli).await else {
+        return;
+    };
+    let history = broker
+        .http()
+        .get("/api/v1/client-tools/requests?state=ended")
+        .await;
+    assert_eq!(history.data()["calls"][0]["agent"], "cli", "{history:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_calls_a_tool_over_http() {
+    over_http_names_the_agent(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_calls_a_tool_over_http() {
+    over_http_names_the_agent(Cli::Opencode).await;
+}
+
+/// codex re-lists no tools, so `/mcp` shows it the fallback pair, as `leo-mcp --mode auto`
+/// does: its model is offered `leo_app_tools` and `leo_app_call`, not the app's tool, and
+/// `leo_app_tools` names the app's tool.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_gets_the_fallback_tools_over_http() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
+        .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(Cli::Codex, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, "leo_app_tools");
+    let status = tokio::time::timeout(WAIT * 4, child.wait())
+        .await
+        .expect("codex did not finish")
+        .unwrap();
+    let d = home.path();
+    let out = std::fs::read_to_string(d.join("cli.err")).unwrap_or_default();
+    assert!(status.success(), "{status}\n{out}");
+    let saw = lines(&d.join("model.jsonl"));
+    let offered: Vec<String> = saw
+        .iter()
+        .filter(|r| r["event"] == "model_offered")
+        .flat_map(|r| r["tools_offered"].as_array().cloned().unwrap_or_default())
+        .filter_map(|n| n.as_str().map(str::to_owned))
+        .collect();
+    let has = |name: &str| {
+        offered
+            .iter()
+            .any(|n| n == name || n.ends_with(&format!("_{name}")))
+    };
+    assert!(has("leo_app_tools") && has("leo_app_call"), "{offered:?}");
+    assert!(!has(TOOL), "{offered:?}");
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(TOOL)),
+        "leo_app_tools did not name the app's tool: {saw:?}"
+    );
+}
+
+/// A call the app answers after 75 s completes over `/mcp`: the answer stream stays open
+/// (its keep-alives pass the listener's 60 s idle timeout) and Claude Code waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_waits_75_s_for_a_call_over_http() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok(
+        "check",
+        json!([leo_testkit::app::tool_with_timeout(TOOL, 0)]),
+    )
+    .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(Cli::Claude, home.path(), &url, &broker.add_agent("cli"));
+    let mut child = spawn_cli(&home, &lines_of, TOOL);
+    let call = next_call(&mut app, &home, Cli::Claude).await;
+    tokio::time::sleep(std::time::Duration::from_secs(75)).await;
+    app.serve(
+        call.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    finished(&mut child, &home, Cli::Claude).await;
+    let saw = lines(&home.path().join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "the model was not given the late result: {saw:?}\n{}",
+        output(&home)
+    );
 }

@@ -13,6 +13,7 @@ mod fallback;
 mod features;
 mod harness_clis;
 mod harness_gone;
+mod http;
 mod interop;
 mod messages;
 mod native;

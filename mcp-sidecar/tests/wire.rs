@@ -110,6 +110,7 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                 }),
                 mode: Mode::Native,
                 resume: vec![],
+                transport: Default::default(),
             },
         ),
         (
@@ -125,6 +126,20 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                 }),
                 mode: Mode::Native,
                 resume: vec![3, 4],
+                transport: Default::default(),
+            },
+        ),
+        (
+            "sidecar_hello_http",
+            SidecarFrame::Hello {
+                v: 1,
+                agent: "claude".into(),
+                session: "claude-http-0123456789abcdef".into(),
+                token: "AGENT_TOKEN".into(),
+                harness: None,
+                mode: Mode::Native,
+                resume: vec![],
+                transport: leo_protocol::ipc::Transport::Http,
             },
         ),
         (

@@ -34,6 +34,25 @@ pub struct Harness {
     pub version: String,
 }
 
+/// How the harness reaches the session's MCP server: `leo-mcp` on its stdio, or the broker's
+/// `/mcp` route (MCP over Streamable HTTP). Shown in the status snapshot; a hello without it
+/// is `stdio`, so older sidecars need no change.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Transport {
+    #[default]
+    Stdio,
+    /// `/mcp` on the broker's TCP listener.
+    Http,
+}
+
+impl Transport {
+    /// True for the default, which a hello leaves out.
+    pub fn is_stdio(&self) -> bool {
+        *self == Transport::Stdio
+    }
+}
+
 /// How the sidecar shows client tools to its harness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -59,6 +78,9 @@ pub enum SidecarFrame {
         /// broker re-attaches them (after a broker restart too) instead of ending them.
         #[serde(default, skip_serializing_if = "Vec::is_empty")]
         resume: Vec<u64>,
+        /// How the harness reaches this session (absent: `stdio`).
+        #[serde(default, skip_serializing_if = "Transport::is_stdio")]
+        transport: Transport,
     },
     /// Tells the broker which harness and mode, once `initialize` has been seen.
     Harness { harness: Harness, mode: Mode },

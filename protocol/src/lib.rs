@@ -3,7 +3,7 @@
 //!
 //! The wire: only this crate defines wire types. The HTTP bodies and envelopes (`tool`,
 //! `content`, `requests`, `input`, `messages`, `history`, `webhooks`, `console`, `status`,
-//! `envelope`), the SSE event payloads (`events`), the sidecar IPC frames (`ipc`) and their line
+//! `envelope`, and `jsonrpc`, the JSON-RPC error body of a refused `/mcp` request), the SSE event payloads (`events`), the sidecar IPC frames (`ipc`) and their line
 //! codec (`lines`), the error codes with their HTTP statuses (`codes`), the limits (`limits`),
 //! the checks that decide whether a tool definition, a form or a result is acceptable
 //! (`schema`, `depth`, and the checks beside each body), the identifiers (`names`: the one name
@@ -31,6 +31,7 @@ pub mod history;
 pub mod home;
 pub mod input;
 pub mod ipc;
+pub mod jsonrpc;
 pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;

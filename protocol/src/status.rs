@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::ipc::{Harness, Mode};
+use crate::ipc::{Harness, Mode, Transport};
 use crate::requests::RequestState;
 
 /// Longest `arguments_preview`, in characters, before the ellipsis.
@@ -83,6 +83,9 @@ pub struct AgentStatus {
     pub session: String,
     pub harness: Option<Harness>,
     pub mode: Mode,
+    /// How the harness reaches the session: `stdio` (`leo-mcp`) or `http` (`/mcp`).
+    #[serde(default)]
+    pub transport: Transport,
     pub connected_at: String,
 }
 

@@ -12,6 +12,7 @@ pub mod app;
 pub mod cli_home;
 pub mod http;
 pub mod ipc;
+pub mod mcp;
 pub mod netns;
 pub mod otlp;
 pub mod require;
@@ -80,6 +81,17 @@ impl Broker {
         Broker::start_in(home).await
     }
 
+    /// Starts a broker with `config` and `env` in its environment (for settings only tests
+    /// change, such as `LEO_MCP_PROGRESS_MS` for `/mcp`).
+    pub async fn start_with_env(config: &str, env: &[(&str, &str)]) -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        if !config.is_empty() {
+            std::fs::write(home.path().join("config.yaml"), config).unwrap();
+        }
+        let spawned = spawn_bin(&bin("leo"), home.path(), &log_level(), None, env).await;
+        Broker::around(home, spawned)
+    }
+
     /// Starts a broker serving HTTPS only, with the CA and certificate of `leo tls init`
     /// (`tls/ca.pem` in its home is the CA a client trusts).
     pub async fn start_tls() -> Broker {
@@ -96,7 +108,7 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let spawned = spawn_bin(&bin("leo"), home.path(), &log_level(), Some(nofile)).await;
+        let spawned = spawn_bin(&bin("leo"), home.path(), &log_level(), Some(nofile), &[]).await;
         Broker::around(home, spawned)
     }
 
@@ -111,15 +123,8 @@ impl Broker {
         let home = tempfile::tempdir().expect("tempdir");
         tls::tls_init(home.path(), &[]);
         std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
-        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), "warn", None)
-            .await
-            .unwrap_or_else(|e| panic!("{e}"));
-        Broker {
-            home,
-            addr,
-            child: Some(child),
-            stderr_path,
-        }
+        let spawned = spawn_bin(&bin("leo"), home.path(), "warn", None, &[]).await;
+        Broker::around(home, spawned)
     }
 
     /// [`Broker::start_quiet`] with another build's `leo` (the bench's baseline builds).
@@ -128,7 +133,7 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
-        let spawned = spawn_bin(leo, home.path(), "warn", None).await;
+        let spawned = spawn_bin(leo, home.path(), "warn", None, &[]).await;
         Broker::around(home, spawned)
     }
 
@@ -146,6 +151,7 @@ impl Broker {
             home.path(),
             &log_level(),
             port,
+            &[],
             &[],
         )
         .await;
@@ -172,7 +178,7 @@ impl Broker {
         }
         let bind = ["--bind".to_owned(), host.addr.to_string()];
         let command = host.command(bin("leo"));
-        let spawned = spawn_port(command, home.path(), &log_level(), port, &bind).await;
+        let spawned = spawn_port(command, home.path(), &log_level(), port, &bind, &[]).await;
         Broker::around(home, spawned)
     }
 
@@ -205,6 +211,18 @@ impl Broker {
 
     pub fn agent_token(&self) -> String {
         read_token(&leo_protocol::home::Home::new(self.home()).agent_token())
+    }
+
+    /// `leo agent add NAME` on this home: NAME's own token, which alone opens its sessions.
+    pub fn add_agent(&self, name: &str) -> String {
+        let out = std::process::Command::new(bin("leo"))
+            .args(["agent", "add", name])
+            .env("LEO_HOME", self.home())
+            .output()
+            .expect("run leo agent add");
+        assert!(out.status.success(), "leo agent add {name}: {out:?}");
+        let path = self.home().join(format!("state/agents/{name}.token"));
+        read_token(&path)
     }
 
     /// An HTTP client over TCP with the operator token.
@@ -303,7 +321,7 @@ pub async fn spawn_logging(
     home: &Path,
     log: &str,
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
-    spawn_bin(&bin("leo"), home, log, None).await
+    spawn_bin(&bin("leo"), home, log, None, &[]).await
 }
 
 /// `spawn_logging` with the `leo` binary at `leo`, its open-file limit set to `nofile` when
@@ -313,6 +331,7 @@ async fn spawn_bin(
     home: &Path,
     log: &str,
     nofile: Option<u64>,
+    env: &[(&str, &str)],
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     let command = match nofile {
         Some(n) => {
@@ -324,17 +343,19 @@ async fn spawn_bin(
         }
         None => Command::new(leo),
     };
-    spawn_port(command, home, log, 0, &[]).await
+    spawn_port(command, home, log, 0, &[], env).await
 }
 
 /// `spawn_bin` on TCP port `port` (0: any).
-/// `command` (the `leo` binary, or what execs it) with `broker --port PORT` and `args`.
+/// `command` (the `leo` binary, or what execs it) with `broker --port PORT` and `args`, and
+/// `env` added to its environment.
 async fn spawn_port(
     mut command: Command,
     home: &Path,
     log: &str,
     port: u16,
     args: &[String],
+    env: &[(&str, &str)],
 ) -> Result<(Child, std::net::SocketAddr, PathBuf), String> {
     static STARTS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
     let n = STARTS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -345,6 +366,7 @@ async fn spawn_port(
         .args(args)
         .env("LEO_HOME", home)
         .env("RUST_LOG", log)
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(stderr)

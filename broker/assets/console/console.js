@@ -356,6 +356,7 @@ function renderAgents() {
       el('td', { 'data-label': 'Agent', text: s.agent }),
       el('td', { 'data-label': 'Harness', text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
       el('td', { 'data-label': 'Mode', text: s.mode }),
+      el('td', { 'data-label': 'Via', text: s.transport || 'stdio' }),
       el('td', { 'data-label': 'Session' }, el('code', { text: s.session })),
       el('td', { 'data-label': 'Connected', 'data-since': s.connected_at })));
   fill($('agent-rows'), rows, 'no-agents');

@@ -90,6 +90,7 @@ pub struct SessionInfo {
     pub session: String,
     pub harness: Option<Harness>,
     pub mode: Mode,
+    pub transport: leo_protocol::ipc::Transport,
     pub connected_at: String,
 }
 

@@ -29,6 +29,7 @@ impl Broker {
         session: &str,
         harness: Option<Harness>,
         mode: Mode,
+        transport: leo_protocol::ipc::Transport,
     ) -> ConnId {
         self.mail.know(agent);
         let mut core = self.lock();
@@ -41,6 +42,7 @@ impl Broker {
                 session: session.to_owned(),
                 harness,
                 mode,
+                transport,
                 connected_at: leo_protocol::time::now(),
             },
         );

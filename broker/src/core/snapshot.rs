@@ -67,6 +67,7 @@ fn agents(core: &Core) -> Vec<AgentStatus> {
             session: s.session.clone(),
             harness: s.harness.clone(),
             mode: s.mode,
+            transport: s.transport,
             connected_at: s.connected_at.clone(),
         })
         .collect()

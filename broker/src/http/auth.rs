@@ -19,15 +19,20 @@
 //! looked at on console routes only and only when no bearer token is sent, so a cookie never
 //! opens an API route), or nobody. State-changing console requests then pass the console's
 //! CSRF defences (`console::guard`) before their handler runs.
+//!
+//! `/mcp` is the one route that makes these checks itself (`mcp::check`, by the same table and
+//! the same Origin rule), after the same Host check: an agent's own token is not a principal of
+//! the token table, and an MCP client must read its refusals as JSON-RPC.
 
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::{MatchedPath, State};
-use axum::http::{Method, Request, StatusCode, header};
+use axum::http::{HeaderMap, Method, Request, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use leo_protocol::ErrorCode;
+use leo_protocol::ipc::AGENT_HEADER;
 
 use super::AppState;
 use super::console::guard::{check_csrf, check_origin};
@@ -62,15 +67,40 @@ enum Caller {
 impl Caller {
     fn kind(&self) -> Kind {
         match self {
-            Caller::Token(Principal::Operator) => Kind::Operator,
-            Caller::Token(Principal::Device(_)) => Kind::Device,
-            Caller::Token(Principal::Agent) => Kind::Agent,
-            Caller::Token(Principal::ApiClient(_)) => Kind::ApiClient,
+            Caller::Token(who) => kind_of(who),
             Caller::OwnAgent(_) => Kind::OwnAgent,
             Caller::Session(_) => Kind::Session,
             Caller::Anonymous => Kind::Anonymous,
         }
     }
+}
+
+/// The kind of caller a token's principal is, for the policy table.
+pub fn kind_of(who: &Principal) -> Kind {
+    match who {
+        Principal::Operator => Kind::Operator,
+        Principal::Device(_) => Kind::Device,
+        Principal::Agent => Kind::Agent,
+        Principal::ApiClient(_) => Kind::ApiClient,
+    }
+}
+
+/// `Leo-Agent: NAME`, if sent, held to the agent-name rule.
+pub fn named_agent(headers: &HeaderMap) -> Result<Option<AgentName>, Refusal> {
+    let Some(value) = headers.get(AGENT_HEADER) else {
+        return Ok(None);
+    };
+    value
+        .to_str()
+        .ok()
+        .and_then(|v| AgentName::parse(v.trim()).ok())
+        .map(Some)
+        .ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::InvalidParameter,
+                format!("{AGENT_HEADER}: not an agent name (1 to 64 of A-Z a-z 0-9 _ . -)"),
+            )
+        })
 }
 
 /// The bearer token of a request, if it has one.
@@ -151,6 +181,9 @@ pub async fn authorize(
         .map(|p| p.as_str().to_owned())
         .unwrap_or_default();
     let route = Route::of(req.method().as_str(), &path);
+    if route.is_some_and(Route::checks_itself) {
+        return next.run(req).await;
+    }
     let caller = match bearer(req.headers()) {
         Some(token) => match authenticate(&state, req.headers()) {
             Ok(who) => Caller::Token(who),

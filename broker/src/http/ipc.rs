@@ -25,7 +25,6 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use leo_protocol::ErrorCode;
 use leo_protocol::ipc::{AGENT_HEADER, UPGRADE_PROTOCOL};
-use leo_protocol::names::AgentName;
 use tracing::{debug, info};
 
 use super::AppState;
@@ -46,7 +45,7 @@ pub async fn upgrade(
     let token = super::auth::bearer(req.headers())
         .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?
         .to_owned();
-    let named = named_agent(req.headers())?;
+    let named = super::auth::named_agent(req.headers())?;
     let agent = match own {
         Some(Extension(OwnAgent(name))) => match named {
             Some(other) if other != name => {
@@ -117,24 +116,6 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), Refusal> {
             ),
         ))
     }
-}
-
-/// `Leo-Agent: NAME`, if sent, held to the agent-name rule.
-fn named_agent(headers: &HeaderMap) -> Result<Option<AgentName>, Refusal> {
-    let Some(value) = headers.get(AGENT_HEADER) else {
-        return Ok(None);
-    };
-    value
-        .to_str()
-        .ok()
-        .and_then(|v| AgentName::parse(v.trim()).ok())
-        .map(Some)
-        .ok_or_else(|| {
-            Refusal::new(
-                ErrorCode::InvalidParameter,
-                format!("{AGENT_HEADER}: not an agent name (1 to 64 of A-Z a-z 0-9 _ . -)"),
-            )
-        })
 }
 
 /// `101 Switching Protocols` to `leo-ipc`.

@@ -9,6 +9,7 @@ pub mod console;
 mod events;
 mod history;
 mod ipc;
+pub mod mcp;
 mod reply;
 mod routes;
 pub mod rules;
@@ -37,11 +38,13 @@ pub struct AppState {
     pub sessions: console::session::Sessions,
     /// The way into a sidecar session, for transports other than `run/sidecar.sock`.
     pub sidecars: crate::ipc::Door,
+    /// What serves `/mcp`, when the binary mounted it.
+    pub mcp: Option<Arc<dyn mcp::Mount>>,
 }
 
 /// The API routes, shared by both listeners.
 fn api_routes() -> Router<Arc<AppState>> {
-    routes_where(|route| !route.console())
+    routes_where(|route| !route.tcp_only())
 }
 
 /// The rows of `rules::ROUTES` that `pick` keeps, each served by its handler: a route's method
@@ -93,6 +96,7 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::ListWebhooks => on(method, routes::list_webhooks),
         Route::RemoveWebhook => on(method, routes::remove_webhook),
         Route::Ipc => on(method, ipc::upgrade),
+        Route::Mcp => on(method, mcp::serve),
     }
 }
 
@@ -128,6 +132,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The router for TCP: the API and the console; the Host check runs before anything else,
 /// auth included.
 pub fn tcp_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
-    finish(api_routes().merge(console::routes()), state)
+    let mcp = routes_where(|route| route == Route::Mcp);
+    finish(api_routes().merge(console::routes()).merge(mcp), state)
         .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }

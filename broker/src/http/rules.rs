@@ -57,6 +57,8 @@ pub enum Route {
     ConsoleHistory,
     /// `GET /api/v1/ipc` with `Upgrade: leo-ipc`: the sidecar IPC over this listener.
     Ipc,
+    /// `POST`, `GET` and `DELETE /mcp`: MCP over Streamable HTTP (TCP only).
+    Mcp,
 }
 
 /// Kinds of caller, for the table.
@@ -171,7 +173,14 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/metrics", Route::Metrics),
     ("GET", "/console/history", Route::ConsoleHistory),
     ("GET", leo_protocol::ipc::UPGRADE_PATH, Route::Ipc),
+    ("POST", MCP_PATH, Route::Mcp),
+    ("GET", MCP_PATH, Route::Mcp),
+    ("DELETE", MCP_PATH, Route::Mcp),
 ];
+
+/// MCP over Streamable HTTP: one path, three methods (a message, the notification stream, the
+/// end of a session).
+pub const MCP_PATH: &str = "/mcp";
 
 /// The webhook providers' path.
 pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
@@ -217,6 +226,9 @@ impl Route {
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::Ipc => &[Kind::Agent, Kind::OwnAgent],
+            // The shared agent token, or an agent's own (which is not a principal of the
+            // token table; `mcp::check` finds it).
+            Route::Mcp => &[Kind::Agent],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Logout
             | Route::ConsolePage
@@ -238,6 +250,16 @@ impl Route {
     /// and nothing else.
     pub fn on_metrics_listener(self) -> bool {
         self == Route::Metrics
+    }
+
+    /// A route that authorizes in its own handler, by this table: `/mcp` (see `mcp`).
+    pub fn checks_itself(self) -> bool {
+        self == Route::Mcp
+    }
+
+    /// Served on the TCP listener only: the console and `/mcp`.
+    pub fn tcp_only(self) -> bool {
+        self.console() || self == Route::Mcp
     }
 
     /// A web-console route: served on TCP only, authenticated by the session cookie.
@@ -278,6 +300,8 @@ impl Route {
     pub fn body_limit(self, max_body: usize) -> usize {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            // A tool call's arguments, or an answer to a question.
+            Route::Mcp => max_body,
             Route::CreateWebhook => max_body,
             Route::Message => MESSAGE_BODY,
             Route::Input => INPUT_BODY,
@@ -551,6 +575,18 @@ mod tests {
         assert!(!Route::Cancel.allows(Kind::Device));
         assert_eq!(Route::of("POST", MESSAGE_PATH), Some(Route::Message));
         assert_eq!(Route::of("GET", MESSAGE_PATH), None);
+        for method in ["POST", "GET", "DELETE"] {
+            assert_eq!(Route::of(method, MCP_PATH), Some(Route::Mcp));
+        }
+        assert!(Route::Mcp.allows(Kind::Agent) && Route::Mcp.tcp_only());
+        for kind in [
+            Kind::Operator,
+            Kind::Device,
+            Kind::ApiClient,
+            Kind::Anonymous,
+        ] {
+            assert!(!Route::Mcp.allows(kind), "{kind:?}");
+        }
     }
 
     #[test]

@@ -94,6 +94,15 @@ impl Door {
         }
     }
 
+    /// The agent `token` opens sessions for, as `/mcp` is given them (`AgentKeys::identify`).
+    pub fn identify(
+        &self,
+        token: &str,
+        named: Option<&AgentName>,
+    ) -> Result<AgentName, crate::refusal::Refusal> {
+        self.keys.identify(token, named)
+    }
+
     /// Runs a new connection as a session (after its hello) on the broker's task tracker, or
     /// answers it an `error` frame when `MAX_SESSIONS` are open.
     pub fn admit(&self, stream: impl Stream) {
@@ -176,6 +185,7 @@ struct Hello {
     harness: Option<leo_protocol::ipc::Harness>,
     mode: leo_protocol::ipc::Mode,
     resume: Vec<u64>,
+    transport: leo_protocol::ipc::Transport,
 }
 
 /// Reads and checks `hello`, then runs the session; refuses the connection otherwise.
@@ -188,7 +198,13 @@ async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys, bound: Op
             return;
         }
     };
-    let id = broker.session_open(&hello.agent, &hello.session, hello.harness, hello.mode);
+    let id = broker.session_open(
+        &hello.agent,
+        &hello.session,
+        hello.harness,
+        hello.mode,
+        hello.transport,
+    );
     let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
     let mut session = Session::new(broker, id, hello.agent, conn);
     session.resume(&hello.session, &hello.resume);
@@ -222,6 +238,7 @@ async fn read_hello(
         harness,
         mode,
         resume,
+        transport,
     } = frame
     else {
         return Err((
@@ -255,6 +272,7 @@ async fn read_hello(
         harness,
         mode,
         resume,
+        transport,
     }))
 }
 

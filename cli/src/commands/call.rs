@@ -243,6 +243,7 @@ fn hello(agent: String, token: String) -> SidecarFrame {
         }),
         mode: Mode::Native,
         resume: Vec::new(),
+        transport: Default::default(),
     }
 }
 

@@ -8,7 +8,8 @@
 //! ```text
 //! {revision, seq,
 //!  apps:    [{client_id, principal, provider, connected_at, groups, name}],
-//!  agents:  [{agent, session, harness: {name, version} | null, mode, connected_at}],
+//!  agents:  [{agent, session, harness: {name, version} | null, mode, transport,
+//!             connected_at}],
 //!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients,
 //!                                      agents, awaiting_approval}]}],
 //!  warnings: {group: [warning]},
@@ -81,6 +82,8 @@ pub struct Agent {
     pub harness: Option<Harness>,
     /// `native` or `fallback`.
     pub mode: String,
+    /// How the harness reaches the session: `stdio` (`leo-mcp`) or `http` (`/mcp`).
+    pub transport: String,
     pub connected_at: String,
 }
 
@@ -157,6 +160,8 @@ impl Snapshot {
                 session: text(a, "session"),
                 harness: serde_json::from_value(a["harness"].clone()).ok(),
                 mode: text(a, "mode"),
+                // A broker older than the field served stdio only.
+                transport: a["transport"].as_str().unwrap_or("stdio").to_owned(),
                 connected_at: text(a, "connected_at"),
             })
             .collect();

@@ -87,7 +87,7 @@ fn apps_table(s: &Snapshot, now: SystemTime, style: &Style) -> Table {
 }
 
 fn agents_table(s: &Snapshot, now: SystemTime) -> Table {
-    let mut t = Table::new(&["AGENT", "SESSION", "HARNESS", "MODE", "CONNECTED"]);
+    let mut t = Table::new(&["AGENT", "SESSION", "HARNESS", "MODE", "VIA", "CONNECTED"]);
     for a in &s.agents {
         let harness = match &a.harness {
             Some(h) if h.version.is_empty() => h.name.clone(),
@@ -99,6 +99,7 @@ fn agents_table(s: &Snapshot, now: SystemTime) -> Table {
             a.session.clone(),
             harness,
             a.mode.clone(),
+            a.transport.clone(),
             format!("{} ago", since(&a.connected_at, now)),
         ]);
     }

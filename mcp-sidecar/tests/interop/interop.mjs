@@ -4,42 +4,15 @@
 // JSON lines: this script prints {"step": ...} on stdout after each step, and waits for a line
 // on stdin where the app has to act first. Env: LEO_MCP_BIN (the binary), LEO_HOME.
 
-import { createInterface } from "node:readline";
-import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
+import { fail, relistingClient, say, waitForGo } from "./steps.mjs";
 
-const say = (step, data = {}) => process.stdout.write(JSON.stringify({ step, ...data }) + "\n");
-const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
-const waitForGo = async () => {
-  const next = await lines.next();
-  if (next.done) throw new Error("the test closed stdin");
-};
-const fail = (message) => {
-  say("failed", { message });
-  process.exit(1);
-};
 setTimeout(() => fail("interop script timed out"), 60_000).unref();
 
-let changed = null;
-let changedWaiter = null;
-const client = new Client(
-  { name: "leo-interop-ts-sdk", version: "0.0.0" },
-  {
-    listChanged: {
-      tools: {
-        debounceMs: 0,
-        onChanged: (error, tools) => {
-          if (error) fail(`re-listing failed: ${error}`);
-          changed = tools;
-          if (changedWaiter) changedWaiter();
-        },
-      },
-    },
-  },
-);
+const { client, latest } = relistingClient({ name: "leo-interop-ts-sdk", version: "0.0.0" });
 const transport = new StdioClientTransport({
   command: process.env.LEO_MCP_BIN,
-  // Native: this client re-lists on list_changed (the listChanged option above).
+  // Native: this client re-lists on list_changed (`relistingClient`).
   args: ["--agent", "ts-sdk", "--mode", "native"],
   env: { ...process.env },
   stderr: "inherit",
@@ -72,14 +45,11 @@ say("missing", { result: missing });
 
 say("ready_for_change");
 await waitForGo();
-const names = () => (changed || []).map((t) => t.name).sort();
+const names = () => (latest() || []).map((t) => t.name).sort();
 const deadline = Date.now() + 20_000;
 while (!names().includes("later")) {
   if (Date.now() > deadline) fail(`no list_changed with the new tool; saw ${names()}`);
-  await new Promise((resolve) => {
-    changedWaiter = resolve;
-    setTimeout(resolve, 200);
-  });
+  await new Promise((resolve) => setTimeout(resolve, 200));
 }
 say("changed", { tools: names() });
 

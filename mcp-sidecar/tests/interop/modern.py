@@ -12,10 +12,10 @@ expects the change. Env: LEO_MCP_BIN, LEO_HOME.
 
 import json
 import os
-import sys
 
 import anyio
 import mcp_types as types
+from listen import names, until_listed
 from mcp import Client
 from mcp.client.stdio import StdioServerParameters
 
@@ -27,10 +27,6 @@ def say(step, **data):
 async def on_elicit(context, params):
     say("asked", message=params.message)
     return types.ElicitResult(action="accept", content={"confirm": True})
-
-
-def names(listed):
-    return sorted(t.name for t in listed.tools)
 
 
 async def main():
@@ -49,15 +45,7 @@ async def main():
         # The app asks during this call: an input_required round, answered by on_elicit.
         confirmed = await client.call_tool("confirm", {})
         say("confirmed", result=confirmed.model_dump(by_alias=True, exclude_none=True))
-        async with client.listen(tools_list_changed=True) as sub:
-            say("listening")
-            await anyio.to_thread.run_sync(sys.stdin.readline)
-            with anyio.fail_after(20):
-                async for _event in sub:
-                    listed = await client.list_tools(cache_mode="refresh")
-                    if "later" in names(listed):
-                        say("changed", tools=names(listed))
-                        break
+        await until_listed(client, "listening")
     say("done")
 
 

@@ -63,9 +63,13 @@ impl Harness {
 
     /// A sidecar session of `agent`, as its hello opens it.
     pub fn agent(&self, agent: &str) -> FakeAgent {
-        let conn = self
-            .broker
-            .session_open(agent, &format!("{agent}-1"), None, Mode::Native);
+        let conn = self.broker.session_open(
+            agent,
+            &format!("{agent}-1"),
+            None,
+            Mode::Native,
+            Default::default(),
+        );
         FakeAgent {
             broker: self.broker.clone(),
             conn,

@@ -1,0 +1,159 @@
+//! `/mcp`: MCP over Streamable HTTP, for a harness that reaches the broker over the network (a
+//! container, another host) instead of launching `leo-mcp`.
+//!
+//! The broker owns who may call, as on every route: the Host check (the outer TCP layer), then
+//! the `Origin` check the MCP specification requires against DNS rebinding (the console's one
+//! rule, `console::guard::check_origin`: present, it must be this very origin), then the token
+//! (`AgentKeys::identify`: an agent's own token opens its agent; the shared agent token opens
+//! the agent named in `Leo-Agent`; every other kind of token is refused), then the body limit.
+//! A refusal is a JSON-RPC error body (`leo_protocol::jsonrpc`), since an MCP client reads
+//! nothing else.
+//!
+//! What the agent then sees is not written here. The `leo` binary mounts `leo-mcp`'s own MCP
+//! server (`Mount`), the one implementation of what an agent sees, and each MCP session it
+//! opens is a sidecar session: it reaches `ipc::Door` through an in-process pipe (`Pipe`), says
+//! `hello` with the caller's token, and from then on is a session like any other (status,
+//! history, audit, `MAX_SESSIONS`). So this library knows no MCP and depends on no MCP crate.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use leo_protocol::ErrorCode;
+use leo_protocol::jsonrpc::ErrorResponse;
+use leo_protocol::names::AgentName;
+use tokio_util::sync::CancellationToken;
+
+use super::AppState;
+use super::auth::{bearer, kind_of};
+use super::console::guard::check_origin;
+use super::rules::Route;
+use crate::refusal::Refusal;
+use crate::tokens::Principal;
+
+/// Bytes buffered each way in a session's in-process pipe.
+const PIPE_BYTES: usize = 64 * 1024;
+
+/// A response being made.
+pub type Responding = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// What serves MCP at `/mcp`: given by the `leo` binary, called only for a request that
+/// passed every check, with who it is from.
+pub trait Mount: Send + Sync + 'static {
+    fn serve(&self, caller: Caller, request: Request<Body>) -> Responding;
+}
+
+/// Makes the mount once the broker runs: it gets the pipe into the broker's sidecar sessions,
+/// and the token that is cancelled when the broker stops.
+pub type MakeMount = Box<dyn FnOnce(Pipe, CancellationToken) -> Arc<dyn Mount> + Send>;
+
+/// Who a checked `/mcp` request is from: the agent its token opens, and the token, which the
+/// session's `hello` presents again (the one check every session passes).
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub agent: AgentName,
+    pub token: String,
+}
+
+/// Opens in-process connections to the broker's sidecar door.
+#[derive(Clone)]
+pub struct Pipe(crate::ipc::Door);
+
+impl Pipe {
+    pub(crate) fn new(door: crate::ipc::Door) -> Pipe {
+        Pipe(door)
+    }
+
+    /// A new connection: the broker runs the other end as a sidecar session after its hello,
+    /// under the one `MAX_SESSIONS` budget.
+    pub fn open(&self) -> tokio::io::DuplexStream {
+        let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
+        self.0.admit(theirs);
+        ours
+    }
+}
+
+/// The handler of `Route::Mcp`.
+pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -> Response {
+    let Some(mount) = state.mcp.clone() else {
+        return refusal(Refusal::new(
+            ErrorCode::NotFound,
+            "this broker serves no MCP over HTTP",
+        ));
+    };
+    match check(&state, request.headers()) {
+        Ok(caller) => {
+            let span =
+                tracing::info_span!("mcp", agent = %caller.agent, method = %request.method());
+            tracing::Instrument::instrument(mount.serve(caller, request), span).await
+        }
+        Err(e) => refusal(e),
+    }
+}
+
+/// The checks of a `/mcp` request after the Host check, in order: Origin, token, body limit.
+fn check(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
+    check_origin(headers)?;
+    let Some(token) = bearer(headers) else {
+        return Err(Refusal::new(
+            ErrorCode::Unauthorized,
+            "missing Authorization: Bearer <agent token>",
+        ));
+    };
+    let named = super::auth::named_agent(headers)?;
+    // A token the table does not know may still be an agent's own (`state/agents/`).
+    match state.tokens.lookup(token) {
+        Some(who) if !Route::Mcp.allows(kind_of(&who)) => return Err(wrong_kind(&who)),
+        _ => {}
+    }
+    let agent = state.sidecars.identify(token, named.as_ref())?;
+    let limit = Route::Mcp.body_limit(state.max_body);
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(super::reply::too_large(limit));
+    }
+    Ok(Caller {
+        agent,
+        token: token.to_owned(),
+    })
+}
+
+/// The refusal of a token that is not an agent's, by the policy table.
+fn wrong_kind(who: &Principal) -> Refusal {
+    let name = match who {
+        Principal::Operator => "the operator token",
+        Principal::Device(_) => "a device token",
+        Principal::ApiClient(_) => "an API client's token",
+        Principal::Agent => "the agent token",
+    };
+    Refusal::new(
+        ErrorCode::Forbidden,
+        format!("{name} cannot open /mcp; give an agent token"),
+    )
+}
+
+/// A refusal as the JSON-RPC error body an MCP client reads, with the status of its code.
+fn refusal(e: Refusal) -> Response {
+    crate::metrics::global().rejected(crate::metrics::Door::Http, e.code);
+    let status =
+        StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (
+        status,
+        axum::Json(ErrorResponse::refusal(e.code, &e.message)),
+    )
+        .into_response();
+    if status == StatusCode::UNAUTHORIZED {
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer"),
+        );
+    }
+    response
+}

@@ -1,0 +1,146 @@
+//! `/mcp`'s checks against the real broker: each bad request gets a clear JSON-RPC error with
+//! its documented status and code, and none disturbs a session that is working meanwhile.
+//! (What the agent sees over `/mcp` is tested with the MCP SDKs in `mcp-sidecar/tests/http.rs`.)
+
+use leo_testkit::{Broker, Reply, mcp, wire};
+use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
+
+use crate::support::App;
+
+/// A JSON-RPC refusal with `status` and Leo's `code`; its message.
+fn refused(reply: &Reply, status: u16, code: &str) -> String {
+    assert_eq!(reply.status, status, "{reply:?}");
+    assert_eq!(reply.body["jsonrpc"], "2.0", "{reply:?}");
+    assert_eq!(reply.body["id"], Value::Null, "{reply:?}");
+    assert_eq!(reply.body["error"]["data"]["code"], code, "{reply:?}");
+    reply.body["error"]["message"].as_str().unwrap().to_owned()
+}
+
+/// A client that sends a request head and the first bytes of its body, then nothing.
+async fn slow_client(broker: &Broker) -> tokio::net::TcpStream {
+    let mut s = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nLeo-Agent: slow\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: 1000\r\n\r\n{{\"jsonrpc\":",
+        broker.addr,
+        broker.agent_token()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    s
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([crate::support::tool("echo")]))
+        .await;
+    let shared = broker.agent_token();
+    let own = broker.add_agent("owned");
+    let good = mcp::client(broker.addr, &shared).with_header("leo-agent", "good");
+    let session = mcp::open_session(&good, "claude-code").await;
+    // A call of the good session stays in flight through everything below.
+    let in_flight = tokio::spawn({
+        let (good, session) = (good.clone(), session.clone());
+        async move { mcp::call_in(&good, &session, 2, "echo").await }
+    });
+    let first = app.next_request_id().await;
+    let _slow = slow_client(&broker).await;
+    let init = mcp::initialize("claude-code");
+
+    // The Host check of every route comes first: its plain 403.
+    let r = good.with_host("evil.example:80").post("/mcp", &init).await;
+    assert_eq!((r.status, r.body.as_str()), (403, Some("forbidden host")));
+
+    // A browser's foreign Origin, before any token is looked at; this very origin passes.
+    let r = good
+        .with_header("origin", "http://evil.example")
+        .post("/mcp", &init)
+        .await;
+    assert!(refused(&r, 403, "forbidden").contains("evil.example"));
+    let origin = format!("http://{}", broker.addr);
+    let r = good
+        .with_header("origin", &origin)
+        .post("/mcp", &init)
+        .await;
+    assert_eq!(r.status, 200, "{r:?}");
+
+    // Tokens: none, unknown, of the wrong kind, the shared one without its agent.
+    let r = good.with_token(None).post("/mcp", &init).await;
+    refused(&r, 401, "unauthorized");
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let r = good
+        .with_token(Some(&"0".repeat(64)))
+        .post("/mcp", &init)
+        .await;
+    refused(&r, 401, "unauthorized");
+    let r = good
+        .with_token(Some(&broker.operator_token()))
+        .post("/mcp", &init)
+        .await;
+    assert!(refused(&r, 403, "forbidden").contains("operator token"));
+    wire::check("http/mcp_refusal.response.json", &r.body);
+    let r = mcp::client(broker.addr, &shared).post("/mcp", &init).await;
+    assert!(refused(&r, 400, "invalid_parameter").contains("Leo-Agent"));
+    let r = mcp::client(broker.addr, &shared)
+        .with_header("leo-agent", "no/such")
+        .post("/mcp", &init)
+        .await;
+    refused(&r, 400, "invalid_parameter");
+    // An agent's own token opens its agent only, and the shared token not that agent.
+    let r = mcp::client(broker.addr, &own)
+        .with_header("leo-agent", "good")
+        .post("/mcp", &init)
+        .await;
+    refused(&r, 403, "forbidden");
+    let r = mcp::client(broker.addr, &shared)
+        .with_header("leo-agent", "owned")
+        .post("/mcp", &init)
+        .await;
+    refused(&r, 401, "unauthorized");
+    let owned = mcp::client(broker.addr, &own);
+    mcp::open_session(&owned, "opencode").await;
+
+    // Sessions: unknown, and another agent's, are the same 404.
+    let call = mcp::call(9, "echo");
+    let r = owned
+        .send(
+            "POST",
+            "/mcp",
+            call.clone().into(),
+            &mcp::in_session(&session),
+        )
+        .await;
+    refused(&r, 404, "not_found");
+    let r = good
+        .send(
+            "POST",
+            "/mcp",
+            call.into(),
+            &mcp::in_session("no-such-session"),
+        )
+        .await;
+    refused(&r, 404, "not_found");
+
+    // Bodies: not JSON, not JSON-RPC, too large.
+    let r = good.post_raw("/mcp", "{\"jsonrpc\":").await;
+    refused(&r, 400, "invalid_parameter");
+    assert_eq!(r.body["error"]["code"], -32700, "{r:?}");
+    let r = good.post("/mcp", &json!({"hello": 1})).await;
+    assert!(refused(&r, 400, "invalid_parameter").contains("JSON-RPC"));
+    let big = vec![b' '; 3 * 1024 * 1024];
+    assert_eq!(good.try_post_raw("/mcp", big).await, Ok(413));
+
+    // The session in flight never noticed: its call ends with the app's answer, and it calls
+    // again.
+    app.serve(&first, json!([{"type": "text", "text": "still here"}]))
+        .await;
+    let answer = in_flight.await.unwrap();
+    assert_eq!(
+        answer["result"]["content"][0]["text"], "still here",
+        "{answer}"
+    );
+    mcp::call_answered(&good, &session, 3, "echo", &mut app, "again").await;
+}

@@ -1,0 +1,328 @@
+//! `/mcp`: the sidecar's MCP server over Streamable HTTP at the broker, driven by the official
+//! MCP SDK clients (`tests/interop/over_http.py`), with the app played by the test.
+//!
+//! What these show is that `/mcp` is `leo-mcp`: the same tools, progress, questions,
+//! `list_changed` and cancellation as over stdio, and a session the broker lists as its own.
+
+use leo_testkit::{Broker, Script, mcp, require};
+use serde_json::{Value, json};
+
+use crate::features::{ask, plain_tool};
+use crate::support::{App, interop_command, tool, tool_with_timeout, typescript_sdk};
+
+/// The sessions the broker lists.
+async fn agents(broker: &Broker) -> Vec<Value> {
+    // The API socket: it serves a broker whose TCP listener is HTTPS too.
+    let status = broker.http_unix().get("/api/v1/status").await;
+    status.data()["agents"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// `script` (run by `program` with `args`) as a client of the broker's `/mcp` with `token`.
+fn over_http(
+    broker: &Broker,
+    program: &std::path::Path,
+    script: &str,
+    args: &[&str],
+    token: &str,
+) -> Script {
+    let mut cmd = interop_command(program, script, broker.home());
+    cmd.args(args);
+    cmd.env("LEO_MCP_URL", format!("http://{}/mcp", broker.addr))
+        .env("LEO_AGENT_TOKEN", token);
+    Script::spawn(cmd, &broker.home().join(format!("{script}.stderr")))
+}
+
+/// The script's `echo` call of `agent`, answered by the app, reaches the script.
+async fn echo_round(app: &mut App, script: &mut Script, agent: &str) {
+    let req = app.next_request().await;
+    assert_eq!(req.data["agent"], agent);
+    assert_eq!(req.data["arguments"], json!({"text": "hi"}));
+    let id = req.data["id"].as_str().unwrap().to_owned();
+    app.serve(&id, json!([{"type": "text", "text": "hi back"}]))
+        .await;
+    let called = script.step("called").await;
+    assert_eq!(called["result"]["content"][0]["text"], "hi back");
+}
+
+/// The app hears that the agent cancelled `request`.
+async fn cancelled_by_agent(app: &mut App, request: &str) {
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], request);
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+}
+
+/// Waits until the broker lists no session; panics after `WAIT`.
+async fn gone(broker: &Broker) {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    while !agents(broker).await.is_empty() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the session is still listed: {:?}",
+            agents(broker).await
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start_with_env("", &[("LEO_MCP_PROGRESS_MS", "200")]).await;
+    let token = broker.add_agent("py-http");
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok(
+        "demo",
+        json!([
+            tool("echo"),
+            tool_with_timeout("slow", 0),
+            plain_tool("confirm")
+        ]),
+    )
+    .await;
+
+    let mut script = over_http(&broker, &python, "over_http.py", &[], &token);
+
+    let connected = script.step("connected").await;
+    assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(
+        listed["tools"],
+        json!(["confirm", "echo", "leo_messages", "slow"])
+    );
+    // The agent's own token named the session; the broker shows how it arrived.
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "py-http");
+    assert_eq!(sessions[0]["transport"], "http");
+    assert_eq!(sessions[0]["mode"], "native");
+    assert_eq!(sessions[0]["harness"]["version"], "0-python-http");
+
+    echo_round(&mut app, &mut script, "py-http").await;
+
+    // A long call reports progress (every 200 ms here, 15 s by default) until it ends.
+    let id = app.next_request_id().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1000)).await;
+    app.serve(&id, json!([{"type": "text", "text": "late"}]))
+        .await;
+    let slow = script.step("slow").await;
+    assert_eq!(slow["result"]["content"][0]["text"], "late", "{slow}");
+    assert!(slow["progress"].as_u64().unwrap() >= 1, "{slow}");
+
+    // A question reaches the client as elicitation, on the call's own stream.
+    let id = app.claim_next().await;
+    let asked = ask(&app, &id, "Deploy now?").await;
+    assert_eq!(
+        asked.data(),
+        &json!({"action": "accept", "content": {"confirm": true}})
+    );
+    assert_eq!(script.step("asked").await["message"], "Deploy now?");
+    app.answer(&id, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
+    let confirmed = script.step("confirmed").await;
+    assert_eq!(confirmed["result"]["content"][0]["text"], "confirmed");
+
+    // A tool added mid-session: list_changed on the GET stream.
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert!(
+        changed["tools"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("later")),
+        "{changed}"
+    );
+
+    // The client gives up on a call: the app hears that the agent cancelled it.
+    let id = app.next_request_id().await;
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    script.step("gave_up").await;
+
+    // Leaving the client ends the session (its DELETE): it leaves the broker's list.
+    script.step("done").await;
+    gone(&broker).await;
+    let status = script.exit().await;
+    assert!(status.success(), "{status:?}");
+}
+
+/// `DELETE /mcp` ends the session: its call in flight is cancelled by the agent (the client
+/// ended it), the session leaves the broker, and the id is unknown from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_ends_the_session_and_its_calls() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0)]))
+        .await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let id = mcp::open_session(&http, "claude-code").await;
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "raw");
+    assert_eq!(sessions[0]["transport"], "http");
+
+    let _in_flight = mcp::start_call(&http, &id, 2, "slow").await;
+    let request = app.next_request_id().await;
+    let deleted = http
+        .send("DELETE", "/mcp", Default::default(), &mcp::in_session(&id))
+        .await;
+    assert!(deleted.status < 300, "{deleted:?}");
+    cancelled_by_agent(&mut app, &request).await;
+    gone(&broker).await;
+    let after = http
+        .send(
+            "POST",
+            "/mcp",
+            mcp::call(3, "slow").into(),
+            &mcp::in_session(&id),
+        )
+        .await;
+    assert_eq!(after.status, 404, "{after:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_http() {
+    if !typescript_sdk() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
+        .await;
+    let node = std::path::Path::new("node");
+    let mut script = over_http(&broker, node, "over_http.mjs", &[], &broker.agent_token());
+
+    let connected = script.step("connected").await;
+    assert_eq!(connected["server"]["name"], "leo-mcp", "{connected}");
+    assert!(connected["session"].is_string(), "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(listed["tools"], json!(["echo", "leo_messages", "slow"]));
+    // The shared token, with the agent named in Leo-Agent.
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions.len(), 1, "{sessions:?}");
+    assert_eq!(sessions[0]["agent"], "ts-http");
+    assert_eq!(sessions[0]["transport"], "http");
+    assert_eq!(sessions[0]["harness"]["name"], "opencode");
+
+    echo_round(&mut app, &mut script, "ts-http").await;
+
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert_eq!(
+        changed["tools"],
+        json!(["echo", "later", "leo_messages", "slow"])
+    );
+
+    script.step("calling").await;
+    let id = app.next_request_id().await;
+    script.send_line("go").await;
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    let gave_up = script.step("gave_up").await;
+    assert!(
+        gave_up["outcome"].as_str().unwrap().starts_with("aborted"),
+        "{gave_up}"
+    );
+    script.step("done").await;
+    gone(&broker).await;
+}
+
+/// A call whose client goes away (its response stream dropped: the harness was killed, its
+/// connection cut) is cancelled at once; the session itself goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_whose_client_went_away_is_cancelled() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0), tool("echo")]))
+        .await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "gone");
+    let id = mcp::open_session(&http, "claude-code").await;
+
+    let stream = mcp::start_call(&http, &id, 2, "slow").await;
+    let request = app.next_request_id().await;
+    drop(stream);
+    cancelled_by_agent(&mut app, &request).await;
+    mcp::call_answered(&http, &id, 3, "echo", &mut app, "still on").await;
+}
+
+/// A harness killed in the middle of a call: its call is cancelled, and the app hears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_client_cancels_its_call() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool_with_timeout("slow", 0)]))
+        .await;
+    let token = broker.add_agent("doomed");
+    let mut script = over_http(&broker, &python, "over_http.py", &["killed"], &token);
+    script.step("connected").await;
+    script.step("in_flight").await;
+    let request = app.next_request_id().await;
+    drop(script);
+    cancelled_by_agent(&mut app, &request).await;
+}
+
+/// The 2026-07-28 era over `/mcp`: `server/discover`, no session, each request answered on its
+/// own; a tool-list change arrives on `subscriptions/listen`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn python_sdk_over_http_2026() {
+    let Some(python) = require::python(&["mcp"]) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let token = broker.add_agent("py-modern");
+    let mut script = over_http(&broker, &python, "over_http.py", &["modern"], &token);
+    let connected = script.step("connected").await;
+    assert_eq!(connected["protocol"], "2026-07-28", "{connected}");
+    let listed = script.step("listed").await;
+    assert_eq!(listed["tools"], json!(["echo", "leo_messages"]));
+    echo_round(&mut app, &mut script, "py-modern").await;
+    script.step("ready_for_change").await;
+    app.register_ok("more", json!([tool("later")])).await;
+    script.send_line("go").await;
+    let changed = script.step("changed").await;
+    assert_eq!(changed["tools"], json!(["echo", "later", "leo_messages"]));
+    script.step("done").await;
+}
+
+/// `/mcp` over HTTPS when the listener has TLS (`leo tls init`): the TypeScript SDK client
+/// trusts the broker's CA through `NODE_EXTRA_CA_CERTS`, as Claude Code and opencode do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn typescript_sdk_over_https() {
+    if !typescript_sdk() {
+        return;
+    }
+    let broker = Broker::start_tls().await;
+    let mut app = App::connect(&broker.http_unix()).await;
+    app.register_ok("demo", json!([tool("echo"), tool_with_timeout("slow", 0)]))
+        .await;
+    let mut cmd = interop_command("node", "over_http.mjs", broker.home());
+    let url = format!("https://localhost:{}/mcp", broker.addr.port());
+    cmd.env("LEO_MCP_URL", url)
+        .env("LEO_AGENT_TOKEN", broker.agent_token())
+        .env(
+            "NODE_EXTRA_CA_CERTS",
+            leo_testkit::tls::ca_file(broker.home()),
+        );
+    let mut script = Script::spawn(cmd, &broker.home().join("over-https-ts.stderr"));
+    script.step("connected").await;
+    script.step("listed").await;
+    echo_round(&mut app, &mut script, "ts-http").await;
+    let sessions = agents(&broker).await;
+    assert_eq!(sessions[0]["transport"], "http", "{sessions:?}");
+}
