@@ -13,6 +13,7 @@ pub mod cli_home;
 pub mod http;
 pub mod ipc;
 pub mod otlp;
+pub mod postgres;
 pub mod require;
 pub mod rng;
 pub mod script;
