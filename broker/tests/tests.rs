@@ -22,6 +22,7 @@ mod lifecycle;
 mod logs;
 mod mcp_fixtures;
 mod ownership;
+mod postgres;
 mod quickstart;
 mod registration;
 mod requests;

@@ -117,6 +117,21 @@ impl Database {
     pub fn server(&self) -> &Server {
         &self.server
     }
+
+    /// The `config.yaml` lines that put a broker's store in this database.
+    pub fn config(&self) -> String {
+        store_config(&self.url)
+    }
+
+    /// A client on this database.
+    pub async fn client(&self) -> tokio_postgres::Client {
+        connect(&self.url).await.unwrap_or_else(|e| panic!("{e}"))
+    }
+}
+
+/// The `config.yaml` lines that put a broker's store in the database at `url`.
+pub fn store_config(url: &str) -> String {
+    format!("store:\n  url: \"{url}\"\n")
 }
 
 impl Drop for Database {
@@ -438,7 +453,9 @@ mod tests {
     #[tokio::test]
     async fn a_dead_address_starts_a_throwaway_server() {
         let dead = format!("postgresql://postgres@127.0.0.1:{}/postgres", free_port());
-        let server = Server::find(std::slice::from_ref(&dead)).await.expect("a server");
+        let server = Server::find(std::slice::from_ref(&dead))
+            .await
+            .expect("a server");
         assert!(server.is_throwaway());
         assert_ne!(server.admin_url, dead);
         let db = server.database().await;
