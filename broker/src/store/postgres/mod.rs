@@ -313,8 +313,8 @@ impl Writer {
             return Ok(());
         }
         let result = async {
-            let mut client = self.pool.get().await.map_err(PgError::Connect)?;
-            write::commit(&mut client, &self.pending, self.settings.remember).await
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            write::commit(&client, &self.pending, self.settings.remember).await
         }
         .await;
         match result {
