@@ -48,6 +48,8 @@ pub(crate) struct Group {
 /// Everything a session needs, shared by its tasks.
 pub(crate) struct Settings {
     pub endpoint: Endpoint,
+    /// The TLS of an `https://` endpoint, built once for every reconnect.
+    pub tls: Option<crate::http::Connector>,
     /// What the app calls itself in `leo status` and the console.
     pub name: Option<String>,
     pub token: TokenSource,
@@ -71,6 +73,7 @@ pub struct Builder {
     home: Option<PathBuf>,
     socket: Option<PathBuf>,
     url: Option<String>,
+    ca_file: Option<PathBuf>,
     token: Option<String>,
     token_file: Option<PathBuf>,
     device: Option<String>,
@@ -94,9 +97,18 @@ impl Builder {
         self
     }
 
-    /// Connects over TCP, `http://host:port` (such as `http://127.0.0.1:8370`).
+    /// Connects over TCP, `http://host:port` (such as `http://127.0.0.1:8370`), or over TLS,
+    /// `https://host:port`, to a broker with `web.tls`.
     pub fn url(mut self, url: impl Into<String>) -> Builder {
         self.url = Some(url.into());
+        self
+    }
+
+    /// For an `https://` URL: trust the CA certificates in this PEM file besides the system's
+    /// (default: the file `LEO_CA_FILE` names, if any), such as the `tls/ca.pem` of
+    /// `leo tls init`.
+    pub fn ca_file(mut self, path: impl Into<PathBuf>) -> Builder {
+        self.ca_file = Some(path.into());
         self
     }
 
@@ -180,6 +192,13 @@ impl Builder {
             (None, Some(path)) => Endpoint::Unix(path),
             (None, None) => Endpoint::in_home(&home),
         };
+        let tls = match (&endpoint, &self.ca_file) {
+            (Endpoint::Https { .. }, ca) => Some(crate::http::connector(ca.as_deref())?),
+            (_, Some(_)) => {
+                return Err(Error::Config("a CA file needs an https:// URL".into()));
+            }
+            (_, None) => None,
+        };
         let token = match (self.token, self.token_file, self.device) {
             (None, None, None) => TokenSource::operator(&home),
             (Some(token), None, None) => TokenSource::Value(token),
@@ -209,6 +228,7 @@ impl Builder {
         Ok(App {
             settings: Arc::new(Settings {
                 endpoint,
+                tls,
                 name,
                 token,
                 groups,

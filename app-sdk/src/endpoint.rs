@@ -27,6 +27,9 @@ pub enum Endpoint {
     /// The broker's TCP listener. `authority` is `host:port`, sent as the Host header, which
     /// the broker checks before anything else.
     Tcp { authority: String },
+    /// The broker's TCP listener with `web.tls`: HTTPS, the certificate checked for the host
+    /// of `authority` (see `leo_app::http::connector` for the CA it trusts).
+    Https { authority: String },
 }
 
 impl Endpoint {
@@ -35,13 +38,15 @@ impl Endpoint {
         Endpoint::Unix(Home::new(home).api_socket())
     }
 
-    /// Parses `http://host:port` (a trailing `/` is allowed; the port is required, because the
-    /// broker's Host check wants it).
+    /// Parses `http://host:port` or `https://host:port` (a trailing `/` is allowed; the port is
+    /// required, because the broker's Host check wants it).
     pub fn from_url(url: &str) -> Result<Endpoint> {
         let bad = |why: &str| Error::Config(format!("invalid broker URL {url:?}: {why}"));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("only http:// is supported"))?;
+        let (tls, rest) = match (url.strip_prefix("https://"), url.strip_prefix("http://")) {
+            (Some(rest), _) => (true, rest),
+            (None, Some(rest)) => (false, rest),
+            (None, None) => return Err(bad("expected http:// or https://")),
+        };
         let authority = rest.strip_suffix('/').unwrap_or(rest);
         if authority.is_empty() || authority.contains(['/', '?', '#', '@', ' ']) {
             return Err(bad("expected http://host:port"));
@@ -55,8 +60,11 @@ impl Endpoint {
         if port.parse::<u16>().map_or(true, |p| p == 0) {
             return Err(need_port());
         }
-        Ok(Endpoint::Tcp {
-            authority: authority.to_owned(),
+        let authority = authority.to_owned();
+        Ok(if tls {
+            Endpoint::Https { authority }
+        } else {
+            Endpoint::Tcp { authority }
         })
     }
 
@@ -64,7 +72,7 @@ impl Endpoint {
     pub(crate) fn host(&self) -> &str {
         match self {
             Endpoint::Unix(_) => "localhost",
-            Endpoint::Tcp { authority } => authority,
+            Endpoint::Tcp { authority } | Endpoint::Https { authority } => authority,
         }
     }
 }
@@ -74,6 +82,7 @@ impl fmt::Display for Endpoint {
         match self {
             Endpoint::Unix(path) => write!(f, "unix:{}", path.display()),
             Endpoint::Tcp { authority } => write!(f, "http://{authority}"),
+            Endpoint::Https { authority } => write!(f, "https://{authority}"),
         }
     }
 }
@@ -126,7 +135,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn urls_need_http_and_a_port() {
+    fn urls_need_http_or_https_and_a_port() {
         for (url, authority) in [
             ("http://127.0.0.1:8370", "127.0.0.1:8370"),
             ("http://localhost:9/", "localhost:9"),
@@ -140,8 +149,15 @@ mod tests {
                 "{url}"
             );
         }
+        assert_eq!(
+            Endpoint::from_url("https://box.lan:8370/").ok(),
+            Some(Endpoint::Https {
+                authority: "box.lan:8370".into()
+            })
+        );
         for url in [
-            "https://127.0.0.1:8370",
+            "https://127.0.0.1",
+            "ftp://127.0.0.1:8370",
             "http://127.0.0.1",
             "http://127.0.0.1:0",
             "http://127.0.0.1:x",

@@ -124,5 +124,5 @@ pub use tool::{Tool, schema_for};
 /// The HTTP client the SDK talks to the broker with (unix socket or TCP, keep-alive), for
 /// other clients of the broker's JSON routes: `leo`'s CLI and the relay bench use it.
 pub mod http {
-    pub use crate::transport::{Answer, Client, REQUEST_TIMEOUT};
+    pub use crate::transport::{Answer, Client, Connector, REQUEST_TIMEOUT, connector};
 }

@@ -192,7 +192,11 @@ impl Session {
         resume: Option<&str>,
     ) -> Result<Session> {
         let token = settings.token.read()?;
-        let client = Arc::new(Client::new(settings.endpoint.clone(), &token)?);
+        let client = Arc::new(Client::with_tls(
+            settings.endpoint.clone(),
+            &token,
+            settings.tls.clone(),
+        )?);
         let mut events = Events::new(
             client
                 .open_events(settings.name.as_deref(), last_event_id, resume)

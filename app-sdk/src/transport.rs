@@ -1,4 +1,5 @@
-//! HTTP/1.1 to the broker over its unix socket or TCP: a small pool of keep-alive connections
+//! HTTP/1.1 to the broker over its unix socket, TCP, or TLS over TCP (`https://`, with the one
+//! client rule of `leo_protocol::tls`): a small pool of keep-alive connections
 //! for the JSON routes, and one dedicated connection for the event stream.
 //!
 //! It is the one HTTP client of the workspace: the SDK's transport, and, as `leo_app::http`,
@@ -27,6 +28,7 @@ use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use leo_protocol::ErrorCode;
 use leo_protocol::envelope::{Failure, Success};
+pub use leo_protocol::tls::Connector;
 use serde::de::DeserializeOwned;
 
 use crate::endpoint::Endpoint;
@@ -139,6 +141,7 @@ type Sender = SendRequest<Chunks>;
 /// time, each request bounded in time (`REQUEST_TIMEOUT` unless `with_timeout`).
 pub struct Client {
     endpoint: Endpoint,
+    tls: Option<Connector>,
     host: HeaderValue,
     auth: HeaderValue,
     idle: Mutex<Vec<(Sender, Instant)>>,
@@ -146,8 +149,33 @@ pub struct Client {
     max_body: usize,
 }
 
+/// The TLS of an `https://` endpoint: the system's roots plus `ca_file`, or, without one, the
+/// file `LEO_CA_FILE` names (the one client rule, `leo_protocol::tls`).
+pub fn connector(ca_file: Option<&std::path::Path>) -> Result<Connector> {
+    let made = match ca_file {
+        Some(path) => Connector::new(Some(path)),
+        None => Connector::from_env(),
+    };
+    made.map_err(|e| Error::Config(leo_protocol::chain::error_chain(&e)))
+}
+
 impl Client {
+    /// A client of `endpoint`; an `https://` one trusts what [`connector`] trusts with no CA
+    /// file given.
     pub fn new(endpoint: Endpoint, token: &str) -> Result<Client> {
+        let tls = match endpoint {
+            Endpoint::Https { .. } => Some(connector(None)?),
+            _ => None,
+        };
+        Client::with_tls(endpoint, token, tls)
+    }
+
+    /// A client of `endpoint` whose `https://` connections use `tls` (built once, shared by
+    /// the clients of one app); `None` for a plain endpoint.
+    pub fn with_tls(endpoint: Endpoint, token: &str, tls: Option<Connector>) -> Result<Client> {
+        if matches!(endpoint, Endpoint::Https { .. }) && tls.is_none() {
+            return Err(Error::Config(format!("{endpoint} needs TLS settings")));
+        }
         let host = HeaderValue::from_str(endpoint.host())
             .map_err(|_| Error::Config(format!("invalid host {:?}", endpoint.host())))?;
         let mut auth = HeaderValue::from_str(&format!("Bearer {token}"))
@@ -155,6 +183,7 @@ impl Client {
         auth.set_sensitive(true);
         Ok(Client {
             endpoint,
+            tls,
             host,
             auth,
             idle: Mutex::new(Vec::new()),
@@ -201,11 +230,18 @@ impl Client {
                 spawn_conn(http1::handshake(TokioIo::new(stream)).await)
             }
             Endpoint::Tcp { authority } => {
-                let stream = tokio::net::TcpStream::connect(authority.as_str())
-                    .await
-                    .map_err(fail)?;
-                // Without it a body written after its headers waits for a delayed ACK.
-                stream.set_nodelay(true).map_err(fail)?;
+                let stream = tcp(authority).await.map_err(fail)?;
+                spawn_conn(http1::handshake(TokioIo::new(stream)).await)
+            }
+            Endpoint::Https { authority } => {
+                let stream = tcp(authority).await.map_err(fail)?;
+                let tls = self.tls.as_ref().ok_or_else(|| {
+                    Error::Config(format!("{} needs TLS settings", self.endpoint))
+                })?;
+                let host = authority
+                    .rsplit_once(':')
+                    .map_or(authority.as_str(), |(h, _)| h);
+                let stream = tls.connect(host, stream).await.map_err(fail)?;
                 spawn_conn(http1::handshake(TokioIo::new(stream)).await)
             }
         }
@@ -344,6 +380,14 @@ impl Client {
             .await
             .map_err(|_| Error::Timeout(self.timeout))?
     }
+}
+
+/// A TCP connection to `authority`, with `TCP_NODELAY`: without it a body written after its
+/// headers waits for a delayed ACK.
+async fn tcp(authority: &str) -> std::io::Result<tokio::net::TcpStream> {
+    let stream = tokio::net::TcpStream::connect(authority).await?;
+    stream.set_nodelay(true)?;
+    Ok(stream)
 }
 
 /// Reads a whole body, refusing one over `limit` bytes as it arrives.

@@ -135,6 +135,21 @@ async fn every_reply_reaches_the_agent_over_tcp() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_reply_reaches_the_agent_over_https() {
+    let broker = Broker::start_tls().await;
+    let url = format!("https://localhost:{}", broker.addr.port());
+    let app = leo_app::App::builder()
+        .url(&url)
+        .ca_file(leo_testkit::tls::ca_file(broker.home()))
+        .token(broker.operator_token())
+        .group("kit", tools())
+        .build()
+        .unwrap();
+    assert_eq!(app.endpoint().to_string(), url);
+    every_reply_reaches_the_agent(&broker, app).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paired_device_token_serves_too() {
     let broker = Broker::start().await;
     // A device paired before the broker starts is loaded at start.

@@ -81,9 +81,23 @@ fn bad_settings_are_refused_before_connecting() {
         ),
         (
             App::builder()
-                .url("https://127.0.0.1:1")
+                .url("ftp://127.0.0.1:1")
                 .group("g", [tool("a")]),
-            "only http:// is supported",
+            "expected http:// or https://",
+        ),
+        (
+            App::builder()
+                .url("http://127.0.0.1:1")
+                .ca_file("/nowhere/ca.pem")
+                .group("g", [tool("a")]),
+            "a CA file needs an https:// URL",
+        ),
+        (
+            App::builder()
+                .url("https://127.0.0.1:1")
+                .ca_file("/nowhere/ca.pem")
+                .group("g", [tool("a")]),
+            "cannot read /nowhere/ca.pem",
         ),
         (
             App::builder()

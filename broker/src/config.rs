@@ -155,6 +155,26 @@ pub struct Web {
     pub header_timeout_s: u64,
     /// Seconds a TCP connection may move no byte either way before it is closed.
     pub idle_timeout_s: u64,
+    /// HTTPS on the TCP listener: a certificate chain and its key, PEM.
+    pub tls: Option<WebTls>,
+}
+
+/// `web.tls:`: the TCP listener serves HTTPS only, with this pair (reloaded when the files
+/// change or on `SIGHUP`). A relative path is relative to `$LEO_HOME`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebTls {
+    /// The certificate chain, the server's own certificate first.
+    pub cert: std::path::PathBuf,
+    /// Its private key (PKCS#8, PKCS#1 or SEC1), readable by its owner only.
+    pub key: std::path::PathBuf,
+}
+
+impl WebTls {
+    /// The two paths, relative ones taken under `home`.
+    pub fn resolved(&self, home: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
+        (home.join(&self.cert), home.join(&self.key))
+    }
 }
 
 impl Default for Web {
@@ -168,6 +188,7 @@ impl Default for Web {
             max_connections: 1024,
             header_timeout_s: 10,
             idle_timeout_s: 60,
+            tls: None,
         }
     }
 }
@@ -259,6 +280,13 @@ impl Config {
         if self.web.idle_timeout_s < 20 {
             // Event streams send a keep-alive every 15 s; a shorter idle limit would cut them.
             return Err("web.idle_timeout_s: must be at least 20".into());
+        }
+        if let Some(tls) = &self.web.tls {
+            for (key, path) in [("cert", &tls.cert), ("key", &tls.key)] {
+                if path.as_os_str().is_empty() {
+                    return Err(format!("web.tls.{key}: must name a PEM file"));
+                }
+            }
         }
         if self.client_tools.default_timeout_s > leo_protocol::limits::MAX_TIMEOUT_S {
             return Err(format!(
@@ -478,6 +506,19 @@ mod tests {
                 "telemetry:\n  endpoint: http://c:4318\n",
                 "telemetry.endpoint: unknown field",
             ),
+            (
+                "web:\n  tls:\n    cert: c.pem\n",
+                "web.tls: missing field `key`",
+            ),
+            (
+                "web:\n  tls:\n    cert: c.pem\n    key: k.pem\n    ca: x\n",
+                "web.tls.ca: unknown field `ca`",
+            ),
+            (
+                "web:\n  tls:\n    cert: \"\"\n    key: k.pem\n",
+                "web.tls.cert: must name a PEM file",
+            ),
+            ("web:\n  tls: yes\n", "web.tls: invalid type"),
             (
                 "history:\n  keep_day: 3\n",
                 "history.keep_day: unknown field",

@@ -40,6 +40,8 @@ pub struct Prepared {
     /// The live state database and what it held at start.
     pub store: crate::store::Store,
     pub restored: crate::store::Restored,
+    /// `web.tls`, loaded: the TCP listener's certificate and key.
+    pub tls: Option<crate::http::ServerTls>,
 }
 
 /// The bound listeners.
@@ -63,6 +65,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
             message,
         })?;
     let tokens = Tokens::load(&home, &config)?;
+    let tls = load_tls(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
     let (store, restored) = open_store(&home, &config)?;
@@ -75,6 +78,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         webhooks,
         store,
         restored,
+        tls,
     })
 }
 
@@ -113,6 +117,20 @@ fn open_store(
         path: "store.url (PostgreSQL)".into(),
         source: e.into(),
     })
+}
+
+/// `web.tls`, read and checked now, so a bad pair stops the start with the key at fault.
+fn load_tls(home: &Home, config: &Config) -> Result<Option<crate::http::ServerTls>> {
+    let Some(tls) = &config.web.tls else {
+        return Ok(None);
+    };
+    let (cert, key) = tls.resolved(&home.root);
+    crate::http::ServerTls::load(crate::http::TlsFiles { cert, key })
+        .map(Some)
+        .map_err(|message| BrokerError::Config {
+            path: home.config(),
+            message,
+        })
 }
 
 /// Binds a unix socket with mode 0600, replacing a stale socket file but never a live broker.
@@ -239,8 +257,12 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
             p.config.console.session_ttl_s,
         )),
     });
+    if let Some(tls) = p.tls.clone() {
+        broker.tasks().spawn(tls.watch(broker.shutdown_token()));
+    }
     let servers = spawn_servers(
         &p.config,
+        p.tls,
         &state,
         listeners.tcp,
         listeners.metrics,
@@ -255,9 +277,11 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
 }
 
 /// The HTTP servers: TCP and `metrics.bind`, both through the one bounded accept loop with
-/// one shared connection budget and the Host check, and the API socket.
+/// one shared connection budget and the Host check, and the API socket. `web.tls` is the main
+/// TCP listener's only: `metrics.bind` is loopback, where nothing crosses a network.
 fn spawn_servers(
     config: &Config,
+    tls: Option<crate::http::ServerTls>,
     state: &Arc<AppState>,
     tcp: Option<TcpListener>,
     metrics: Option<TcpListener>,
@@ -265,6 +289,9 @@ fn spawn_servers(
 ) -> Result<tokio::task::JoinSet<()>> {
     let token = state.broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();
+    if let Some(tcp) = &tcp {
+        warn_if_clear(tcp, tls.is_some());
+    }
     let limits = tcp_limits(&config.web);
     info!(
         max_connections = limits.max_connections,
@@ -275,12 +302,12 @@ fn spawn_servers(
     let budget = crate::http::TcpBudget::new(limits);
     if let Some(tcp) = tcp {
         let app = crate::http::tcp_router(state.clone(), host_check(&tcp, config)?);
-        let serve = crate::http::serve_tcp("TCP", tcp, app, budget.clone(), token.clone());
+        let serve = crate::http::serve_tcp("TCP", tcp, app, budget.clone(), tls, token.clone());
         servers.spawn(serve);
     }
     if let Some(listener) = metrics {
         let app = crate::http::metrics_router(state.clone(), host_check(&listener, config)?);
-        let serve = crate::http::serve_tcp("metrics", listener, app, budget, token.clone());
+        let serve = crate::http::serve_tcp("metrics", listener, app, budget, None, token.clone());
         servers.spawn(serve);
     }
     let app = crate::http::router(state.clone());
@@ -293,6 +320,19 @@ fn spawn_servers(
         }
     });
     Ok(servers)
+}
+
+/// Says loudly that tokens cross the network in clear when the TCP listener is reachable from
+/// other hosts without TLS. It is a warning, not a refusal: a container's published port
+/// (`web.bind: 0.0.0.0` behind Docker's own network) is a setup that works and is documented.
+fn warn_if_clear(tcp: &TcpListener, tls: bool) {
+    let Ok(addr) = tcp.local_addr() else { return };
+    if !tls && !addr.ip().is_loopback() {
+        warn!(
+            %addr,
+            "web.bind is not loopback and web.tls is not set: tokens and every call cross the network in clear; set web.tls (`leo tls init`) unless this network is private"
+        );
+    }
 }
 
 /// The Host check of a TCP listener: loopback names, its bind address when specific, and

@@ -67,8 +67,8 @@ pub fn random_id(prefix: &str) -> String {
     format!("{prefix}{}", hex(&bytes))
 }
 
-/// Reads a token file, refusing one that others can read.
-pub fn read_token_file(path: &Path) -> Result<String> {
+/// Refuses a secret file (a token, a TLS key) that its group or others can read.
+pub(crate) fn check_owner_only(path: &Path) -> Result<()> {
     let meta = fs::metadata(path).map_err(|e| BrokerError::io("read", path, e))?;
     let mode = meta.permissions().mode() & 0o777;
     if mode & 0o077 != 0 {
@@ -77,6 +77,12 @@ pub fn read_token_file(path: &Path) -> Result<String> {
             mode,
         });
     }
+    Ok(())
+}
+
+/// Reads a token file, refusing one that others can read.
+pub fn read_token_file(path: &Path) -> Result<String> {
+    check_owner_only(path)?;
     let text = fs::read_to_string(path).map_err(|e| BrokerError::io("read", path, e))?;
     let token = text.trim().to_owned();
     if token.len() < 32 {

@@ -33,5 +33,6 @@ mod service;
 mod setup_lines;
 mod state_db;
 mod streams;
+mod tls;
 mod untrusted;
 mod webhooks;

@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
 
-use crate::{admin, agent, commands, serve_tool};
+use crate::{admin, agent, commands, serve_tool, tls};
 
 #[derive(Parser)]
 #[command(
@@ -23,8 +23,37 @@ pub struct Cli {
         hide_env_values = true
     )]
     pub home: Option<std::path::PathBuf>,
+    /// A broker on another host, `https://HOST:PORT` (or `http://`) of its TCP listener, for
+    /// status, requests, audit, cancel, tools and webhook. Its token comes from LEO_TOKEN or
+    /// --token-file; an https:// broker's CA file from LEO_CA_FILE.
+    #[arg(long, global = true, value_name = "URL", env = "LEO_URL")]
+    pub url: Option<String>,
+    /// With --url: the file holding the token to present (instead of LEO_TOKEN).
+    #[arg(
+        long,
+        global = true,
+        value_name = "PATH",
+        env = "LEO_TOKEN_FILE",
+        requires = "url"
+    )]
+    pub token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,
+}
+
+impl Command {
+    /// True for the commands that speak the broker's HTTP API, and so take `--url`.
+    pub fn takes_url(&self) -> bool {
+        matches!(
+            self,
+            Command::Status(_)
+                | Command::Requests(_)
+                | Command::Audit(_)
+                | Command::Cancel(_)
+                | Command::Tools { .. }
+                | Command::Webhook { .. }
+        )
+    }
 }
 
 #[derive(Subcommand)]
@@ -52,6 +81,11 @@ pub enum Command {
     Device {
         #[command(subcommand)]
         command: admin::DeviceCommand,
+    },
+    /// HTTPS for the TCP listener: a local CA and a server certificate (`leo tls init`).
+    Tls {
+        #[command(subcommand)]
+        command: tls::TlsCommand,
     },
     /// What runs now: apps, agents, tools by group, pending calls.
     #[command(after_help = commands::EXIT_CODES)]

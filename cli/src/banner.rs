@@ -10,8 +10,9 @@ use std::path::{Path, PathBuf};
 
 use leo_broker::home::Home;
 
-/// The banner for a broker on `home`, listening on `tcp` when the web listener is on.
-pub fn print(home: &Home, tcp: Option<SocketAddr>) -> std::io::Result<()> {
+/// The banner for a broker on `home`, listening on `tcp` when the web listener is on, with
+/// HTTPS when `tls`.
+pub fn print(home: &Home, tcp: Option<SocketAddr>, tls: bool) -> std::io::Result<()> {
     let exe = std::env::current_exe().ok();
     let leo = exe
         .as_deref()
@@ -27,9 +28,16 @@ pub fn print(home: &Home, tcp: Option<SocketAddr>) -> std::io::Result<()> {
         .map(|p| command_name("leo-mcp", p))
         .unwrap_or_else(|| "leo-mcp".into());
     let mut out = std::io::stdout().lock();
-    listeners(&mut out, home, tcp)?;
+    let scheme = if tls { "https" } else { "http" };
+    listeners(&mut out, home, tcp, scheme)?;
+    if let Some(addr) = tcp.filter(|a| !tls && !a.ip().is_loopback()) {
+        writeln!(
+            out,
+            "  WARNING: {addr} is reachable from other hosts without TLS: tokens and calls cross the network in clear (set web.tls: leo tls init)"
+        )?;
+    }
     let base = tcp
-        .map(|a| format!("http://{a}"))
+        .map(|a| format!("{scheme}://{a}"))
         .unwrap_or_else(|| "http://localhost".into());
     writeln!(out)?;
     writeln!(
@@ -72,9 +80,14 @@ fn setup_lines(env: &str, leo_mcp: &str) -> [String; 4] {
     ]
 }
 
-fn listeners(out: &mut impl Write, home: &Home, tcp: Option<SocketAddr>) -> std::io::Result<()> {
+fn listeners(
+    out: &mut impl Write,
+    home: &Home,
+    tcp: Option<SocketAddr>,
+    scheme: &str,
+) -> std::io::Result<()> {
     match tcp {
-        Some(addr) => writeln!(out, "leo broker listening on http://{addr}")?,
+        Some(addr) => writeln!(out, "leo broker listening on {scheme}://{addr}")?,
         None => writeln!(
             out,
             "leo broker listening (TCP disabled by web.enabled: false)"
@@ -90,7 +103,7 @@ fn listeners(out: &mut impl Write, home: &Home, tcp: Option<SocketAddr>) -> std:
     if let Some(addr) = tcp {
         writeln!(
             out,
-            "  web console:   http://{addr}/ (log in with the operator token)"
+            "  web console:   {scheme}://{addr}/ (log in with the operator token)"
         )?;
     }
     Ok(())

@@ -46,7 +46,7 @@ pub fn run(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Resul
             Some(l) => Some(l.local_addr().context("cannot read the TCP address")?),
             None => None,
         };
-        banner::print(&prepared.home, tcp)?;
+        banner::print(&prepared.home, tcp, prepared.tls.is_some())?;
         server::run(prepared, listeners, stop).await?;
         anyhow::Ok(())
     })

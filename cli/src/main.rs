@@ -7,7 +7,7 @@
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, Parser};
+use clap::{CommandFactory, FromArgMatches};
 use leo_broker::home::Home;
 
 mod admin;
@@ -19,11 +19,16 @@ mod commands;
 mod config_edit;
 mod error;
 mod serve_tool;
+mod tls;
 
 use args::{Cli, Command};
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
@@ -32,6 +37,11 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(broker::log_colour())
         .init();
+    let typed = matches.value_source("url") == Some(clap::parser::ValueSource::CommandLine);
+    if let Err(e) = remote(&cli, typed) {
+        eprintln!("leo: {e}");
+        return ExitCode::from(2);
+    }
     // `--home` and `LEO_HOME` mean the same; an empty value is no value.
     let home = match cli.home.filter(|p| !p.as_os_str().is_empty()) {
         Some(root) => Home::new(root),
@@ -48,6 +58,37 @@ fn main() -> ExitCode {
             ExitCode::from(e.exit_code())
         }
     }
+}
+
+/// `--url` (or `LEO_URL`) with its token, for the commands that speak the HTTP API. Given on
+/// the command line to another command it is an error; from the environment (set for
+/// `leo-mcp` in a container, say) it is left to the commands that use it.
+fn remote(cli: &Cli, typed: bool) -> Result<(), String> {
+    let Some(url) = cli.url.as_deref().filter(|u| !u.is_empty()) else {
+        return Ok(());
+    };
+    if !cli.command.takes_url() {
+        return match typed {
+            true => {
+                Err("--url applies to status, requests, audit, cancel, tools and webhook".into())
+            }
+            false => Ok(()),
+        };
+    }
+    let endpoint = leo_app::Endpoint::from_url(url).map_err(|e| e.to_string())?;
+    let token = match (&cli.token_file, std::env::var("LEO_TOKEN")) {
+        (Some(path), _) => {
+            leo_broker::read_token_file(path).map_err(|e| leo_protocol::chain::error_chain(&e))?
+        }
+        (None, Ok(token)) if !token.trim().is_empty() => token.trim().to_owned(),
+        _ => {
+            return Err(format!(
+                "--url {url} needs a token: set LEO_TOKEN, or give --token-file PATH"
+            ));
+        }
+    };
+    commands::api::set_remote(commands::api::Remote { endpoint, token });
+    Ok(())
 }
 
 fn run(home: &Home, command: Command) -> error::Result {
@@ -68,6 +109,7 @@ fn run(home: &Home, command: Command) -> error::Result {
         Command::Client { command } => print(admin::client(home, &command)?),
         Command::Agent { command } => print(agent::run(home, &command)?),
         Command::Device { command } => print(admin::device(home, &command)?),
+        Command::Tls { command } => print(tls::run(home, &command)?),
     }
 }
 

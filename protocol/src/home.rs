@@ -98,6 +98,26 @@ impl Home {
     pub fn webhooks(&self) -> PathBuf {
         self.state().join("webhooks.json")
     }
+    /// `leo tls init`'s local CA and the server certificate it issues.
+    pub fn tls(&self) -> PathBuf {
+        self.root.join("tls")
+    }
+    /// The local CA's certificate: the file clients trust (`LEO_CA_FILE`).
+    pub fn tls_ca(&self) -> PathBuf {
+        self.tls().join("ca.pem")
+    }
+    /// The local CA's private key.
+    pub fn tls_ca_key(&self) -> PathBuf {
+        self.tls().join("ca.key")
+    }
+    /// The server certificate (its chain: itself, then the CA), for `web.tls.cert`.
+    pub fn tls_cert(&self) -> PathBuf {
+        self.tls().join("server.pem")
+    }
+    /// The server certificate's private key, for `web.tls.key`.
+    pub fn tls_key(&self) -> PathBuf {
+        self.tls().join("server.key")
+    }
     /// The HTTP API on a unix socket.
     pub fn api_socket(&self) -> PathBuf {
         self.run().join("leo.sock")
@@ -137,6 +157,10 @@ mod tests {
             (h.webhooks(), "/h/state/webhooks.json"),
             (h.database(), "/h/state/leo.db"),
             (h.api_socket(), "/h/run/leo.sock"),
+            (h.tls_ca(), "/h/tls/ca.pem"),
+            (h.tls_ca_key(), "/h/tls/ca.key"),
+            (h.tls_cert(), "/h/tls/server.pem"),
+            (h.tls_key(), "/h/tls/server.key"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
         ];
         for (path, want) in rows {

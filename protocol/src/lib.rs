@@ -14,7 +14,7 @@
 //! layout (`home`), the harness table (`harness`), the glob of agent patterns (`glob`), the
 //! reconnect backoff (`backoff`), the error chain printed in logs (`chain`), RFC 3339 time
 //! (`time`), the SSE parser (`sse`), and the OpenTelemetry exporter and `traceparent` helpers
-//! (`otel`). The broker, the sidecar, the SDK and the probe all use these, so a rule lives in
+//! (`otel`), and the TLS client rule and PEM reading (`tls`). The broker, the sidecar, the SDK and the probe all use these, so a rule lives in
 //! exactly one place.
 
 pub mod backoff;
@@ -45,6 +45,8 @@ pub mod schema;
 pub mod sse;
 pub mod status;
 pub mod time;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod tool;
 pub mod webhooks;
 

@@ -18,6 +18,7 @@ pub mod require;
 pub mod rng;
 pub mod script;
 pub mod sse;
+pub mod tls;
 pub mod wire;
 
 use std::path::{Path, PathBuf};
@@ -76,6 +77,15 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
+        Broker::start_in(home).await
+    }
+
+    /// Starts a broker serving HTTPS only, with the CA and certificate of `leo tls init`
+    /// (`tls/ca.pem` in its home is the CA a client trusts).
+    pub async fn start_tls() -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        tls::tls_init(home.path(), &[]);
+        std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
         Broker::start_in(home).await
     }
 
@@ -274,7 +284,9 @@ async fn spawn_bin(
     let mut lines = BufReader::new(stdout).lines();
     let addr = tokio::time::timeout(WAIT, async {
         while let Ok(Some(line)) = lines.next_line().await {
-            if let Some(rest) = line.strip_prefix("leo broker listening on http://") {
+            let rest = line.strip_prefix("leo broker listening on ");
+            let rest = rest.and_then(|r| r.strip_prefix("http://").or(r.strip_prefix("https://")));
+            if let Some(rest) = rest {
                 return rest.trim().parse().ok();
             }
         }

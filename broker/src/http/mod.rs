@@ -12,6 +12,7 @@ mod reply;
 mod routes;
 pub mod rules;
 mod serve;
+mod tls;
 
 use std::sync::Arc;
 
@@ -20,6 +21,7 @@ use axum::routing::{MethodFilter, MethodRouter, on};
 
 pub use rules::{HostCheck, Route};
 pub use serve::{TcpBudget, TcpLimits, serve_tcp};
+pub use tls::{ServerTls, TlsFiles};
 
 use crate::core::Broker;
 use crate::tokens::Tokens;

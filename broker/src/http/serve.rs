@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use axum::Router;
 use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -39,6 +39,8 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, warn};
+
+use super::tls::ServerTls;
 
 /// The bounds of the TCP listener.
 #[derive(Debug, Clone, Copy)]
@@ -56,6 +58,17 @@ connection: close\r\n\
 content-length: 21\r\n\
 \r\n\
 too many connections\n";
+
+/// The first byte of a TLS connection: a handshake record.
+const TLS_HANDSHAKE: u8 = 0x16;
+
+/// What plain HTTP sent to the HTTPS port is told before it is closed.
+const NOT_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+content-type: text/plain; charset=utf-8\r\n\
+connection: close\r\n\
+content-length: 42\r\n\
+\r\n\
+this port speaks HTTPS: use https:// URLs\n";
 
 /// How many refused connections are answered at once with a lingering close (the `503` is
 /// written, then what the client already sent is read away for a moment, so it sees the answer
@@ -85,12 +98,14 @@ impl TcpBudget {
 }
 
 /// Serves `app` on `listener` within `budget` until `shutdown` fires, then lets open
-/// connections finish (the caller bounds how long). `door` names the listener in logs.
+/// connections finish (the caller bounds how long). `door` names the listener in logs; with
+/// `tls` every connection is HTTPS (see [`handshake`]).
 pub async fn serve_tcp(
     door: &'static str,
     listener: TcpListener,
     app: Router,
     budget: TcpBudget,
+    tls: Option<ServerTls>,
     shutdown: CancellationToken,
 ) {
     let limits = budget.limits;
@@ -108,7 +123,10 @@ pub async fn serve_tcp(
             refused.count(door, limits.max_connections);
             match budget.refusals.clone().try_acquire_owned() {
                 Ok(slot) => {
-                    connections.spawn(refuse(stream, slot));
+                    connections.spawn(async move {
+                        answer_and_close(stream, BUSY).await;
+                        drop(slot);
+                    });
                 }
                 Err(_) => {
                     let _ = stream.try_write(BUSY);
@@ -120,19 +138,27 @@ pub async fn serve_tcp(
             debug!(error = %e, "cannot set TCP_NODELAY");
         }
         let activity = Arc::new(Activity::new());
-        let io = TokioIo::new(Watched {
+        let io = Watched {
             inner: stream,
             activity: activity.clone(),
-        });
-        let conn = http.serve_connection(io, TowerToHyperService::new(app.clone()));
-        let conn = graceful.watch(conn);
+        };
+        let (http, app, watcher, tls) =
+            (http.clone(), app.clone(), graceful.watcher(), tls.clone());
         let idle = limits.idle_timeout;
         connections.spawn(async move {
             let _permit = permit;
+            let served = async {
+                match tls {
+                    None => serve_connection(&http, io, app, watcher, door).await,
+                    Some(tls) => {
+                        if let Some(io) = handshake(&tls, io, limits.header_timeout, door).await {
+                            serve_connection(&http, io, app, watcher, door).await;
+                        }
+                    }
+                }
+            };
             tokio::select! {
-                r = conn => if let Err(e) = r {
-                    debug!(error = %e, door, "TCP connection ended");
-                },
+                () = served => {},
                 () = activity.idle_for(idle) => debug!(door, "idle TCP connection closed"),
             }
         });
@@ -142,11 +168,69 @@ pub async fn serve_tcp(
     while connections.join_next().await.is_some() {}
 }
 
-/// Answers a connection past the cap with `503` and closes it cleanly: the answer, then a
-/// second of reading away what the client sent, so the close is not a reset.
-async fn refuse(mut stream: TcpStream, _slot: tokio::sync::OwnedSemaphorePermit) {
+/// One HTTP/1 connection over `io` (the socket, or TLS over it), watched for a graceful stop.
+async fn serve_connection<IO>(
+    http: &hyper::server::conn::http1::Builder,
+    io: IO,
+    app: Router,
+    watcher: Watcher,
+    door: &'static str,
+) where
+    IO: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let conn = http.serve_connection(TokioIo::new(io), TowerToHyperService::new(app));
+    if let Err(e) = watcher.watch(conn).await {
+        debug!(error = %e, door, "TCP connection ended");
+    }
+}
+
+/// The TLS handshake of a connection, within `within` of its accept, as a request's head must
+/// be: a client that never finishes its handshake holds a connection permit no longer than one
+/// that never finishes its head. A first byte that is not a TLS handshake record (`0x16`) is a
+/// client speaking plain HTTP to the HTTPS port: it is answered a plain `400` that says so,
+/// rather than left to time out on bytes it cannot read.
+async fn handshake(
+    tls: &ServerTls,
+    io: Watched,
+    within: Duration,
+    door: &'static str,
+) -> Option<tokio_rustls::server::TlsStream<Watched>> {
+    let deadline = Instant::now() + within;
+    let mut first = [0u8; 1];
+    match tokio::time::timeout_at(deadline, io.inner.peek(&mut first)).await {
+        Ok(Ok(1..)) => {}
+        Ok(_) => return None,
+        Err(_) => {
+            debug!(door, "no TLS handshake in time; connection closed");
+            return None;
+        }
+    }
+    if first[0] != TLS_HANDSHAKE {
+        debug!(door, "plain HTTP on the HTTPS port; answered 400");
+        answer_and_close(io.inner, NOT_TLS).await;
+        return None;
+    }
+    match tokio::time::timeout_at(deadline, tls.acceptor().accept(io)).await {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            debug!(error = %e, door, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            debug!(
+                door,
+                "TLS handshake not finished in time; connection closed"
+            );
+            None
+        }
+    }
+}
+
+/// Writes `answer` and closes the connection cleanly: the answer, then a second of reading away
+/// what the client sent, so the close is not a reset.
+async fn answer_and_close(mut stream: TcpStream, answer: &[u8]) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    if stream.write_all(BUSY).await.is_err() || stream.shutdown().await.is_err() {
+    if stream.write_all(answer).await.is_err() || stream.shutdown().await.is_err() {
         return;
     }
     let mut sink = [0u8; 4096];
@@ -286,6 +370,16 @@ impl AsyncWrite for Watched {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_canned_answers_say_their_length() {
+        for answer in [BUSY, NOT_TLS] {
+            let text = std::str::from_utf8(answer).unwrap();
+            let (head, body) = text.split_once("\r\n\r\n").unwrap();
+            let want = format!("content-length: {}", body.len());
+            assert!(head.lines().any(|l| l == want), "{head}");
+        }
+    }
 
     #[tokio::test(start_paused = true)]
     async fn idle_resolves_only_after_a_quiet_stretch() {

@@ -7,8 +7,15 @@
 //! Every answer is bounded in size and time, and a refusal carries the broker's own `error`
 //! message. The token is read at each call, so a command started before the broker's first
 //! run (`leo status --watch`) picks it up once it exists.
+//!
+//! With `--url` (or `LEO_URL`) the same requests go to a broker on another host, over its TCP
+//! listener (HTTPS when it has `web.tls`, trusting what `leo_app::http::connector` trusts), with
+//! the token given for it. That target is [`Remote`], set once by `main` for the commands that
+//! speak this API, so every one of them, and each request of `leo status --watch`, goes to the
+//! same place without each command carrying it.
 
 use std::path::PathBuf;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use leo_app::Endpoint;
@@ -49,18 +56,36 @@ pub enum GetError {
     Malformed { route: String, reason: String },
 }
 
+/// A broker on another host: its URL and the token presented to it.
+#[derive(Debug, Clone)]
+pub struct Remote {
+    pub endpoint: Endpoint,
+    pub token: String,
+}
+
+/// The `--url` target of this run, if any.
+static REMOTE: OnceLock<Remote> = OnceLock::new();
+
+/// Sends every request of this run to `remote` instead of `run/leo.sock`.
+pub fn set_remote(remote: Remote) {
+    let _ = REMOTE.set(remote);
+}
+
 /// The broker's HTTP API as the operator sees it.
 #[derive(Debug, Clone)]
 pub struct Api {
     socket: PathBuf,
     token: PathBuf,
+    remote: Option<Remote>,
 }
 
 impl Api {
+    /// The API of the broker on `home`, or of the `--url` broker when one was given.
     pub fn new(home: &Home) -> Api {
         Api {
             socket: home.api_socket(),
             token: home.operator_token(),
+            remote: REMOTE.get().cloned(),
         }
     }
 
@@ -112,7 +137,13 @@ impl Api {
         route: &str,
         body: Vec<u8>,
     ) -> Result<Vec<u8>, GetError> {
-        let token = read_token(&self.token, "operator")?;
+        let (endpoint, token) = match &self.remote {
+            Some(r) => (r.endpoint.clone(), r.token.clone()),
+            None => (
+                Endpoint::Unix(self.socket.clone()),
+                read_token(&self.token, "operator")?,
+            ),
+        };
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -120,7 +151,7 @@ impl Api {
                 socket: self.socket.clone(),
                 source,
             })?;
-        let client = Client::new(Endpoint::Unix(self.socket.clone()), &token)
+        let client = Client::new(endpoint, &token)
             .map_err(|e| self.failed(route, e))?
             .with_timeout(TIMEOUT)
             .with_max_body(MAX_RESPONSE_BYTES as usize);
@@ -142,6 +173,9 @@ impl Api {
     /// What a request that got no answer tells the operator.
     fn failed(&self, route: &str, e: leo_app::Error) -> GetError {
         match e {
+            leo_app::Error::Connect { endpoint, source } if self.remote.is_some() => {
+                Unreachable::Remote { endpoint, source }.into()
+            }
             leo_app::Error::Connect { source, .. } => {
                 Unreachable::connecting(&self.socket, source).into()
             }

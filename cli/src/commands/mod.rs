@@ -76,14 +76,24 @@ pub enum Unreachable {
         #[source]
         source: std::io::Error,
     },
+    /// The `--url` broker: not listening, not reachable, or its TLS refused.
+    #[error("cannot reach the broker at {endpoint}")]
+    Remote {
+        endpoint: String,
+        #[source]
+        source: std::io::Error,
+    },
 }
 
 impl Unreachable {
-    /// True when no broker is there (as opposed to a token or socket that is wrong).
+    /// True when no broker is there (as opposed to a token or socket that is wrong); a `--url`
+    /// broker that cannot be reached, for whatever reason, counts as not there (exit 2).
     pub fn not_running(&self) -> bool {
         matches!(
             self,
-            Unreachable::NotRunning { .. } | Unreachable::NoToken { .. }
+            Unreachable::NotRunning { .. }
+                | Unreachable::NoToken { .. }
+                | Unreachable::Remote { .. }
         )
     }
 

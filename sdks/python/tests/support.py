@@ -56,8 +56,15 @@ def wait_until(predicate, timeout: float = WAIT, what: str = "condition") -> Any
 class Broker:
     """A running `leo broker`."""
 
-    def __init__(self, config: str = "", home: str | None = None):
+    def __init__(self, config: str = "", home: str | None = None, tls: bool = False):
         self.home = home or tempfile.mkdtemp(prefix="leo-py-")
+        if tls:
+            # HTTPS with a CA from `leo tls init`, as a user sets it up.
+            subprocess.run(
+                [LEO, "tls", "init"], env={**os.environ, "LEO_HOME": self.home},
+                check=True, capture_output=True,
+            )
+            config = "web:\n  tls:\n    cert: tls/server.pem\n    key: tls/server.key\n" + config
         if config:
             Path(self.home, "config.yaml").write_text(config)
         self.log_path = Path(self.home, "broker.stderr")
@@ -76,8 +83,8 @@ class Broker:
             line = self.proc.stdout.readline()
             if not line:
                 break
-            if line.startswith("leo broker listening on http://"):
-                self.addr = line.split("http://", 1)[1].strip()
+            if line.startswith("leo broker listening on http"):
+                self.addr = line.split("://", 1)[1].strip()
                 threading.Thread(target=self._drain, daemon=True).start()
                 return
         self.proc.kill()
@@ -90,6 +97,11 @@ class Broker:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    @property
+    def ca_file(self) -> str:
+        """The CA of a `tls=True` broker."""
+        return os.path.join(self.home, "tls", "ca.pem")
 
     @property
     def socket(self) -> str:

@@ -307,6 +307,37 @@ class Reconnect(Case):
         rc, out, err = leo_call(self.broker, "echo", {"text": "b"})
         self.assertEqual((rc, out), (0, "app: b"), err)
 
+    def test_an_app_over_https_answers_a_call(self) -> None:
+        broker = Broker(tls=True)
+        self.addCleanup(broker.close)
+        port = broker.addr.rpartition(":")[2]
+        app = App(
+            "secure", url=f"https://localhost:{port}", ca_file=broker.ca_file,
+            token=broker.operator_token,
+        )
+
+        @app.tool(answers_at_once=True)
+        def secure_echo(text: str) -> str:
+            "Echo over TLS"
+            return f"tls: {text}"
+
+        self.start(app)
+        self.assertEqual(str(app.endpoint), f"https://localhost:{port}")
+        rc, out, err = leo_call(broker, "secure_echo", {"text": "a"})
+        self.assertEqual((rc, out), (0, "tls: a"), err)
+
+    def test_an_untrusted_broker_certificate_is_a_clear_error(self) -> None:
+        broker = Broker(tls=True)
+        self.addCleanup(broker.close)
+        from leo_app import _http
+
+        # Without the CA the handshake fails, and says which variable to set.
+        client = _http.Client(_http.Endpoint.from_url(f"https://{broker.addr}"), "t")
+        with self.assertRaises(LeoError) as e:
+            asyncio.run(client.get("/api/v1/status"))
+        self.assertIn("not signed by a CA this client trusts", str(e.exception))
+        self.assertIn("LEO_CA_FILE", str(e.exception))
+
     def test_a_request_parked_before_the_app_subscribed_is_served(self) -> None:
         other = Other(self.broker, "echo", ["echo"])
         self.addCleanup(other.close)
@@ -820,7 +851,11 @@ class Settings(unittest.TestCase):
         with self.assertRaises(ValueError):
             App("g", agents={"g": "ci-*"})
         with self.assertRaises(ValueError):
-            App("g", url="https://x:1")
+            App("g", url="ftp://x:1")
+        with self.assertRaises(ValueError):
+            App("g", url="http://x:1", ca_file="/nowhere/ca.pem")
+        with self.assertRaises(ValueError):
+            App("g", url="https://x:1", ca_file="/nowhere/ca.pem")
         with self.assertRaises(ValueError):
             App("g", url="http://127.0.0.1")
         with self.assertRaises(ValueError):

@@ -8,8 +8,10 @@ export interface AppOptions {
     home?: string;
     /** A unix socket other than `$home/run/leo.sock`. */
     socket?: string;
-    /** TCP instead, `http://host:port`. */
+    /** TCP instead, `http://host:port`, or TLS, `https://host:port` (a broker with `web.tls`). */
     url?: string;
+    /** For an https URL: a CA file (PEM) trusted besides Node's roots (default: LEO_CA_FILE). */
+    caFile?: string;
     token?: string;
     tokenFile?: string;
     /** A paired device's token (`state/devices/NAME.token`). */

@@ -45,8 +45,10 @@ export class App {
         const home = o.home ?? defaultHome();
         if (o.url && o.socket)
             throw new Error("give a URL or a socket, not both");
+        if (o.caFile !== undefined && !o.url)
+            throw new Error("a CA file needs an https:// URL");
         this.endpoint = o.url
-            ? endpointFromUrl(o.url)
+            ? endpointFromUrl(o.url, o.caFile)
             : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
         if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
             throw new Error("give one of a token, a token file or a device");

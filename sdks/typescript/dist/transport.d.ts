@@ -24,9 +24,16 @@ export interface Endpoint {
     port?: number;
     /** The Host header: `localhost` on the socket, `host:port` on TCP (the broker checks it). */
     hostHeader: string;
+    /** Set for `https://`: the CA certificates trusted (absent: Node's own roots). */
+    tls?: {
+        ca?: string[];
+    };
 }
-/** Parses `http://host:port` (the port is required). */
-export declare function endpointFromUrl(url: string): Endpoint;
+/** The variable naming a CA file (PEM) trusted besides the default roots. */
+export declare const CA_FILE_ENV = "LEO_CA_FILE";
+/** Parses `http://host:port` or `https://host:port` (the port is required); an https URL
+ * trusts `caFile` (else the file LEO_CA_FILE names) besides Node's roots. */
+export declare function endpointFromUrl(url: string, caFile?: string): Endpoint;
 export declare function describe(e: unknown): string;
 export interface Answer {
     status: number;

@@ -1,4 +1,4 @@
-// HTTP/1.1 to the broker over its unix socket or TCP.
+// HTTP/1.1 to the broker over its unix socket, TCP, or TLS over TCP (`https://`).
 //
 // A quick tool costs one POST per call, so that POST is written by hand on a pooled keep-alive
 // socket (`node:net`): a request is one write of a prepared head and the body, a response a
@@ -9,8 +9,16 @@
 // the process's only link to a broker that may take seconds to close it), and a request given
 // the app's stop signal is torn down when the signal fires, instead of waiting for a broker
 // that is shutting down to answer.
+//
+// TLS trusts Node's roots (with NODE_EXTRA_CA_CERTS) and, when given, a CA file (`caFile`, else
+// the file LEO_CA_FILE names), such as the `tls/ca.pem` of `leo tls init`: the rule of every Leo
+// client. The certificate is checked, names and expiry included; a refused one says why
+// (`tlsFailure`).
+import { readFileSync } from "node:fs";
 import http from "node:http";
+import https from "node:https";
 import net from "node:net";
+import tls from "node:tls";
 /** The broker answered with a documented error code. */
 export class Refused extends Error {
     code;
@@ -40,14 +48,72 @@ export class FatalError extends Error {
         this.name = "FatalError";
     }
 }
-/** Parses `http://host:port` (the port is required). */
-export function endpointFromUrl(url) {
-    const m = /^http:\/\/(\[[^\]]+\]|[^:/?#@ ]+):(\d+)\/?$/.exec(url);
-    const port = m ? Number(m[2]) : 0;
+/** The variable naming a CA file (PEM) trusted besides the default roots. */
+export const CA_FILE_ENV = "LEO_CA_FILE";
+/** Parses `http://host:port` or `https://host:port` (the port is required); an https URL
+ * trusts `caFile` (else the file LEO_CA_FILE names) besides Node's roots. */
+export function endpointFromUrl(url, caFile) {
+    const m = /^(https?):\/\/(\[[^\]]+\]|[^:/?#@ ]+):(\d+)\/?$/.exec(url);
+    const port = m ? Number(m[3]) : 0;
     if (!m || port <= 0 || port > 65535) {
-        throw new Error(`invalid broker URL ${JSON.stringify(url)}: expected http://host:port`);
+        throw new Error(`invalid broker URL ${JSON.stringify(url)}: expected http://host:port or https://host:port`);
     }
-    return { host: m[1].replace(/^\[|\]$/g, ""), port, hostHeader: `${m[1]}:${m[2]}` };
+    if (caFile !== undefined && m[1] !== "https")
+        throw new Error("a CA file needs an https:// URL");
+    const endpoint = { host: m[2].replace(/^\[|\]$/g, ""), port, hostHeader: `${m[2]}:${m[3]}` };
+    if (m[1] === "https")
+        endpoint.tls = trust(caFile ?? (process.env[CA_FILE_ENV] || undefined));
+    return endpoint;
+}
+/** Node's roots plus the certificates of `file`, read once. */
+function trust(file) {
+    if (file === undefined)
+        return {};
+    let pem;
+    try {
+        pem = readFileSync(file, "utf8");
+    }
+    catch (e) {
+        throw new Error(`cannot read the CA file ${file}: ${describe(e)}`);
+    }
+    if (!pem.includes("-----BEGIN CERTIFICATE-----"))
+        throw new Error(`${file} holds no PEM certificate`);
+    return { ca: [...tls.rootCertificates, pem] };
+}
+/** A refused TLS handshake with `host`, said so that its reader knows what to fix. */
+function tlsFailure(host, e) {
+    let why;
+    switch (e.code) {
+        case "CERT_HAS_EXPIRED":
+            why = "its certificate has expired; renew it (`leo tls init` on the broker's host)";
+            break;
+        case "ERR_TLS_CERT_ALTNAME_INVALID":
+            why = `its certificate is not valid for ${JSON.stringify(host)} (\`leo tls init --host ${host}\`)`;
+            break;
+        case "SELF_SIGNED_CERT_IN_CHAIN":
+        case "DEPTH_ZERO_SELF_SIGNED_CERT":
+        case "UNABLE_TO_GET_ISSUER_CERT_LOCALLY":
+        case "UNABLE_TO_VERIFY_LEAF_SIGNATURE":
+            why = `its certificate is not signed by a CA this client trusts; set ${CA_FILE_ENV} to the broker's CA file (tls/ca.pem in the broker's LEO_HOME after \`leo tls init\`)`;
+            break;
+        case "ERR_SSL_WRONG_VERSION_NUMBER":
+        case "EPROTO":
+            why = "it does not speak TLS (is it a plain http:// listener?)";
+            break;
+        default:
+            return e;
+    }
+    return new Error(`TLS with the broker at ${host} failed: ${why}`);
+}
+/** The options of a TLS connection to `endpoint`. */
+function tlsOptions(endpoint) {
+    const host = endpoint.host;
+    return {
+        ca: endpoint.tls?.ca,
+        // SNI carries DNS names only; an IP address is checked against the certificate without it.
+        servername: net.isIP(host) ? undefined : host,
+        ALPNProtocols: ["http/1.1"],
+    };
 }
 export function describe(e) {
     return e instanceof Error ? e.message : String(e);
@@ -226,17 +292,23 @@ export class Client {
         else {
             o.host = this.endpoint.host;
             o.port = this.endpoint.port;
+            if (this.endpoint.tls)
+                Object.assign(o, tlsOptions(this.endpoint));
         }
         return o;
     }
     connect() {
         return new Promise((resolve, reject) => {
-            const sock = this.endpoint.socketPath
-                ? net.connect({ path: this.endpoint.socketPath })
-                : net.connect({ host: this.endpoint.host, port: this.endpoint.port });
-            const onError = (e) => reject(e);
+            const { socketPath, host, port } = this.endpoint;
+            const secure = this.endpoint.tls !== undefined;
+            const sock = socketPath
+                ? net.connect({ path: socketPath })
+                : secure
+                    ? tls.connect({ host: host, port: port, ...tlsOptions(this.endpoint) })
+                    : net.connect({ host: host, port: port });
+            const onError = (e) => reject(secure ? tlsFailure(host, e) : e);
             sock.once("error", onError);
-            sock.once("connect", () => {
+            sock.once(secure ? "secureConnect" : "connect", () => {
                 sock.off("error", onError);
                 resolve(new Conn(sock));
             });
@@ -321,7 +393,7 @@ export class Client {
                 clearTimeout(timer);
                 signal?.removeEventListener("abort", onAbort);
             };
-            const req = http.request(o, (res) => {
+            const req = (this.endpoint.tls ? https : http).request(o, (res) => {
                 done();
                 if (res.statusCode === 200)
                     return resolve(res);
@@ -334,7 +406,7 @@ export class Client {
             signal?.addEventListener("abort", onAbort, { once: true });
             req.on("error", (e) => {
                 done();
-                reject(e);
+                reject(this.endpoint.tls ? tlsFailure(this.endpoint.host, e) : e);
             });
             req.end();
         });

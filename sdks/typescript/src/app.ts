@@ -18,8 +18,10 @@ export interface AppOptions {
   home?: string;
   /** A unix socket other than `$home/run/leo.sock`. */
   socket?: string;
-  /** TCP instead, `http://host:port`. */
+  /** TCP instead, `http://host:port`, or TLS, `https://host:port` (a broker with `web.tls`). */
   url?: string;
+  /** For an https URL: a CA file (PEM) trusted besides Node's roots (default: LEO_CA_FILE). */
+  caFile?: string;
   token?: string;
   tokenFile?: string;
   /** A paired device's token (`state/devices/NAME.token`). */
@@ -80,8 +82,9 @@ export class App {
     this.name = o.name;
     const home = o.home ?? defaultHome();
     if (o.url && o.socket) throw new Error("give a URL or a socket, not both");
+    if (o.caFile !== undefined && !o.url) throw new Error("a CA file needs an https:// URL");
     this.endpoint = o.url
-      ? endpointFromUrl(o.url)
+      ? endpointFromUrl(o.url, o.caFile)
       : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
     if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
       throw new Error("give one of a token, a token file or a device");

@@ -141,6 +141,30 @@ describe("concurrency", () => {
   });
 });
 
+describe("https", () => {
+  test("an app over https answers a call; without the CA it is told why", async () => {
+    const broker = await Broker.startTls();
+    try {
+      const port = broker.addr.split(":").pop();
+      const app = new App({ group: "secure", url: `https://localhost:${port}`, caFile: broker.caFile, token: broker.operatorToken })
+        .tool({ name: "secure_echo", description: "Echo over TLS", answersAtOnce: true, handler: (args) => `tls: ${args.text}` });
+      await app.start();
+      try {
+        const r = await leoCall(broker, "secure_echo", { text: "a" });
+        assert.equal(r.out, "tls: a", r.err);
+      } finally {
+        await app.stop();
+      }
+      // Without the CA the handshake fails, and says which variable to set.
+      const { Client, endpointFromUrl } = await import("../dist/transport.js");
+      const client = new Client(endpointFromUrl(`https://localhost:${port}`), "t");
+      await assert.rejects(client.get("/api/v1/status"), /not signed by a CA this client trusts.*LEO_CA_FILE/);
+    } finally {
+      await broker.close();
+    }
+  });
+});
+
 describe("reconnect", () => {
   const ctx = context();
   test("the app serves again after a broker restart", async () => {
@@ -429,7 +453,9 @@ describe("mcp features", () => {
 describe("settings", () => {
   const ctx = context();
   test("bad settings fail early and a refused group ends the app", async () => {
-    assert.throws(() => new App({ group: "g", url: "https://x:1" }));
+    assert.throws(() => new App({ group: "g", url: "ftp://x:1" }));
+    assert.throws(() => new App({ group: "g", url: "http://x:1", caFile: "/nowhere/ca.pem" }), /needs an https/);
+    assert.throws(() => new App({ group: "g", url: "https://x:1", caFile: "/nowhere/ca.pem" }), /cannot read the CA file/);
     assert.throws(() => new App({ group: "g", url: "http://127.0.0.1" }));
     assert.throws(() => new App({ group: "g", token: "a", device: "b" }));
     assert.throws(() => new App({ group: "g", agents: [] }));

@@ -2,7 +2,7 @@
 // real `leo-mcp` (MCP over stdio, as a harness) or by `leo call`, and a bare provider that keeps
 // a tool alive without answering. Binaries: LEO_BIN / LEO_MCP_BIN, else target/debug/.
 
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import http from "node:http";
 import net from "node:net";
@@ -40,6 +40,17 @@ export class Broker {
     await b.spawn();
     return b;
   }
+  /** A broker with HTTPS from `leo tls init`, as a user sets it up; its CA is `caFile`. */
+  static async startTls() {
+    const b = new Broker();
+    b.home = mkdtempSync(join(tmpdir(), "leo-ts-"));
+    const init = spawnSync(LEO, ["tls", "init"], { env: { ...process.env, LEO_HOME: b.home }, encoding: "utf8" });
+    if (init.status !== 0) throw new Error(`leo tls init failed: ${init.stderr}`);
+    writeFileSync(join(b.home, "config.yaml"), "web:\n  tls:\n    cert: tls/server.pem\n    key: tls/server.key\n");
+    await b.spawn();
+    return b;
+  }
+  get caFile() { return join(this.home, "tls", "ca.pem"); }
   async spawn() {
     const log = openSync(join(this.home, "broker.stderr"), "a");
     this.proc = spawn(LEO, ["broker", "--port", "0"], {
@@ -50,9 +61,9 @@ export class Broker {
     this.addr = await new Promise((resolve, reject) => {
       const t = setTimeout(() => reject(new Error(`leo broker did not start:\n${this.log()}`)), WAIT);
       lines.on("line", (l) => {
-        if (l.startsWith("leo broker listening on http://")) {
+        if (l.startsWith("leo broker listening on http")) {
           clearTimeout(t);
-          resolve(l.split("http://")[1].trim());
+          resolve(l.split("://")[1].trim());
         }
       });
     });

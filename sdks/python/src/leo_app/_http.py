@@ -1,4 +1,5 @@
-"""HTTP/1.1 to the broker over its unix socket or TCP, written by hand on asyncio streams.
+"""HTTP/1.1 to the broker over its unix socket, TCP, or TLS over TCP (`https://`), written by
+hand on asyncio streams.
 
 A quick tool costs one POST per call, so that POST is the app's whole overhead: `http.client`
 builds header objects, parses with `email`, and is blocking; here a request is one `write` of
@@ -8,6 +9,10 @@ kept for reuse (keep-alive) and dropped after `IDLE_FOR`, before the server woul
 out; a request that a reused connection could not deliver is sent again on a fresh one.
 
 The event stream gets a connection of its own (`open_stream`), read as chunked or plain bytes.
+
+TLS trusts what every Leo client trusts: the system's roots plus a CA file (`ca_file`, else the
+file `LEO_CA_FILE` names), such as the `tls/ca.pem` of `leo tls init`; the certificate is
+checked, names and expiry included, and a refused one says why (`_tls_failure`).
 """
 
 from __future__ import annotations
@@ -15,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
+import ssl
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -32,19 +39,63 @@ REQUEST_TIMEOUT = 30.0
 MAX_HEAD = 64 * 1024
 
 
+#: The variable naming a CA file (PEM) trusted besides the system's roots.
+CA_FILE_ENV = "LEO_CA_FILE"
+
+
+def tls_context(ca_file: str | os.PathLike[str] | None = None) -> ssl.SSLContext:
+    """The TLS settings of an `https://` broker: the system's roots plus `ca_file` (else the
+    file `LEO_CA_FILE` names, if set)."""
+    ctx = ssl.create_default_context()
+    path = ca_file if ca_file is not None else (os.environ.get(CA_FILE_ENV) or None)
+    if path is not None:
+        try:
+            ctx.load_verify_locations(cafile=os.fspath(path))
+        except (OSError, ssl.SSLError) as e:
+            raise ValueError(f"cannot read the CA file {os.fspath(path)}: {e}") from None
+    ctx.set_alpn_protocols(["http/1.1"])
+    return ctx
+
+
+def _tls_failure(host: str, e: ssl.SSLError) -> str:
+    """A refused handshake, said so that its reader knows what to fix."""
+    if isinstance(e, ssl.SSLCertVerificationError):
+        code = e.verify_code
+        if code == 10:  # X509_V_ERR_CERT_HAS_EXPIRED
+            why = "its certificate has expired; renew it (`leo tls init` on the broker's host)"
+        elif code == 62:  # X509_V_ERR_HOSTNAME_MISMATCH
+            why = f"its certificate is not valid for {host!r} (`leo tls init --host {host}`)"
+        elif code in (18, 19, 20, 21):  # self-signed, unknown issuer
+            why = (
+                f"its certificate is not signed by a CA this client trusts; set {CA_FILE_ENV} "
+                "to the broker's CA file (tls/ca.pem in the broker's LEO_HOME after "
+                "`leo tls init`)"
+            )
+        else:
+            why = f"its certificate is refused ({e.verify_message})"
+    elif "WRONG_VERSION_NUMBER" in str(e) or "record layer failure" in str(e):
+        why = "it does not speak TLS (is it a plain http:// listener?)"
+    else:
+        why = str(e)
+    return f"TLS with the broker at {host} failed: {why}"
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """Where the broker listens: a unix socket path, or `host:port` over TCP."""
+    """Where the broker listens: a unix socket path, or `host:port` over TCP (`tls`: HTTPS)."""
 
     socket: str | None = None
     authority: str | None = None
+    tls: bool = False
 
     @staticmethod
     def from_url(url: str) -> Endpoint:
-        """Parses `http://host:port` (a trailing `/` is allowed; the port is required)."""
-        if not url.startswith("http://"):
-            raise ValueError(f"invalid broker URL {url!r}: only http:// is supported")
-        authority = url[len("http://") :].rstrip("/")
+        """Parses `http://host:port` or `https://host:port` (a trailing `/` is allowed; the
+        port is required)."""
+        scheme, sep, rest = url.partition("://")
+        if not sep or scheme not in ("http", "https"):
+            raise ValueError(f"invalid broker URL {url!r}: expected http:// or https://")
+        authority = rest.rstrip("/")
         if not authority or any(c in authority for c in "/?#@ "):
             raise ValueError(f"invalid broker URL {url!r}: expected http://host:port")
         host, sep, port = authority.rpartition(":")
@@ -54,14 +105,16 @@ class Endpoint:
             )
         if ":" in host and not (host.startswith("[") and host.endswith("]")):
             raise ValueError(f"invalid broker URL {url!r}: expected http://host:port")
-        return Endpoint(authority=authority)
+        return Endpoint(authority=authority, tls=scheme == "https")
 
     @property
     def host_header(self) -> str:
         return self.authority if self.authority else "localhost"
 
     def __str__(self) -> str:
-        return f"unix:{self.socket}" if self.socket else f"http://{self.authority}"
+        if self.socket:
+            return f"unix:{self.socket}"
+        return f"{'https' if self.tls else 'http'}://{self.authority}"
 
 
 @dataclass
@@ -110,10 +163,13 @@ class _Conn:
 class Client:
     """A client of one broker with one token."""
 
-    def __init__(self, endpoint: Endpoint, token: str):
+    def __init__(self, endpoint: Endpoint, token: str, tls: ssl.SSLContext | None = None):
         if any(c in token for c in "\r\n"):
             raise ValueError("the token has characters a header cannot carry")
+        if endpoint.tls and tls is None:
+            tls = tls_context()
         self.endpoint = endpoint
+        self._tls = tls if endpoint.tls else None
         self._head_tail = (
             f"Host: {endpoint.host_header}\r\nAuthorization: Bearer {token}\r\n".encode()
         )
@@ -127,8 +183,10 @@ class Client:
                 )
             else:
                 host, _, port = self.endpoint.authority.rpartition(":")  # type: ignore[union-attr]
+                host = host.strip("[]")
                 reader, writer = await asyncio.open_connection(
-                    host.strip("[]"), int(port), limit=MAX_HEAD * 4
+                    host, int(port), limit=MAX_HEAD * 4, ssl=self._tls,
+                    server_hostname=host if self._tls else None,
                 )
                 sock = writer.get_extra_info("socket")
                 if sock is not None:
@@ -136,6 +194,11 @@ class Client:
 
                     # Without it a body written after its head waits for a delayed ACK.
                     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except ssl.SSLError as e:
+            host = (self.endpoint.authority or "").rpartition(":")[0]
+            raise ConnectError(
+                f"cannot connect to {self.endpoint}: {_tls_failure(host, e)}"
+            ) from None
         except OSError as e:
             raise ConnectError(f"cannot connect to {self.endpoint}: {e}") from None
         return _Conn(reader, writer)

@@ -42,7 +42,7 @@ from typing import Any, TypeVar, overload
 from ._aio import within
 from ._calls import Calls, Control
 from ._codes import FATAL, LOST_RACE, RESUME_REFUSED
-from ._http import Client, Endpoint, Stream
+from ._http import Client, Endpoint, Stream, tls_context
 from ._sse import FrameTooLarge, Parser
 from .call import Answer, Call
 from .errors import (
@@ -98,7 +98,9 @@ class App:
     """An app that serves tools through the Leo broker.
 
     By default it connects to `$LEO_HOME/run/leo.sock` with the operator token
-    (`state/operator.token`). `url="http://127.0.0.1:8370"` uses TCP; `device="phone"`
+    (`state/operator.token`). `url="http://127.0.0.1:8370"` uses TCP, and
+    `url="https://box.lan:8370"` TLS, trusting the system's roots plus `ca_file` (default: the
+    file `LEO_CA_FILE` names), such as the `tls/ca.pem` of `leo tls init`; `device="phone"`
     presents a paired device's token (`state/devices/phone.token`); `token=` and `token_file=`
     take any other. Token files are read at every connection attempt.
 
@@ -115,6 +117,7 @@ class App:
         home: str | os.PathLike[str] | None = None,
         socket: str | os.PathLike[str] | None = None,
         url: str | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
         token: str | None = None,
         token_file: str | os.PathLike[str] | None = None,
         device: str | None = None,
@@ -136,6 +139,10 @@ class App:
             if url
             else Endpoint(socket=str(socket or home_path / "run" / "leo.sock"))
         )
+        if ca_file is not None and not self.endpoint.tls:
+            raise ValueError("a CA file needs an https:// URL")
+        #: The TLS settings of an https:// broker, made once for every reconnect.
+        self._tls = tls_context(ca_file) if self.endpoint.tls else None
         given = [x for x in (token, token_file, device) if x is not None]
         if len(given) > 1:
             raise ValueError("give one of a token, a token file or a device")
@@ -478,7 +485,7 @@ class _Serving:
         if self.session is not None:
             # The old session's calls ended with its stream; its idle connections go too.
             self.session.client.close()
-        client = Client(self.app.endpoint, self.app._read_token())
+        client = Client(self.app.endpoint, self.app._read_token(), self.app._tls)
         try:
             stream = await self.open_stream(client)
         except Refused as e:

@@ -1,0 +1,260 @@
+//! HTTPS on the TCP listener (`web.tls`), end to end: the real `leo broker` with the CA of the
+//! real `leo tls init`, reached by the real `leo status --url`; plain HTTP sent to the HTTPS
+//! port; certificates a client must refuse (untrusted, expired); a reload after the files
+//! change and after `SIGHUP`, with a connection held open across both; a pair refused at start
+//! and at reload; and the warning of a listener beyond loopback without TLS.
+
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use leo_protocol::home::Home;
+use leo_testkit::Broker;
+use leo_testkit::agent::wait_until;
+use leo_testkit::tls::{TLS_CONFIG, TlsConn, ca_file, tls_init, write_expired_pair};
+
+/// `leo status --url URL` from a home of its own (so nothing local can answer), with the
+/// operator token in `LEO_TOKEN` and `ca` as `LEO_CA_FILE`.
+fn remote_status(broker: &Broker, url: &str, ca: Option<&Path>) -> Output {
+    let elsewhere = tempfile::tempdir().unwrap();
+    let mut cmd = Command::new(leo_testkit::bin("leo"));
+    cmd.args(["status", "--url", url])
+        .env("LEO_HOME", elsewhere.path())
+        .env("LEO_TOKEN", broker.operator_token())
+        .env_remove("LEO_CA_FILE")
+        .env_remove("SSL_CERT_FILE");
+    if let Some(ca) = ca {
+        cmd.env("LEO_CA_FILE", ca);
+    }
+    cmd.output().unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn leo_status_reaches_an_https_broker_that_trusts_the_ca_of_tls_init() {
+    let broker = Broker::start_tls().await;
+    let ca = ca_file(broker.home());
+    let port = broker.addr.port();
+    for host in ["localhost", "127.0.0.1"] {
+        let out = remote_status(&broker, &format!("https://{host}:{port}"), Some(&ca));
+        assert!(out.status.success(), "{host}: {}", stderr(&out));
+        let shown = String::from_utf8_lossy(&out.stdout);
+        assert!(shown.starts_with("leo broker · revision"), "{shown}");
+    }
+    // Without the CA the certificate is untrusted: exit 2, and the message says what to set.
+    let out = remote_status(&broker, &format!("https://localhost:{port}"), None);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = stderr(&out);
+    assert!(
+        said.contains("not signed by a CA this client trusts"),
+        "{said}"
+    );
+    assert!(said.contains("LEO_CA_FILE"), "{said}");
+    // http:// to the HTTPS port is answered, and told why.
+    let out = remote_status(&broker, &format!("http://localhost:{port}"), None);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        stderr(&out).contains("this port speaks HTTPS"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[tokio::test]
+async fn plain_http_to_the_https_port_gets_a_clear_400_and_https_still_serves() {
+    let broker = Broker::start_tls().await;
+    let plain = broker.http().get("/api/v1/status").await;
+    assert_eq!(plain.status, 400);
+    assert_eq!(
+        plain.body.as_str(),
+        Some("this port speaks HTTPS: use https:// URLs\n")
+    );
+    let ca = ca_file(broker.home());
+    let mut conn = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    let token = broker.operator_token();
+    assert_eq!(conn.get("/api/v1/status", &token).await, Ok(200));
+    // Auth runs over TLS as over plain TCP.
+    let mut anonymous = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    assert_eq!(anonymous.get("/api/v1/status", "").await, Ok(401));
+}
+
+#[tokio::test]
+async fn an_expired_certificate_is_refused_by_the_client_with_a_clear_error() {
+    let home = tempfile::tempdir().unwrap();
+    write_expired_pair(home.path());
+    std::fs::write(home.path().join("config.yaml"), TLS_CONFIG).unwrap();
+    let broker = Broker::start_in(home).await;
+    let ca = ca_file(broker.home());
+    let url = format!("https://localhost:{}", broker.addr.port());
+    let out = remote_status(&broker, &url, Some(&ca));
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        stderr(&out).contains("its certificate has expired"),
+        "{}",
+        stderr(&out)
+    );
+    // Every client's TLS (`leo_protocol::tls`) says the same.
+    let err = TlsConn::open(broker.addr, "localhost", &ca).await.err();
+    assert!(err.is_some_and(|e| e.contains("expired")));
+}
+
+#[tokio::test]
+async fn a_new_pair_is_served_after_a_change_and_after_sighup_and_connections_stay_open() {
+    let broker = Broker::start_tls().await;
+    let ca = ca_file(broker.home());
+    let token = broker.operator_token();
+    let mut held = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    assert_eq!(held.get("/api/v1/status", &token).await, Ok(200));
+    let first = held.cert.clone();
+
+    // A change of the files: `leo tls init` again (the CA is kept, the pair is new).
+    let said = tls_init(broker.home(), &["box.example"]);
+    assert!(said.contains("already names these files"), "{said}");
+    let second = served_once_changed(&broker, &ca, &first).await;
+    assert_eq!(
+        held.get("/api/v1/status", &token).await,
+        Ok(200),
+        "held across the change"
+    );
+
+    // A new pair whose key others may read is refused; the old pair is kept.
+    // (Issued in another home from the same CA, copied there.)
+    let other = tempfile::tempdir().unwrap();
+    let (here, there) = (Home::new(broker.home()), Home::new(other.path()));
+    std::fs::create_dir_all(there.tls()).unwrap();
+    std::fs::copy(here.tls_ca(), there.tls_ca()).unwrap();
+    std::fs::copy(here.tls_ca_key(), there.tls_ca_key()).unwrap();
+    tls_init(other.path(), &[]);
+    let loose = here.tls().join("loose.key");
+    std::fs::copy(there.tls_key(), &loose).unwrap();
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    std::fs::rename(&loose, here.tls_key()).unwrap();
+    std::fs::copy(there.tls_cert(), here.tls_cert()).unwrap();
+    wait_until("the refusal of the loose key", || {
+        broker.stderr().contains("keeping the old pair")
+    })
+    .await;
+    let now = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    assert_eq!(now.cert, second, "the refused pair is not served");
+
+    // chmod changes no size, time or inode the poll sees: only SIGHUP loads the pair now.
+    std::fs::set_permissions(here.tls_key(), std::fs::Permissions::from_mode(0o600)).unwrap();
+    let hup = Command::new("kill")
+        .args(["-HUP", &broker.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(hup.success());
+    wait_until("the SIGHUP reload", || {
+        broker.stderr().contains("why=\"SIGHUP\"")
+    })
+    .await;
+    let third = served_once_changed(&broker, &ca, &second).await;
+    assert_ne!(third, first);
+    assert_eq!(
+        held.get("/api/v1/status", &token).await,
+        Ok(200),
+        "held across SIGHUP"
+    );
+}
+
+/// The certificate new connections get, once it is no longer `old`.
+async fn served_once_changed(broker: &Broker, ca: &Path, old: &[u8]) -> Vec<u8> {
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let conn = TlsConn::open(broker.addr, "localhost", ca).await.unwrap();
+        if conn.cert != old {
+            return conn.cert;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the new certificate was never served"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pair_that_cannot_be_used_stops_the_start_naming_the_key() {
+    let home = tempfile::tempdir().unwrap();
+    let config = "web:\n  tls:\n    cert: tls/missing.pem\n    key: tls/server.key\n";
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    tls_init(home.path(), &[]);
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(err.contains("web.tls.cert: cannot read"), "{err}");
+    assert!(err.contains("missing.pem"), "{err}");
+
+    std::fs::write(home.path().join("config.yaml"), TLS_CONFIG).unwrap();
+    let key = Home::new(home.path()).tls_key();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o640)).unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .err()
+        .unwrap_or_default();
+    assert!(err.contains("web.tls.key"), "{err}");
+    assert!(err.contains("chmod 600"), "{err}");
+}
+
+/// Runs `leo broker --bind 0.0.0.0 --port 0` on `home`; returns the banner's lines (up to the
+/// app's setup lines) and the log once the TCP limits are logged (after the warning, if any).
+async fn banner_and_log_beyond_loopback(home: &Path) -> (String, String) {
+    use tokio::io::AsyncBufReadExt;
+    let log = home.join("broker.stderr");
+    let mut child = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(["broker", "--bind", "0.0.0.0", "--port", "0"])
+        .env("LEO_HOME", home)
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::fs::File::create(&log).unwrap())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut banner = String::new();
+    let read = async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            if line.starts_with("Connect an app") {
+                break;
+            }
+            banner.push_str(&line);
+            banner.push('\n');
+        }
+    };
+    tokio::time::timeout(leo_testkit::WAIT, read).await.unwrap();
+    let text = || std::fs::read_to_string(&log).unwrap_or_default();
+    wait_until("the TCP limits in the log", || {
+        text().contains("TCP limits")
+    })
+    .await;
+    let _ = child.kill().await;
+    (banner, text())
+}
+
+#[tokio::test]
+async fn a_listener_beyond_loopback_without_tls_says_tokens_cross_in_clear() {
+    let plain = tempfile::tempdir().unwrap();
+    let (banner, log) = banner_and_log_beyond_loopback(plain.path()).await;
+    assert!(
+        banner.starts_with("leo broker listening on http://0.0.0.0:"),
+        "{banner}"
+    );
+    assert!(banner.contains("WARNING: 0.0.0.0:"), "{banner}");
+    assert!(banner.contains("cross the network in clear"), "{banner}");
+    assert!(log.contains("cross the network in clear"), "{log}");
+
+    let secure = tempfile::tempdir().unwrap();
+    tls_init(secure.path(), &[]);
+    std::fs::write(secure.path().join("config.yaml"), TLS_CONFIG).unwrap();
+    let (banner, log) = banner_and_log_beyond_loopback(secure.path()).await;
+    assert!(
+        banner.starts_with("leo broker listening on https://0.0.0.0:"),
+        "{banner}"
+    );
+    assert!(!banner.contains("WARNING"), "{banner}");
+    assert!(!log.contains("in clear"), "{log}");
+}
