@@ -171,3 +171,81 @@ async fn an_outage_is_answered_503_and_the_broker_resumes_by_itself() {
     assert!(!texts.iter().any(|t| t.ends_with("refused")), "{got}");
     drop(db);
 }
+
+/// The text of every stderr log a broker started in `home` wrote.
+fn logs_of(home: &std::path::Path) -> String {
+    std::fs::read_dir(home)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".stderr"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_waits_for_the_lease_and_takes_over_the_calls_of_a_killed_one() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent(&a, "rocket").await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let parked = app.next_request_id().await;
+    ipc.call(2, "wait", json!({"n": 2})).await;
+    let claimed = app.next_request_id().await;
+    app.claim_ok(&claimed).await;
+
+    // B, on its own home and the same database, waits while A holds the lease.
+    let home_b = tempfile::tempdir().unwrap();
+    std::fs::write(home_b.path().join("config.yaml"), db.config()).unwrap();
+    let path_b = home_b.path().to_path_buf();
+    let b = tokio::spawn(Broker::start_in(home_b));
+    eventually(|| async { logs_of(&path_b).contains("waiting for its lease to lapse") }).await;
+    assert_eq!(
+        a.http().get("/api/v1/status").await.status,
+        200,
+        "A still serves"
+    );
+
+    // A is killed; its lease lapses (aged here rather than waited for), and B takes over.
+    let _home_a = a.kill_keep_home().await;
+    db.client()
+        .await
+        .execute(
+            "UPDATE instances SET seen_at = seen_at - interval '1 minute'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let b = b.await.unwrap();
+    assert!(logs_of(&path_b).contains("took over the database's lease"));
+
+    // Everything A committed is B's now: the app resumes there with its key and keeps its
+    // claim; the call parked on A is claimed and answered through B.
+    let app = App::resume(&b.http(), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let listed = b
+        .http()
+        .get("/api/v1/client-tools/requests?pending=1")
+        .await
+        .data()
+        .clone();
+    let state = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["state"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(state(&claimed).as_deref(), Some("claimed"), "{listed}");
+    assert_eq!(state(&parked).as_deref(), Some("parked"), "{listed}");
+    app.answer(&claimed, text("answered on B")).await.data();
+    app.serve(&parked, text("claimed and answered on B")).await;
+    for id in [&claimed, &parked] {
+        assert_eq!(
+            app.answer(id, text("again")).await.code(409),
+            "already_settled"
+        );
+    }
+}

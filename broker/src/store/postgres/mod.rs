@@ -37,14 +37,15 @@ use tracing::{debug, error, info, warn};
 
 use super::{Error, Job, Op, Restored};
 
+pub mod lease;
 mod read;
 pub mod schema;
 mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
 pub const RETRY: Duration = Duration::from_millis(500);
-/// How often an instance writes that it is alive (`instances.seen_at`).
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
+/// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
+pub const HEARTBEAT: Duration = lease::HEARTBEAT;
 /// How long a connection attempt or a wait for a pooled connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections in the pool.
@@ -73,6 +74,11 @@ pub enum PgError {
     Unreadable(String),
     #[error("cannot start the store's thread")]
     Thread(#[source] std::io::Error),
+    #[error(
+        "instance {holder} took over the database (its lease is newer than this instance's); \
+         restart this broker to wait for the lease again"
+    )]
+    LeaseLost { holder: String },
 }
 
 impl PgError {
@@ -176,21 +182,7 @@ async fn start(
     let pool = pool(config)?;
     let mut client = pool.get().await.map_err(PgError::Connect)?;
     schema::migrate(&mut client).await?;
-    client
-        .execute(
-            "INSERT INTO instances (id, host, pid, version, started_at, seen_at)
-             VALUES ($1, $2, $3, $4, now(), now())
-             ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-             version = EXCLUDED.version, started_at = now(), seen_at = now()",
-            &[
-                &settings.instance,
-                &hostname(),
-                &i64::from(std::process::id()),
-                &env!("CARGO_PKG_VERSION"),
-            ],
-        )
-        .await
-        .map_err(PgError::doing("record this instance"))?;
+    lease::take(&mut client, &settings.instance).await?;
     let restored = read::restore(&client).await?;
     info!(
         database = %where_,
@@ -367,16 +359,23 @@ impl Writer {
     async fn heartbeat(&mut self) {
         let beat = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            client
-                .execute(
-                    "UPDATE instances SET seen_at = now() WHERE id = $1",
-                    &[&self.settings.instance],
-                )
-                .await
-                .map_err(PgError::doing("write the heartbeat"))
+            lease::renew(&client, &self.settings.instance).await
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
+        if let Err(e) = &beat
+            && !e.is_outage()
+        {
+            // Another instance holds the database now: acknowledging anything more could
+            // settle a call twice.
+            error!(
+                error = %leo_protocol::chain::error_chain(e),
+                "this instance lost its lease on the database; no further change is acknowledged"
+            );
+            self.failed = beat.err().map(Arc::new);
+            self.available.store(true, Ordering::Relaxed);
+            return;
+        }
         if let Err(e) = beat
             && e.is_outage()
             && self.available.swap(false, Ordering::Relaxed)
