@@ -249,3 +249,78 @@ async fn a_second_instance_waits_for_the_lease_and_takes_over_the_calls_of_a_kil
         );
     }
 }
+
+/// Posts with `post` until the answer is not `503 store_unavailable`; it must then be a
+/// success or a `409` (the change was kept from an attempt the outage refused).
+async fn until_stored<F, Fut>(mut post: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = leo_testkit::Reply>,
+{
+    loop {
+        let r = post().await;
+        if r.status == 200 || r.status == 409 {
+            return;
+        }
+        assert_eq!(r.code(503), "store_unavailable", "{r:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_and_started_under_load_ends_every_call_once() {
+    let Some(server) = Throwaway::start().await else {
+        return;
+    };
+    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
+        .await
+        .unwrap()
+        .database()
+        .await;
+    let broker = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    // The app claims and answers every call with its id, posting again while the store is
+    // away (a claim kept from a refused attempt is its own: `already_claimed` then).
+    let serving = tokio::spawn(async move {
+        loop {
+            let id = app.next_request_id().await;
+            until_stored(|| app.claim(&id)).await;
+            until_stored(|| app.answer(&id, text(&id))).await;
+        }
+    });
+    let mut ipc = agent(&broker, "rocket").await;
+    for n in 1..=20 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    server.stop();
+    for n in 21..=40 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    server.start_again().await;
+    eventually(|| async { message(&broker, "rocket", "back").await.status == 200 }).await;
+    for n in 41..=60 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    let mut ended = std::collections::HashMap::new();
+    while ended.len() < 60 {
+        let f = ipc.recv_of("result").await;
+        let n = f["id"].as_u64().unwrap();
+        assert!(
+            ended.insert(n, f["outcome"].clone()).is_none(),
+            "call {n} ended twice"
+        );
+    }
+    serving.abort();
+    for (n, outcome) in &ended {
+        let answered = outcome["content"][0]["text"].as_str().is_some();
+        let refused = outcome_code(outcome) == "store_unavailable";
+        match n {
+            // Parked before the stop or made after the recovery: the app's answer.
+            1..=20 | 41..=60 => assert!(answered, "call {n}: {outcome}"),
+            // Made while the database was away: refused at once, or (made before the broker
+            // knew) parked and answered.
+            _ => assert!(answered || refused, "call {n}: {outcome}"),
+        }
+    }
+}
