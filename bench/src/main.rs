@@ -60,6 +60,10 @@ struct Args {
     /// Also measure this build with `store.synchronous: full` (rows `leo@sync-full`).
     #[arg(long)]
     sync_full: bool,
+    /// Also measure this build on the PostgreSQL database at this URL (rows `leo@postgres`;
+    /// `createdb leo_bench` first). Each broker of the run takes the database's lease in turn.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -82,6 +86,9 @@ async fn main() -> anyhow::Result<()> {
             .collect::<anyhow::Result<Vec<_>>>()?;
         if args.sync_full {
             variants.push(relay::Variant::sync_full());
+        }
+        if let Some(url) = &args.postgres {
+            variants.push(relay::Variant::postgres(url));
         }
         let opts = relay::Opts {
             variants,

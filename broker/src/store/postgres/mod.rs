@@ -289,6 +289,7 @@ impl Writer {
         }
         match close {
             Some(done) => {
+                self.release().await;
                 let _ = done.send(result);
                 true
             }
@@ -353,6 +354,21 @@ impl Writer {
         }
         if self.last_beat.elapsed() >= HEARTBEAT || !self.available.load(Ordering::Relaxed) {
             self.heartbeat().await;
+        }
+    }
+
+    /// At a clean stop, once everything is written: the lease goes to whoever waits.
+    async fn release(&self) {
+        if self.failed.is_some() || !self.pending.is_empty() {
+            return;
+        }
+        let released = async {
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            lease::release(&client, &self.settings.instance).await
+        }
+        .await;
+        if let Err(e) = released {
+            warn!(error = %leo_protocol::chain::error_chain(&e), "the lease was not given up");
         }
     }
 
