@@ -659,6 +659,8 @@ struct Breakdown {
     /// `run/leo.sock`.
     http_post: Option<Latency>,
     unix_post: Option<Latency>,
+    /// The same POST over HTTPS, to a broker of the same build with `web.tls`.
+    https_post: Option<Latency>,
 }
 
 /// What one system measured; `Err` is the reason it could not (or `skipped: …`).
@@ -922,9 +924,14 @@ async fn latency_rows(opts: &Opts, lives: &mut [(Sys, Result<Live, String>)]) {
 
 /// Round trips of a POST the broker refuses at once, on one keep-alive connection.
 async fn post_latency(http: &leo_testkit::Http, opts: &Opts) -> Result<Latency, String> {
-    let mut conn = crate::conn::RawConn::open(http)
+    let conn = crate::conn::RawConn::open(http)
         .await
         .map_err(|e| e.to_string())?;
+    post_latency_on(conn, opts).await
+}
+
+/// [`post_latency`] on `conn`.
+async fn post_latency_on(mut conn: crate::conn::RawConn, opts: &Opts) -> Result<Latency, String> {
     let body = json!({"client_id": "nobody"}).to_string().into_bytes();
     let mut samples = Vec::with_capacity(opts.calls);
     for i in 0..opts.warmup + opts.calls {
@@ -992,6 +999,9 @@ async fn breakdown(broker: &Broker, opts: &Opts) -> Result<Breakdown, String> {
     ipc.close().await;
     out.http_post = Some(post_latency(&broker.http(), opts).await?);
     out.unix_post = Some(post_latency(&broker.http_unix(), opts).await?);
+    let tls = Broker::start_quiet_tls().await;
+    let conn = crate::conn::RawConn::https(&tls).map_err(|e| e.to_string())?;
+    out.https_post = Some(post_latency_on(conn, opts).await?);
     Ok(out)
 }
 
@@ -1278,6 +1288,13 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
                 "one keep-alive HTTP POST to the broker over TCP",
                 format!("p50 {} · p99 {}", us(h.p50), us(h.p99)),
                 "a claim refused at once; the app makes one per call (two when it claims first)",
+            );
+        }
+        if let Some(h) = leo.breakdown.https_post {
+            report.row(
+                "the same POST over HTTPS (`web.tls`)",
+                format!("p50 {} · p99 {}", us(h.p50), us(h.p99)),
+                "TLS 1.3 on one kept-alive connection (the handshake is not timed), to a broker of the same build with leo tls init's certificate",
             );
         }
         if let Some(h) = leo.breakdown.unix_post {

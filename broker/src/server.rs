@@ -255,7 +255,8 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
             p.config.console.session_ttl_s,
-        )),
+        ))
+        .over_https(p.tls.is_some()),
     });
     if let Some(tls) = p.tls.clone() {
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));

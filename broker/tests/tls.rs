@@ -258,3 +258,89 @@ async fn a_listener_beyond_loopback_without_tls_says_tokens_cross_in_clear() {
     assert!(!banner.contains("WARNING"), "{banner}");
     assert!(!log.contains("in clear"), "{log}");
 }
+
+#[tokio::test]
+async fn a_handshake_that_stalls_is_cut_off_like_a_slow_head_and_the_port_serves_on() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let home = tempfile::tempdir().unwrap();
+    tls_init(home.path(), &[]);
+    let config = format!("{TLS_CONFIG}  header_timeout_s: 1\n");
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let broker = Broker::start_in(home).await;
+    let ca = ca_file(broker.home());
+    let token = broker.operator_token();
+    // One that never starts its handshake, and one that stops after its first byte.
+    let mut silent = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    let mut stalled = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    stalled.write_all(&[0x16]).await.unwrap();
+    for conn in [&mut silent, &mut stalled] {
+        let mut buf = [0u8; 64];
+        let read = tokio::time::timeout(leo_testkit::WAIT, conn.read(&mut buf)).await;
+        assert!(
+            matches!(read, Ok(Ok(0) | Err(_))),
+            "the connection was not closed: {read:?}"
+        );
+    }
+    // (A kept-alive connection would be closed by the same 1 s bound, so a new one is opened.)
+    let mut after = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    assert_eq!(after.get("/api/v1/status", &token).await, Ok(200));
+}
+
+#[tokio::test]
+async fn leo_tls_init_twice_keeps_the_ca_and_keeps_its_keys_private() {
+    let home = tempfile::tempdir().unwrap();
+    let h = Home::new(home.path());
+    let first = tls_init(home.path(), &["box.example"]);
+    for line in [
+        "Created a local CA",
+        "for: localhost, 127.0.0.1, ::1, box.example",
+        "cert: tls/server.pem",
+        "NODE_EXTRA_CA_CERTS=",
+        "SSL_CERT_FILE=",
+        "LEO_CA_FILE=",
+    ] {
+        assert!(first.contains(line), "{line:?} missing from:\n{first}");
+    }
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&h.tls()), 0o700);
+    assert_eq!(mode(&h.tls_ca_key()), 0o600);
+    assert_eq!(mode(&h.tls_key()), 0o600);
+    assert_eq!(mode(&h.tls_ca()), 0o644);
+    let (ca, cert) = (
+        std::fs::read(h.tls_ca()).unwrap(),
+        std::fs::read(h.tls_cert()).unwrap(),
+    );
+    let second = tls_init(home.path(), &[]);
+    assert!(second.contains("Kept the local CA"), "{second}");
+    assert!(
+        second.contains("for: localhost, 127.0.0.1, ::1\n"),
+        "{second}"
+    );
+    assert_eq!(std::fs::read(h.tls_ca()).unwrap(), ca, "the CA is kept");
+    assert_ne!(
+        std::fs::read(h.tls_cert()).unwrap(),
+        cert,
+        "the pair is new"
+    );
+    // A name a certificate cannot carry is a bad argument (exit 2), and nothing is written.
+    let bad = Command::new(leo_testkit::bin("leo"))
+        .args(["tls", "init", "--host", "http://box"])
+        .env("LEO_HOME", home.path())
+        .output()
+        .unwrap();
+    assert_eq!(bad.status.code(), Some(2), "{bad:?}");
+    assert!(
+        stderr(&bad).contains("not a DNS name or an IP address"),
+        "{}",
+        stderr(&bad)
+    );
+    // Half a CA is refused rather than replaced.
+    std::fs::remove_file(h.tls_ca_key()).unwrap();
+    let half = Command::new(leo_testkit::bin("leo"))
+        .args(["tls", "init"])
+        .env("LEO_HOME", home.path())
+        .output()
+        .unwrap();
+    assert!(!half.status.success());
+    assert!(stderr(&half).contains("only one of"), "{}", stderr(&half));
+}

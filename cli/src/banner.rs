@@ -48,9 +48,14 @@ pub fn print(home: &Home, tcp: Option<SocketAddr>, tls: bool) -> std::io::Result
         out,
         "  {leo} serve-tool --name NAME --description TEXT -- COMMAND ARGS…   (try it: {leo} call NAME '{{…}}')"
     )?;
+    // With `leo tls init`'s CA the curl line trusts it, as every Leo client is told to.
+    let cacert = match home.tls_ca() {
+        ca if tls && ca.is_file() => format!("--cacert {} ", sh_quote(&ca.display().to_string())),
+        _ => String::new(),
+    };
     writeln!(
         out,
-        "  curl -N -H \"Authorization: Bearer $(cat {})\" '{base}/api/v1/events?client_tools=1'",
+        "  curl -N {cacert}-H \"Authorization: Bearer $(cat {})\" '{base}/api/v1/events?client_tools=1'",
         sh_quote(&home.operator_token().display().to_string())
     )?;
     writeln!(out)?;

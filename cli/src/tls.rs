@@ -40,7 +40,7 @@ pub enum TlsCommand {
     /// web.allowed_hosts and each --host; print the web.tls lines and how clients trust the CA.
     Init {
         /// Another name the certificate is valid for: a DNS name or an IP address (repeat it).
-        #[arg(long = "host", value_name = "NAME")]
+        #[arg(long = "host", value_name = "NAME", value_parser = certificate_name)]
         hosts: Vec<String>,
     },
 }
@@ -93,31 +93,30 @@ fn names(config: &Config, hosts: &[String]) -> Result<Vec<String>, BrokerError> 
         .chain(hosts.iter().cloned());
     let mut names: Vec<String> = Vec::new();
     for name in all {
-        let name = name.trim().trim_start_matches('[').trim_end_matches(']');
-        let ip = name.parse::<IpAddr>().is_ok();
-        let dns = !name.is_empty()
-            && name.len() <= 253
-            && name.split('.').all(|l| {
-                !l.is_empty()
-                    && l.len() <= 63
-                    && l.chars()
-                        .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '*')
-            });
-        if !ip && !dns {
-            return Err(BrokerError::Usage(format!(
-                "--host {name:?}: not a DNS name or an IP address"
-            )));
-        }
-        let name = if ip {
-            name.to_owned()
-        } else {
-            name.to_ascii_lowercase()
-        };
+        let name = certificate_name(&name)
+            .map_err(|e| BrokerError::Usage(format!("web.allowed_hosts or --host: {e}")))?;
         if !names.contains(&name) {
             names.push(name);
         }
     }
     Ok(names)
+}
+
+/// A name a certificate can be for: an IP address (brackets allowed), or a DNS name (labels of
+/// letters, digits and `-`, a leading `*.` for a wildcard), lowercased. `--host`'s parser.
+pub fn certificate_name(text: &str) -> Result<String, String> {
+    let name = text.trim().trim_start_matches('[').trim_end_matches(']');
+    if name.parse::<IpAddr>().is_ok() {
+        return Ok(name.to_owned());
+    }
+    let label = |l: &str| {
+        !l.is_empty() && l.len() <= 63 && l.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+    };
+    let rest = name.strip_prefix("*.").unwrap_or(name);
+    if name.len() > 253 || !rest.split('.').all(label) {
+        return Err(format!("{text:?} is not a DNS name or an IP address"));
+    }
+    Ok(name.to_ascii_lowercase())
 }
 
 /// The local CA: the existing one (its key read back), or a new one written now. `true` when
@@ -252,5 +251,12 @@ mod tests {
         );
         let err = names(&config, &["http://x".into()]).unwrap_err();
         assert!(err.to_string().contains("not a DNS name"), "{err}");
+        assert_eq!(
+            certificate_name("*.Lan.example").as_deref(),
+            Ok("*.lan.example")
+        );
+        for bad in ["", "a..b", "a b", "a_b.c", "http://x", "*"] {
+            assert!(certificate_name(bad).is_err(), "{bad:?}");
+        }
     }
 }

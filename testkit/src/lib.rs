@@ -113,6 +113,23 @@ impl Broker {
         Broker::start_quiet_bin(&bin("leo"), config).await
     }
 
+    /// [`Broker::start_quiet`] serving HTTPS with `leo tls init`'s CA and certificate (for the
+    /// bench's HTTPS row).
+    pub async fn start_quiet_tls() -> Broker {
+        let home = tempfile::tempdir().expect("tempdir");
+        tls::tls_init(home.path(), &[]);
+        std::fs::write(home.path().join("config.yaml"), tls::TLS_CONFIG).unwrap();
+        let (child, addr, stderr_path) = spawn_bin(&bin("leo"), home.path(), "warn", None)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"));
+        Broker {
+            home,
+            addr,
+            child: Some(child),
+            stderr_path,
+        }
+    }
+
     /// [`Broker::start_quiet`] with another build's `leo` (the bench's baseline builds).
     pub async fn start_quiet_bin(leo: &Path, config: &str) -> Broker {
         let home = tempfile::tempdir().expect("tempdir");

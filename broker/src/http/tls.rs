@@ -18,6 +18,7 @@ use leo_protocol::chain::error_chain;
 use leo_protocol::tls::{ALPN_HTTP1, TlsError, provider, read_certs, read_key};
 use rustls::server::{ClientHello, ResolvesServerCert, ServerConfig};
 use rustls::sign::CertifiedKey;
+use tokio::signal::unix::{Signal, SignalKind, signal};
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -49,6 +50,9 @@ pub struct ServerTls {
     acceptor: TlsAcceptor,
     current: Arc<Current>,
     files: Arc<TlsFiles>,
+    /// The `SIGHUP` listener, installed at load (before the banner says the broker listens, so
+    /// a `SIGHUP` sent from then on reloads rather than stops it), taken by `watch`.
+    hup: Arc<std::sync::Mutex<Option<Signal>>>,
 }
 
 impl ServerTls {
@@ -61,10 +65,15 @@ impl ServerTls {
             .with_no_client_auth()
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        // Outside a runtime (never in `leo broker`) the listener is installed by `watch`.
+        let hup = tokio::runtime::Handle::try_current()
+            .ok()
+            .and_then(|_| hangups());
         Ok(ServerTls {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             current,
             files: Arc::new(files),
+            hup: Arc::new(std::sync::Mutex::new(hup)),
         })
     }
 
@@ -82,14 +91,8 @@ impl ServerTls {
 
     /// Reloads when the files change or on `SIGHUP`, until `shutdown`.
     pub async fn watch(self, shutdown: CancellationToken) {
-        use tokio::signal::unix::{SignalKind, signal};
-        let mut hup = match signal(SignalKind::hangup()) {
-            Ok(s) => Some(s),
-            Err(e) => {
-                warn!(error = %e, "cannot install the SIGHUP handler; TLS files reload on change only");
-                None
-            }
-        };
+        let installed = self.hup.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let mut hup = installed.or_else(hangups);
         let mut seen = self.fingerprint();
         let mut tick = tokio::time::interval(POLL);
         loop {
@@ -114,6 +117,17 @@ impl ServerTls {
 
     fn fingerprint(&self) -> [Option<(u64, u64, SystemTime)>; 2] {
         [stamp(&self.files.cert), stamp(&self.files.key)]
+    }
+}
+
+/// A `SIGHUP` listener; `None`, logged, when it cannot be installed.
+fn hangups() -> Option<Signal> {
+    match signal(SignalKind::hangup()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warn!(error = %e, "cannot install the SIGHUP handler; TLS files reload on change only");
+            None
+        }
     }
 }
 

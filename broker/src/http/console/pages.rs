@@ -132,7 +132,7 @@ pub async fn login(
         .broker
         .history()
         .audit(who, "console_login", None, None);
-    let cookie = session::set_cookie(&session, state.sessions.ttl());
+    let cookie = state.sessions.set_cookie(&session);
     ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
 }
 
@@ -166,7 +166,7 @@ pub async fn logout(
         None,
     );
     (
-        [(header::SET_COOKIE, session::clear_cookie())],
+        [(header::SET_COOKIE, state.sessions.clear_cookie())],
         ok(LoggedOut { logged_out: true }),
     )
         .into_response()

@@ -2,8 +2,9 @@
 //!
 //! Sessions live in memory only: a broker restart logs everyone out, which is the safe side.
 //! The cookie is `leo_session=<32 random bytes as hex>; HttpOnly; SameSite=Strict; Path=/`,
-//! without `Secure` because the console is served over plain HTTP on loopback (a `Secure`
-//! cookie would never be sent back). The expiry is absolute, counted from the login
+//! without `Secure` when the console is served over plain HTTP on loopback (a `Secure` cookie
+//! would never be sent back), and with it when the TCP listener has `web.tls`, where every
+//! console page is HTTPS and the cookie must never travel in clear. The expiry is absolute, counted from the login
 //! (`console.session_ttl_s`, 12 h by default); the cookie's `Max-Age` says the same.
 
 use std::collections::HashMap;
@@ -54,6 +55,8 @@ impl Session {
 #[derive(Debug)]
 pub struct Sessions {
     ttl: Duration,
+    /// The console is served over HTTPS only (`web.tls`): the cookie is `Secure`.
+    secure: bool,
     map: Mutex<HashMap<String, Session>>,
     /// Bumped at each logout, so open console streams end with their login.
     logouts: watch::Sender<u64>,
@@ -63,6 +66,7 @@ impl Sessions {
     pub fn new(ttl: Duration) -> Sessions {
         Sessions {
             ttl,
+            secure: false,
             map: Mutex::new(HashMap::new()),
             logouts: watch::channel(0).0,
         }
@@ -126,10 +130,6 @@ impl Sessions {
     pub fn watch_logouts(&self) -> watch::Receiver<u64> {
         self.logouts.subscribe()
     }
-
-    pub fn ttl(&self) -> Duration {
-        self.ttl
-    }
 }
 
 /// The value of the `leo_session` cookie, from any `Cookie` header.
@@ -144,18 +144,27 @@ pub fn cookie(headers: &HeaderMap) -> Option<&str> {
         .map(|(_, value)| value.trim())
 }
 
-/// The `Set-Cookie` value for a new login.
-pub fn set_cookie(session: &Session, ttl: Duration) -> String {
-    format!(
-        "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/; Max-Age={}",
-        session.id,
-        ttl.as_secs()
-    )
-}
+impl Sessions {
+    /// The same sessions, their cookie `Secure` when `https` (the TCP listener has `web.tls`).
+    pub fn over_https(mut self, https: bool) -> Sessions {
+        self.secure = https;
+        self
+    }
 
-/// The `Set-Cookie` value that deletes the cookie.
-pub fn clear_cookie() -> String {
-    format!("{COOKIE}=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0")
+    /// The `Set-Cookie` value for a new login.
+    pub fn set_cookie(&self, session: &Session) -> String {
+        self.cookie_with(&session.id, self.ttl.as_secs())
+    }
+
+    /// The `Set-Cookie` value that deletes the cookie.
+    pub fn clear_cookie(&self) -> String {
+        self.cookie_with("", 0)
+    }
+
+    fn cookie_with(&self, value: &str, max_age: u64) -> String {
+        let secure = if self.secure { "; Secure" } else { "" };
+        format!("{COOKIE}={value}; HttpOnly; SameSite=Strict; Path=/; Max-Age={max_age}{secure}")
+    }
 }
 
 #[cfg(test)]
@@ -172,6 +181,26 @@ mod tests {
             "b=3;  leo_session=abc ; c=4".parse().unwrap(),
         );
         assert_eq!(cookie(&h), Some("abc"));
+    }
+
+    #[test]
+    fn the_cookie_is_secure_over_https_only() {
+        let plain = Sessions::new(Duration::from_secs(60));
+        let one = plain.create().unwrap();
+        let set = plain.set_cookie(&one);
+        assert_eq!(
+            set,
+            format!(
+                "leo_session={}; HttpOnly; SameSite=Strict; Path=/; Max-Age=60",
+                one.id
+            )
+        );
+        let https = Sessions::new(Duration::from_secs(60)).over_https(true);
+        assert!(https.set_cookie(&one).ends_with("; Max-Age=60; Secure"));
+        assert_eq!(
+            https.clear_cookie(),
+            "leo_session=; HttpOnly; SameSite=Strict; Path=/; Max-Age=0; Secure"
+        );
     }
 
     #[test]
