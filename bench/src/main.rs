@@ -61,7 +61,8 @@ struct Args {
     #[arg(long)]
     sync_full: bool,
     /// Also measure this build on the PostgreSQL database at this URL (rows `leo@postgres`;
-    /// `createdb leo_bench` first). Each broker of the run takes the database's lease in turn.
+    /// `createdb leo_bench` first). One relay system per run (`--systems leo`): brokers running
+    /// at once on one database wait for its lease.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
     /// Run only these parts (default: all).
