@@ -64,6 +64,11 @@ struct Args {
     /// `leo@url`).
     #[arg(long)]
     url: bool,
+    /// Also measure this build on the PostgreSQL database at this URL (rows `leo@postgres`;
+    /// `createdb leo_bench` first). One relay system per run (`--systems leo`): brokers running
+    /// at once on one database wait for its lease.
+    #[arg(long, value_name = "URL")]
+    postgres: Option<String>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -89,6 +94,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if args.url {
             variants.push(relay::Variant::url());
+        }
+        if let Some(url) = &args.postgres {
+            variants.push(relay::Variant::postgres(url));
         }
         let opts = relay::Opts {
             variants,

@@ -115,6 +115,20 @@ impl Variant {
             over_tcp: true,
         }
     }
+
+    /// This build with its live state in the PostgreSQL database at `url` (`store.url`).
+    pub fn postgres(url: &str) -> Variant {
+        Variant {
+            name: "postgres".into(),
+            leo: bin("leo"),
+            leo_mcp: bin("leo-mcp"),
+            config: leo_testkit::postgres::store_config(url),
+            what: "this build with `store.url` naming a PostgreSQL database (one pipelined \
+                   round trip per commit)"
+                .into(),
+            over_tcp: false,
+        }
+    }
 }
 
 /// One system of the run: a kind, on this build (`None`) or on one of `Opts::variants`.

@@ -82,13 +82,38 @@ pub struct WebhooksConfig {
     pub allowed_hosts: Vec<String>,
 }
 
-/// `store:`: the live state database, `state/leo.db`.
+/// `store:`: the live state database, `state/leo.db`, or PostgreSQL.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct Store {
     /// `normal` survives the broker being killed; `full` survives a power loss too, at the
-    /// cost of an `fsync` per commit.
+    /// cost of an `fsync` per commit. SQLite only: PostgreSQL's durability is the server's.
     pub synchronous: crate::store::Synchronous,
+    /// A `postgres://` (or `postgresql://`) URL: the live state lives in that database
+    /// instead of `state/leo.db`. `LEO_STORE_URL` sets it too, and wins.
+    pub url: Option<String>,
+}
+
+/// The variable that names the PostgreSQL store, over `store.url`.
+pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
+
+impl Store {
+    /// The PostgreSQL URL to use, if any: `LEO_STORE_URL` when set and not empty, else
+    /// `store.url`; `Err` with the reason when it is not a PostgreSQL URL.
+    pub fn postgres_url(&self) -> Result<Option<String>, String> {
+        let url = std::env::var(STORE_URL_VAR)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| self.url.clone());
+        match url {
+            Some(u) if !(u.starts_with("postgres://") || u.starts_with("postgresql://")) => {
+                Err(format!(
+                    "store.url must be a postgres:// or postgresql:// URL (or {STORE_URL_VAR})"
+                ))
+            }
+            url => Ok(url),
+        }
+    }
 }
 
 /// `console:`: the web console on the TCP listener.

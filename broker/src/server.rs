@@ -71,16 +71,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
     let tls = load_tls(&home, &config)?;
     let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
-    let path = home.database();
-    let (store, restored) = crate::store::Store::open(
-        &path,
-        config.store.synchronous,
-        config.client_tools.remember_settled,
-    )
-    .map_err(|e| BrokerError::Database {
-        path,
-        source: e.into(),
-    })?;
+    let (store, restored) = open_store(&home, &config)?;
     Ok(Prepared {
         mcp: None,
         home,
@@ -92,6 +83,43 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         store,
         restored,
         tls,
+    })
+}
+
+/// The live state: `state/leo.db`, or PostgreSQL when `store.url` (or `LEO_STORE_URL`) names
+/// it, with this instance's id from `state/instance-id` (made at first start).
+fn open_store(
+    home: &Home,
+    config: &Config,
+) -> Result<(crate::store::Store, crate::store::Restored)> {
+    let url = config
+        .store
+        .postgres_url()
+        .map_err(|message| BrokerError::Config {
+            path: home.config(),
+            message,
+        })?;
+    let Some(url) = url else {
+        let path = home.database();
+        return crate::store::Store::open(
+            &path,
+            config.store.synchronous,
+            config.client_tools.remember_settled,
+        )
+        .map_err(|e| BrokerError::Database {
+            path,
+            source: e.into(),
+        });
+    };
+    let instance = crate::tokens::load_or_create(&home.instance_id())?;
+    let settings = crate::store::postgres::Settings {
+        url,
+        instance: format!("i_{}", &instance[..instance.len().min(16)]),
+        remember: config.client_tools.remember_settled,
+    };
+    crate::store::Store::open_postgres(settings).map_err(|e| BrokerError::Database {
+        path: "store.url (PostgreSQL)".into(),
+        source: e.into(),
     })
 }
 

@@ -23,6 +23,7 @@ mod logs;
 mod mcp;
 mod mcp_fixtures;
 mod ownership;
+mod postgres;
 mod quickstart;
 mod registration;
 mod remote_ipc;

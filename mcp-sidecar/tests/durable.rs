@@ -2,9 +2,13 @@
 //! call is offered again with the same id and arguments and its result reaches the harness
 //! through the same `leo-mcp`, a claim whose app does not come back returns to parked, an
 //! unread message is still there for `leo_messages`, and every call still ends exactly once.
+//!
+//! Each scenario runs twice: on SQLite (`state/leo.db`, the default) and on PostgreSQL
+//! (`store.url`, a database of its own on the tests' server, `leo_testkit::postgres`).
 
 use std::collections::BTreeSet;
 
+use leo_testkit::postgres::database;
 use leo_testkit::{Broker, Http};
 use serde_json::{Value, json};
 
@@ -38,9 +42,8 @@ fn text(t: &str) -> Value {
     json!([{"type": "text", "text": t}])
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_parked_call_and_an_unread_message_survive_a_kill() {
-    let broker = Broker::start().await;
+async fn a_parked_call_and_an_unread_message_survive_a_kill_on(store: &str) {
+    let broker = Broker::start_with(store).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
@@ -86,9 +89,8 @@ async fn a_parked_call_and_an_unread_message_survive_a_kill() {
     assert!(!text_of(&empty).contains("the build is green"), "read once");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once() {
-    let broker = Broker::start_with(GRACE).await;
+async fn a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once_on(store: &str) {
+    let broker = Broker::start_with(&format!("{GRACE}{store}")).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
@@ -114,9 +116,8 @@ async fn a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once()
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_hundred_calls_in_flight_survive_a_kill_each_settled_once() {
-    let broker = Broker::start().await;
+async fn a_hundred_calls_in_flight_survive_a_kill_each_settled_once_on(store: &str) {
+    let broker = Broker::start_with(store).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
@@ -129,6 +130,17 @@ async fn a_hundred_calls_in_flight_survive_a_kill_each_settled_once() {
     while ids.len() < 100 {
         ids.insert(app.next_request_id().await);
     }
+    // A park is not acknowledged to anyone, so an app may see a call a kill at that instant
+    // forgets (its harness then hears `no_client`). An acknowledged operation is the barrier
+    // the contract gives: once it is answered, everything queued before it is committed.
+    let sent = broker
+        .http()
+        .post(
+            "/web/agent/claude/message",
+            &json!({"text": "barrier", "from": "test"}),
+        )
+        .await;
+    assert_eq!(sent.status, 200, "{:?}", sent.body);
     let (broker, app) = kill_and_restart(broker).await;
     let listed = pending(&broker.http()).await;
     let listed_ids: BTreeSet<String> = listed
@@ -158,9 +170,8 @@ async fn a_hundred_calls_in_flight_survive_a_kill_each_settled_once() {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill() {
-    let broker = Broker::start().await;
+async fn a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill_on(store: &str) {
+    let broker = Broker::start_with(store).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
@@ -199,9 +210,10 @@ fn signal_agent(agent: &Agent, signal: &str) {
     assert!(status.success());
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume() {
-    let broker = Broker::start().await;
+async fn a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume_on(
+    store: &str,
+) {
+    let broker = Broker::start_with(store).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool_with_timeout("wait", 0)]))
         .await;
@@ -228,4 +240,28 @@ async fn a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_se
         app.answer(&id, text("again")).await.code(409),
         "already_settled"
     );
+}
+
+/// Each scenario as a test on SQLite and one on PostgreSQL.
+macro_rules! on_both_stores {
+    ($($scenario:ident: $sqlite:ident, $postgres:ident;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $sqlite() {
+            $scenario("").await;
+        }
+
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $postgres() {
+            let Some(db) = database().await else { return };
+            $scenario(&db.config()).await;
+        }
+    )*};
+}
+
+on_both_stores! {
+    a_parked_call_and_an_unread_message_survive_a_kill_on: a_parked_call_and_an_unread_message_survive_a_kill, a_parked_call_and_an_unread_message_survive_a_kill_on_postgres;
+    a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once_on: a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once, a_claim_whose_app_does_not_come_back_is_parked_again_and_settles_once_on_postgres;
+    a_hundred_calls_in_flight_survive_a_kill_each_settled_once_on: a_hundred_calls_in_flight_survive_a_kill_each_settled_once, a_hundred_calls_in_flight_survive_a_kill_each_settled_once_on_postgres;
+    a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill_on: a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill, a_claimed_call_stays_with_its_app_when_it_resumes_after_a_kill_on_postgres;
+    a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume_on: a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume, a_result_not_yet_written_to_its_sidecar_when_the_broker_is_killed_is_sent_on_resume_on_postgres;
 }

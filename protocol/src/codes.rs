@@ -74,6 +74,9 @@ pub enum ErrorCode {
     Internal,
     /// The agent's harness cannot ask its user (it did not declare MCP elicitation).
     InputUnsupported,
+    /// The broker's database (PostgreSQL) cannot be reached now, so it accepts no work it
+    /// could not keep; it resumes by itself when the database is back.
+    StoreUnavailable,
 }
 
 impl ErrorCode {
@@ -109,6 +112,7 @@ impl ErrorCode {
             ErrorCode::InvalidFrame => "invalid_frame",
             ErrorCode::Internal => "internal",
             ErrorCode::InputUnsupported => "input_unsupported",
+            ErrorCode::StoreUnavailable => "store_unavailable",
         }
     }
 
@@ -137,7 +141,10 @@ impl ErrorCode {
             | ErrorCode::TooManyTools
             | ErrorCode::InvalidResult
             | ErrorCode::InvalidArguments => 422,
-            ErrorCode::NoClient | ErrorCode::Timeout | ErrorCode::Cancelled => 503,
+            ErrorCode::NoClient
+            | ErrorCode::Timeout
+            | ErrorCode::Cancelled
+            | ErrorCode::StoreUnavailable => 503,
             ErrorCode::Internal => 500,
         }
     }

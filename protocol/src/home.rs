@@ -47,6 +47,10 @@ impl Home {
     pub fn database(&self) -> PathBuf {
         self.state().join("leo.db")
     }
+    /// This instance's id, made at its first start on a PostgreSQL store: `state/instance-id`.
+    pub fn instance_id(&self) -> PathBuf {
+        self.state().join("instance-id")
+    }
     pub fn run(&self) -> PathBuf {
         self.root.join("run")
     }

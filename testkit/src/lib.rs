@@ -15,6 +15,7 @@ pub mod ipc;
 pub mod mcp;
 pub mod netns;
 pub mod otlp;
+pub mod postgres;
 pub mod require;
 pub mod rng;
 pub mod script;

@@ -1,5 +1,5 @@
 //! Prerequisites that Cargo does not install: Node with the npm packages a test drives, the
-//! Python venv with the MCP SDK, Debian's chromium, the harness CLIs, Debian's systemd.
+//! Python venv with the MCP SDK, Debian's chromium, the harness CLIs, Debian's systemd, PostgreSQL (see `postgres`).
 //!
 //! A test that lacks one fails, naming the command that installs it: a test that returns early
 //! would pass without doing its work, and `cargo test` hides what a passing test prints. On a
@@ -33,16 +33,19 @@ pub enum Prereq {
     HarnessClis,
     /// Debian's systemd, for `systemd-analyze verify`.
     Systemd,
+    /// A PostgreSQL server, or Debian's `postgresql` binaries to start one (`postgres`).
+    Postgres,
 }
 
 impl Prereq {
     /// Every prerequisite, in the order they are listed.
-    pub const ALL: [Prereq; 5] = [
+    pub const ALL: [Prereq; 6] = [
         Prereq::Node,
         Prereq::Python,
         Prereq::Browser,
         Prereq::HarnessClis,
         Prereq::Systemd,
+        Prereq::Postgres,
     ];
 
     /// Its name in `LEO_TEST_SKIP`.
@@ -53,6 +56,7 @@ impl Prereq {
             Prereq::Browser => "browser",
             Prereq::HarnessClis => "harness-clis",
             Prereq::Systemd => "systemd",
+            Prereq::Postgres => "postgres",
         }
     }
 }

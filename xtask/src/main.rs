@@ -4,7 +4,8 @@
 //! `playwright-core` with Debian's chromium, and the Claude Code, codex and opencode CLIs. This
 //! installs each into the checkout, pinned by the lock files beside the tests (`npm ci` per
 //! `package-lock.json`, a venv in `target/test-venv` from the hashed `requirements.txt`),
-//! installs chromium and systemd (`systemd-analyze` checks the unit `leo service` writes) with
+//! installs chromium, systemd (`systemd-analyze` checks the unit `leo service` writes) and
+//! postgresql (the PostgreSQL store's tests start a server of their own when none answers) with
 //! apt-get when they are missing and we are root, then runs
 //! `cargo build --workspace --bins` and `cargo test --workspace --locked` with `LEO_TEST_PYTHON` set to the venv's interpreter.
 //! A step whose inputs did not change since it last ran (a copy of its lock file is kept next to
@@ -28,7 +29,14 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 /// The names `LEO_TEST_SKIP` takes (the same as `leo_testkit::require::Prereq`).
-const SKIP_NAMES: [&str; 5] = ["node", "python", "browser", "harness-clis", "systemd"];
+const SKIP_NAMES: [&str; 6] = [
+    "node",
+    "python",
+    "browser",
+    "harness-clis",
+    "systemd",
+    "postgres",
+];
 
 /// Each npm lock file the tests use, the skip name that leaves it out, and whether `npm ci`
 /// can install it. The harness CLIs cannot: their wrappers list a binary package per platform
@@ -48,6 +56,9 @@ const REQUIREMENTS: &str = "harness-probe/clients/requirements.txt";
 const CHROMIUM: &str = "/usr/bin/chromium";
 /// `systemd-analyze`, which checks the unit `leo service install` writes.
 const SYSTEMD_ANALYZE: &str = "/usr/bin/systemd-analyze";
+/// PostgreSQL's `initdb`, from which the tests start a throwaway server when no server
+/// answers (`leo_testkit::postgres`).
+const POSTGRES_INITDB: &str = "/usr/lib/postgresql/*/bin/initdb";
 /// Where `cargo xtask man` writes the man pages.
 const MAN_DIR: &str = "target/man";
 const SKIPPED_FILE: &str = "target/test-skipped.txt";
@@ -129,9 +140,10 @@ fn setup() -> Result<Setup, Failure> {
     for (name, file, package) in [
         ("browser", CHROMIUM, "chromium"),
         ("systemd", SYSTEMD_ANALYZE, "systemd"),
+        ("postgres", POSTGRES_INITDB, "postgresql"),
     ] {
         if wanted(name) {
-            timed(package, || apt(file, package, name))?;
+            timed(package, || apt(&installed(file), package, name))?;
         } else {
             println!("xtask: {package}: left out (LEO_TEST_SKIP={name})");
         }
@@ -233,12 +245,34 @@ fn venv(root: &Path) -> Result<PathBuf, Failure> {
     Ok(python)
 }
 
-/// Debian's `package`, which provides `file`: installed with apt-get when missing and we are
-/// root; `skip` is the `LEO_TEST_SKIP` name that leaves it out.
-fn apt(file: &str, package: &str, skip: &str) -> Result<(), Failure> {
-    if Path::new(file).is_file() {
-        return Ok(());
-    }
+/// `file`, or for a pattern with one `*` directory (`/usr/lib/postgresql/*/bin/initdb`) the
+/// first match; `Err` with the pattern when nothing matches.
+fn installed(file: &str) -> Result<PathBuf, String> {
+    let Some((dir, rest)) = file.split_once("/*/") else {
+        let path = PathBuf::from(file);
+        return if path.is_file() {
+            Ok(path)
+        } else {
+            Err(file.to_owned())
+        };
+    };
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(Result::ok)
+        .map(|e| e.path().join(rest))
+        .find(|p| p.is_file())
+        .ok_or_else(|| file.to_owned())
+}
+
+/// Debian's `package`, whose file was looked for (`found`, or the missing path): installed
+/// with apt-get when missing and we are root; `skip` is the `LEO_TEST_SKIP` name that leaves
+/// it out.
+fn apt(found: &Result<PathBuf, String>, package: &str, skip: &str) -> Result<(), Failure> {
+    let file = match found {
+        Ok(_) => return Ok(()),
+        Err(file) => file,
+    };
     let uid = Command::new("id")
         .arg("-u")
         .output()

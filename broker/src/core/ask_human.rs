@@ -91,7 +91,7 @@ impl Broker {
     /// internal client in one step, with the answer as a text block; acknowledged once the
     /// ending is on disk.
     pub async fn answer_from_console(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {
-        self.accepted(self.answer_now(id, text)).await
+        self.accepted(|| self.answer_now(id, text)).await
     }
 
     fn answer_now(&self, id: &str, text: &str) -> Result<RequestAck, Refusal> {

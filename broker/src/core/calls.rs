@@ -33,6 +33,7 @@ impl Broker {
         arguments: Value,
         traceparent: Option<&str>,
     ) -> Result<(String, oneshot::Receiver<RawOutcome>), Refusal> {
+        self.store_available()?;
         let mut core = self.lock();
         let session = Self::caller(&core, conn)?;
         let spec = self.permitted(&core, &session.agent, tool)?;

@@ -250,6 +250,14 @@ fn deadline_in(after: std::time::Duration) -> tokio::time::Instant {
         .unwrap_or_else(|| now + std::time::Duration::from_secs(30 * 365 * 86_400))
 }
 
+/// The refusal of work while the store's database cannot be reached.
+fn unavailable() -> Refusal {
+    Refusal::new(
+        ErrorCode::StoreUnavailable,
+        "the broker's database is unreachable, so it takes no new work now; try again shortly",
+    )
+}
+
 fn json<T: Serialize>(value: &T) -> String {
     // Our own event types always serialize; a failure would be a bug, not bad input.
     serde_json::to_string(value).unwrap_or_else(|e| {
@@ -320,11 +328,24 @@ impl Broker {
     /// What an operation that accepts work answers, once every change it made is on disk: each
     /// such operation (claim, result, cancel, message, the console's answer) is an async fn
     /// that ends here, so no route can acknowledge work the store has not committed. `done` is
-    /// the operation's synchronous part, run under the lock and let go of before this awaits.
-    async fn accepted<T>(&self, done: Result<T, Refusal>) -> Result<T, Refusal> {
-        let value = done?;
+    /// the operation's synchronous part, run under the lock and let go of before this awaits;
+    /// it is not run at all while the store cannot reach its database, so a refused operation
+    /// changes nothing.
+    async fn accepted<T>(&self, done: impl FnOnce() -> Result<T, Refusal>) -> Result<T, Refusal> {
+        self.store_available()?;
+        let value = done()?;
         self.committed().await?;
         Ok(value)
+    }
+
+    /// `Err(store_unavailable)` while the store cannot reach its database (PostgreSQL only):
+    /// checked before an operation that accepts work changes anything.
+    fn store_available(&self) -> Result<(), Refusal> {
+        if self.store.available() {
+            Ok(())
+        } else {
+            Err(unavailable())
+        }
     }
 
     /// Resolves once every change made so far is on disk (never awaited while holding the
@@ -333,12 +354,17 @@ impl Broker {
         let commit = self.store.committed();
         async move {
             commit.await.map_err(|e| {
+                let unreachable = matches!(e, crate::store::Error::Unavailable(_));
                 let e = leo_protocol::chain::error_chain(&e);
                 tracing::error!(error = %e, "a change could not be recorded");
-                Refusal::new(
-                    ErrorCode::Internal,
-                    "the broker could not record this change; see its log",
-                )
+                if unreachable {
+                    unavailable()
+                } else {
+                    Refusal::new(
+                        ErrorCode::Internal,
+                        "the broker could not record this change; see its log",
+                    )
+                }
             })
         }
     }

@@ -26,7 +26,8 @@ impl Broker {
         client_id: &str,
         caller: &str,
     ) -> Result<RequestAck, Refusal> {
-        self.accepted(self.claim_now(id, client_id, caller)).await
+        self.accepted(|| self.claim_now(id, client_id, caller))
+            .await
     }
 
     fn claim_now(&self, id: &str, client_id: &str, caller: &str) -> Result<RequestAck, Refusal> {
@@ -54,7 +55,8 @@ impl Broker {
         body: ResultBody,
         caller: &str,
     ) -> Result<RequestAck, Refusal> {
-        self.accepted(self.post_result_now(id, body, caller)).await
+        self.accepted(|| self.post_result_now(id, body, caller))
+            .await
     }
 
     fn post_result_now(
@@ -139,7 +141,7 @@ impl Broker {
     /// The operator cancels a live call, from the console or `POST …/requests/{id}/cancel`;
     /// acknowledged once the ending is on disk.
     pub async fn cancel_request(&self, id: &str) -> Result<RequestAck, Refusal> {
-        self.accepted(self.cancel_now(id)).await
+        self.accepted(|| self.cancel_now(id)).await
     }
 
     fn cancel_now(&self, id: &str) -> Result<RequestAck, Refusal> {

@@ -180,7 +180,7 @@ impl Broker {
         from: &str,
         text: &str,
     ) -> Result<Queued, Refusal> {
-        self.accepted(self.mail.deliver(agent, from, text, &self.store))
+        self.accepted(|| self.mail.deliver(agent, from, text, &self.store))
             .await
     }
 

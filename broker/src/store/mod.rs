@@ -16,9 +16,11 @@
 //! failed is lost, so nothing after it may be acknowledged as if it had been recorded (see
 //! `writer`).
 //!
-//! This module is the store's interface to the core (`Op`, `Store::committed`, `Restored`)
-//! and names no SQLite type; `schema`, `read` and `writer` are its SQLite side, on the
-//! shared layer in `crate::sqlite`.
+//! This module is the store's interface to the core (`Op`, `Store::committed`, `Restored`,
+//! `Store::available`) and names no database's type; `schema`, `read` and `writer` are its
+//! SQLite side, on the shared layer in `crate::sqlite`, and `postgres` is the PostgreSQL store
+//! (`store.url`), whose outages are transient (see there): the one difference the core sees
+//! is [`Store::available`], false while the database cannot be reached.
 
 use std::path::Path;
 use std::sync::{Arc, mpsc};
@@ -32,6 +34,7 @@ use tracing::{error, info, warn};
 
 use crate::sqlite;
 
+pub mod postgres;
 mod read;
 pub mod schema;
 mod writer;
@@ -134,16 +137,60 @@ pub enum Op {
     },
 }
 
+/// An `Op::End` as both stores write it into `ended`: the outcome serialized once.
+pub(crate) struct EndRow<'a> {
+    pub id: &'a str,
+    pub how: &'static str,
+    pub agent: &'a str,
+    pub session: &'a str,
+    pub local_id: i64,
+    pub outcome: Option<String>,
+}
+
+impl Op {
+    /// The row an ending writes; `None` for any other change.
+    pub(crate) fn end_row(&self) -> Option<EndRow<'_>> {
+        let Op::End {
+            id,
+            how,
+            agent,
+            session,
+            local_id,
+            outcome,
+        } = self
+        else {
+            return None;
+        };
+        Some(EndRow {
+            id: id.as_str(),
+            how: how.as_str(),
+            agent,
+            session,
+            local_id: *local_id as i64,
+            outcome: outcome
+                .as_ref()
+                .map(|o| serde_json::to_string(o).unwrap_or_default()),
+        })
+    }
+}
+
 /// Why the store could not open, or could not record a change.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The database refused: at open, or this change's commit.
     #[error(transparent)]
     Database(Arc<sqlite::Error>),
+    /// PostgreSQL refused (not an outage): at open, or this change's commit.
+    #[error(transparent)]
+    Postgres(Arc<postgres::PgError>),
+    /// PostgreSQL cannot be reached now; the change stays queued and is written when it is
+    /// back (`503 store_unavailable`).
+    #[error("the database is unreachable")]
+    Unavailable(#[source] Arc<postgres::PgError>),
     /// An earlier commit failed: what it held is lost, so nothing queued after it is
-    /// acknowledged either, until the broker is restarted on a file that can be written.
+    /// acknowledged either, until the broker is restarted on a database that can be written.
     #[error("an earlier change could not be recorded, so no later one is acknowledged")]
-    AfterFailure(#[source] Arc<sqlite::Error>),
+    AfterFailure(#[source] Arc<dyn std::error::Error + Send + Sync>),
     #[error("the store's writer has stopped")]
     Stopped,
 }
@@ -165,10 +212,27 @@ pub(crate) enum Job {
 /// (when anything was written since): the longest an ended call's contents stay on disk.
 pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
+/// Where jobs go: SQLite's writer thread, or the PostgreSQL store's.
+enum Sink {
+    Sqlite(mpsc::Sender<Job>),
+    Postgres(tokio::sync::mpsc::UnboundedSender<Job>),
+}
+
+impl Sink {
+    fn send(&self, job: Job) -> Result<(), ()> {
+        match self {
+            Sink::Sqlite(tx) => tx.send(job).map_err(drop),
+            Sink::Postgres(tx) => tx.send(job).map_err(drop),
+        }
+    }
+}
+
 /// The handle the broker holds: queue changes, wait for their commit.
 pub struct Store {
-    tx: Option<mpsc::Sender<Job>>,
+    tx: Option<Sink>,
     closed: std::sync::atomic::AtomicBool,
+    /// False while the database cannot be reached (PostgreSQL only).
+    available: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl Store {
@@ -200,14 +264,32 @@ impl Store {
             every: CHECKPOINT_EVERY,
         };
         sqlite::writer::spawn(settings, conn, rx, writer::Writer::new(remember))?;
-        Ok((Store::with(Some(tx)), restored))
+        Ok((Store::with(Some(Sink::Sqlite(tx))), restored))
     }
 
-    fn with(tx: Option<mpsc::Sender<Job>>) -> Store {
+    /// Opens the PostgreSQL store (`store.url`): connects, migrates under the schema lock,
+    /// records the instance and reads what was live (see `postgres`).
+    pub fn open_postgres(settings: postgres::Settings) -> Result<(Store, Restored), Error> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let store = Store::with(Some(Sink::Postgres(tx)));
+        let restored = postgres::open(settings, rx, store.available.clone())
+            .map_err(|e| Error::Postgres(Arc::new(e)))?;
+        Ok((store, restored))
+    }
+
+    fn with(tx: Option<Sink>) -> Store {
         Store {
             tx,
             closed: std::sync::atomic::AtomicBool::new(false),
+            available: Arc::new(std::sync::atomic::AtomicBool::new(true)),
         }
+    }
+
+    /// Whether the database can be reached, as last seen: false while PostgreSQL is away,
+    /// when operations that accept work are refused (`store_unavailable`) before they change
+    /// anything. Always true for SQLite, whose failures are not transient.
+    pub fn available(&self) -> bool {
+        self.available.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A store that records nothing (unit tests of the core).

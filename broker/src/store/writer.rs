@@ -115,7 +115,7 @@ pub(super) fn commit(
     Ok(())
 }
 
-fn op_name(op: &Op) -> &'static str {
+pub(super) fn op_name(op: &Op) -> &'static str {
     match op {
         Op::Park(_) => "record a parked call",
         Op::Claim { .. } => "record a claim",
@@ -198,33 +198,17 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
 
 /// `Op::End`: the call leaves `live` and is remembered in `ended`, its outcome by name.
 fn end(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
-    let Op::End {
-        id,
-        how,
-        agent,
-        session,
-        local_id,
-        outcome,
-    } = op
-    else {
+    let Some(e) = op.end_row() else {
         return Ok(());
     };
     tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-        .execute(params![id.as_str()])?;
-    let outcome = outcome
-        .as_ref()
-        .map(|o| serde_json::to_string(o).unwrap_or_default());
+        .execute(params![e.id])?;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
     )?
     .execute(params![
-        id.as_str(),
-        how.as_str(),
-        agent,
-        session,
-        *local_id as i64,
-        outcome
+        e.id, e.how, e.agent, e.session, e.local_id, e.outcome
     ])
     .map(drop)
 }

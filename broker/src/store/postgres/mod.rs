@@ -1,0 +1,405 @@
+//! The live state in PostgreSQL (`store.url`, or `LEO_STORE_URL`), behind the same interface
+//! as SQLite: the core queues [`Op`]s under its lock and waits for [`Store::committed`]
+//! before it acknowledges work; this side writes each batch in one transaction.
+//!
+//! One thread of its own runs a current-thread tokio runtime, so the database's round trips
+//! never take the broker's thread, as SQLite's writer thread keeps file I/O off it. The
+//! connections come from a `deadpool-postgres` pool: a connection that died with the server is
+//! dropped on its next use and a new one made, which is what resuming after an outage needs.
+//!
+//! **An outage is transient, unlike a failed SQLite commit.** When a batch cannot reach the
+//! database (the server is down, restarting, or the network is cut), its changes stay queued
+//! here, in order, and are written first when the database answers again; the batch's waiters
+//! are answered [`Error::Unavailable`] (`503 store_unavailable`). From that moment the store
+//! reports itself unavailable ([`Store::available`]) and the core refuses new work at the door
+//! (a call, a claim, a result, a cancel, a message) without changing its memory. A probe every
+//! [`RETRY`] finds the database back, writes what was queued, and the store is available
+//! again. So work the broker acknowledged was committed before the outage; work refused at the
+//! door changed nothing; and the few changes caught in flight (made before the outage was
+//! known, answered 503) are recorded when the database is back, so memory and database agree
+//! again. A refused operation may be retried: a claim or result posted again is then answered
+//! as any repeated one is. An error the database answers on purpose (a constraint, a bug) is
+//! not an outage: it is handled as SQLite's failed commit, and nothing more is acknowledged.
+//!
+//! [`Op`]: super::Op
+//! [`Store::committed`]: super::Store::committed
+//! [`Store::available`]: super::Store::available
+//! [`Error::Unavailable`]: super::Error::Unavailable
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
+use tracing::{debug, error, info, warn};
+
+use super::{Error, Job, Op, Restored};
+
+pub mod lease;
+mod read;
+pub mod schema;
+mod write;
+
+/// How often a store that lost its database tries again; also the heartbeat's check.
+pub const RETRY: Duration = Duration::from_millis(500);
+/// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
+pub const HEARTBEAT: Duration = lease::HEARTBEAT;
+/// How long a connection attempt or a wait for a pooled connection may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Connections in the pool.
+const POOL_SIZE: usize = 4;
+
+/// Why the PostgreSQL store could not open, or a batch could not be written.
+#[derive(Debug, thiserror::Error)]
+pub enum PgError {
+    #[error("store.url is not a PostgreSQL connection URL: {0}")]
+    Url(#[source] tokio_postgres::Error),
+    #[error("cannot connect to the database")]
+    Connect(#[source] deadpool_postgres::PoolError),
+    #[error("cannot {doing}")]
+    Query {
+        doing: &'static str,
+        #[source]
+        source: tokio_postgres::Error,
+    },
+    #[error(
+        "the database's schema is version {found}, newer than this broker's {known}: it was \
+         written by a newer leo; upgrade this one (instances of two versions never share a \
+         database)"
+    )]
+    NewerSchema { found: i32, known: i32 },
+    #[error("the database holds a row this broker cannot read: {0}")]
+    Unreadable(String),
+    #[error("cannot start the store's thread")]
+    Thread(#[source] std::io::Error),
+    #[error(
+        "instance {holder} took over the database (its lease is newer than this instance's); \
+         restart this broker to wait for the lease again"
+    )]
+    LeaseLost { holder: String },
+}
+
+impl PgError {
+    pub(crate) fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
+        move |source| PgError::Query { doing, source }
+    }
+
+    /// Whether the database could not be reached (the server down, restarting, the network
+    /// cut), as opposed to an error the database answered on purpose.
+    pub fn is_outage(&self) -> bool {
+        match self {
+            PgError::Connect(_) => true,
+            PgError::Query { source, .. } => {
+                let Some(db) = source.as_db_error() else {
+                    // Not an answer from the server: the connection failed or closed.
+                    return true;
+                };
+                let code = db.code().code();
+                // 08: connection exceptions; 57P01-57P03: the server shutting down or starting.
+                code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
+            }
+            _ => false,
+        }
+    }
+}
+
+/// What the PostgreSQL store is opened with.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub url: String,
+    /// This instance's id (`state/instance-id`).
+    pub instance: String,
+    /// How many ended requests are kept.
+    pub remember: usize,
+}
+
+/// Connects, migrates, records this instance and reads what was live; then the writer runs
+/// on its thread until the store closes. Blocks until the state is read.
+pub(crate) fn open(
+    settings: Settings,
+    rx: UnboundedReceiver<Job>,
+    available: Arc<AtomicBool>,
+) -> Result<Restored, PgError> {
+    let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
+    let (ready, opened) = std::sync::mpsc::sync_channel(1);
+    std::thread::Builder::new()
+        .name("leo-store-pg".into())
+        .spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready.send(Err(PgError::Thread(e)));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                match start(config, &settings).await {
+                    Ok((pool, restored)) => {
+                        let _ = ready.send(Ok(restored));
+                        Writer::new(pool, settings, available).run(rx).await;
+                    }
+                    Err(e) => {
+                        let _ = ready.send(Err(e));
+                    }
+                }
+            });
+        })
+        .map_err(PgError::Thread)?;
+    opened
+        .recv()
+        .unwrap_or_else(|_| Err(PgError::Unreadable("the store's thread stopped".into())))
+}
+
+fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
+    config.connect_timeout(CONNECT_TIMEOUT);
+    config.application_name("leo");
+    let manager = Manager::from_config(
+        config,
+        tokio_postgres::NoTls,
+        ManagerConfig {
+            recycling_method: RecyclingMethod::Fast,
+        },
+    );
+    Pool::builder(manager)
+        .max_size(POOL_SIZE)
+        .runtime(Runtime::Tokio1)
+        .create_timeout(Some(CONNECT_TIMEOUT))
+        .wait_timeout(Some(CONNECT_TIMEOUT))
+        .build()
+        .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
+}
+
+async fn start(
+    config: tokio_postgres::Config,
+    settings: &Settings,
+) -> Result<(Pool, Restored), PgError> {
+    let where_ = describe(&config);
+    let pool = pool(config)?;
+    let mut client = pool.get().await.map_err(PgError::Connect)?;
+    schema::migrate(&mut client).await?;
+    lease::take(&mut client, &settings.instance).await?;
+    let restored = read::restore(&client).await?;
+    info!(
+        database = %where_,
+        instance = %settings.instance,
+        live = restored.live.len(),
+        messages = restored.mail.len(),
+        "state database opened"
+    );
+    Ok((pool, restored))
+}
+
+/// The database and hosts of `config`, for logs: never the password.
+fn describe(config: &tokio_postgres::Config) -> String {
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            tokio_postgres::config::Host::Tcp(name) => name.clone(),
+            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
+        })
+        .collect();
+    format!(
+        "{} on {}",
+        config.get_dbname().unwrap_or("(default)"),
+        hosts.join(",")
+    )
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_owned())
+        .unwrap_or_else(|_| "unknown".into())
+}
+
+/// The writer's state between batches.
+struct Writer {
+    pool: Pool,
+    settings: Settings,
+    /// Changes not yet committed, in the order they were made (kept across an outage).
+    pending: Vec<Op>,
+    available: Arc<AtomicBool>,
+    /// The first error the database answered on purpose; nothing is acknowledged after it.
+    failed: Option<Arc<PgError>>,
+    last_beat: tokio::time::Instant,
+}
+
+impl Writer {
+    fn new(pool: Pool, settings: Settings, available: Arc<AtomicBool>) -> Writer {
+        Writer {
+            pool,
+            settings,
+            pending: Vec::new(),
+            available,
+            failed: None,
+            last_beat: tokio::time::Instant::now(),
+        }
+    }
+
+    async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
+        loop {
+            let wait = if self.available.load(Ordering::Relaxed) {
+                HEARTBEAT.saturating_sub(self.last_beat.elapsed())
+            } else {
+                RETRY
+            };
+            let first = match tokio::time::timeout(wait, rx.recv()).await {
+                Ok(Some(job)) => Some(job),
+                Ok(None) => break,
+                Err(_) => None,
+            };
+            let Some(first) = first else {
+                self.tick().await;
+                continue;
+            };
+            let mut jobs = vec![first];
+            while jobs.len() < crate::store::writer::BATCH {
+                match rx.try_recv() {
+                    Ok(job) => jobs.push(job),
+                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
+                }
+            }
+            if self.batch(jobs).await {
+                break;
+            }
+        }
+        self.pool.close();
+    }
+
+    /// Writes the batch's changes after what is pending and answers its waiters; true when
+    /// the batch asked the store to close.
+    async fn batch(&mut self, jobs: Vec<Job>) -> bool {
+        let mut waiters = Vec::new();
+        let mut close = None;
+        for job in jobs {
+            match job {
+                Job::Ops(ops) => self.pending.extend(ops),
+                Job::Sync(done) => waiters.push(done),
+                Job::Close(done) => close = Some(done),
+            }
+        }
+        let result = self.flush().await;
+        for done in waiters {
+            let _ = done.send(result.clone());
+        }
+        match close {
+            Some(done) => {
+                self.release().await;
+                let _ = done.send(result);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Commits what is pending; `Ok` when nothing is left pending.
+    async fn flush(&mut self) -> Result<(), Error> {
+        if let Some(first) = &self.failed {
+            return Err(Error::AfterFailure(first.clone()));
+        }
+        if self.pending.is_empty() && self.available.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let result = async {
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            write::commit(&client, &self.pending, self.settings.remember).await
+        }
+        .await;
+        match result {
+            Ok(()) => {
+                debug!(ops = self.pending.len(), "state committed");
+                self.pending.clear();
+                if !self.available.swap(true, Ordering::Relaxed) {
+                    info!("the database answers again; the broker accepts work again");
+                }
+                Ok(())
+            }
+            Err(e) if e.is_outage() => {
+                if self.available.swap(false, Ordering::Relaxed) {
+                    error!(
+                        error = %leo_protocol::chain::error_chain(&e),
+                        "the database is unreachable; the broker refuses new work \
+                         (store_unavailable) until it is back"
+                    );
+                }
+                Err(Error::Unavailable(Arc::new(e)))
+            }
+            Err(e) => {
+                error!(
+                    error = %leo_protocol::chain::error_chain(&e),
+                    "cannot record the broker's state; no further change is acknowledged \
+                     until the broker is restarted"
+                );
+                let e = Arc::new(e);
+                self.failed = Some(e.clone());
+                self.pending.clear();
+                Err(Error::Postgres(e))
+            }
+        }
+    }
+
+    /// With no job for a while: retry what is pending (or probe) while the database is away,
+    /// and write the heartbeat.
+    async fn tick(&mut self) {
+        if self.failed.is_some() {
+            return;
+        }
+        if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
+            let _ = self.flush().await;
+        }
+        if self.last_beat.elapsed() >= HEARTBEAT || !self.available.load(Ordering::Relaxed) {
+            self.heartbeat().await;
+        }
+    }
+
+    /// At a clean stop, once everything is written: the lease goes to whoever waits.
+    async fn release(&self) {
+        if self.failed.is_some() || !self.pending.is_empty() {
+            return;
+        }
+        let released = async {
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            lease::release(&client, &self.settings.instance).await
+        }
+        .await;
+        if let Err(e) = released {
+            warn!(error = %leo_protocol::chain::error_chain(&e), "the lease was not given up");
+        }
+    }
+
+    async fn heartbeat(&mut self) {
+        let beat = async {
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            lease::renew(&client, &self.settings.instance).await
+        }
+        .await;
+        self.last_beat = tokio::time::Instant::now();
+        if let Err(e) = &beat
+            && !e.is_outage()
+        {
+            // Another instance holds the database now: acknowledging anything more could
+            // settle a call twice.
+            error!(
+                error = %leo_protocol::chain::error_chain(e),
+                "this instance lost its lease on the database; no further change is acknowledged"
+            );
+            self.failed = beat.err().map(Arc::new);
+            self.available.store(true, Ordering::Relaxed);
+            return;
+        }
+        if let Err(e) = beat
+            && e.is_outage()
+            && self.available.swap(false, Ordering::Relaxed)
+        {
+            warn!(
+                error = %leo_protocol::chain::error_chain(&e),
+                "the database is unreachable; the broker refuses new work until it is back"
+            );
+        }
+    }
+}

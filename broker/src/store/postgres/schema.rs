@@ -1,0 +1,131 @@
+//! The PostgreSQL schema, as append-only migrations numbered in the table `leo_schema`.
+//!
+//! The same rule as SQLite's `PRAGMA user_version` (`store::schema`): a migration is never
+//! edited once released, a database written by an older broker is brought up to date by the
+//! migrations it has not seen, in one transaction, and a newer one is refused at start. Several
+//! instances may start at once on one database, so the check and the migration run under
+//! `pg_advisory_lock(SCHEMA_LOCK)`: exactly one of them migrates, the others then find the
+//! schema current.
+
+use deadpool_postgres::Client;
+
+use super::PgError;
+
+/// The advisory lock key the migrations run under (`leo` in ASCII).
+pub const SCHEMA_LOCK: i64 = 0x6c_65_6f;
+
+/// Each entry moves the schema from version `i` to `i + 1`.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: the tables of `store::schema` (live calls, recent endings with their undelivered
+    // outcome, unread messages, resumable clients, owners) and the instances that use the
+    // database. `n` keeps the order rows were written in, as SQLite's rowid does.
+    "CREATE TABLE live (
+        n BIGINT GENERATED ALWAYS AS IDENTITY,
+        id TEXT PRIMARY KEY,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        local_id BIGINT NOT NULL,
+        grp TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        arguments TEXT NOT NULL,
+        timeout_s BIGINT,
+        deadline_ms BIGINT,
+        created_at TEXT NOT NULL,
+        claimed_by TEXT
+    );
+    CREATE TABLE ended (
+        n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        how TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        local_id BIGINT NOT NULL,
+        outcome TEXT
+    );
+    CREATE TABLE mail (
+        n BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        agent TEXT NOT NULL,
+        text TEXT NOT NULL,
+        sender TEXT NOT NULL,
+        at TEXT NOT NULL
+    );
+    CREATE INDEX mail_agent ON mail (agent, n);
+    CREATE TABLE clients (
+        n BIGINT GENERATED ALWAYS AS IDENTITY,
+        client_id TEXT PRIMARY KEY,
+        resume_key TEXT NOT NULL UNIQUE,
+        principal TEXT NOT NULL,
+        name TEXT
+    );
+    CREATE TABLE owners (
+        agent TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        client_id TEXT NOT NULL,
+        PRIMARY KEY (agent, grp)
+    );
+    CREATE TABLE instances (
+        id TEXT PRIMARY KEY,
+        host TEXT NOT NULL,
+        pid BIGINT NOT NULL,
+        version TEXT NOT NULL,
+        started_at TIMESTAMPTZ NOT NULL,
+        seen_at TIMESTAMPTZ NOT NULL
+    );",
+];
+
+/// The schema version this broker writes.
+pub fn current() -> i32 {
+    MIGRATIONS.len() as i32
+}
+
+/// Brings the database to [`current`] under the advisory lock, or refuses a newer one.
+pub async fn migrate(client: &mut Client) -> Result<(), PgError> {
+    client
+        .execute("SELECT pg_advisory_lock($1)", &[&SCHEMA_LOCK])
+        .await
+        .map_err(PgError::doing("take the schema lock"))?;
+    let done = migrate_locked(client).await;
+    let unlocked = client
+        .execute("SELECT pg_advisory_unlock($1)", &[&SCHEMA_LOCK])
+        .await
+        .map_err(PgError::doing("release the schema lock"));
+    done.and(unlocked.map(drop))
+}
+
+async fn migrate_locked(client: &mut Client) -> Result<(), PgError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(PgError::doing("begin the migration"))?;
+    tx.batch_execute("CREATE TABLE IF NOT EXISTS leo_schema (version INTEGER NOT NULL)")
+        .await
+        .map_err(PgError::doing("create the schema table"))?;
+    let found: i32 = tx
+        .query_opt("SELECT version FROM leo_schema", &[])
+        .await
+        .map_err(PgError::doing("read the schema version"))?
+        .map(|r| r.get(0))
+        .unwrap_or(0);
+    let known = current();
+    if found > known {
+        return Err(PgError::NewerSchema { found, known });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(found as usize) {
+        tx.batch_execute(sql)
+            .await
+            .map_err(PgError::doing("migrate the schema"))?;
+        tracing::info!(version = i + 1, "database schema migrated");
+    }
+    if found < known {
+        tx.execute("DELETE FROM leo_schema", &[])
+            .await
+            .and(
+                tx.execute("INSERT INTO leo_schema (version) VALUES ($1)", &[&known])
+                    .await,
+            )
+            .map_err(PgError::doing("record the schema version"))?;
+    }
+    tx.commit()
+        .await
+        .map_err(PgError::doing("commit the migration"))
+}

@@ -1,0 +1,189 @@
+//! What one batch of queued changes writes, in one transaction: the statements of
+//! `store::writer`, in PostgreSQL's words (`ON CONFLICT` for `INSERT OR REPLACE`), one
+//! statement per change.
+//!
+//! **One round trip per batch.** `BEGIN`, every change's statement and `COMMIT` are sent
+//! together, pipelined on one connection: tokio-postgres sends requests in the order their
+//! futures are first polled, and `try_join_all` polls them in order, so the server runs them
+//! in the order the core made the changes. If one fails, the server aborts the transaction and
+//! answers the `COMMIT` with a rollback, so nothing of the batch is kept, as in SQLite; the
+//! batch is answered with that first error. Statements are prepared once per connection (the
+//! pool's cache), before the first batch that needs them.
+
+use std::collections::HashMap;
+
+use futures_util::future::try_join_all;
+use tokio_postgres::Statement;
+
+use super::PgError;
+use crate::store::{Op, StoredCall};
+
+/// Keeps only the last `remember` endings, as in memory.
+const TRIM: &str = "DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - $1";
+
+/// Writes `ops` in order and commits; `remember` bounds the endings kept.
+pub async fn commit(
+    client: &deadpool_postgres::Client,
+    ops: &[Op],
+    remember: usize,
+) -> Result<(), PgError> {
+    let mut prepared: HashMap<&'static str, Statement> = HashMap::new();
+    let ended = ops.iter().any(|op| matches!(op, Op::End { .. }));
+    let trim = ended.then_some(TRIM);
+    for sql in ops.iter().map(sql).chain(trim) {
+        if !prepared.contains_key(sql) {
+            let statement = client
+                .prepare_cached(sql)
+                .await
+                .map_err(PgError::doing("prepare a statement"))?;
+            prepared.insert(sql, statement);
+        }
+    }
+    let remember = remember as i64;
+    let client: &tokio_postgres::Client = client;
+    let begin = async {
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(PgError::doing("begin a transaction"))
+    };
+    let changes = try_join_all(ops.iter().map(|op| {
+        let statement = &prepared[sql(op)];
+        async move {
+            apply(client, statement, op)
+                .await
+                .map_err(PgError::doing(op_name(op)))
+        }
+    }));
+    let trimmed = async {
+        match trim {
+            Some(sql) => client
+                .execute(&prepared[sql], &[&remember])
+                .await
+                .map(drop)
+                .map_err(PgError::doing("trim the ended requests")),
+            None => Ok(()),
+        }
+    };
+    let end = async {
+        client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(PgError::doing("commit"))
+    };
+    futures_util::try_join!(begin, changes, trimmed, end).map(drop)
+}
+
+fn op_name(op: &Op) -> &'static str {
+    crate::store::writer::op_name(op)
+}
+
+/// The one statement that writes `op`.
+fn sql(op: &Op) -> &'static str {
+    match op {
+        Op::Park(_) => {
+            "INSERT INTO live (id, agent, session, local_id, grp, tool, arguments,
+             timeout_s, deadline_ms, created_at, claimed_by)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             ON CONFLICT (id) DO UPDATE SET claimed_by = EXCLUDED.claimed_by,
+             deadline_ms = EXCLUDED.deadline_ms"
+        }
+        Op::Claim { .. } => "UPDATE live SET claimed_by = $2 WHERE id = $1",
+        Op::Unclaim { .. } => "UPDATE live SET claimed_by = NULL WHERE id = $1",
+        // The call leaves `live` and is remembered in `ended`, its outcome by name: one
+        // statement (a data-modifying CTE), so the pipeline keeps one request per change.
+        Op::End { .. } => {
+            "WITH gone AS (DELETE FROM live WHERE id = $1)
+             INSERT INTO ended (id, how, agent, session, local_id, outcome)
+             VALUES ($1, $2, $3, $4, $5, $6)
+             ON CONFLICT (id) DO UPDATE SET how = EXCLUDED.how, agent = EXCLUDED.agent,
+             session = EXCLUDED.session, local_id = EXCLUDED.local_id,
+             outcome = EXCLUDED.outcome"
+        }
+        Op::Delivered { .. } => "UPDATE ended SET outcome = NULL WHERE id = $1",
+        Op::Mail { .. } => "INSERT INTO mail (agent, text, sender, at) VALUES ($1, $2, $3, $4)",
+        Op::MailTaken { .. } => "DELETE FROM mail WHERE agent = $1",
+        Op::MailTrim { .. } => {
+            "DELETE FROM mail WHERE agent = $1 AND n NOT IN
+             (SELECT n FROM mail WHERE agent = $1 ORDER BY n DESC LIMIT $2)"
+        }
+        Op::Client(_) => {
+            "INSERT INTO clients (client_id, resume_key, principal, name)
+             VALUES ($1, $2, $3, $4)
+             ON CONFLICT (client_id) DO UPDATE SET resume_key = EXCLUDED.resume_key,
+             principal = EXCLUDED.principal, name = EXCLUDED.name"
+        }
+        Op::ClientGone { .. } => "DELETE FROM clients WHERE client_id = $1",
+        Op::Owner { .. } => {
+            "INSERT INTO owners (agent, grp, client_id) VALUES ($1, $2, $3)
+             ON CONFLICT (agent, grp) DO UPDATE SET client_id = EXCLUDED.client_id"
+        }
+        Op::OwnersReleased { .. } => {
+            "DELETE FROM owners WHERE client_id = $1 AND ($2::TEXT IS NULL OR grp = $2)"
+        }
+    }
+}
+
+/// Sends `op`'s statement with its parameters (at the first poll) and waits for its answer.
+async fn apply(
+    client: &tokio_postgres::Client,
+    statement: &Statement,
+    op: &Op,
+) -> Result<(), tokio_postgres::Error> {
+    macro_rules! run {
+        ($($param:expr),*) => {
+            client.execute(statement, &[$($param),*]).await.map(drop)
+        };
+    }
+    match op {
+        Op::Park(call) => park(client, statement, call).await,
+        Op::Claim { id, by } => run!(id, by),
+        Op::Unclaim { id } | Op::Delivered { id } => run!(id),
+        Op::End { .. } => {
+            let Some(e) = op.end_row() else {
+                return Ok(());
+            };
+            run!(&e.id, &e.how, &e.agent, &e.session, &e.local_id, &e.outcome)
+        }
+        Op::Mail { agent, message } => {
+            run!(agent, &message.text, &message.from, &message.at)
+        }
+        Op::MailTaken { agent } => run!(agent),
+        Op::MailTrim { agent, keep } => run!(agent, &(*keep as i64)),
+        Op::Client(c) => run!(&c.client_id.as_str(), &c.resume_key, &c.principal, &c.name),
+        Op::ClientGone { client_id } => run!(client_id),
+        Op::Owner {
+            agent,
+            group,
+            client_id,
+        } => run!(agent, group, client_id),
+        Op::OwnersReleased { client_id, group } => run!(client_id, group),
+    }
+}
+
+async fn park(
+    client: &tokio_postgres::Client,
+    statement: &Statement,
+    c: &StoredCall,
+) -> Result<(), tokio_postgres::Error> {
+    let r = &c.request;
+    client
+        .execute(
+            statement,
+            &[
+                &r.id.as_str(),
+                &r.agent,
+                &r.session,
+                &(c.local_id as i64),
+                &r.group,
+                &r.tool,
+                &r.arguments.get(),
+                &r.timeout_s.map(|t| t as i64),
+                &c.deadline_ms,
+                &r.created_at,
+                &c.claimed_by.as_deref(),
+            ],
+        )
+        .await
+        .map(drop)
+}

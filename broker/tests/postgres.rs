@@ -1,0 +1,355 @@
+//! The PostgreSQL store (`store.url`) on a real server (`leo_testkit::postgres`, a database
+//! per test): the live state is in the database and survives a SIGKILL, a newer schema is
+//! refused at start, a bad URL too, and an outage refuses work with `503 store_unavailable`
+//! until the database is back, when the broker resumes by itself and loses nothing it had
+//! acknowledged. The durability tests of `leo-mcp` (`mcp-sidecar/tests/durable.rs`) run on
+//! PostgreSQL too.
+
+use leo_testkit::Broker;
+use leo_testkit::postgres::{Throwaway, database, store_config};
+use serde_json::json;
+
+use crate::support::{App, agent, eventually, message, outcome_code, tool};
+
+fn text(t: &str) -> serde_json::Value {
+    json!([{"type": "text", "text": t}])
+}
+
+/// The outcome of call `id`, keeping the result frames of other calls read meanwhile.
+async fn outcome(
+    ipc: &mut leo_testkit::Ipc,
+    seen: &mut std::collections::HashMap<u64, serde_json::Value>,
+    id: u64,
+) -> serde_json::Value {
+    loop {
+        if let Some(o) = seen.remove(&id) {
+            return o;
+        }
+        let f = ipc.recv_of("result").await;
+        seen.insert(f["id"].as_u64().unwrap(), f["outcome"].clone());
+    }
+}
+
+#[tokio::test]
+async fn the_live_state_is_in_postgres_and_survives_a_kill() {
+    let Some(db) = database().await else { return };
+    let broker = Broker::start_with(&db.config()).await;
+    let ipc = agent(&broker, "rocket").await;
+    assert_eq!(
+        message(&broker, "rocket", "kept in postgres").await.status,
+        200
+    );
+    let pg = db.client().await;
+    let row = pg.query_one("SELECT text FROM mail", &[]).await.unwrap();
+    assert!(row.get::<_, String>(0).ends_with("kept in postgres"));
+    assert!(
+        !broker.home().join("state/leo.db").exists(),
+        "no SQLite file beside a PostgreSQL store"
+    );
+    // The instance is recorded under the id kept in its home.
+    let id = std::fs::read_to_string(broker.home().join("state/instance-id")).unwrap();
+    let rows = pg
+        .query("SELECT id, pid FROM instances", &[])
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    let recorded: String = rows[0].get(0);
+    assert!(
+        id.trim().starts_with(&recorded["i_".len()..]),
+        "{recorded} from {id}"
+    );
+    assert_eq!(rows[0].get::<_, i64>(1), i64::from(broker.pid()));
+    drop(ipc);
+
+    let home = broker.kill_keep_home().await;
+    let broker = Broker::start_in(home).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    let got = ipc.fetch_messages(1).await;
+    assert_eq!(got["messages"].as_array().unwrap().len(), 1, "{got}");
+    let again = pg.query("SELECT id FROM instances", &[]).await.unwrap();
+    assert_eq!(again.len(), 1, "the same instance after a restart");
+}
+
+#[tokio::test]
+async fn a_schema_newer_than_the_broker_is_refused_at_start() {
+    let Some(db) = database().await else { return };
+    let broker = Broker::start_with(&db.config()).await;
+    let (status, home) = broker.stop_keep_home().await;
+    assert!(status.success(), "{status:?}");
+    let pg = db.client().await;
+    pg.execute("UPDATE leo_schema SET version = version + 1", &[])
+        .await
+        .unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .expect_err("start must fail");
+    assert!(err.contains("newer than this broker's"), "{err}");
+    // Put back, the database opens again: the refusal changed nothing.
+    pg.execute("UPDATE leo_schema SET version = version - 1", &[])
+        .await
+        .unwrap();
+    let broker = Broker::start_in(home).await;
+    assert_eq!(broker.http().get("/api/v1/status").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_store_url_that_is_not_postgres_is_refused_at_start() {
+    let home = tempfile::tempdir().unwrap();
+    std::fs::write(
+        home.path().join("config.yaml"),
+        store_config("mysql://h/db"),
+    )
+    .unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .expect_err("start must fail");
+    assert!(err.contains("postgres://"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_outage_is_answered_503_and_the_broker_resumes_by_itself() {
+    // A server of its own, since this test stops it.
+    let Some(server) = Throwaway::start().await else {
+        return;
+    };
+    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
+        .await
+        .unwrap()
+        .database()
+        .await;
+    let broker = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let before = app.next_request_id().await;
+    app.claim_ok(&before).await;
+
+    server.stop();
+    // The first operation after the stop may find out through its own commit; either way
+    // it is refused, and so is everything after it while the database is away.
+    let first = app.answer(&before, text("during the outage")).await;
+    assert_eq!(first.code(503), "store_unavailable", "{first:?}");
+    let r = message(&broker, "rocket", "refused").await;
+    assert_eq!(r.code(503), "store_unavailable", "{r:?}");
+    ipc.call(2, "wait", json!({"n": 2})).await;
+    let mut seen = std::collections::HashMap::new();
+    let refused = outcome(&mut ipc, &mut seen, 2).await;
+    assert_eq!(outcome_code(&refused), "store_unavailable", "{refused}");
+
+    server.start_again().await;
+    // The broker finds the database back by itself; work is accepted again.
+    eventually(|| async { message(&broker, "rocket", "after").await.status == 200 }).await;
+    // The result refused during the outage is posted again and accepted once.
+    let again = app.answer(&before, text("after the outage")).await;
+    let settled = if again.status == 200 {
+        "after the outage"
+    } else {
+        assert_eq!(again.code(409), "already_settled", "{again:?}");
+        "during the outage"
+    };
+    let first = outcome(&mut ipc, &mut seen, 1).await;
+    assert_eq!(first["content"][0]["text"], settled, "{first}");
+    ipc.call(3, "wait", json!({"n": 3})).await;
+    let id = app.next_request_id().await;
+    app.serve(&id, text("three")).await;
+    let three = outcome(&mut ipc, &mut seen, 3).await;
+    assert_eq!(three["content"][0]["text"], "three", "{three}");
+
+    // What was acknowledged is in the database: a restart on it finds the messages.
+    let home = broker.kill_keep_home().await;
+    let broker = Broker::start_in(home).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    let got = ipc.fetch_messages(9).await;
+    let texts: Vec<String> = got["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["text"].as_str().unwrap().to_owned())
+        .collect();
+    assert!(texts.iter().any(|t| t.ends_with("after")), "{got}");
+    assert!(!texts.iter().any(|t| t.ends_with("refused")), "{got}");
+    drop(db);
+}
+
+/// The text of every stderr log a broker started in `home` wrote.
+fn logs_of(home: &std::path::Path) -> String {
+    std::fs::read_dir(home)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".stderr"))
+        .map(|e| std::fs::read_to_string(e.path()).unwrap_or_default())
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_instance_waits_for_the_lease_and_takes_over_the_calls_of_a_killed_one() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent(&a, "rocket").await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let parked = app.next_request_id().await;
+    ipc.call(2, "wait", json!({"n": 2})).await;
+    let claimed = app.next_request_id().await;
+    app.claim_ok(&claimed).await;
+
+    // B, on its own home and the same database, waits while A holds the lease.
+    let home_b = tempfile::tempdir().unwrap();
+    std::fs::write(home_b.path().join("config.yaml"), db.config()).unwrap();
+    let path_b = home_b.path().to_path_buf();
+    let b = tokio::spawn(Broker::start_in(home_b));
+    eventually(|| async { logs_of(&path_b).contains("waiting for its lease to lapse") }).await;
+    assert_eq!(
+        a.http().get("/api/v1/status").await.status,
+        200,
+        "A still serves"
+    );
+
+    // A is killed; its lease lapses (aged here rather than waited for), and B takes over.
+    let _home_a = a.kill_keep_home().await;
+    db.client()
+        .await
+        .execute(
+            "UPDATE instances SET seen_at = seen_at - interval '1 minute'",
+            &[],
+        )
+        .await
+        .unwrap();
+    let b = b.await.unwrap();
+    assert!(logs_of(&path_b).contains("took over the database's lease"));
+
+    // Everything A committed is B's now: the app resumes there with its key and keeps its
+    // claim; the call parked on A is claimed and answered through B.
+    let app = App::resume(&b.http(), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let listed = b
+        .http()
+        .get("/api/v1/client-tools/requests?pending=1")
+        .await
+        .data()
+        .clone();
+    let state = |id: &str| {
+        listed
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["id"] == id)
+            .map(|r| r["state"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(state(&claimed).as_deref(), Some("claimed"), "{listed}");
+    assert_eq!(state(&parked).as_deref(), Some("parked"), "{listed}");
+    app.answer(&claimed, text("answered on B")).await.data();
+    app.serve(&parked, text("claimed and answered on B")).await;
+    for id in [&claimed, &parked] {
+        assert_eq!(
+            app.answer(id, text("again")).await.code(409),
+            "already_settled"
+        );
+    }
+}
+
+/// Posts with `post` until the answer is not `503 store_unavailable`; it must then be a
+/// success or a `409` (the change was kept from an attempt the outage refused).
+async fn until_stored<F, Fut>(mut post: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = leo_testkit::Reply>,
+{
+    loop {
+        let r = post().await;
+        if r.status == 200 || r.status == 409 {
+            return;
+        }
+        assert_eq!(r.code(503), "store_unavailable", "{r:?}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_and_started_under_load_ends_every_call_once() {
+    let Some(server) = Throwaway::start().await else {
+        return;
+    };
+    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
+        .await
+        .unwrap()
+        .database()
+        .await;
+    let broker = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    // The app claims and answers every call with its id, posting again while the store is
+    // away (a claim kept from a refused attempt is its own: `already_claimed` then).
+    let serving = tokio::spawn(async move {
+        loop {
+            let id = app.next_request_id().await;
+            until_stored(|| app.claim(&id)).await;
+            until_stored(|| app.answer(&id, text(&id))).await;
+        }
+    });
+    let mut ipc = agent(&broker, "rocket").await;
+    for n in 1..=20 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    server.stop();
+    for n in 21..=40 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    server.start_again().await;
+    eventually(|| async { message(&broker, "rocket", "back").await.status == 200 }).await;
+    for n in 41..=60 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    let mut ended = std::collections::HashMap::new();
+    while ended.len() < 60 {
+        let f = ipc.recv_of("result").await;
+        let n = f["id"].as_u64().unwrap();
+        assert!(
+            ended.insert(n, f["outcome"].clone()).is_none(),
+            "call {n} ended twice"
+        );
+    }
+    serving.abort();
+    for (n, outcome) in &ended {
+        let answered = outcome["content"][0]["text"].as_str().is_some();
+        let refused = outcome_code(outcome) == "store_unavailable";
+        if *n > 40 {
+            // Made after the recovery: the app's answer.
+            assert!(answered, "call {n}: {outcome}");
+        } else {
+            // Made before or during the outage: parked and answered, or (reaching the broker
+            // once it knew the database was away) refused at once.
+            assert!(answered || refused, "call {n}: {outcome}");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_stop_gives_the_lease_up_to_a_waiting_instance() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let id_a = std::fs::read_to_string(a.home().join("state/instance-id")).unwrap();
+    let home_b = tempfile::tempdir().unwrap();
+    std::fs::write(home_b.path().join("config.yaml"), db.config()).unwrap();
+    let path_b = home_b.path().to_path_buf();
+    let b = tokio::spawn(Broker::start_in(home_b));
+    eventually(|| async { logs_of(&path_b).contains("waiting for its lease to lapse") }).await;
+    let (status, _home_a) = a.stop_keep_home().await;
+    assert!(status.success(), "{status:?}");
+    let lapsed: bool = db
+        .client()
+        .await
+        .query_one(
+            "SELECT seen_at <= now() - interval '15 seconds' FROM instances
+             WHERE id = 'i_' || left($1, 16)",
+            &[&id_a.trim()],
+        )
+        .await
+        .unwrap()
+        .get(0);
+    assert!(lapsed, "A's lease is given up at its clean stop");
+    let b = b.await.unwrap();
+    assert_eq!(b.http().get("/api/v1/status").await.status, 200);
+}
