@@ -31,6 +31,45 @@ async fn slow_client(broker: &Broker) -> tokio::net::TcpStream {
     s
 }
 
+/// A request whose head declares a body of `len` bytes, of which it sends none; the status and
+/// the JSON body of the answer. (A client that writes the whole oversized body may instead see
+/// its write fail: the broker answers and closes without reading the rest.)
+async fn declared_body(broker: &Broker, len: usize) -> (u16, Value) {
+    use tokio::io::AsyncReadExt;
+    let mut s = tokio::net::TcpStream::connect(broker.addr).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: {}\r\nAuthorization: Bearer {}\r\nLeo-Agent: good\r\n\
+         Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n\
+         Content-Length: {len}\r\n\r\n",
+        broker.addr,
+        broker.agent_token()
+    );
+    s.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        let mut buf = [0u8; 4096];
+        loop {
+            match s.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+            let text = String::from_utf8_lossy(&answer);
+            if text.contains("\r\n\r\n") && text.trim_end().ends_with('}') {
+                break;
+            }
+        }
+    });
+    read.await.expect("an answer to the declared body");
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or_else(|| panic!("no status in {text:?}"));
+    let json = &text[text.find('{').unwrap_or(0)..=text.rfind('}').unwrap_or(0)];
+    (status, serde_json::from_str(json).unwrap_or(Value::Null))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     let broker = Broker::start().await;
@@ -130,8 +169,17 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     assert_eq!(r.body["error"]["code"], -32700, "{r:?}");
     let r = good.post("/mcp", &json!({"hello": 1})).await;
     assert!(refused(&r, 400, "invalid_parameter").contains("JSON-RPC"));
+    let (status, body) = declared_body(&broker, 3 * 1024 * 1024).await;
+    assert_eq!(status, 413, "{body}");
+    assert_eq!(body["jsonrpc"], "2.0", "{body}");
+    assert_eq!(body["error"]["data"]["code"], "body_too_large", "{body}");
+    // Written out, the same body is refused while it is read: the 413, or (the broker closes
+    // without reading the rest) a write that fails; never anything else.
     let big = vec![b' '; 3 * 1024 * 1024];
-    assert_eq!(good.try_post_raw("/mcp", big).await, Ok(413));
+    match good.try_post_raw("/mcp", big).await {
+        Ok(status) => assert_eq!(status, 413),
+        Err(e) => eprintln!("the broker closed while the body was written: {e}"),
+    }
 
     // The session in flight never noticed: its call ends with the app's answer, and it calls
     // again.
