@@ -11,6 +11,10 @@
 //! `leo agent add|rm|list` (in the `leo-cli` crate) manage the files. The file is read at each
 //! `hello`, so `leo agent add` and `leo agent rm` apply to the next session at once, without a
 //! broker restart. A session already open keeps its name.
+//!
+//! With a PostgreSQL store the tokens are the cluster's (`cluster_tokens`): the shared one and
+//! the agents' own come from the database's set, swapped in within a second of a change on any
+//! instance, and the files of `state/agents/` are only this host's copy for `leo-mcp`.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -21,18 +25,62 @@ use subtle::ConstantTimeEq;
 
 use crate::error::BrokerError;
 use crate::refusal::Refusal;
-use crate::tokens::read_token_file;
+use crate::tokens::{Principal, TokenBook, read_token_file};
 
-/// The shared agent token and the folder of per-agent ones.
+/// The shared agent token and the folder of per-agent ones, or the cluster's set of both.
 #[derive(Debug, Clone)]
 pub struct AgentKeys {
     shared: Arc<str>,
     dir: PathBuf,
+    /// The cluster's tokens (PostgreSQL store): used instead of `shared` and the files.
+    cluster: Option<TokenBook>,
 }
 
 impl AgentKeys {
     pub fn new(shared: Arc<str>, dir: PathBuf) -> AgentKeys {
-        AgentKeys { shared, dir }
+        AgentKeys {
+            shared,
+            dir,
+            cluster: None,
+        }
+    }
+
+    /// The keys of a cluster: the shared agent token and the agents' own are `book`'s
+    /// (`dir` only names this host's copies in messages).
+    pub fn cluster(book: TokenBook, dir: PathBuf) -> AgentKeys {
+        AgentKeys {
+            shared: Arc::from(""),
+            dir,
+            cluster: Some(book),
+        }
+    }
+
+    /// Whether `presented` is the shared agent token (constant time).
+    fn is_shared(&self, presented: &str) -> bool {
+        match &self.cluster {
+            Some(book) => book.with(|t| t.is(presented, &Principal::Agent)),
+            None => ct_eq(presented, &self.shared),
+        }
+    }
+
+    /// Whether `presented` is `agent`'s own token: `Ok(None)` when it has none, `Err` when
+    /// its file cannot be trusted.
+    fn own_matches(&self, agent: &AgentName, presented: &str) -> Result<Option<bool>, BrokerError> {
+        if let Some(book) = &self.cluster {
+            return Ok(book.with(|t| {
+                t.own_token(agent)
+                    .map(|own| bool::from(own.ct_eq(presented.as_bytes())))
+            }));
+        }
+        match read_token_file(&self.dir.join(format!("{agent}.token"))) {
+            Ok(own) => Ok(Some(ct_eq(presented, &own))),
+            Err(BrokerError::Io { source, .. })
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Ok(None)
+            }
+            Err(e) => Err(e),
+        }
     }
 
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
@@ -52,6 +100,9 @@ impl AgentKeys {
     /// compared in constant time, and none is skipped once one matched. A file the broker
     /// cannot trust (loose permissions, unreadable) matches nothing.
     pub fn owner_of(&self, presented: &str) -> Option<AgentName> {
+        if let Some(book) = &self.cluster {
+            return book.with(|t| t.owner_of(presented));
+        }
         let entries = std::fs::read_dir(&self.dir).ok()?;
         let mut found = None;
         for entry in entries.flatten() {
@@ -77,12 +128,10 @@ impl AgentKeys {
     /// Why `presented` may not open a session under `agent`, if it may not.
     fn why_not(&self, agent: &AgentName, presented: &str) -> Result<(), String> {
         let path = self.dir.join(format!("{agent}.token"));
-        let shared = ct_eq(presented, &self.shared);
-        let own = match read_token_file(&path) {
-            Ok(own) => own,
-            Err(BrokerError::Io { source, .. })
-                if source.kind() == std::io::ErrorKind::NotFound =>
-            {
+        let shared = self.is_shared(presented);
+        let own = match self.own_matches(agent, presented) {
+            Ok(Some(own)) => own,
+            Ok(None) => {
                 return if shared {
                     Ok(())
                 } else {
@@ -97,7 +146,7 @@ impl AgentKeys {
                 ));
             }
         };
-        if ct_eq(presented, &own) {
+        if own {
             Ok(())
         } else if shared {
             Err(format!(
@@ -123,7 +172,7 @@ impl AgentKeys {
         presented: &str,
         named: Option<&AgentName>,
     ) -> Result<AgentName, Refusal> {
-        if ct_eq(presented, &self.shared) {
+        if self.is_shared(presented) {
             let Some(agent) = named else {
                 return Err(Refusal::new(
                     ErrorCode::InvalidParameter,
@@ -234,5 +283,46 @@ mod tests {
         assert_eq!(e.code, ErrorCode::Unauthorized);
         let e = keys.identify(&"x".repeat(64), None).unwrap_err();
         assert_eq!(e.code, ErrorCode::Unauthorized);
+    }
+
+    #[test]
+    fn a_cluster_swaps_its_tokens_in_place() {
+        use crate::cluster_tokens::{Entry, Kind};
+        let entry = |kind, name: &str, token: &str| Entry {
+            kind,
+            name: name.into(),
+            token: token.into(),
+            can_message: vec!["rocket".into()],
+        };
+        let shared = "s".repeat(64);
+        let scout = "a".repeat(64);
+        let mut rows = vec![
+            entry(Kind::Operator, "", &"o".repeat(64)),
+            entry(Kind::Agent, "", &shared),
+        ];
+        let book = TokenBook::live(crate::tokens::Tokens::from_entries(&rows));
+        // The folder is empty: the cluster's set decides, not the files.
+        let dir = tempfile::tempdir().unwrap();
+        let keys = AgentKeys::cluster(book.clone(), dir.path().to_owned());
+        assert_eq!(keys.check(&name("scout"), &shared), Ok(()));
+        assert!(keys.check(&name("scout"), &scout).is_err());
+
+        rows.push(entry(Kind::OwnAgent, "scout", &scout));
+        rows.push(entry(Kind::Client, "ci", &"c".repeat(64)));
+        book.replace(crate::tokens::Tokens::from_entries(&rows));
+        assert_eq!(keys.check(&name("scout"), &scout), Ok(()));
+        assert!(keys.check(&name("scout"), &shared).is_err());
+        assert_eq!(keys.owner_of(&scout), Some(name("scout")));
+        assert_eq!(
+            book.lookup(&"c".repeat(64)),
+            Some(Principal::ApiClient("ci".into()))
+        );
+        assert!(book.may_message("ci", "rocket") && !book.may_message("ci", "scout"));
+
+        rows.retain(|e| e.kind != Kind::OwnAgent && e.kind != Kind::Client);
+        book.replace(crate::tokens::Tokens::from_entries(&rows));
+        assert_eq!(keys.check(&name("scout"), &shared), Ok(()));
+        assert_eq!(keys.owner_of(&scout), None);
+        assert_eq!(book.lookup(&"c".repeat(64)), None);
     }
 }

@@ -16,6 +16,9 @@
 //!   and [`WEBHOOKS_PATH`];
 //! - [`mcp`]: the mount point of `/mcp`, where the binary plugs in `leo-mcp`'s MCP server over
 //!   Streamable HTTP, and the in-process pipe its sessions reach the broker through;
+//! - [`cluster_tokens`]: with a PostgreSQL store, the tokens every instance shares, which
+//!   `leo client|device|agent` change in the database (the CLI links no database client of
+//!   its own);
 //! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
 //! - [`store`], for `leo-bench`'s durability bench only.
 //!
@@ -24,6 +27,7 @@
 
 mod accept;
 pub(crate) mod agent_tokens;
+pub mod cluster_tokens;
 pub mod config;
 pub(crate) mod core;
 pub mod error;

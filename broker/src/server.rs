@@ -14,13 +14,14 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
 use tracing::{info, warn};
 
+use crate::agent_tokens::AgentKeys;
 use crate::config::Config;
 use crate::core::Broker;
 use crate::error::{BrokerError, Result};
 use crate::home::Home;
 use crate::http::{AppState, HostCheck};
 use crate::state_file::EverRegistered;
-use crate::tokens::{Tokens, load_or_create};
+use crate::tokens::{TokenBook, Tokens, load_or_create};
 
 /// How long servers get to finish after shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
@@ -30,8 +31,12 @@ pub struct Prepared {
     pub home: Home,
     pub config: Arc<Config>,
     pub ever: EverRegistered,
-    pub tokens: Tokens,
-    pub agent_token: Arc<str>,
+    /// The tokens the doors accept: this home's files, or the cluster's (PostgreSQL).
+    pub tokens: TokenBook,
+    /// Which tokens open which agent's sidecar sessions.
+    pub agent_keys: AgentKeys,
+    /// With a PostgreSQL store: what follows the cluster's tokens while the broker runs.
+    pub(crate) cluster_tokens: Option<crate::cluster_tokens::Shared>,
     /// `state/webhooks.json` and the webhook providers it held.
     pub webhooks: (
         crate::webhooks::store::Store,
@@ -67,9 +72,8 @@ pub fn prepare(home: Home) -> Result<Prepared> {
             path: home.config(),
             message,
         })?;
-    let tokens = Tokens::load(&home, &config)?;
+    let (tokens, agent_keys, cluster_tokens) = load_tokens(&home, &config)?;
     let tls = load_tls(&home, &config)?;
-    let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
     let (store, restored) = open_store(&home, &config)?;
     Ok(Prepared {
@@ -78,12 +82,33 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         config: Arc::new(config),
         ever,
         tokens,
-        agent_token,
+        agent_keys,
+        cluster_tokens,
         webhooks,
         store,
         restored,
         tls,
     })
+}
+
+/// The tokens: this home's files (SQLite store), or the cluster's, taken from the database
+/// (seeded from these files by the first instance) and followed while the broker runs.
+fn load_tokens(
+    home: &Home,
+    config: &Config,
+) -> Result<(TokenBook, AgentKeys, Option<crate::cluster_tokens::Shared>)> {
+    match crate::cluster_tokens::store_url(home, config)? {
+        None => {
+            let tokens = TokenBook::fixed(Tokens::load(home, config)?);
+            let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
+            Ok((tokens, AgentKeys::new(agent_token, home.agents()), None))
+        }
+        Some(url) => {
+            let shared = crate::cluster_tokens::start(home, config, &url)?;
+            let keys = AgentKeys::cluster(shared.book.clone(), home.agents());
+            Ok((shared.book.clone(), keys, Some(shared)))
+        }
+    }
 }
 
 /// The live state: `state/leo.db`, or PostgreSQL when `store.url` (or `LEO_STORE_URL`) names
@@ -247,10 +272,10 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     }
     let (store, stored) = p.webhooks;
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
-    let sidecars = crate::ipc::Door::new(
-        broker.clone(),
-        crate::agent_tokens::AgentKeys::new(p.agent_token, p.home.agents()),
-    );
+    if let Some(shared) = p.cluster_tokens {
+        shared.spawn_refresh(p.home.clone(), broker.shutdown_token());
+    }
+    let sidecars = crate::ipc::Door::new(broker.clone(), p.agent_keys);
     let mcp = p.mcp.map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),

@@ -3,11 +3,18 @@
 //! A token is 32 random bytes (256 bits) written as 64 hex characters. Lookup compares the
 //! presented token against every known token with `subtle::ConstantTimeEq` and never returns
 //! early, so timing tells an attacker neither which token nor how many leading bytes matched.
+//!
+//! With a PostgreSQL store the set is the cluster's (`cluster_tokens`), replaced whole in the
+//! [`TokenBook`] when the database's tokens change; with files it is loaded once and read
+//! without a lock.
 
+use std::collections::BTreeMap;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::sync::{Arc, PoisonError, RwLock};
 
+use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
 
 use crate::error::{BrokerError, Result};
@@ -23,10 +30,70 @@ pub enum Principal {
     ApiClient(String),
 }
 
-/// Every token the broker accepts, loaded at start.
+/// Every token the broker accepts: loaded at start from the files, or (with a PostgreSQL
+/// store) built from the cluster's database each time it changes (`cluster_tokens`).
 #[derive(Debug, Clone, Default)]
 pub struct Tokens {
     entries: Vec<(Vec<u8>, Principal)>,
+    /// `can_message` of each API client (`api_clients:`, or the database's).
+    scopes: BTreeMap<String, Vec<String>>,
+    /// The agents' own tokens, when they come from the database; from files they are read at
+    /// each `hello` instead (`agent_tokens`).
+    own: Vec<(Vec<u8>, AgentName)>,
+}
+
+/// The token set the doors check, behind one handle. With files it is the set loaded at
+/// start, read without a lock (a single-host broker pays nothing for the cluster); with a
+/// PostgreSQL store it is swapped whole when the database's tokens change, and readers take a
+/// read lock for the length of one lookup.
+#[derive(Debug, Clone)]
+pub struct TokenBook(Book);
+
+#[derive(Debug, Clone)]
+enum Book {
+    Fixed(Arc<Tokens>),
+    Live(Arc<RwLock<Arc<Tokens>>>),
+}
+
+impl TokenBook {
+    /// A set that never changes (files, read at start).
+    pub fn fixed(tokens: Tokens) -> TokenBook {
+        TokenBook(Book::Fixed(Arc::new(tokens)))
+    }
+
+    /// A set that `replace` swaps (the cluster's).
+    pub fn live(tokens: Tokens) -> TokenBook {
+        TokenBook(Book::Live(Arc::new(RwLock::new(Arc::new(tokens)))))
+    }
+
+    /// Runs `f` on the current set.
+    pub fn with<R>(&self, f: impl FnOnce(&Tokens) -> R) -> R {
+        match &self.0 {
+            Book::Fixed(tokens) => f(tokens),
+            Book::Live(lock) => f(&lock.read().unwrap_or_else(PoisonError::into_inner)),
+        }
+    }
+
+    /// Puts `tokens` in place of the current set, for every reader's next lookup; a fixed
+    /// book does not change.
+    pub fn replace(&self, tokens: Tokens) {
+        if let Book::Live(lock) = &self.0 {
+            *lock.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tokens);
+        }
+    }
+
+    /// `Tokens::lookup` on the current set.
+    pub fn lookup(&self, presented: &str) -> Option<Principal> {
+        self.with(|t| t.lookup(presented))
+    }
+
+    /// Whether API client `name` may message `target`.
+    pub fn may_message(&self, name: &str, target: &str) -> bool {
+        self.with(|t| {
+            let patterns = t.scopes.get(name).map(Vec::as_slice).unwrap_or_default();
+            leo_protocol::glob::any_matches(patterns, target)
+        })
+    }
 }
 
 /// 32 random bytes as hex.
@@ -126,7 +193,10 @@ impl Tokens {
                 tokens.add(read_token_file(&path)?, Principal::Device(name));
             }
         }
-        for name in config.api_clients.keys() {
+        for (name, client) in &config.api_clients {
+            tokens
+                .scopes
+                .insert(name.clone(), client.can_message.clone());
             let path = home.client_token(name);
             if path.exists() {
                 tokens.add(read_token_file(&path)?, Principal::ApiClient(name.clone()));
@@ -139,6 +209,57 @@ impl Tokens {
 
     pub fn add(&mut self, token: String, who: Principal) {
         self.entries.push((token.into_bytes(), who));
+    }
+
+    /// The set of the cluster's `entries`, as the database holds them.
+    pub fn from_entries(entries: &[crate::cluster_tokens::Entry]) -> Tokens {
+        use crate::cluster_tokens::Kind;
+        let mut tokens = Tokens::default();
+        for e in entries {
+            let who = match e.kind {
+                Kind::Operator => Principal::Operator,
+                Kind::Agent => Principal::Agent,
+                Kind::Device => Principal::Device(e.name.clone()),
+                Kind::Client => {
+                    tokens.scopes.insert(e.name.clone(), e.can_message.clone());
+                    Principal::ApiClient(e.name.clone())
+                }
+                Kind::OwnAgent => {
+                    // A name the database holds that is not an agent name opens nothing.
+                    if let Ok(name) = AgentName::parse(&e.name) {
+                        tokens.own.push((e.token.as_bytes().to_vec(), name));
+                    }
+                    continue;
+                }
+            };
+            tokens.add(e.token.clone(), who);
+        }
+        tokens
+    }
+
+    /// Whether `presented` is `who`'s token, compared in constant time with every token.
+    pub fn is(&self, presented: &str, who: &Principal) -> bool {
+        self.lookup(presented).as_ref() == Some(who)
+    }
+
+    /// The own token of `agent`, when the set holds the agents' own tokens.
+    pub fn own_token(&self, agent: &AgentName) -> Option<&[u8]> {
+        self.own
+            .iter()
+            .find(|(_, name)| name == agent)
+            .map(|(token, _)| token.as_slice())
+    }
+
+    /// The agent whose own token `presented` is, comparing with every one in constant time.
+    pub fn owner_of(&self, presented: &str) -> Option<AgentName> {
+        let presented = presented.as_bytes();
+        let mut found = None;
+        for (token, name) in &self.own {
+            if bool::from(token.as_slice().ct_eq(presented)) && found.is_none() {
+                found = Some(name.clone());
+            }
+        }
+        found
     }
 
     /// The principal of `presented`, comparing against every token in constant time.

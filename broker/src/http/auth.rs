@@ -151,14 +151,7 @@ fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<
         ));
     };
     let target = target?;
-    let patterns = state
-        .broker
-        .config()
-        .api_clients
-        .get(name)
-        .map(|c| c.can_message.as_slice())
-        .unwrap_or_default();
-    if leo_protocol::glob::any_matches(patterns, &target.0) {
+    if state.tokens.may_message(name, &target.0) {
         Ok(target)
     } else {
         Err(Refusal::new(

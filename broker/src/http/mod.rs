@@ -26,13 +26,13 @@ pub use serve::{TcpBudget, TcpLimits, serve_tcp};
 pub use tls::{ServerTls, TlsFiles};
 
 use crate::core::Broker;
-use crate::tokens::Tokens;
+use crate::tokens::TokenBook;
 
 /// What every handler shares.
 pub struct AppState {
     pub broker: Arc<Broker>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,
-    pub tokens: Tokens,
+    pub tokens: TokenBook,
     pub max_body: usize,
     /// Console logins (used on TCP only).
     pub sessions: console::session::Sessions,

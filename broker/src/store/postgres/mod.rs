@@ -40,6 +40,7 @@ use super::{Error, Job, Op, Restored};
 pub mod lease;
 mod read;
 pub mod schema;
+pub(crate) mod tokens;
 mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
@@ -155,7 +156,8 @@ pub(crate) fn open(
         .unwrap_or_else(|_| Err(PgError::Unreadable("the store's thread stopped".into())))
 }
 
-fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
+/// A pool of connections to the database of `config`, named `leo` on the server.
+pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     let manager = Manager::from_config(
@@ -195,7 +197,7 @@ async fn start(
 }
 
 /// The database and hosts of `config`, for logs: never the password.
-fn describe(config: &tokio_postgres::Config) -> String {
+pub(crate) fn describe(config: &tokio_postgres::Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()

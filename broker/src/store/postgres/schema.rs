@@ -71,6 +71,20 @@ pub const MIGRATIONS: &[&str] = &[
         started_at TIMESTAMPTZ NOT NULL,
         seen_at TIMESTAMPTZ NOT NULL
     );",
+    // The cluster's tokens (`store::postgres::tokens`): every instance on the database accepts
+    // exactly these. `kind` is `operator`, `agent` (the shared agent token; both with the name
+    // ''), `device`, `client` (with its `can_message` globs) or `own_agent` (`leo agent add`).
+    // The token text is kept as the files keep it: instances write the operator and agent
+    // tokens into their own `state/`, so those must be readable (docs/security.md).
+    "CREATE TABLE tokens (
+        kind TEXT NOT NULL
+            CHECK (kind IN ('operator', 'agent', 'device', 'client', 'own_agent')),
+        name TEXT NOT NULL,
+        token TEXT NOT NULL UNIQUE,
+        can_message TEXT[] NOT NULL DEFAULT '{}',
+        created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
+        PRIMARY KEY (kind, name)
+    );",
 ];
 
 /// The schema version this broker writes.

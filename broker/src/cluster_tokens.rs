@@ -1,0 +1,412 @@
+//! Tokens that belong to the cluster: with a PostgreSQL store, every instance on the database
+//! accepts the same tokens, read from the database's table `tokens`.
+//!
+//! Instances on one database serve one set of apps and agents (a standby takes over, or a
+//! follower forwards to the leader), so a token must work on whichever instance answers, and a
+//! revoked one must stop working on all of them. So with `store.url` the files of `$LEO_HOME`
+//! are no longer where tokens are decided:
+//!
+//! - **At start** ([`start`]) the broker takes the database's set. The first instance on a new
+//!   database (the table holds no operator token yet) seeds it from its own files (operator,
+//!   shared agent, devices, API clients with their `api_clients` scopes, agents' own), so a
+//!   single-host setup that moves to PostgreSQL keeps its tokens; every later instance adopts
+//!   the database's operator and agent tokens, rewriting its `state/operator.token` and
+//!   `state/agent.token` (0600, atomically; logged once), so `leo`, `leo-mcp` and the SDKs on
+//!   its host keep reading the files they always read. Devices and clients that only this
+//!   host's files know are not accepted, and the log names them.
+//! - **While it runs** ([`Shared::spawn_refresh`]) a thread of its own reads the table every
+//!   [`POLL`] and, when it changed, swaps the new set into the one [`TokenBook`] the HTTP door,
+//!   `/mcp` and the sidecar door read, and brings the host's files in step (the operator and
+//!   agent tokens, and `state/agents/`, which `leo-mcp` reads). A poll is one small query off
+//!   the broker's thread; a change made on any instance applies everywhere within about a
+//!   second, revocation included. A database away keeps the last set in force.
+//! - **`leo client`, `leo device` and `leo agent`** write the row ([`Cluster`]), on whichever
+//!   host they run.
+//!
+//! With the SQLite store none of this runs: tokens are the files, read as before.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use tracing::{info, warn};
+
+use crate::config::Config;
+use crate::error::{BrokerError, Result};
+use crate::home::{Home, write_atomic};
+use crate::store::postgres::{PgError, schema, tokens as sql};
+use crate::tokens::{TokenBook, Tokens, load_or_create, read_token_file};
+
+/// How often a running broker reads the cluster's tokens again.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// What a token opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// `state/operator.token`.
+    Operator,
+    /// The shared agent token, `state/agent.token`.
+    Agent,
+    /// `leo device pair NAME`.
+    Device,
+    /// `leo client add NAME` (with its `can_message`).
+    Client,
+    /// `leo agent add NAME`.
+    OwnAgent,
+}
+
+impl Kind {
+    /// Its name in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Operator => "operator",
+            Kind::Agent => "agent",
+            Kind::Device => "device",
+            Kind::Client => "client",
+            Kind::OwnAgent => "own_agent",
+        }
+    }
+
+    /// The kind named `text` in the database.
+    pub fn parse(text: &str) -> Option<Kind> {
+        [
+            Kind::Operator,
+            Kind::Agent,
+            Kind::Device,
+            Kind::Client,
+            Kind::OwnAgent,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+    }
+}
+
+/// One token of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    /// The device's, client's or agent's name; empty for the operator and agent tokens.
+    pub name: String,
+    pub token: String,
+    /// An API client's targets (globs); empty for every other kind.
+    pub can_message: Vec<String>,
+}
+
+/// Runs `work` on a connection of its own, on a thread of its own with a runtime of its own:
+/// the callers (the CLI, the broker's start) may be inside a runtime, which cannot be blocked
+/// on.
+fn on_database<T, F, Fut>(url: &str, work: F) -> std::result::Result<T, PgError>
+where
+    T: Send + 'static,
+    F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
+    Fut: std::future::Future<Output = std::result::Result<T, PgError>>,
+{
+    let config = tokio_postgres::Config::from_str(url).map_err(PgError::Url)?;
+    std::thread::Builder::new()
+        .name("leo-tokens".into())
+        .spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(PgError::Thread)?;
+            rt.block_on(async move {
+                let pool = crate::store::postgres::pool(config)?;
+                let mut client = pool.get().await.map_err(PgError::Connect)?;
+                schema::migrate(&mut client).await?;
+                work(client).await
+            })
+        })
+        .map_err(PgError::Thread)?
+        .join()
+        .unwrap_or_else(|_| Err(PgError::Unreadable("the tokens' thread stopped".into())))
+}
+
+fn database_error(e: PgError) -> BrokerError {
+    BrokerError::Database {
+        path: "store.url (PostgreSQL)".into(),
+        source: e.into(),
+    }
+}
+
+/// The PostgreSQL URL of `home`'s store (`LEO_STORE_URL`, else `store.url`), if it has one.
+pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
+    config
+        .store
+        .postgres_url()
+        .map_err(|message| BrokerError::Config {
+            path: home.config(),
+            message,
+        })
+}
+
+/// The cluster's tokens as the `leo` commands change them, on the database of `store.url`.
+pub struct Cluster {
+    url: String,
+}
+
+impl Cluster {
+    /// The cluster of `home`, when its store is PostgreSQL; `None` for SQLite (files).
+    pub fn of(home: &Home, config: &Config) -> Result<Option<Cluster>> {
+        Ok(store_url(home, config)?.map(|url| Cluster { url }))
+    }
+
+    /// Adds `entry`; false when a token of its kind and name exists.
+    pub fn add(&self, entry: Entry) -> Result<bool> {
+        on_database(&self.url, move |client| async move {
+            sql::insert(&client, &entry).await
+        })
+        .map_err(database_error)
+    }
+
+    /// Removes the token of `kind` named `name`; false when there was none.
+    pub fn remove(&self, kind: Kind, name: &str) -> Result<bool> {
+        let name = name.to_owned();
+        on_database(&self.url, move |client| async move {
+            sql::delete(&client, kind, &name).await
+        })
+        .map_err(database_error)
+    }
+
+    /// The tokens of `kind`, by name.
+    pub fn list(&self, kind: Kind) -> Result<Vec<Entry>> {
+        let all = on_database(&self.url, |client| async move { sql::read(&client).await })
+            .map_err(database_error)?;
+        Ok(all.into_iter().filter(|e| e.kind == kind).collect())
+    }
+}
+
+/// The cluster's tokens in a running broker: the book the doors read, and what the refresher
+/// compares the database with.
+pub(crate) struct Shared {
+    url: String,
+    pub book: TokenBook,
+    rows: Vec<Entry>,
+}
+
+/// Takes the cluster's tokens at start: seeds a new database from this home's files, or adopts
+/// the database's (see the module's doc). Fails when the database cannot be reached, as the
+/// store's opening does.
+pub(crate) fn start(home: &Home, config: &Config, url: &str) -> Result<Shared> {
+    let local = local_entries(home, config)?;
+    let seed = local.clone();
+    let (seeded, rows) = on_database(url, move |mut client| async move {
+        let seeded = sql::seed(&mut client, &seed).await?;
+        Ok((seeded, sql::read(&client).await?))
+    })
+    .map_err(database_error)?;
+    if seeded {
+        info!(
+            tokens = rows.len(),
+            "this instance is the first on the database: the cluster's tokens are this home's"
+        );
+    }
+    in_step(home, &rows);
+    warn_local_only(&local, &rows);
+    Ok(Shared {
+        url: url.to_owned(),
+        book: TokenBook::live(Tokens::from_entries(&rows)),
+        rows,
+    })
+}
+
+/// The tokens of this home's files, as the first instance seeds them: the operator and agent
+/// tokens (made now if missing), paired devices, API clients of `api_clients` that have a
+/// token file, and agents' own tokens that can be trusted.
+fn local_entries(home: &Home, config: &Config) -> Result<Vec<Entry>> {
+    let entry = |kind, name: &str, token, can_message| Entry {
+        kind,
+        name: name.to_owned(),
+        token,
+        can_message,
+    };
+    let mut out = vec![
+        entry(
+            Kind::Operator,
+            "",
+            load_or_create(&home.operator_token())?,
+            vec![],
+        ),
+        entry(
+            Kind::Agent,
+            "",
+            load_or_create(&home.agent_token())?,
+            vec![],
+        ),
+    ];
+    for (name, path) in token_files(&home.devices()) {
+        out.push(entry(Kind::Device, &name, read_token_file(&path)?, vec![]));
+    }
+    for (name, client) in &config.api_clients {
+        let path = home.client_token(name);
+        if path.exists() {
+            let targets = client.can_message.clone();
+            out.push(entry(Kind::Client, name, read_token_file(&path)?, targets));
+        }
+    }
+    for (name, path) in token_files(&home.agents()) {
+        match read_token_file(&path) {
+            Ok(token) if leo_protocol::names::is_name(&name) => {
+                out.push(entry(Kind::OwnAgent, &name, token, vec![]));
+            }
+            Ok(_) => {}
+            Err(e) => warn!(agent = %name, error = %e, "an agent's own token is not seeded"),
+        }
+    }
+    Ok(out)
+}
+
+/// The `NAME.token` files of `dir`, by name.
+fn token_files(dir: &Path) -> Vec<(String, std::path::PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .flatten()
+        .filter_map(|e| {
+            let path = e.path();
+            let name = path
+                .file_name()?
+                .to_str()?
+                .strip_suffix(".token")?
+                .to_owned();
+            Some((name, path))
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// Says which devices and clients of this home's files the cluster does not accept.
+fn warn_local_only(local: &[Entry], rows: &[Entry]) {
+    let ignored: Vec<String> = local
+        .iter()
+        .filter(|e| matches!(e.kind, Kind::Device | Kind::Client))
+        .filter(|e| !rows.contains(e))
+        .map(|e| format!("{} {}", e.kind.as_str(), e.name))
+        .collect();
+    if !ignored.is_empty() {
+        warn!(
+            ignored = %ignored.join(", "),
+            "these tokens of this home's files are not the cluster's, so no instance accepts \
+             them; add them again with leo device pair / leo client add"
+        );
+    }
+}
+
+/// Brings this host's files in step with the cluster's `rows`: `state/operator.token`,
+/// `state/agent.token` and `state/agents/NAME.token` (what `leo`, `leo-mcp` and the SDKs
+/// read). A file that cannot be written is logged; the broker's own checks use `rows`.
+fn in_step(home: &Home, rows: &[Entry]) {
+    for (kind, path) in [
+        (Kind::Operator, home.operator_token()),
+        (Kind::Agent, home.agent_token()),
+    ] {
+        if let Some(row) = rows.iter().find(|e| e.kind == kind) {
+            write_if_changed(&path, &row.token, "adopted the cluster's token");
+        }
+    }
+    let own: Vec<&Entry> = rows.iter().filter(|e| e.kind == Kind::OwnAgent).collect();
+    for row in &own {
+        if leo_protocol::names::is_name(&row.name) {
+            let path = home.own_agent_token(&row.name);
+            write_if_changed(
+                &path,
+                &row.token,
+                "wrote an agent's own token of the cluster",
+            );
+        }
+    }
+    for (name, path) in token_files(&home.agents()) {
+        if !own.iter().any(|e| e.name == name) {
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    info!(path = %path.display(), "removed an agent's own token the cluster no longer has")
+                }
+                Err(e) => {
+                    warn!(path = %path.display(), error = %e, "cannot remove a revoked agent token's file")
+                }
+            }
+        }
+    }
+}
+
+/// Writes `token` to `path` (0600, atomically) unless the file holds it already.
+fn write_if_changed(path: &Path, token: &str, what: &str) {
+    let held = std::fs::read_to_string(path).unwrap_or_default();
+    if held.trim() == token {
+        return;
+    }
+    match write_atomic(path, format!("{token}\n").as_bytes()) {
+        Ok(()) => info!(path = %path.display(), "{what}"),
+        Err(e) => warn!(path = %path.display(), error = %e, "cannot write a token of the cluster"),
+    }
+}
+
+impl Shared {
+    /// Reads the table every [`POLL`] on a thread of its own until `stop`, swapping a changed
+    /// set into the book and the host's files.
+    pub(crate) fn spawn_refresh(self, home: Home, stop: tokio_util::sync::CancellationToken) {
+        let spawned = std::thread::Builder::new()
+            .name("leo-tokens".into())
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build();
+                match rt {
+                    Ok(rt) => rt.block_on(self.refresh(&home, stop)),
+                    Err(e) => warn!(error = %e, "cannot follow the cluster's tokens"),
+                }
+            });
+        if let Err(e) = spawned {
+            warn!(error = %e, "cannot follow the cluster's tokens");
+        }
+    }
+
+    async fn refresh(mut self, home: &Home, stop: tokio_util::sync::CancellationToken) {
+        let pool = match tokio_postgres::Config::from_str(&self.url)
+            .map_err(PgError::Url)
+            .and_then(crate::store::postgres::pool)
+        {
+            Ok(pool) => pool,
+            Err(e) => return warn!(error = %e, "cannot follow the cluster's tokens"),
+        };
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => break,
+                () = tokio::time::sleep(POLL) => {}
+            }
+            let read = async {
+                let client = pool.get().await.map_err(PgError::Connect)?;
+                sql::read(&client).await
+            }
+            .await;
+            match read {
+                Ok(rows) => {
+                    if failing {
+                        info!("reading the cluster's tokens again");
+                        failing = false;
+                    }
+                    if rows != self.rows {
+                        self.book.replace(Tokens::from_entries(&rows));
+                        in_step(home, &rows);
+                        info!(
+                            tokens = rows.len(),
+                            "the cluster's tokens changed; in force now"
+                        );
+                        self.rows = rows;
+                    }
+                }
+                Err(e) if !failing => {
+                    failing = true;
+                    warn!(
+                        error = %leo_protocol::chain::error_chain(&e),
+                        "cannot read the cluster's tokens; the last ones read stay in force"
+                    );
+                }
+                Err(_) => {}
+            }
+        }
+        pool.close();
+    }
+}

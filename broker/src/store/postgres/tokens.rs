@@ -1,0 +1,109 @@
+//! The cluster's tokens in the table `tokens`: read whole, seeded once, changed one row at a
+//! time. The rule they serve (who seeds, who adopts, how instances follow changes) is
+//! `crate::cluster_tokens`; this is only its SQL.
+
+use deadpool_postgres::Client;
+
+use super::PgError;
+use crate::cluster_tokens::{Entry, Kind};
+
+/// The advisory lock the first seeding runs under, so that two instances starting together on
+/// a new database cannot both seed it (`leot` in ASCII).
+const SEED_LOCK: i64 = 0x6c_65_6f_74;
+
+/// Every row, ordered by kind and name, so two reads of the same rows compare equal.
+pub async fn read(client: &Client) -> Result<Vec<Entry>, PgError> {
+    let rows = client
+        .query(
+            "SELECT kind, name, token, can_message FROM tokens ORDER BY kind, name",
+            &[],
+        )
+        .await
+        .map_err(PgError::doing("read the cluster's tokens"))?;
+    rows.iter()
+        .map(|row| {
+            let kind: String = row.get(0);
+            let kind = Kind::parse(&kind).ok_or_else(|| {
+                PgError::Unreadable(format!("tokens: a row of unknown kind {kind:?}"))
+            })?;
+            Ok(Entry {
+                kind,
+                name: row.get(1),
+                token: row.get(2),
+                can_message: row.get(3),
+            })
+        })
+        .collect()
+}
+
+/// Writes `local` (this instance's own files) unless the database holds an operator token
+/// already; true when it did, that is when this instance is the first on the database.
+pub async fn seed(client: &mut Client, local: &[Entry]) -> Result<bool, PgError> {
+    let tx = client
+        .transaction()
+        .await
+        .map_err(PgError::doing("begin seeding the tokens"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SEED_LOCK])
+        .await
+        .map_err(PgError::doing("take the tokens' lock"))?;
+    let seeded: bool = tx
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM tokens WHERE kind = 'operator')",
+            &[],
+        )
+        .await
+        .map_err(PgError::doing("read the cluster's tokens"))?
+        .get(0);
+    if seeded {
+        return Ok(false);
+    }
+    for entry in local {
+        // A row a `leo` command wrote before any broker started stays as it is.
+        tx.execute(
+            "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING",
+            &[
+                &entry.kind.as_str(),
+                &entry.name,
+                &entry.token,
+                &entry.can_message,
+            ],
+        )
+        .await
+        .map_err(PgError::doing("seed the cluster's tokens"))?;
+    }
+    tx.commit()
+        .await
+        .map_err(PgError::doing("seed the cluster's tokens"))?;
+    Ok(true)
+}
+
+/// Adds `entry`; false when its kind and name (or, never in practice, its token) exist.
+pub async fn insert(client: &Client, entry: &Entry) -> Result<bool, PgError> {
+    client
+        .execute(
+            "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
+             ON CONFLICT DO NOTHING",
+            &[
+                &entry.kind.as_str(),
+                &entry.name,
+                &entry.token,
+                &entry.can_message,
+            ],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(PgError::doing("add the token"))
+}
+
+/// Removes the token of `kind` named `name`; false when there was none.
+pub async fn delete(client: &Client, kind: Kind, name: &str) -> Result<bool, PgError> {
+    client
+        .execute(
+            "DELETE FROM tokens WHERE kind = $1 AND name = $2",
+            &[&kind.as_str(), &name],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(PgError::doing("remove the token"))
+}
