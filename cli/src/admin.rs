@@ -5,11 +5,15 @@
 //! effect at the next restart, and the commands say so: in particular `rm` does not revoke a
 //! token the running broker already holds. `client add` also warns when the current `web:`
 //! settings would refuse a client in a container.
+//!
+//! With a PostgreSQL store the tokens are the cluster's instead, and `crate::cluster` changes
+//! them in the database, where every running instance follows them within seconds.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use clap::Subcommand;
+use leo_broker::cluster_tokens::Kind;
 use leo_broker::config::Config;
 use leo_broker::error::{BrokerError, Result};
 use leo_broker::home::{Home, write_atomic, write_secret_new};
@@ -44,6 +48,19 @@ pub enum DeviceCommand {
 
 /// Runs one `leo client` command.
 pub fn client(home: &Home, command: &ClientCommand) -> Result<Report> {
+    if let Some(cluster) = crate::cluster::of(home)? {
+        return match command {
+            ClientCommand::Add { name, can_message } => {
+                let targets = checked_targets(name, can_message)?;
+                crate::cluster::client_add(home, &cluster, name, &targets)
+            }
+            ClientCommand::List => crate::cluster::client_list(&cluster),
+            ClientCommand::Rm { name } => {
+                check_name("client", name)?;
+                crate::cluster::client_rm(home, &cluster, name)
+            }
+        };
+    }
     match command {
         ClientCommand::Add { name, can_message } => client_add(home, name, can_message),
         ClientCommand::List => client_list(home),
@@ -53,6 +70,19 @@ pub fn client(home: &Home, command: &ClientCommand) -> Result<Report> {
 
 /// Runs one `leo device` command.
 pub fn device(home: &Home, command: &DeviceCommand) -> Result<Report> {
+    if let Some(cluster) = crate::cluster::of(home)? {
+        return match command {
+            DeviceCommand::Pair { name } => {
+                check_name("device", name)?;
+                crate::cluster::device_pair(home, &cluster, name)
+            }
+            DeviceCommand::List => crate::cluster::names(&cluster, Kind::Device, NO_DEVICES),
+            DeviceCommand::Rm { name } => {
+                check_name("device", name)?;
+                crate::cluster::device_rm(home, &cluster, name)
+            }
+        };
+    }
     match command {
         DeviceCommand::Pair { name } => device_pair(home, name),
         DeviceCommand::List => device_list(home),
@@ -106,8 +136,8 @@ fn edit_refused(home: &Home, message: String) -> BrokerError {
     }
 }
 
-/// `leo client add NAME --can-message T[,T…]`.
-fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
+/// The client's name and `--can-message` targets, checked: at least one, none empty.
+fn checked_targets(name: &str, targets: &[String]) -> Result<Vec<String>> {
     check_name("client", name)?;
     let targets: Vec<String> = targets
         .iter()
@@ -121,6 +151,12 @@ fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
             "--can-message needs at least one target: an empty list denies everything".into(),
         ));
     }
+    Ok(targets)
+}
+
+/// `leo client add NAME --can-message T[,T…]`.
+fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
+    let targets = checked_targets(name, targets)?;
     leo_broker::home::prepare(home)?;
     let text = load_text(home)?;
     let config = Config::parse(&text).unwrap_or_default();
@@ -261,6 +297,8 @@ fn device_pair(home: &Home, name: &str) -> Result<Report> {
     Ok(out)
 }
 
+const NO_DEVICES: &str = "no paired devices (pair one with: leo device pair NAME)\n";
+
 /// `leo device list`.
 fn device_list(home: &Home) -> Result<Report> {
     let mut names: BTreeMap<String, ()> = BTreeMap::new();
@@ -276,7 +314,7 @@ fn device_list(home: &Home) -> Result<Report> {
         }
     }
     if names.is_empty() {
-        return Ok("no paired devices (pair one with: leo device pair NAME)\n".into());
+        return Ok(NO_DEVICES.into());
     }
     Ok(names.keys().map(|n| format!("{n}\n")).collect())
 }

@@ -1,6 +1,7 @@
 //! `leo agent add|rm|list`: the files `state/agents/NAME.token` that the broker's `AgentKeys`
 //! reads at each `hello` (see `leo_broker`'s `agent_tokens` for the rule they feed). A change
-//! applies to the next session at once, without a broker restart.
+//! applies to the next session at once, without a broker restart. With a PostgreSQL store the
+//! token is the cluster's (`crate::cluster`): every instance applies it within seconds.
 
 use clap::Subcommand;
 use leo_broker::error::BrokerError;
@@ -78,15 +79,22 @@ fn remote_lines(name: &str, url: &str, token: &str) -> String {
 /// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
 fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, BrokerError> {
     let name: &str = name;
-    leo_broker::home::prepare(home)?;
     let path = home.own_agent_token(name);
-    if path.exists() {
-        return Err(BrokerError::Usage(format!(
-            "agent {name:?} already has its own token; remove it first with leo agent rm {name}"
-        )));
-    }
-    let token = leo_broker::new_token()?;
-    write_secret_new(&path, &format!("{token}\n"))?;
+    let cluster = crate::cluster::of(home)?;
+    let token = match &cluster {
+        Some(cluster) => crate::cluster::agent_add(home, cluster, name)?,
+        None => {
+            leo_broker::home::prepare(home)?;
+            if path.exists() {
+                return Err(BrokerError::Usage(format!(
+                    "agent {name:?} already has its own token; remove it first with leo agent rm {name}"
+                )));
+            }
+            let token = leo_broker::new_token()?;
+            write_secret_new(&path, &format!("{token}\n"))?;
+            token
+        }
+    };
     let mut out = format!(
         "Gave agent {name:?} its own token (shown once; also in {path}):\n{token}\n\
          From now on only this token opens sessions as {name:?}, and the shared agent token is \
@@ -95,6 +103,9 @@ fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, Br
          another user) is given the file with --token-file PATH or LEO_AGENT_TOKEN_FILE.\n",
         path = path.display()
     );
+    if cluster.is_some() {
+        out.push_str(&crate::cluster::agent_note());
+    }
     if let Some(url) = remote {
         out.push_str(&remote_lines(name, url, &token));
     }
@@ -106,22 +117,38 @@ fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, Br
 fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
     let name: &str = name;
     let path = home.own_agent_token(name);
-    if !path.exists() {
+    let cluster = crate::cluster::of(home)?;
+    let removed = match &cluster {
+        Some(cluster) => crate::cluster::agent_rm(home, cluster, name)?,
+        None => path.exists(),
+    };
+    if !removed {
         return Err(BrokerError::Usage(format!(
             "agent {name:?} has no token of its own"
         )));
     }
-    std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    if cluster.is_none() {
+        std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    }
     let mut out = format!(
         "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \
          agent token again. Sessions already open keep running.\n"
     );
+    if cluster.is_some() {
+        out.push_str(&crate::cluster::agent_note());
+    }
     crate::admin::audited(home, "agent_rm", name, None, &mut out);
     Ok(out)
 }
 
+const NONE: &str = "no agent has its own token: the shared agent token opens every session \
+                    (give one its own with: leo agent add NAME)\n";
+
 /// `leo agent list`: the agents with a token of their own.
 fn list(home: &Home) -> Result<String, BrokerError> {
+    if let Some(cluster) = crate::cluster::of(home)? {
+        return crate::cluster::names(&cluster, leo_broker::cluster_tokens::Kind::OwnAgent, NONE);
+    }
     let mut names: Vec<String> = match std::fs::read_dir(home.agents()) {
         Ok(entries) => entries
             .flatten()
@@ -137,11 +164,7 @@ fn list(home: &Home) -> Result<String, BrokerError> {
     };
     names.sort();
     if names.is_empty() {
-        return Ok(
-            "no agent has its own token: the shared agent token opens every session \
-                   (give one its own with: leo agent add NAME)\n"
-                .into(),
-        );
+        return Ok(NONE.into());
     }
     Ok(names.iter().map(|n| format!("{n}\n")).collect())
 }

@@ -15,6 +15,7 @@ mod agent;
 mod args;
 mod banner;
 mod broker;
+mod cluster;
 mod commands;
 mod config_edit;
 mod error;
