@@ -7,7 +7,7 @@
 //! are no longer where tokens are decided:
 //!
 //! - **At start** ([`start`]) the broker takes the database's set. The first instance on a new
-//!   database (the table holds no operator token yet) seeds it from its own files (operator,
+//!   database (the table holds no operator token yet) fills it from its own files (operator,
 //!   shared agent, devices, API clients with their `api_clients` scopes, agents' own), so a
 //!   single-host setup that moves to PostgreSQL keeps its tokens; every later instance adopts
 //!   the database's operator and agent tokens, rewriting its `state/operator.token` and
@@ -183,18 +183,18 @@ pub(crate) struct Shared {
     rows: Vec<Entry>,
 }
 
-/// Takes the cluster's tokens at start: seeds a new database from this home's files, or adopts
+/// Takes the cluster's tokens at start: fills a new database from this home's files, or adopts
 /// the database's (see the module's doc). Fails when the database cannot be reached, as the
 /// store's opening does.
 pub(crate) fn start(home: &Home, config: &Config, url: &str) -> Result<Shared> {
     let local = local_entries(home, config)?;
-    let seed = local.clone();
-    let (seeded, rows) = on_database(url, move |mut client| async move {
-        let seeded = sql::seed(&mut client, &seed).await?;
-        Ok((seeded, sql::read(&client).await?))
+    let ours = local.clone();
+    let (filled, rows) = on_database(url, move |mut client| async move {
+        let filled = sql::fill(&mut client, &ours).await?;
+        Ok((filled, sql::read(&client).await?))
     })
     .map_err(database_error)?;
-    if seeded {
+    if filled {
         info!(
             tokens = rows.len(),
             "this instance is the first on the database: the cluster's tokens are this home's"
@@ -209,7 +209,7 @@ pub(crate) fn start(home: &Home, config: &Config, url: &str) -> Result<Shared> {
     })
 }
 
-/// The tokens of this home's files, as the first instance seeds them: the operator and agent
+/// The tokens of this home's files, as the first instance fills them: the operator and agent
 /// tokens (made now if missing), paired devices, API clients of `api_clients` that have a
 /// token file, and agents' own tokens that can be trusted.
 fn local_entries(home: &Home, config: &Config) -> Result<Vec<Entry>> {
@@ -249,7 +249,9 @@ fn local_entries(home: &Home, config: &Config) -> Result<Vec<Entry>> {
                 out.push(entry(Kind::OwnAgent, &name, token, vec![]));
             }
             Ok(_) => {}
-            Err(e) => warn!(agent = %name, error = %e, "an agent's own token is not seeded"),
+            Err(e) => {
+                warn!(agent = %name, error = %e, "an agent's own token is not written to the cluster's database")
+            }
         }
     }
     Ok(out)

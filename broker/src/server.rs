@@ -92,7 +92,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
 }
 
 /// The tokens: this home's files (SQLite store), or the cluster's, taken from the database
-/// (seeded from these files by the first instance) and followed while the broker runs.
+/// (filled from these files by the first instance) and followed while the broker runs.
 fn load_tokens(
     home: &Home,
     config: &Config,

@@ -3,7 +3,7 @@
 //! token added with one home's `leo` works on the other home's running broker within seconds,
 //! and stops working there within seconds of its removal; a second instance adopts the
 //! cluster's operator and agent tokens into its own `state/`; the first instance on a new
-//! database seeds it from its files, so a single-host setup keeps its tokens.
+//! database fills it from its files, so a single-host setup keeps its tokens.
 
 use std::path::Path;
 
@@ -128,7 +128,7 @@ async fn a_token_changed_on_one_instance_applies_on_another_within_seconds() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_first_instance_seeds_the_database_and_a_second_adopts_its_tokens() {
+async fn the_first_instance_fills_the_database_and_a_second_adopts_its_tokens() {
     let Some(db) = database().await else { return };
     // A single-host setup with a paired device moves to PostgreSQL: its tokens are kept.
     let home_a = tempfile::tempdir().unwrap();

@@ -32,7 +32,8 @@ pub enum ClientCommand {
     },
     /// List clients, their targets, and whether their token file exists.
     List,
-    /// Remove a client and its token (takes effect at the next broker restart).
+    /// Remove a client and its token (takes effect at the next broker restart; with a
+    /// PostgreSQL store, on every instance within seconds).
     Rm { name: String },
 }
 
@@ -42,7 +43,8 @@ pub enum DeviceCommand {
     Pair { name: String },
     /// List paired devices.
     List,
-    /// Remove a device's token (takes effect at the next broker restart).
+    /// Remove a device's token (takes effect at the next broker restart; with a PostgreSQL
+    /// store, on every instance within seconds).
     Rm { name: String },
 }
 

@@ -1,5 +1,5 @@
-//! The cluster's tokens in the table `tokens`: read whole, seeded once, changed one row at a
-//! time. The rule they serve (who seeds, who adopts, how instances follow changes) is
+//! The cluster's tokens in the table `tokens`: read whole, filled once, changed one row at a
+//! time. The rule they serve (who fills, who adopts, how instances follow changes) is
 //! `crate::cluster_tokens`; this is only its SQL.
 
 use deadpool_postgres::Client;
@@ -7,9 +7,9 @@ use deadpool_postgres::Client;
 use super::PgError;
 use crate::cluster_tokens::{Entry, Kind};
 
-/// The advisory lock the first seeding runs under, so that two instances starting together on
-/// a new database cannot both seed it (`leot` in ASCII).
-const SEED_LOCK: i64 = 0x6c_65_6f_74;
+/// The advisory lock the first filling runs under, so that two instances starting together on
+/// a new database cannot both fill it (`leot` in ASCII).
+const FILL_LOCK: i64 = 0x6c_65_6f_74;
 
 /// Every row, ordered by kind and name, so two reads of the same rows compare equal.
 pub async fn read(client: &Client) -> Result<Vec<Entry>, PgError> {
@@ -38,15 +38,15 @@ pub async fn read(client: &Client) -> Result<Vec<Entry>, PgError> {
 
 /// Writes `local` (this instance's own files) unless the database holds an operator token
 /// already; true when it did, that is when this instance is the first on the database.
-pub async fn seed(client: &mut Client, local: &[Entry]) -> Result<bool, PgError> {
+pub async fn fill(client: &mut Client, local: &[Entry]) -> Result<bool, PgError> {
     let tx = client
         .transaction()
         .await
-        .map_err(PgError::doing("begin seeding the tokens"))?;
-    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&SEED_LOCK])
+        .map_err(PgError::doing("begin filling the tokens"))?;
+    tx.execute("SELECT pg_advisory_xact_lock($1)", &[&FILL_LOCK])
         .await
         .map_err(PgError::doing("take the tokens' lock"))?;
-    let seeded: bool = tx
+    let already: bool = tx
         .query_one(
             "SELECT EXISTS (SELECT 1 FROM tokens WHERE kind = 'operator')",
             &[],
@@ -54,7 +54,7 @@ pub async fn seed(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
         .await
         .map_err(PgError::doing("read the cluster's tokens"))?
         .get(0);
-    if seeded {
+    if already {
         return Ok(false);
     }
     for entry in local {
@@ -70,11 +70,11 @@ pub async fn seed(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
             ],
         )
         .await
-        .map_err(PgError::doing("seed the cluster's tokens"))?;
+        .map_err(PgError::doing("fill the cluster's tokens"))?;
     }
     tx.commit()
         .await
-        .map_err(PgError::doing("seed the cluster's tokens"))?;
+        .map_err(PgError::doing("fill the cluster's tokens"))?;
     Ok(true)
 }
 
