@@ -145,9 +145,18 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// The cluster of `home`, when its store is PostgreSQL; `None` for SQLite (files).
-    pub fn of(home: &Home, config: &Config) -> Result<Option<Cluster>> {
-        Ok(store_url(home, config)?.map(|url| Cluster { url }))
+    /// The cluster of `home`, when its store is PostgreSQL (`LEO_STORE_URL`, else `store.url`
+    /// of its `config.yaml`); `None` for SQLite (files). Only `store:` is read, so a command
+    /// that worked on a home whose config has an error elsewhere still does.
+    pub fn of(home: &Home) -> Result<Option<Cluster>> {
+        let store = crate::config::store_of(&home.config())?;
+        let url = store
+            .postgres_url()
+            .map_err(|message| BrokerError::Config {
+                path: home.config(),
+                message,
+            })?;
+        Ok(url.map(|url| Cluster { url }))
     }
 
     /// Adds `entry`; false when a token of its kind and name exists.

@@ -94,6 +94,30 @@ pub struct Store {
     pub url: Option<String>,
 }
 
+/// The `store:` section of the file at `path` alone (default when the file is absent), for
+/// the commands that only need to know where the state lives: an error elsewhere in the file
+/// is the broker's to report, not theirs.
+pub fn store_of(path: &Path) -> Result<Store> {
+    #[derive(Deserialize)]
+    struct StoreOnly {
+        #[serde(default)]
+        store: Option<Store>,
+    }
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Store::default()),
+        Err(e) => return Err(BrokerError::io("read", path, e)),
+    };
+    if text.trim().is_empty() {
+        return Ok(Store::default());
+    }
+    let only: StoreOnly = parse_yaml(&text).map_err(|message| BrokerError::Config {
+        path: path.to_path_buf(),
+        message,
+    })?;
+    Ok(only.store.unwrap_or_default())
+}
+
 /// The variable that names the PostgreSQL store, over `store.url`.
 pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
 
@@ -443,6 +467,19 @@ mod tests {
         let c = Config::parse("").unwrap_or_default();
         assert_eq!(c.web.port, 8370);
         assert_eq!(c.client_tools.default_timeout_s, 600);
+    }
+
+    #[test]
+    fn the_store_is_read_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        assert!(store_of(&path).unwrap().url.is_none(), "no file");
+        std::fs::write(&path, "web:\n  prot: 1\nstore:\n  url: postgres://h/db\n").unwrap();
+        let store = store_of(&path).unwrap();
+        assert_eq!(store.url.as_deref(), Some("postgres://h/db"));
+        std::fs::write(&path, "store:\n  ur: x\n").unwrap();
+        let e = store_of(&path).unwrap_err().to_string();
+        assert!(e.contains("store.ur: unknown field"), "{e}");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 
 use std::path::Path;
 
+use leo_testkit::mcp;
 use leo_testkit::postgres::database;
 use leo_testkit::{Broker, Http, Ipc};
 use serde_json::json;
@@ -99,9 +100,14 @@ async fn a_token_changed_on_one_instance_applies_on_another_within_seconds() {
     let own = read(&b.join("state/agents/scout.token"));
     eventually(|| async { hello_ok(&a, &own, "scout").await }).await;
     assert!(!hello_ok(&a, &a.agent_token(), "scout").await);
-    assert_eq!(read(&a.home().join("state/agents/scout.token")), own);
+    let mcp = mcp::client(a.addr, &own);
+    let opened = mcp.post("/mcp", &mcp::initialize("cluster")).await;
+    assert_eq!(opened.status, 200, "{opened:?}");
+    eventually(|| async { read(&a.home().join("state/agents/scout.token")) == own }).await;
     leo_ok(b, &["agent", "rm", "scout"]).await;
     eventually(|| async { !hello_ok(&a, &own, "scout").await }).await;
+    let refused = mcp.post("/mcp", &mcp::initialize("cluster")).await;
+    assert_eq!(refused.status, 401, "{refused:?}");
     assert!(hello_ok(&a, &a.agent_token(), "scout").await);
     eventually(|| async { !a.home().join("state/agents/scout.token").exists() }).await;
 

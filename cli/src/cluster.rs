@@ -25,8 +25,7 @@ const EVERYWHERE: &str = "Every instance on the cluster's database applies this 
 /// The cluster of `home`, when its store is PostgreSQL, with `home`'s folders made (the audit
 /// trail of this host is written there even when no broker ever ran on it).
 pub fn of(home: &Home) -> Result<Option<Cluster>> {
-    let config = Config::load(&home.config())?;
-    let cluster = Cluster::of(home, &config)?;
+    let cluster = Cluster::of(home)?;
     if cluster.is_some() {
         leo_broker::home::prepare(home)?;
     }
