@@ -292,7 +292,11 @@ fn warn_local_only(local: &[Entry], rows: &[Entry]) {
     let ignored: Vec<String> = local
         .iter()
         .filter(|e| matches!(e.kind, Kind::Device | Kind::Client))
-        .filter(|e| !rows.contains(e))
+        .filter(|e| {
+            !rows
+                .iter()
+                .any(|r| r.kind == e.kind && r.name == e.name && r.token == e.token)
+        })
         .map(|e| format!("{} {}", e.kind.as_str(), e.name))
         .collect();
     if !ignored.is_empty() {
