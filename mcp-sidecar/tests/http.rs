@@ -207,7 +207,9 @@ async fn typescript_sdk_over_http() {
     // with the Python SDK (`python_sdk_over_http_2026`). An SDK that adds it fails here, to be
     // tested in that era too.
     assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
-    let supported = connected["supported"].as_array().expect("the SDK's revisions");
+    let supported = connected["supported"]
+        .as_array()
+        .expect("the SDK's revisions");
     assert!(
         !supported.contains(&json!("2026-07-28")),
         "the TypeScript SDK now speaks 2026-07-28: drive /mcp with it in that era too ({connected})"
