@@ -9,6 +9,7 @@
 
 mod app;
 mod conn;
+mod mcp_http;
 mod relay;
 mod report;
 mod scale;
@@ -64,6 +65,10 @@ struct Args {
     /// `leo@url`).
     #[arg(long)]
     url: bool,
+    /// Also measure this build's `/mcp` (MCP over Streamable HTTP to the broker, no
+    /// `leo-mcp`), over HTTP and over HTTPS (rows `leo@mcp`, `leo@mcp-https`).
+    #[arg(long)]
+    mcp: bool,
     /// Also measure this build on the PostgreSQL database at this URL (rows `leo@postgres`;
     /// `createdb leo_bench` first). One relay system per run (`--systems leo`): brokers running
     /// at once on one database wait for its lease.
@@ -94,6 +99,10 @@ async fn main() -> anyhow::Result<()> {
         }
         if args.url {
             variants.push(relay::Variant::url());
+        }
+        if args.mcp {
+            variants.push(relay::Variant::mcp(false));
+            variants.push(relay::Variant::mcp(true));
         }
         if let Some(url) = &args.postgres {
             variants.push(relay::Variant::postgres(url));

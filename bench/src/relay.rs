@@ -61,8 +61,20 @@ pub struct Variant {
     pub config: String,
     /// What it is, for the systems table.
     pub what: String,
+    /// How the client reaches the broker.
+    pub via: Via,
+}
+
+/// How a variant's client reaches the broker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Via {
+    /// `leo-mcp` on `run/sidecar.sock`, as the `leo` row.
+    Socket,
     /// `leo-mcp --url`: the IPC over the broker's TCP listener instead of its socket.
-    pub over_tcp: bool,
+    Url,
+    /// No `leo-mcp`: the client speaks MCP over Streamable HTTP to the broker's `/mcp`
+    /// (`crate::mcp_http`), over HTTPS to a broker with `web.tls` when `https`.
+    Mcp { https: bool },
 }
 
 impl Variant {
@@ -84,7 +96,7 @@ impl Variant {
             leo,
             leo_mcp,
             config: String::new(),
-            over_tcp: false,
+            via: Via::Socket,
         })
     }
 
@@ -97,7 +109,7 @@ impl Variant {
             config: "store:\n  synchronous: full\n".into(),
             what: "this build with `store.synchronous: full` (every commit waits for `fsync`)"
                 .into(),
-            over_tcp: false,
+            via: Via::Socket,
         }
     }
 
@@ -112,7 +124,35 @@ impl Variant {
             what: "this build with `leo-mcp --url` (the IPC upgraded on the TCP listener, plain \
                    HTTP on loopback)"
                 .into(),
-            over_tcp: true,
+            via: Via::Url,
+        }
+    }
+
+    /// This build reached at `/mcp` over Streamable HTTP by the bench's own client
+    /// (`crate::mcp_http`), without `leo-mcp`; over HTTPS (`web.tls`, `leo tls init`'s
+    /// certificate) when `https`.
+    pub fn mcp(https: bool) -> Variant {
+        let (name, scheme) = if https {
+            (
+                "mcp-https",
+                "HTTPS (`web.tls`, leo tls init's certificate; a handshake is timed only in \
+                 the call that reopens a connection the broker closed while idle)",
+            )
+        } else {
+            ("mcp", "plain HTTP")
+        };
+        Variant {
+            name: name.into(),
+            leo: bin("leo"),
+            leo_mcp: bin("leo-mcp"),
+            config: String::new(),
+            what: format!(
+                "this build's `/mcp`: no `leo-mcp`; the client speaks MCP over Streamable HTTP \
+                 (2025-11-25 session, one kept-alive connection, reopened when the broker \
+                 closes it while idle, as a harness's HTTP client does) to the broker's TCP \
+                 listener, {scheme}, on loopback"
+            ),
+            via: Via::Mcp { https },
         }
     }
 
@@ -126,7 +166,7 @@ impl Variant {
             what: "this build with `store.url` naming a PostgreSQL database (one pipelined \
                    round trip per commit)"
                 .into(),
-            over_tcp: false,
+            via: Via::Socket,
         }
     }
 }
@@ -358,8 +398,8 @@ enum Backend {
         broker: Broker,
         /// This build's, or a variant's.
         leo_mcp: PathBuf,
-        /// `leo-mcp --url` instead of the socket.
-        over_tcp: bool,
+        /// How the client reaches the broker.
+        via: Via,
         /// Stops when dropped.
         _app: crate::app::Running,
     },
@@ -431,6 +471,9 @@ impl Backend {
     async fn start_leo(kind: Kind, variant: Option<&Variant>) -> Result<Backend, String> {
         let (broker, leo_mcp) = match variant {
             None => (Broker::start_quiet("").await, bin("leo-mcp")),
+            Some(v) if v.via == (Via::Mcp { https: true }) => {
+                (Broker::start_quiet_tls().await, v.leo_mcp.clone())
+            }
             Some(v) => (
                 Broker::start_quiet_bin(&v.leo, &v.config).await,
                 v.leo_mcp.clone(),
@@ -452,7 +495,7 @@ impl Backend {
         Ok(Backend::Leo {
             broker,
             leo_mcp,
-            over_tcp: variant.is_some_and(|v| v.over_tcp),
+            via: variant.map_or(Via::Socket, |v| v.via),
             _app: app,
         })
     }
@@ -491,6 +534,23 @@ impl Backend {
         })
     }
 
+    /// How session `i` is opened: the `/mcp` client, or the stdio server the client launches.
+    fn opener(&self, i: usize) -> Opener {
+        match self {
+            Backend::Leo {
+                broker,
+                via: Via::Mcp { https },
+                ..
+            } => Opener::Http(crate::mcp_http::Target {
+                addr: broker.addr,
+                ca: https.then(|| leo_testkit::tls::ca_file(broker.home())),
+                token: broker.agent_token(),
+                agent: format!("bench-{i}"),
+            }),
+            _ => Opener::Stdio(self.command(i)),
+        }
+    }
+
     /// The stdio server the client launches for session `i`.
     fn command(&self, i: usize) -> Command {
         match self {
@@ -498,9 +558,9 @@ impl Backend {
             Backend::Leo {
                 broker,
                 leo_mcp,
-                over_tcp,
+                via,
                 ..
-            } => leo_mcp_command(leo_mcp, broker, i, *over_tcp),
+            } => leo_mcp_command(leo_mcp, broker, i, *via == Via::Url),
             Backend::AppProcess { broker, .. } => {
                 leo_mcp_command(&bin("leo-mcp"), broker, i, false)
             }
@@ -557,14 +617,46 @@ fn log_file(dir: &Path, name: &str) -> Result<std::fs::File, String> {
     std::fs::File::create(dir.join(format!("{name}.stderr"))).map_err(|e| e.to_string())
 }
 
-/// One client session on its own server process.
+/// How a session is opened.
+enum Opener {
+    /// A stdio server process, launched by the rmcp client as a harness launches one.
+    Stdio(Command),
+    /// The bench's Streamable HTTP client on the broker's `/mcp`.
+    Http(crate::mcp_http::Target),
+}
+
+/// The client of one session.
+enum Client {
+    Stdio(RunningService<RoleClient, ()>),
+    /// One request at a time, as a harness sends a turn's calls.
+    Http(tokio::sync::Mutex<crate::mcp_http::McpHttp>),
+}
+
+/// One client session: on its own server process, or over HTTP to `/mcp` (no process).
 struct Session {
-    client: RunningService<RoleClient, ()>,
+    client: Client,
     pid: Option<u32>,
 }
 
 impl Session {
-    async fn open(cmd: Command, stderr: std::fs::File) -> Result<Session, String> {
+    async fn open(opener: Opener, stderr: std::fs::File) -> Result<Session, String> {
+        let session = match opener {
+            Opener::Stdio(cmd) => Session::spawn(cmd, stderr).await?,
+            Opener::Http(target) => {
+                let client = tokio::time::timeout(STEP, crate::mcp_http::McpHttp::open(&target))
+                    .await
+                    .map_err(|_| "initialize timed out".to_owned())??;
+                Session {
+                    client: Client::Http(tokio::sync::Mutex::new(client)),
+                    pid: None,
+                }
+            }
+        };
+        session.wait_tools().await?;
+        Ok(session)
+    }
+
+    async fn spawn(cmd: Command, stderr: std::fs::File) -> Result<Session, String> {
         let (transport, _) = TokioChildProcess::builder(cmd)
             .stderr(Stdio::from(stderr))
             .spawn()
@@ -574,42 +666,64 @@ impl Session {
             .await
             .map_err(|_| "initialize timed out".to_owned())?
             .map_err(|e| format!("initialize failed: {e}"))?;
-        let session = Session { client, pid };
-        session.wait_tools().await?;
-        Ok(session)
+        Ok(Session {
+            client: Client::Stdio(client),
+            pid,
+        })
+    }
+
+    /// The names of the tools listed now.
+    async fn tool_names(&self) -> Result<Vec<String>, String> {
+        let listed = async {
+            match &self.client {
+                Client::Stdio(c) => c
+                    .list_all_tools()
+                    .await
+                    .map(|tools| tools.iter().map(|t| t.name.to_string()).collect())
+                    .map_err(|e| format!("tools/list failed: {e}")),
+                Client::Http(c) => c.lock().await.tool_names().await,
+            }
+        };
+        tokio::time::timeout(STEP, listed)
+            .await
+            .map_err(|_| "tools/list timed out".to_owned())?
     }
 
     /// Lists tools until every bench tool is there (leo-mcp shows them once the broker has).
     async fn wait_tools(&self) -> Result<(), String> {
         let deadline = Instant::now() + STEP;
         loop {
-            let tools = tokio::time::timeout(STEP, self.client.list_all_tools())
-                .await
-                .map_err(|_| "tools/list timed out".to_owned())?
-                .map_err(|e| format!("tools/list failed: {e}"))?;
-            let all = PAYLOADS
-                .iter()
-                .all(|p| tools.iter().any(|t| t.name == p.tool));
-            if all {
+            let tools = self.tool_names().await?;
+            if PAYLOADS.iter().all(|p| tools.iter().any(|t| t == p.tool)) {
                 return Ok(());
             }
             if Instant::now() > deadline {
-                return Err(format!(
-                    "tools never listed; last {:?}",
-                    tools.iter().map(|t| t.name.to_string()).collect::<Vec<_>>()
-                ));
+                return Err(format!("tools never listed; last {tools:?}"));
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
 
     async fn call(&self, tool: &str) -> Result<CallToolResult, String> {
-        let params =
-            CallToolRequestParams::new(tool.to_owned()).with_arguments(payload::arguments());
-        let result = tokio::time::timeout(STEP, self.client.call_tool(params))
+        let called = async {
+            match &self.client {
+                Client::Stdio(c) => {
+                    let params = CallToolRequestParams::new(tool.to_owned())
+                        .with_arguments(payload::arguments());
+                    c.call_tool(params)
+                        .await
+                        .map_err(|e| format!("{tool}: tools/call failed: {e}"))
+                }
+                Client::Http(c) => {
+                    let args = Value::Object(payload::arguments());
+                    let result = c.lock().await.call(tool, args).await?;
+                    serde_json::from_value(result).map_err(|e| format!("{tool}: the result: {e}"))
+                }
+            }
+        };
+        let result = tokio::time::timeout(STEP, called)
             .await
-            .map_err(|_| format!("{tool}: tools/call timed out"))?
-            .map_err(|e| format!("{tool}: tools/call failed: {e}"))?;
+            .map_err(|_| format!("{tool}: tools/call timed out"))??;
         if result.is_error == Some(true) || result.content.is_empty() {
             return Err(format!("{tool}: tool error: {:?}", result.content));
         }
@@ -639,7 +753,22 @@ impl Session {
     }
 
     async fn close(self) {
-        let _ = tokio::time::timeout(Duration::from_secs(10), self.client.cancel()).await;
+        let closing = async {
+            match self.client {
+                Client::Stdio(c) => {
+                    let _ = c.cancel().await;
+                }
+                Client::Http(c) => {
+                    let reconnects = c.into_inner().close().await;
+                    if reconnects > 0 {
+                        eprintln!(
+                            "  /mcp session: {reconnects} new connection(s) after the broker closed an idle one"
+                        );
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(10), closing).await;
     }
 }
 
@@ -741,7 +870,7 @@ impl Live {
         let variant = sys.variant.map(|v| &opts.variants[v]);
         let backend = Backend::start(kind, variant, py, dir).await?;
         let stderr = log_file(dir, &format!("{kind:?}-{}-latency", *next))?;
-        let session = Session::open(backend.command(*next), stderr).await?;
+        let session = Session::open(backend.opener(*next), stderr).await?;
         *next += 1;
         tokio::time::sleep(Duration::from_millis(300)).await;
         let m = Measured {
@@ -1052,13 +1181,13 @@ async fn throughput(
     let gate = Arc::new(tokio::sync::Semaphore::new(4));
     let mut opening = tokio::task::JoinSet::new();
     for _ in 0..agents {
-        let cmd = backend.command(*next);
+        let opener = backend.opener(*next);
         let stderr = log_file(dir, &format!("session-{next}"))?;
         *next += 1;
         let gate = gate.clone();
         opening.spawn(async move {
             let _permit = gate.acquire_owned().await.map_err(|e| e.to_string())?;
-            Session::open(cmd, stderr).await
+            Session::open(opener, stderr).await
         });
     }
     let mut sessions = Vec::with_capacity(agents);

@@ -286,6 +286,7 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
         broker: broker.clone(),
         sidecars: sidecars.clone(),
         mcp,
+        https: p.tls.is_some(),
         webhooks,
         tokens: p.tokens,
         max_body: p.config.web.max_body_bytes,

@@ -2,7 +2,8 @@
 //! real `leo tls init`, reached by the real `leo status --url`; plain HTTP sent to the HTTPS
 //! port; certificates a client must refuse (untrusted, expired); a reload after the files
 //! change and after `SIGHUP`, with a connection held open across both; a pair refused at start
-//! and at reload; and the warning of a listener beyond loopback without TLS.
+//! and at reload; the warning of a listener beyond loopback without TLS; and the Origin rule
+//! of `/mcp` and the console, whose own origin is `https://<Host>` there.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -79,6 +80,60 @@ async fn plain_http_to_the_https_port_gets_a_clear_400_and_https_still_serves() 
     // Auth runs over TLS as over plain TCP.
     let mut anonymous = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
     assert_eq!(anonymous.get("/api/v1/status", "").await, Ok(401));
+}
+
+/// An MCP `initialize` over `conn` with `origin` (or none) and the shared agent token; its
+/// status and body.
+async fn mcp_initialize(conn: &mut TlsConn, token: &str, origin: Option<&str>) -> (u16, String) {
+    let auth = format!("Bearer {token}");
+    let mut headers = vec![
+        ("authorization", auth.as_str()),
+        ("leo-agent", "browserish"),
+        ("content-type", "application/json"),
+        ("accept", "application/json, text/event-stream"),
+    ];
+    headers.extend(origin.map(|o| ("origin", o)));
+    let body = leo_testkit::mcp::initialize("claude-code").to_string();
+    conn.send("POST", "/mcp", &headers, body.into())
+        .await
+        .unwrap()
+}
+
+/// Under `web.tls` a browser names its origin `https://<Host>`: `/mcp` and the console's login
+/// take it, and refuse `http://<Host>` (another origin) and a foreign one, before any token.
+#[tokio::test]
+async fn over_https_the_own_origin_is_https_and_http_is_refused() {
+    let broker = Broker::start_tls().await;
+    let ca = ca_file(broker.home());
+    let host = format!("localhost:{}", broker.addr.port());
+    let mut conn = TlsConn::open(broker.addr, "localhost", &ca).await.unwrap();
+    let token = broker.agent_token();
+    let own = format!("https://{host}");
+    let (status, body) = mcp_initialize(&mut conn, &token, Some(&own)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"protocolVersion\""), "{body}");
+    for other in [format!("http://{host}"), "https://evil.example".to_owned()] {
+        let (status, body) = mcp_initialize(&mut conn, &token, Some(&other)).await;
+        assert_eq!(status, 403, "{other}: {body}");
+        assert!(body.contains("cross-origin request refused"), "{body}");
+        assert!(body.contains(&format!("is not https://{host}")), "{body}");
+    }
+    let (status, body) = mcp_initialize(&mut conn, &token, None).await;
+    assert_eq!(status, 200, "no Origin (not a browser): {body}");
+
+    // The console's login form, posted by a browser on the HTTPS page.
+    let form = format!("token={}", broker.operator_token());
+    for (origin, want) in [(own.as_str(), 303), (&format!("http://{host}"), 403)] {
+        let headers = [
+            ("content-type", "application/x-www-form-urlencoded"),
+            ("origin", origin),
+        ];
+        let (status, body) = conn
+            .send("POST", "/login", &headers, form.clone().into())
+            .await
+            .unwrap();
+        assert_eq!(status, want, "{origin}: {body}");
+    }
 }
 
 #[tokio::test]

@@ -68,7 +68,8 @@ fn remote_lines(name: &str, url: &str, token: &str) -> String {
          web.allowed_hosts must let it; see docs/remote-agents.md). Its harness's line:\n\
          \x20 Claude Code: claude mcp add --transport http --scope user {name} {mcp} --header \"Authorization: Bearer {token}\"\n\
          \x20 codex:       codex mcp add {name} --url {mcp} --bearer-token-env-var LEO_AGENT_TOKEN\n\
-         \x20              (and LEO_AGENT_TOKEN={token} in codex's environment)\n\
+         \x20              (and LEO_AGENT_TOKEN={token} in codex's environment; for calls longer than 60 s,\n\
+         \x20              tool_timeout_sec = 3600 under [mcp_servers.{name}] in ~/.codex/config.toml)\n\
          \x20 opencode:    opencode mcp add {name} --url {mcp} --header \"Authorization=Bearer {token}\"\n\
          For calls that must outlive a broker restart (long handoffs), run leo-mcp beside the \
          harness instead, for example:\n\

@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
+import { argsOf, graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
 
 const sep = process.argv.indexOf('--');
 const command = sep >= 0 ? process.argv.slice(sep + 1) : [];
@@ -63,7 +63,7 @@ function reply(body) {
     called.add(next.short);
     const id = `toolu_probe_${called.size}`;
     toolUseIds.set(id, next.short);
-    return { stop_reason: 'tool_use', content: [{ type: 'tool_use', id, name: next.name, input: {} }] };
+    return { stop_reason: 'tool_use', content: [{ type: 'tool_use', id, name: next.name, input: argsOf(next.short) }] };
   }
   return { stop_reason: 'end_turn', content: [{ type: 'text', text: 'Done: the probe tools were called.' }] };
 }

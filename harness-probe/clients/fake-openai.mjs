@@ -15,7 +15,7 @@
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
-import { graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
+import { argsOf, graceMs, nextTool, shortName, textMax } from './fake-script.mjs';
 
 const sep = process.argv.indexOf('--');
 const command = sep >= 0 ? process.argv.slice(sep + 1) : [];
@@ -67,7 +67,7 @@ function nextCall(names) {
   called.add(next.short);
   const id = `call_probe_${called.size}`;
   callIds.set(id, next.short);
-  return { id, name: next.name };
+  return { id, name: next.name, args: JSON.stringify(argsOf(next.short)) };
 }
 
 async function decide(names) {
@@ -90,7 +90,7 @@ async function chat(body, res) {
   const created = Math.floor(Date.now() / 1000);
   const model = body.model ?? 'fake';
   const message = call
-    ? { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: { name: call.name, arguments: '{}' } }] }
+    ? { role: 'assistant', content: null, tool_calls: [{ id: call.id, type: 'function', function: { name: call.name, arguments: call.args } }] }
     : { role: 'assistant', content: 'Done: the probe tools were called.' };
   const finish = call ? 'tool_calls' : 'stop';
   if (!body.stream) {
@@ -102,7 +102,7 @@ async function chat(body, res) {
     res.write(`data: ${JSON.stringify({ id, object: 'chat.completion.chunk', created, model, choices: [{ index: 0, delta, finish_reason }], ...extra })}\n\n`);
   if (call) {
     chunk({ role: 'assistant', content: null, tool_calls: [{ index: 0, id: call.id, type: 'function', function: { name: call.name, arguments: '' } }] });
-    chunk({ tool_calls: [{ index: 0, function: { arguments: '{}' } }] });
+    chunk({ tool_calls: [{ index: 0, function: { arguments: call.args } }] });
   } else {
     chunk({ role: 'assistant', content: message.content });
   }
@@ -132,7 +132,7 @@ async function responses(body, res) {
   const call = await decide(names);
   const id = `resp_probe_${Date.now()}`;
   const item = call
-    ? { type: 'function_call', id: `fc_${call.id}`, call_id: call.id, name: call.name, ...(namespaceOf.has(call.name) ? { namespace: namespaceOf.get(call.name) } : {}), arguments: '{}', status: 'completed' }
+    ? { type: 'function_call', id: `fc_${call.id}`, call_id: call.id, name: call.name, ...(namespaceOf.has(call.name) ? { namespace: namespaceOf.get(call.name) } : {}), arguments: call.args, status: 'completed' }
     : { type: 'message', id: `msg_${id}`, role: 'assistant', status: 'completed', content: [{ type: 'output_text', text: 'Done: the probe tools were called.', annotations: [] }] };
   const usage = { input_tokens: 10, input_tokens_details: { cached_tokens: 0 }, output_tokens: 5, output_tokens_details: { reasoning_tokens: 0 }, total_tokens: 15 };
   const response = { id, object: 'response', created_at: Math.floor(Date.now() / 1000), status: 'completed', model: body.model ?? 'fake', output: [item], usage };

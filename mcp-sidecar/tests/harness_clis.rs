@@ -36,8 +36,9 @@ enum Server {
 }
 
 /// `sh` lines that run `cli` against its scripted model server in `dir`, configured with its
-/// HTTP setup (the fields `claude mcp add --transport http … --header` and `opencode mcp add
-/// --url … --header` write).
+/// HTTP setup (the fields `claude mcp add --transport http … --header`, `codex mcp add --url …
+/// --bearer-token-env-var` and `opencode mcp add --url … --header` write, and codex's
+/// `tool_timeout_sec`, which the docs add to its line).
 fn http_script(cli: Cli, dir: &Path, url: &str, token: &str) -> String {
     let clients = require::repo_root().join("harness-probe/clients");
     let (d, c) = (dir.display(), clients.display());
@@ -53,7 +54,7 @@ exec node "{c}/fake-openai.mjs" -- sh -c "node '{c}/opencode-fake-config.mjs' '{
         ),
         Cli::Codex => format!(
             r#"mkdir -p "{d}/codex-home"
-printf '[mcp_servers.leo]\nurl = "{url}"\nbearer_token_env_var = "LEO_AGENT_TOKEN"\n' >"{d}/codex-home/config.toml"
+printf '[mcp_servers.leo]\nurl = "{url}"\nbearer_token_env_var = "LEO_AGENT_TOKEN"\ntool_timeout_sec = 3600\n' >"{d}/codex-home/config.toml"
 export LEO_AGENT_TOKEN='{token}'
 {}"#,
             codex_exec(dir)
@@ -152,18 +153,22 @@ fn wrapper(cli: Cli, broker: &Broker, d: &Path) -> std::path::PathBuf {
 
 /// The CLI's `lines` in `home`, its model scripted to call `tools`.
 fn spawn_cli(home: &CliHome, lines: &str, tools: &str) -> tokio::process::Child {
+    cli_command(home, lines, tools).spawn().expect("sh")
+}
+
+/// [`spawn_cli`]'s command, not yet started.
+fn cli_command(home: &CliHome, lines: &str, tools: &str) -> tokio::process::Command {
     let d = home.path();
-    home.command("sh")
-        .arg("-c")
+    let mut cmd = home.command("sh");
+    cmd.arg("-c")
         .arg(lines)
         .env("HARNESS_PROBE_OUT", d.join("model.jsonl"))
         .env("HARNESS_PROBE_TOOLS", tools)
         .env("HARNESS_PROBE_WATCH", "none")
         .env("HARNESS_PROBE_GRACE_MS", "0")
         .stdout(std::fs::File::create(d.join("cli.out")).unwrap())
-        .stderr(std::fs::File::create(d.join("cli.err")).unwrap())
-        .spawn()
-        .expect("sh")
+        .stderr(std::fs::File::create(d.join("cli.err")).unwrap());
+    cmd
 }
 
 /// `cli`, configured with `server`, calls the app's tool once; the model is given the answer.
@@ -379,9 +384,76 @@ async fn codex_gets_the_fallback_tools_over_http() {
 }
 
 /// A call the app answers after 75 s completes over `/mcp`: the answer stream stays open
-/// (its keep-alives pass the listener's 60 s idle timeout) and Claude Code waits for it.
+/// (its keep-alives pass the listener's 60 s idle timeout) and the CLI waits for it: Claude
+/// Code and opencode (whose own timeout progress resets) as their setup lines configure them,
+/// codex with `tool_timeout_sec` raised as the docs say (its default gives up after 60 s).
+/// codex is shown the fallback pair over `/mcp`, so its model calls the app's tool through
+/// `leo_app_call`.
+async fn waits_75_s_for_a_call_over_http(cli: Cli) {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok(
+        "check",
+        json!([leo_testkit::app::tool_with_timeout(TOOL, 0)]),
+    )
+    .await;
+    let url = format!("http://{}/mcp", broker.addr);
+    let lines_of = http_script(cli, home.path(), &url, &broker.add_agent("cli"));
+    let (tools, args) = match cli {
+        Cli::Codex => (
+            "leo_app_call",
+            json!({"leo_app_call": {"tool": TOOL, "args": {}}}),
+        ),
+        _ => (TOOL, json!({})),
+    };
+    let mut child = cli_command(&home, &lines_of, tools)
+        .env("HARNESS_PROBE_ARGS", args.to_string())
+        .spawn()
+        .expect("sh");
+    let call = next_call(&mut app, &home, cli).await;
+    assert_eq!(call.data["tool"], TOOL, "{:?}", call.data);
+    let started = std::time::Instant::now();
+    tokio::time::sleep(std::time::Duration::from_secs(75)).await;
+    app.serve(
+        call.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": REPLY}]),
+    )
+    .await;
+    finished(&mut child, &home, cli).await;
+    assert!(started.elapsed().as_secs() >= 75);
+    let saw = lines(&home.path().join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "{cli:?}: the model was not given the late result: {saw:?}\n{}",
+        output(&home)
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_waits_75_s_for_a_call_over_http() {
+    waits_75_s_for_a_call_over_http(Cli::Claude).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn opencode_waits_75_s_for_a_call_over_http() {
+    waits_75_s_for_a_call_over_http(Cli::Opencode).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn codex_waits_75_s_for_a_call_over_http() {
+    waits_75_s_for_a_call_over_http(Cli::Codex).await;
+}
+
+/// Killing the harness cancels its call: Claude Code calls over `/mcp` a tool whose app claims
+/// the call and holds it; the CLI's whole process group is killed (`SIGKILL`: nothing is said
+/// to the broker, the connection just drops). The app hears the call cancelled by its agent,
+/// its late answer is refused, and the history records the call cancelled, by its agent.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_claude_code_cancels_its_call_over_http() {
     let Some(home) = CliHome::new(None) else {
         return;
     };
@@ -394,20 +466,42 @@ async fn claude_code_waits_75_s_for_a_call_over_http() {
     .await;
     let url = format!("http://{}/mcp", broker.addr);
     let lines_of = http_script(Cli::Claude, home.path(), &url, &broker.add_agent("cli"));
-    let mut child = spawn_cli(&home, &lines_of, TOOL);
+    // A group of its own: the CLI, its scripted model server and whatever the CLI started.
+    let mut child = cli_command(&home, &lines_of, TOOL)
+        .process_group(0)
+        .spawn()
+        .expect("sh");
     let call = next_call(&mut app, &home, Cli::Claude).await;
-    tokio::time::sleep(std::time::Duration::from_secs(75)).await;
-    app.serve(
-        call.data["id"].as_str().unwrap(),
-        json!([{"type": "text", "text": REPLY}]),
-    )
-    .await;
-    finished(&mut child, &home, Cli::Claude).await;
-    let saw = lines(&home.path().join("model.jsonl"));
-    assert!(
-        saw.iter()
-            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
-        "the model was not given the late result: {saw:?}\n{}",
-        output(&home)
-    );
+    let id = call.data["id"].as_str().unwrap().to_owned();
+    app.claim_ok(&id).await;
+    let group = format!("-{}", child.id().expect("the CLI's pid"));
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", "--", &group])
+        .status()
+        .unwrap();
+    assert!(killed.success(), "kill -KILL -- {group}");
+    let status = tokio::time::timeout(WAIT, child.wait())
+        .await
+        .expect("the killed CLI is reaped")
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(status.signal(), Some(9), "{status}");
+
+    let cancelled = app.next_cancelled().await;
+    assert_eq!(cancelled.data["id"], id.as_str(), "{:?}", cancelled.data);
+    assert_eq!(cancelled.data["reason"], "cancelled_by_agent");
+    let late = app
+        .answer(&id, json!([{"type": "text", "text": REPLY}]))
+        .await;
+    assert_eq!(late.code(409), "already_settled");
+    let history = broker
+        .http()
+        .get("/api/v1/client-tools/requests?state=ended")
+        .await;
+    let ended = &history.data()["calls"][0];
+    assert_eq!(ended["id"], id.as_str(), "{history:?}");
+    assert_eq!(ended["agent"], "cli", "{ended}");
+    assert_eq!(ended["outcome"], "cancelled", "{ended}");
+    assert_eq!(ended["reason"], "cancelled_by_agent", "{ended}");
+    assert!(ended["claimed_at"].is_string(), "{ended}");
 }

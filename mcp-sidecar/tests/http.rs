@@ -203,6 +203,17 @@ async fn typescript_sdk_over_http() {
     let connected = script.step("connected").await;
     assert_eq!(connected["server"]["name"], "leo-mcp", "{connected}");
     assert!(connected["session"].is_string(), "{connected}");
+    // The pinned TypeScript SDK speaks the session era only: 2026-07-28 over `/mcp` is tested
+    // with the Python SDK (`python_sdk_over_http_2026`). An SDK that adds it fails here, to be
+    // tested in that era too.
+    assert_eq!(connected["protocol"], "2025-11-25", "{connected}");
+    let supported = connected["supported"]
+        .as_array()
+        .expect("the SDK's revisions");
+    assert!(
+        !supported.contains(&json!("2026-07-28")),
+        "the TypeScript SDK now speaks 2026-07-28: drive /mcp with it in that era too ({connected})"
+    );
     let listed = script.step("listed").await;
     assert_eq!(listed["tools"], json!(["echo", "leo_messages", "slow"]));
     // The shared token, with the agent named in Leo-Agent.

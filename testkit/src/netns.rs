@@ -6,14 +6,15 @@
 //! an agent's (`10.203.0.2`) and an app's (`10.203.0.6`, routed to the broker's address
 //! through its own pair). The addresses exist only inside these namespaces; nothing is added to
 //! the machine's own network. Creating them needs root and `ip` (iproute2); where that fails
-//! every host is loopback (`127.0.0.1`) and the test runs the same steps there.
+//! every host is loopback (`127.0.0.1`) and the test runs the same steps there, as it does when
+//! `LEO_TEST_NETNS=loopback` asks for it (to run that path where namespaces can be made).
 //! [`Hosts::isolated`] says which ran, and `new` prints it, so a run never passes quietly
 //! without the namespaces it meant to use. The namespaces are deleted when `Hosts` is dropped,
 //! a failing test's unwinding included, and a namespace this module left behind in a process
 //! that no longer runs is deleted by the next `new`.
 //!
 //! A program runs on a host through [`Host::command`] (`ip netns exec NAME …`, which execs it,
-//! so its pid is the program's). Code of the test itself runs there on a thread of its own
+//! so its pid is the program's), or [`Host::argv`] for a command built elsewhere. Code of the test itself runs there on a thread of its own
 //! ([`Host::thread`]): the thread enters the namespace, and every socket it (or a thread it
 //! starts) opens is that host's.
 
@@ -42,6 +43,21 @@ impl Host {
             }
             None => tokio::process::Command::new(program),
         }
+    }
+
+    /// The command line that runs `program` on this host: `ip netns exec NAME program` (with
+    /// `ip` by its full path, for a command whose own PATH lacks it), or `program` alone.
+    pub fn argv(&self, program: &str) -> Vec<String> {
+        let mut argv = Vec::new();
+        if let Some(name) = &self.netns {
+            let ip = ["/usr/sbin/ip", "/sbin/ip", "/usr/bin/ip", "/bin/ip"]
+                .into_iter()
+                .find(|p| Path::new(p).is_file())
+                .unwrap_or("ip");
+            argv.extend([ip, "netns", "exec", name].map(str::to_owned));
+        }
+        argv.push(program.to_owned());
+        argv
     }
 
     /// Runs `work` on a new thread inside this host's namespace (on loopback, a plain thread).
@@ -94,7 +110,14 @@ impl Hosts {
             app: loopback(),
             created: Vec::new(),
         };
-        match hosts.create(&tag) {
+        let made = if std::env::var("LEO_TEST_NETNS").as_deref() == Ok("loopback") {
+            Err("LEO_TEST_NETNS=loopback asks for it".to_owned())
+        } else {
+            hosts
+                .create(&tag)
+                .map_err(|why| format!("network namespaces cannot be made here ({why})"))
+        };
+        match made {
             Ok(()) => eprintln!(
                 "netns: ran in network namespaces: broker {}, agent {}, app {}",
                 hosts.broker.addr, hosts.agent.addr, hosts.app.addr
@@ -104,7 +127,7 @@ impl Hosts {
                 hosts.broker = loopback();
                 hosts.agent = loopback();
                 hosts.app = loopback();
-                eprintln!("netns: ran on loopback: network namespaces cannot be made here ({why})");
+                eprintln!("netns: ran on loopback: {why}");
             }
         }
         hosts

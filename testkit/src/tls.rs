@@ -5,7 +5,7 @@
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 
-use http_body_util::{BodyExt, Empty};
+use http_body_util::{BodyExt, Full};
 use hyper::body::Bytes;
 use hyper_util::rt::TokioIo;
 use leo_protocol::home::Home;
@@ -56,7 +56,7 @@ pub fn write_expired_pair(home: &Path) {
     std::fs::set_permissions(h.tls_key(), std::fs::Permissions::from_mode(0o600)).unwrap();
 }
 
-type Sender = hyper::client::conn::http1::SendRequest<Empty<Bytes>>;
+type Sender = hyper::client::conn::http1::SendRequest<Full<Bytes>>;
 
 /// One kept-alive HTTPS connection to the broker.
 pub struct TlsConn {
@@ -104,11 +104,30 @@ impl TlsConn {
 
     /// `GET path` with `token` on this same connection; the status.
     pub async fn get(&mut self, path: &str, token: &str) -> Result<u16, String> {
-        let req = hyper::Request::get(path)
-            .header("host", &self.host)
-            .header("authorization", format!("Bearer {token}"))
-            .body(Empty::new())
-            .map_err(|e| e.to_string())?;
+        let auth = format!("Bearer {token}");
+        let (status, _) = self
+            .send("GET", path, &[("authorization", &auth)], Bytes::new())
+            .await?;
+        Ok(status)
+    }
+
+    /// `method path` with `headers` and `body` (besides Host) on this same connection; the
+    /// status and the body as text.
+    pub async fn send(
+        &mut self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Bytes,
+    ) -> Result<(u16, String), String> {
+        let mut req = hyper::Request::builder()
+            .method(method)
+            .uri(path)
+            .header("host", &self.host);
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        let req = req.body(Full::new(body)).map_err(|e| e.to_string())?;
         let fut = async {
             self.sender.ready().await.map_err(|e| e.to_string())?;
             let resp = self
@@ -117,8 +136,13 @@ impl TlsConn {
                 .await
                 .map_err(|e| e.to_string())?;
             let status = resp.status().as_u16();
-            let _ = resp.into_body().collect().await;
-            Ok(status)
+            let body = resp
+                .into_body()
+                .collect()
+                .await
+                .map_err(|e| e.to_string())?
+                .to_bytes();
+            Ok((status, String::from_utf8_lossy(&body).into_owned()))
         };
         tokio::time::timeout(WAIT, fut)
             .await

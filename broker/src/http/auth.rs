@@ -263,7 +263,7 @@ fn admit(
     target: Option<Target>,
 ) -> Result<(), Refusal> {
     if route.console() && route.changes_state() {
-        check_origin(req.headers())?;
+        check_origin(req.headers(), state.https)?;
         if let Caller::Session(session) = caller {
             check_csrf(req.headers(), session)?;
         }

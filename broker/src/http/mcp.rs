@@ -3,7 +3,8 @@
 //!
 //! The broker owns who may call, as on every route: the Host check (the outer TCP layer), then
 //! the `Origin` check the MCP specification requires against DNS rebinding (the console's one
-//! rule, `console::guard::check_origin`: present, it must be this very origin), then the token
+//! rule, `console::guard::check_origin`: present, it must be this very origin, `https://<Host>`
+//! under `web.tls`), then the token
 //! (`AgentKeys::identify`: an agent's own token opens its agent; the shared agent token opens
 //! the agent named in `Leo-Agent`; every other kind of token is refused), then the body limit.
 //! A refusal is a JSON-RPC error body (`leo_protocol::jsonrpc`), since an MCP client reads
@@ -97,7 +98,7 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
 
 /// The checks of a `/mcp` request after the Host check, in order: Origin, token, body limit.
 fn check(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
-    check_origin(headers)?;
+    check_origin(headers, state.https)?;
     let Some(token) = bearer(headers) else {
         return Err(Refusal::new(
             ErrorCode::Unauthorized,

@@ -40,6 +40,8 @@ pub struct AppState {
     pub sidecars: crate::ipc::Door,
     /// What serves `/mcp`, when the binary mounted it.
     pub mcp: Option<Arc<dyn mcp::Mount>>,
+    /// The TCP listener serves HTTPS (`web.tls`): a browser's own origin is `https://<Host>`.
+    pub https: bool,
 }
 
 /// The API routes, shared by both listeners.

@@ -1,4 +1,7 @@
 // A 2025-11-25 session over the broker's /mcp on the official TypeScript MCP SDK client.
+// The pinned SDK (1.32.2, the newest release) knows no later revision: no server/discover, no
+// subscriptions/listen; its `connected` step says which revisions it supports and which one the
+// session settled on, so a newer SDK that adds 2026-07-28 shows up in the test.
 //
 // Run by the Rust test `http::typescript_sdk_over_http`, which plays the app. The client speaks
 // Streamable HTTP to LEO_MCP_URL with the shared agent token (LEO_AGENT_TOKEN) and
@@ -6,6 +9,7 @@
 // to act first.
 
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
+import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js";
 import { fail, relistingClient, say, waitForGo } from "./steps.mjs";
 
 setTimeout(() => fail("the script timed out"), 60_000).unref();
@@ -20,7 +24,12 @@ const transport = new StreamableHTTPClientTransport(new URL(process.env.LEO_MCP_
   },
 });
 await client.connect(transport);
-say("connected", { server: client.getServerVersion(), session: transport.sessionId });
+say("connected", {
+  server: client.getServerVersion(),
+  session: transport.sessionId,
+  protocol: transport.protocolVersion,
+  supported: SUPPORTED_PROTOCOL_VERSIONS,
+});
 
 const listed = await client.listTools();
 say("listed", { tools: listed.tools.map((t) => t.name).sort() });

@@ -3,10 +3,12 @@
 //!
 //! Three layers: the session cookie is `SameSite=Strict`, so a cross-site page cannot make the
 //! browser send it; an `Origin` header, when present, must be this very origin
-//! (`http://<Host>`), which also stops login CSRF, where no cookie exists yet; and a request
+//! (`http://<Host>`, or `https://<Host>` under `web.tls`), which also stops login CSRF, where no cookie exists yet; and a request
 //! with a session must carry the session's CSRF token in `X-Leo-Csrf`, a header no cross-origin
 //! form can set and no cross-origin script can send without a CORS preflight, which the broker
-//! never grants.
+//! never grants. This very origin is `https://<Host>` when the TCP listener serves HTTPS
+//! (`web.tls`), since a browser names the scheme it loaded the page over, and `http://<Host>`
+//! otherwise; the other scheme is another origin.
 
 use axum::http::{HeaderMap, header};
 use leo_protocol::ErrorCode;
@@ -14,8 +16,9 @@ use leo_protocol::ErrorCode;
 use super::session::{CSRF_HEADER, Session};
 use crate::refusal::Refusal;
 
-/// An `Origin` header, when present, must be `http://` and the request's own Host.
-pub fn check_origin(headers: &HeaderMap) -> Result<(), Refusal> {
+/// An `Origin` header, when present, must be the request's own Host with the listener's
+/// scheme: `https://` when it serves HTTPS (`https`), else `http://`.
+pub fn check_origin(headers: &HeaderMap, https: bool) -> Result<(), Refusal> {
     let Some(origin) = headers.get(header::ORIGIN) else {
         return Ok(());
     };
@@ -24,15 +27,16 @@ pub fn check_origin(headers: &HeaderMap) -> Result<(), Refusal> {
         .get(header::HOST)
         .and_then(|h| h.to_str().ok())
         .unwrap_or_default();
+    let scheme = if https { "https://" } else { "http://" };
     let same = origin
-        .strip_prefix("http://")
+        .strip_prefix(scheme)
         .is_some_and(|authority| !host.is_empty() && authority.eq_ignore_ascii_case(host));
     if same {
         Ok(())
     } else {
         Err(Refusal::new(
             ErrorCode::Forbidden,
-            format!("cross-origin request refused: Origin {origin:?} is not http://{host}"),
+            format!("cross-origin request refused: Origin {origin:?} is not {scheme}{host}"),
         ))
     }
 }
@@ -80,10 +84,29 @@ mod tests {
             ("127.0.0.1:8370", Some("http://127.0.0.1:8370.evil"), false),
         ] {
             assert_eq!(
-                check_origin(&headers(host, origin)).is_ok(),
+                check_origin(&headers(host, origin), false).is_ok(),
                 ok,
                 "{host} {origin:?}"
             );
+        }
+    }
+
+    #[test]
+    fn over_https_the_origin_is_https_and_http_is_another() {
+        for (host, origin, ok) in [
+            ("localhost:8370", None, true),
+            ("localhost:8370", Some("https://localhost:8370"), true),
+            ("leo.internal:8370", Some("https://LEO.internal:8370"), true),
+            ("localhost:8370", Some("http://localhost:8370"), false),
+            ("localhost:8370", Some("https://localhost:8371"), false),
+            ("localhost:8370", Some("https://evil.example"), false),
+            ("localhost:8370", Some("null"), false),
+        ] {
+            let checked = check_origin(&headers(host, origin), true);
+            assert_eq!(checked.is_ok(), ok, "{host} {origin:?}");
+            if let Err(e) = checked {
+                assert!(e.message.contains("is not https://"), "{}", e.message);
+            }
         }
     }
 }
