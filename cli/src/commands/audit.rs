@@ -68,12 +68,17 @@ fn print_entries<'a>(
     Ok(())
 }
 
-/// `TIME  PRINCIPAL (KIND)  ACTION  TARGET  DETAIL`.
+/// `TIME  PRINCIPAL (KIND)  ACTION  TARGET  DETAIL`, then `on INSTANCE` with a PostgreSQL
+/// store (the instance whose broker or `leo` command made the change).
 pub fn line(e: &AuditEntry) -> String {
     let mut text = format!("{}  {} ({})  {}", e.at, e.principal, e.token_kind, e.action);
     for part in [&e.target, &e.detail].into_iter().flatten() {
         text.push_str("  ");
         text.push_str(part);
+    }
+    if let Some(instance) = &e.instance {
+        text.push_str("  on ");
+        text.push_str(instance);
     }
     text
 }
