@@ -3,7 +3,8 @@
 //! trail, whichever instance answers. Calls ended on A are listed by B after A stops and B takes
 //! the lease, through the route, `leo requests --ended` and `leo audit`, each row naming the
 //! instance that wrote it; a `leo client add` run on B's host is in the trail A reads; pages
-//! walk across both instances' rows.
+//! walk across both instances' rows. While the database is away the rows are held, reads are
+//! answered `503 store_unavailable`, and the rows are written when it is back.
 
 use std::path::Path;
 
@@ -197,4 +198,54 @@ async fn the_next_instance_lists_the_calls_and_audit_entries_of_the_one_before()
         "{older}"
     );
     assert_eq!(older["entries"][0], full["entries"][1]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_of_an_outage_are_held_and_written_when_the_database_is_back() {
+    // A server of its own, since this test stops it.
+    let Some(server) = leo_testkit::postgres::Throwaway::start().await else {
+        return;
+    };
+    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
+        .await
+        .unwrap()
+        .database()
+        .await;
+    let broker = Broker::start_with(&db.config()).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register_ok("g", json!([leo_testkit::app::tool_with_timeout("slow", 1)]))
+        .await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "slow", json!({})).await;
+    let id = app.next_request_id().await;
+
+    // The call times out while the database is away: the broker keeps serving, the history
+    // answers 503 store_unavailable, and the row waits.
+    server.stop();
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let away = http.get(ENDED).await;
+    assert_eq!(away.code(503), "store_unavailable", "{away:?}");
+    assert_eq!(http.get("/api/v1/status").await.status, 200);
+
+    // Back: the held row is written, and listed.
+    server.start_again().await;
+    let mut list = json!({"calls": []});
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    while fields(&list, "calls", "id") != [id.as_str()] {
+        assert!(tokio::time::Instant::now() < deadline, "{list}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        let r = http.get(ENDED).await;
+        list = if r.status == 200 {
+            r.data().clone()
+        } else {
+            json!({"calls": []})
+        };
+    }
+    assert_eq!(fields(&list, "calls", "outcome"), ["timeout"]);
+    let log = broker.stderr();
+    assert!(log.contains("its rows are held"), "{log}");
+    assert!(log.contains("the rows held meanwhile are written"), "{log}");
+    drop(ipc);
+    drop(db);
 }
