@@ -249,3 +249,41 @@ async fn rows_of_an_outage_are_held_and_written_when_the_database_is_back() {
     drop(ipc);
     drop(db);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_rows_and_store_content_apply_to_the_database_and_the_console_reads_it() {
+    let Some(db) = database().await else { return };
+    let config = format!(
+        "{}history:\n  max_rows: 2\n  store_content: true\n",
+        db.config()
+    );
+    let broker = Broker::start_with(&config).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut ids = Vec::new();
+    for n in 1..=3u64 {
+        ids.push(answered_call(&broker, &mut app, "rocket", n).await);
+    }
+    let newest = [ids[2].clone(), ids[1].clone()];
+    eventually(|| async { fields(&get(&http, ENDED).await, "calls", "id") == newest }).await;
+    let rows: i64 = db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM history", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 2);
+    // Contents are kept, and shown to the operator only.
+    let list = get(&http, ENDED).await;
+    assert_eq!(list["calls"][0]["arguments"], json!({"n": 3}), "{list}");
+    assert_eq!(
+        list["calls"][0]["result"]["content"][0]["text"], "done",
+        "{list}"
+    );
+    let console = crate::support::Console::login(&broker).await;
+    let panel = get(&console.http, "/console/history").await;
+    assert_eq!(fields(&panel, "calls", "id"), newest);
+    assert!(panel["calls"][0].get("arguments").is_none(), "{panel}");
+}
