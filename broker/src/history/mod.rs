@@ -751,3 +751,75 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
 fn next(got: usize, limit: u32, last: Option<u64>) -> Option<u64> {
     (got as u64 >= u64::from(limit)).then_some(last).flatten()
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A database that is away until `away` reaches zero, and remembers what it was given.
+    #[derive(Default)]
+    struct Flaky {
+        away: usize,
+        calls: Vec<String>,
+        audits: Vec<String>,
+    }
+
+    impl Log for Flaky {
+        fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
+            if self.away > 0 {
+                self.away -= 1;
+                return Err(Error::Away);
+            }
+            self.calls.extend(calls.iter().map(|c| c.id.clone()));
+            self.audits.extend(audits.iter().map(|a| a.action.clone()));
+            Ok(vec![true; calls.len()])
+        }
+        fn calls(&mut self, _: &CallQuery, _: bool) -> Result<Vec<EndedRequest>, Error> {
+            Ok(Vec::new())
+        }
+        fn audits(&mut self, _: u32, _: Option<u64>) -> Result<Vec<AuditEntry>, Error> {
+            Ok(Vec::new())
+        }
+        fn prune(&mut self, _: Table, _: i64, _: Option<u64>) -> Result<usize, Error> {
+            Ok(0)
+        }
+        fn count(&mut self, _: Table) -> Result<u64, Error> {
+            Ok(self.calls.len() as u64)
+        }
+    }
+
+    fn audit(action: &str) -> Msg {
+        Msg::Audit(AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        })
+    }
+
+    #[test]
+    fn an_outage_holds_rows_in_order_up_to_the_cap_and_answers_reads_away() {
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(&HistoryConfig::default(), dropped.clone());
+        let mut log = Flaky {
+            away: 2,
+            ..Flaky::default()
+        };
+        let (tx, mut rx) = oneshot::channel();
+        writer.take(&mut log, vec![audit("a"), Msg::Audits(10, None, tx)]);
+        assert!(writer.holding());
+        assert!(rx.try_recv().unwrap().unwrap_err().is_outage());
+        writer.take(&mut log, vec![audit("b"), audit("c")]);
+        writer.hold_at_most(2);
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            1,
+            "the newest past the cap"
+        );
+        assert!(writer.flush(&mut log));
+        assert!(!writer.holding());
+        assert_eq!(log.audits, ["a", "b"]);
+        writer.take(&mut log, vec![audit("d")]);
+        assert_eq!(log.audits, ["a", "b", "d"]);
+    }
+}
