@@ -70,7 +70,7 @@ pub enum Error {
     Database(#[from] sqlite::Error),
     #[error(transparent)]
     Postgres(#[from] PgError),
-    #[error("the database is unreachable; the history is read again when it is back")]
+    #[error("the database is unreachable; try again once it is back")]
     Away,
     #[error("the history writer is busy; try again")]
     Busy,
