@@ -94,8 +94,8 @@ pub struct Entry {
 
 /// Runs `work` on a connection of its own, on a thread of its own with a runtime of its own:
 /// the callers (the CLI, the broker's start) may be inside a runtime, which cannot be blocked
-/// on.
-fn on_database<T, F, Fut>(url: &str, work: F) -> std::result::Result<T, PgError>
+/// on. The history's `record_local` writes the CLI's audit entries through it too.
+pub(crate) fn on_database<T, F, Fut>(url: &str, work: F) -> std::result::Result<T, PgError>
 where
     T: Send + 'static,
     F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,

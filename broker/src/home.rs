@@ -26,6 +26,14 @@ pub fn prepare(home: &Home) -> Result<()> {
     Ok(())
 }
 
+/// The id of `home`'s instance on a PostgreSQL store: `i_` and the first 16 characters of
+/// `state/instance-id` (made at its first use, kept across restarts). The store's lease and
+/// the history's and audit trail's rows name the instance by it.
+pub fn instance_id(home: &Home) -> Result<String> {
+    let value = crate::tokens::load_or_create(&home.instance_id())?;
+    Ok(format!("i_{}", &value[..value.len().min(16)]))
+}
+
 /// Creates `dir` with mode 0700 if missing, and tightens `run/`-style dirs that exist.
 pub fn ensure_private_dir(dir: &Path) -> Result<()> {
     if !dir.exists() {

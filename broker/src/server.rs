@@ -136,10 +136,9 @@ fn open_store(
             source: e.into(),
         });
     };
-    let instance = crate::tokens::load_or_create(&home.instance_id())?;
     let settings = crate::store::postgres::Settings {
         url,
-        instance: format!("i_{}", &instance[..instance.len().min(16)]),
+        instance: crate::home::instance_id(home)?,
         remember: config.client_tools.remember_settled,
     };
     crate::store::Store::open_postgres(settings).map_err(|e| BrokerError::Database {
@@ -254,13 +253,7 @@ fn raise_fd_limit() -> u64 {
 
 /// Serves until `stop` resolves, then shuts down in order.
 pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
-    let history =
-        crate::history::History::open(&p.home.history_db(), &p.config.history).map_err(|e| {
-            BrokerError::Database {
-                path: p.home.history_db(),
-                source: e.into(),
-            }
-        })?;
+    let history = crate::history::History::start(&p.home, &p.config)?;
     crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
     let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
     broker.restore(p.restored);

@@ -111,14 +111,20 @@ async fn a_token_changed_on_one_instance_applies_on_another_within_seconds() {
     assert!(hello_ok(&a, &a.agent_token(), "scout").await);
     eventually(|| async { !a.home().join("state/agents/scout.token").exists() }).await;
 
-    // Every change is in the audit trail of the host it was made on, as without a cluster.
-    let trail = rusqlite::Connection::open(b.join("state/history.db")).unwrap();
-    let actions: Vec<String> = trail
-        .prepare("SELECT action || ' ' || target FROM audit ORDER BY at_ms, rowid")
+    // Every change is in the cluster's audit trail, under the instance of the home it was
+    // made on.
+    let instance_b = leo_broker::home::instance_id(&leo_broker::home::Home::new(b)).unwrap();
+    let actions: Vec<String> = db
+        .client()
+        .await
+        .query(
+            "SELECT action || ' ' || target FROM audit WHERE instance = $1 ORDER BY seq",
+            &[&instance_b],
+        )
+        .await
         .unwrap()
-        .query_map([], |row| row.get(0))
-        .unwrap()
-        .map(Result::unwrap)
+        .iter()
+        .map(|row| row.get(0))
         .collect();
     assert_eq!(
         actions,

@@ -203,7 +203,7 @@ pub(crate) fn audited(
     detail: Option<String>,
     out: &mut String,
 ) {
-    if let Err(e) = leo_broker::record_local(&home.history_db(), action, name, detail) {
+    if let Err(e) = leo_broker::record_local(home, action, name, detail) {
         let _ = writeln!(out, "Warning: not written to the audit trail: {e}");
     }
 }

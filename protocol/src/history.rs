@@ -56,6 +56,9 @@ pub struct EndedRequest {
     /// `structured_content`, or `error`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result: Option<Value>,
+    /// With a PostgreSQL store: the instance that ended it (`i_…`, `state/instance-id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// `GET /api/v1/client-tools/requests?state=ended`, newest first.
@@ -82,6 +85,10 @@ pub struct AuditEntry {
     pub target: Option<String>,
     /// A short, content-free detail (an outcome, a digest, a client id).
     pub detail: Option<String>,
+    /// With a PostgreSQL store: the instance that wrote it (`i_…`, `state/instance-id`), whose
+    /// broker or `leo` command made the change.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
 }
 
 /// `GET /api/v1/audit`, newest first.

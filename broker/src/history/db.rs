@@ -1,4 +1,5 @@
-//! `state/history.db`: the schema, its migrations, and the statements the writer runs.
+//! `state/history.db`: the schema, its migrations, and the statements the writer runs
+//! ([`Sqlite`], the history's [`Log`](super::Log) on this file).
 //!
 //! The schema version is SQLite's `PRAGMA user_version`. `MIGRATIONS` is append-only: entry
 //! `n` takes a file from version `n` to `n + 1`, so an empty file runs them all and an older
@@ -10,6 +11,7 @@ use std::path::Path;
 use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
+use super::Error;
 use crate::sqlite;
 
 /// Each entry takes the file one version up. Never edit one; add another.
@@ -239,6 +241,7 @@ pub fn list_calls(
             result_bytes: r.get(18)?,
             arguments: json(19)?,
             result: json(20)?,
+            instance: None,
         })
     })?;
     rows.collect()
@@ -264,9 +267,64 @@ pub fn list_audit(
             action: r.get(4)?,
             target: r.get(5)?,
             detail: r.get(6)?,
+            instance: None,
         })
     })?;
     rows.collect()
+}
+
+/// The history's statements on an open `state/history.db`.
+pub(crate) struct Sqlite<'a>(pub &'a Connection);
+
+impl super::Log for Sqlite<'_> {
+    /// A row that fails alone is logged and skipped, the others written.
+    fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
+        let tx = self
+            .0
+            .unchecked_transaction()
+            .map_err(sqlite::Error::doing("begin a transaction"))?;
+        let mut new = Vec::with_capacity(calls.len());
+        for row in calls {
+            new.push(match insert_call(&tx, row) {
+                Ok(n) => n > 0,
+                Err(e) => {
+                    tracing::warn!(error = %e, request = %row.id, "history: cannot write");
+                    false
+                }
+            });
+        }
+        for row in audits {
+            if let Err(e) = insert_audit(&tx, row) {
+                tracing::warn!(error = %e, "history: cannot write an audit entry");
+            }
+        }
+        tx.commit().map_err(sqlite::Error::doing("commit"))?;
+        Ok(new)
+    }
+
+    fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error> {
+        list_calls(self.0, q, contents)
+            .map_err(|e| sqlite::Error::doing("read the history")(e).into())
+    }
+
+    fn audits(&mut self, limit: u32, before: Option<u64>) -> Result<Vec<AuditEntry>, Error> {
+        list_audit(self.0, limit, before)
+            .map_err(|e| sqlite::Error::doing("read the history")(e).into())
+    }
+
+    fn prune(
+        &mut self,
+        table: Table,
+        cutoff_ms: i64,
+        max_rows: Option<u64>,
+    ) -> Result<usize, Error> {
+        prune(self.0, table, cutoff_ms, max_rows)
+            .map_err(|e| sqlite::Error::doing("prune the history")(e).into())
+    }
+
+    fn count(&mut self, table: Table) -> Result<u64, Error> {
+        count(self.0, table).map_err(|e| sqlite::Error::doing("count the history")(e).into())
+    }
 }
 
 /// How many rows `table` holds.

@@ -1,20 +1,35 @@
-//! The history of ended calls and the audit trail, in `state/history.db`.
+//! The history of ended calls and the audit trail: in `state/history.db` (SQLite), or, with a
+//! PostgreSQL store, in the database's tables `history` and `audit`, shared by every instance
+//! on it.
 //!
 //! History is an append-only log, kept apart from the live state: the operator may prune or
-//! delete the file without touching live work, and its writes never slow or endanger the
-//! queue. The core hands each record to this module with one call made under its lock; that
-//! call only puts a message on a bounded channel (`try_send`, never waiting). One writer thread
-//! owns the database, takes whatever has queued up and writes it in one transaction. When the
-//! channel is full (the disk cannot keep up), records are dropped and counted, never the call.
+//! delete it without touching live work, and its writes never slow or endanger the queue. The
+//! core hands each record to this module with one call made under its lock; that call only puts
+//! a message on a bounded channel (`try_send`, never waiting). One writer thread owns the
+//! database, takes whatever has queued up and writes it in one transaction. When the channel is
+//! full (the disk or the database cannot keep up), records are dropped and counted, never the
+//! call.
 //!
 //! A call's row is written when its terminal outcome is decided (`settled` or `failed`); the
 //! claim that came before is remembered by the writer (`claimed`) to give the row its app and
 //! claim time. Reads go through the same thread, after the writes queued before them, so a
-//! caller that saw its call end sees it in the history. The file and the thread are kept by
-//! the shared SQLite layer (`crate::sqlite`): opening, migrating, the batching loop, the
-//! checkpoints; this module says what a batch writes and when old rows are pruned.
+//! caller that saw its call end sees it in the history.
+//!
+//! **The rules are written once, the SQL once per database.** [`Writer`] decides what a batch
+//! writes, when old rows are pruned (`history.keep_days`, `history.max_rows`) and how pages are
+//! cut; it speaks to the database through [`Log`], whose two implementations are only
+//! statements: `db` (SQLite, on the shared layer in `crate::sqlite`, which keeps the file, the
+//! thread and the checkpoints) and `postgres` (its own thread and connection pool).
+//!
+//! **History is best effort, in both.** A row that cannot be written is logged and dropped; the
+//! call it records was answered already and is never held back or failed for it. One case is
+//! kept rather than dropped: PostgreSQL out of reach (the server restarting, the network cut)
+//! is transient, so the rows of that time are held, up to [`QUEUE`] of them, and written first
+//! when the database answers again; past that they are dropped and counted as a full channel's
+//! are. Reads meanwhile are answered `store_unavailable`.
 
 pub mod db;
+pub(crate) mod postgres;
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -26,19 +41,23 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use leo_protocol::content::{AppError, Posted, content_size};
 use leo_protocol::events::CancelReason;
-use leo_protocol::history::{AuditList, CallOutcome, EndedList};
+use leo_protocol::history::{AuditEntry, AuditList, CallOutcome, EndedList, EndedRequest};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
-use crate::config::HistoryConfig;
+use crate::config::{Config, HistoryConfig};
+use crate::error::BrokerError;
+use crate::home::Home;
 use crate::requests::{Call, EndedCall};
 use crate::sqlite;
+use crate::store::postgres::PgError;
 use crate::tokens::Principal;
 use db::{AuditRow, CallQuery, CallRow, Table};
 
-/// Records that may wait for the writer; past this they are dropped and counted.
-const QUEUE: usize = 65_536;
+/// Records that may wait for the writer (and rows held while PostgreSQL is away); past this
+/// they are dropped and counted.
+pub const QUEUE: usize = 65_536;
 /// Records written in one transaction at most.
 const BATCH: usize = 1024;
 /// How often old rows are pruned (and the WAL checkpointed after).
@@ -49,10 +68,22 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 pub enum Error {
     #[error(transparent)]
     Database(#[from] sqlite::Error),
+    #[error(transparent)]
+    Postgres(#[from] PgError),
+    #[error("the database is unreachable; try again once it is back")]
+    Away,
     #[error("the history writer is busy; try again")]
     Busy,
     #[error("the history writer stopped")]
     Stopped,
+}
+
+impl Error {
+    /// Whether the database is out of reach for now (PostgreSQL only): rows are held, reads
+    /// answered `store_unavailable`.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, Error::Away) || matches!(self, Error::Postgres(e) if e.is_outage())
+    }
 }
 
 /// A posted result's size, and its content when `history.store_content` keeps it.
@@ -116,16 +147,17 @@ pub fn who(p: &Principal) -> (String, &'static str) {
     }
 }
 
-/// Writes one audit entry straight into `path`, for the commands that change `$LEO_HOME`
-/// without the broker (`leo client`, `leo device`): principal `cli:USER`, token kind `local`.
-/// SQLite's locking lets it write beside a running broker's writer.
+/// Writes one audit entry for the commands that change `$LEO_HOME` without the broker (`leo
+/// client`, `leo device`, `leo agent`): principal `cli:USER`, token kind `local`. It goes where
+/// `home`'s broker keeps the trail: `state/history.db` (SQLite's locking lets it write beside a
+/// running broker's writer), or, when the store is PostgreSQL, the database's `audit` under this
+/// home's instance id, so every instance's trail shows it.
 pub fn record_local(
-    path: &Path,
+    home: &Home,
     action: &str,
     target: &str,
     detail: Option<String>,
-) -> Result<(), Error> {
-    let conn = db::open(path)?;
+) -> Result<(), BrokerError> {
     let at = SystemTime::now();
     let user = std::env::var("USER").unwrap_or_else(|_| "unknown".into());
     let row = AuditRow {
@@ -137,8 +169,27 @@ pub fn record_local(
         target: Some(target.to_owned()),
         detail,
     };
-    db::insert_audit(&conn, &row).map_err(sqlite::Error::doing("write the audit entry"))?;
-    Ok(())
+    let url = crate::config::store_of(&home.config())?
+        .postgres_url()
+        .map_err(|message| BrokerError::Config {
+            path: home.config(),
+            message,
+        })?;
+    let Some(url) = url else {
+        let path = home.history_db();
+        let written = db::open(&path).and_then(|conn| {
+            db::insert_audit(&conn, &row).map_err(sqlite::Error::doing("write the audit entry"))
+        });
+        return written.map(drop).map_err(|e| BrokerError::Database {
+            path,
+            source: e.into(),
+        });
+    };
+    let instance = crate::home::instance_id(home)?;
+    postgres::record(&url, instance, row).map_err(|e| BrokerError::Database {
+        path: "store.url (PostgreSQL)".into(),
+        source: e.into(),
+    })
 }
 
 /// The token kind of a stream's principal as `ClientInfo` names it (`operator`,
@@ -152,6 +203,13 @@ pub fn kind_of(principal: &str) -> &'static str {
     }
 }
 
+/// Counts `n` records dropped; the first drop is logged.
+fn count_dropped(dropped: &AtomicU64, n: u64) {
+    if dropped.fetch_add(n, Ordering::Relaxed) == 0 {
+        warn!("the history writer is behind; history records are being dropped");
+    }
+}
+
 fn millis(t: SystemTime) -> i64 {
     t.duration_since(UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
@@ -162,37 +220,85 @@ fn ms(d: Duration) -> u64 {
 }
 
 impl History {
+    /// The history of `home`'s broker: PostgreSQL's tables when its store is PostgreSQL (rows
+    /// under its instance id), else `state/history.db`.
+    pub fn start(home: &Home, config: &Config) -> Result<History, BrokerError> {
+        let url = config
+            .store
+            .postgres_url()
+            .map_err(|message| BrokerError::Config {
+                path: home.config(),
+                message,
+            })?;
+        let Some(url) = url else {
+            return History::open(&home.history_db(), &config.history).map_err(|e| {
+                BrokerError::Database {
+                    path: home.history_db(),
+                    source: e.into(),
+                }
+            });
+        };
+        let instance = crate::home::instance_id(home)?;
+        History::open_postgres(&url, instance, &config.history).map_err(|e| BrokerError::Database {
+            path: "store.url (PostgreSQL)".into(),
+            source: e.into(),
+        })
+    }
+
     /// Opens `path` (creating and migrating it) and starts the writer thread.
     pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, Error> {
         let conn = db::open(path)?;
         let (tx, rx) = sync_channel(QUEUE);
-        let writer = Writer {
-            keep: config.clone(),
-            claims: HashMap::new(),
-            rows: 0,
-        };
+        let dropped = Arc::new(AtomicU64::new(0));
+        let writer = Writer::new(config, dropped.clone());
         let settings = sqlite::writer::Settings {
             name: "leo-history",
             batch: BATCH,
             every: PRUNE_EVERY,
         };
         let thread = sqlite::writer::spawn(settings, conn, rx, writer)?;
-        Ok(History {
+        Ok(History::with(tx, config, dropped, thread))
+    }
+
+    /// Starts the writer on the PostgreSQL database at `url` (its schema migrated by the
+    /// store's opening); rows are written as `instance`'s. It connects when it first writes, so
+    /// a database away at this moment delays the history, never the start.
+    pub fn open_postgres(
+        url: &str,
+        instance: String,
+        config: &HistoryConfig,
+    ) -> Result<History, Error> {
+        let (tx, rx) = sync_channel(QUEUE);
+        let dropped = Arc::new(AtomicU64::new(0));
+        let writer = Writer::new(config, dropped.clone());
+        let settings = postgres::Settings {
+            url: url.to_owned(),
+            instance,
+            batch: BATCH,
+            every: PRUNE_EVERY,
+        };
+        let thread = postgres::spawn(settings, rx, writer)?;
+        Ok(History::with(tx, config, dropped, thread))
+    }
+
+    fn with(
+        tx: SyncSender<Msg>,
+        config: &HistoryConfig,
+        dropped: Arc<AtomicU64>,
+        thread: std::thread::JoinHandle<()>,
+    ) -> History {
+        History {
             tx,
             store_content: config.store_content,
-            dropped: Arc::new(AtomicU64::new(0)),
+            dropped,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
-        })
+        }
     }
 
     fn send(&self, msg: Msg) {
         match self.tx.try_send(msg) {
             Ok(()) => {}
-            Err(TrySendError::Full(_)) => {
-                if self.dropped.fetch_add(1, Ordering::Relaxed) == 0 {
-                    warn!("the history writer is behind; history records are being dropped");
-                }
-            }
+            Err(TrySendError::Full(_)) => count_dropped(&self.dropped, 1),
             Err(TrySendError::Disconnected(_)) => {}
         }
     }
@@ -362,12 +468,39 @@ fn stored_result(posted: &Posted) -> serde_json::Value {
     }
 }
 
-/// The history's side of the writer thread.
-struct Writer {
+/// One database the history is kept in: only its statements. The SQLite file's are `db`,
+/// PostgreSQL's `postgres`; what they are asked to do, and when, is [`Writer`]'s.
+pub(crate) trait Log {
+    /// Writes `calls` and `audits` in one transaction; for each call, whether it was new (a
+    /// second row of one call id is ignored: a call ends once).
+    fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error>;
+    /// Ended calls, newest first (`q.limit` at most).
+    fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error>;
+    /// Audit entries, newest first, older than `before`.
+    fn audits(&mut self, limit: u32, before: Option<u64>) -> Result<Vec<AuditEntry>, Error>;
+    /// Deletes rows older than `cutoff_ms` and all but the newest `max_rows`; how many.
+    fn prune(
+        &mut self,
+        table: Table,
+        cutoff_ms: i64,
+        max_rows: Option<u64>,
+    ) -> Result<usize, Error>;
+    /// How many rows `table` holds.
+    fn count(&mut self, table: Table) -> Result<u64, Error>;
+}
+
+/// The history's side of the writer thread: the rules both databases follow.
+pub(crate) struct Writer {
     keep: HistoryConfig,
     claims: HashMap<String, Claim>,
     /// Rows in `calls`, for `max_rows`.
     rows: u64,
+    /// Rows not yet written: those of the batch at hand, and those an outage held back.
+    calls: Vec<CallRow>,
+    audits: Vec<AuditRow>,
+    /// Since when the database has been out of reach, while it is.
+    away: Option<Instant>,
+    dropped: Arc<AtomicU64>,
 }
 
 impl sqlite::writer::Batches for Writer {
@@ -378,10 +511,7 @@ impl sqlite::writer::Batches for Writer {
         conn: &mut Connection,
         batch: Vec<Msg>,
     ) -> (bool, ControlFlow<sqlite::writer::Done>) {
-        let (wrote, stop) = self.write(conn, batch);
-        if self.over_max() {
-            self.prune(conn);
-        }
+        let (wrote, stop) = self.take(&mut db::Sqlite(conn), batch);
         let flow = match stop {
             Some(ack) => ControlFlow::Break(Box::new(move || {
                 let _ = ack.send(());
@@ -392,28 +522,33 @@ impl sqlite::writer::Batches for Writer {
     }
 
     fn upkeep(&mut self, conn: &mut Connection) -> bool {
-        self.prune(conn)
+        self.upkeep(&mut db::Sqlite(conn))
     }
 }
 
 impl Writer {
-    /// Writes the batch's records in one transaction, then answers its reads; returns
-    /// whether anything was written, and the stop request if there was one.
-    fn write(
+    fn new(keep: &HistoryConfig, dropped: Arc<AtomicU64>) -> Writer {
+        Writer {
+            keep: keep.clone(),
+            claims: HashMap::new(),
+            rows: 0,
+            calls: Vec::new(),
+            audits: Vec::new(),
+            away: None,
+            dropped,
+        }
+    }
+
+    /// Writes the batch's records in one transaction (after any an outage held), answers its
+    /// reads, and prunes when `max_rows` is passed; returns whether anything was written, and
+    /// the stop request if there was one.
+    pub(crate) fn take<L: Log>(
         &mut self,
-        conn: &Connection,
+        log: &mut L,
         batch: Vec<Msg>,
     ) -> (bool, Option<std::sync::mpsc::Sender<()>>) {
         let mut reads = Vec::new();
         let mut stop = None;
-        let mut wrote = 0usize;
-        let tx = match conn.unchecked_transaction() {
-            Ok(tx) => tx,
-            Err(e) => {
-                warn!(error = %e, "history: cannot begin a transaction");
-                return (false, None);
-            }
-        };
         for msg in batch {
             match msg {
                 Msg::Claimed(id, claim) => {
@@ -421,59 +556,151 @@ impl Writer {
                 }
                 Msg::Ended(e) => {
                     let row = row_of(&mut self.claims, self.keep.store_content, *e);
-                    match db::insert_call(&tx, &row) {
-                        Ok(n) => {
-                            self.rows += n as u64;
-                            wrote += n;
-                            if n > 0 {
-                                let m = crate::metrics::global();
-                                m.call_ended(&row.tool, row.outcome, row.duration_ms);
-                            }
-                        }
-                        Err(e) => warn!(error = %e, request = %row.id, "history: cannot write"),
-                    }
+                    self.calls.push(row);
                 }
-                Msg::Audit(row) => match db::insert_audit(&tx, &row) {
-                    Ok(n) => wrote += n,
-                    Err(e) => warn!(error = %e, "history: cannot write an audit entry"),
-                },
+                Msg::Audit(row) => self.audits.push(row),
                 Msg::Stop(ack) => stop = Some(ack),
                 read => reads.push(read),
             }
         }
-        if let Err(e) = tx.commit() {
-            warn!(error = %e, "history: cannot commit");
-        }
+        let wrote = self.flush(log);
         for read in reads {
-            answer(conn, read);
+            self.answer(log, read);
         }
-        (wrote > 0, stop)
+        let pruned = self.over_max() && self.prune(log);
+        (wrote || pruned, stop)
     }
-}
 
-fn answer(conn: &Connection, read: Msg) {
-    let read_error = sqlite::Error::doing("read the history");
-    match read {
-        Msg::Calls(q, contents, reply) => {
-            let limit = q.limit;
-            let got = db::list_calls(conn, &q, contents)
-                .map(|calls| EndedList {
+    /// Whether rows wait for the database to come back.
+    pub(crate) fn holding(&self) -> bool {
+        self.away.is_some() && !(self.calls.is_empty() && self.audits.is_empty())
+    }
+
+    /// Writes the rows not yet written; true when a row was. An outage keeps them (at most
+    /// [`QUEUE`]) for the next try; any other failure drops them, logged.
+    pub(crate) fn flush<L: Log>(&mut self, log: &mut L) -> bool {
+        if self.calls.is_empty() && self.audits.is_empty() {
+            return false;
+        }
+        match log.write(&self.calls, &self.audits) {
+            Ok(new) => {
+                let m = crate::metrics::global();
+                let mut wrote = self.audits.len();
+                for (row, _) in self.calls.iter().zip(new).filter(|(_, new)| *new) {
+                    wrote += 1;
+                    m.call_ended(&row.tool, row.outcome, row.duration_ms);
+                }
+                self.rows += (wrote - self.audits.len()) as u64;
+                if let Some(since) = self.away.take() {
+                    info!(
+                        away_s = since.elapsed().as_secs(),
+                        "history: the database answers again; the rows held meanwhile are written"
+                    );
+                }
+                self.calls.clear();
+                self.audits.clear();
+                wrote > 0
+            }
+            Err(e) if e.is_outage() => {
+                if self.away.is_none() {
+                    self.away = Some(Instant::now());
+                    warn!(
+                        error = %leo_protocol::chain::error_chain(&e),
+                        "history: the database is unreachable; its rows are held (at most \
+                         {QUEUE}) and written when it is back"
+                    );
+                }
+                self.hold_at_most(QUEUE);
+                false
+            }
+            Err(e) => {
+                warn!(
+                    error = %leo_protocol::chain::error_chain(&e),
+                    calls = self.calls.len(),
+                    audits = self.audits.len(),
+                    "history: cannot write; these rows are lost"
+                );
+                self.calls.clear();
+                self.audits.clear();
+                false
+            }
+        }
+    }
+
+    /// Drops the newest held rows past `max`, counted as dropped records.
+    fn hold_at_most(&mut self, max: usize) {
+        let over = (self.calls.len() + self.audits.len()).saturating_sub(max);
+        if over > 0 {
+            let audits = over.min(self.audits.len());
+            self.audits.truncate(self.audits.len() - audits);
+            self.calls.truncate(self.calls.len() - (over - audits));
+            count_dropped(&self.dropped, over as u64);
+        }
+    }
+
+    /// The periodic upkeep: rows held by an outage, then the pruning.
+    pub(crate) fn upkeep<L: Log>(&mut self, log: &mut L) -> bool {
+        let wrote = self.flush(log);
+        self.prune(log) || wrote
+    }
+
+    /// Answers a read, at once while rows wait for the database (it was just found away).
+    fn answer<L: Log>(&self, log: &mut L, read: Msg) {
+        if self.holding() {
+            match read {
+                Msg::Calls(_, _, reply) => drop(reply.send(Err(Error::Away))),
+                Msg::Audits(_, _, reply) => drop(reply.send(Err(Error::Away))),
+                _ => {}
+            }
+            return;
+        }
+        match read {
+            Msg::Calls(q, contents, reply) => {
+                let limit = q.limit;
+                let got = log.calls(&q, contents).map(|calls| EndedList {
                     next_before: next(calls.len(), limit, calls.last().map(|c| c.seq)),
                     calls,
-                })
-                .map_err(|e| read_error(e).into());
-            let _ = reply.send(got);
-        }
-        Msg::Audits(limit, before, reply) => {
-            let got = db::list_audit(conn, limit, before)
-                .map(|entries| AuditList {
+                });
+                let _ = reply.send(got);
+            }
+            Msg::Audits(limit, before, reply) => {
+                let got = log.audits(limit, before).map(|entries| AuditList {
                     next_before: next(entries.len(), limit, entries.last().map(|e| e.seq)),
                     entries,
-                })
-                .map_err(|e| read_error(e).into());
-            let _ = reply.send(got);
+                });
+                let _ = reply.send(got);
+            }
+            _ => {}
         }
-        _ => {}
+    }
+
+    fn over_max(&self) -> bool {
+        self.keep.max_rows.is_some_and(|max| self.rows > max)
+    }
+
+    /// Deletes what `history.keep_days` and `history.max_rows` no longer keep; returns
+    /// whether a row was deleted.
+    fn prune<L: Log>(&mut self, log: &mut L) -> bool {
+        let cutoff = millis(SystemTime::now()) - i64::from(self.keep.keep_days) * 86_400_000;
+        let mut pruned = false;
+        for table in [Table::Calls, Table::Audit] {
+            match log.prune(table, cutoff, self.keep.max_rows) {
+                Ok(0) => {}
+                Ok(n) => {
+                    pruned = true;
+                    debug!(rows = n, ?table, "history pruned");
+                }
+                Err(e) => warn!(error = %e, ?table, "history: cannot prune"),
+            }
+        }
+        if let Ok(n) = log.count(Table::Calls) {
+            self.rows = n;
+        }
+        // Claims of calls that never end here (lost records) must not grow without bound.
+        if self.claims.len() > QUEUE {
+            self.claims.clear();
+        }
+        pruned
     }
 }
 
@@ -520,36 +747,79 @@ fn row_of(claims: &mut HashMap<String, Claim>, store_content: bool, e: Ended) ->
     }
 }
 
-impl Writer {
-    fn over_max(&self) -> bool {
-        self.keep.max_rows.is_some_and(|max| self.rows > max)
-    }
-
-    /// Deletes what `history.keep_days` and `history.max_rows` no longer keep; returns
-    /// whether a row was deleted.
-    fn prune(&mut self, conn: &Connection) -> bool {
-        let cutoff = millis(SystemTime::now()) - i64::from(self.keep.keep_days) * 86_400_000;
-        let mut pruned = false;
-        for table in [Table::Calls, Table::Audit] {
-            match db::prune(conn, table, cutoff, self.keep.max_rows) {
-                Ok(0) => {}
-                Ok(n) => {
-                    pruned = true;
-                    debug!(rows = n, ?table, "history pruned");
-                }
-                Err(e) => warn!(error = %e, ?table, "history: cannot prune"),
-            }
-        }
-        self.rows = db::count(conn, Table::Calls).unwrap_or(0);
-        // Claims of calls that never end here (lost records) must not grow without bound.
-        if self.claims.len() > QUEUE {
-            self.claims.clear();
-        }
-        pruned
-    }
-}
-
 /// The cursor of the next page: the last row's `seq` when the page was full.
 fn next(got: usize, limit: u32, last: Option<u64>) -> Option<u64> {
     (got as u64 >= u64::from(limit)).then_some(last).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A database that is away until `away` reaches zero, and remembers what it was given.
+    #[derive(Default)]
+    struct Flaky {
+        away: usize,
+        calls: Vec<String>,
+        audits: Vec<String>,
+    }
+
+    impl Log for Flaky {
+        fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
+            if self.away > 0 {
+                self.away -= 1;
+                return Err(Error::Away);
+            }
+            self.calls.extend(calls.iter().map(|c| c.id.clone()));
+            self.audits.extend(audits.iter().map(|a| a.action.clone()));
+            Ok(vec![true; calls.len()])
+        }
+        fn calls(&mut self, _: &CallQuery, _: bool) -> Result<Vec<EndedRequest>, Error> {
+            Ok(Vec::new())
+        }
+        fn audits(&mut self, _: u32, _: Option<u64>) -> Result<Vec<AuditEntry>, Error> {
+            Ok(Vec::new())
+        }
+        fn prune(&mut self, _: Table, _: i64, _: Option<u64>) -> Result<usize, Error> {
+            Ok(0)
+        }
+        fn count(&mut self, _: Table) -> Result<u64, Error> {
+            Ok(self.calls.len() as u64)
+        }
+    }
+
+    fn audit(action: &str) -> Msg {
+        Msg::Audit(AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        })
+    }
+
+    #[test]
+    fn an_outage_holds_rows_in_order_up_to_the_cap_and_answers_reads_away() {
+        let dropped = Arc::new(AtomicU64::new(0));
+        let mut writer = Writer::new(&HistoryConfig::default(), dropped.clone());
+        let mut log = Flaky {
+            away: 2,
+            ..Flaky::default()
+        };
+        let (tx, mut rx) = oneshot::channel();
+        writer.take(&mut log, vec![audit("a"), Msg::Audits(10, None, tx)]);
+        assert!(writer.holding());
+        assert!(rx.try_recv().unwrap().unwrap_err().is_outage());
+        writer.take(&mut log, vec![audit("b"), audit("c")]);
+        writer.hold_at_most(2);
+        assert_eq!(
+            dropped.load(Ordering::Relaxed),
+            1,
+            "the newest past the cap"
+        );
+        assert!(writer.flush(&mut log));
+        assert!(!writer.holding());
+        assert_eq!(log.audits, ["a", "b"]);
+        writer.take(&mut log, vec![audit("d")]);
+        assert_eq!(log.audits, ["a", "b", "d"]);
+    }
 }

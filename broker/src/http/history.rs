@@ -12,6 +12,7 @@ use leo_protocol::history::{CallOutcome, DEFAULT_PAGE, MAX_PAGE};
 
 use super::AppState;
 use super::reply::ok;
+use crate::history::Error as HistoryError;
 use crate::history::db::CallQuery;
 use crate::refusal::Refusal;
 use crate::tokens::Principal;
@@ -112,6 +113,17 @@ pub fn call_query(query: Option<&str>) -> Result<CallQuery, Refusal> {
     Ok(q)
 }
 
+/// A history that could not be read: `503 store_unavailable` while PostgreSQL is away (try
+/// again), else `500 internal`.
+fn refused(e: HistoryError) -> Refusal {
+    let code = if e.is_outage() {
+        ErrorCode::StoreUnavailable
+    } else {
+        ErrorCode::Internal
+    };
+    Refusal::new(code, format!("history: {e}"))
+}
+
 /// Who made an audited change: a token's principal, else the console login.
 pub fn actor(who: Option<&Principal>) -> (String, &'static str) {
     match who {
@@ -143,7 +155,7 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
         .history()
         .calls(q, contents)
         .await
-        .map_err(|m| Refusal::new(ErrorCode::Internal, format!("history: {m}")))?;
+        .map_err(refused)?;
     Ok(ok(list))
 }
 
@@ -168,7 +180,7 @@ pub async fn console_history(
         .history()
         .calls(q, false)
         .await
-        .map_err(|m| Refusal::new(ErrorCode::Internal, format!("history: {m}")))?;
+        .map_err(refused)?;
     Ok(ok(list))
 }
 
@@ -205,6 +217,6 @@ pub async fn audit_list(State(state): State<Arc<AppState>>, uri: Uri) -> Result<
         .history()
         .audits(n, cursor)
         .await
-        .map_err(|m| Refusal::new(ErrorCode::Internal, format!("history: {m}")))?;
+        .map_err(refused)?;
     Ok(ok(list))
 }

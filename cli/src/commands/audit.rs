@@ -1,6 +1,7 @@
 //! `leo audit [--follow]`: the audit trail of authenticated changes, oldest first like a log,
 //! from `GET /api/v1/audit`; `--follow` keeps printing new entries as they are written.
 
+use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::Duration;
 
@@ -29,7 +30,12 @@ const POLL: Duration = Duration::from_millis(500);
 pub fn run(home: &Home, args: &AuditArgs) -> crate::error::Result {
     let api = Api::new(home);
     let list: AuditList = api.get(&format!("/api/v1/audit?limit={}", args.limit))?;
-    let mut last = list.entries.first().map_or(0, |e| e.seq);
+    // Entries below `floor` were before the first page; `printed` are those shown since.
+    // With a PostgreSQL store several processes write the trail, so an entry may become
+    // visible after one with a higher `seq`: it is new because it was not printed, not because
+    // it is above the last one printed.
+    let floor = list.entries.last().map_or(0, |e| e.seq);
+    let mut printed: BTreeSet<u64> = list.entries.iter().map(|e| e.seq).collect();
     print_entries(list.entries.iter().rev(), args.json)?;
     if !args.follow {
         return Ok(());
@@ -44,9 +50,15 @@ pub fn run(home: &Home, args: &AuditArgs) -> crate::error::Result {
                 continue;
             }
         };
-        let fresh: Vec<&AuditEntry> = list.entries.iter().filter(|e| e.seq > last).collect();
-        if let Some(newest) = fresh.first() {
-            last = newest.seq;
+        let fresh: Vec<&AuditEntry> = list
+            .entries
+            .iter()
+            .filter(|e| e.seq > floor && !printed.contains(&e.seq))
+            .collect();
+        printed.extend(fresh.iter().map(|e| e.seq));
+        // Only the newest page is read again, so older seqs need not be remembered.
+        if let Some(oldest) = list.entries.last() {
+            printed = printed.split_off(&oldest.seq);
         }
         print_entries(fresh.into_iter().rev(), args.json)?;
     }
@@ -68,12 +80,17 @@ fn print_entries<'a>(
     Ok(())
 }
 
-/// `TIME  PRINCIPAL (KIND)  ACTION  TARGET  DETAIL`.
+/// `TIME  PRINCIPAL (KIND)  ACTION  TARGET  DETAIL`, then `on INSTANCE` with a PostgreSQL
+/// store (the instance whose broker or `leo` command made the change).
 pub fn line(e: &AuditEntry) -> String {
     let mut text = format!("{}  {} ({})  {}", e.at, e.principal, e.token_kind, e.action);
     for part in [&e.target, &e.detail].into_iter().flatten() {
         text.push_str("  ");
         text.push_str(part);
+    }
+    if let Some(instance) = &e.instance {
+        text.push_str("  on ");
+        text.push_str(instance);
     }
     text
 }

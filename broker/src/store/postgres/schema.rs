@@ -85,6 +85,49 @@ pub const MIGRATIONS: &[&str] = &[
         created_at TIMESTAMPTZ NOT NULL DEFAULT now(),
         PRIMARY KEY (kind, name)
     );",
+    // The history of ended calls and the audit trail (`history::postgres`), shared by every
+    // instance on the database, as `state/history.db` holds one instance's. `instance` is the
+    // id of the instance whose broker (or `leo` command) wrote the row; `seq` orders each log
+    // across instances and is the pages' cursor, as SQLite's rowid is there. Self-contained:
+    // it reads no other table.
+    "CREATE TABLE history (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        instance TEXT NOT NULL,
+        tool TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        session TEXT NOT NULL,
+        client_id TEXT,
+        app_name TEXT,
+        outcome TEXT NOT NULL,
+        error_code TEXT,
+        reason TEXT,
+        created_at TEXT NOT NULL,
+        claimed_at TEXT,
+        ended_at TEXT NOT NULL,
+        ended_ms BIGINT NOT NULL,
+        wait_ms BIGINT,
+        work_ms BIGINT,
+        duration_ms BIGINT NOT NULL,
+        arguments_bytes BIGINT NOT NULL,
+        result_bytes BIGINT,
+        arguments TEXT,
+        result TEXT
+    );
+    CREATE INDEX history_by_end ON history (ended_ms);
+    CREATE TABLE audit (
+        seq BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        instance TEXT NOT NULL,
+        at TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        principal TEXT NOT NULL,
+        token_kind TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT,
+        detail TEXT
+    );
+    CREATE INDEX audit_by_time ON audit (at_ms);",
 ];
 
 /// The schema version this broker writes.
