@@ -24,6 +24,7 @@
 
 mod accept;
 pub(crate) mod agent_tokens;
+pub(crate) mod cluster;
 pub mod config;
 pub(crate) mod core;
 pub mod error;

@@ -10,6 +10,7 @@ mod attacks;
 mod bad_input;
 mod cli;
 mod client_ids;
+mod cluster;
 mod completions;
 mod console;
 mod console_browser;

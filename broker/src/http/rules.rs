@@ -342,6 +342,24 @@ pub enum HostRefusal {
     Forbidden,
 }
 
+/// Whether `path` is a route served on TCP only (the console, `/mcp`): a follower's API socket
+/// refuses it as the leader's own socket would, rather than forward it to the leader's TCP.
+pub fn tcp_only_path(path: &str) -> bool {
+    let matches = |pattern: &str| {
+        let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+        loop {
+            match (p.next(), q.next()) {
+                (None, None) => return true,
+                (Some(want), Some(got)) if want == got || want.starts_with('{') => {}
+                _ => return false,
+            }
+        }
+    };
+    ROUTES
+        .iter()
+        .any(|(_, pattern, route)| route.tcp_only() && matches(pattern))
+}
+
 /// The names and port a TCP request's authority must carry.
 #[derive(Debug, Clone)]
 pub struct HostCheck {

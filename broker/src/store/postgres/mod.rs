@@ -76,14 +76,24 @@ pub enum PgError {
     Thread(#[source] std::io::Error),
     #[error(
         "instance {holder} took over the database (its lease is newer than this instance's); \
-         restart this broker to wait for the lease again"
+         restart this broker to follow it"
     )]
     LeaseLost { holder: String },
+    #[error("instance {0} leads this database")]
+    Held(lease::Leader),
 }
 
 impl PgError {
     pub(crate) fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
         move |source| PgError::Query { doing, source }
+    }
+
+    /// Whether the database refused a write because this instance no longer leads (the
+    /// fence, see `lease`).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, PgError::LeaseLost { .. })
+            || matches!(self, PgError::Query { source, .. }
+                if source.code().is_some_and(|c| c.code() == lease::FENCED))
     }
 
     /// Whether the database could not be reached (the server down, restarting, the network
@@ -109,8 +119,10 @@ impl PgError {
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub url: String,
-    /// This instance's id (`state/instance-id`).
-    pub instance: String,
+    /// This instance: its id (from `state/instance-id`) and where its peers reach it.
+    pub me: lease::Me,
+    /// The cluster's key, if this instance is the first to lead the database.
+    pub key: String,
     /// How many ended requests are kept.
     pub remember: usize,
 }
@@ -139,9 +151,9 @@ pub(crate) fn open(
             };
             rt.block_on(async move {
                 match start(config, &settings).await {
-                    Ok((pool, restored)) => {
+                    Ok((pool, epoch, restored)) => {
                         let _ = ready.send(Ok(restored));
-                        Writer::new(pool, settings, available).run(rx).await;
+                        Writer::new(pool, settings, epoch, available).run(rx).await;
                     }
                     Err(e) => {
                         let _ = ready.send(Err(e));
@@ -155,7 +167,8 @@ pub(crate) fn open(
         .unwrap_or_else(|_| Err(PgError::Unreadable("the store's thread stopped".into())))
 }
 
-fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
+/// A pool of connections to the database at `config`.
+pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     let manager = Manager::from_config(
@@ -174,28 +187,32 @@ fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
         .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
 }
 
+/// Connects, migrates, takes the lease (`Held` when another instance leads) and restores.
 async fn start(
     config: tokio_postgres::Config,
     settings: &Settings,
-) -> Result<(Pool, Restored), PgError> {
+) -> Result<(Pool, i64, Restored), PgError> {
     let where_ = describe(&config);
     let pool = pool(config)?;
     let mut client = pool.get().await.map_err(PgError::Connect)?;
     schema::migrate(&mut client).await?;
-    lease::take(&mut client, &settings.instance).await?;
+    let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
+        .await?
+        .map_err(PgError::Held)?;
     let restored = read::restore(&client).await?;
     info!(
         database = %where_,
-        instance = %settings.instance,
+        instance = %settings.me.id,
+        epoch,
         live = restored.live.len(),
         messages = restored.mail.len(),
         "state database opened"
     );
-    Ok((pool, restored))
+    Ok((pool, epoch, restored))
 }
 
 /// The database and hosts of `config`, for logs: never the password.
-fn describe(config: &tokio_postgres::Config) -> String {
+pub(crate) fn describe(config: &tokio_postgres::Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -221,6 +238,8 @@ fn hostname() -> String {
 struct Writer {
     pool: Pool,
     settings: Settings,
+    /// The epoch this instance leads in: every batch is fenced by it (see `lease`).
+    epoch: i64,
     /// Changes not yet committed, in the order they were made (kept across an outage).
     pending: Vec<Op>,
     available: Arc<AtomicBool>,
@@ -230,10 +249,11 @@ struct Writer {
 }
 
 impl Writer {
-    fn new(pool: Pool, settings: Settings, available: Arc<AtomicBool>) -> Writer {
+    fn new(pool: Pool, settings: Settings, epoch: i64, available: Arc<AtomicBool>) -> Writer {
         Writer {
             pool,
             settings,
+            epoch,
             pending: Vec::new(),
             available,
             failed: None,
@@ -307,9 +327,11 @@ impl Writer {
         }
         let result = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            write::commit(&client, &self.pending, self.settings.remember).await
+            let fence = (self.settings.me.id.as_str(), self.epoch);
+            write::commit(&client, fence, &self.pending, self.settings.remember).await
         }
-        .await;
+        .await
+        .map_err(|e| self.deposed(e));
         match result {
             Ok(()) => {
                 debug!(ops = self.pending.len(), "state committed");
@@ -364,7 +386,7 @@ impl Writer {
         }
         let released = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::release(&client, &self.settings.instance).await
+            lease::release(&client, &self.settings.me.id).await
         }
         .await;
         if let Err(e) = released {
@@ -372,10 +394,20 @@ impl Writer {
         }
     }
 
+    /// A batch the fence refused is the lost lease it means.
+    fn deposed(&self, e: PgError) -> PgError {
+        if e.is_fenced() && !matches!(e, PgError::LeaseLost { .. }) {
+            return PgError::LeaseLost {
+                holder: "another instance".into(),
+            };
+        }
+        e
+    }
+
     async fn heartbeat(&mut self) {
         let beat = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::renew(&client, &self.settings.instance).await
+            lease::renew(&client, &self.settings.me.id, self.epoch).await
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
