@@ -110,11 +110,42 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
     let again = app.answer(&id, text("again")).await;
     assert_eq!(again.code(409), "already_settled", "{again:?}");
     assert!(ipc.within(Duration::from_millis(500)).await.is_none());
-    // A follower answers its own /metrics, as an instance of the cluster.
+    // Each instance answers its own /metrics, labelled with its id and role.
     let page = b.http().get("/metrics").await;
     assert_eq!(page.status, 200);
+    let text = page.body.as_str().unwrap_or_default();
+    assert!(text.contains("role=\"follower\""), "{text}");
     let page = a.http().get("/metrics").await;
-    assert_eq!(page.status, 200);
+    let text = page.body.as_str().unwrap_or_default();
+    assert!(text.contains("role=\"leader\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_clusters_key_speaks_for_a_follower() {
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    // On the leader: Leo-Via without the key, or a wrong key, is refused before anything.
+    let via = a.http().with_header("leo-via", "i_forged");
+    assert_eq!(via.get("/api/v1/status").await.status, 401);
+    let wrong = a.http().with_header("leo-cluster-key", "guess");
+    assert_eq!(wrong.get("/api/v1/status").await.status, 401);
+    // Nor does the key skip the Host check for a client without it.
+    let foreign = a.http().with_host("evil.example");
+    assert_eq!(foreign.get("/api/v1/status").await.status, 403);
+    // Through a follower: the client's own cluster headers are dropped, its Host checked
+    // locally, and the request forwarded as any other.
+    let forged = b
+        .http()
+        .with_header("leo-via", "i_forged")
+        .with_header("leo-cluster-key", "guess");
+    assert_eq!(forged.get("/api/v1/status").await.status, 200);
+    let foreign = b.http().with_host("evil.example");
+    assert_eq!(foreign.get("/api/v1/status").await.status, 403);
+    // /mcp's Origin rule is the follower's to apply.
+    let origin = b.http().with_header("origin", "http://evil.example");
+    let r = origin.post("/mcp", &json!({})).await;
+    assert_eq!(r.status, 403, "{r:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -249,7 +249,11 @@ enum Door {
 /// Every request of a front: answered here (`/metrics`, a refusal) or forwarded.
 async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<Body>) -> Response {
     let path = req.uri().path();
-    if req.headers().contains_key(CLUSTER_KEY) {
+    let leader = shared.leader();
+    if let (Some(presented), Some(up)) = (req.headers().get(CLUSTER_KEY), &leader)
+        && crate::agent_tokens::ct_eq_bytes(presented.as_bytes(), up.key.as_bytes())
+    {
+        // A peer forwarded it, believing this instance leads: never forwarded twice.
         return no_leader("this instance does not lead the database; retry in a moment");
     }
     if door == Door::Metrics || path == "/metrics" {
@@ -267,7 +271,7 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     {
         return e.into_response();
     }
-    let Some(leader) = shared.leader() else {
+    let Some(leader) = leader else {
         return no_leader("no instance leads the database now; retry in a moment");
     };
     match forward(&shared, &leader, req).await {
