@@ -79,6 +79,12 @@ async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
     }
 }
 
+/// The id an instance goes by in the cluster (from its `state/instance-id`).
+fn id_of(broker: &Broker) -> String {
+    let id = std::fs::read_to_string(broker.home().join("state/instance-id")).unwrap();
+    format!("i_{}", &id.trim()[..16])
+}
+
 /// `http` with `token`, which every instance of the cluster shares.
 fn http_of(broker: &Broker) -> Http {
     broker.http()
@@ -110,6 +116,33 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
     let again = app.answer(&id, text("again")).await;
     assert_eq!(again.code(409), "already_settled", "{again:?}");
     assert!(ipc.within(Duration::from_millis(500)).await.is_none());
+    // Every instance shows the one broker: the instances, and where each client is.
+    let status = c.http().get("/api/v1/status").await.data().clone();
+    assert_eq!(status["apps"][0]["via"], id_of(b), "{status}");
+    assert_eq!(status["agents"][0]["via"], id_of(c), "{status}");
+    eventually(|| async {
+        let status = b.http().get("/api/v1/status").await.data().clone();
+        let roles: Vec<(String, String)> = status["instances"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|i| {
+                        (
+                            i["id"].as_str().unwrap().into(),
+                            i["role"].as_str().unwrap().into(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        roles
+            == [
+                (id_of(a), "leader".into()),
+                (id_of(b), "follower".into()),
+                (id_of(c), "follower".into()),
+            ]
+    })
+    .await;
     // Each instance answers its own /metrics, labelled with its id and role.
     let page = b.http().get("/metrics").await;
     assert_eq!(page.status, 200);

@@ -43,10 +43,10 @@ pub async fn upgrade(
 ) -> Result<Response, Refusal> {
     check_upgrade(req.headers())?;
     let piped = req.extensions().get::<super::front::Forwarded>().cloned();
-    if let Some(forwarded) = piped
+    if let Some(forwarded) = &piped
         && super::auth::bearer(req.headers()).is_none()
     {
-        return piped_session(&state, forwarded, slot, &mut req);
+        return piped_session(&state, forwarded.clone(), slot, &mut req);
     }
     let token = super::auth::bearer(req.headers())
         .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?
@@ -81,11 +81,13 @@ pub async fn upgrade(
     };
     let door = state.sidecars.clone();
     let hold = slot.map(|Extension(s)| s);
+    let via = piped.map(|f| f.via);
     info!(%agent, "IPC upgrade accepted");
     state.broker.tasks().spawn(async move {
         match pending.await {
             Ok(upgraded) => {
-                door.admit_bound(TokioIo::new(upgraded), Some(Bound { agent, token }), hold);
+                let bound = Some(Bound { agent, token });
+                door.admit_via(TokioIo::new(upgraded), bound, hold, via);
             }
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
@@ -112,7 +114,7 @@ fn piped_session(
     info!(via = %forwarded.via, "sidecar connection piped from a follower");
     state.broker.tasks().spawn(async move {
         match pending.await {
-            Ok(upgraded) => door.admit_bound(TokioIo::new(upgraded), None, hold),
+            Ok(upgraded) => door.admit_via(TokioIo::new(upgraded), None, hold, Some(forwarded.via)),
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
     });

@@ -216,3 +216,30 @@ pub async fn cluster_key(client: &Client) -> Result<Option<String>, PgError> {
         .map_err(PgError::doing("read the cluster's key"))?
         .map(|row| row.get(0)))
 }
+
+/// Every instance that has used the database, in the order they started, with its role.
+pub async fn instances(
+    client: &Client,
+) -> Result<Vec<leo_protocol::status::InstanceStatus>, PgError> {
+    let rows = client
+        .query(
+            "SELECT i.id, i.host, i.url,
+                    CASE WHEN i.seen_at <= now() - make_interval(secs => $1) THEN 'gone'
+                         WHEN i.id = c.leader THEN 'leader' ELSE 'follower' END,
+                    to_char(i.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+             FROM instances i LEFT JOIN cluster c ON true ORDER BY i.started_at",
+            &[&LEASE.as_secs_f64()],
+        )
+        .await
+        .map_err(PgError::doing("read the instances"))?;
+    Ok(rows
+        .iter()
+        .map(|r| leo_protocol::status::InstanceStatus {
+            id: r.get(0),
+            host: r.get(1),
+            url: r.get(2),
+            role: r.get(3),
+            last_seen: r.get(4),
+        })
+        .collect())
+}

@@ -115,6 +115,9 @@ impl PgError {
     }
 }
 
+/// The instances sharing the database, as the writer last read them, for the status snapshot.
+pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
+
 /// What the PostgreSQL store is opened with.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -132,7 +135,7 @@ pub struct Settings {
 pub(crate) fn open(
     settings: Settings,
     rx: UnboundedReceiver<Job>,
-    available: Arc<AtomicBool>,
+    (available, instances): (Arc<AtomicBool>, Instances),
 ) -> Result<Restored, PgError> {
     let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
@@ -153,7 +156,10 @@ pub(crate) fn open(
                 match start(config, &settings).await {
                     Ok((pool, epoch, restored)) => {
                         let _ = ready.send(Ok(restored));
-                        Writer::new(pool, settings, epoch, available).run(rx).await;
+                        let mut writer = Writer::new(pool, settings, epoch, available);
+                        writer.instances = instances;
+                        writer.heartbeat().await;
+                        writer.run(rx).await;
                     }
                     Err(e) => {
                         let _ = ready.send(Err(e));
@@ -246,6 +252,8 @@ struct Writer {
     /// The first error the database answered on purpose; nothing is acknowledged after it.
     failed: Option<Arc<PgError>>,
     last_beat: tokio::time::Instant,
+    /// Where each heartbeat puts the instances it read.
+    instances: Instances,
 }
 
 impl Writer {
@@ -258,6 +266,7 @@ impl Writer {
             available,
             failed: None,
             last_beat: tokio::time::Instant::now(),
+            instances: Instances::default(),
         }
     }
 
@@ -407,7 +416,12 @@ impl Writer {
     async fn heartbeat(&mut self) {
         let beat = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::renew(&client, &self.settings.me.id, self.epoch).await
+            lease::renew(&client, &self.settings.me.id, self.epoch).await?;
+            let found = lease::instances(&client).await?;
+            if let Ok(mut instances) = self.instances.lock() {
+                *instances = found;
+            }
+            Ok::<(), PgError>(())
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
