@@ -325,7 +325,16 @@ pub(crate) async fn serve(
     }
     let key = leading.map(|l| l.key);
     let servers = spawn_servers(&p.config, p.tls, &state, listeners, key.clone())?;
-    stop.await;
+    tokio::select! {
+        () = stop => {}
+        () = broker.store().deposed() => {
+            // As if killed: nothing more is written or answered (the fence refuses it all
+            // anyway), and the clients reconnect to the instances that serve, where the new
+            // leader restored every call this one had committed.
+            tracing::error!("another instance took over the database; this one stops");
+            return Err(BrokerError::Deposed);
+        }
+    }
     shut_down(&broker, servers, &p.home).await;
     Ok(())
 }

@@ -235,6 +235,8 @@ pub struct Store {
     available: Arc<std::sync::atomic::AtomicBool>,
     /// The instances sharing the database, as the writer last read them (PostgreSQL only).
     instances: postgres::Instances,
+    /// Cancelled when the database says another instance leads now (PostgreSQL only).
+    deposed: tokio_util::sync::CancellationToken,
 }
 
 impl Store {
@@ -274,7 +276,11 @@ impl Store {
     pub fn open_postgres(settings: postgres::Settings) -> Result<(Store, Restored), Error> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let store = Store::with(Some(Sink::Postgres(tx)));
-        let shared = (store.available.clone(), store.instances.clone());
+        let shared = postgres::Shared {
+            available: store.available.clone(),
+            instances: store.instances.clone(),
+            deposed: store.deposed.clone(),
+        };
         let restored =
             postgres::open(settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
         Ok((store, restored))
@@ -286,7 +292,14 @@ impl Store {
             closed: std::sync::atomic::AtomicBool::new(false),
             available: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             instances: postgres::Instances::default(),
+            deposed: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Resolves once another instance took the database's lease from this one (see
+    /// `postgres::lease`); never for SQLite.
+    pub async fn deposed(&self) {
+        self.deposed.cancelled().await;
     }
 
     /// The instances sharing the database, as last read (every heartbeat); empty for SQLite.

@@ -118,6 +118,13 @@ impl PgError {
 /// The instances sharing the database, as the writer last read them, for the status snapshot.
 pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
 
+/// What the writer shares with the `Store` handle.
+pub(crate) struct Shared {
+    pub available: Arc<AtomicBool>,
+    pub instances: Instances,
+    pub deposed: tokio_util::sync::CancellationToken,
+}
+
 /// What the PostgreSQL store is opened with.
 #[derive(Debug, Clone)]
 pub struct Settings {
@@ -135,7 +142,7 @@ pub struct Settings {
 pub(crate) fn open(
     settings: Settings,
     rx: UnboundedReceiver<Job>,
-    (available, instances): (Arc<AtomicBool>, Instances),
+    shared: Shared,
 ) -> Result<Restored, PgError> {
     let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
@@ -156,8 +163,9 @@ pub(crate) fn open(
                 match start(config, &settings).await {
                     Ok((pool, epoch, restored)) => {
                         let _ = ready.send(Ok(restored));
-                        let mut writer = Writer::new(pool, settings, epoch, available);
-                        writer.instances = instances;
+                        let mut writer = Writer::new(pool, settings, epoch, shared.available);
+                        writer.instances = shared.instances;
+                        writer.deposed = shared.deposed;
                         writer.heartbeat().await;
                         writer.run(rx).await;
                     }
@@ -254,6 +262,8 @@ struct Writer {
     last_beat: tokio::time::Instant,
     /// Where each heartbeat puts the instances it read.
     instances: Instances,
+    /// Cancelled when the fence or the renewal finds another instance leads.
+    deposed: tokio_util::sync::CancellationToken,
 }
 
 impl Writer {
@@ -267,6 +277,7 @@ impl Writer {
             failed: None,
             last_beat: tokio::time::Instant::now(),
             instances: Instances::default(),
+            deposed: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -405,12 +416,16 @@ impl Writer {
 
     /// A batch the fence refused is the lost lease it means.
     fn deposed(&self, e: PgError) -> PgError {
-        if e.is_fenced() && !matches!(e, PgError::LeaseLost { .. }) {
-            return PgError::LeaseLost {
-                holder: "another instance".into(),
-            };
+        if !e.is_fenced() {
+            return e;
         }
-        e
+        self.deposed.cancel();
+        match e {
+            PgError::LeaseLost { .. } => e,
+            _ => PgError::LeaseLost {
+                holder: "another instance".into(),
+            },
+        }
     }
 
     async fn heartbeat(&mut self) {
@@ -434,6 +449,9 @@ impl Writer {
                 error = %leo_protocol::chain::error_chain(e),
                 "this instance lost its lease on the database; no further change is acknowledged"
             );
+            if e.is_fenced() {
+                self.deposed.cancel();
+            }
             self.failed = beat.err().map(Arc::new);
             self.available.store(true, Ordering::Relaxed);
             return;
