@@ -466,6 +466,10 @@ mod tests {
             ("web:\n  prot: 1\n", "web.prot: unknown field `prot`"),
             ("bogus: 1\n", "bogus: unknown field `bogus`"),
             (
+                "cluster:\n  advertise: x\n",
+                "cluster.advertise: unknown field `advertise`",
+            ),
+            (
                 "agents:\n  a:\n    deny_tools: 3\n",
                 "agents.a.deny_tools: invalid type",
             ),

@@ -175,6 +175,18 @@ async fn only_the_clusters_key_speaks_for_a_follower() {
     assert_eq!(forged.get("/api/v1/status").await.status, 200);
     let foreign = b.http().with_host("evil.example");
     assert_eq!(foreign.get("/api/v1/status").await.status, 403);
+    // `leo-mcp --url` pointed at a follower: the upgrade is forwarded, the leader checks it.
+    let token = b.agent_token();
+    let auth = format!("Bearer {token}");
+    let mut remote = Ipc::upgrade(b.addr, &[("authorization", &auth), ("leo-agent", "remote")])
+        .await
+        .unwrap_or_else(|r| panic!("{}", r.body));
+    assert_eq!(remote.say_hello(&token, "remote").await["type"], "welcome");
+    // A wrong token on a follower's socket is refused by the leader's own hello check.
+    let path = leo_protocol::home::Home::new(b.home()).sidecar_socket();
+    let mut bad = Ipc::connect(&path).await;
+    let refused = bad.say_hello("not-a-token", "rocket").await;
+    assert_eq!(refused["type"], "error", "{refused}");
     // /mcp's Origin rule is the follower's to apply.
     let origin = b.http().with_header("origin", "http://evil.example");
     let r = origin.post("/mcp", &json!({})).await;
@@ -341,4 +353,16 @@ async fn a_deposed_leader_cannot_commit() {
     assert!(!texts.iter().any(|t| t.ends_with("fenced")), "{texts:?}");
     // It then stops as if killed, so that its clients go to the instances that serve.
     eventually(|| async { a.stderr().contains("this one stops") }).await;
+}
+
+#[tokio::test]
+async fn a_broker_on_postgres_needs_its_tcp_listener() {
+    let Some(db) = database().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let config = format!("{}web:\n  enabled: false\n", db.config());
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .expect_err("start must fail");
+    assert!(err.contains("set web.enabled: true"), "{err}");
 }

@@ -483,6 +483,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn tcp_only_paths_are_the_console_and_mcp() {
+        for path in [
+            "/",
+            "/login",
+            "/mcp",
+            "/console/requests/r_1/answer",
+            "/console/events",
+        ] {
+            assert!(tcp_only_path(path), "{path}");
+        }
+        for path in [
+            "/api/v1/status",
+            "/api/v1/client-tools/requests/r_1/claim",
+            "/web/agent/rocket/message",
+            "/console/requests/r_1",
+            "/mcp/x",
+        ] {
+            assert!(!tcp_only_path(path), "{path}");
+        }
+    }
+
+    #[test]
     fn host_header_variants() {
         let c = HostCheck::new(
             8370,
