@@ -55,6 +55,8 @@ pub const CLUSTER_KEY: HeaderName = HeaderName::from_static("leo-cluster-key");
 pub const VIA: HeaderName = HeaderName::from_static("leo-via");
 /// How long connecting to the leader may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections to the leader kept open for the next requests, at most.
+const POOL: usize = 32;
 
 /// The leader, as a follower forwards to it.
 #[derive(Debug, Clone)]
@@ -120,12 +122,35 @@ struct Shared {
     tokens: Tokens,
     connector: leo_protocol::tls::Connector,
     leader: RwLock<Option<Arc<Upstream>>>,
+    /// Connections to the current leader, kept for reuse: a forwarded claim or result costs no
+    /// new TCP (and TLS) handshake. A connection whose response is still streaming is kept
+    /// too, and used once it is ready again.
+    pool: std::sync::Mutex<Vec<Sender>>,
     stop: CancellationToken,
 }
+
+type Sender = hyper::client::conn::http1::SendRequest<Body>;
 
 impl Shared {
     fn leader(&self) -> Option<Arc<Upstream>> {
         self.leader.read().ok().and_then(|l| l.clone())
+    }
+
+    /// A pooled connection ready for a request, if one is.
+    fn pooled(&self) -> Option<Sender> {
+        let mut pool = self.pool.lock().ok()?;
+        pool.retain(|s| !s.is_closed());
+        let ready = pool.iter().position(Sender::is_ready)?;
+        Some(pool.swap_remove(ready))
+    }
+
+    /// Keeps `sender` for a later request, while the pool has room.
+    fn keep(&self, sender: Sender) {
+        if let Ok(mut pool) = self.pool.lock()
+            && pool.len() < POOL
+        {
+            pool.push(sender);
+        }
     }
 }
 
@@ -159,6 +184,7 @@ impl Front {
             tokens: config.tokens,
             connector: config.connector,
             leader: RwLock::new(None),
+            pool: std::sync::Mutex::new(Vec::new()),
             stop: stop.clone(),
         });
         let app = |door: Door, host: Option<Arc<HostCheck>>| {
@@ -208,6 +234,9 @@ impl Front {
     pub fn follow(&self, leader: Option<Upstream>) {
         if let Ok(mut l) = self.shared.leader.write() {
             *l = leader.map(Arc::new);
+        }
+        if let Ok(mut pool) = self.shared.pool.lock() {
+            pool.clear();
         }
     }
 
@@ -373,11 +402,10 @@ async fn forward(
         .map_err(|e| e.to_string())?;
     *req.uri_mut() = target;
     headers_for_leader(req.headers_mut(), upgrade, &up.key, &shared.me);
-    let mut sender = open(shared, up).await?;
-    let mut response = sender
-        .send_request(req)
-        .await
-        .map_err(|e| format!("the leader did not answer: {e}"))?;
+    let (mut response, sender) = send(shared, up, req, upgrade).await?;
+    if !upgrade {
+        shared.keep(sender);
+    }
     let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
     if switched && let Some(downstream) = downstream {
         let upstream = hyper::upgrade::on(&mut response);
@@ -393,6 +421,33 @@ async fn forward(
         strip_hop_by_hop(response.headers_mut());
     }
     Ok(response.map(Body::new))
+}
+
+/// Sends `req` on a pooled connection (unless it is an `upgrade`), or a new one when none is
+/// ready or the pooled one closed before the request went out (the leader ends idle
+/// connections): a request is never sent twice.
+async fn send(
+    shared: &Shared,
+    up: &Upstream,
+    req: Request<Body>,
+    upgrade: bool,
+) -> Result<(hyper::Response<hyper::body::Incoming>, Sender), String> {
+    let mut req = req;
+    if !upgrade && let Some(mut sender) = shared.pooled() {
+        match sender.try_send_request(req).await {
+            Ok(response) => return Ok((response, sender)),
+            Err(mut e) => match e.take_message() {
+                Some(unsent) => req = unsent,
+                None => return Err(format!("the leader did not answer: {}", e.error())),
+            },
+        }
+    }
+    let mut sender = open(shared, up).await?;
+    let response = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("the leader did not answer: {e}"))?;
+    Ok((response, sender))
 }
 
 /// Copies both ways until either side closes or the front stops.
