@@ -207,12 +207,18 @@ async fn follow(
     let mut front: Option<Front> = None;
     let mut following: Option<Leader> = None;
     let mut unreachable = false;
+    let mut said_alive: Option<tokio::time::Instant> = None;
     loop {
+        // A follower says it is alive every heartbeat, as the leader does.
+        let alive = said_alive.is_none_or(|t| t.elapsed() >= lease::HEARTBEAT);
         let looked = async {
             let client = pool.get().await.map_err(PgError::Connect)?;
-            lease::look(&client, &settings.store.me).await
+            lease::look(&client, &settings.store.me, alive).await
         }
         .await;
+        if alive && looked.is_ok() {
+            said_alive = Some(tokio::time::Instant::now());
+        }
         match looked {
             Ok(Look::Free) => {
                 if let Some((store, restored)) = try_lead(settings).await? {
@@ -292,6 +298,11 @@ async fn try_lead(
     match opened {
         Ok(opened) => Ok(Some(opened)),
         Err(crate::store::Error::Postgres(e)) if matches!(*e, PgError::Held(_)) => Ok(None),
+        Err(crate::store::Error::Postgres(e)) if e.is_outage() => {
+            // The database went away between the look and the take: look again later.
+            warn!(error = %leo_protocol::chain::error_chain(&*e), "cannot take the lease now");
+            Ok(None)
+        }
         Err(e) => Err(BrokerError::Database {
             path: "store.url (PostgreSQL)".into(),
             source: e.into(),

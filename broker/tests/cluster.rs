@@ -366,3 +366,44 @@ async fn a_broker_on_postgres_needs_its_tcp_listener() {
         .expect_err("start must fail");
     assert!(err.contains("set web.enabled: true"), "{err}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_checks_the_certificate_of_an_https_leader() {
+    use leo_testkit::tls::{TLS_CONFIG, tls_init};
+    let Some(db) = database().await else { return };
+    let home_a = tempfile::tempdir().unwrap();
+    tls_init(home_a.path(), &[]);
+    let config = format!("{TLS_CONFIG}{}", db.config());
+    std::fs::write(home_a.path().join("config.yaml"), &config).unwrap();
+    let a = Broker::start_in(home_a).await;
+    // Followers with the leader's tokens and certificate; only B trusts its CA.
+    let follower = |trust: bool| {
+        let home = tempfile::tempdir().unwrap();
+        copy_home(a.home(), home.path());
+        std::fs::create_dir_all(home.path().join("tls")).unwrap();
+        for entry in std::fs::read_dir(a.home().join("tls")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(
+                entry.path(),
+                home.path().join("tls").join(entry.file_name()),
+            )
+            .unwrap();
+        }
+        let ca = if trust {
+            "cluster:\n  ca_file: tls/ca.pem\n"
+        } else {
+            ""
+        };
+        std::fs::write(home.path().join("config.yaml"), format!("{config}{ca}")).unwrap();
+        Broker::start_in(home)
+    };
+    let b = follower(true).await;
+    let c = follower(false).await;
+    for f in [&b, &c] {
+        eventually(|| async { f.stderr().contains("forwarding to it") }).await;
+    }
+    assert_eq!(b.http_unix().get("/api/v1/status").await.status, 200);
+    let refused = c.http_unix().get("/api/v1/status").await;
+    assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
+    assert!(c.stderr().contains("not signed by a CA"), "{}", c.stderr());
+}

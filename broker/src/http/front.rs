@@ -37,11 +37,12 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use leo_protocol::ErrorCode;
+use std::sync::atomic::Ordering;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use super::rules::HostCheck;
 use super::serve::{TcpBudget, accept_until};
@@ -126,6 +127,8 @@ struct Shared {
     /// new TCP (and TLS) handshake. A connection whose response is still streaming is kept
     /// too, and used once it is ready again.
     pool: std::sync::Mutex<Vec<Sender>>,
+    /// Whether the leader's last failure was logged as a warning (once per outage).
+    warned: std::sync::atomic::AtomicBool,
     stop: CancellationToken,
 }
 
@@ -185,6 +188,7 @@ impl Front {
             connector: config.connector,
             leader: RwLock::new(None),
             pool: std::sync::Mutex::new(Vec::new()),
+            warned: std::sync::atomic::AtomicBool::new(false),
             stop: stop.clone(),
         });
         let app = |door: Door, host: Option<Arc<HostCheck>>| {
@@ -199,6 +203,10 @@ impl Front {
                 None => router,
             }
         };
+        if let Some(tls) = config.tls.clone() {
+            // The certificate is reloaded on change or SIGHUP while following too.
+            tokio::spawn(tls.watch(stop.clone()));
+        }
         let tcp = listeners.tcp.map(|l| {
             let app = app(Door::Tcp, config.host.clone());
             let (budget, tls) = (config.budget.clone(), config.tls.clone());
@@ -304,9 +312,16 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
         return no_leader("no instance leads the database now; retry in a moment");
     };
     match forward(&shared, &leader, req).await {
-        Ok(response) => response,
+        Ok(response) => {
+            shared.warned.store(false, Ordering::Relaxed);
+            response
+        }
         Err(e) => {
-            debug!(error = %e, "the leader cannot be reached");
+            if shared.warned.swap(true, Ordering::Relaxed) {
+                debug!(error = %e, "the leader cannot be reached");
+            } else {
+                warn!(error = %e, "the leader cannot be reached; answering 503 until it can");
+            }
             no_leader("the instance that leads the database cannot be reached; retry in a moment")
         }
     }

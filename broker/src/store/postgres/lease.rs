@@ -89,14 +89,14 @@ fn read_leader(row: Option<tokio_postgres::Row>, me: &str) -> Look {
     }
 }
 
-/// Says who leads; a follower (`Held`) records meanwhile that it is alive.
-pub async fn look(client: &Client, me: &Me) -> Result<Look, PgError> {
+/// Says who leads; a follower (`Held`) records meanwhile that it is alive when `alive`.
+pub async fn look(client: &Client, me: &Me, alive: bool) -> Result<Look, PgError> {
     let row = client
         .query_opt(LEADER, &[&LEASE.as_secs_f64()])
         .await
         .map_err(PgError::doing("read the lease"))?;
     let look = read_leader(row, &me.id);
-    if let Look::Held(_) = look {
+    if alive && let Look::Held(_) = look {
         present(client, me, false).await?;
     }
     Ok(look)
