@@ -407,3 +407,24 @@ async fn a_follower_checks_the_certificate_of_an_https_leader() {
     assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
     assert!(c.stderr().contains("not signed by a CA"), "{}", c.stderr());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_leo_mcp_on_a_follower_sees_the_tools_of_an_app_on_another() {
+    use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools, wait_until};
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let agent = Agent::start(c.home(), AgentOpts::native("claude")).await;
+    assert!(agent.tool_names_without_messages().await.is_empty());
+    let before = agent.list_changed();
+    let mut app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    wait_until("tools/list_changed", || agent.list_changed() > before).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "echo")).await;
+    let call = agent.spawn_call("echo", json!({"n": 1}));
+    let id = app.next_request_id().await;
+    app.http = http_of(a);
+    app.serve(&id, text("through three instances")).await;
+    let result = call.await.unwrap();
+    assert_eq!(text_of(&result), "through three instances");
+}
