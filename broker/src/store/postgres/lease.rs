@@ -189,7 +189,9 @@ pub async fn renew(client: &Client, me: &str, epoch: i64) -> Result<(), PgError>
         .await
         .map_err(PgError::doing("renew the lease"))?;
     match deposed.and_then(|row| row.get::<_, Option<String>>(0)) {
-        Some(holder) => Err(PgError::LeaseLost { holder }),
+        Some(holder) => Err(PgError::LeaseLost {
+            holder: format!("the leader now is {holder}"),
+        }),
         None => Ok(()),
     }
 }

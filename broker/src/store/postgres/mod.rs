@@ -75,8 +75,8 @@ pub enum PgError {
     #[error("cannot start the store's thread")]
     Thread(#[source] std::io::Error),
     #[error(
-        "instance {holder} took over the database (its lease is newer than this instance's); \
-         restart this broker to follow it"
+        "another instance took over the database ({holder}); this instance no longer leads it \
+         and writes nothing more"
     )]
     LeaseLost { holder: String },
     #[error("instance {0} leads this database")]
@@ -423,7 +423,7 @@ impl Writer {
         match e {
             PgError::LeaseLost { .. } => e,
             _ => PgError::LeaseLost {
-                holder: "another instance".into(),
+                holder: "the fence refused a write".into(),
             },
         }
     }
