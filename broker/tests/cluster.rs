@@ -143,6 +143,20 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
             ]
     })
     .await;
+    // `leo status` on a follower's home shows the same, through its socket.
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .arg("status")
+        .env("LEO_HOME", b.home())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(shown.contains("Instances"), "{shown}");
+    assert!(
+        shown.contains(&id_of(a)) && shown.contains("leader"),
+        "{shown}"
+    );
     // Each instance answers its own /metrics, labelled with its id and role.
     let page = b.http().get("/metrics").await;
     assert_eq!(page.status, 200);
