@@ -204,7 +204,12 @@ fn unauthorized(why: &str) -> Refusal {
 
 /// Constant-time comparison; tokens of a different length are unequal without a byte compared.
 pub fn ct_eq(a: &str, b: &str) -> bool {
-    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+    ct_eq_bytes(a.as_bytes(), b.as_bytes())
+}
+
+/// [`ct_eq`] on bytes (a header's value).
+pub fn ct_eq_bytes(a: &[u8], b: &[u8]) -> bool {
+    bool::from(a.ct_eq(b))
 }
 
 #[cfg(test)]

@@ -27,6 +27,20 @@ pub struct Config {
     pub metrics: MetricsConfig,
     pub store: Store,
     pub telemetry: TelemetryConfig,
+    pub cluster: ClusterConfig,
+}
+
+/// `cluster:`: several instances on one PostgreSQL database (see `cluster`).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ClusterConfig {
+    /// The URL other instances reach this one at when it leads (`https://leo-a.internal:8370`).
+    /// Absent: from the TCP listener (`https` with `web.tls`, `web.bind`, or `127.0.0.1` when
+    /// it binds every address, and the port it bound).
+    pub advertise_url: Option<String>,
+    /// The CA file this instance trusts the leader's certificate by (else `LEO_CA_FILE`, and
+    /// the system store). A relative path is relative to `$LEO_HOME`.
+    pub ca_file: Option<std::path::PathBuf>,
 }
 
 /// `telemetry:`: OpenTelemetry traces over OTLP/HTTP (see `telemetry`).
@@ -488,6 +502,10 @@ mod tests {
             ("web:\n  port: nope\n", "web.port: "),
             ("web:\n  prot: 1\n", "web.prot: unknown field `prot`"),
             ("bogus: 1\n", "bogus: unknown field `bogus`"),
+            (
+                "cluster:\n  advertise: x\n",
+                "cluster.advertise: unknown field `advertise`",
+            ),
             (
                 "agents:\n  a:\n    deny_tools: 3\n",
                 "agents.a.deny_tools: invalid type",

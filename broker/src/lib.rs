@@ -4,7 +4,8 @@
 //! one lock and drives the pure state machines (`registry`, `requests`, `ownership`); `events`
 //! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
 //! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them and runs
-//! the shutdown path.
+//! the shutdown path. With PostgreSQL, `cluster` makes the instance one of several serving a
+//! database: it leads (the one core) or forwards to the leader (`http::front`).
 //!
 //! The `leo` binary is the `leo-cli` crate. This library exports only what it needs, kept small:
 //! - [`server`]: prepare, bind and run the daemon (`leo broker`);
@@ -27,6 +28,7 @@
 
 mod accept;
 pub(crate) mod agent_tokens;
+pub(crate) mod cluster;
 pub mod cluster_tokens;
 pub mod config;
 pub(crate) mod core;

@@ -47,6 +47,13 @@ struct RejectedLabels {
     code: Code,
 }
 
+/// The labels of `leo_instance_info`: which instance of a cluster wrote the page, and its role.
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct InstanceLabels {
+    instance: String,
+    role: &'static str,
+}
+
 /// How a call ended, as its wire name.
 #[derive(Debug, Clone, Copy, Hash, PartialEq, Eq)]
 struct Outcome(CallOutcome);
@@ -98,6 +105,8 @@ pub struct Metrics {
     rejected: Family<RejectedLabels, Counter>,
     /// Each open stream's queued bytes, dropped with the stream.
     backlogs: Mutex<Vec<Weak<AtomicUsize>>>,
+    /// This instance's id when it leads a cluster (PostgreSQL), for `leo_instance_info`.
+    instance: Mutex<Option<String>>,
 }
 
 /// The counters.
@@ -115,6 +124,7 @@ impl Metrics {
             latency: Histogram::new(exponential_buckets(0.001, 2.0, 20)),
             rejected: Family::default(),
             backlogs: Mutex::new(Vec::new()),
+            instance: Mutex::new(None),
         }
     }
 
@@ -193,6 +203,42 @@ impl Metrics {
         i64::try_from(sum).unwrap_or(i64::MAX)
     }
 
+    /// Says that this process leads a cluster as instance `id`: its pages carry
+    /// `leo_instance_info{instance=id,role="leader"}`.
+    pub fn set_instance(&self, id: &str) {
+        if let Ok(mut instance) = self.instance.lock() {
+            *instance = Some(id.to_owned());
+        }
+    }
+
+    /// Registers `leo_instance_info` for instance `id` in `role`.
+    fn register_instance(registry: &mut Registry, id: &str, role: &'static str) {
+        let info: Family<InstanceLabels, Gauge> = Family::default();
+        info.get_or_create(&InstanceLabels {
+            instance: id.to_owned(),
+            role,
+        })
+        .set(1);
+        registry.register(
+            "instance_info",
+            "This instance of the cluster, and its role",
+            info,
+        );
+    }
+
+    /// A follower's page (see `http::front`): its own counters and `leo_instance_info`; the
+    /// state of calls and sessions is the leader's page.
+    pub fn render_follower(&self, id: &str) -> String {
+        let mut registry = Registry::with_prefix("leo");
+        self.register_counters(&mut registry);
+        Self::register_instance(&mut registry, id, "follower");
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+
     /// Registers the counters that grow with traffic.
     fn register_counters(&self, registry: &mut Registry) {
         registry.register(
@@ -248,6 +294,10 @@ impl Metrics {
             "Bytes of events queued for slow event streams",
             self.backlog_bytes(),
         );
+        let instance = self.instance.lock().ok().and_then(|i| i.clone());
+        if let Some(id) = instance {
+            Self::register_instance(&mut registry, &id, "leader");
+        }
         let dropped = i64::try_from(broker.history().dropped()).unwrap_or(i64::MAX);
         gauge(
             &mut registry,

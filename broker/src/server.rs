@@ -42,14 +42,27 @@ pub struct Prepared {
         crate::webhooks::store::Store,
         Vec<crate::webhooks::store::Stored>,
     ),
-    /// The live state database and what it held at start.
-    pub store: crate::store::Store,
-    pub restored: crate::store::Restored,
+    /// The live state: `state/leo.db` opened with what it held at start, or the PostgreSQL
+    /// cluster this instance joins (its store is opened when it leads). Taken by `run`.
+    pub(crate) live: Option<Live>,
     /// What serves `/mcp` on the TCP listener: the `leo` binary mounts `leo-mcp`'s server here
     /// (see `mcp`); without it, `/mcp` answers that this broker serves none.
     pub mcp: Option<crate::mcp::MakeMount>,
     /// `web.tls`, loaded: the TCP listener's certificate and key.
     pub tls: Option<crate::http::ServerTls>,
+}
+
+/// Where the live state is.
+pub(crate) enum Live {
+    Sqlite(crate::store::Store, crate::store::Restored),
+    Cluster(crate::cluster::Settings),
+}
+
+/// What a leader of a cluster serves with besides its store: its id and the cluster's key,
+/// which its routers check on what followers forward (`http::front::gate`).
+pub(crate) struct Leading {
+    pub id: String,
+    pub key: crate::http::front::ClusterKey,
 }
 
 /// The bound listeners.
@@ -75,7 +88,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
     let (tokens, agent_keys, cluster_tokens) = load_tokens(&home, &config)?;
     let tls = load_tls(&home, &config)?;
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
-    let (store, restored) = open_store(&home, &config)?;
+    let live = open_store(&home, &config)?;
     Ok(Prepared {
         mcp: None,
         home,
@@ -85,8 +98,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         agent_keys,
         cluster_tokens,
         webhooks,
-        store,
-        restored,
+        live: Some(live),
         tls,
     })
 }
@@ -111,12 +123,10 @@ fn load_tokens(
     }
 }
 
-/// The live state: `state/leo.db`, or PostgreSQL when `store.url` (or `LEO_STORE_URL`) names
-/// it, with this instance's id from `state/instance-id` (made at first start).
-fn open_store(
-    home: &Home,
-    config: &Config,
-) -> Result<(crate::store::Store, crate::store::Restored)> {
+/// The live state: `state/leo.db`, opened now; or, when `store.url` (or `LEO_STORE_URL`)
+/// names PostgreSQL, the cluster this instance joins once its listeners are bound, with its id
+/// from `state/instance-id` (made at first start).
+fn open_store(home: &Home, config: &Config) -> Result<Live> {
     let url = config
         .store
         .postgres_url()
@@ -131,20 +141,13 @@ fn open_store(
             config.store.synchronous,
             config.client_tools.remember_settled,
         )
+        .map(|(store, restored)| Live::Sqlite(store, restored))
         .map_err(|e| BrokerError::Database {
             path,
             source: e.into(),
         });
     };
-    let settings = crate::store::postgres::Settings {
-        url,
-        instance: crate::home::instance_id(home)?,
-        remember: config.client_tools.remember_settled,
-    };
-    crate::store::Store::open_postgres(settings).map_err(|e| BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
-        source: e.into(),
-    })
+    crate::cluster::Settings::new(home, config, url).map(Live::Cluster)
 }
 
 /// `web.tls`, read and checked now, so a bad pair stops the start with the key at fault.
@@ -184,8 +187,13 @@ pub async fn bind_unix(path: &Path) -> Result<UnixListener> {
     Ok(listener)
 }
 
-/// Binds every listener the config asks for.
+/// Binds every listener the config asks for. With PostgreSQL, the database is reached and its
+/// schema brought up to date first, so a database that is down or newer than this broker stops
+/// the start before anything listens.
 pub async fn bind(p: &Prepared) -> Result<Listeners> {
+    if let Some(Live::Cluster(settings)) = &p.live {
+        settings.check_database().await?;
+    }
     let tcp = if p.config.web.enabled {
         let addr = SocketAddr::new(p.config.web.bind, p.config.web.port);
         Some(
@@ -216,6 +224,18 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
         api: bind_unix(&p.home.api_socket()).await?,
         sidecar: bind_unix(&p.home.sidecar_socket()).await?,
     })
+}
+
+/// The one connection budget of every TCP listener, from `web:`.
+pub(crate) fn tcp_budget(config: &Config) -> crate::http::TcpBudget {
+    let limits = tcp_limits(&config.web);
+    info!(
+        max_connections = limits.max_connections,
+        header_timeout_s = limits.header_timeout.as_secs(),
+        idle_timeout_s = limits.idle_timeout.as_secs(),
+        "TCP limits (all TCP listeners together)"
+    );
+    crate::http::TcpBudget::new(limits)
 }
 
 /// The TCP bounds from `web:`, with the connection cap held under half the descriptors the
@@ -251,12 +271,44 @@ fn raise_fd_limit() -> u64 {
     soft
 }
 
-/// Serves until `stop` resolves, then shuts down in order.
-pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = ()>) -> Result<()> {
+/// Serves until `stop` resolves, then shuts down in order. With PostgreSQL, this instance
+/// joins the database's cluster: it leads, or forwards to the leader until it takes the lease
+/// (see `cluster`).
+pub async fn run(
+    mut p: Prepared,
+    listeners: Listeners,
+    stop: impl Future<Output = ()>,
+) -> Result<()> {
+    match p.live.take() {
+        Some(Live::Sqlite(store, restored)) => {
+            serve(p, (store, restored, None), listeners, stop).await
+        }
+        Some(Live::Cluster(settings)) => crate::cluster::run(p, settings, listeners, stop).await,
+        None => Err(BrokerError::State {
+            path: p.home.root.clone(),
+            message: "the broker was already run".into(),
+        }),
+    }
+}
+
+/// The store this instance serves, what it held at start, and the cluster it leads, if any.
+pub(crate) type Opened = (crate::store::Store, crate::store::Restored, Option<Leading>);
+
+/// Runs the core on `listeners` with `opened` until `stop` resolves, then shuts down in order.
+pub(crate) async fn serve(
+    p: Prepared,
+    opened: Opened,
+    listeners: Listeners,
+    stop: impl Future<Output = ()>,
+) -> Result<()> {
+    let (store, restored, leading) = opened;
     let history = crate::history::History::start(&p.home, &p.config)?;
     crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
-    let broker = Broker::new(p.config.clone(), p.ever, p.store, history);
-    broker.restore(p.restored);
+    let broker = Broker::new(p.config.clone(), p.ever, store, history);
+    broker.restore(restored);
+    if let Some(leading) = &leading {
+        crate::metrics::global().set_instance(&leading.id);
+    }
     if p.config.console.ask_human {
         // Nothing is registered yet, so the name cannot conflict.
         if let Err(e) = broker.set_ask_human(true) {
@@ -291,18 +343,18 @@ pub async fn run(p: Prepared, listeners: Listeners, stop: impl Future<Output = (
     if let Some(tls) = p.tls.clone() {
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));
     }
-    let servers = spawn_servers(
-        &p.config,
-        p.tls,
-        &state,
-        listeners.tcp,
-        listeners.metrics,
-        listeners.api,
-    )?;
-    broker
-        .tasks()
-        .spawn(crate::ipc::serve(listeners.sidecar, sidecars));
-    stop.await;
+    let key = leading.map(|l| l.key);
+    let servers = spawn_servers(&p.config, p.tls, &state, listeners, key.clone())?;
+    tokio::select! {
+        () = stop => {}
+        () = broker.store().deposed() => {
+            // As if killed: nothing more is written or answered (the fence refuses it all
+            // anyway), and the clients reconnect to the instances that serve, where the new
+            // leader restored every call this one had committed.
+            tracing::error!("another instance took over the database; this one stops");
+            return Err(BrokerError::Deposed);
+        }
+    }
     shut_down(&broker, servers, &p.home).await;
     Ok(())
 }
@@ -314,25 +366,28 @@ fn spawn_servers(
     config: &Config,
     tls: Option<crate::http::ServerTls>,
     state: &Arc<AppState>,
-    tcp: Option<TcpListener>,
-    metrics: Option<TcpListener>,
-    api: UnixListener,
+    listeners: Listeners,
+    key: Option<crate::http::front::ClusterKey>,
 ) -> Result<tokio::task::JoinSet<()>> {
+    let Listeners {
+        tcp,
+        api,
+        sidecar,
+        metrics,
+    } = listeners;
+    state
+        .broker
+        .tasks()
+        .spawn(crate::ipc::serve(sidecar, state.sidecars.clone()));
     let token = state.broker.shutdown_token();
     let mut servers = tokio::task::JoinSet::new();
     if let Some(tcp) = &tcp {
         warn_if_clear(tcp, tls.is_some());
     }
-    let limits = tcp_limits(&config.web);
-    info!(
-        max_connections = limits.max_connections,
-        header_timeout_s = limits.header_timeout.as_secs(),
-        idle_timeout_s = limits.idle_timeout.as_secs(),
-        "TCP limits (all TCP listeners together)"
-    );
-    let budget = crate::http::TcpBudget::new(limits);
+    let budget = tcp_budget(config);
     if let Some(tcp) = tcp {
         let app = crate::http::tcp_router(state.clone(), host_check(&tcp, config)?);
+        let app = crate::http::with_gate(app, key.clone());
         let serve = crate::http::serve_tcp("TCP", tcp, app, budget.clone(), tls, token.clone());
         servers.spawn(serve);
     }
@@ -341,7 +396,7 @@ fn spawn_servers(
         let serve = crate::http::serve_tcp("metrics", listener, app, budget, None, token.clone());
         servers.spawn(serve);
     }
-    let app = crate::http::router(state.clone());
+    let app = crate::http::with_gate(crate::http::router(state.clone()), key);
     servers.spawn(async move {
         if let Err(e) = axum::serve(api, app)
             .with_graceful_shutdown(token.cancelled_owned())
@@ -356,7 +411,7 @@ fn spawn_servers(
 /// Says loudly that tokens cross the network in clear when the TCP listener is reachable from
 /// other hosts without TLS. It is a warning, not a refusal: a container's published port
 /// (`web.bind: 0.0.0.0` behind Docker's own network) is a setup that works and is documented.
-fn warn_if_clear(tcp: &TcpListener, tls: bool) {
+pub(crate) fn warn_if_clear(tcp: &TcpListener, tls: bool) {
     let Ok(addr) = tcp.local_addr() else { return };
     if !tls && !addr.ip().is_loopback() {
         warn!(
@@ -368,7 +423,7 @@ fn warn_if_clear(tcp: &TcpListener, tls: bool) {
 
 /// The Host check of a TCP listener: loopback names, its bind address when specific, and
 /// `web.allowed_hosts`, each with the listener's own port.
-fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<HostCheck>> {
+pub(crate) fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<HostCheck>> {
     let addr = listener
         .local_addr()
         .map_err(|e| BrokerError::io("read address of", "tcp listener", e))?;
@@ -403,10 +458,15 @@ async fn shut_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>, home:
     broker.history().close();
     broker.store().close().await;
     crate::telemetry::shutdown().await;
+    remove_sockets(home);
+    info!("stopped");
+}
+
+/// Removes the sockets at the end of a stop.
+pub(crate) fn remove_sockets(home: &Home) {
     for path in [home.api_socket(), home.sidecar_socket()] {
         let _ = std::fs::remove_file(path);
     }
-    info!("stopped");
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (before the banner is printed, so a signal

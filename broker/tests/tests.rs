@@ -10,6 +10,7 @@ mod attacks;
 mod bad_input;
 mod cli;
 mod client_ids;
+mod cluster;
 mod cluster_history;
 mod cluster_tokens;
 mod completions;

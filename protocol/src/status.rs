@@ -47,6 +47,24 @@ pub struct Status {
     /// Each group's registration warnings (its last registration's).
     #[serde(default)]
     pub warnings: BTreeMap<String, Vec<String>>,
+    /// The instances sharing this broker's PostgreSQL database, in the order they started;
+    /// absent for a broker on its own (SQLite).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<InstanceStatus>,
+}
+
+/// One instance of a cluster: brokers sharing one PostgreSQL database, of which one leads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct InstanceStatus {
+    pub id: String,
+    pub host: String,
+    /// Where its peers reach it (`cluster.advertise_url`).
+    pub url: Option<String>,
+    /// `leader` (it decides every call), `follower` (it forwards to the leader), or `gone`
+    /// (not seen for longer than the lease).
+    pub role: String,
+    /// When it last said it was alive.
+    pub last_seen: String,
 }
 
 /// One connected client.
@@ -67,6 +85,10 @@ pub struct AppStatus {
     /// deliveries go. Absent for streams.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub webhook: Option<AppWebhook>,
+    /// In a cluster, the instance its stream reaches the leader through; absent when it is
+    /// connected to the leader itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// A webhook provider's part of its `AppStatus`.
@@ -87,6 +109,10 @@ pub struct AgentStatus {
     #[serde(default)]
     pub transport: Transport,
     pub connected_at: String,
+    /// In a cluster, the instance the session reaches the leader through; absent when it is
+    /// connected to the leader itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// One tool as agents see it, without its schema.

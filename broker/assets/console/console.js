@@ -338,12 +338,17 @@ function webhookHealth(a) {
   return [el('p', { class: 'warning', text: `unhealthy webhook (${w.health.failures} failed): ${why}` })];
 }
 
+// In a cluster, the instance a client is connected through (absent: the leader itself).
+function through(text, via) {
+  return via ? `${text} through ${via}` : text;
+}
+
 function renderApps() {
   const rows = status.apps.map((a) =>
     el('tr', { 'data-client': a.client_id },
       el('td', { 'data-label': 'Client' }, el('code', { text: a.client_id })),
       el('td', { 'data-label': 'Name', class: 'name', text: a.name || '—' }),
-      el('td', { 'data-label': 'Who', text: a.provider ? a.principal : `${a.principal} (watching)` },
+      el('td', { 'data-label': 'Who', text: through(a.provider ? a.principal : `${a.principal} (watching)`, a.via) },
         ...webhookHealth(a)),
       el('td', { 'data-label': 'Groups', text: (a.groups || []).join(', ') || '—' }),
       el('td', { 'data-label': 'Connected', 'data-since': a.connected_at })));
@@ -356,7 +361,7 @@ function renderAgents() {
       el('td', { 'data-label': 'Agent', text: s.agent }),
       el('td', { 'data-label': 'Harness', text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
       el('td', { 'data-label': 'Mode', text: s.mode }),
-      el('td', { 'data-label': 'Via', text: s.transport || 'stdio' }),
+      el('td', { 'data-label': 'Via', text: through(s.transport || 'stdio', s.via) }),
       el('td', { 'data-label': 'Session' }, el('code', { text: s.session })),
       el('td', { 'data-label': 'Connected', 'data-since': s.connected_at })));
   fill($('agent-rows'), rows, 'no-agents');

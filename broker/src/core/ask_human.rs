@@ -76,6 +76,7 @@ impl Broker {
                 connected_at: leo_protocol::time::now(),
                 internal: true,
                 webhook: None,
+                via: None,
             },
         );
         if let Err(e) = core.ever.remember([ASK_HUMAN]) {

@@ -81,6 +81,8 @@ pub struct ClientInfo {
     /// A webhook provider (`webhooks`): its url and delivery health. Its "stream" is the
     /// broker's own delivery task; it leaves only when the webhook is removed.
     pub webhook: Option<leo_protocol::status::AppWebhook>,
+    /// In a cluster, the follower the stream came through.
+    pub via: Option<String>,
 }
 
 /// A connected sidecar.
@@ -92,6 +94,8 @@ pub struct SessionInfo {
     pub mode: Mode,
     pub transport: leo_protocol::ipc::Transport,
     pub connected_at: String,
+    /// In a cluster, the follower the session came through.
+    pub via: Option<String>,
 }
 
 /// A sidecar session: the agent's name and the session's id.

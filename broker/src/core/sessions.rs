@@ -44,11 +44,20 @@ impl Broker {
                 mode,
                 transport,
                 connected_at: leo_protocol::time::now(),
+                via: None,
             },
         );
         drop(core);
         self.touched();
         conn
+    }
+
+    /// In a cluster: session `conn` reached the leader through follower `via`.
+    pub fn session_via(&self, conn: ConnId, via: String) {
+        if let Some(s) = self.lock().sessions.get_mut(&conn) {
+            s.via = Some(via);
+        }
+        self.touched();
     }
 
     /// The sidecar reported its harness after `initialize`.

@@ -34,6 +34,7 @@ impl Broker {
             ask_human: core.clients.contains_key(super::CONSOLE_CLIENT),
             warnings: core.registry.warnings().clone(),
             groups,
+            instances: self.store().instances(),
         }
     }
 }
@@ -55,6 +56,7 @@ fn apps(core: &Core, groups: &BTreeMap<String, Vec<ClientId>>) -> Vec<AppStatus>
                 .map(|(g, _)| g.clone())
                 .collect(),
             webhook: c.webhook.clone(),
+            via: c.via.clone(),
         })
         .collect()
 }
@@ -69,6 +71,7 @@ fn agents(core: &Core) -> Vec<AgentStatus> {
             mode: s.mode,
             transport: s.transport,
             connected_at: s.connected_at.clone(),
+            via: s.via.clone(),
         })
         .collect()
 }

@@ -22,6 +22,14 @@ use crate::store::{Op, StoredClient};
 use crate::tokens::random_id;
 
 impl Broker {
+    /// In a cluster: stream `client_id` reached the leader through follower `via`.
+    pub fn stream_via(&self, client_id: &ClientId, via: String) {
+        if let Some(c) = self.lock().clients.get_mut(client_id) {
+            c.via = Some(via);
+        }
+        self.touched();
+    }
+
     /// Opens an event stream for `principal`, named `name` by the app; provider streams may
     /// register tools. `resume` is a provider's key from an earlier `hello`.
     pub fn open_stream(
@@ -56,6 +64,7 @@ impl Broker {
                 connected_at: leo_protocol::time::now(),
                 internal: false,
                 webhook: None,
+                via: None,
             },
         );
         if provider && resume.is_none() {

@@ -54,6 +54,7 @@ impl Broker {
                         ..WebhookHealth::default()
                     },
                 }),
+                via: None,
             },
         );
         drop(core);

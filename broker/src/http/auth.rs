@@ -177,6 +177,14 @@ pub async fn authorize(
     if route.is_some_and(Route::checks_itself) {
         return next.run(req).await;
     }
+    if route == Some(Route::Ipc)
+        && bearer(req.headers()).is_none()
+        && req.extensions().get::<super::front::Forwarded>().is_some()
+    {
+        // A follower's pipe for a sidecar on its socket: the hello's token is checked by
+        // `ipc::Door`, as on this instance's own socket (`ipc::upgrade`).
+        return next.run(req).await;
+    }
     let caller = match bearer(req.headers()) {
         Some(token) => match authenticate(&state, req.headers()) {
             Ok(who) => Caller::Token(who),
@@ -310,6 +318,10 @@ pub async fn check_host(
     req: Request<Body>,
     next: Next,
 ) -> Response {
+    if req.extensions().get::<super::front::Forwarded>().is_some() {
+        // The follower that forwarded it checked the Host its client sent it.
+        return next.run(req).await;
+    }
     let authority = req.uri().authority().map(|a| a.as_str());
     let hosts = req
         .headers()

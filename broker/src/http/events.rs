@@ -63,6 +63,7 @@ impl Drop for AbortOnDrop {
 pub async fn stream(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
+    forwarded: Option<Extension<super::front::Forwarded>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, Refusal> {
@@ -99,6 +100,9 @@ pub async fn stream(
         last_event_id,
         resume,
     )?;
+    if let Some(Extension(f)) = forwarded {
+        broker.stream_via(&opened.hello.client_id, f.via);
+    }
     let hello = serde_json::to_string(&opened.hello)
         .map_err(|_| Refusal::new(ErrorCode::Internal, "cannot encode hello"))?;
     let last_sent = opened

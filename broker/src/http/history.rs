@@ -185,7 +185,7 @@ pub async fn console_history(
 }
 
 /// The media type of `GET /metrics` (OpenMetrics text, which Prometheus reads).
-const METRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+pub const METRICS_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// `GET /metrics`: the operator's (`Route::callers`), or anyone's on `metrics.bind`.
 pub async fn metrics(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Response, Refusal> {

@@ -42,6 +42,12 @@ pub async fn upgrade(
     mut req: Request,
 ) -> Result<Response, Refusal> {
     check_upgrade(req.headers())?;
+    let piped = req.extensions().get::<super::front::Forwarded>().cloned();
+    if let Some(forwarded) = &piped
+        && super::auth::bearer(req.headers()).is_none()
+    {
+        return piped_session(&state, forwarded.clone(), slot, &mut req);
+    }
     let token = super::auth::bearer(req.headers())
         .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?
         .to_owned();
@@ -75,12 +81,40 @@ pub async fn upgrade(
     };
     let door = state.sidecars.clone();
     let hold = slot.map(|Extension(s)| s);
+    let via = piped.map(|f| f.via);
     info!(%agent, "IPC upgrade accepted");
     state.broker.tasks().spawn(async move {
         match pending.await {
             Ok(upgraded) => {
-                door.admit_bound(TokioIo::new(upgraded), Some(Bound { agent, token }), hold);
+                let bound = Some(Bound { agent, token });
+                door.admit_via(TokioIo::new(upgraded), bound, hold, via);
             }
+            Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
+        }
+    });
+    Ok(switching())
+}
+
+/// A follower's pipe for a sidecar on its `run/sidecar.sock` (see `front`): the session is
+/// admitted as on this instance's own socket, its hello's token checked by the door.
+fn piped_session(
+    state: &AppState,
+    forwarded: super::front::Forwarded,
+    slot: Option<Extension<ConnSlot>>,
+    req: &mut Request,
+) -> Result<Response, Refusal> {
+    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(Refusal::new(
+            ErrorCode::Internal,
+            "this connection cannot be upgraded",
+        ));
+    };
+    let door = state.sidecars.clone();
+    let hold = slot.map(|Extension(s)| s);
+    info!(via = %forwarded.via, "sidecar connection piped from a follower");
+    state.broker.tasks().spawn(async move {
+        match pending.await {
+            Ok(upgraded) => door.admit_via(TokioIo::new(upgraded), None, hold, Some(forwarded.via)),
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
     });

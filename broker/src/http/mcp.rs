@@ -86,7 +86,11 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
             "this broker serves no MCP over HTTP",
         ));
     };
-    match check(&state, request.headers()) {
+    let forwarded = request
+        .extensions()
+        .get::<super::front::Forwarded>()
+        .is_some();
+    match check(&state, request.headers(), forwarded) {
         Ok(caller) => {
             let span =
                 tracing::info_span!("mcp", agent = %caller.agent, method = %request.method());
@@ -96,9 +100,12 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
     }
 }
 
-/// The checks of a `/mcp` request after the Host check, in order: Origin, token, body limit.
-fn check(state: &AppState, headers: &HeaderMap) -> Result<Caller, Refusal> {
-    check_origin(headers, state.https)?;
+/// The checks of a `/mcp` request after the Host check, in order: Origin (a follower's, for
+/// what it `forwarded`), token, body limit.
+fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Caller, Refusal> {
+    if !forwarded {
+        check_origin(headers, state.https)?;
+    }
     let Some(token) = bearer(headers) else {
         return Err(Refusal::new(
             ErrorCode::Unauthorized,

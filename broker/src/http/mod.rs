@@ -7,6 +7,7 @@
 mod auth;
 pub mod console;
 mod events;
+pub mod front;
 mod history;
 mod ipc;
 pub mod mcp;
@@ -124,6 +125,15 @@ pub fn metrics_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
         })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
+}
+
+/// `router` with the leader's gate of a cluster (see `front::gate`): what a follower forwards
+/// with the cluster's key is admitted as [`front::Forwarded`].
+pub fn with_gate(router: Router, key: Option<front::ClusterKey>) -> Router {
+    match key {
+        Some(key) => router.layer(axum::middleware::from_fn_with_state(key, front::gate)),
+        None => router,
+    }
 }
 
 /// The router for the unix socket: the API, without the Host check and without the console.

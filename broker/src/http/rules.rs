@@ -342,6 +342,24 @@ pub enum HostRefusal {
     Forbidden,
 }
 
+/// Whether `path` is a route served on TCP only (the console, `/mcp`): a follower's API socket
+/// refuses it as the leader's own socket would, rather than forward it to the leader's TCP.
+pub fn tcp_only_path(path: &str) -> bool {
+    let matches = |pattern: &str| {
+        let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+        loop {
+            match (p.next(), q.next()) {
+                (None, None) => return true,
+                (Some(want), Some(got)) if want == got || want.starts_with('{') => {}
+                _ => return false,
+            }
+        }
+    };
+    ROUTES
+        .iter()
+        .any(|(_, pattern, route)| route.tcp_only() && matches(pattern))
+}
+
 /// The names and port a TCP request's authority must carry.
 #[derive(Debug, Clone)]
 pub struct HostCheck {
@@ -463,6 +481,28 @@ pub fn decode_target(segment: &str) -> Result<AgentName, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tcp_only_paths_are_the_console_and_mcp() {
+        for path in [
+            "/",
+            "/login",
+            "/mcp",
+            "/console/requests/r_1/answer",
+            "/console/events",
+        ] {
+            assert!(tcp_only_path(path), "{path}");
+        }
+        for path in [
+            "/api/v1/status",
+            "/api/v1/client-tools/requests/r_1/claim",
+            "/web/agent/rocket/message",
+            "/console/requests/r_1",
+            "/mcp/x",
+        ] {
+            assert!(!tcp_only_path(path), "{path}");
+        }
+    }
 
     #[test]
     fn host_header_variants() {

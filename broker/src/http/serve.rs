@@ -138,6 +138,24 @@ pub async fn serve_tcp(
     tls: Option<ServerTls>,
     shutdown: CancellationToken,
 ) {
+    let (listener, mut connections) =
+        accept_until(door, listener, app, budget, tls, shutdown).await;
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// The accept loop of [`serve_tcp`]: serves `app` on `listener` until `shutdown` fires, then
+/// gives the listener back with the connections still open, for the caller to let finish
+/// (`serve_tcp`) or to close at once (a follower's front that becomes the leader, which serves
+/// on the same listener next; see `front`).
+pub async fn accept_until(
+    door: &'static str,
+    listener: TcpListener,
+    app: Router,
+    budget: TcpBudget,
+    tls: Option<ServerTls>,
+    shutdown: CancellationToken,
+) -> (TcpListener, JoinSet<()>) {
     let limits = budget.limits;
     let mut http = hyper::server::conn::http1::Builder::new();
     http.timer(TokioTimer::new())
@@ -194,8 +212,7 @@ pub async fn serve_tcp(
             }
         });
     }
-    drop(listener);
-    while connections.join_next().await.is_some() {}
+    (listener, connections)
 }
 
 /// One HTTP/1 connection over `io` (the socket, or TLS over it), which may be upgraded to the

@@ -118,6 +118,18 @@ impl Door {
         bound: Option<Bound>,
         hold: impl Send + 'static,
     ) {
+        self.admit_via(stream, bound, hold, None);
+    }
+
+    /// `admit_bound` for a connection a follower of the cluster piped here: the session is
+    /// listed as connected through `via`.
+    pub fn admit_via(
+        &self,
+        stream: impl Stream,
+        bound: Option<Bound>,
+        hold: impl Send + 'static,
+        via: Option<String>,
+    ) {
         let mut conn = Conn::new(stream);
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
             warn!(
@@ -135,7 +147,7 @@ impl Door {
         let broker = self.broker.clone();
         let keys = self.keys.clone();
         self.broker.tasks().spawn(async move {
-            accept(conn, broker, &keys, bound.as_ref()).await;
+            accept(conn, broker, &keys, bound.as_ref(), via).await;
             drop(slot);
             drop(hold);
         });
@@ -189,7 +201,13 @@ struct Hello {
 }
 
 /// Reads and checks `hello`, then runs the session; refuses the connection otherwise.
-async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys, bound: Option<&Bound>) {
+async fn accept(
+    mut conn: Conn,
+    broker: Arc<Broker>,
+    keys: &AgentKeys,
+    bound: Option<&Bound>,
+    via: Option<String>,
+) {
     let hello = match read_hello(&mut conn, keys, bound).await {
         Ok(Some(hello)) => hello,
         Ok(None) => return,
@@ -205,6 +223,9 @@ async fn accept(mut conn: Conn, broker: Arc<Broker>, keys: &AgentKeys, bound: Op
         hello.mode,
         hello.transport,
     );
+    if let Some(via) = via {
+        broker.session_via(id, via);
+    }
     let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
     let mut session = Session::new(broker, id, hello.agent, conn);
     session.resume(&hello.session, &hello.resume);

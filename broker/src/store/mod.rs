@@ -233,6 +233,10 @@ pub struct Store {
     closed: std::sync::atomic::AtomicBool,
     /// False while the database cannot be reached (PostgreSQL only).
     available: Arc<std::sync::atomic::AtomicBool>,
+    /// The instances sharing the database, as the writer last read them (PostgreSQL only).
+    instances: postgres::Instances,
+    /// Cancelled when the database says another instance leads now (PostgreSQL only).
+    deposed: tokio_util::sync::CancellationToken,
 }
 
 impl Store {
@@ -272,8 +276,13 @@ impl Store {
     pub fn open_postgres(settings: postgres::Settings) -> Result<(Store, Restored), Error> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let store = Store::with(Some(Sink::Postgres(tx)));
-        let restored = postgres::open(settings, rx, store.available.clone())
-            .map_err(|e| Error::Postgres(Arc::new(e)))?;
+        let shared = postgres::Shared {
+            available: store.available.clone(),
+            instances: store.instances.clone(),
+            deposed: store.deposed.clone(),
+        };
+        let restored =
+            postgres::open(settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
         Ok((store, restored))
     }
 
@@ -282,7 +291,20 @@ impl Store {
             tx,
             closed: std::sync::atomic::AtomicBool::new(false),
             available: Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            instances: postgres::Instances::default(),
+            deposed: tokio_util::sync::CancellationToken::new(),
         }
+    }
+
+    /// Resolves once another instance took the database's lease from this one (see
+    /// `postgres::lease`); never for SQLite.
+    pub async fn deposed(&self) {
+        self.deposed.cancelled().await;
+    }
+
+    /// The instances sharing the database, as last read (every heartbeat); empty for SQLite.
+    pub fn instances(&self) -> Vec<leo_protocol::status::InstanceStatus> {
+        self.instances.lock().map(|i| i.clone()).unwrap_or_default()
     }
 
     /// Whether the database can be reached, as last seen: false while PostgreSQL is away,

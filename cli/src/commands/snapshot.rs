@@ -13,6 +13,8 @@
 //!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients,
 //!                                      agents, awaiting_approval}]}],
 //!  warnings: {group: [warning]},
+//!  instances: [{id, host, url, role, last_seen}]   (only for a cluster on PostgreSQL; its
+//!             apps and agents then carry `via`, the instance they come through)
 //!  pending: [{id, agent, session, group, tool, arguments, state, claimed_by, owner,
 //!             timeout_s, created_at, age_s, timeout_left_s, claimed_by_name}]}
 //! ```
@@ -55,6 +57,9 @@ pub struct Snapshot {
     pub pending: Vec<Pending>,
     /// Each group's registration warnings.
     pub warnings: BTreeMap<String, Vec<String>>,
+    /// The instances sharing the broker's PostgreSQL database; absent for one broker.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub instances: Vec<leo_protocol::status::InstanceStatus>,
 }
 
 /// An event stream: an app's provider stream, or a watcher's.
@@ -72,6 +77,9 @@ pub struct App {
     /// A webhook provider's url and delivery health; absent for streams.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub webhook: Option<leo_protocol::status::AppWebhook>,
+    /// In a cluster, the instance its stream comes through; absent on the leader itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 /// A sidecar session.
@@ -85,6 +93,9 @@ pub struct Agent {
     /// How the harness reaches the session: `stdio` (`leo-mcp`) or `http` (`/mcp`).
     pub transport: String,
     pub connected_at: String,
+    /// In a cluster, the instance its session comes through; absent on the leader itself.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub via: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -148,6 +159,7 @@ impl Snapshot {
                 connected_at: text(a, "connected_at"),
                 name: a["name"].as_str().map(str::to_owned),
                 webhook: serde_json::from_value(a["webhook"].clone()).ok(),
+                via: a["via"].as_str().map(str::to_owned),
                 groups: served
                     .get(a["client_id"].as_str().unwrap_or_default())
                     .cloned()
@@ -163,6 +175,7 @@ impl Snapshot {
                 // A broker older than the field served stdio only.
                 transport: a["transport"].as_str().unwrap_or("stdio").to_owned(),
                 connected_at: text(a, "connected_at"),
+                via: a["via"].as_str().map(str::to_owned),
             })
             .collect();
         agents.sort_by(|a, b| (&a.agent, &a.connected_at).cmp(&(&b.agent, &b.connected_at)));
@@ -174,6 +187,7 @@ impl Snapshot {
             groups,
             pending,
             warnings: serde_json::from_value(status["warnings"].clone()).unwrap_or_default(),
+            instances: serde_json::from_value(status["instances"].clone()).unwrap_or_default(),
         }
     }
 }

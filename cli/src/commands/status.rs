@@ -64,7 +64,34 @@ pub fn render(s: &Snapshot, now: SystemTime, style: &Style) -> String {
     });
     warnings(&mut out, s, style);
     pending(&mut out, s, style);
+    if !s.instances.is_empty() {
+        section(&mut out, style, "Instances", false, || {
+            instances_table(s, now)
+        });
+    }
     out
+}
+
+/// The instances of a cluster, and where each app and agent is connected.
+fn instances_table(s: &Snapshot, now: SystemTime) -> Table {
+    let mut t = Table::new(&["INSTANCE", "HOST", "URL", "ROLE", "SEEN", "CONNECTED HERE"]);
+    for i in &s.instances {
+        let here = |via: &Option<String>| match via {
+            Some(v) => *v == i.id,
+            None => i.role == "leader",
+        };
+        let apps = s.apps.iter().filter(|a| here(&a.via)).count();
+        let agents = s.agents.iter().filter(|a| here(&a.via)).count();
+        t.row(vec![
+            i.id.clone(),
+            i.host.clone(),
+            i.url.clone().unwrap_or_else(|| "-".into()),
+            i.role.clone(),
+            format!("{} ago", since(&i.last_seen, now)),
+            format!("{} · {}", count(apps, "app"), count(agents, "agent")),
+        ]);
+    }
+    t
 }
 
 fn since(stamp: &str, now: SystemTime) -> String {

@@ -1,66 +1,145 @@
-//! One live instance per database, by lease: the rule that keeps a call settled once while
-//! the state lives in PostgreSQL.
+//! Who leads a database, by lease and epoch: the rule that keeps a call settled once while
+//! several instances serve one PostgreSQL database.
 //!
-//! Each broker holds the live state it restored in its own memory and decides claims and
-//! results there, so two brokers serving one database at once would each decide for the same
-//! calls. An instance therefore takes the database's lease before it reads the state: the row
-//! of `instances` with the freshest `seen_at`, renewed every [`HEARTBEAT`] and held for
-//! [`LEASE`]. A broker that starts while another instance's lease is fresh waits (logging who
-//! holds it) and takes over once that lease lapses: the holder stopped, was killed, or lost
-//! its host. It then restores everything the holder had committed: parked and claimed calls,
-//! resume keys, owners, unread messages; apps resume on it with their keys, and `leo-mcp`
-//! sessions given its address re-attach their calls. The same instance id (the same
-//! `LEO_HOME`) takes its own lease back at once after a restart.
+//! Every instance serves, but only one decides: the leader runs the only core (it alone
+//! restores the live state, decides claims, results, timeouts and cancels, and writes them),
+//! and every other instance forwards what it receives to it (`cluster`). The database says who
+//! leads: the one row of `cluster` names the leader and its epoch, and the leader's row of
+//! `instances` holds its lease, renewed every [`HEARTBEAT`] and held for [`LEASE`]. An instance
+//! that finds no fresh leader (none yet, the leader stopped, was killed or lost its host, or it
+//! is the leader itself, restarted with the same `LEO_HOME`) takes the lease: the epoch goes
+//! up by one, under a transaction-level advisory lock so two instances cannot both take it.
 //!
-//! The lease is checked and taken under a transaction-level advisory lock, so two brokers
-//! starting together cannot both take it. A holder that finds a newer lease than its own when
-//! it renews (it was cut off from the database longer than [`LEASE`] and another instance
-//! took over meanwhile) stops acknowledging anything.
+//! **The fence.** A leader cut off from the database for longer than the lease may still be
+//! running when another instance takes over. So every write batch of the leader runs
+//! `leo_fence(me, epoch)` as its first statement, in its own transaction: it fails the
+//! transaction unless `cluster` still names this instance in this epoch, and it holds the
+//! `cluster` row `FOR SHARE` until the commit, so a take (which updates that row) waits for a
+//! batch in flight and the new leader restores after the old one's last commit. A deposed
+//! leader's commit therefore fails and is never acknowledged; its renewal finds the same and
+//! it stops acknowledging anything.
 
 use std::time::Duration;
 
 use deadpool_postgres::Client;
-use tracing::{info, warn};
+use tracing::info;
 
 use super::PgError;
 
-/// How often the holder renews its lease.
+/// How often the leader renews its lease, and a follower says it is alive.
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
 /// How long a lease lasts without renewal: three heartbeats.
 pub const LEASE: Duration = Duration::from_secs(15);
-/// How often a waiting broker looks at the lease again.
-const POLL: Duration = Duration::from_secs(1);
+/// How often a follower looks at the lease again.
+pub const POLL: Duration = Duration::from_secs(1);
 /// The advisory lock the lease is checked and taken under (`leo` + 1).
 const LEASE_LOCK: i64 = super::schema::SCHEMA_LOCK + 1;
+/// The SQLSTATE `leo_fence` raises when the writer no longer leads.
+pub const FENCED: &str = "LEO01";
+/// The first statement of every write batch (see the module's doc).
+pub const FENCE: &str = "SELECT leo_fence($1, $2)";
 
-/// Waits until no other instance holds a fresh lease, then takes it for `instance`.
-pub async fn take(client: &mut Client, instance: &str) -> Result<(), PgError> {
-    let mut waiting = false;
-    loop {
-        match try_take(client, instance).await? {
-            None => {
-                if waiting {
-                    info!(instance, "took over the database's lease");
-                }
-                return Ok(());
-            }
-            Some(holder) => {
-                if !waiting {
-                    warn!(
-                        holder = %holder,
-                        lease_s = LEASE.as_secs(),
-                        "another instance holds this database; waiting for its lease to lapse"
-                    );
-                    waiting = true;
-                }
-                tokio::time::sleep(POLL).await;
-            }
+/// This instance, as its row of `instances` records it.
+#[derive(Debug, Clone)]
+pub struct Me {
+    pub id: String,
+    /// Where its peers reach it (`cluster.advertise_url`).
+    pub url: String,
+}
+
+/// The instance that holds the lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Leader {
+    pub id: String,
+    pub url: Option<String>,
+}
+
+impl std::fmt::Display for Leader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.url {
+            Some(url) => write!(f, "{} at {url}", self.id),
+            None => f.write_str(&self.id),
         }
     }
 }
 
-/// Takes the lease unless another instance holds a fresh one; `Some(holder)` then.
-async fn try_take(client: &mut Client, instance: &str) -> Result<Option<String>, PgError> {
+/// Who leads, as `look` finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Look {
+    /// No fresh leader but this instance: it may take the lease.
+    Free,
+    Held(Leader),
+}
+
+/// The leader, unless the lease is free (or this instance's own).
+const LEADER: &str =
+    "SELECT c.leader, i.url, COALESCE(i.seen_at > now() - make_interval(secs => $1), false)
+     FROM cluster c LEFT JOIN instances i ON i.id = c.leader";
+
+fn read_leader(row: Option<tokio_postgres::Row>, me: &str) -> Look {
+    let Some(row) = row else { return Look::Free };
+    let id: Option<String> = row.get(0);
+    let fresh: bool = row.get(2);
+    match id {
+        Some(id) if fresh && id != me => Look::Held(Leader {
+            id,
+            url: row.get(1),
+        }),
+        _ => Look::Free,
+    }
+}
+
+/// Says who leads; a follower (`Held`) records meanwhile that it is alive when `alive`.
+pub async fn look(client: &Client, me: &Me, alive: bool) -> Result<Look, PgError> {
+    let row = client
+        .query_opt(LEADER, &[&LEASE.as_secs_f64()])
+        .await
+        .map_err(PgError::doing("read the lease"))?;
+    let look = read_leader(row, &me.id);
+    if alive && let Look::Held(_) = look {
+        present(client, me, false).await?;
+    }
+    Ok(look)
+}
+
+/// Writes `me`'s row: its host, process, version and URL, seen now; `started` resets when it
+/// started (a take).
+async fn present(
+    client: &impl deadpool_postgres::GenericClient,
+    me: &Me,
+    started: bool,
+) -> Result<(), PgError> {
+    let started_at = if started { ", started_at = now()" } else { "" };
+    let sql = format!(
+        "INSERT INTO instances (id, host, pid, version, url, started_at, seen_at)
+         VALUES ($1, $2, $3, $4, $5, now(), now())
+         ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+         version = EXCLUDED.version, url = EXCLUDED.url, seen_at = now(){started_at}"
+    );
+    client
+        .execute(
+            sql.as_str(),
+            &[
+                &me.id,
+                &super::hostname(),
+                &i64::from(std::process::id()),
+                &env!("CARGO_PKG_VERSION"),
+                &me.url,
+            ],
+        )
+        .await
+        .map(drop)
+        .map_err(PgError::doing("record this instance"))
+}
+
+/// Takes the lease for `me` unless another instance holds a fresh one (`Err(holder)` then);
+/// `Ok(epoch)`, the epoch this instance leads in. `key` becomes the cluster's key if it has
+/// none yet.
+pub async fn try_take(
+    client: &mut Client,
+    me: &Me,
+    key: &str,
+) -> Result<Result<i64, Leader>, PgError> {
     let tx = client
         .transaction()
         .await
@@ -68,65 +147,101 @@ async fn try_take(client: &mut Client, instance: &str) -> Result<Option<String>,
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LEASE_LOCK])
         .await
         .map_err(PgError::doing("take the lease lock"))?;
-    let holder = tx
-        .query_opt(
-            "SELECT id || ' (host ' || host || ', pid ' || pid || ')' FROM instances
-             WHERE id <> $1 AND seen_at > now() - make_interval(secs => $2)
-             ORDER BY seen_at DESC LIMIT 1",
-            &[&instance, &LEASE.as_secs_f64()],
-        )
-        .await
-        .map_err(PgError::doing("read the lease"))?;
-    if let Some(row) = holder {
-        return Ok(Some(row.get(0)));
-    }
     tx.execute(
-        "INSERT INTO instances (id, host, pid, version, started_at, seen_at)
-         VALUES ($1, $2, $3, $4, now(), now())
-         ON CONFLICT (id) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
-         version = EXCLUDED.version, started_at = now(), seen_at = now()",
-        &[
-            &instance,
-            &super::hostname(),
-            &i64::from(std::process::id()),
-            &env!("CARGO_PKG_VERSION"),
-        ],
+        "INSERT INTO cluster (one, key) VALUES (true, $1) ON CONFLICT DO NOTHING",
+        &[&key],
     )
     .await
-    .map_err(PgError::doing("record this instance"))?;
+    .map_err(PgError::doing("make the cluster's key"))?;
+    let row = tx
+        .query_opt(LEADER, &[&LEASE.as_secs_f64()])
+        .await
+        .map_err(PgError::doing("read the lease"))?;
+    if let Look::Held(leader) = read_leader(row, &me.id) {
+        return Ok(Err(leader));
+    }
+    // Waits for a batch of the previous leader in flight (its fence holds the row).
+    let epoch: i64 = tx
+        .query_one(
+            "UPDATE cluster SET leader = $1, epoch = epoch + 1 RETURNING epoch",
+            &[&me.id],
+        )
+        .await
+        .map_err(PgError::doing("take the lease"))?
+        .get(0);
+    present(&tx, me, true).await?;
     tx.commit()
         .await
-        .map_err(PgError::doing("take the lease"))
-        .map(|()| None)
+        .map_err(PgError::doing("take the lease"))?;
+    info!(instance = %me.id, epoch, "took the database's lease: this instance leads");
+    Ok(Ok(epoch))
 }
 
-/// Renews `instance`'s lease; `LeaseLost` when another instance started since it took it.
-pub async fn renew(client: &Client, instance: &str) -> Result<(), PgError> {
-    let newer = client
+/// Renews `me`'s lease in `epoch`; `LeaseLost` when another instance took it since.
+pub async fn renew(client: &Client, me: &str, epoch: i64) -> Result<(), PgError> {
+    let deposed = client
         .query_opt(
             "UPDATE instances SET seen_at = now() WHERE id = $1
-             RETURNING (SELECT o.id FROM instances o WHERE o.id <> $1
-                        AND o.started_at > instances.started_at
-                        AND o.seen_at > now() - make_interval(secs => $2) LIMIT 1)",
-            &[&instance, &LEASE.as_secs_f64()],
+             RETURNING (SELECT COALESCE(leader, '(none)') FROM cluster
+                        WHERE leader IS DISTINCT FROM $1 OR epoch <> $2)",
+            &[&me, &epoch],
         )
         .await
         .map_err(PgError::doing("renew the lease"))?;
-    match newer.and_then(|row| row.get::<_, Option<String>>(0)) {
-        Some(holder) => Err(PgError::LeaseLost { holder }),
+    match deposed.and_then(|row| row.get::<_, Option<String>>(0)) {
+        Some(holder) => Err(PgError::LeaseLost {
+            holder: format!("the leader now is {holder}"),
+        }),
         None => Ok(()),
     }
 }
 
-/// Gives the lease up at a clean stop, so a waiting instance takes over at its next look
-/// instead of after [`LEASE`].
-pub async fn release(client: &Client, instance: &str) -> Result<(), PgError> {
+/// Gives the lease up at a clean stop (or says a follower left), so a follower takes over at
+/// its next look instead of after [`LEASE`].
+pub async fn release(client: &Client, me: &str) -> Result<(), PgError> {
     client
         .execute(
-            "UPDATE instances SET seen_at = now() - make_interval(secs => $2) WHERE id = $1",
-            &[&instance, &LEASE.as_secs_f64()],
+            "WITH gone AS (UPDATE cluster SET leader = NULL WHERE leader = $1)
+             UPDATE instances SET seen_at = now() - make_interval(secs => $2) WHERE id = $1",
+            &[&me, &LEASE.as_secs_f64()],
         )
         .await
         .map(drop)
         .map_err(PgError::doing("release the lease"))
+}
+
+/// The key instances of this database forward requests with; `None` before any instance led.
+pub async fn cluster_key(client: &Client) -> Result<Option<String>, PgError> {
+    Ok(client
+        .query_opt("SELECT key FROM cluster", &[])
+        .await
+        .map_err(PgError::doing("read the cluster's key"))?
+        .map(|row| row.get(0)))
+}
+
+/// Every instance that has used the database, in the order they started, with its role.
+pub async fn instances(
+    client: &Client,
+) -> Result<Vec<leo_protocol::status::InstanceStatus>, PgError> {
+    let rows = client
+        .query(
+            "SELECT i.id, i.host, i.url,
+                    CASE WHEN i.seen_at <= now() - make_interval(secs => $1) THEN 'gone'
+                         WHEN i.id = c.leader THEN 'leader' ELSE 'follower' END,
+                    to_char(i.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
+             FROM instances i LEFT JOIN cluster c ON true ORDER BY i.started_at",
+            &[&LEASE.as_secs_f64()],
+        )
+        .await
+        .map_err(PgError::doing("read the instances"))?;
+    Ok(rows
+        .iter()
+        .map(|r| leo_protocol::status::InstanceStatus {
+            id: r.get(0),
+            host: r.get(1),
+            url: r.get(2),
+            role: r.get(3),
+            last_seen: r.get(4),
+        })
+        .collect())
 }

@@ -76,15 +76,25 @@ pub enum PgError {
     #[error("cannot start the store's thread")]
     Thread(#[source] std::io::Error),
     #[error(
-        "instance {holder} took over the database (its lease is newer than this instance's); \
-         restart this broker to wait for the lease again"
+        "another instance took over the database ({holder}); this instance no longer leads it \
+         and writes nothing more"
     )]
     LeaseLost { holder: String },
+    #[error("instance {0} leads this database")]
+    Held(lease::Leader),
 }
 
 impl PgError {
     pub(crate) fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
         move |source| PgError::Query { doing, source }
+    }
+
+    /// Whether the database refused a write because this instance no longer leads (the
+    /// fence, see `lease`).
+    pub fn is_fenced(&self) -> bool {
+        matches!(self, PgError::LeaseLost { .. })
+            || matches!(self, PgError::Query { source, .. }
+                if source.code().is_some_and(|c| c.code() == lease::FENCED))
     }
 
     /// Whether the database could not be reached (the server down, restarting, the network
@@ -106,12 +116,24 @@ impl PgError {
     }
 }
 
+/// The instances sharing the database, as the writer last read them, for the status snapshot.
+pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
+
+/// What the writer shares with the `Store` handle.
+pub(crate) struct Shared {
+    pub available: Arc<AtomicBool>,
+    pub instances: Instances,
+    pub deposed: tokio_util::sync::CancellationToken,
+}
+
 /// What the PostgreSQL store is opened with.
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub url: String,
-    /// This instance's id (`state/instance-id`).
-    pub instance: String,
+    /// This instance: its id (from `state/instance-id`) and where its peers reach it.
+    pub me: lease::Me,
+    /// The cluster's key, if this instance is the first to lead the database.
+    pub key: String,
     /// How many ended requests are kept.
     pub remember: usize,
 }
@@ -121,7 +143,7 @@ pub struct Settings {
 pub(crate) fn open(
     settings: Settings,
     rx: UnboundedReceiver<Job>,
-    available: Arc<AtomicBool>,
+    shared: Shared,
 ) -> Result<Restored, PgError> {
     let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
@@ -140,9 +162,13 @@ pub(crate) fn open(
             };
             rt.block_on(async move {
                 match start(config, &settings).await {
-                    Ok((pool, restored)) => {
+                    Ok((pool, epoch, restored)) => {
                         let _ = ready.send(Ok(restored));
-                        Writer::new(pool, settings, available).run(rx).await;
+                        let mut writer = Writer::new(pool, settings, epoch, shared.available);
+                        writer.instances = shared.instances;
+                        writer.deposed = shared.deposed;
+                        writer.heartbeat().await;
+                        writer.run(rx).await;
                     }
                     Err(e) => {
                         let _ = ready.send(Err(e));
@@ -176,24 +202,28 @@ pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> 
         .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
 }
 
+/// Connects, migrates, takes the lease (`Held` when another instance leads) and restores.
 async fn start(
     config: tokio_postgres::Config,
     settings: &Settings,
-) -> Result<(Pool, Restored), PgError> {
+) -> Result<(Pool, i64, Restored), PgError> {
     let where_ = describe(&config);
     let pool = pool(config)?;
     let mut client = pool.get().await.map_err(PgError::Connect)?;
     schema::migrate(&mut client).await?;
-    lease::take(&mut client, &settings.instance).await?;
+    let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
+        .await?
+        .map_err(PgError::Held)?;
     let restored = read::restore(&client).await?;
     info!(
         database = %where_,
-        instance = %settings.instance,
+        instance = %settings.me.id,
+        epoch,
         live = restored.live.len(),
         messages = restored.mail.len(),
         "state database opened"
     );
-    Ok((pool, restored))
+    Ok((pool, epoch, restored))
 }
 
 /// The database and hosts of `config`, for logs: never the password.
@@ -223,23 +253,32 @@ fn hostname() -> String {
 struct Writer {
     pool: Pool,
     settings: Settings,
+    /// The epoch this instance leads in: every batch is fenced by it (see `lease`).
+    epoch: i64,
     /// Changes not yet committed, in the order they were made (kept across an outage).
     pending: Vec<Op>,
     available: Arc<AtomicBool>,
     /// The first error the database answered on purpose; nothing is acknowledged after it.
     failed: Option<Arc<PgError>>,
     last_beat: tokio::time::Instant,
+    /// Where each heartbeat puts the instances it read.
+    instances: Instances,
+    /// Cancelled when the fence or the renewal finds another instance leads.
+    deposed: tokio_util::sync::CancellationToken,
 }
 
 impl Writer {
-    fn new(pool: Pool, settings: Settings, available: Arc<AtomicBool>) -> Writer {
+    fn new(pool: Pool, settings: Settings, epoch: i64, available: Arc<AtomicBool>) -> Writer {
         Writer {
             pool,
             settings,
+            epoch,
             pending: Vec::new(),
             available,
             failed: None,
             last_beat: tokio::time::Instant::now(),
+            instances: Instances::default(),
+            deposed: tokio_util::sync::CancellationToken::new(),
         }
     }
 
@@ -309,9 +348,11 @@ impl Writer {
         }
         let result = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            write::commit(&client, &self.pending, self.settings.remember).await
+            let fence = (self.settings.me.id.as_str(), self.epoch);
+            write::commit(&client, fence, &self.pending, self.settings.remember).await
         }
-        .await;
+        .await
+        .map_err(|e| self.deposed(e));
         match result {
             Ok(()) => {
                 debug!(ops = self.pending.len(), "state committed");
@@ -366,7 +407,7 @@ impl Writer {
         }
         let released = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::release(&client, &self.settings.instance).await
+            lease::release(&client, &self.settings.me.id).await
         }
         .await;
         if let Err(e) = released {
@@ -374,10 +415,29 @@ impl Writer {
         }
     }
 
+    /// A batch the fence refused is the lost lease it means.
+    fn deposed(&self, e: PgError) -> PgError {
+        if !e.is_fenced() {
+            return e;
+        }
+        self.deposed.cancel();
+        match e {
+            PgError::LeaseLost { .. } => e,
+            _ => PgError::LeaseLost {
+                holder: "the fence refused a write".into(),
+            },
+        }
+    }
+
     async fn heartbeat(&mut self) {
         let beat = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::renew(&client, &self.settings.instance).await
+            lease::renew(&client, &self.settings.me.id, self.epoch).await?;
+            let found = lease::instances(&client).await?;
+            if let Ok(mut instances) = self.instances.lock() {
+                *instances = found;
+            }
+            Ok::<(), PgError>(())
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
@@ -390,6 +450,9 @@ impl Writer {
                 error = %leo_protocol::chain::error_chain(e),
                 "this instance lost its lease on the database; no further change is acknowledged"
             );
+            if e.is_fenced() {
+                self.deposed.cancel();
+            }
             self.failed = beat.err().map(Arc::new);
             self.available.store(true, Ordering::Relaxed);
             return;

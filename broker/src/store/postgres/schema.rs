@@ -71,6 +71,28 @@ pub const MIGRATIONS: &[&str] = &[
         started_at TIMESTAMPTZ NOT NULL,
         seen_at TIMESTAMPTZ NOT NULL
     );",
+    // 2: the active cluster (see `lease`). `instances.url` is where an instance's peers reach
+    // it; `cluster` is one row: the key instances forward with, the leader and its epoch,
+    // bumped at each take. `leo_fence` is the first statement of every write batch: it fails
+    // the batch's transaction unless the writer's instance still leads in its epoch, and its
+    // `FOR SHARE` makes a take wait for a batch in flight, so a new leader restores only after
+    // the old one's last commit, and the old one can commit nothing after the take.
+    "ALTER TABLE instances ADD COLUMN url TEXT;
+    CREATE TABLE cluster (
+        one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+        key TEXT NOT NULL,
+        leader TEXT,
+        epoch BIGINT NOT NULL DEFAULT 0
+    );
+    CREATE FUNCTION leo_fence(me TEXT, held BIGINT) RETURNS BOOLEAN LANGUAGE plpgsql AS $$
+    BEGIN
+        PERFORM 1 FROM cluster WHERE leader = me AND epoch = held FOR SHARE;
+        IF NOT FOUND THEN
+            RAISE EXCEPTION 'instance % no longer leads this database', me
+                USING ERRCODE = 'LEO01';
+        END IF;
+        RETURN true;
+    END $$;",
     // The cluster's tokens (`store::postgres::tokens`): every instance on the database accepts
     // exactly these. `kind` is `operator`, `agent` (the shared agent token; both with the name
     // ''), `device`, `client` (with its `can_message` globs) or `own_agent` (`leo agent add`).

@@ -2,7 +2,8 @@
 //! `store::writer`, in PostgreSQL's words (`ON CONFLICT` for `INSERT OR REPLACE`), one
 //! statement per change.
 //!
-//! **One round trip per batch.** `BEGIN`, every change's statement and `COMMIT` are sent
+//! **One round trip per batch.** `BEGIN`, the fence (`lease::FENCE`: the transaction fails
+//! unless this instance still leads), every change's statement and `COMMIT` are sent
 //! together, pipelined on one connection: tokio-postgres sends requests in the order their
 //! futures are first polled, and `try_join_all` polls them in order, so the server runs them
 //! in the order the core made the changes. If one fails, the server aborts the transaction and
@@ -21,16 +22,20 @@ use crate::store::{Op, StoredCall};
 /// Keeps only the last `remember` endings, as in memory.
 const TRIM: &str = "DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - $1";
 
-/// Writes `ops` in order and commits; `remember` bounds the endings kept.
+/// Writes `ops` in order and commits, fenced by `fence` (this instance and the epoch it leads
+/// in: the transaction fails unless it still leads, see `lease`); `remember` bounds the
+/// endings kept.
 pub async fn commit(
     client: &deadpool_postgres::Client,
+    fence: (&str, i64),
     ops: &[Op],
     remember: usize,
 ) -> Result<(), PgError> {
     let mut prepared: HashMap<&'static str, Statement> = HashMap::new();
     let ended = ops.iter().any(|op| matches!(op, Op::End { .. }));
     let trim = ended.then_some(TRIM);
-    for sql in ops.iter().map(sql).chain(trim) {
+    let fenced = std::iter::once(super::lease::FENCE);
+    for sql in fenced.chain(ops.iter().map(sql)).chain(trim) {
         if !prepared.contains_key(sql) {
             let statement = client
                 .prepare_cached(sql)
@@ -46,6 +51,13 @@ pub async fn commit(
             .batch_execute("BEGIN")
             .await
             .map_err(PgError::doing("begin a transaction"))
+    };
+    let checked = async {
+        client
+            .execute(&prepared[super::lease::FENCE], &[&fence.0, &fence.1])
+            .await
+            .map(drop)
+            .map_err(PgError::doing("check that this instance leads"))
     };
     let changes = try_join_all(ops.iter().map(|op| {
         let statement = &prepared[sql(op)];
@@ -71,7 +83,7 @@ pub async fn commit(
             .await
             .map_err(PgError::doing("commit"))
     };
-    futures_util::try_join!(begin, changes, trimmed, end).map(drop)
+    futures_util::try_join!(begin, checked, changes, trimmed, end).map(drop)
 }
 
 fn op_name(op: &Op) -> &'static str {

@@ -1,0 +1,655 @@
+//! A follower's front: while another instance of the cluster leads the database, this one
+//! serves its listeners as a reverse proxy to the leader, so apps and agents may connect to
+//! any instance and see one broker.
+//!
+//! Why a proxy and not a second core: every claim, result, timeout and cancel is decided in
+//! the leader's memory under its lock, exactly as with one broker (see `store::postgres::lease`
+//! for who leads and the fence that keeps a deposed leader from committing). A follower decides
+//! nothing; it checks locally what depends on how the client reached *it* (the Host check of
+//! its TCP listener, with `serve::accept_until`, its limits and timeouts; the Origin rule of
+//! `/mcp`), then sends the request on to the leader's URL with the cluster's key
+//! (`Leo-Cluster-Key`) and its own id (`Leo-Via`), which the leader trusts instead of
+//! checking Host and Origin again (`gate`). Tokens are checked once, by the leader.
+//!
+//! Bodies stream both ways (an SSE stream is a response that never ends), and an HTTP upgrade
+//! (`/api/v1/ipc`, `Upgrade: leo-ipc`) is proxied as a byte pipe once both sides switched. A
+//! local `leo-mcp` on `run/sidecar.sock` is piped to the leader the same way: the front opens
+//! the upgrade with the cluster's key and no token, and the leader's `ipc::Door` checks the
+//! hello's token as it does on its own socket. `/metrics` is answered here: it is per
+//! instance.
+//!
+//! With no reachable leader (it was just killed; the lease has not lapsed yet), HTTP is
+//! answered `503 store_unavailable` and sidecar connections are closed: apps and `leo-mcp`
+//! retry by their own reconnect rules. A request that already carries the cluster's key came
+//! from a peer's front; it is never forwarded again (no loop while two instances disagree for
+//! a moment on who leads). When this instance takes the lease, [`Front::stop`] ends every
+//! connection it was forwarding (their upstream was the old leader anyway) and gives the
+//! listeners back to the broker that now runs on them.
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Request, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use hyper_util::rt::TokioIo;
+use hyper_util::service::TowerToHyperService;
+use leo_protocol::ErrorCode;
+use std::sync::atomic::Ordering;
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::net::{TcpListener, UnixListener};
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tracing::{debug, info, warn};
+
+use super::rules::HostCheck;
+use super::serve::{TcpBudget, accept_until};
+use super::tls::ServerTls;
+use crate::refusal::Refusal;
+use crate::tokens::{Principal, TokenBook};
+
+/// The header that carries the cluster's key from a follower to the leader.
+pub const CLUSTER_KEY: HeaderName = HeaderName::from_static("leo-cluster-key");
+/// The header that names the follower a forwarded request came through.
+pub const VIA: HeaderName = HeaderName::from_static("leo-via");
+/// How long connecting to the leader may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+/// Connections to the leader kept open for the next requests, at most.
+const POOL: usize = 32;
+
+/// The leader, as a follower forwards to it.
+#[derive(Debug, Clone)]
+pub struct Upstream {
+    https: bool,
+    host: String,
+    port: u16,
+    /// `host:port`, the Host of what the front opens itself (the sidecar pipe).
+    authority: String,
+    key: HeaderValue,
+}
+
+impl Upstream {
+    /// The leader at `url` (`http://` or `https://`, a host and a port), forwarded to with `key`.
+    pub fn new(url: &str, key: &str) -> Result<Upstream, String> {
+        let uri: Uri = url
+            .parse()
+            .map_err(|e| format!("the leader's URL {url:?}: {e}"))?;
+        let https = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => {
+                return Err(format!(
+                    "the leader's URL {url:?} is not http:// or https://"
+                ));
+            }
+        };
+        let authority = uri
+            .authority()
+            .ok_or_else(|| format!("the leader's URL {url:?} names no host"))?;
+        let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
+        let key = HeaderValue::from_str(key).map_err(|_| "the cluster's key".to_owned())?;
+        Ok(Upstream {
+            https,
+            host: authority.host().to_owned(),
+            port,
+            authority: authority.as_str().to_owned(),
+            key,
+        })
+    }
+}
+
+/// What a front serves with, besides its listeners.
+pub struct FrontConfig {
+    /// This instance's id (`Leo-Via`, and the `instance` label of its metrics).
+    pub me: String,
+    /// The token table, for `/metrics` (the operator's alone, as on the leader).
+    pub tokens: TokenBook,
+    /// The Host check of the TCP listener (and of `metrics.bind`'s).
+    pub host: Option<Arc<HostCheck>>,
+    pub metrics_host: Option<Arc<HostCheck>>,
+    /// `web.tls`: the TCP listener serves HTTPS, as it will when this instance leads.
+    pub tls: Option<ServerTls>,
+    pub budget: TcpBudget,
+    /// How the leader's certificate is checked (`cluster.ca_file`, `LEO_CA_FILE`).
+    pub connector: leo_protocol::tls::Connector,
+}
+
+/// What every connection of a front shares.
+struct Shared {
+    me: HeaderValue,
+    me_text: String,
+    tokens: TokenBook,
+    /// The TCP listener serves HTTPS (`web.tls`): a browser's own origin is then `https://`.
+    https: bool,
+    connector: leo_protocol::tls::Connector,
+    leader: RwLock<Option<Arc<Upstream>>>,
+    /// Connections to the current leader, kept for reuse: a forwarded claim or result costs no
+    /// new TCP (and TLS) handshake. A connection whose response is still streaming is kept
+    /// too, and used once it is ready again.
+    pool: std::sync::Mutex<Vec<Sender>>,
+    /// Whether the leader's last failure was logged as a warning (once per outage).
+    warned: std::sync::atomic::AtomicBool,
+    stop: CancellationToken,
+}
+
+type Sender = hyper::client::conn::http1::SendRequest<Body>;
+
+impl Shared {
+    fn leader(&self) -> Option<Arc<Upstream>> {
+        self.leader.read().ok().and_then(|l| l.clone())
+    }
+
+    /// A pooled connection ready for a request, if one is.
+    fn pooled(&self) -> Option<Sender> {
+        let mut pool = self.pool.lock().ok()?;
+        pool.retain(|s| !s.is_closed());
+        let ready = pool.iter().position(Sender::is_ready)?;
+        Some(pool.swap_remove(ready))
+    }
+
+    /// Keeps `sender` for a later request, while the pool has room.
+    fn keep(&self, sender: Sender) {
+        if let Ok(mut pool) = self.pool.lock()
+            && pool.len() < POOL
+        {
+            pool.push(sender);
+        }
+    }
+}
+
+type Served<L> = JoinHandle<(L, JoinSet<()>)>;
+
+/// A running front: its accept loops, each of which gives its listener back at the stop.
+pub struct Front {
+    shared: Arc<Shared>,
+    tcp: Option<Served<TcpListener>>,
+    metrics: Option<Served<TcpListener>>,
+    api: Served<UnixListener>,
+    sidecar: Served<UnixListener>,
+}
+
+/// The listeners a front serves and gives back.
+pub struct FrontListeners {
+    pub tcp: Option<TcpListener>,
+    pub metrics: Option<TcpListener>,
+    pub api: UnixListener,
+    pub sidecar: UnixListener,
+}
+
+impl Front {
+    /// Serves `listeners` as a front; nothing is forwarded until [`Front::follow`] names the
+    /// leader.
+    pub fn start(config: FrontConfig, listeners: FrontListeners) -> Front {
+        let stop = CancellationToken::new();
+        let shared = Arc::new(Shared {
+            me: HeaderValue::from_str(&config.me).unwrap_or(HeaderValue::from_static("?")),
+            me_text: config.me,
+            https: config.tls.is_some(),
+            tokens: config.tokens,
+            connector: config.connector,
+            leader: RwLock::new(None),
+            pool: std::sync::Mutex::new(Vec::new()),
+            warned: std::sync::atomic::AtomicBool::new(false),
+            stop: stop.clone(),
+        });
+        let app = |door: Door, host: Option<Arc<HostCheck>>| {
+            let router = Router::new()
+                .fallback(proxy)
+                .with_state((shared.clone(), door));
+            match host {
+                Some(host) => router.layer(axum::middleware::from_fn_with_state(
+                    host,
+                    super::auth::check_host,
+                )),
+                None => router,
+            }
+        };
+        if let Some(tls) = config.tls.clone() {
+            // The certificate is reloaded on change or SIGHUP while following too.
+            tokio::spawn(tls.watch(stop.clone()));
+        }
+        let tcp = listeners.tcp.map(|l| {
+            let app = app(Door::Tcp, config.host.clone());
+            let (budget, tls) = (config.budget.clone(), config.tls.clone());
+            tokio::spawn(accept_until("TCP", l, app, budget, tls, stop.clone()))
+        });
+        let metrics = listeners.metrics.map(|l| {
+            let app = app(Door::Metrics, config.metrics_host.clone());
+            tokio::spawn(accept_until(
+                "metrics",
+                l,
+                app,
+                config.budget.clone(),
+                None,
+                stop.clone(),
+            ))
+        });
+        let api = tokio::spawn(serve_unix(
+            listeners.api,
+            app(Door::Unix, None),
+            stop.clone(),
+        ));
+        let sidecar = tokio::spawn(serve_sidecar(listeners.sidecar, shared.clone()));
+        Front {
+            shared,
+            tcp,
+            metrics,
+            api,
+            sidecar,
+        }
+    }
+
+    /// Forwards to `leader` from now on (`None`: no leader can be reached).
+    pub fn follow(&self, leader: Option<Upstream>) {
+        if let Ok(mut l) = self.shared.leader.write() {
+            *l = leader.map(Arc::new);
+        }
+        if let Ok(mut pool) = self.shared.pool.lock() {
+            pool.clear();
+        }
+    }
+
+    /// Stops serving, closes every connection it was forwarding, and gives the listeners
+    /// back; `None` if an accept loop ended abnormally (a panic), when they cannot be had.
+    pub async fn stop(self) -> Option<FrontListeners> {
+        self.shared.stop.cancel();
+        async fn back<L>(served: Served<L>) -> Option<L> {
+            let (listener, mut connections) = served.await.ok()?;
+            connections.abort_all();
+            while connections.join_next().await.is_some() {}
+            Some(listener)
+        }
+        let tcp = match self.tcp {
+            Some(t) => Some(back(t).await?),
+            None => None,
+        };
+        let metrics = match self.metrics {
+            Some(m) => Some(back(m).await?),
+            None => None,
+        };
+        Some(FrontListeners {
+            tcp,
+            metrics,
+            api: back(self.api).await?,
+            sidecar: back(self.sidecar).await?,
+        })
+    }
+}
+
+/// Which listener a request came in on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Door {
+    Tcp,
+    Metrics,
+    Unix,
+}
+
+/// Every request of a front: answered here (`/metrics`, a refusal) or forwarded.
+async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<Body>) -> Response {
+    let path = req.uri().path();
+    let leader = shared.leader();
+    if let (Some(presented), Some(up)) = (req.headers().get(CLUSTER_KEY), &leader)
+        && crate::agent_tokens::ct_eq_bytes(presented.as_bytes(), up.key.as_bytes())
+    {
+        // A peer forwarded it, believing this instance leads: never forwarded twice.
+        return no_leader("this instance does not lead the database; retry in a moment");
+    }
+    if door == Door::Metrics || path == "/metrics" {
+        return metrics(&shared, door, &req);
+    }
+    if door == Door::Unix && super::rules::tcp_only_path(path) {
+        return Refusal::new(
+            ErrorCode::NotFound,
+            format!("no route {path} on this socket"),
+        )
+        .into_response();
+    }
+    if path == "/mcp"
+        && let Err(e) = super::console::guard::check_origin(req.headers(), shared.https)
+    {
+        return e.into_response();
+    }
+    let Some(leader) = leader else {
+        return no_leader("no instance leads the database now; retry in a moment");
+    };
+    match forward(&shared, &leader, req).await {
+        Ok(response) => {
+            shared.warned.store(false, Ordering::Relaxed);
+            response
+        }
+        Err(e) => {
+            if shared.warned.swap(true, Ordering::Relaxed) {
+                debug!(error = %e, "the leader cannot be reached");
+            } else {
+                warn!(error = %e, "the leader cannot be reached; answering 503 until it can");
+            }
+            no_leader("the instance that leads the database cannot be reached; retry in a moment")
+        }
+    }
+}
+
+fn no_leader(message: &str) -> Response {
+    Refusal::new(ErrorCode::StoreUnavailable, message).into_response()
+}
+
+/// `/metrics` of this instance: on `metrics.bind` without a token, else the operator's.
+fn metrics(shared: &Shared, door: Door, req: &Request<Body>) -> Response {
+    if door != Door::Metrics {
+        let who = super::auth::bearer(req.headers()).and_then(|t| shared.tokens.lookup(t));
+        match who {
+            Some(Principal::Operator) => {}
+            Some(_) => {
+                return Refusal::new(ErrorCode::Forbidden, "this token may not GET /metrics")
+                    .into_response();
+            }
+            None => {
+                return Refusal::new(
+                    ErrorCode::Unauthorized,
+                    "missing Authorization: Bearer <token>",
+                )
+                .into_response();
+            }
+        }
+    }
+    let body = crate::metrics::global().render_follower(&shared.me_text);
+    ([(header::CONTENT_TYPE, super::history::METRICS_TYPE)], body).into_response()
+}
+
+/// A byte stream to the leader: TCP, or TLS over it.
+trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
+
+async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, String> {
+    let tcp = tokio::time::timeout(
+        CONNECT_TIMEOUT,
+        tokio::net::TcpStream::connect((up.host.trim_matches(['[', ']']), up.port)),
+    )
+    .await
+    .map_err(|_| format!("connecting to {} timed out", up.authority))?
+    .map_err(|e| format!("cannot connect to {}: {e}", up.authority))?;
+    let _ = tcp.set_nodelay(true);
+    if !up.https {
+        return Ok(Box::new(tcp));
+    }
+    let tls = shared
+        .connector
+        .connect(&up.host, tcp)
+        .await
+        .map_err(|e| format!("TLS with {}: {e}", up.authority))?;
+    Ok(Box::new(tls))
+}
+
+/// One HTTP/1 connection to the leader, driven until the front stops.
+async fn open(
+    shared: &Shared,
+    up: &Upstream,
+) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
+    let io = connect(shared, up).await?;
+    let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| format!("HTTP with {}: {e}", up.authority))?;
+    let stop = shared.stop.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = stop.cancelled() => {}
+            ended = conn.with_upgrades() => {
+                if let Err(e) = ended {
+                    debug!(error = %e, "connection to the leader ended");
+                }
+            }
+        }
+    });
+    Ok(sender)
+}
+
+/// Sends `req` to the leader and streams its answer back; an upgrade becomes a byte pipe.
+async fn forward(
+    shared: &Shared,
+    up: &Upstream,
+    mut req: Request<Body>,
+) -> Result<Response, String> {
+    let upgrade = req.headers().contains_key(header::UPGRADE);
+    let downstream = upgrade.then(|| hyper::upgrade::on(&mut req));
+    let target = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .parse::<Uri>()
+        .map_err(|e| e.to_string())?;
+    *req.uri_mut() = target;
+    headers_for_leader(req.headers_mut(), upgrade, &up.key, &shared.me);
+    let (mut response, sender) = send(shared, up, req, upgrade).await?;
+    if !upgrade {
+        shared.keep(sender);
+    }
+    let switched = response.status() == StatusCode::SWITCHING_PROTOCOLS;
+    if switched && let Some(downstream) = downstream {
+        let upstream = hyper::upgrade::on(&mut response);
+        let stop = shared.stop.clone();
+        tokio::spawn(async move {
+            let (Ok(down), Ok(up)) = tokio::join!(downstream, upstream) else {
+                return;
+            };
+            pipe(TokioIo::new(down), TokioIo::new(up), stop).await;
+        });
+    }
+    if !switched {
+        strip_hop_by_hop(response.headers_mut());
+    }
+    Ok(response.map(Body::new))
+}
+
+/// Sends `req` on a pooled connection (unless it is an `upgrade`), or a new one when none is
+/// ready or the pooled one closed before the request went out (the leader ends idle
+/// connections): a request is never sent twice.
+async fn send(
+    shared: &Shared,
+    up: &Upstream,
+    req: Request<Body>,
+    upgrade: bool,
+) -> Result<(hyper::Response<hyper::body::Incoming>, Sender), String> {
+    let mut req = req;
+    if !upgrade && let Some(mut sender) = shared.pooled() {
+        match sender.try_send_request(req).await {
+            Ok(response) => return Ok((response, sender)),
+            Err(mut e) => match e.take_message() {
+                Some(unsent) => req = unsent,
+                None => return Err(format!("the leader did not answer: {}", e.error())),
+            },
+        }
+    }
+    let mut sender = open(shared, up).await?;
+    let response = sender
+        .send_request(req)
+        .await
+        .map_err(|e| format!("the leader did not answer: {e}"))?;
+    Ok((response, sender))
+}
+
+/// Copies both ways until either side closes or the front stops.
+async fn pipe(
+    mut a: impl AsyncRead + AsyncWrite + Unpin,
+    mut b: impl AsyncRead + AsyncWrite + Unpin,
+    stop: CancellationToken,
+) {
+    tokio::select! {
+        () = stop.cancelled() => {}
+        copied = tokio::io::copy_bidirectional(&mut a, &mut b) => {
+            if let Err(e) = copied {
+                debug!(error = %e, "a forwarded stream ended");
+            }
+        }
+    }
+}
+
+/// The request's headers as the leader gets them: the client's cluster headers removed (a
+/// client never speaks for the cluster), ours added, and the hop-by-hop ones dropped except
+/// those of an upgrade.
+fn headers_for_leader(headers: &mut HeaderMap, upgrade: bool, key: &HeaderValue, me: &HeaderValue) {
+    headers.remove(CLUSTER_KEY);
+    headers.remove(VIA);
+    if upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    } else {
+        strip_hop_by_hop(headers);
+    }
+    headers.remove(header::TE);
+    headers.remove(header::TRAILER);
+    headers.insert(CLUSTER_KEY, key.clone());
+    headers.insert(VIA, me.clone());
+}
+
+/// Drops the headers that describe one connection, not the message.
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
+    for name in [
+        header::CONNECTION,
+        header::UPGRADE,
+        header::TRANSFER_ENCODING,
+        HeaderName::from_static("keep-alive"),
+        HeaderName::from_static("proxy-connection"),
+    ] {
+        headers.remove(name);
+    }
+}
+
+/// The API socket's accept loop, until the front stops; gives the listener back.
+async fn serve_unix(
+    listener: UnixListener,
+    app: Router,
+    stop: CancellationToken,
+) -> (UnixListener, JoinSet<()>) {
+    let mut connections = JoinSet::new();
+    let http = hyper::server::conn::http1::Builder::new();
+    while let Some(stream) = crate::accept::next(&stop, "API socket", || listener.accept()).await {
+        while connections.try_join_next().is_some() {}
+        let service = TowerToHyperService::new(app.clone());
+        let conn = http
+            .serve_connection(TokioIo::new(stream), service)
+            .with_upgrades();
+        connections.spawn(async move {
+            if let Err(e) = conn.await {
+                debug!(error = %e, "API socket connection ended");
+            }
+        });
+    }
+    (listener, connections)
+}
+
+/// `run/sidecar.sock`'s accept loop: each connection piped to the leader's IPC upgrade.
+async fn serve_sidecar(listener: UnixListener, shared: Arc<Shared>) -> (UnixListener, JoinSet<()>) {
+    let mut connections = JoinSet::new();
+    let stop = shared.stop.clone();
+    while let Some(stream) = crate::accept::next(&stop, "sidecar", || listener.accept()).await {
+        while connections.try_join_next().is_some() {}
+        let shared = shared.clone();
+        connections.spawn(async move {
+            let Some(leader) = shared.leader() else {
+                debug!("no leader; a sidecar connection is closed");
+                return;
+            };
+            match open_ipc(&shared, &leader).await {
+                Ok(upstream) => pipe(stream, TokioIo::new(upstream), shared.stop.clone()).await,
+                Err(e) => info!(error = %e, "a sidecar connection is closed: no leader reached"),
+            }
+        });
+    }
+    (listener, connections)
+}
+
+/// The leader's `GET /api/v1/ipc` upgrade, opened for a local sidecar with the cluster's key:
+/// the leader then reads the sidecar's hello and checks its token.
+async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgraded, String> {
+    let mut sender = open(shared, up).await?;
+    let request = Request::get("/api/v1/ipc")
+        .header(header::HOST, &up.authority)
+        .header(header::CONNECTION, "upgrade")
+        .header(header::UPGRADE, leo_protocol::ipc::UPGRADE_PROTOCOL)
+        .header(CLUSTER_KEY, up.key.clone())
+        .header(VIA, shared.me.clone())
+        .body(Body::empty())
+        .map_err(|e| e.to_string())?;
+    let mut response = sender
+        .send_request(request)
+        .await
+        .map_err(|e| format!("the leader did not answer: {e}"))?;
+    if response.status() != StatusCode::SWITCHING_PROTOCOLS {
+        return Err(format!("the leader answered {}", response.status()));
+    }
+    hyper::upgrade::on(&mut response)
+        .await
+        .map_err(|e| format!("the upgrade did not complete: {e}"))
+}
+
+/// The cluster's key, as the leader holds it to check what followers forward.
+#[derive(Clone)]
+pub struct ClusterKey(pub Arc<str>);
+
+/// A request a follower forwarded with the cluster's key: which instance it came through.
+#[derive(Debug, Clone)]
+pub struct Forwarded {
+    pub via: String,
+}
+
+/// The leader's outermost layer: a request with the right `Leo-Cluster-Key` is marked
+/// [`Forwarded`] (the Host and Origin checks were the follower's, see `check_host` and
+/// `mcp::check`) with its `Leo-Via`; a wrong key, or a `Leo-Via` without the key, is `401`.
+pub async fn gate(
+    State(key): State<ClusterKey>,
+    mut req: Request<Body>,
+    next: axum::middleware::Next,
+) -> Response {
+    let presented = req.headers().get(CLUSTER_KEY).map(|v| v.as_bytes());
+    let via = req.headers().get(VIA);
+    match (presented, via) {
+        (None, None) => next.run(req).await,
+        (None, Some(_)) => {
+            Refusal::new(ErrorCode::Unauthorized, "Leo-Via without the cluster's key")
+                .into_response()
+        }
+        (Some(presented), via) => {
+            if !crate::agent_tokens::ct_eq_bytes(presented, key.0.as_bytes()) {
+                return Refusal::new(ErrorCode::Unauthorized, "not this cluster's key")
+                    .into_response();
+            }
+            let via = via
+                .and_then(|v| v.to_str().ok())
+                .filter(|v| !v.is_empty() && v.len() <= 64)
+                .unwrap_or("?")
+                .to_owned();
+            req.extensions_mut().insert(Forwarded { via });
+            next.run(req).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_leaders_url_is_read_once() {
+        let up = Upstream::new("https://leo-a.internal:8443", "k").unwrap();
+        assert!(up.https);
+        assert_eq!((up.host.as_str(), up.port), ("leo-a.internal", 8443));
+        let up = Upstream::new("http://[::1]:8370", "k").unwrap();
+        assert_eq!(up.authority, "[::1]:8370");
+        assert!(Upstream::new("ftp://h:1", "k").is_err());
+        assert!(Upstream::new("not a url", "k").is_err());
+    }
+
+    #[test]
+    fn a_client_never_speaks_for_the_cluster() {
+        let mut h = HeaderMap::new();
+        h.insert(CLUSTER_KEY, HeaderValue::from_static("forged"));
+        h.append(VIA, HeaderValue::from_static("i_forged"));
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
+        let key = HeaderValue::from_static("real");
+        headers_for_leader(&mut h, false, &key, &HeaderValue::from_static("i_me"));
+        assert_eq!(h.get_all(CLUSTER_KEY).iter().count(), 1);
+        assert_eq!(h[CLUSTER_KEY], "real");
+        assert_eq!(h.get_all(VIA).iter().collect::<Vec<_>>(), ["i_me"]);
+        assert!(!h.contains_key(header::CONNECTION));
+    }
+}

@@ -1,0 +1,444 @@
+//! Several instances on one PostgreSQL database (`leo_testkit::postgres`, a database per
+//! test), each with its own `LEO_HOME` and port: every instance serves, the first one started
+//! leads and the others forward to it, so an agent, an app and its posts may each reach a
+//! different instance and see one broker. When the leader is killed a follower takes the lease
+//! and the calls over; when a follower is killed its clients reconnect elsewhere; and a
+//! deposed leader cannot commit (the fence).
+
+use std::path::Path;
+use std::time::Duration;
+
+use leo_testkit::postgres::{Database, database};
+use leo_testkit::{Broker, Http, Ipc, Reply};
+use serde_json::{Value, json};
+
+use crate::support::{App, eventually, message, outcome_code, result_of, tool, tool_with_timeout};
+
+fn text(t: &str) -> Value {
+    json!([{"type": "text", "text": t}])
+}
+
+/// Copies what makes instances one broker to their clients: the config and the token files
+/// (never the instance id, the databases or the sockets).
+fn copy_home(from: &Path, to: &Path) {
+    std::fs::copy(from.join("config.yaml"), to.join("config.yaml")).unwrap();
+    std::fs::create_dir_all(to.join("state")).unwrap();
+    for entry in std::fs::read_dir(from.join("state")).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if name.ends_with(".token") {
+            std::fs::copy(entry.path(), to.join("state").join(&name)).unwrap();
+        }
+    }
+}
+
+/// `n` instances on `db`: the first leads (it started alone), the others follow it.
+async fn cluster(db: &Database, n: usize) -> Vec<Broker> {
+    let first = Broker::start_with(&db.config()).await;
+    let mut all = vec![];
+    for _ in 1..n {
+        let home = tempfile::tempdir().unwrap();
+        copy_home(first.home(), home.path());
+        all.push(Broker::start_in(home).await);
+    }
+    for b in &all {
+        eventually(|| async { b.stderr().contains("forwarding to it") }).await;
+    }
+    all.insert(0, first);
+    all
+}
+
+/// An agent session on `broker`'s `run/sidecar.sock`, re-attaching the calls `resume`; `None`
+/// while the socket closes it (no leader reachable yet).
+async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
+    let path = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let stream = tokio::net::UnixStream::connect(&path).await.ok()?;
+    drop(stream);
+    let mut ipc = Ipc::connect(&path).await;
+    ipc.send(&json!({
+        "type": "hello", "v": 1, "agent": agent, "session": format!("{agent}-s1"),
+        "token": broker.agent_token(), "mode": "native", "resume": resume,
+        "harness": {"name": "test-harness", "version": "1"}
+    }))
+    .await;
+    match ipc.within(Duration::from_secs(5)).await {
+        Some(f) if f["type"] == "welcome" => Some(ipc),
+        _ => None,
+    }
+}
+
+/// [`hello`], retried until the instance's leader welcomes the session.
+async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    loop {
+        if let Some(ipc) = hello(broker, agent, resume).await {
+            return ipc;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "no session");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The id an instance goes by in the cluster (from its `state/instance-id`).
+fn id_of(broker: &Broker) -> String {
+    let id = std::fs::read_to_string(broker.home().join("state/instance-id")).unwrap();
+    format!("i_{}", &id.trim()[..16])
+}
+
+/// `http` with `token`, which every instance of the cluster shares.
+fn http_of(broker: &Broker) -> Http {
+    broker.http()
+}
+
+async fn status_ok(http: &Http) -> bool {
+    http.get("/api/v1/status").await.status == 200
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_crosses_three_instances_and_is_answered_once() {
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    // The app's stream is on B (a follower: the SSE stream is forwarded as it flows).
+    let mut app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    // The agent is on C's socket (piped to the leader, which checks its hello).
+    let mut ipc = agent_on(c, "rocket", &[]).await;
+    ipc.call(1, "echo", json!({"n": 1})).await;
+    let id = app.next_request_id().await;
+    // Claimed through B, answered through A (the leader) and C.
+    app.claim_ok(&id).await;
+    app.http = http_of(c);
+    assert_eq!(app.answer(&id, text("from C")).await.status, 200);
+    let outcome = result_of(&mut ipc, 1).await;
+    assert_eq!(outcome["content"][0]["text"], "from C", "{outcome}");
+    app.http = http_of(a);
+    let again = app.answer(&id, text("again")).await;
+    assert_eq!(again.code(409), "already_settled", "{again:?}");
+    assert!(ipc.within(Duration::from_millis(500)).await.is_none());
+    // Every instance shows the one broker: the instances, and where each client is.
+    let status = c.http().get("/api/v1/status").await.data().clone();
+    assert_eq!(status["apps"][0]["via"], id_of(b), "{status}");
+    assert_eq!(status["agents"][0]["via"], id_of(c), "{status}");
+    eventually(|| async {
+        let status = b.http().get("/api/v1/status").await.data().clone();
+        let roles: Vec<(String, String)> = status["instances"]
+            .as_array()
+            .map(|all| {
+                all.iter()
+                    .map(|i| {
+                        (
+                            i["id"].as_str().unwrap().into(),
+                            i["role"].as_str().unwrap().into(),
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        roles
+            == [
+                (id_of(a), "leader".into()),
+                (id_of(b), "follower".into()),
+                (id_of(c), "follower".into()),
+            ]
+    })
+    .await;
+    // `leo status` on a follower's home shows the same, through its socket.
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .arg("status")
+        .env("LEO_HOME", b.home())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(shown.contains("Instances"), "{shown}");
+    assert!(
+        shown.contains(&id_of(a)) && shown.contains("leader"),
+        "{shown}"
+    );
+    // Each instance answers its own /metrics, labelled with its id and role.
+    let page = b.http().get("/metrics").await;
+    assert_eq!(page.status, 200);
+    let text = page.body.as_str().unwrap_or_default();
+    assert!(text.contains("role=\"follower\""), "{text}");
+    let page = a.http().get("/metrics").await;
+    let text = page.body.as_str().unwrap_or_default();
+    assert!(text.contains("role=\"leader\""), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_clusters_key_speaks_for_a_follower() {
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    // On the leader: Leo-Via without the key, or a wrong key, is refused before anything.
+    let via = a.http().with_header("leo-via", "i_forged");
+    assert_eq!(via.get("/api/v1/status").await.status, 401);
+    let wrong = a.http().with_header("leo-cluster-key", "guess");
+    assert_eq!(wrong.get("/api/v1/status").await.status, 401);
+    // Nor does the key skip the Host check for a client without it.
+    let foreign = a.http().with_host("evil.example");
+    assert_eq!(foreign.get("/api/v1/status").await.status, 403);
+    // Through a follower: the client's own cluster headers are dropped, its Host checked
+    // locally, and the request forwarded as any other.
+    let forged = b
+        .http()
+        .with_header("leo-via", "i_forged")
+        .with_header("leo-cluster-key", "guess");
+    assert_eq!(forged.get("/api/v1/status").await.status, 200);
+    let foreign = b.http().with_host("evil.example");
+    assert_eq!(foreign.get("/api/v1/status").await.status, 403);
+    // `leo-mcp --url` pointed at a follower: the upgrade is forwarded, the leader checks it.
+    let token = b.agent_token();
+    let auth = format!("Bearer {token}");
+    let mut remote = Ipc::upgrade(b.addr, &[("authorization", &auth), ("leo-agent", "remote")])
+        .await
+        .unwrap_or_else(|r| panic!("{}", r.body));
+    assert_eq!(remote.say_hello(&token, "remote").await["type"], "welcome");
+    // A wrong token on a follower's socket is refused by the leader's own hello check.
+    let path = leo_protocol::home::Home::new(b.home()).sidecar_socket();
+    let mut bad = Ipc::connect(&path).await;
+    let refused = bad.say_hello("not-a-token", "rocket").await;
+    assert_eq!(refused["type"], "error", "{refused}");
+    // /mcp's Origin rule is the follower's to apply.
+    let origin = b.http().with_header("origin", "http://evil.example");
+    let r = origin.post("/mcp", &json!({})).await;
+    assert_eq!(r.status, 403, "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_claim_race_through_two_instances_has_one_winner() {
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let mut one = App::connect(&http_of(b)).await;
+    let two = App::connect(&http_of(c)).await;
+    one.register_ok("g", json!([tool("echo")])).await;
+    two.register_ok("g", json!([tool("echo")])).await;
+    for n in 1..=5u64 {
+        // An agent per round, each race a fresh one (the loser reads `owned_by_other` or
+        // `already_claimed`, both lost races by the one table).
+        let mut ipc = agent_on(a, &format!("rocket{n}"), &[]).await;
+        ipc.call(n, "echo", json!({"n": n})).await;
+        let id = one.next_request_id().await;
+        let (r1, r2) = tokio::join!(one.claim(&id), two.claim(&id));
+        let won: Vec<&Reply> = [&r1, &r2].into_iter().filter(|r| r.status == 200).collect();
+        assert_eq!(won.len(), 1, "{r1:?} {r2:?}");
+        let lost = if r1.status == 200 { &r2 } else { &r1 };
+        let code = lost.code(409);
+        assert!(
+            leo_protocol::ErrorCode::LOST_RACE
+                .iter()
+                .any(|c| c.as_str() == code),
+            "{lost:?}"
+        );
+        let winner = if r1.status == 200 { &one } else { &two };
+        assert_eq!(winner.answer(&id, text("won")).await.status, 200);
+        assert_eq!(result_of(&mut ipc, n).await["content"][0]["text"], "won");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tools_messages_and_timeouts_cross_instances() {
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let mut ipc = agent_on(c, "rocket", &[]).await;
+    // An app registering on B changes the tools of the agent on C.
+    let app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool_with_timeout("slow", 1)]))
+        .await;
+    let tools = ipc.recv_of("tools").await;
+    assert!(tools.to_string().contains("slow"), "{tools}");
+    // A message posted on A reaches the agent on C.
+    let posted = message(a, "rocket", "hi from A").await;
+    assert_eq!(posted.status, 200, "{posted:?}");
+    let got = ipc.fetch_messages(7).await;
+    assert!(got.to_string().contains("hi from A"), "{got}");
+    // A call no app claims times out once, decided by the leader.
+    ipc.call(2, "slow", json!({})).await;
+    let outcome = result_of(&mut ipc, 2).await;
+    assert_eq!(outcome_code(&outcome), "timeout", "{outcome}");
+    assert!(ipc.within(Duration::from_millis(1500)).await.is_none());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_takes_over_from_a_killed_leader_and_every_call_ends_once() {
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 3).await;
+    let a = nodes.remove(0);
+    let (b, c) = (&nodes[0], &nodes[1]);
+    let mut app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(c, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let parked = app.next_request_id().await;
+    ipc.call(2, "wait", json!({"n": 2})).await;
+    let claimed = app.next_request_id().await;
+    app.claim_ok(&claimed).await;
+
+    let _home_a = a.kill_keep_home().await;
+    // The session piped through C ends with its leader; it comes back once a follower leads.
+    assert!(ipc.recv_or_end().await.is_none());
+    let started = tokio::time::Instant::now();
+    eventually(|| async { status_ok(&b.http()).await && status_ok(&c.http()).await }).await;
+    let mut ipc = agent_on(c, "rocket", &[1, 2]).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(25),
+        "took over after {:?}",
+        started.elapsed()
+    );
+    // The app resumes on C with its key and keeps its claim; the parked call is claimed
+    // through B.
+    let mut app = App::resume(&http_of(c), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    assert_eq!(app.answer(&claimed, text("claimed")).await.status, 200);
+    app.http = http_of(b);
+    app.serve(&parked, text("parked")).await;
+    let mut ended = std::collections::HashMap::new();
+    while ended.len() < 2 {
+        let f = ipc.recv_of("result").await;
+        let n = f["id"].as_u64().unwrap();
+        assert!(ended.insert(n, f["outcome"].clone()).is_none(), "{n} twice");
+    }
+    assert_eq!(ended[&1]["content"][0]["text"], "parked");
+    assert_eq!(ended[&2]["content"][0]["text"], "claimed");
+    for id in [&claimed, &parked] {
+        assert_eq!(
+            app.answer(id, text("again")).await.code(409),
+            "already_settled"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_of_a_killed_follower_resumes_elsewhere_with_its_claim() {
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 3).await;
+    let b = nodes.remove(1);
+    let (a, c) = (&nodes[0], &nodes[1]);
+    let mut app = App::connect(&http_of(&b)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(a, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    let _home_b = b.kill_keep_home().await;
+    let app = App::resume(&http_of(c), &app.resume).await;
+    assert_eq!(app.answer(&id, text("after B")).await.status, 200);
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"][0]["text"],
+        "after B"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_cannot_commit() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let _ipc = agent_on(&a, "rocket", &[]).await;
+    let pg = db.client().await;
+    let posted = message(&a, "rocket", "kept").await;
+    assert_eq!(posted.status, 200, "{posted:?}");
+    // Another instance takes the lease (as one would once A's lapsed): A's next batch fails
+    // its fence, so what it decided is neither written nor acknowledged.
+    pg.execute(
+        "UPDATE cluster SET leader = 'i_other', epoch = epoch + 1",
+        &[],
+    )
+    .await
+    .unwrap();
+    // Refused (`500`), or the connection closed by the stop that follows: never a 200.
+    let body = json!({"text": "fenced", "from": "ops"}).to_string();
+    let refused = a
+        .http()
+        .try_post_raw("/web/agent/rocket/message", body)
+        .await;
+    assert!(matches!(refused, Ok(500) | Err(_)), "{refused:?}");
+    let texts: Vec<String> = pg
+        .query("SELECT text FROM mail", &[])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert!(texts.iter().any(|t| t.ends_with("kept")), "{texts:?}");
+    assert!(!texts.iter().any(|t| t.ends_with("fenced")), "{texts:?}");
+    // It then stops as if killed, so that its clients go to the instances that serve.
+    eventually(|| async { a.stderr().contains("this one stops") }).await;
+}
+
+#[tokio::test]
+async fn a_broker_on_postgres_needs_its_tcp_listener() {
+    let Some(db) = database().await else { return };
+    let home = tempfile::tempdir().unwrap();
+    let config = format!("{}web:\n  enabled: false\n", db.config());
+    std::fs::write(home.path().join("config.yaml"), config).unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .expect_err("start must fail");
+    assert!(err.contains("set web.enabled: true"), "{err}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_checks_the_certificate_of_an_https_leader() {
+    use leo_testkit::tls::{TLS_CONFIG, tls_init};
+    let Some(db) = database().await else { return };
+    let home_a = tempfile::tempdir().unwrap();
+    tls_init(home_a.path(), &[]);
+    let config = format!("{TLS_CONFIG}{}", db.config());
+    std::fs::write(home_a.path().join("config.yaml"), &config).unwrap();
+    let a = Broker::start_in(home_a).await;
+    // Followers with the leader's tokens and certificate; only B trusts its CA.
+    let follower = |trust: bool| {
+        let home = tempfile::tempdir().unwrap();
+        copy_home(a.home(), home.path());
+        std::fs::create_dir_all(home.path().join("tls")).unwrap();
+        for entry in std::fs::read_dir(a.home().join("tls")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(
+                entry.path(),
+                home.path().join("tls").join(entry.file_name()),
+            )
+            .unwrap();
+        }
+        let ca = if trust {
+            "cluster:\n  ca_file: tls/ca.pem\n"
+        } else {
+            ""
+        };
+        std::fs::write(home.path().join("config.yaml"), format!("{config}{ca}")).unwrap();
+        Broker::start_in(home)
+    };
+    let b = follower(true).await;
+    let c = follower(false).await;
+    for f in [&b, &c] {
+        eventually(|| async { f.stderr().contains("forwarding to it") }).await;
+    }
+    assert_eq!(b.http_unix().get("/api/v1/status").await.status, 200);
+    let refused = c.http_unix().get("/api/v1/status").await;
+    assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
+    assert!(c.stderr().contains("not signed by a CA"), "{}", c.stderr());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_real_leo_mcp_on_a_follower_sees_the_tools_of_an_app_on_another() {
+    use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools, wait_until};
+    let Some(db) = database().await else { return };
+    let nodes = cluster(&db, 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let agent = Agent::start(c.home(), AgentOpts::native("claude")).await;
+    assert!(agent.tool_names_without_messages().await.is_empty());
+    let before = agent.list_changed();
+    let mut app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    wait_until("tools/list_changed", || agent.list_changed() > before).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "echo")).await;
+    let call = agent.spawn_call("echo", json!({"n": 1}));
+    let id = app.next_request_id().await;
+    app.http = http_of(a);
+    app.serve(&id, text("through three instances")).await;
+    let result = call.await.unwrap();
+    assert_eq!(text_of(&result), "through three instances");
+}
