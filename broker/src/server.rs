@@ -315,7 +315,14 @@ pub(crate) async fn serve(
             warn!(error = %e, "cannot switch ask_human on at start");
         }
     }
-    let (store, stored) = p.webhooks;
+    // A leader serves the cluster's webhooks, from the database (`webhooks::store`).
+    let cluster = leading
+        .as_ref()
+        .map(|_| crate::cluster_tokens::store_url(&p.home, &p.config));
+    let (store, stored) = match cluster.transpose()?.flatten() {
+        Some(url) => crate::webhooks::store::Store::load_cluster(&url, &p.home.webhooks())?,
+        None => p.webhooks,
+    };
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
     if let Some(shared) = p.cluster_tokens {
         shared.spawn_refresh(p.home.clone(), broker.shutdown_token());

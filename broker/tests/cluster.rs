@@ -442,3 +442,58 @@ async fn a_real_leo_mcp_on_a_follower_sees_the_tools_of_an_app_on_another() {
     let result = call.await.unwrap();
     assert_eq!(text_of(&result), "through three instances");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn webhooks_are_the_clusters_and_outlive_their_leader() {
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 2).await;
+    let a = nodes.remove(0);
+    let b = &nodes[0];
+    // Created through the follower, kept by the leader in the database.
+    let created = b
+        .http()
+        .post(
+            "/api/v1/client-tools/webhooks",
+            &json!({"name": "ci", "url": "http://127.0.0.1:9/hook", "group": "ci",
+                    "tools": [tool("deploy")]}),
+        )
+        .await;
+    assert_eq!(created.status, 200, "{created:?}");
+    let client_id = created.data()["client_id"].clone();
+    assert!(!a.home().join("state/webhooks.json").exists());
+
+    // The leader is killed: the follower takes the lead and serves the same webhook.
+    let _home_a = a.kill_keep_home().await;
+    eventually(|| async { status_ok(&b.http()).await }).await;
+    let listed = b.http().get("/api/v1/client-tools/webhooks").await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+    let hooks = listed.data()["webhooks"].as_array().unwrap().clone();
+    assert_eq!(hooks.len(), 1, "{hooks:?}");
+    assert_eq!(hooks[0]["name"], "ci");
+    assert_eq!(hooks[0]["client_id"], client_id);
+    eventually(|| async {
+        let status = b.http().get("/api/v1/status").await;
+        status.status == 200 && status.data().to_string().contains("deploy")
+    })
+    .await;
+
+    // Removed on the new leader, it is gone from the database too.
+    let gone = b
+        .http()
+        .send(
+            "DELETE",
+            "/api/v1/client-tools/webhooks/ci",
+            Default::default(),
+            &[],
+        )
+        .await;
+    assert_eq!(gone.status, 200, "{gone:?}");
+    let rows: i64 = db
+        .client()
+        .await
+        .query_one("SELECT count(*) FROM webhooks", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(rows, 0);
+}

@@ -185,7 +185,10 @@ impl Webhooks {
         all.push(stored.clone());
         if let Err(e) = self.store.save(&all) {
             self.broker.leave_webhook(&stored.client_id);
-            return Err(internal("cannot write state/webhooks.json", e));
+            return Err(internal(
+                "cannot keep the webhooks (state/webhooks.json, or the database)",
+                e,
+            ));
         }
         info!(webhook = %stored.name, client_id = %stored.client_id, group = %stored.group, "webhook provider created");
         let created = WebhookCreated {
@@ -243,7 +246,10 @@ impl Webhooks {
         let rest: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
         if let Err(e) = self.store.save(&rest) {
             state.hooks.insert(name.to_owned(), hook);
-            return Err(internal("cannot write state/webhooks.json", e));
+            return Err(internal(
+                "cannot keep the webhooks (state/webhooks.json, or the database)",
+                e,
+            ));
         }
         state.calls.retain(|_, d| {
             let mine = d.hook == name;

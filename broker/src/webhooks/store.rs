@@ -5,6 +5,14 @@
 //! so a restart must bring back the same ones. The file is therefore its own, written
 //! atomically with mode 0600 (it holds secrets) on every change, and read at start; a corrupt
 //! file, or one others can read, stops the broker rather than being replaced.
+//!
+//! With a PostgreSQL store they are the cluster's instead, in the database's table `webhooks`
+//! (one row each, its body the file's entry), read by whichever instance takes the lead, so a
+//! takeover delivers to the same webhooks with the same secrets. A change is rare operator
+//! configuration: it is written at once, on a connection of its own (a few milliseconds of the
+//! broker's thread, measured against a local server), before the route answers, as the file is.
+//! A home's own `state/webhooks.json` is not read then; webhooks it holds that the database
+//! lacks are named in the log, to be added again.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -12,7 +20,10 @@ use std::path::{Path, PathBuf};
 use leo_protocol::tool::ToolDef;
 use serde::{Deserialize, Serialize};
 
+use tracing::warn;
+
 use crate::error::{BrokerError, Result};
+use crate::store::postgres::PgError;
 
 /// One webhook provider as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -47,10 +58,12 @@ struct File {
     webhooks: Vec<Stored>,
 }
 
-/// The file and what it held when read.
+/// Where the webhooks are kept, and what it held when read.
 #[derive(Debug)]
 pub struct Store {
     path: PathBuf,
+    /// `store.url`: the cluster's table instead of the file.
+    database: Option<String>,
 }
 
 impl Store {
@@ -59,6 +72,7 @@ impl Store {
     pub fn load(path: &Path) -> Result<(Store, Vec<Stored>)> {
         let store = Store {
             path: path.to_path_buf(),
+            database: None,
         };
         let bytes = match std::fs::read(path) {
             Ok(bytes) => bytes,
@@ -85,13 +99,94 @@ impl Store {
         Ok((store, file.webhooks))
     }
 
-    /// Writes every webhook, atomically, mode 0600.
-    pub fn save(&self, webhooks: &[Stored]) -> Result<()> {
-        let file = File {
-            version: 1,
-            webhooks: webhooks.to_vec(),
+    /// The cluster's webhooks, in the database at `url`; `path` (this home's file) is only read
+    /// to name in the log the webhooks it holds that the database lacks.
+    pub fn load_cluster(url: &str, path: &Path) -> Result<(Store, Vec<Stored>)> {
+        let rows = crate::cluster_tokens::on_database(url, |client| async move {
+            let rows = client
+                .query("SELECT name, body FROM webhooks ORDER BY name", &[])
+                .await
+                .map_err(PgError::doing("read the webhooks"))?;
+            Ok(rows
+                .iter()
+                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                .collect::<Vec<_>>())
+        })
+        .map_err(database_error)?;
+        let mut stored = Vec::with_capacity(rows.len());
+        for (name, body) in rows {
+            let hook: Stored = leo_protocol::envelope::parse_json(body.as_bytes())
+                .map_err(|e| database_error(PgError::Unreadable(format!("webhook {name}: {e}"))))?;
+            stored.push(hook);
+        }
+        if let Ok((_, local)) = Store::load(path) {
+            let missing: Vec<&str> = local
+                .iter()
+                .filter(|l| !stored.iter().any(|s| s.client_id == l.client_id))
+                .map(|l| l.name.as_str())
+                .collect();
+            if !missing.is_empty() {
+                warn!(
+                    webhooks = ?missing,
+                    file = %path.display(),
+                    "webhooks of this home's file are not the cluster's and are not served; add \
+                     them again with leo webhook add"
+                );
+            }
+        }
+        let store = Store {
+            path: path.to_path_buf(),
+            database: Some(url.to_owned()),
         };
-        crate::state_file::write_json(&self.path, &file)
+        Ok((store, stored))
+    }
+
+    /// Writes every webhook: the file atomically with mode 0600, or the cluster's table in one
+    /// transaction.
+    pub fn save(&self, webhooks: &[Stored]) -> Result<()> {
+        let Some(url) = &self.database else {
+            let file = File {
+                version: 1,
+                webhooks: webhooks.to_vec(),
+            };
+            return crate::state_file::write_json(&self.path, &file);
+        };
+        let mut rows = Vec::with_capacity(webhooks.len());
+        for hook in webhooks {
+            let body = serde_json::to_string(hook).map_err(|e| BrokerError::State {
+                path: self.path.clone(),
+                message: format!("cannot write webhook {}: {e}", hook.name),
+            })?;
+            rows.push((hook.name.clone(), body));
+        }
+        crate::cluster_tokens::on_database(url, |mut client| async move {
+            let tx = client
+                .transaction()
+                .await
+                .map_err(PgError::doing("begin writing the webhooks"))?;
+            tx.execute("DELETE FROM webhooks", &[])
+                .await
+                .map_err(PgError::doing("write the webhooks"))?;
+            for (name, body) in &rows {
+                tx.execute(
+                    "INSERT INTO webhooks (name, body) VALUES ($1, $2)",
+                    &[name, body],
+                )
+                .await
+                .map_err(PgError::doing("write the webhooks"))?;
+            }
+            tx.commit()
+                .await
+                .map_err(PgError::doing("commit the webhooks"))
+        })
+        .map_err(database_error)
+    }
+}
+
+fn database_error(e: PgError) -> BrokerError {
+    BrokerError::Database {
+        path: "store.url (PostgreSQL)".into(),
+        source: e.into(),
     }
 }
 

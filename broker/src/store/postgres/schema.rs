@@ -150,6 +150,13 @@ pub const MIGRATIONS: &[&str] = &[
         detail TEXT
     );
     CREATE INDEX audit_by_time ON audit (at_ms);",
+    // The webhook providers (`webhooks::store`), the cluster's as `state/webhooks.json` is one
+    // broker's: whichever instance leads delivers to the same ones with the same secrets and
+    // client ids. One row each, its body the file's entry (it holds the signing secret).
+    "CREATE TABLE webhooks (
+        name TEXT PRIMARY KEY,
+        body TEXT NOT NULL
+    );",
 ];
 
 /// The schema version this broker writes.
