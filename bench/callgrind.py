@@ -37,8 +37,8 @@ PHASES = [
       r"leo_broker::http::events::sse"],
      []),
     # The writer thread: the batch, the transaction, SQLite, the WAL writes (not the kernel).
-    ("store (writer thread)", "leo",
-     [r"leo_broker::sqlite::writer::run<.*>", r"leo_broker::sqlite::writer::spawn<.*>::" + R],
+    ("store (writer thread: each batch's transaction)", "leo",
+     [r"<leo_broker::store::writer::Writer as leo_broker::sqlite::writer::Batches>::batch"],
      []),
     # The claim route: its body, the core, the wait for the commit (the HTTP parse is not in it).
     ("claim (route)", "leo",
@@ -51,12 +51,15 @@ PHASES = [
     ("frame to the sidecar", "leo",
      [r"leo_broker::ipc::session::result_line", r"leo_broker::ipc::session::flush::" + R],
      []),
-    # hyper: the app's requests read and parsed, the answers written.
+    # hyper: the app's requests read and their heads parsed, the answers' heads encoded and
+    # flushed (the routes' own work is in claim and result above).
     ("HTTP/1.1 of the app's requests (hyper)", "leo",
-     [r"hyper::proto::h1::role::parse_headers<.*>", r"hyper::proto::h1::role::encode_headers<.*>",
-      r"hyper::proto::h1::dispatch::Dispatcher<.*>::poll_.*",
-      r"hyper::proto::h1::conn::Conn<.*>::poll_.*"],
+     [r"<hyper::proto::h1::role::Server as hyper::proto::h1::Http1Transaction>::(parse|encode)",
+      r"hyper::proto::h1::io::Buffered<.*>::(poll_read_from_io|poll_flush)"],
      []),
+    # The history of ended calls (state/history.db), its own writer thread.
+    ("history (writer thread)", "leo",
+     [r"<leo_broker::history::Writer as leo_broker::sqlite::writer::Batches>::batch"], []),
     # leo-mcp: the result frame read and decoded into rmcp's blocks.
     ("sidecar: frame from the broker", "leo-mcp",
      [r"leo_mcp::frames::decode", r"leo_mcp::frames::parse_broker_frame"], []),
@@ -71,10 +74,15 @@ PHASES = [
 # (what, binary, function pattern): how many times per call the function is called, from the
 # call counts callgrind records (its `calls=` lines), e.g. how many transactions a call costs.
 COUNTS = [
-    ("SQLite transactions committed", "leo", r"leo_broker::store::writer::commit"),
-    ("SQLite statements run (sqlite3_step)", "leo", r"sqlite3_step"),
-    ("writer thread wake-ups (batches taken)", "leo", r"leo_broker::sqlite::writer::take_batch<.*>|<leo_broker::store::writer::Writer as leo_broker::sqlite::writer::Batches>::batch"),
-    ("write() system calls", "leo", r"write|__libc_write|pwrite64|__libc_pwrite64|writev"),
+    ("store batches (one transaction each)", "leo",
+     r"<leo_broker::store::writer::Writer as leo_broker::sqlite::writer::Batches>::batch"),
+    ("SQLite statements stepped (BEGIN and COMMIT included)", "leo", r"sqlite3_step"),
+    ("history batches (one transaction each)", "leo",
+     r"<leo_broker::history::Writer as leo_broker::sqlite::writer::Batches>::batch"),
+    ("write, writev and pwrite calls (all threads)", "leo", r"write|writev|pwrite|pwrite64"),
+    ("epoll_wait calls (the runtime going to sleep)", "leo", r"epoll_wait"),
+    ("syscall() calls (futex waits and wakes: thread handoffs)", "leo", r"syscall"),
+    ("leo-mcp: epoll_wait calls", "leo-mcp", r"epoll_wait"),
 ]
 
 LINE = re.compile(r"^\s*([\d,]+)\s+\(\s*[\d.]+%\)\s+(?:\S*?:)?(.*?)(?:\s+\[.*\])?\s*$")
