@@ -45,7 +45,7 @@ def events(conn):
         raise RuntimeError(f"events: {resp.status}")
     event, data = None, []
     while True:
-        line = resp.fp.readline()
+        line = resp.readline()
         if not line:
             return
         line = line.rstrip(b"\r\n")
