@@ -380,10 +380,16 @@ struct Writer {
 impl sqlite::writer::Batches for Writer {
     type Job = Msg;
 
-    /// Records wait for nobody; a read (and the stop) does, and takes every record queued
-    /// before it into its batch, so it still sees them.
+    /// A call's records wait for nobody; a read (and the stop) does, and takes every record
+    /// queued before it into its batch, so it still sees them. An audit entry is written at
+    /// once: `leo` writes its own entries into the same file (`record_local`), and the trail's
+    /// order is the order of writing, so a lingering broker entry would be listed after a CLI
+    /// change made after it (history.rs checks the order).
     fn urgent(&self, msg: &Msg) -> bool {
-        matches!(msg, Msg::Calls(..) | Msg::Audits(..) | Msg::Stop(_))
+        matches!(
+            msg,
+            Msg::Audit(_) | Msg::Calls(..) | Msg::Audits(..) | Msg::Stop(_)
+        )
     }
 
     fn batch(
