@@ -1654,7 +1654,10 @@ fn sdk_rows(
     // The plain app is no SDK app: its rows name it as it is.
     let (app, server) = match language.strip_prefix("plain ") {
         Some(l) => (format!("plain {l} app"), format!("{l} stdio server")),
-        None => (format!("{language} SDK app"), format!("{language} stdio server")),
+        None => (
+            format!("{language} SDK app"),
+            format!("{language} stdio server"),
+        ),
     };
     if let Some(d) = direct {
         let d50 = sdk.p50 as i64 - d.p50 as i64;
