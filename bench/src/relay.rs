@@ -201,19 +201,22 @@ enum Kind {
     PyStdio,
     /// The app on the Python SDK (`sdks/python`), answering at once, in a process of its own.
     PySdk,
+    /// The app in plain Python (`http.client`, no SDK), claiming then posting the result.
+    PyPlain,
     /// The app on the TypeScript SDK (`sdks/typescript`), answering at once.
     TsSdk,
     /// The same tools as a TypeScript MCP server over stdio (`bench/typescript/server.mjs`).
     TsStdio,
 }
 
-const KINDS: [Kind; 8] = [
+const KINDS: [Kind; 9] = [
     Kind::Floor,
     Kind::Leo,
     Kind::LeoClaim,
     Kind::PyHttp,
     Kind::PyStdio,
     Kind::PySdk,
+    Kind::PyPlain,
     Kind::TsSdk,
     Kind::TsStdio,
 ];
@@ -228,6 +231,7 @@ impl Kind {
             Kind::PyHttp => "py-http",
             Kind::PyStdio => "py-stdio",
             Kind::PySdk => "py-sdk",
+            Kind::PyPlain => "py-plain",
             Kind::TsSdk => "ts-sdk",
             Kind::TsStdio => "ts-stdio",
         }
@@ -241,6 +245,7 @@ impl Kind {
             Kind::PyHttp => "(b) Python HTTP + mcp-proxy",
             Kind::PyStdio => "(c) Python stdio",
             Kind::PySdk => "leo, Python SDK app",
+            Kind::PyPlain => "leo, plain Python app (http.client, claim then result)",
             Kind::TsSdk => "leo, TypeScript SDK app",
             Kind::TsStdio => "(d) TypeScript stdio",
         }
@@ -364,10 +369,15 @@ async fn start_sdk_app(kind: Kind, dir: &Path) -> Result<Backend, String> {
     let tools = write_tools(dir)?;
     let broker = Broker::start_quiet("").await;
     let here = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut cmd = if kind == Kind::PySdk {
+    let mut cmd = if matches!(kind, Kind::PySdk | Kind::PyPlain) {
         let python = std::env::var_os("LEO_BENCH_SDK_PYTHON").unwrap_or_else(|| "python3".into());
         let mut cmd = Command::new(python);
-        cmd.arg(here.join("python/sdk_app.py"));
+        let script = if kind == Kind::PySdk {
+            "python/sdk_app.py"
+        } else {
+            "python/plain_app.py"
+        };
+        cmd.arg(here.join(script)).env("LEO_URL", broker.url());
         cmd
     } else {
         let mut cmd = Command::new(node());
@@ -449,7 +459,7 @@ impl Backend {
                     script: py.script.clone(),
                 })
             }
-            Kind::PySdk | Kind::TsSdk => start_sdk_app(kind, dir).await,
+            Kind::PySdk | Kind::PyPlain | Kind::TsSdk => start_sdk_app(kind, dir).await,
             Kind::TsStdio => {
                 let module = Path::new(env!("CARGO_MANIFEST_DIR"))
                     .join("typescript/node_modules/@modelcontextprotocol/sdk/package.json");
@@ -798,7 +808,7 @@ fn cost_processes(
         Kind::Leo | Kind::LeoClaim => ("leo-mcp", "broker", "bench (client + app)"),
         Kind::PyHttp => ("mcp-proxy", "Python HTTP server", "bench (client)"),
         Kind::PyStdio => ("Python stdio server", "", "bench (client)"),
-        Kind::PySdk | Kind::TsSdk => ("leo-mcp", "broker", "bench (client)"),
+        Kind::PySdk | Kind::PyPlain | Kind::TsSdk => ("leo-mcp", "broker", "bench (client)"),
         Kind::TsStdio => ("TypeScript stdio server", "", "bench (client)"),
     };
     let mut out = Vec::new();
@@ -1387,6 +1397,14 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
         sdk_rows(
             report,
             p.label,
+            lat(Kind::PyPlain),
+            lat(Kind::PyStdio),
+            lat(Kind::PyHttp),
+            "plain Python",
+        );
+        sdk_rows(
+            report,
+            p.label,
             lat(Kind::TsSdk),
             lat(Kind::TsStdio),
             lat(Kind::PyHttp),
@@ -1762,10 +1780,18 @@ fn sdk_rows(
     language: &str,
 ) {
     let Some(sdk) = sdk else { return };
+    // The plain app is no SDK app: its rows name it as it is.
+    let (app, server) = match language.strip_prefix("plain ") {
+        Some(l) => (format!("plain {l} app"), format!("{l} stdio server")),
+        None => (
+            format!("{language} SDK app"),
+            format!("{language} stdio server"),
+        ),
+    };
     if let Some(d) = direct {
         let d50 = sdk.p50 as i64 - d.p50 as i64;
         report.row(
-            &format!("{payload}: {language} SDK app − {language} stdio server"),
+            &format!("{payload}: {app} − {server}"),
             format!(
                 "p50 {} · p99 {}",
                 signed_us(d50),
@@ -1776,7 +1802,7 @@ fn sdk_rows(
     }
     if let Some(c) = chain {
         report.row(
-            &format!("{payload}: {language} SDK app vs (b) mcp-proxy chain"),
+            &format!("{payload}: {app} vs (b) mcp-proxy chain"),
             format!("{} faster at p50", ratio(c.p50 as f64, sdk.p50 as f64)),
             &format!(
                 "target ≥ 5× at p50: {}",

@@ -22,6 +22,12 @@ pub(crate) trait Batches: Send + 'static {
     /// and the connection closed.
     fn batch(&mut self, conn: &mut Connection, jobs: Vec<Self::Job>) -> (bool, ControlFlow<Done>);
 
+    /// Whether `job` has someone waiting for its commit. A batch of jobs that have none may
+    /// wait up to `Settings::linger` for one that has, and share its commit.
+    fn urgent(&self, _job: &Self::Job) -> bool {
+        true
+    }
+
     /// Periodic upkeep before the checkpoint (the history prunes here); returns whether
     /// anything was written.
     fn upkeep(&mut self, _conn: &mut Connection) -> bool {
@@ -40,6 +46,9 @@ pub struct Settings {
     pub batch: usize,
     /// How often the upkeep and the checkpoint run (also under a steady stream of jobs).
     pub every: Duration,
+    /// How long a batch nobody waits for may wait for a job somebody does (`Batches::urgent`)
+    /// before it is committed alone; zero commits every batch at once.
+    pub linger: Duration,
 }
 
 /// Starts the writer thread on `conn`; it runs until a batch breaks or every sender is gone.
@@ -67,13 +76,7 @@ fn run<B: Batches>(settings: Settings, mut conn: Connection, rx: &Receiver<B::Jo
         };
         let mut flow = ControlFlow::Continue(());
         if let Some(first) = first {
-            let mut jobs = vec![first];
-            while jobs.len() < settings.batch {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(_) => break,
-                }
-            }
+            let jobs = take_batch(&settings, rx, &b, first);
             let wrote;
             (wrote, flow) = b.batch(&mut conn, jobs);
             dirty |= wrote;
@@ -95,4 +98,32 @@ fn run<B: Batches>(settings: Settings, mut conn: Connection, rx: &Receiver<B::Jo
     if let Some(done) = done {
         done();
     }
+}
+
+/// The batch that starts with `first`: whatever else has queued, and, while none of it has a
+/// waiter, what queues within `settings.linger`, up to the first job that has one (taken with
+/// whatever queued behind it). A call's park, and the note that an earlier outcome was
+/// delivered, are waited for by nobody: lingering, they share the commit of the next result
+/// instead of costing a transaction each.
+fn take_batch<B: Batches>(
+    settings: &Settings,
+    rx: &Receiver<B::Job>,
+    b: &B,
+    first: B::Job,
+) -> Vec<B::Job> {
+    let mut urgent = b.urgent(&first);
+    let mut jobs = vec![first];
+    let until = Instant::now() + settings.linger;
+    while jobs.len() < settings.batch {
+        let next = if urgent {
+            rx.try_recv().ok()
+        } else {
+            rx.recv_timeout(until.saturating_duration_since(Instant::now()))
+                .ok()
+        };
+        let Some(job) = next else { break };
+        urgent |= b.urgent(&job);
+        jobs.push(job);
+    }
+    jobs
 }

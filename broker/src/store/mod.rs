@@ -266,6 +266,7 @@ impl Store {
             name: "leo-store",
             batch: writer::BATCH,
             every: CHECKPOINT_EVERY,
+            linger: writer::LINGER,
         };
         sqlite::writer::spawn(settings, conn, rx, writer::Writer::new(remember))?;
         Ok((Store::with(Some(Sink::Sqlite(tx))), restored))

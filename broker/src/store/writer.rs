@@ -20,6 +20,14 @@ use crate::sqlite;
 /// Most jobs in one transaction.
 pub const BATCH: usize = 4096;
 
+/// How long changes nobody waits for (a park, a delivered outcome) may wait for a commit
+/// somebody waits for (a claim, a result, a result frame), so that they share it; then they are
+/// committed alone. A park is acknowledged to nobody (an app that saw a call a kill forgot
+/// has its result refused, and the harness hears `no_client`), and a delivered outcome that
+/// is not forgotten is only sent again to a sidecar that resumes its call, so neither needs a
+/// commit of its own; this bounds how long a call waiting for a slow app is off the disk.
+pub const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
 /// The writer's state between batches.
 pub struct Writer {
     /// How many ended requests are kept.
@@ -56,6 +64,10 @@ impl Writer {
 
 impl sqlite::writer::Batches for Writer {
     type Job = Job;
+
+    fn urgent(&self, job: &Job) -> bool {
+        !matches!(job, Job::Ops(_))
+    }
 
     fn batch(
         &mut self,

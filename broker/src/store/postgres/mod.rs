@@ -35,6 +35,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
 use tracing::{debug, error, info, warn};
 
+use super::writer::{BATCH, LINGER};
 use super::{Error, Job, Op, Restored};
 
 pub mod lease;
@@ -265,6 +266,9 @@ struct Writer {
     instances: Instances,
     /// Cancelled when the fence or the renewal finds another instance leads.
     deposed: tokio_util::sync::CancellationToken,
+    /// When the oldest change in `pending` that nobody waits for was queued: it is written
+    /// with the next batch somebody waits for, or alone `LINGER` after this.
+    lingering: Option<tokio::time::Instant>,
 }
 
 impl Writer {
@@ -279,16 +283,20 @@ impl Writer {
             last_beat: tokio::time::Instant::now(),
             instances: Instances::default(),
             deposed: tokio_util::sync::CancellationToken::new(),
+            lingering: None,
         }
     }
 
     async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
         loop {
-            let wait = if self.available.load(Ordering::Relaxed) {
+            let mut wait = if self.available.load(Ordering::Relaxed) {
                 HEARTBEAT.saturating_sub(self.last_beat.elapsed())
             } else {
                 RETRY
             };
+            if let Some(since) = self.lingering {
+                wait = wait.min(LINGER.saturating_sub(since.elapsed()));
+            }
             let first = match tokio::time::timeout(wait, rx.recv()).await {
                 Ok(Some(job)) => Some(job),
                 Ok(None) => break,
@@ -299,7 +307,7 @@ impl Writer {
                 continue;
             };
             let mut jobs = vec![first];
-            while jobs.len() < crate::store::writer::BATCH {
+            while jobs.len() < BATCH {
                 match rx.try_recv() {
                     Ok(job) => jobs.push(job),
                     Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
@@ -324,6 +332,12 @@ impl Writer {
                 Job::Close(done) => close = Some(done),
             }
         }
+        if waiters.is_empty() && close.is_none() && self.pending.len() < BATCH {
+            // Nobody waits for these changes (a park, a delivered outcome): they go with the
+            // next batch somebody waits for, one round trip for both (see `LINGER`).
+            self.lingering.get_or_insert_with(tokio::time::Instant::now);
+            return false;
+        }
         let result = self.flush().await;
         for done in waiters {
             let _ = done.send(result.clone());
@@ -340,6 +354,8 @@ impl Writer {
 
     /// Commits what is pending; `Ok` when nothing is left pending.
     async fn flush(&mut self) -> Result<(), Error> {
+        // Whatever lingered is written now, or kept for the outage's retries (`RETRY`).
+        self.lingering = None;
         if let Some(first) = &self.failed {
             return Err(Error::AfterFailure(first.clone()));
         }
