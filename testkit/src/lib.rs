@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod app;
 pub mod cli_home;
+pub mod cluster;
 pub mod http;
 pub mod ipc;
 pub mod mcp;
