@@ -7,9 +7,12 @@
 //! owns the database, takes whatever has queued up and writes it in one transaction. When the
 //! channel is full (the disk cannot keep up), records are dropped and counted, never the call.
 //!
-//! A call's row is written when its terminal outcome is decided (`settled` or `failed`); the
-//! claim that came before is remembered by the writer (`claimed`) to give the row its app and
-//! claim time. Reads go through the same thread, after the writes queued before them, so a
+//! A call's row is written once its terminal outcome is decided (`settled` or `failed`) and
+//! the live store has committed it: before a batch with an ending, the writer waits for the
+//! store's commit of everything decided so far (`History::after_commits`), so a broker killed
+//! in between leaves no row for an ending the restart does not know (which, in a cluster,
+//! another leader would end again and record in its own history). The claim that came before
+//! is remembered by the writer (`claimed`) to give the row its app and claim time. Reads go through the same thread, after the writes queued before them, so a
 //! caller that saw its call end sees it in the history. The file and the thread are kept by
 //! the shared SQLite layer (`crate::sqlite`): opening, migrating, the batching loop, the
 //! checkpoints; this module says what a batch writes and when old rows are pruned.
@@ -97,10 +100,15 @@ pub(crate) enum Msg {
     Stop(std::sync::mpsc::Sender<()>),
 }
 
+/// What the writer runs before a batch that ends calls: returns once the live store has
+/// committed (or failed to commit) every change decided before it was called.
+type Barrier = Box<dyn Fn() + Send + Sync>;
+
 /// The handle the broker holds; cheap to clone.
 #[derive(Clone)]
 pub struct History {
     tx: SyncSender<Msg>,
+    barrier: Arc<std::sync::OnceLock<Barrier>>,
     store_content: bool,
     dropped: Arc<AtomicU64>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
@@ -166,7 +174,9 @@ impl History {
     pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, Error> {
         let conn = db::open(path)?;
         let (tx, rx) = sync_channel(QUEUE);
+        let barrier = Arc::new(std::sync::OnceLock::new());
         let writer = Writer {
+            barrier: barrier.clone(),
             keep: config.clone(),
             claims: HashMap::new(),
             rows: 0,
@@ -179,6 +189,7 @@ impl History {
         let thread = sqlite::writer::spawn(settings, conn, rx, writer)?;
         Ok(History {
             tx,
+            barrier,
             store_content: config.store_content,
             dropped: Arc::new(AtomicU64::new(0)),
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
@@ -331,6 +342,12 @@ impl History {
         })
     }
 
+    /// Runs `barrier` (once the broker exists: it waits for the live store) before writing a
+    /// batch that ends calls; set once.
+    pub fn after_commits(&self, barrier: impl Fn() + Send + Sync + 'static) {
+        let _ = self.barrier.set(Box::new(barrier));
+    }
+
     /// Writes what is queued, checkpoints and stops the writer; later records are ignored.
     pub fn close(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -364,6 +381,7 @@ fn stored_result(posted: &Posted) -> serde_json::Value {
 
 /// The history's side of the writer thread.
 struct Writer {
+    barrier: Arc<std::sync::OnceLock<Barrier>>,
     keep: HistoryConfig,
     claims: HashMap<String, Claim>,
     /// Rows in `calls`, for `max_rows`.
@@ -407,6 +425,11 @@ impl Writer {
         let mut reads = Vec::new();
         let mut stop = None;
         let mut wrote = 0usize;
+        if batch.iter().any(|m| matches!(m, Msg::Ended(_)))
+            && let Some(barrier) = self.barrier.get()
+        {
+            barrier();
+        }
         let tx = match conn.unchecked_transaction() {
             Ok(tx) => tx,
             Err(e) => {
