@@ -139,6 +139,12 @@ impl Broker {
         Broker::around(home, spawned)
     }
 
+    /// [`Broker::start_quiet_bin`] on an existing home (a bench's instances of a cluster).
+    pub async fn start_quiet_in(home: tempfile::TempDir, leo: &Path) -> Broker {
+        let spawned = spawn_bin(leo, home.path(), "warn", None, &[]).await;
+        Broker::around(home, spawned)
+    }
+
     /// Starts a broker on an existing home (for restarts).
     pub async fn start_in(home: tempfile::TempDir) -> Broker {
         let spawned = spawn(home.path()).await;
