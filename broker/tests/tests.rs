@@ -11,6 +11,7 @@ mod bad_input;
 mod cli;
 mod client_ids;
 mod cluster;
+mod cluster_outage;
 mod completions;
 mod console;
 mod console_browser;
