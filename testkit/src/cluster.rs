@@ -24,6 +24,14 @@ pub fn copy_home(from: &Path, to: &Path) {
 /// alone), the others follow it.
 pub async fn start(config: &str, n: usize) -> Vec<Broker> {
     let first = Broker::start_with(config).await;
+    // A broker serves before it has joined: the others start once the first leads, or one of
+    // them could take the lease first on a loaded machine.
+    let id = instance_id(first.home());
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while leader(&first.http()).await.as_ref() != Some(&id) {
+        assert!(tokio::time::Instant::now() < deadline, "{}", first.stderr());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     let mut all = vec![];
     for _ in 1..n {
         let home = tempfile::tempdir().unwrap();
