@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use leo_app::{Call, Reply, Tool};
 use leo_testkit::agent::{Agent, AgentOpts, wait_for_tools};
@@ -23,7 +23,7 @@ use tokio::sync::Semaphore;
 
 use crate::support::{Running, builder};
 
-const CALLS: usize = 1000;
+pub(crate) const CALLS: usize = 1000;
 /// Calls in flight at once, over both harnesses.
 const IN_FLIGHT: usize = 32;
 const KILLS: usize = 6;
@@ -32,7 +32,7 @@ const WHOLE_RUN: Duration = Duration::from_secs(200);
 /// A bound on one call, well above the longest outage.
 const ONE_CALL: Duration = Duration::from_secs(45);
 
-fn seed() -> u64 {
+pub(crate) fn seed() -> u64 {
     let seed = std::env::var("LEO_FAULT_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -48,7 +48,7 @@ fn seed() -> u64 {
 
 /// How one harness call ended, as the harness saw it.
 #[derive(Debug, Clone)]
-enum Ended {
+pub(crate) enum Ended {
     /// The app's answer (the text of its one block).
     Answer(String),
     /// A tool error (`isError: true`) with its text.
@@ -58,14 +58,17 @@ enum Ended {
 }
 
 /// The calls whose harness got the app's answer so far.
-type Answered = Arc<Mutex<std::collections::HashSet<u64>>>;
+pub(crate) type Answered = Arc<Mutex<std::collections::HashSet<u64>>>;
+
+/// When each call (by number) was made and when its harness got its end.
+pub(crate) type Spans = Arc<Mutex<HashMap<usize, (Instant, Instant)>>>;
 
 /// What the app's handler saw: call number → the request ids it ran for.
-type Runs = Arc<Mutex<HashMap<u64, Vec<String>>>>;
+pub(crate) type Runs = Arc<Mutex<HashMap<u64, Vec<String>>>>;
 
 /// The served tool: answers `answer N` for `{"n": N}` after a short pause, so kills land before,
 /// during and after handlers.
-fn work(runs: Runs) -> Tool {
+pub(crate) fn work(runs: Runs) -> Tool {
     Tool::new("work", "The work tool", move |call: Call| {
         let runs = runs.clone();
         async move {
@@ -82,7 +85,7 @@ fn work(runs: Runs) -> Tool {
     .timeout_s(0)
 }
 
-fn classify(
+pub(crate) fn classify(
     result: Result<Result<CallToolResult, rmcp::ServiceError>, tokio::time::error::Elapsed>,
 ) -> Ended {
     let result = match result {
@@ -102,27 +105,37 @@ fn classify(
     }
 }
 
-/// Makes `CALLS` calls, at most `IN_FLIGHT` at once, alternating between the harnesses.
-async fn stream(agents: Arc<Vec<Agent>>, done: Arc<AtomicUsize>, answered: Answered) -> Vec<Ended> {
+/// Makes `CALLS` calls, at most `IN_FLIGHT` at once, alternating between the harnesses; a
+/// harness whose call was refused at once (the broker down) waits `refused` before its next.
+pub(crate) async fn stream(
+    agents: Arc<Vec<Agent>>,
+    done: Arc<AtomicUsize>,
+    answered: Answered,
+    refused: Duration,
+    spans: Spans,
+) -> Vec<Ended> {
     let gate = Arc::new(Semaphore::new(IN_FLIGHT));
     let mut tasks = Vec::with_capacity(CALLS);
     for n in 0..CALLS {
         let permit = gate.clone().acquire_owned().await.unwrap();
         let (agents, done, answered) = (agents.clone(), done.clone(), answered.clone());
+        let spans = spans.clone();
         tasks.push(tokio::spawn(async move {
             let peer = agents[n % agents.len()].client.peer().clone();
             let mut params = CallToolRequestParams::new("work");
             if let Value::Object(map) = json!({"n": n}) {
                 params = params.with_arguments(map);
             }
+            let made = Instant::now();
             let ended = classify(tokio::time::timeout(ONE_CALL, peer.call_tool(params)).await);
+            spans.lock().unwrap().insert(n, (made, Instant::now()));
             if matches!(ended, Ended::Answer(_)) {
                 answered.lock().unwrap().insert(n as u64);
             }
             done.fetch_add(1, Ordering::SeqCst);
             if matches!(ended, Ended::Error(_)) {
                 // A harness answered at once (the broker is down) does not retry in a busy loop.
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                tokio::time::sleep(refused).await;
             }
             drop(permit);
             ended
@@ -167,18 +180,21 @@ async fn killer(
 }
 
 /// Posts a second result for `id`, which ended with one before the kill: once the app is back
-/// (its `client_id` known again), the broker says `already_settled`.
-async fn post_again(http: &Http, id: &str, client_id: &str) {
+/// (its `client_id` known again) and, in a cluster, an instance leads, the broker says
+/// `already_settled`.
+pub(crate) async fn post_again(http: &Http, id: &str, client_id: &str) {
     let body =
         json!({"client_id": client_id, "ok": true, "content": [{"type": "text", "text": "twice"}]});
     let path = format!("/api/v1/client-tools/requests/{id}/result");
     let deadline = tokio::time::Instant::now() + WAIT;
     loop {
         let again = http.post(&path, &body).await;
-        if again.status == 404 && again.body["code"] == "unknown_client" {
+        let waiting = (again.status == 404 && again.body["code"] == "unknown_client")
+            || (again.status == 503 && again.body["code"] == "store_unavailable");
+        if waiting {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "the app never came back"
+                "the app never came back: {again:?}"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
             continue;
@@ -190,7 +206,7 @@ async fn post_again(http: &Http, id: &str, client_id: &str) {
 
 /// The ids of the newest calls the broker lists as ended with a result that their harness got
 /// (so the broker has committed it: it writes a result to `leo-mcp` only then).
-async fn settled_ids(http: &Http, answered: &Answered) -> Vec<String> {
+pub(crate) async fn settled_ids(http: &Http, answered: &Answered) -> Vec<String> {
     let answered = answered.lock().unwrap().clone();
     let reply = http
         .get("/api/v1/client-tools/requests?state=ended&outcome=result&limit=50")
@@ -211,7 +227,7 @@ async fn settled_ids(http: &Http, answered: &Answered) -> Vec<String> {
 }
 
 /// Every ended call in the history, paged.
-async fn history(http: &Http) -> Vec<Value> {
+pub(crate) async fn history(http: &Http) -> Vec<Value> {
     let mut rows = Vec::new();
     let mut before = String::new();
     loop {
@@ -260,14 +276,16 @@ async fn a_thousand_calls_through_random_broker_kills_each_end_once() {
             answered.clone(),
             client_id.clone(),
         ));
-        let ended = stream(agents.clone(), done.clone(), answered).await;
+        let pause = Duration::from_millis(50);
+        let spans = Spans::default();
+        let ended = stream(agents.clone(), done.clone(), answered, pause, spans).await;
         (ended, killing.await.unwrap())
     };
     let (ended, (broker, reposted)) = tokio::time::timeout(WHOLE_RUN, run)
         .await
         .expect("the stream did not end: a call hangs");
     let rows = history(&broker.http()).await;
-    check(&ended, &rows, &runs.lock().unwrap());
+    check(&ended, &rows, &runs.lock().unwrap(), &["no_client"]);
     assert_eq!(
         app.serving().await,
         client_id,
@@ -280,8 +298,14 @@ async fn a_thousand_calls_through_random_broker_kills_each_end_once() {
     );
 }
 
-/// The checks on what the harnesses got and what the history lists.
-fn check(ended: &[Ended], rows: &[Value], runs: &HashMap<u64, Vec<String>>) {
+/// The checks on what the harnesses got and what the history lists; a tool error must be one
+/// of `refusals` (codes, such as `no_client`).
+pub(crate) fn check(
+    ended: &[Ended],
+    rows: &[Value],
+    runs: &HashMap<u64, Vec<String>>,
+    refusals: &[&str],
+) {
     let mut outcomes: BTreeMap<String, usize> = BTreeMap::new();
     for (n, e) in ended.iter().enumerate() {
         match e {
@@ -289,7 +313,8 @@ fn check(ended: &[Ended], rows: &[Value], runs: &HashMap<u64, Vec<String>>) {
             Ended::Error(text) => {
                 // Only calls the app never answered end without it: made while the broker was
                 // down or before the app was back, or sent as the broker died.
-                assert!(text.starts_with("no_client: "), "call {n}: {text}");
+                let code = text.split(": ").next().unwrap_or_default();
+                assert!(refusals.contains(&code), "call {n}: {text}");
                 *outcomes.entry(text.clone()).or_default() += 1;
             }
             Ended::Failed(why) => panic!("call {n}: {why}"),

@@ -8,6 +8,7 @@ mod support;
 
 mod calls;
 mod cancel;
+mod cluster_kills;
 mod concurrency;
 mod features;
 mod hosts;

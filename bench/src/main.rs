@@ -74,6 +74,12 @@ struct Args {
     /// at once on one database wait for its lease.
     #[arg(long, value_name = "URL")]
     postgres: Option<String>,
+    /// Also measure this build as three instances of a cluster on the PostgreSQL database at
+    /// this URL (rows `leo@cluster`: the app on the leader, the agents on the followers). A
+    /// database of its own (`createdb leo_bench_cluster`): a broker of `--postgres` still holds
+    /// its database's lease when the run ends.
+    #[arg(long, value_name = "URL")]
+    cluster: Option<String>,
     /// Run only these parts (default: all).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
@@ -106,6 +112,9 @@ async fn main() -> anyhow::Result<()> {
         }
         if let Some(url) = &args.postgres {
             variants.push(relay::Variant::postgres(url));
+        }
+        if let Some(url) = &args.cluster {
+            variants.push(relay::Variant::cluster(url));
         }
         let opts = relay::Opts {
             variants,

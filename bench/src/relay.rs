@@ -63,6 +63,9 @@ pub struct Variant {
     pub what: String,
     /// How the client reaches the broker.
     pub via: Via,
+    /// Instances of a cluster on the database `config` names: the app on the first (the
+    /// leader), the agents' `leo-mcp`s on the others' sockets in turn (1: one broker).
+    pub instances: usize,
 }
 
 /// How a variant's client reaches the broker.
@@ -97,6 +100,7 @@ impl Variant {
             leo_mcp,
             config: String::new(),
             via: Via::Socket,
+            instances: 1,
         })
     }
 
@@ -110,6 +114,7 @@ impl Variant {
             what: "this build with `store.synchronous: full` (every commit waits for `fsync`)"
                 .into(),
             via: Via::Socket,
+            instances: 1,
         }
     }
 
@@ -125,6 +130,7 @@ impl Variant {
                    HTTP on loopback)"
                 .into(),
             via: Via::Url,
+            instances: 1,
         }
     }
 
@@ -153,6 +159,7 @@ impl Variant {
                  listener, {scheme}, on loopback"
             ),
             via: Via::Mcp { https },
+            instances: 1,
         }
     }
 
@@ -167,6 +174,26 @@ impl Variant {
                    round trip per commit)"
                 .into(),
             via: Via::Socket,
+            instances: 1,
+        }
+    }
+}
+
+impl Variant {
+    /// This build as three instances of a cluster on the PostgreSQL database at `url`: the
+    /// app on the leader, each agent's `leo-mcp` on a follower, so every call crosses from a
+    /// follower to the leader and back.
+    pub fn cluster(url: &str) -> Variant {
+        Variant {
+            name: "cluster".into(),
+            leo: bin("leo"),
+            leo_mcp: bin("leo-mcp"),
+            config: leo_testkit::postgres::store_config(url),
+            what: "this build as three instances on a PostgreSQL database: the app on the \
+                   leader, the agents on the two followers (a call is forwarded both ways)"
+                .into(),
+            via: Via::Socket,
+            instances: 3,
         }
     }
 }
@@ -406,6 +433,8 @@ enum Backend {
     Floor,
     Leo {
         broker: Broker,
+        /// Followers of `broker` in a cluster: the agents' instances, in turn.
+        followers: Vec<Broker>,
         /// This build's, or a variant's.
         leo_mcp: PathBuf,
         /// How the client reaches the broker.
@@ -502,8 +531,13 @@ impl Backend {
         let app = crate::app::serve(broker.home(), "bench", tools, at_once)
             .await
             .map_err(|e| e.to_string())?;
+        let followers = match variant {
+            Some(v) if v.instances > 1 => followers(&broker, v).await?,
+            _ => Vec::new(),
+        };
         Ok(Backend::Leo {
             broker,
+            followers,
             leo_mcp,
             via: variant.map_or(Via::Socket, |v| v.via),
             _app: app,
@@ -567,10 +601,14 @@ impl Backend {
             Backend::Floor => Command::new(bin("leo-bench-floor")),
             Backend::Leo {
                 broker,
+                followers,
                 leo_mcp,
                 via,
                 ..
-            } => leo_mcp_command(leo_mcp, broker, i, *via == Via::Url),
+            } => {
+                let on = followers.get(i % followers.len().max(1)).unwrap_or(broker);
+                leo_mcp_command(leo_mcp, on, i, *via == Via::Url)
+            }
             Backend::AppProcess { broker, .. } => {
                 leo_mcp_command(&bin("leo-mcp"), broker, i, false)
             }
@@ -607,6 +645,31 @@ impl Backend {
             _ => None,
         }
     }
+}
+
+/// `v.instances - 1` followers of `leader`, each on a home with its config and tokens, once
+/// each forwards to it.
+async fn followers(leader: &Broker, v: &Variant) -> Result<Vec<Broker>, String> {
+    let id = leo_testkit::cluster::instance_id(leader.home());
+    let mut out = Vec::new();
+    for _ in 1..v.instances {
+        let home = tempfile::tempdir().map_err(|e| e.to_string())?;
+        leo_testkit::cluster::copy_home(leader.home(), home.path());
+        let follower = Broker::start_quiet_in(home, &v.leo).await;
+        let deadline = Instant::now() + STEP;
+        while leo_testkit::cluster::leader(&follower.http())
+            .await
+            .as_ref()
+            != Some(&id)
+        {
+            if Instant::now() > deadline {
+                return Err("a follower never forwarded to the leader".into());
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        out.push(follower);
+    }
+    Ok(out)
 }
 
 /// `leo-mcp` (this build's or a variant's) as session `i` of `broker`'s agents, on the socket
@@ -847,6 +910,9 @@ struct Measured {
     rss_after: Option<u64>,
     /// The broker or the Python HTTP server, after the runs.
     rss_server: Option<u64>,
+    /// The live store's commits (PostgreSQL round trips) per ended call, over the latency
+    /// runs, from the (leading) broker's `/metrics`.
+    commits_per_call: Option<f64>,
 }
 
 /// How many blocks each latency row is cut into. The systems take turns block by block, so a
@@ -965,11 +1031,28 @@ impl Live {
         } = self;
         m.rss_after = session.rss_kib();
         session.close().await;
+        if let Backend::Leo { broker, .. } = &backend {
+            m.commits_per_call = commits_per_call(broker).await;
+        }
         if let (Kind::Leo, false, Backend::Leo { broker, .. }) = (kind, variant, &backend) {
             m.breakdown = breakdown(broker, opts).await?;
         }
         Ok((backend, m))
     }
+}
+
+/// `leo_store_commits_total` ÷ the sum of `leo_calls_total` on `broker`'s `/metrics`.
+async fn commits_per_call(broker: &Broker) -> Option<f64> {
+    let page = broker.http().get("/metrics").await;
+    let text = page.body.as_str()?;
+    let sum = |prefix: &str| -> f64 {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    };
+    let calls = sum("leo_calls_total");
+    (calls > 0.0).then(|| sum("leo_store_commits_total") / calls)
 }
 
 /// The systems of the run in the order they take turns: each variant right after this build's
@@ -1645,6 +1728,7 @@ fn variant_rows(report: &mut Report, opts: &Opts, results: &Results) {
         report.row(&format!("leo@{}", v.name), v.what.clone(), "");
     }
     variant_latency(report, opts, results, &pairs);
+    variant_commits(report, opts, results, &pairs);
     variant_cost(report, opts, results, &pairs);
     variant_throughput(report, opts, results, &pairs);
     for &(_, other) in pairs.iter().filter(|(t, _)| t.kind == Kind::Leo) {
@@ -1689,6 +1773,51 @@ fn variant_latency(report: &mut Report, opts: &Opts, results: &Results, pairs: &
                 &format!("{}: {}", p.label, other.label(opts)),
                 format!("p50 {} · p99 {}", us(ol.p50), us(ol.p99)),
                 &note,
+            );
+        }
+    }
+}
+
+/// The store's commits per call (one PostgreSQL round trip each), this build's and each
+/// variant's; and for a cluster, its `echo_small` p50 against this build's (the target: within
+/// 1 ms).
+fn variant_commits(report: &mut Report, opts: &Opts, results: &Results, pairs: &[(Sys, Sys)]) {
+    let per = |sys: Sys| {
+        measured(results, sys)
+            .ok()
+            .and_then(|m| m.commits_per_call)
+            .map_or("n/a".into(), |c| format!("{c:.2}"))
+    };
+    for &(this, other) in pairs.iter().filter(|(t, _)| t.kind == Kind::Leo) {
+        report.row(
+            &format!(
+                "store commits per call: {} · {}",
+                this.label(opts),
+                other.label(opts)
+            ),
+            format!("{} · {}", per(this), per(other)),
+            "over the latency runs, from the leader's /metrics",
+        );
+        let v = &opts.variants[other.variant.unwrap_or_default()];
+        let small = |sys: Sys| {
+            let m = measured(results, sys).ok()?;
+            m.latency
+                .iter()
+                .find(|(q, _)| q.tool == "echo_small")
+                .map(|(_, l)| *l)
+        };
+        if v.instances > 1
+            && let (Some(one), Some(cross)) = (small(this), small(other))
+        {
+            let d = cross.p50 as i64 - one.p50 as i64;
+            report.row(
+                &format!(
+                    "echo_small: {} p50 over {}",
+                    other.label(opts),
+                    this.label(opts)
+                ),
+                signed_us(d),
+                &format!("target within 1 ms: {}", met(d <= 1_000)),
             );
         }
     }

@@ -107,6 +107,8 @@ pub struct Metrics {
     backlogs: Mutex<Vec<Weak<AtomicUsize>>>,
     /// This instance's id when it leads a cluster (PostgreSQL), for `leo_instance_info`.
     instance: Mutex<Option<String>>,
+    /// Transactions the live store committed (each one round trip to PostgreSQL).
+    commits: Counter,
 }
 
 /// The counters.
@@ -125,7 +127,13 @@ impl Metrics {
             rejected: Family::default(),
             backlogs: Mutex::new(Vec::new()),
             instance: Mutex::new(None),
+            commits: Counter::default(),
         }
+    }
+
+    /// The live store committed a transaction.
+    pub fn store_committed(&self) {
+        self.commits.inc();
     }
 
     /// A call ended: its tool, outcome and time from parked to ended.
@@ -255,6 +263,11 @@ impl Metrics {
             "rejected_requests",
             "Requests refused, by door (http, ipc) and error code",
             self.rejected.clone(),
+        );
+        registry.register(
+            "store_commits",
+            "Transactions the live store committed (one round trip each to PostgreSQL)",
+            self.commits.clone(),
         );
     }
 

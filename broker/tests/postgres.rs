@@ -253,7 +253,7 @@ async fn a_second_instance_follows_and_takes_over_the_calls_of_a_killed_one() {
 
 /// Posts with `post` until the answer is not `503 store_unavailable`; it must then be a
 /// success or a `409` (the change was kept from an attempt the outage refused).
-async fn until_stored<F, Fut>(mut post: F)
+pub(crate) async fn until_stored<F, Fut>(mut post: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = leo_testkit::Reply>,

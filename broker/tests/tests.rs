@@ -12,6 +12,7 @@ mod cli;
 mod client_ids;
 mod cluster;
 mod cluster_history;
+mod cluster_outage;
 mod cluster_tokens;
 mod completions;
 mod console;

@@ -10,6 +10,7 @@
 pub mod agent;
 pub mod app;
 pub mod cli_home;
+pub mod cluster;
 pub mod http;
 pub mod ipc;
 pub mod mcp;
@@ -134,6 +135,12 @@ impl Broker {
         if !config.is_empty() {
             std::fs::write(home.path().join("config.yaml"), config).unwrap();
         }
+        let spawned = spawn_bin(leo, home.path(), "warn", None, &[]).await;
+        Broker::around(home, spawned)
+    }
+
+    /// [`Broker::start_quiet_bin`] on an existing home (a bench's instances of a cluster).
+    pub async fn start_quiet_in(home: tempfile::TempDir, leo: &Path) -> Broker {
         let spawned = spawn_bin(leo, home.path(), "warn", None, &[]).await;
         Broker::around(home, spawned)
     }

@@ -279,7 +279,7 @@ impl Broker {
     ) -> Arc<Broker> {
         let (revision, _) = watch::channel(0);
         let (changes, _) = watch::channel(0);
-        Arc::new_cyclic(|me| Broker {
+        let broker = Arc::new_cyclic(|me| Broker {
             tools_cache: Mutex::new(None),
             mail: PostOffice::new(config.agents.keys().cloned()),
             store,
@@ -309,7 +309,21 @@ impl Broker {
             me: me.clone(),
             relay: relay::Relay::default(),
             history,
-        })
+        });
+        // The history records an ending only once the store has committed it.
+        let me = Arc::downgrade(&broker);
+        broker.history.after_commits(move || {
+            if let Some(broker) = me.upgrade() {
+                broker.committed_blocking();
+            }
+        });
+        broker
+    }
+
+    /// [`Broker::committed_after_lock`], waited for on a thread that is not the runtime's.
+    fn committed_blocking(&self) {
+        drop(self.lock());
+        self.store.committed_blocking();
     }
 
     fn lock(&self) -> CoreGuard<'_> {

@@ -10,9 +10,12 @@
 //! full (the disk or the database cannot keep up), records are dropped and counted, never the
 //! call.
 //!
-//! A call's row is written when its terminal outcome is decided (`settled` or `failed`); the
-//! claim that came before is remembered by the writer (`claimed`) to give the row its app and
-//! claim time. Reads go through the same thread, after the writes queued before them, so a
+//! A call's row is written once its terminal outcome is decided (`settled` or `failed`) and
+//! the live store has committed it: before a batch with an ending, the writer waits for the
+//! store's commit of everything decided so far (`History::after_commits`), so a broker killed
+//! in between leaves no row for an ending the restart does not know (which, in a cluster,
+//! another leader would end again). The claim that came before is remembered by the writer
+//! (`claimed`) to give the row its app and claim time. Reads go through the same thread, after the writes queued before them, so a
 //! caller that saw its call end sees it in the history.
 //!
 //! **The rules are written once, the SQL once per database.** [`Writer`] decides what a batch
@@ -134,10 +137,15 @@ pub(crate) enum Msg {
     Stop(std::sync::mpsc::Sender<()>),
 }
 
+/// What the writer runs before a batch that ends calls: returns once the live store has
+/// committed (or failed to commit) every change decided before it was called.
+type Barrier = Box<dyn Fn() + Send + Sync>;
+
 /// The handle the broker holds; cheap to clone.
 #[derive(Clone)]
 pub struct History {
     tx: SyncSender<Msg>,
+    barrier: Arc<std::sync::OnceLock<Barrier>>,
     store_content: bool,
     dropped: Arc<AtomicU64>,
     thread: Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>>,
@@ -255,8 +263,9 @@ impl History {
     pub fn open(path: &Path, config: &HistoryConfig) -> Result<History, Error> {
         let conn = db::open(path)?;
         let (tx, rx) = sync_channel(QUEUE);
+        let barrier = Arc::new(std::sync::OnceLock::new());
         let dropped = Arc::new(AtomicU64::new(0));
-        let writer = Writer::new(config, dropped.clone());
+        let writer = Writer::new(config, dropped.clone(), barrier.clone());
         let settings = sqlite::writer::Settings {
             name: "leo-history",
             batch: BATCH,
@@ -264,7 +273,7 @@ impl History {
             linger: LINGER,
         };
         let thread = sqlite::writer::spawn(settings, conn, rx, writer)?;
-        Ok(History::with(tx, config, dropped, thread))
+        Ok(History::with(tx, barrier, config, dropped, thread))
     }
 
     /// Starts the writer on the PostgreSQL database at `url` (its schema migrated by the
@@ -276,8 +285,9 @@ impl History {
         config: &HistoryConfig,
     ) -> Result<History, Error> {
         let (tx, rx) = sync_channel(QUEUE);
+        let barrier = Arc::new(std::sync::OnceLock::new());
         let dropped = Arc::new(AtomicU64::new(0));
-        let writer = Writer::new(config, dropped.clone());
+        let writer = Writer::new(config, dropped.clone(), barrier.clone());
         let settings = postgres::Settings {
             url: url.to_owned(),
             instance,
@@ -285,17 +295,19 @@ impl History {
             every: PRUNE_EVERY,
         };
         let thread = postgres::spawn(settings, rx, writer)?;
-        Ok(History::with(tx, config, dropped, thread))
+        Ok(History::with(tx, barrier, config, dropped, thread))
     }
 
     fn with(
         tx: SyncSender<Msg>,
+        barrier: Arc<std::sync::OnceLock<Barrier>>,
         config: &HistoryConfig,
         dropped: Arc<AtomicU64>,
         thread: std::thread::JoinHandle<()>,
     ) -> History {
         History {
             tx,
+            barrier,
             store_content: config.store_content,
             dropped,
             thread: Arc::new(std::sync::Mutex::new(Some(thread))),
@@ -444,6 +456,12 @@ impl History {
         })
     }
 
+    /// Runs `barrier` (once the broker exists: it waits for the live store) before writing a
+    /// batch that ends calls; set once.
+    pub fn after_commits(&self, barrier: impl Fn() + Send + Sync + 'static) {
+        let _ = self.barrier.set(Box::new(barrier));
+    }
+
     /// Writes what is queued, checkpoints and stops the writer; later records are ignored.
     pub fn close(&self) {
         let (tx, rx) = std::sync::mpsc::channel();
@@ -498,6 +516,7 @@ pub(crate) trait Log {
 
 /// The history's side of the writer thread: the rules both databases follow.
 pub(crate) struct Writer {
+    barrier: Arc<std::sync::OnceLock<Barrier>>,
     keep: HistoryConfig,
     claims: HashMap<String, Claim>,
     /// Rows in `calls`, for `max_rows`.
@@ -546,8 +565,13 @@ impl sqlite::writer::Batches for Writer {
 }
 
 impl Writer {
-    fn new(keep: &HistoryConfig, dropped: Arc<AtomicU64>) -> Writer {
+    fn new(
+        keep: &HistoryConfig,
+        dropped: Arc<AtomicU64>,
+        barrier: Arc<std::sync::OnceLock<Barrier>>,
+    ) -> Writer {
         Writer {
+            barrier,
             keep: keep.clone(),
             claims: HashMap::new(),
             rows: 0,
@@ -568,6 +592,11 @@ impl Writer {
     ) -> (bool, Option<std::sync::mpsc::Sender<()>>) {
         let mut reads = Vec::new();
         let mut stop = None;
+        if batch.iter().any(|m| matches!(m, Msg::Ended(_)))
+            && let Some(barrier) = self.barrier.get()
+        {
+            barrier();
+        }
         for msg in batch {
             match msg {
                 Msg::Claimed(id, claim) => {
@@ -819,7 +848,11 @@ mod tests {
     #[test]
     fn an_outage_holds_rows_in_order_up_to_the_cap_and_answers_reads_away() {
         let dropped = Arc::new(AtomicU64::new(0));
-        let mut writer = Writer::new(&HistoryConfig::default(), dropped.clone());
+        let mut writer = Writer::new(
+            &HistoryConfig::default(),
+            dropped.clone(),
+            Default::default(),
+        );
         let mut log = Flaky {
             away: 2,
             ..Flaky::default()

@@ -342,6 +342,17 @@ impl Store {
         self.ask(Job::Sync)
     }
 
+    /// [`Store::committed`], waited for on a thread of its own (never on the runtime): the
+    /// history's writer, before it records endings.
+    pub fn committed_blocking(&self) {
+        if let Some(tx) = &self.tx {
+            let (done, rx) = oneshot::channel();
+            if tx.send(Job::Sync(done)).is_ok() {
+                let _ = rx.blocking_recv();
+            }
+        }
+    }
+
     fn ask(
         &self,
         job: fn(oneshot::Sender<Result<(), Error>>) -> Job,

@@ -123,6 +123,7 @@ pub(super) fn commit(
             .map_err(sqlite::Error::doing("trim the ended requests"))?;
     }
     tx.commit().map_err(sqlite::Error::doing("commit"))?;
+    crate::metrics::global().store_committed();
     debug!(ops = n, "state committed");
     Ok(())
 }

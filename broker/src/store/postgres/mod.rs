@@ -371,6 +371,7 @@ impl Writer {
         .map_err(|e| self.deposed(e));
         match result {
             Ok(()) => {
+                crate::metrics::global().store_committed();
                 debug!(ops = self.pending.len(), "state committed");
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {

@@ -1,0 +1,88 @@
+//! PostgreSQL stopped and started again under load in a cluster (a throwaway server of the
+//! test's own): three instances, the agent's session on a follower's socket and the app's
+//! stream and posts through the other follower. Every call made before, during and after the
+//! outage ends exactly once: answered by the app, or (made while the leader knew the database
+//! was away) refused at once with `store_unavailable`; none lost, none doubled.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use leo_testkit::cluster;
+use leo_testkit::postgres::{Server, Throwaway};
+use serde_json::json;
+
+use crate::postgres::until_stored;
+use crate::support::{App, agent, eventually, message, outcome_code, tool};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_stopped_and_started_under_load_through_followers_ends_every_call_once() {
+    let Some(server) = Throwaway::start().await else {
+        return;
+    };
+    let db = Server::find(&[server.admin_url()])
+        .await
+        .unwrap()
+        .database()
+        .await;
+    let nodes = cluster::start(&db.config(), 3).await;
+    let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
+    let mut app = App::connect(&b.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    // The app claims and answers every call with its id through B, posting again while the
+    // store is away (a claim kept from a refused attempt is its own: `already_claimed`).
+    let serving = tokio::spawn(async move {
+        loop {
+            let id = app.next_request_id().await;
+            until_stored(|| app.claim(&id)).await;
+            let content = json!([{"type": "text", "text": id}]);
+            until_stored(|| app.answer(&id, content.clone())).await;
+        }
+    });
+    let mut ipc = agent(c, "rocket").await;
+    for n in 1..=20 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    server.stop();
+    for n in 21..=40 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.start_again().await;
+    eventually(|| async { message(a, "rocket", "back").await.status == 200 }).await;
+    for n in 41..=60 {
+        ipc.call(n, "wait", json!({"n": n})).await;
+    }
+    let mut ended = HashMap::new();
+    while ended.len() < 60 {
+        let f = ipc.recv_of("result").await;
+        let n = f["id"].as_u64().unwrap();
+        assert!(
+            ended.insert(n, f["outcome"].clone()).is_none(),
+            "call {n} ended twice"
+        );
+    }
+    // Nothing more comes: no call ends a second time.
+    while let Some(f) = ipc.within(Duration::from_millis(1500)).await {
+        assert_ne!(f["type"], "result", "{f}");
+    }
+    serving.abort();
+    // Each answer is the app's answer to one call (it answers with the call's id).
+    let mut answers = std::collections::HashSet::new();
+    for outcome in ended.values() {
+        if let Some(id) = outcome["content"][0]["text"].as_str() {
+            assert!(answers.insert(id.to_owned()), "{id} answered two calls");
+        }
+    }
+    let mut refused = 0;
+    for (n, outcome) in &ended {
+        let answered = outcome["content"][0]["text"].as_str().is_some();
+        let unavailable = outcome_code(outcome) == "store_unavailable";
+        refused += usize::from(unavailable);
+        if *n > 40 {
+            assert!(answered, "call {n}: {outcome}");
+        } else {
+            assert!(answered || unavailable, "call {n}: {outcome}");
+        }
+    }
+    eprintln!("60 calls through followers, {refused} refused during the outage");
+}
