@@ -127,13 +127,7 @@ fn load_tokens(
 /// names PostgreSQL, the cluster this instance joins once its listeners are bound, with its id
 /// from `state/instance-id` (made at first start).
 fn open_store(home: &Home, config: &Config) -> Result<Live> {
-    let url = config
-        .store
-        .postgres_url()
-        .map_err(|message| BrokerError::Config {
-            path: home.config(),
-            message,
-        })?;
+    let url = crate::cluster_tokens::store_url(home, config)?;
     let Some(url) = url else {
         let path = home.database();
         return crate::store::Store::open(

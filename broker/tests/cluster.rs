@@ -5,7 +5,6 @@
 //! and the calls over; when a follower is killed its clients reconnect elsewhere; and a
 //! deposed leader cannot commit (the fence).
 
-use std::path::Path;
 use std::time::Duration;
 
 use leo_testkit::postgres::{Database, database};
@@ -18,34 +17,9 @@ fn text(t: &str) -> Value {
     json!([{"type": "text", "text": t}])
 }
 
-/// Copies what makes instances one broker to their clients: the config and the token files
-/// (never the instance id, the databases or the sockets).
-fn copy_home(from: &Path, to: &Path) {
-    std::fs::copy(from.join("config.yaml"), to.join("config.yaml")).unwrap();
-    std::fs::create_dir_all(to.join("state")).unwrap();
-    for entry in std::fs::read_dir(from.join("state")).unwrap() {
-        let entry = entry.unwrap();
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if name.ends_with(".token") {
-            std::fs::copy(entry.path(), to.join("state").join(&name)).unwrap();
-        }
-    }
-}
-
-/// `n` instances on `db`: the first leads (it started alone), the others follow it.
+/// `n` instances on `db`: the first leads (the others start once it does), the others follow.
 async fn cluster(db: &Database, n: usize) -> Vec<Broker> {
-    let first = Broker::start_with(&db.config()).await;
-    let mut all = vec![];
-    for _ in 1..n {
-        let home = tempfile::tempdir().unwrap();
-        copy_home(first.home(), home.path());
-        all.push(Broker::start_in(home).await);
-    }
-    for b in &all {
-        eventually(|| async { b.stderr().contains("forwarding to it") }).await;
-    }
-    all.insert(0, first);
-    all
+    leo_testkit::cluster::start(&db.config(), n).await
 }
 
 /// An agent session on `broker`'s `run/sidecar.sock`, re-attaching the calls `resume`; `None`
@@ -81,8 +55,7 @@ async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
 
 /// The id an instance goes by in the cluster (from its `state/instance-id`).
 fn id_of(broker: &Broker) -> String {
-    let id = std::fs::read_to_string(broker.home().join("state/instance-id")).unwrap();
-    format!("i_{}", &id.trim()[..16])
+    leo_testkit::cluster::instance_id(broker.home())
 }
 
 /// `http` with `token`, which every instance of the cluster shares.
@@ -393,7 +366,7 @@ async fn a_follower_checks_the_certificate_of_an_https_leader() {
     // Followers with the leader's tokens and certificate; only B trusts its CA.
     let follower = |trust: bool| {
         let home = tempfile::tempdir().unwrap();
-        copy_home(a.home(), home.path());
+        leo_testkit::cluster::copy_home(a.home(), home.path());
         std::fs::create_dir_all(home.path().join("tls")).unwrap();
         for entry in std::fs::read_dir(a.home().join("tls")).unwrap() {
             let entry = entry.unwrap();

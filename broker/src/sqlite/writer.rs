@@ -102,9 +102,9 @@ fn run<B: Batches>(settings: Settings, mut conn: Connection, rx: &Receiver<B::Jo
 
 /// The batch that starts with `first`: whatever else has queued, and, while none of it has a
 /// waiter, what queues within `settings.linger`, up to the first job that has one (taken with
-/// whatever queued behind it). A call's park, and the note that an earlier outcome was
-/// delivered, are waited for by nobody: lingering, they share the commit of the next result
-/// instead of costing a transaction each.
+/// whatever queued behind it). The note that an earlier outcome was delivered is waited for by
+/// nobody: lingering, it shares the commit of the next park or result instead of costing a
+/// transaction of its own.
 fn take_batch<B: Batches>(
     settings: &Settings,
     rx: &Receiver<B::Job>,

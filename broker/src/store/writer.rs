@@ -20,13 +20,20 @@ use crate::sqlite;
 /// Most jobs in one transaction.
 pub const BATCH: usize = 4096;
 
-/// How long changes nobody waits for (a park, a delivered outcome) may wait for a commit
-/// somebody waits for (a claim, a result, a result frame), so that they share it; then they are
-/// committed alone. A park is acknowledged to nobody (an app that saw a call a kill forgot
-/// has its result refused, and the harness hears `no_client`), and a delivered outcome that
-/// is not forgotten is only sent again to a sidecar that resumes its call, so neither needs a
-/// commit of its own; this bounds how long a call waiting for a slow app is off the disk.
+/// How long changes nobody waits for (the note that an outcome was delivered) may wait for a
+/// commit somebody waits for (a park, a claim, a result, a result frame), so that they share
+/// it; then they are committed alone. A delivered outcome that is not forgotten is only sent
+/// again to a sidecar that resumes its call, so it needs no commit of its own. A park is not
+/// such a change: the call is published to the apps at once, and one killed before its park
+/// is committed would be lost to a harness that keeps waiting for it across the restart (a
+/// `leo-mcp` re-attaches its calls), so a park is committed at once, as before (see
+/// [`urgent`]).
 pub const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Whether a batch holding `ops` must be committed without lingering: it parks a call.
+pub fn urgent(ops: &[Op]) -> bool {
+    ops.iter().any(|op| matches!(op, Op::Park(_)))
+}
 
 /// The writer's state between batches.
 pub struct Writer {
@@ -66,7 +73,10 @@ impl sqlite::writer::Batches for Writer {
     type Job = Job;
 
     fn urgent(&self, job: &Job) -> bool {
-        !matches!(job, Job::Ops(_))
+        match job {
+            Job::Ops(ops) => urgent(ops),
+            Job::Sync(_) | Job::Close(_) => true,
+        }
     }
 
     fn batch(

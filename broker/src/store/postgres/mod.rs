@@ -325,16 +325,20 @@ impl Writer {
     async fn batch(&mut self, jobs: Vec<Job>) -> bool {
         let mut waiters = Vec::new();
         let mut close = None;
+        let mut parks = false;
         for job in jobs {
             match job {
-                Job::Ops(ops) => self.pending.extend(ops),
+                Job::Ops(ops) => {
+                    parks |= super::writer::urgent(&ops);
+                    self.pending.extend(ops);
+                }
                 Job::Sync(done) => waiters.push(done),
                 Job::Close(done) => close = Some(done),
             }
         }
-        if waiters.is_empty() && close.is_none() && self.pending.len() < BATCH {
-            // Nobody waits for these changes (a park, a delivered outcome): they go with the
-            // next batch somebody waits for, one round trip for both (see `LINGER`).
+        if waiters.is_empty() && close.is_none() && !parks && self.pending.len() < BATCH {
+            // Nobody waits for these changes (a delivered outcome): they go with the next
+            // batch somebody waits for, one round trip for both (see `LINGER`).
             self.lingering.get_or_insert_with(tokio::time::Instant::now);
             return false;
         }
