@@ -205,12 +205,22 @@ pub(crate) async fn post_again(http: &Http, id: &str, client_id: &str) {
 }
 
 /// The ids of the newest calls the broker lists as ended with a result that their harness got
-/// (so the broker has committed it: it writes a result to `leo-mcp` only then).
+/// (so the broker has committed it: it writes a result to `leo-mcp` only then). With a
+/// PostgreSQL store the history is refused `503 store_unavailable` while the database is away
+/// (a restart of it): asked again until it answers.
 pub(crate) async fn settled_ids(http: &Http, answered: &Answered) -> Vec<String> {
     let answered = answered.lock().unwrap().clone();
-    let reply = http
-        .get("/api/v1/client-tools/requests?state=ended&outcome=result&limit=50")
-        .await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let reply = loop {
+        let reply = http
+            .get("/api/v1/client-tools/requests?state=ended&outcome=result&limit=50")
+            .await;
+        if reply.status != 503 || tokio::time::Instant::now() > deadline {
+            break reply;
+        }
+        assert_eq!(reply.code(503), "store_unavailable", "{reply:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
     reply.data()["calls"]
         .as_array()
         .map(|rows| {
