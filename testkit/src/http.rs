@@ -136,6 +136,19 @@ impl Http {
             .map_err(|_| "timed out".to_owned())?
     }
 
+    /// The status of `GET path`, or `None` when the connection fails or closes before the
+    /// answer (a broker stopping, or a follower handing its listeners to the core it starts
+    /// when it takes the lead): for polling until a broker serves.
+    pub async fn try_status(&self, path: &str) -> Option<u16> {
+        let req = self.request("GET", path, Bytes::new(), &[]);
+        let fut = async {
+            let mut sender = handshake(&self.target).await.ok()?;
+            let resp = sender.send_request(req).await.ok()?;
+            Some(resp.status().as_u16())
+        };
+        tokio::time::timeout(WAIT, fut).await.ok().flatten()
+    }
+
     /// Sends a request and reads the whole response.
     pub async fn send(
         &self,
