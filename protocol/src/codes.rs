@@ -4,11 +4,11 @@
 //! people. Keeping the code and its status in one table means a route can never answer a code
 //! with a status another route uses for something else.
 //!
-//! How an app reads a refusal is one table too (`APP_FATAL`, `LOST_RACE`, `RESUME_REFUSED`):
-//! the Rust, Python and TypeScript SDKs each keep a copy in their own language, and each SDK's
-//! tests compare that copy with `testdata/sdk/codes.json`, which `protocol`'s tests check
-//! against this table. A copy that drifts fails its suite instead of making one SDK give up where
-//! another retries.
+//! How an app reads a refusal is one table too (`APP_FATAL`, `LOST_RACE`, `REGISTER_AGAIN`,
+//! `RESUME_REFUSED`): the Rust, Python and TypeScript SDKs each keep a copy in their own
+//! language, and each SDK's tests compare that copy with `testdata/sdk/codes.json`, which
+//! `protocol`'s tests check against this table. A copy that drifts fails its suite instead of
+//! making one SDK give up where another retries.
 
 use serde::{Deserialize, Serialize};
 
@@ -174,6 +174,13 @@ impl ErrorCode {
         ErrorCode::NotClaimant,
     ];
 
+    /// Refusals of a group's registration that a new stream may not meet: the stream closed
+    /// between its `hello` and the registration, or the store is away (with `pin_definitions`
+    /// a registration is answered once on disk). The app opens a new stream after its backoff
+    /// and registers again; any other refusal of a registration is the app's own, and fatal.
+    pub const REGISTER_AGAIN: [ErrorCode; 2] =
+        [ErrorCode::UnknownClient, ErrorCode::StoreUnavailable];
+
     /// The refusal of an event stream opened with a resume key the broker no longer holds
     /// (expired, or forgotten). Only on an open that carried a key does it mean that: the app
     /// drops the key and opens the stream again at once without it, as a new client; the same
@@ -183,6 +190,11 @@ impl ErrorCode {
     /// Whether an app stops on this refusal (`APP_FATAL`).
     pub fn is_fatal_to_app(self) -> bool {
         Self::APP_FATAL.contains(&self)
+    }
+
+    /// Whether a registration refused with this code is tried again (`REGISTER_AGAIN`).
+    pub fn registers_again(self) -> bool {
+        Self::REGISTER_AGAIN.contains(&self)
     }
 
     /// Whether this refusal says the call is another client's or over (`LOST_RACE`).

@@ -1,5 +1,5 @@
 //! The table of how an app reads a refusal (`ErrorCode::APP_FATAL`, `LOST_RACE`,
-//! `RESUME_REFUSED`) is the one the SDKs check their copies against: `testdata/sdk/codes.json`
+//! `REGISTER_AGAIN`, `RESUME_REFUSED`) is the one the SDKs check their copies against: `testdata/sdk/codes.json`
 //! must be this table (`UPDATE_WIRE=1` rewrites it), and docs/protocol.md must list the same
 //! codes. The Python and TypeScript suites read the file and compare their own sets with it;
 //! the Rust SDK uses the table itself.
@@ -25,6 +25,7 @@ fn table() -> Value {
     json!({
         "fatal": names(&ErrorCode::APP_FATAL),
         "lost_race": names(&ErrorCode::LOST_RACE),
+        "register_again": names(&ErrorCode::REGISTER_AGAIN),
         "resume_refused": ErrorCode::RESUME_REFUSED.as_str(),
     })
 }
@@ -44,7 +45,7 @@ fn the_sdks_table_file_is_the_protocol_table() {
     assert_eq!(
         have,
         want,
-        "{} differs from ErrorCode::APP_FATAL/LOST_RACE/RESUME_REFUSED (UPDATE_WIRE=1 rewrites it)",
+        "{} differs from ErrorCode::APP_FATAL/LOST_RACE/REGISTER_AGAIN/RESUME_REFUSED (UPDATE_WIRE=1 rewrites it)",
         path.display()
     );
 }
@@ -75,6 +76,10 @@ fn docs_list_the_same_codes() {
     assert_eq!(documented("fatal"), names(&ErrorCode::APP_FATAL));
     assert_eq!(documented("lost the race"), names(&ErrorCode::LOST_RACE));
     assert_eq!(
+        documented("register again"),
+        names(&ErrorCode::REGISTER_AGAIN)
+    );
+    assert_eq!(
         documented("resume refused"),
         [ErrorCode::RESUME_REFUSED.as_str()]
     );
@@ -87,6 +92,10 @@ fn no_code_is_both_fatal_and_a_lost_race() {
         assert!(code.is_fatal_to_app(), "{code}");
     }
     for code in ErrorCode::LOST_RACE {
+        assert!(!code.is_fatal_to_app(), "{code}");
+    }
+    for code in ErrorCode::REGISTER_AGAIN {
+        assert!(code.registers_again(), "{code}");
         assert!(!code.is_fatal_to_app(), "{code}");
     }
 }
