@@ -101,3 +101,112 @@ fn a_newer_file_is_refused_and_an_older_one_migrated_in_one_step() {
     let e = open(&path, options(true), &two[..1]).unwrap_err();
     assert!(matches!(e, Error::Newer { found: 2, known: 1 }), "{e:?}");
 }
+
+/// Writes one row of `bytes` per job, each batch in a transaction.
+struct Rows;
+
+impl writer::Batches for Rows {
+    type Job = usize;
+
+    fn batch(
+        &mut self,
+        conn: &mut Connection,
+        jobs: Vec<usize>,
+    ) -> (bool, std::ops::ControlFlow<writer::Done>) {
+        let tx = conn.transaction().unwrap();
+        for bytes in jobs {
+            tx.execute("INSERT INTO t (k) VALUES (?1)", ["x".repeat(bytes)])
+                .unwrap();
+        }
+        tx.commit().unwrap();
+        (true, std::ops::ControlFlow::Continue(()))
+    }
+}
+
+/// A writer on a new file at `dir/w.db` whose checkpoint thread waits `gap`, and its queue.
+fn writer_on(
+    dir: &Path,
+    gap: Duration,
+) -> (
+    std::sync::mpsc::SyncSender<usize>,
+    std::thread::JoinHandle<()>,
+) {
+    let conn = open(&dir.join("w.db"), options(false), SCHEMA).unwrap();
+    let (tx, rx) = std::sync::mpsc::sync_channel(16);
+    let settings = writer::Settings {
+        name: "test-writer",
+        batch: 1,
+        every: Duration::from_secs(3600),
+        linger: Duration::ZERO,
+        checkpoint_gap: gap,
+    };
+    (tx, writer::spawn(settings, conn, rx, Rows).unwrap())
+}
+
+/// Sends 400 rows of 16 KiB, a commit each (1,600 pages and more: past the automatic
+/// checkpoint's mark of 1,000), and waits until another connection sees them all.
+fn write_rows(dir: &Path, tx: &std::sync::mpsc::SyncSender<usize>) -> Connection {
+    for _ in 0..400 {
+        tx.send(16 << 10).unwrap();
+    }
+    let other = Connection::open(dir.join("w.db")).unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while other
+        .query_row("SELECT count(*) FROM t", [], |r| r.get::<_, i64>(0))
+        .unwrap()
+        < 400
+    {
+        assert!(std::time::Instant::now() < deadline, "the rows never came");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    other
+}
+
+fn size(path: &Path) -> u64 {
+    std::fs::metadata(path).map_or(0, |m| m.len())
+}
+
+/// The writer's commits never checkpoint: with its checkpoint thread held back, the rows stay
+/// in the WAL, past the 1,000 pages at which SQLite's automatic checkpoint would have copied
+/// them into the file inside a commit.
+#[test]
+fn the_writers_commits_do_not_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, thread) = writer_on(dir.path(), Duration::from_secs(3600));
+    let before = size(&dir.path().join("w.db"));
+    let _other = write_rows(dir.path(), &tx);
+    assert!(
+        size(&dir.path().join("w.db-wal")) > 6 << 20,
+        "the WAL was checkpointed"
+    );
+    assert_eq!(
+        size(&dir.path().join("w.db")),
+        before,
+        "a commit checkpointed"
+    );
+    drop(tx);
+    drop(_other);
+    thread.join().unwrap();
+    assert!(
+        size(&dir.path().join("w.db")) > 6 << 20,
+        "the last checkpoint at the stop"
+    );
+}
+
+/// The checkpoint thread moves the WAL's pages into the file soon after the commits.
+#[test]
+fn the_checkpoint_thread_moves_the_wal_into_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (tx, thread) = writer_on(dir.path(), Duration::from_millis(10));
+    let _other = write_rows(dir.path(), &tx);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while size(&dir.path().join("w.db")) < 6 << 20 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "nothing checkpointed the WAL"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    drop(tx);
+    thread.join().unwrap();
+}
