@@ -10,26 +10,46 @@
 //! and forward what they receive, so apps and agents may connect to any instance.
 //!
 //! `run` is the PostgreSQL side of `server::run`. Its listeners are bound and the banner
-//! printed already; it then looks at the lease every [`POLL`]: while another instance leads it
-//! serves the front, forwarding to the leader's advertised URL (`cluster.advertise_url`, or
-//! the one derived from the TCP listener); once the lease is free it opens the store (taking
-//! the lease and restoring the live state), stops the front (closing what it forwarded: that
-//! leader is gone), takes its listeners back and runs the core on them as a single broker
-//! does.
+//! printed already; from then on the instance looks after itself, moving between the stages
+//! of [`Stage`], each of which ends in the next:
+//!
+//! - **Waiting** for the database: it is tried at once, the listeners left idle (what connects
+//!   waits in their backlog, see [`Doors`]). While it cannot be reached (down or unreachable
+//!   at start) the front answers `503 store_unavailable` and closes sidecar connections, so
+//!   nothing is accepted that could not be kept, and the database is tried every [`POLL`]
+//!   until it answers, its schema is brought up to date (once, under a lock) and the cluster's
+//!   tokens taken (`cluster_tokens`; at `prepare` already if it answered then). An error the
+//!   database answers on purpose (a schema newer than this broker) stops the instance.
+//! - **Following**: it looks at the lease every [`POLL`]; while another instance leads, the
+//!   front forwards to the leader's advertised URL (`cluster.advertise_url`, or the one derived
+//!   from the TCP listener). Once the lease is free it opens the store (taking the lease and
+//!   restoring the live state), stops the front (closing what it forwarded: that leader is
+//!   gone) and takes its listeners back.
+//! - **Leading**: the core runs on the listeners as a single broker's does, until `stop`, or
+//!   until the database says another instance took the lease (this one was cut off, or frozen,
+//!   for longer than the lease). A deposed leader gives its core up as if it had been killed
+//!   (`server::step_down`: its streams and sessions close, and its clients resume where the
+//!   new leader serves) and follows again on the same listening sockets, kept for that (a
+//!   `dup` of each, [`Kept`]).
+//!
+//! A `stop` in any stage ends the run: a follower says it left, a leader gives its lease up.
 
 use std::future::Future;
+use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::str::FromStr;
 
 use deadpool_postgres::Pool;
+use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use crate::cluster_tokens::Shared as Tokens;
 use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::Home;
 use crate::http::front::{ClusterKey, Front, FrontConfig, FrontListeners, Upstream};
-use crate::server::{Leading, Listeners, Prepared};
+use crate::server::{Ended, Leading, Listeners, Prepared};
 use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
 use crate::store::postgres::{self, PgError};
 
@@ -88,42 +108,122 @@ impl Settings {
     }
 }
 
-impl Settings {
-    /// Reaches the database and brings its schema up to date.
-    pub async fn check_database(&self) -> Result<()> {
-        watch(&self.store.url).await.map(drop)
+/// Where an instance stands in its cluster (see the module's doc); each stage of `run` ends
+/// in the next.
+enum Stage {
+    /// The database has not answered yet: the front answers `503 store_unavailable`.
+    Waiting(Doors, Tokens),
+    /// The database answers: the front forwards to the leader, if another instance leads.
+    Following(Doors),
+    /// This instance took the lease: its core runs on the listeners.
+    Leading(Led),
+    /// `stop` resolved, and the stage that saw it closed what it held.
+    Stopped,
+}
+
+/// The listeners while this instance does not lead.
+struct Doors {
+    /// Not served yet: at start, until the database says whether this instance leads, so
+    /// that its first clients wait in the backlog for its core rather than get a `503`.
+    idle: Option<Listeners>,
+    /// Served by the front.
+    front: Option<Front>,
+}
+
+impl Doors {
+    /// The front, started now if it was not.
+    fn front(&mut self, p: &Prepared, settings: &Settings) -> Result<&Front> {
+        if let Some(listeners) = self.idle.take() {
+            self.front = Some(start_front(p, settings, listeners)?);
+        }
+        self.front.as_ref().ok_or_else(lost_listeners)
+    }
+
+    /// The listeners back, for the core.
+    async fn listeners(self) -> Result<Listeners> {
+        match (self.front, self.idle) {
+            (Some(front), _) => take_back(front).await,
+            (None, Some(listeners)) => Ok(listeners),
+            (None, None) => Err(lost_listeners()),
+        }
+    }
+
+    async fn close(self) {
+        if let Some(front) = self.front {
+            front.stop().await;
+        }
     }
 }
 
-/// Serves `listeners` as an instance of the cluster until `stop` resolves: as a front while
-/// another instance leads, then as the leader.
-pub(crate) async fn run(
+/// What `follow` ends with: the listeners back, and the store this instance now leads.
+type Led = (Listeners, crate::store::Store, crate::store::Restored);
+
+/// What every stage of an instance's run shares.
+struct Instance {
     p: Prepared,
+    settings: Settings,
+    /// Connections to the database for looking at the lease.
+    pool: Pool,
+    /// Cancelled when the run ends: what follows the cluster's tokens stops with it.
+    done: CancellationToken,
+}
+
+/// Serves `listeners` as an instance of the cluster until `stop` resolves: waiting for the
+/// database, following the leader, leading (see the module's doc).
+pub(crate) async fn run(
+    mut p: Prepared,
     mut settings: Settings,
     listeners: Listeners,
     stop: impl Future<Output = ()>,
 ) -> Result<()> {
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
-    let pool = watch(&settings.store.url).await?;
+    let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
+        path: "store.url (PostgreSQL)".into(),
+        message: "the cluster's tokens were already taken".into(),
+    })?;
+    let doors = Doors {
+        idle: Some(listeners),
+        front: None,
+    };
+    let pool = pool_of(&settings.store.url)?;
+    let done = CancellationToken::new();
+    let _end = done.clone().drop_guard();
+    let mut me = Instance {
+        p,
+        settings,
+        pool,
+        done,
+    };
     let mut stop = std::pin::pin!(stop);
-    let Some((listeners, store, restored)) =
-        follow(&p, &settings, &pool, listeners, stop.as_mut()).await?
-    else {
-        if let Ok(client) = pool.get().await {
-            let _ = lease::release(&client, &settings.store.me.id).await;
-        }
-        crate::server::remove_sockets(&p.home);
-        info!("stopped");
-        return Ok(());
+    let mut stage = Stage::Waiting(doors, tokens);
+    loop {
+        stage = match stage {
+            Stage::Waiting(doors, tokens) => me.wait(doors, tokens, stop.as_mut()).await?,
+            Stage::Following(doors) => me.follow(doors, stop.as_mut()).await?,
+            Stage::Leading(led) => me.lead(led, stop.as_mut()).await?,
+            Stage::Stopped => return Ok(()),
+        };
+    }
+}
+
+/// Whether `e` says the database cannot be reached now (`PgError::is_outage`), however the
+/// step that met it wrapped it: the store's, the history's or the webhooks' error.
+fn is_outage(e: &BrokerError) -> bool {
+    let BrokerError::Database { source, .. } = e else {
+        return false;
     };
-    let key = cluster_key(&pool).await?;
-    drop(pool);
-    let leading = Leading {
-        id: settings.store.me.id.clone(),
-        key: ClusterKey(key.into()),
-    };
-    crate::server::serve(p, (store, restored, Some(leading)), listeners, stop).await
+    let source: &(dyn std::error::Error + 'static) = source.as_ref();
+    if let Some(pg) = source.downcast_ref::<PgError>() {
+        return pg.is_outage();
+    }
+    if let Some(history) = source.downcast_ref::<crate::history::Error>() {
+        return history.is_outage();
+    }
+    matches!(
+        source.downcast_ref::<crate::store::Error>(),
+        Some(crate::store::Error::Postgres(pg) | crate::store::Error::Unavailable(pg)) if pg.is_outage()
+    )
 }
 
 fn database_error(e: PgError) -> BrokerError {
@@ -133,22 +233,187 @@ fn database_error(e: PgError) -> BrokerError {
     }
 }
 
-/// A connection to the database for looking at the lease, on a schema brought up to date.
-async fn watch(url: &str) -> Result<Pool> {
+/// A pool of connections to the database at `url`; none is made yet. A URL that is not
+/// PostgreSQL's is refused here.
+fn pool_of(url: &str) -> Result<Pool> {
     let config = tokio_postgres::Config::from_str(url)
         .map_err(PgError::Url)
         .map_err(database_error)?;
-    let pool = postgres::pool(config).map_err(database_error)?;
-    let mut client = pool
-        .get()
-        .await
-        .map_err(PgError::Connect)
-        .map_err(database_error)?;
-    postgres::schema::migrate(&mut client)
-        .await
-        .map_err(database_error)?;
-    drop(client);
-    Ok(pool)
+    postgres::pool(config).map_err(database_error)
+}
+
+/// Connects and brings the schema up to date (`schema::migrate`, under its lock).
+async fn reach(pool: &Pool) -> std::result::Result<(), PgError> {
+    let mut client = pool.get().await.map_err(PgError::Connect)?;
+    postgres::schema::migrate(&mut client).await
+}
+
+/// The cluster's tokens taken from the database, its schema brought up to date first
+/// (`cluster_tokens::Shared::join`, which blocks, so off the broker's thread).
+async fn take_tokens(mut tokens: Tokens, home: Home) -> (Tokens, std::result::Result<(), PgError>) {
+    let joined = tokio::task::spawn_blocking(move || {
+        let joined = tokens.join(&home);
+        (tokens, joined)
+    })
+    .await;
+    match joined {
+        Ok(joined) => joined,
+        // Only a panic ends the task otherwise; the tokens went with it.
+        Err(e) => std::panic::resume_unwind(e.into_panic()),
+    }
+}
+
+impl Instance {
+    /// Waits until the database answers (see [`Stage::Waiting`]), trying it every [`POLL`].
+    async fn wait(
+        &mut self,
+        mut doors: Doors,
+        mut tokens: Tokens,
+        mut stop: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<Stage> {
+        let mut said = false;
+        loop {
+            let reached = if tokens.joined() {
+                reach(&self.pool).await
+            } else {
+                let (back, taken) = take_tokens(tokens, self.p.home.clone()).await;
+                tokens = back;
+                taken
+            };
+            match reached {
+                Ok(()) => {
+                    tokens.spawn_refresh(self.p.home.clone(), self.done.clone());
+                    return Ok(Stage::Following(doors));
+                }
+                Err(e) if e.is_outage() => {
+                    doors.front(&self.p, &self.settings)?;
+                    if !said {
+                        warn!(error = %leo_protocol::chain::error_chain(&e), "waiting for the database: this instance answers 503 store_unavailable until it can reach it");
+                        said = true;
+                    }
+                }
+                Err(e) => return Err(database_error(e)),
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = stop.as_mut() => return Ok(self.leave(doors, false).await),
+            }
+        }
+    }
+
+    /// Forwards to the leader until this instance takes the lease or `stop` resolves.
+    async fn follow(
+        &self,
+        mut doors: Doors,
+        mut stop: Pin<&mut impl Future<Output = ()>>,
+    ) -> Result<Stage> {
+        let mut following: Option<Leader> = None;
+        let mut unreachable = false;
+        let mut said_alive: Option<tokio::time::Instant> = None;
+        loop {
+            // A follower says it is alive every heartbeat, as the leader does.
+            let alive = said_alive.is_none_or(|t| t.elapsed() >= lease::HEARTBEAT);
+            let looked = async {
+                let client = self.pool.get().await.map_err(PgError::Connect)?;
+                lease::look(&client, &self.settings.store.me, alive).await
+            }
+            .await;
+            if alive && looked.is_ok() {
+                said_alive = Some(tokio::time::Instant::now());
+            }
+            match looked {
+                Ok(Look::Free) => {
+                    if let Some((store, restored)) = try_lead(&self.settings).await? {
+                        let listeners = doors.listeners().await?;
+                        return Ok(Stage::Leading((listeners, store, restored)));
+                    }
+                }
+                Ok(Look::Held(leader)) => {
+                    let front = doors.front(&self.p, &self.settings)?;
+                    if following.as_ref() != Some(&leader) && self.point(front, &leader).await {
+                        following = Some(leader);
+                    }
+                    unreachable = false;
+                }
+                Err(e) => {
+                    doors.front(&self.p, &self.settings)?;
+                    if !unreachable {
+                        warn!(error = %leo_protocol::chain::error_chain(&e), "cannot look at the lease; still forwarding to the last leader known");
+                        unreachable = true;
+                    }
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(POLL) => {}
+                () = stop.as_mut() => return Ok(self.leave(doors, true).await),
+            }
+        }
+    }
+
+    /// Points the front at `leader`; false when it cannot be forwarded to yet (`503` meanwhile).
+    async fn point(&self, front: &Front, leader: &Leader) -> bool {
+        let up = upstream(&self.pool, leader).await;
+        let found = up.is_some();
+        front.follow(up);
+        if found {
+            info!(leader = %leader, "another instance leads the database; forwarding to it");
+        }
+        found
+    }
+
+    /// Runs the core on the listeners until `stop` resolves, or follows again, on the same
+    /// listening sockets, once another instance took the lease, or when the database went
+    /// away before the core could start (its lease then lapses, or is taken again by this
+    /// instance once the database is back: `lease::look` calls a lease of its own free).
+    async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
+        let (listeners, store, restored) = led;
+        let kept = Kept::of(&listeners)?;
+        let key = match cluster_key(&self.pool).await {
+            Ok(key) => key,
+            Err(e) if is_outage(&e) => return self.lead_later(kept, &e),
+            Err(e) => return Err(e),
+        };
+        let leading = Leading {
+            id: self.settings.store.me.id.clone(),
+            key: ClusterKey(key.into()),
+        };
+        let opened = (store, restored, Some(leading));
+        match crate::server::serve(&mut self.p, opened, listeners, stop).await {
+            Ok(Ended::Stopped) => Ok(Stage::Stopped),
+            Ok(Ended::Deposed) => self.follow_on(kept),
+            Err(e) if is_outage(&e) => self.lead_later(kept, &e),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The database went away while this instance started to lead: it follows (answering
+    /// `503 store_unavailable` meanwhile) instead of exiting, and leads once it can.
+    fn lead_later(&self, kept: Kept, e: &BrokerError) -> Result<Stage> {
+        warn!(error = %leo_protocol::chain::error_chain(e), "the database went away as this instance started to lead; it waits for it");
+        self.follow_on(kept)
+    }
+
+    /// Follows on the kept listening sockets (the core is gone).
+    fn follow_on(&self, kept: Kept) -> Result<Stage> {
+        let listeners = kept.listeners()?;
+        let front = start_front(&self.p, &self.settings, listeners)?;
+        Ok(Stage::Following(Doors {
+            idle: None,
+            front: Some(front),
+        }))
+    }
+
+    /// Ends a stage that is not leading: the front stops, a follower says it left (`joined`),
+    /// and the sockets are removed.
+    async fn leave(&self, doors: Doors, joined: bool) -> Stage {
+        doors.close().await;
+        if joined && let Ok(client) = self.pool.get().await {
+            let _ = lease::release(&client, &self.settings.store.me.id).await;
+        }
+        crate::server::remove_sockets(&self.p.home);
+        info!("stopped");
+        Stage::Stopped
+    }
 }
 
 async fn cluster_key(pool: &Pool) -> Result<String> {
@@ -189,83 +454,6 @@ fn advertised_url(p: &Prepared, settings: &Settings, listeners: &Listeners) -> R
         "{scheme}://{}",
         std::net::SocketAddr::new(ip, addr.port())
     ))
-}
-
-/// What `follow` ends with: the listeners back, and the store this instance now leads.
-type Led = (Listeners, crate::store::Store, crate::store::Restored);
-
-/// Forwards to the leader until this instance takes the lease (`Some`) or `stop` resolves.
-async fn follow(
-    p: &Prepared,
-    settings: &Settings,
-    pool: &Pool,
-    listeners: Listeners,
-    mut stop: Pin<&mut impl Future<Output = ()>>,
-) -> Result<Option<Led>> {
-    let mut idle = Some(listeners);
-    let mut front: Option<Front> = None;
-    let mut following: Option<Leader> = None;
-    let mut unreachable = false;
-    let mut said_alive: Option<tokio::time::Instant> = None;
-    loop {
-        // A follower says it is alive every heartbeat, as the leader does.
-        let alive = said_alive.is_none_or(|t| t.elapsed() >= lease::HEARTBEAT);
-        let looked = async {
-            let client = pool.get().await.map_err(PgError::Connect)?;
-            lease::look(&client, &settings.store.me, alive).await
-        }
-        .await;
-        if alive && looked.is_ok() {
-            said_alive = Some(tokio::time::Instant::now());
-        }
-        match looked {
-            Ok(Look::Free) => {
-                if let Some((store, restored)) = try_lead(settings).await? {
-                    let listeners = match (front.take(), idle.take()) {
-                        (Some(front), _) => take_back(front).await?,
-                        (None, Some(listeners)) => listeners,
-                        (None, None) => return Err(lost_listeners()),
-                    };
-                    return Ok(Some((listeners, store, restored)));
-                }
-            }
-            Ok(Look::Held(leader)) => {
-                if let Some(listeners) = idle.take() {
-                    front = Some(start_front(p, settings, listeners)?);
-                }
-                if following.as_ref() != Some(&leader)
-                    && let Some(front) = &front
-                {
-                    let up = upstream(pool, &leader).await;
-                    let found = up.is_some();
-                    front.follow(up);
-                    if found {
-                        info!(leader = %leader, "another instance leads the database; forwarding to it");
-                        following = Some(leader);
-                    }
-                }
-                unreachable = false;
-            }
-            Err(e) => {
-                if let Some(listeners) = idle.take() {
-                    front = Some(start_front(p, settings, listeners)?);
-                }
-                if !unreachable {
-                    warn!(error = %leo_protocol::chain::error_chain(&e), "cannot look at the lease; still forwarding to the last leader known");
-                    unreachable = true;
-                }
-            }
-        }
-        tokio::select! {
-            () = tokio::time::sleep(POLL) => {}
-            () = stop.as_mut() => {
-                if let Some(front) = front {
-                    front.stop().await;
-                }
-                return Ok(None);
-            }
-        }
-    }
 }
 
 /// The leader as the front forwards to it; `None` (answered `503`) when its row names no URL
@@ -353,5 +541,51 @@ fn lost_listeners() -> BrokerError {
     BrokerError::State {
         path: "listeners".into(),
         message: "the front's listeners could not be taken back".into(),
+    }
+}
+
+/// The listening sockets a second time (a `dup` of each), kept while the core serves the
+/// first: when a deposed leader's servers close theirs, it follows on these, at the same
+/// addresses, and what connected meanwhile waits in their backlog.
+struct Kept {
+    tcp: Option<OwnedFd>,
+    metrics: Option<OwnedFd>,
+    api: OwnedFd,
+    sidecar: OwnedFd,
+}
+
+impl Kept {
+    fn of(l: &Listeners) -> Result<Kept> {
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| BrokerError::io("duplicate", "a listening socket", e))
+        };
+        Ok(Kept {
+            tcp: l.tcp.as_ref().map(|t| dup(t.as_fd())).transpose()?,
+            metrics: l.metrics.as_ref().map(|m| dup(m.as_fd())).transpose()?,
+            api: dup(l.api.as_fd())?,
+            sidecar: dup(l.sidecar.as_fd())?,
+        })
+    }
+
+    /// The listeners again, registered with the runtime.
+    fn listeners(self) -> Result<Listeners> {
+        let failed = |e| BrokerError::io("listen again on", "a kept socket", e);
+        let tcp = |fd: OwnedFd| {
+            let l = std::net::TcpListener::from(fd);
+            l.set_nonblocking(true)?;
+            tokio::net::TcpListener::from_std(l)
+        };
+        let unix = |fd: OwnedFd| {
+            let l = std::os::unix::net::UnixListener::from(fd);
+            l.set_nonblocking(true)?;
+            tokio::net::UnixListener::from_std(l)
+        };
+        Ok(Listeners {
+            tcp: self.tcp.map(tcp).transpose().map_err(failed)?,
+            metrics: self.metrics.map(tcp).transpose().map_err(failed)?,
+            api: unix(self.api).map_err(failed)?,
+            sidecar: unix(self.sidecar).map_err(failed)?,
+        })
     }
 }

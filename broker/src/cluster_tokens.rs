@@ -6,14 +6,15 @@
 //! revoked one must stop working on all of them. So with `store.url` the files of `$LEO_HOME`
 //! are no longer where tokens are decided:
 //!
-//! - **At start** ([`start`]) the broker takes the database's set. The first instance on a new
-//!   database (the table holds no operator token yet) fills it from its own files (operator,
-//!   shared agent, devices, API clients with their `api_clients` scopes, agents' own), so a
-//!   single-host setup that moves to PostgreSQL keeps its tokens; every later instance adopts
-//!   the database's operator and agent tokens, rewriting its `state/operator.token` and
-//!   `state/agent.token` (0600, atomically; logged once), so `leo`, `leo-mcp` and the SDKs on
-//!   its host keep reading the files they always read. Devices and clients that only this
-//!   host's files know are not accepted, and the log names them.
+//! - **At start** ([`prepare`], then [`Shared::join`] once the database answers) the broker
+//!   takes the database's set; until then it accepts no token (it serves nothing either). The
+//!   first instance on a new database (the table holds no operator token yet) fills it from
+//!   its own files (operator, shared agent, devices, API clients with their `api_clients`
+//!   scopes, agents' own), so a single-host setup that moves to PostgreSQL keeps its tokens;
+//!   every later instance adopts the database's operator and agent tokens, rewriting its
+//!   `state/operator.token` and `state/agent.token` (0600, atomically; logged once), so `leo`,
+//!   `leo-mcp` and the SDKs on its host keep reading the files they always read. Devices and
+//!   clients that only this host's files know are not accepted, and the log names them.
 //! - **While it runs** ([`Shared::spawn_refresh`]) a thread of its own reads the table every
 //!   [`POLL`] and, when it changed, swaps the new set into the one [`TokenBook`] the HTTP door,
 //!   `/mcp` and the sidecar door read, and brings the host's files in step (the operator and
@@ -190,32 +191,63 @@ pub(crate) struct Shared {
     url: String,
     pub book: TokenBook,
     rows: Vec<Entry>,
+    /// This home's tokens, which fill a new database.
+    local: Vec<Entry>,
+    /// Whether the database's set was taken ([`Shared::join`]).
+    joined: bool,
 }
 
-/// Takes the cluster's tokens at start: fills a new database from this home's files, or adopts
-/// the database's (see the module's doc). Fails when the database cannot be reached, as the
-/// store's opening does.
-pub(crate) fn start(home: &Home, config: &Config, url: &str) -> Result<Shared> {
-    let local = local_entries(home, config)?;
-    let ours = local.clone();
-    let (filled, rows) = on_database(url, move |mut client| async move {
-        let filled = sql::fill(&mut client, &ours).await?;
-        Ok((filled, sql::read(&client).await?))
-    })
-    .map_err(database_error)?;
-    if filled {
-        info!(
-            tokens = rows.len(),
-            "this instance is the first on the database: the cluster's tokens are this home's"
-        );
-    }
-    in_step(home, &rows);
-    warn_local_only(&local, &rows);
-    Ok(Shared {
+/// The cluster's tokens at start: this home's files are read (the operator and agent tokens
+/// made if missing), and the database's set is taken at once if it answers, so that the
+/// host's files are the cluster's before the broker says it listens. A database that cannot
+/// be reached does not stop the start: the book accepts nothing (the instance serves nothing
+/// either) until [`Shared::join`] succeeds. One that answers with an error (a schema newer
+/// than this broker) does.
+pub(crate) fn prepare(home: &Home, config: &Config, url: &str) -> Result<Shared> {
+    let mut shared = Shared {
         url: url.to_owned(),
-        book: TokenBook::live(Tokens::from_entries(&rows)),
-        rows,
-    })
+        book: TokenBook::live(Tokens::default()),
+        rows: Vec::new(),
+        local: local_entries(home, config)?,
+        joined: false,
+    };
+    match shared.join(home) {
+        Err(e) if e.is_outage() => {
+            warn!(error = %leo_protocol::chain::error_chain(&e), "cannot reach the database now; serving anyway, and joining the cluster once it answers");
+            Ok(shared)
+        }
+        joined => joined.map(|()| shared).map_err(database_error),
+    }
+}
+
+impl Shared {
+    /// Whether the database's set was taken.
+    pub(crate) fn joined(&self) -> bool {
+        self.joined
+    }
+
+    /// Takes the cluster's tokens once the database answers: fills a new database from this
+    /// home's files, or adopts the database's (see the module's doc). Blocks on a thread of
+    /// its own (`on_database`).
+    pub(crate) fn join(&mut self, home: &Home) -> std::result::Result<(), PgError> {
+        let ours = self.local.clone();
+        let (filled, rows) = on_database(&self.url, move |mut client| async move {
+            let filled = sql::fill(&mut client, &ours).await?;
+            Ok((filled, sql::read(&client).await?))
+        })?;
+        if filled {
+            info!(
+                tokens = rows.len(),
+                "this instance is the first on the database: the cluster's tokens are this home's"
+            );
+        }
+        in_step(home, &rows);
+        warn_local_only(&self.local, &rows);
+        self.book.replace(Tokens::from_entries(&rows));
+        self.rows = rows;
+        self.joined = true;
+        Ok(())
+    }
 }
 
 /// The tokens of this home's files, as the first instance fills them: the operator and agent

@@ -31,14 +31,6 @@ pub enum BrokerError {
     WritableByOthers { path: PathBuf, mode: u32 },
     #[error("{0}")]
     Usage(String),
-    /// Another instance of the cluster took the lease while this one led (it was cut off from
-    /// the database for longer than the lease): it stops as if killed, so that its clients
-    /// reconnect to the instances that serve and resume there.
-    #[error(
-        "another instance took over the database while this one led; stopped (start it again \
-         to join the cluster as a follower)"
-    )]
-    Deposed,
     #[error("cannot bind {what}")]
     Bind {
         what: String,

@@ -129,6 +129,9 @@ struct Registration {
     tools: Vec<Arc<ToolSpec>>,
 }
 
+/// The tool names of a client's registrations, by group.
+pub type Served = BTreeMap<String, BTreeSet<String>>;
+
 /// A tool agents can call now, and the clients that serve it.
 #[derive(Debug, Clone)]
 pub struct Visible {
@@ -148,6 +151,9 @@ pub struct Registry {
     /// Per name, the definition agents were last offered; kept after a withdrawal, so an app
     /// that comes back with another definition is noticed.
     seen: BTreeMap<String, Arc<ToolSpec>>,
+    /// What changed since `take_journal`, for the store: `seen` (pinning outlives a restart
+    /// and a takeover) and who registered what (a mirror for operators).
+    journal: Vec<Journal>,
     /// Per name, a changed definition held back by pinning.
     held: BTreeMap<String, Arc<ToolSpec>>,
     /// Per name, when its offered definition last changed.
@@ -161,6 +167,23 @@ pub struct Registry {
 /// How many remembered definitions are kept beyond the visible ones.
 const MAX_SEEN: usize = 4 * MAX_TOOLS_PER_BROKER;
 
+/// A change the store keeps, as `Registry::take_journal` reports it.
+#[derive(Debug)]
+pub enum Journal {
+    /// Agents were offered this definition under its name.
+    Offered(Arc<ToolSpec>),
+    /// The definition offered under this name is no longer remembered.
+    Forgotten(String),
+    /// `client` serves `group` with these tools (none: it withdrew the group).
+    Registered {
+        client: ClientId,
+        group: String,
+        tools: Vec<String>,
+    },
+    /// `client` serves nothing any more.
+    Left(ClientId),
+}
+
 /// What a change did to the agents' view.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Change {
@@ -173,6 +196,34 @@ impl Registry {
         Registry {
             pin,
             ..Registry::default()
+        }
+    }
+
+    /// What changed since the last call, oldest first.
+    pub fn take_journal(&mut self) -> Vec<Journal> {
+        std::mem::take(&mut self.journal)
+    }
+
+    /// Puts back the definitions agents were offered before a restart or a takeover, so that
+    /// pinning holds a changed one back as if the broker had not stopped. Each is checked and
+    /// compiled as a registration is; one that no longer passes is left out, with a warning.
+    pub fn restore_seen(
+        &mut self,
+        defs: impl IntoIterator<Item = (String, ToolDef)>,
+        default_timeout_s: u64,
+    ) {
+        for (group, def) in defs {
+            let name = def.name.clone();
+            match Registry::prepare(&group, vec![def], None, default_timeout_s) {
+                Ok(mut specs) => {
+                    if let Some(spec) = specs.pop() {
+                        self.seen.insert(name, spec);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(tool = %name, error = %e.message, "a stored tool definition no longer checks; forgotten")
+                }
+            }
         }
     }
 
@@ -252,6 +303,19 @@ impl Registry {
             regs.iter()
                 .any(|r| r.client == client && !r.tools.is_empty())
         })
+    }
+
+    /// What `client` serves: the tool names of its registrations, by group.
+    pub fn served_by(&self, client: &str) -> Served {
+        let mut served = Served::new();
+        for (group, regs) in &self.groups {
+            for r in regs.iter().filter(|r| r.client == client) {
+                let names = r.tools.iter().map(|t| t.def.name.clone());
+                served.entry(group.clone()).or_default().extend(names);
+            }
+        }
+        served.retain(|_, names| !names.is_empty());
+        served
     }
 
     /// Checks and compiles every tool of a registration body, without changing anything.
@@ -339,6 +403,7 @@ impl Registry {
                 ));
             }
         }
+        let specs_names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
         // Registrations share their compiled tools, so this copy is cheap.
         let mut next = self.groups.clone();
         let regs = next.entry(group.to_owned()).or_default();
@@ -365,11 +430,17 @@ impl Registry {
             ));
         }
         self.groups = next;
+        self.journal.push(Journal::Registered {
+            client: client.into(),
+            group: group.to_owned(),
+            tools: specs_names,
+        });
         Ok(self.install(view))
     }
 
     /// Removes every registration of `client`; returns the groups it served.
     pub fn remove_client(&mut self, client: &str) -> (Change, Vec<String>) {
+        self.journal.push(Journal::Left(client.into()));
         let mut left = Vec::new();
         self.groups.retain(|group, regs| {
             let before = regs.len();
@@ -459,6 +530,9 @@ impl Registry {
         let mut changed = Vec::new();
         for (name, v) in &view {
             let before = self.seen.insert(name.clone(), v.spec.clone());
+            if before.as_ref().is_none_or(|b| b.digest != v.spec.digest) {
+                self.journal.push(Journal::Offered(v.spec.clone()));
+            }
             if before.is_some_and(|b| b.digest != v.spec.digest) {
                 changed.push(name.clone());
                 self.changed_at
@@ -469,7 +543,14 @@ impl Registry {
             tracing::warn!(tools = ?changed, "tool definitions changed; agents are offered the new ones");
         }
         if self.seen.len() > MAX_SEEN {
-            self.seen.retain(|name, _| view.contains_key(name));
+            let log = &mut self.journal;
+            self.seen.retain(|name, _| {
+                let keep = view.contains_key(name);
+                if !keep {
+                    log.push(Journal::Forgotten(name.clone()));
+                }
+                keep
+            });
             self.changed_at.retain(|name, _| view.contains_key(name));
         }
         let groups = &self.groups;
@@ -573,6 +654,24 @@ mod tests {
         assert_eq!(r.view()["echo"].spec.def.description, "v2");
         assert_eq!(r.last_changed(), ["echo"]);
         assert!(r.awaiting_approval().is_empty());
+    }
+
+    #[test]
+    fn served_by_names_a_clients_own_tools_by_group() {
+        let mut r = Registry::new(false);
+        r.register("phone", "g", echo("v1"))
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        r.register("mac", "g", echo("v1"))
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        r.register("phone", "h", Vec::new())
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        let served = r.served_by("phone");
+        assert_eq!(served.len(), 1, "{served:?}");
+        assert!(served["g"].contains("echo"));
+        r.register("phone", "g", Vec::new())
+            .unwrap_or_else(|e| panic!("{}", e.message));
+        assert!(r.served_by("phone").is_empty());
+        assert!(r.served_by("mac")["g"].contains("echo"));
     }
 
     #[test]

@@ -179,7 +179,17 @@ impl Requests {
         }
     }
 
-    /// A restored call's sidecar is back on connection `conn`.
+    /// A call's sidecar connection was lost (a piped session, see `Broker::session_detached`):
+    /// the call waits for its sidecar on no connection, as a restored one does, until
+    /// `reattach`.
+    pub fn detach(&mut self, id: &str) {
+        if let Some(live) = self.live.get_mut(id) {
+            self.by_local.remove(&(live.call.conn, live.call.local_id));
+            live.call.conn = 0;
+        }
+    }
+
+    /// A restored or detached call's sidecar is back on connection `conn`.
     pub fn reattach(&mut self, id: &str, conn: ConnId) -> bool {
         let Some(live) = self.live.get_mut(id) else {
             return false;

@@ -30,18 +30,20 @@ const DRAIN: Duration = Duration::from_secs(5);
 pub struct Prepared {
     pub home: Home,
     pub config: Arc<Config>,
-    pub ever: EverRegistered,
+    /// `state/client-tools.json` as read at start; taken by the first core that serves.
+    pub ever: Option<EverRegistered>,
     /// The tokens the doors accept: this home's files, or the cluster's (PostgreSQL).
     pub tokens: TokenBook,
     /// Which tokens open which agent's sidecar sessions.
     pub agent_keys: AgentKeys,
     /// With a PostgreSQL store: what follows the cluster's tokens while the broker runs.
     pub(crate) cluster_tokens: Option<crate::cluster_tokens::Shared>,
-    /// `state/webhooks.json` and the webhook providers it held.
-    pub webhooks: (
+    /// `state/webhooks.json` and the webhook providers it held (a cluster's are the
+    /// database's instead); taken by the core that serves them.
+    pub webhooks: Option<(
         crate::webhooks::store::Store,
         Vec<crate::webhooks::store::Stored>,
-    ),
+    )>,
     /// The live state: `state/leo.db` opened with what it held at start, or the PostgreSQL
     /// cluster this instance joins (its store is opened when it leads). Taken by `run`.
     pub(crate) live: Option<Live>,
@@ -93,18 +95,19 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         mcp: None,
         home,
         config: Arc::new(config),
-        ever,
+        ever: Some(ever),
         tokens,
         agent_keys,
         cluster_tokens,
-        webhooks,
+        webhooks: Some(webhooks),
         live: Some(live),
         tls,
     })
 }
 
 /// The tokens: this home's files (SQLite store), or the cluster's, taken from the database
-/// (filled from these files by the first instance) and followed while the broker runs.
+/// once it answers (filled from these files by the first instance) and followed while the
+/// broker runs (`cluster_tokens`).
 fn load_tokens(
     home: &Home,
     config: &Config,
@@ -116,7 +119,7 @@ fn load_tokens(
             Ok((tokens, AgentKeys::new(agent_token, home.agents()), None))
         }
         Some(url) => {
-            let shared = crate::cluster_tokens::start(home, config, &url)?;
+            let shared = crate::cluster_tokens::prepare(home, config, &url)?;
             let keys = AgentKeys::cluster(shared.book.clone(), home.agents());
             Ok((shared.book.clone(), keys, Some(shared)))
         }
@@ -181,13 +184,11 @@ pub async fn bind_unix(path: &Path) -> Result<UnixListener> {
     Ok(listener)
 }
 
-/// Binds every listener the config asks for. With PostgreSQL, the database is reached and its
-/// schema brought up to date first, so a database that is down or newer than this broker stops
-/// the start before anything listens.
+/// Binds every listener the config asks for. (With PostgreSQL, `prepare` reached the
+/// database already if it answers, so that a schema newer than this broker stops the start
+/// before anything listens; one that does not answer is waited for while the listeners
+/// answer `503`, see `cluster`.)
 pub async fn bind(p: &Prepared) -> Result<Listeners> {
-    if let Some(Live::Cluster(settings)) = &p.live {
-        settings.check_database().await?;
-    }
     let tcp = if p.config.web.enabled {
         let addr = SocketAddr::new(p.config.web.bind, p.config.web.port);
         Some(
@@ -273,9 +274,13 @@ pub async fn run(
     listeners: Listeners,
     stop: impl Future<Output = ()>,
 ) -> Result<()> {
+    crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
     match p.live.take() {
         Some(Live::Sqlite(store, restored)) => {
-            serve(p, (store, restored, None), listeners, stop).await
+            let stop = std::pin::pin!(stop);
+            serve(&mut p, (store, restored, None), listeners, stop)
+                .await
+                .map(drop)
         }
         Some(Live::Cluster(settings)) => crate::cluster::run(p, settings, listeners, stop).await,
         None => Err(BrokerError::State {
@@ -288,17 +293,36 @@ pub async fn run(
 /// The store this instance serves, what it held at start, and the cluster it leads, if any.
 pub(crate) type Opened = (crate::store::Store, crate::store::Restored, Option<Leading>);
 
-/// Runs the core on `listeners` with `opened` until `stop` resolves, then shuts down in order.
+/// How a core's run on the listeners ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Ended {
+    /// `stop` resolved: the broker shut down in order and removed its sockets.
+    Stopped,
+    /// Another instance took the database over: the core is gone, the sockets stay (the
+    /// cluster serves them again as a follower, see `cluster`).
+    Deposed,
+}
+
+/// Runs the core on `listeners` with `opened` until `stop` resolves (it then shuts down in
+/// order) or, in a cluster, until another instance takes the database over (it then steps
+/// down). `p` serves every term of a cluster's leader.
 pub(crate) async fn serve(
-    p: Prepared,
+    p: &mut Prepared,
     opened: Opened,
     listeners: Listeners,
-    stop: impl Future<Output = ()>,
-) -> Result<()> {
+    stop: std::pin::Pin<&mut impl Future<Output = ()>>,
+) -> Result<Ended> {
     let (store, restored, leading) = opened;
+    // What reads the database comes first: a cluster's leader whose database goes away here
+    // fails before any task holds its core, and follows until it can lead again (`cluster`).
     let history = crate::history::History::start(&p.home, &p.config)?;
-    crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
-    let broker = Broker::new(p.config.clone(), p.ever, store, history);
+    let (hooks, stored_hooks) = webhooks_of(p, leading.is_some())?;
+    let ever = match p.ever.take() {
+        Some(ever) => ever,
+        // A later term of a cluster's leader: what the last term remembered is in the file.
+        None => EverRegistered::load(&p.home.client_tools())?,
+    };
+    let broker = Broker::new(p.config.clone(), ever, store, history);
     broker.restore(restored);
     if let Some(leading) = &leading {
         crate::metrics::global().set_instance(&leading.id);
@@ -309,20 +333,9 @@ pub(crate) async fn serve(
             warn!(error = %e, "cannot switch ask_human on at start");
         }
     }
-    // A leader serves the cluster's webhooks, from the database (`webhooks::store`).
-    let cluster = leading
-        .as_ref()
-        .map(|_| crate::cluster_tokens::store_url(&p.home, &p.config));
-    let (store, stored) = match cluster.transpose()?.flatten() {
-        Some(url) => crate::webhooks::store::Store::load_cluster(&url, &p.home.webhooks())?,
-        None => p.webhooks,
-    };
-    let webhooks = crate::webhooks::Webhooks::start(broker.clone(), store, stored);
-    if let Some(shared) = p.cluster_tokens {
-        shared.spawn_refresh(p.home.clone(), broker.shutdown_token());
-    }
-    let sidecars = crate::ipc::Door::new(broker.clone(), p.agent_keys);
-    let mcp = p.mcp.map(|make| {
+    let webhooks = crate::webhooks::Webhooks::start(broker.clone(), hooks, stored_hooks);
+    let sidecars = crate::ipc::Door::new(broker.clone(), p.agent_keys.clone());
+    let mcp = p.mcp.as_ref().map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),
             broker.shutdown_token(),
@@ -334,7 +347,7 @@ pub(crate) async fn serve(
         mcp,
         https: p.tls.is_some(),
         webhooks,
-        tokens: p.tokens,
+        tokens: p.tokens.clone(),
         max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
             p.config.console.session_ttl_s,
@@ -345,19 +358,35 @@ pub(crate) async fn serve(
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));
     }
     let key = leading.map(|l| l.key);
-    let servers = spawn_servers(&p.config, p.tls, &state, listeners, key.clone())?;
-    tokio::select! {
-        () = stop => {}
-        () = broker.store().deposed() => {
-            // As if killed: nothing more is written or answered (the fence refuses it all
-            // anyway), and the clients reconnect to the instances that serve, where the new
-            // leader restored every call this one had committed.
-            tracing::error!("another instance took over the database; this one stops");
-            return Err(BrokerError::Deposed);
-        }
+    let servers = spawn_servers(&p.config, p.tls.clone(), &state, listeners, key.clone())?;
+    let ended = tokio::select! {
+        () = stop => Ended::Stopped,
+        () = broker.store().deposed() => Ended::Deposed,
+    };
+    match ended {
+        Ended::Stopped => shut_down(&broker, servers, &p.home).await,
+        Ended::Deposed => step_down(&broker, servers).await,
     }
-    shut_down(&broker, servers, &p.home).await;
-    Ok(())
+    Ok(ended)
+}
+
+/// The webhooks a core serves: a cluster's leader's from the database (`webhooks::store`),
+/// else those of `state/webhooks.json` read at start.
+fn webhooks_of(
+    p: &mut Prepared,
+    leading: bool,
+) -> Result<(
+    crate::webhooks::store::Store,
+    Vec<crate::webhooks::store::Stored>,
+)> {
+    let cluster = leading.then(|| crate::cluster_tokens::store_url(&p.home, &p.config));
+    match cluster.transpose()?.flatten() {
+        Some(url) => crate::webhooks::store::Store::load_cluster(&url, &p.home.webhooks()),
+        None => p.webhooks.take().ok_or_else(|| BrokerError::State {
+            path: p.home.webhooks(),
+            message: "the webhooks were already served".into(),
+        }),
+    }
 }
 
 /// The HTTP servers: TCP and `metrics.bind`, both through the one bounded accept loop with
@@ -461,6 +490,27 @@ async fn shut_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>, home:
     crate::telemetry::shutdown().await;
     remove_sockets(home);
     info!("stopped");
+}
+
+/// A deposed leader's end, as if it had been killed but for the process: nothing more is
+/// written or answered (the fence refuses it anyway), pending calls are not ended (the new
+/// leader restored every call this one committed, and ends them), and every stream, session
+/// and connection it served closes now, so that its clients reconnect and resume where the
+/// new leader serves. The sockets stay: the listening sockets are the cluster's (`cluster`
+/// serves them again as a follower).
+async fn step_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>) {
+    tracing::error!(
+        "another instance took over the database; this one gives its core up and follows it"
+    );
+    broker.shutdown_token().cancel();
+    servers.abort_all();
+    while servers.join_next().await.is_some() {}
+    // Sessions and streams end on the token; what may be left are timers, which hold the
+    // core weakly and do nothing once it is gone.
+    broker.tasks().close();
+    let _ = tokio::time::timeout(Duration::from_millis(500), broker.tasks().wait()).await;
+    broker.history().close();
+    broker.store().close().await;
 }
 
 /// Removes the sockets at the end of a stop.

@@ -7,6 +7,7 @@
 
 use std::time::Duration;
 
+use leo_testkit::cluster::{leader, role_of};
 use leo_testkit::postgres::{Database, database};
 use leo_testkit::{Broker, Http, Ipc, Reply};
 use serde_json::{Value, json};
@@ -95,6 +96,31 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
     let status = c.http().get("/api/v1/status").await.data().clone();
     assert_eq!(status["apps"][0]["via"], id_of(b), "{status}");
     assert_eq!(status["agents"][0]["via"], id_of(c), "{status}");
+    // The database says who serves what, through which instance.
+    let pg = db.client().await;
+    let registered = json!([app.id, "g", "[\"echo\"]", id_of(b)]);
+    eventually(|| async {
+        let rows = pg
+            .query(
+                "SELECT client_id, grp, tools, via FROM registrations WHERE grp = 'g'",
+                &[],
+            )
+            .await
+            .unwrap();
+        let rows: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|r| {
+                json!([
+                    r.get::<_, String>(0),
+                    r.get::<_, String>(1),
+                    r.get::<_, String>(2),
+                    r.get::<_, Option<String>>(3)
+                ])
+            })
+            .collect();
+        rows == [registered.clone()]
+    })
+    .await;
     eventually(|| async {
         let status = b.http().get("/api/v1/status").await.data().clone();
         let roles: Vec<(String, String)> = status["instances"]
@@ -119,14 +145,7 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
     })
     .await;
     // `leo status` on a follower's home shows the same, through its socket.
-    let out = std::process::Command::new(leo_testkit::bin("leo"))
-        .arg("status")
-        .env("LEO_HOME", b.home())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
-    let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let shown = leo_status(b.home());
     assert!(shown.contains("Instances"), "{shown}");
     assert!(
         shown.contains(&id_of(a)) && shown.contains("leader"),
@@ -340,8 +359,109 @@ async fn a_deposed_leader_cannot_commit() {
         .collect();
     assert!(texts.iter().any(|t| t.ends_with("kept")), "{texts:?}");
     assert!(!texts.iter().any(|t| t.ends_with("fenced")), "{texts:?}");
-    // It then stops as if killed, so that its clients go to the instances that serve.
-    eventually(|| async { a.stderr().contains("this one stops") }).await;
+    // It then gives its core up as if killed, so that its clients go to the instances that
+    // serve, and joins again in the same process (here, as no other instance is alive, by
+    // taking the lease back).
+    eventually(|| async { a.stderr().contains("gives its core up") }).await;
+    eventually(|| async { leader(&a.http()).await == Some(id_of(&a)) }).await;
+}
+
+/// Waits (up to 40 s: a lease lasts 15) until `broker` has logged `line`.
+async fn logged(broker: &Broker, line: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
+    while !broker.stderr().contains(line) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no {line:?} in:\n{}",
+            broker.stderr()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// What `leo status` shows on `home` (through its instance's socket).
+fn leo_status(home: &std::path::Path) -> String {
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .arg("status")
+        .env("LEO_HOME", home)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leader_follows_the_new_one_without_a_restart() {
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 2).await;
+    let mut a = nodes.remove(0);
+    let b = &nodes[0];
+    let mut app = App::connect(&http_of(b)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(&a, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let claimed = app.next_request_id().await;
+    app.claim_ok(&claimed).await;
+
+    // A is frozen past its lease (as a leader cut off from the database would be): B takes
+    // the lead. Then A runs again, still believing it leads.
+    a.send_signal("STOP");
+    logged(b, "this instance leads").await;
+    a.send_signal("CONT");
+    // The database tells A it was deposed: it gives its core up, which closes the session it
+    // served, and follows B in the same process, on the same sockets.
+    let closed = tokio::time::timeout(leo_testkit::WAIT, async {
+        while ipc.recv_or_end().await.is_some() {}
+    })
+    .await;
+    assert!(closed.is_ok(), "the deposed leader's session stayed open");
+    logged(&a, "gives its core up").await;
+    logged(&a, "forwarding to it").await;
+    assert!(a.is_running(), "{}", a.stderr());
+    eventually(|| async {
+        let http = a.http();
+        role_of(&http, &id_of(&a)).await.as_deref() == Some("follower")
+            && role_of(&http, &id_of(b)).await.as_deref() == Some("leader")
+    })
+    .await;
+    let shown = leo_status(a.home());
+    let line = shown.lines().find(|l| l.contains(&id_of(&a)));
+    assert!(line.is_some_and(|l| l.contains("follower")), "{shown}");
+
+    // The agent resumes on A's socket, the app on B (whose front closed its stream when it
+    // took the lead) with its claim: the call made before is answered through B, and so is a
+    // new one made on A.
+    let mut ipc = agent_on(&a, "rocket", &[1]).await;
+    let mut app = App::resume(&http_of(b), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    assert_eq!(app.answer(&claimed, text("claimed")).await.status, 200);
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"][0]["text"],
+        "claimed"
+    );
+    ipc.call(2, "wait", json!({"n": 2})).await;
+    let id = app.next_request_id().await;
+    app.serve(&id, text("from B")).await;
+    assert_eq!(result_of(&mut ipc, 2).await["content"][0]["text"], "from B");
+    assert!(a.is_running());
+    // The deposed leader's history did not record an ending its store could not commit: the
+    // call claimed before is in the cluster's history once, answered, by B.
+    let pg = db.client().await;
+    let rows = || async {
+        pg.query(
+            "SELECT outcome, instance FROM history WHERE id = $1",
+            &[&claimed],
+        )
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+        .collect::<Vec<_>>()
+    };
+    eventually(|| async { !rows().await.is_empty() }).await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(rows().await, [("result".to_owned(), id_of(b))]);
 }
 
 #[tokio::test]
@@ -471,4 +591,160 @@ async fn webhooks_are_the_clusters_and_outlive_their_leader() {
         .unwrap()
         .get(0);
     assert_eq!(rows, 0);
+}
+
+/// The history of `http`'s cluster for `ids`: each id's outcomes, as often as listed.
+async fn ended_as(http: &Http, ids: &[&str]) -> Vec<Vec<String>> {
+    let rows = http
+        .get("/api/v1/client-tools/requests?state=ended&limit=500")
+        .await
+        .data()["calls"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    ids.iter()
+        .map(|id| {
+            rows.iter()
+                .filter(|r| r["id"] == *id)
+                .map(|r| r["outcome"].as_str().unwrap_or_default().to_owned())
+                .collect()
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_calls_of_an_agent_on_a_killed_follower_are_answered_once_it_is_back() {
+    use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 2).await;
+    let follower = nodes.remove(1);
+    let leader = &nodes[0];
+    let mut app = App::connect(&http_of(leader)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let agent = Agent::start(follower.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    let parked = agent.spawn_call("wait", json!({"n": 1}));
+    let parked_id = app.next_request_id().await;
+    let claimed = agent.spawn_call("wait", json!({"n": 2}));
+    let claimed_id = app.claim_next().await;
+    let early = agent.spawn_call("wait", json!({"n": 3}));
+    let early_id = app.claim_next().await;
+
+    let home = follower.kill_keep_home().await;
+    // The leader lost the session, not the agent: it ends none of its calls, and takes the
+    // answer of one while the follower is down, for the agent's return.
+    eventually(|| async {
+        let status = leader.http().get("/api/v1/status").await;
+        status.data()["agents"] == json!([])
+    })
+    .await;
+    assert_eq!(app.answer(&early_id, text("while down")).await.status, 200);
+    let _follower = Broker::start_in(home).await;
+    // `leo-mcp` reconnects to the restarted follower on its own and resumes its calls.
+    eventually(|| async {
+        let status = leader.http().get("/api/v1/status").await;
+        status.data()["agents"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    assert_eq!(app.answer(&claimed_id, text("claimed")).await.status, 200);
+    app.serve(&parked_id, text("parked")).await;
+    for (call, want) in [
+        (parked, "parked"),
+        (claimed, "claimed"),
+        (early, "while down"),
+    ] {
+        let result = call.await.unwrap();
+        assert_eq!(text_of(&result), want, "{}", agent.stderr());
+    }
+    let ids = [parked_id.as_str(), claimed_id.as_str(), early_id.as_str()];
+    eventually(|| async {
+        ended_as(&leader.http(), &ids).await == vec![vec!["result".to_owned()]; 3]
+    })
+    .await;
+    while let Some(e) = app.sse.within(Duration::from_millis(300)).await {
+        assert_ne!(e.event, "client_tool.cancelled", "{:?}", e.data);
+    }
+}
+
+/// A result frame that died in a follower, killed with the leader right after: a piped
+/// session's outcomes stay in the store until their frames are old (`ipc::session::Recent`),
+/// so the restarted leader sends it again to the `leo-mcp` that comes back for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_result_lost_in_a_killed_follower_reaches_its_agent_after_the_leader_is_killed_too() {
+    use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
+    let Some(db) = database().await else { return };
+    let mut nodes = cluster(&db, 2).await;
+    let follower = nodes.remove(1);
+    let leader = nodes.remove(0);
+    let mut app = App::connect(&http_of(&leader)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let agent = Agent::start(follower.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    let call = agent.spawn_call("wait", json!({"n": 1}));
+    let id = app.claim_next().await;
+    // The follower stops: the result frame goes into its socket and no further.
+    signal(&follower, "STOP");
+    assert_eq!(app.answer(&id, text("kept")).await.status, 200);
+    // Long enough for the leader to write the frame and commit what it notes of it.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let leader_home = leader.kill_keep_home().await;
+    let follower_home = follower.kill_keep_home().await;
+    let _leader = Broker::start_in(leader_home).await;
+    let _follower = Broker::start_in(follower_home).await;
+    let result = tokio::time::timeout(Duration::from_secs(30), call)
+        .await
+        .expect("the agent never got its answer")
+        .unwrap();
+    assert_eq!(text_of(&result), "kept", "{}", agent.stderr());
+}
+
+/// Sends `broker`'s process the signal `name` (`STOP`, `CONT`).
+fn signal(broker: &Broker, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([format!("-{name}"), broker.pid().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success(), "kill -{name}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_that_stops_on_a_follower_has_its_calls_cancelled_at_once() {
+    use leo_testkit::agent::{Agent, AgentOpts, wait_for_tools};
+    let Some(db) = database().await else { return };
+    // A grace period far longer than the test: an ending within it is not the grace's.
+    let config = format!("{}client_tools:\n  resume_grace_s: 600\n", db.config());
+    let nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (leader, follower) = (&nodes[0], &nodes[1]);
+    let mut app = App::connect(&http_of(leader)).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let prompt = Duration::from_secs(5);
+    // A real `leo-mcp` killed with a call in flight.
+    let agent = Agent::start(follower.home(), AgentOpts::native("claude")).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    let call = agent.spawn_call("wait", json!({"n": 1}));
+    let id = app.next_request_id().await;
+    agent.kill();
+    let cancelled = tokio::time::timeout(prompt, app.next_cancelled())
+        .await
+        .expect("the call of a stopped agent was not cancelled at once");
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "agent_gone");
+    assert!(
+        call.await.is_err(),
+        "the harness's call died with its leo-mcp"
+    );
+    // A sidecar that dies in the middle of a line: the leader reads the line as what it is
+    // and still hears that the sidecar left.
+    let mut ipc = agent_on(follower, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({})).await;
+    let id = app.next_request_id().await;
+    ipc.send_torn(r#"{"type":"call","id":2,"tool":"wa"#).await;
+    drop(ipc);
+    let cancelled = tokio::time::timeout(prompt, app.next_cancelled())
+        .await
+        .expect("the call of a sidecar that died mid-line was not cancelled at once");
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "agent_gone");
 }

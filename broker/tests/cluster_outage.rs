@@ -1,29 +1,34 @@
-//! PostgreSQL stopped and started again under load in a cluster (a throwaway server of the
-//! test's own): three instances, the agent's session on a follower's socket and the app's
-//! stream and posts through the other follower. Every call made before, during and after the
-//! outage ends exactly once: answered by the app, or (made while the leader knew the database
-//! was away) refused at once with `store_unavailable`; none lost, none doubled.
+//! PostgreSQL away in a cluster (a throwaway server of the test's own). An instance started
+//! while it is down serves `503` until it is back, then joins by itself. And PostgreSQL
+//! stopped and started again under load: three instances, the agent's session on a follower's
+//! socket and the app's stream and posts through the other follower. Every call made before,
+//! during and after the outage ends exactly once: answered by the app, or (made while the
+//! leader knew the database was away) refused at once with `store_unavailable`; none lost,
+//! none doubled.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
+use leo_testkit::agent::{Agent, AgentOpts, error_text};
 use leo_testkit::cluster;
-use leo_testkit::postgres::{Server, Throwaway};
+use leo_testkit::postgres::{Database, Server, Throwaway};
 use serde_json::json;
 
 use crate::postgres::until_stored;
-use crate::support::{App, agent, eventually, message, outcome_code, tool};
+use crate::support::{App, agent, eventually, message, outcome_code, result_of, tool};
+
+/// A PostgreSQL server of the test's own (it stops it) with a database on it.
+async fn throwaway() -> Option<(Throwaway, Database)> {
+    let server = Throwaway::start().await?;
+    let db = Server::find(&[server.admin_url()]).await?.database().await;
+    Some((server, db))
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_stopped_and_started_under_load_through_followers_ends_every_call_once() {
-    let Some(server) = Throwaway::start().await else {
+    let Some((server, db)) = throwaway().await else {
         return;
     };
-    let db = Server::find(&[server.admin_url()])
-        .await
-        .unwrap()
-        .database()
-        .await;
     let nodes = cluster::start(&db.config(), 3).await;
     let (a, b, c) = (&nodes[0], &nodes[1], &nodes[2]);
     let mut app = App::connect(&b.http()).await;
@@ -85,4 +90,42 @@ async fn postgres_stopped_and_started_under_load_through_followers_ends_every_ca
         }
     }
     eprintln!("60 calls through followers, {refused} refused during the outage");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_instance_started_while_postgres_is_down_serves_once_it_is_back() {
+    let Some((server, db)) = throwaway().await else {
+        return;
+    };
+    server.stop();
+    // It starts, listens, and says what it waits for.
+    let mut broker = leo_testkit::Broker::start_with(&db.config()).await;
+    eventually(|| async { broker.stderr().contains("waiting for the database") }).await;
+    // What it could not keep, it refuses: an app's request is answered 503, on TCP and on the
+    // API socket, and an agent's session is closed, so a real `leo-mcp` answers a tool error.
+    let register = json!({"client_id": "c_early", "group": "g", "tools": [tool("wait")]});
+    let refused = broker.http().post("/api/v1/client-tools", &register).await;
+    assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
+    let refused = broker.http_unix().get("/api/v1/status").await;
+    assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
+    let path = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let mut early = leo_testkit::Ipc::connect(&path).await;
+    let closed = tokio::time::timeout(Duration::from_secs(5), early.recv_or_end()).await;
+    assert!(matches!(closed, Ok(None)), "{closed:?}");
+    let harness = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    let refused = error_text(&harness.call("leo_messages", json!({})).await);
+    assert!(refused.contains("broker not running"), "{refused}");
+
+    // The database comes up: the instance joins (it leads, alone) without a restart.
+    server.start_again().await;
+    eventually(|| async { broker.http().try_status("/api/v1/status").await == Some(200) }).await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let id = app.next_request_id().await;
+    app.serve(&id, json!([{"type": "text", "text": "after"}]))
+        .await;
+    assert_eq!(result_of(&mut ipc, 1).await["content"][0]["text"], "after");
+    assert!(broker.is_running());
 }

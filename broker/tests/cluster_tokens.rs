@@ -185,8 +185,10 @@ async fn the_first_instance_fills_the_database_and_a_second_adopts_its_tokens() 
         "{}",
         b.stderr()
     );
+    // B leads once its next look (every second) finds the lease A gave up; until then it
+    // answers 503, so A's operator token is accepted once it serves.
     let as_operator = Http::tcp(b.addr, Some(op_a.clone()));
-    assert_eq!(as_operator.get("/api/v1/status").await.status, 200);
+    eventually(|| async { as_operator.try_status("/api/v1/status").await == Some(200) }).await;
     assert_eq!(b.operator_token(), op_a);
     assert!(hello_ok(&b, &agent_a, "rocket").await);
     let as_device = Http::tcp(b.addr, Some(device));

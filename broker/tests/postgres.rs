@@ -70,6 +70,14 @@ async fn the_live_state_is_in_postgres_and_survives_a_kill() {
     assert_eq!(again.len(), 1, "the same instance after a restart");
 }
 
+/// A definition agents were offered is the database's: an instance killed and started again
+/// (or a new leader) holds a changed one back and remembers an approval.
+#[tokio::test]
+async fn pinning_outlives_a_killed_instance() {
+    let Some(db) = database().await else { return };
+    crate::scope::pinning_outlives_kills(&format!("{}{}", crate::scope::PIN, db.config())).await;
+}
+
 #[tokio::test]
 async fn a_schema_newer_than_the_broker_is_refused_at_start() {
     let Some(db) = database().await else { return };

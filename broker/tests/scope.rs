@@ -11,7 +11,7 @@ use tokio::process::Command;
 
 use crate::support::{App, Console};
 
-const PIN: &str = "client_tools:\n  pin_definitions: true\n";
+pub const PIN: &str = "client_tools:\n  pin_definitions: true\n";
 
 async fn leo(home: &Path, args: &[&str]) -> Output {
     let child = Command::new(bin("leo"))
@@ -29,6 +29,16 @@ async fn leo(home: &Path, args: &[&str]) -> Output {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+async fn approve_deploy_release(broker: &Broker) -> leo_testkit::Reply {
+    broker
+        .http()
+        .post(
+            "/api/v1/client-tools/definitions/deploy-release/approve",
+            &json!({}),
+        )
+        .await
 }
 
 async fn post_fixture(app: &App, fixture: &str) -> Value {
@@ -53,25 +63,13 @@ async fn scoped_pinned_and_linted_registrations_match_the_fixtures() {
     let listed = broker.http().get("/api/v1/client-tools").await;
     wire::check("http/list_tools_held.response.json", &listed.body);
 
-    let approved = broker
-        .http()
-        .post(
-            "/api/v1/client-tools/definitions/deploy-release/approve",
-            &json!({}),
-        )
-        .await;
+    let approved = approve_deploy_release(&broker).await;
     wire::check("http/approve.response.json", &approved.body);
     wire::check(
         "events/client_tools.changed_definition.json",
         &json!({"event": "client_tools.changed", "data": app.sse.next_of("client_tools.changed").await.data}),
     );
-    let none = broker
-        .http()
-        .post(
-            "/api/v1/client-tools/definitions/deploy-release/approve",
-            &json!({}),
-        )
-        .await;
+    let none = approve_deploy_release(&broker).await;
     wire::check("http/error_nothing_to_approve.response.json", &none.body);
 }
 
@@ -258,4 +256,40 @@ async fn a_call_ends_when_its_agent_leaves_the_tools_scope() {
         .data();
     let outcome = crate::support::result_of(&mut scout, 1).await;
     assert_eq!(outcome["content"][0]["text"], "ok", "{outcome}");
+}
+
+/// Pinning outlives the broker: killed right after an app registered (the registration is
+/// answered once the definition is on disk), a broker started again on the same home still
+/// holds a changed definition back, and after a second kill it remembers what the operator
+/// approved. On PostgreSQL the same rows are what a new leader reads (`postgres::`).
+pub async fn pinning_outlives_kills(config: &str) {
+    let broker = Broker::start_with(config).await;
+    let app = App::connect(&broker.http()).await;
+    post_fixture(&app, "register_scoped").await;
+
+    let broker = Broker::start_in(broker.kill_keep_home().await).await;
+    let app = App::connect(&broker.http()).await;
+    post_fixture(&app, "register_changed").await;
+    let listed = broker.http().get("/api/v1/client-tools").await;
+    wire::check("http/list_tools_held.response.json", &listed.body);
+    let approved = approve_deploy_release(&broker).await;
+    assert_eq!(approved.status, 200, "{}", approved.body);
+
+    let broker = Broker::start_in(broker.kill_keep_home().await).await;
+    let app = App::connect(&broker.http()).await;
+    post_fixture(&app, "register_changed").await;
+    let listed = broker.http().get("/api/v1/client-tools").await;
+    let tool = &listed.body["data"]["tools"][0];
+    assert_eq!(tool["name"], "deploy-release", "{}", listed.body);
+    assert_eq!(tool["awaiting_approval"], Value::Null, "{}", listed.body);
+    assert_eq!(
+        tool["digest"], approved.body["data"]["digest"],
+        "{}",
+        listed.body
+    );
+}
+
+#[tokio::test]
+async fn pinning_outlives_a_killed_broker() {
+    pinning_outlives_kills(PIN).await;
 }

@@ -104,6 +104,43 @@ fn exited(pid: u32) -> bool {
     }
 }
 
+/// `leo serve-tool` serving script `job` as tool `job`, at most `jobs` runs at once.
+async fn serve_job(broker: &Broker, job: &Path, jobs: &str) -> ServeTool {
+    let args = [
+        "--name",
+        "job",
+        "--description",
+        "A job",
+        "--jobs",
+        jobs,
+        "--",
+    ];
+    let mut args = args.to_vec();
+    args.push(job.to_str().unwrap());
+    ServeTool::start(broker, &args, 1).await
+}
+
+/// The states of the broker's calls, sorted, once `done` holds for them (or after 4 s).
+async fn states_once(broker: &Broker, done: impl Fn(&[String]) -> bool) -> Vec<String> {
+    let mut states = Vec::new();
+    for _ in 0..200 {
+        let reply = broker.http().get("/api/v1/client-tools/requests").await;
+        states = reply
+            .data()
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["state"].as_str().unwrap().to_owned())
+            .collect();
+        states.sort();
+        if done(&states) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    states
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stdout_is_the_result_and_a_failure_carries_the_last_stderr_line() {
     let broker = Broker::start().await;
@@ -154,7 +191,7 @@ async fn stdout_is_the_result_and_a_failure_carries_the_last_stderr_line() {
     let result = agent.call("fail", json!({})).await;
     assert_eq!(error_text(&result), "exit_3: disk full");
 
-    // SIGTERM stops it cleanly, and its stream closing withdraws the tool.
+    // SIGTERM stops it cleanly, and it withdraws the tool.
     assert!(echo.stop().await.success());
     let listed = broker.http().get("/api/v1/client-tools").await;
     let names: Vec<&str> = listed.data()["tools"]
@@ -228,6 +265,34 @@ async fn a_tools_file_serves_several_tools_with_json_content() {
     assert!(served.stop().await.success());
 }
 
+/// SIGTERM withdraws the tool before the stream closes, so a call parked for it ends at once
+/// (a stream that merely closed would keep it for the broker's resume grace, 60 s).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_ends_the_calls_parked_for_its_tool_at_once() {
+    let broker = Broker::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let started = dir.path().join("started");
+    let body = format!("touch '{}'; sleep 300\n", started.display());
+    let served = serve_job(&broker, &script(dir.path(), "job.sh", &body), "1").await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    let running = agent.spawn_call("job", json!({}));
+    wait_until("the job started", || started.exists()).await;
+    let parked = agent.spawn_call("job", json!({}));
+    let states = states_once(&broker, |s| s == ["claimed", "parked"]).await;
+    assert_eq!(states, ["claimed", "parked"]);
+    assert!(served.stop().await.success());
+    assert_eq!(
+        running.await.unwrap().is_error,
+        Some(true),
+        "its command was stopped"
+    );
+    let parked = tokio::time::timeout(Duration::from_secs(10), parked)
+        .await
+        .expect("the parked call waited for the resume grace")
+        .unwrap();
+    assert_eq!(error_text(&parked), "cancelled: tool \"job\" was withdrawn");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cancelled_call_kills_the_whole_process_group() {
     let broker = Broker::start().await;
@@ -298,21 +363,7 @@ rmdir "$d/running.$$"
 echo done
 "#,
     );
-    let served = ServeTool::start(
-        &broker,
-        &[
-            "--name",
-            "job",
-            "--description",
-            "A job",
-            "--jobs",
-            "2",
-            "--",
-            job.to_str().unwrap(),
-        ],
-        1,
-    )
-    .await;
+    let served = serve_job(&broker, &job, "2").await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
     let calls: Vec<_> = (0..4).map(|_| agent.spawn_call("job", json!({}))).collect();
     let running = |dir: &Path| {
@@ -326,22 +377,7 @@ echo done
     };
     wait_until("two jobs running", || running(dir.path()) == 2).await;
     // The other two wait at the broker, unclaimed, for anyone to take.
-    let mut states = Vec::new();
-    for _ in 0..200 {
-        let reply = broker.http().get("/api/v1/client-tools/requests").await;
-        states = reply
-            .data()
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|r| r["state"].as_str().unwrap().to_owned())
-            .collect();
-        if states.len() == 4 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    states.sort();
+    let states = states_once(&broker, |s| s.len() == 4).await;
     assert_eq!(states, ["claimed", "claimed", "parked", "parked"]);
 
     std::fs::write(dir.path().join("go"), "").unwrap();

@@ -53,7 +53,7 @@ async fn plain_streams_see_requests_redacted_and_seq_stays_contiguous() {
 
 #[tokio::test]
 async fn closing_the_stream_withdraws_everything_it_registered() {
-    let broker = Broker::start().await;
+    let broker = Broker::start_with("client_tools:\n  resume_grace_s: 1\n").await;
     let app = App::connect(&broker.http()).await;
     let mut watcher = App::connect(&broker.http()).await;
     app.register("a", json!([tool("one")])).await.data();
@@ -62,14 +62,52 @@ async fn closing_the_stream_withdraws_everything_it_registered() {
     ipc.call(1, "one", json!({})).await;
     let _ = watcher.next_request().await;
     drop(app);
-    let o = result_of(&mut ipc, 1).await;
-    assert_eq!(o["error"]["code"], "cancelled");
-    let c = watcher.sse.next_of("client_tool.cancelled").await;
-    assert_eq!(c.data["reason"], "tool_withdrawn");
-    let changed = watcher.sse.next_of("client_tools.changed").await;
-    assert_eq!(changed.data["tools"], json!([]));
+    // The tools leave the agents' lists at once; the call waits for the app's grace.
+    let next = watcher.sse.next().await;
+    assert_eq!(next.event, "client_tools.changed", "{:?}", next.data);
+    assert_eq!(next.data["tools"], json!([]));
     let list = broker.http().get("/api/v1/client-tools").await;
     assert_eq!(list.data()["tools"], json!([]));
+    // The app does not come back: once its grace is over, the call ends.
+    let o = result_of(&mut ipc, 1).await;
+    assert_eq!(o["error"]["code"], "cancelled");
+    assert_eq!(o["error"]["message"], "tool \"one\" was withdrawn");
+    let c = watcher.sse.next_of("client_tool.cancelled").await;
+    assert_eq!(c.data["reason"], "tool_withdrawn");
+}
+
+/// A dropped connection (a laptop asleep, a network blip) does not cancel the calls an agent
+/// waits on: the app comes back with its resume key, registers again, is offered the call it
+/// had not claimed yet, and its answer reaches the agent.
+#[tokio::test]
+async fn an_app_that_drops_and_resumes_answers_the_call_parked_meanwhile() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut watcher = App::connect(&broker.http()).await;
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "echo", json!({})).await;
+    let id = app.next_request_id().await;
+    let key = app.resume.clone();
+    drop(app);
+    let changed = watcher.sse.next_of("client_tools.changed").await;
+    assert_eq!(changed.data["tools"], json!([]), "the broker saw the drop");
+    let pending = broker
+        .http()
+        .get("/api/v1/client-tools/requests?pending=1")
+        .await;
+    assert_eq!(pending.data()[0]["id"], id.as_str());
+    assert_eq!(pending.data()[0]["state"], "parked");
+
+    let mut app = App::resume(&broker.http(), &key).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    assert_eq!(app.next_request_id().await, id, "offered again");
+    app.serve(&id, json!([{"type": "text", "text": "after the drop"}]))
+        .await;
+    assert_eq!(
+        result_of(&mut ipc, 1).await["content"][0]["text"],
+        "after the drop"
+    );
 }
 
 #[tokio::test]

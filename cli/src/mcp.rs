@@ -13,7 +13,7 @@ pub fn mount(home: &Home, max_body: usize) -> MakeMount {
     let root = home.root.clone();
     Box::new(move |pipe: Pipe, stop| {
         let pipe = leo_mcp::dial::Pipe::new(move || pipe.open());
-        let server = leo_mcp::http::Http::new(root, pipe, stop, max_body);
+        let server = leo_mcp::http::Http::new(root.clone(), pipe, stop, max_body);
         Arc::new(Sidecars(server)) as Arc<dyn Mount>
     })
 }

@@ -3,8 +3,9 @@
 //! It is an app built on `leo_app`: it registers the tools given by flags or a tools file, and
 //! answers each call by running the tool's command (`child`). The SDK does the rest: the
 //! connection to `$LEO_HOME/run/leo.sock` with the operator token, reconnecting, recovery of
-//! waiting calls, and the `--jobs` bound (its `max_concurrent`). Ctrl-C or SIGTERM stops it;
-//! its stream closing withdraws the tools.
+//! waiting calls, the `--jobs` bound (its `max_concurrent`), and the stop: Ctrl-C or SIGTERM
+//! stops it (`App::run_until`), which withdraws its groups, so the calls waiting for them end at
+//! once, before its stream closes.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;

@@ -55,15 +55,25 @@ pub fn instance_id(home: &Path) -> String {
     format!("i_{}", &id.trim()[..16])
 }
 
-/// The id of the instance `http` (a running instance) says leads, if one does.
-pub async fn leader(http: &Http) -> Option<String> {
+/// The instances `http`'s instance reports in its status; `None` while it does not answer.
+async fn instances(http: &Http) -> Option<Vec<serde_json::Value>> {
     let reply = http.get("/api/v1/status").await;
     if reply.status != 200 {
         return None;
     }
-    reply.body["data"]["instances"]
-        .as_array()?
-        .iter()
-        .find(|i| i["role"] == "leader")
-        .and_then(|i| i["id"].as_str().map(str::to_owned))
+    reply.body["data"]["instances"].as_array().cloned()
+}
+
+/// The id of the instance `http` (a running instance) says leads, if one does.
+pub async fn leader(http: &Http) -> Option<String> {
+    let all = instances(http).await?;
+    let leader = all.iter().find(|i| i["role"] == "leader")?;
+    leader["id"].as_str().map(str::to_owned)
+}
+
+/// The role (`leader`, `follower`, `gone`) `http`'s instance says instance `id` has.
+pub async fn role_of(http: &Http, id: &str) -> Option<String> {
+    let all = instances(http).await?;
+    let found = all.iter().find(|i| i["id"] == id)?;
+    found["role"].as_str().map(str::to_owned)
 }

@@ -135,6 +135,16 @@ impl Ipc {
         self.writer.write_all(b"\n").await.expect("write");
     }
 
+    /// Writes `bytes` as they are, with no newline: a line a sidecar killed in the middle of it
+    /// leaves behind.
+    pub async fn send_torn(&mut self, bytes: &str) {
+        self.writer
+            .write_all(bytes.as_bytes())
+            .await
+            .expect("write");
+        self.writer.flush().await.expect("flush");
+    }
+
     /// Sends a `call` frame.
     pub async fn call(&mut self, id: u64, tool: &str, arguments: Value) {
         self.send(&json!({"type": "call", "id": id, "tool": tool, "arguments": arguments}))

@@ -264,6 +264,22 @@ impl Broker {
             .expect("wait")
     }
 
+    /// Sends `signal` (`STOP`, `CONT`…) without waiting for anything.
+    pub fn send_signal(&self, signal: &str) {
+        let sent = std::process::Command::new("kill")
+            .args([format!("-{signal}"), self.pid().to_string()])
+            .status()
+            .expect("run kill");
+        assert!(sent.success(), "kill -{signal}: {sent:?}");
+    }
+
+    /// Whether the broker's process still runs (it has not exited).
+    pub fn is_running(&mut self) -> bool {
+        self.child
+            .as_mut()
+            .is_some_and(|c| matches!(c.try_wait(), Ok(None)))
+    }
+
     /// Stops the broker with SIGKILL and keeps the home for a restart.
     pub async fn kill_keep_home(mut self) -> tempfile::TempDir {
         self.signal("KILL").await;

@@ -64,6 +64,14 @@ impl Server {
         })
     }
 
+    /// The server at `url` (a URL of any database on it), if it answers; never a throwaway.
+    pub async fn at(url: &str) -> Option<Server> {
+        answers(url).await.then(|| Server {
+            admin_url: url.to_owned(),
+            throwaway: None,
+        })
+    }
+
     /// The server the tests use (see the module's doc).
     pub async fn for_tests() -> Option<Server> {
         match std::env::var(URL_VAR) {
@@ -194,6 +202,15 @@ impl Throwaway {
         server.watchdog();
         server.start_again().await;
         Some(server)
+    }
+
+    /// A new database on it, for one test.
+    pub async fn database(&self) -> Database {
+        Server::find(&[self.admin_url()])
+            .await
+            .expect("the throwaway server answers")
+            .database()
+            .await
     }
 
     /// Its maintenance database's URL.

@@ -34,8 +34,8 @@ use crate::events::{EventBus, Subscription};
 use crate::history::History;
 use crate::ownership::Owners;
 use crate::refusal::Refusal;
-use crate::registry::{Change, ClientId, Registry};
-use crate::requests::{ConnId, EndedCall, Failure, RequestId, Requests, Stage};
+use crate::registry::{Change, ClientId, Registry, Served};
+use crate::requests::{Call, ConnId, EndedCall, Failure, RequestId, Requests, Stage};
 use crate::state_file::EverRegistered;
 use crate::store::Store;
 
@@ -56,7 +56,7 @@ mod webhooks;
 mod tests;
 
 pub use ask_human::CONSOLE_CLIENT;
-pub use restore::Resumed;
+pub use restore::{Left, Orphan, Resumed};
 
 use mail::PostOffice;
 
@@ -144,21 +144,34 @@ struct Core {
     sessions: BTreeMap<ConnId, SessionInfo>,
     next_conn: ConnId,
     shutting_down: bool,
-    /// After a restart: calls waiting for their sidecar to come back, by `(agent, session)`.
+    /// Calls waiting for their sidecar to come back, by `(agent, session)`: after a restart,
+    /// or after a piped session's connection was lost (`session_detached`).
     orphans: HashMap<SessionKey, Vec<restore::Orphan>>,
-    /// Outcomes stored before a restart that no sidecar was sent yet, by `(agent, session,
-    /// local id)`: the request id and the outcome's JSON.
+    /// Outcomes that may not have reached their sidecar, by `(agent, session, local id)`: the
+    /// request id and the outcome's JSON. Stored before a restart and not sent yet, or written
+    /// into a piped session just before its connection was lost.
     undelivered: HashMap<LocalCall, (RequestId, String)>,
+    /// The timers that end the wait for sidecars whose piped session was lost while this
+    /// broker ran (sessions orphaned by a restart have none: the restart's grace is theirs).
+    /// A session lost again gets a whole grace period again.
+    returns: HashMap<SessionKey, tokio::task::AbortHandle>,
     /// Restored calls by `(agent, session, local id)`, spared from withdrawal until the grace
     /// period ends (their apps and sidecars are still coming back).
     restored: HashSet<LocalCall>,
-    /// Restored parked calls not offered on the streams since the restart.
+    /// Parked calls not offered on the streams since a restart, or since the app that served
+    /// their tool left (`offer_restored` offers them once their tool is served again).
     unoffered: HashSet<RequestId>,
     /// Provider streams' resume keys: the client id and the principal that may use each.
     resume_keys: HashMap<String, (ClientId, String)>,
     /// Provider clients whose stream is gone but who may still resume (their claims and
     /// ownership wait for them until the grace period ends).
     away: HashSet<ClientId>,
+    /// What each provider with a resume key served when its stream last closed, by group,
+    /// until it registers that group again (once back) or its grace ends away (`streams`):
+    /// the calls parked for those tools, and its claims in those groups, wait for it
+    /// (`end_unserved`). An app back from a drop registers its groups one by one, and the
+    /// first registration must not end the calls of the others.
+    left: HashMap<ClientId, Served>,
     /// The timers that end the grace of clients that left while this broker ran (a client
     /// away since a restart has none: the restart's grace is its own). Resuming stops the
     /// timer, so a client that leaves again gets a whole grace period again.
@@ -294,10 +307,12 @@ impl Broker {
                 shutting_down: false,
                 orphans: HashMap::new(),
                 undelivered: HashMap::new(),
+                returns: HashMap::new(),
                 restored: HashSet::new(),
                 unoffered: HashSet::new(),
                 resume_keys: HashMap::new(),
                 away: HashSet::new(),
+                left: HashMap::new(),
                 expiries: HashMap::new(),
             }),
             bus: EventBus::new(config.client_tools.replay_events),
@@ -312,10 +327,12 @@ impl Broker {
         });
         // The history records an ending only once the store has committed it.
         let me = Arc::downgrade(&broker);
+        let deposed = broker.store.deposition();
         broker.history.after_commits(move || {
             if let Some(broker) = me.upgrade() {
                 broker.committed_blocking();
             }
+            !deposed.is_cancelled()
         });
         broker
     }
@@ -428,6 +445,7 @@ impl Broker {
     /// Publishes what a registration change did: cancels calls whose tool nobody serves any
     /// more, announces the new revision.
     fn after_change(&self, core: &mut Core, change: Change, mut ended: Vec<EndedCall>) {
+        self.store_registry(core);
         if change == Change::Changed {
             ended.extend(Self::end_unserved(core));
         }
@@ -449,18 +467,62 @@ impl Broker {
         }
     }
 
+    /// Writes what the registry's journal holds to the store: what agents were offered
+    /// (pinning's reference outlives a restart and, in a cluster, the leader) and who serves
+    /// what through which instance.
+    fn store_registry(&self, core: &mut Core) {
+        use crate::registry::Journal;
+        use crate::store::{Op, StoredDefinition};
+        let journal = core.registry.take_journal();
+        let ops: Vec<Op> = journal
+            .into_iter()
+            .map(|change| match change {
+                Journal::Offered(spec) => Op::Seen(StoredDefinition {
+                    name: spec.def.name.clone(),
+                    group: spec.group.clone(),
+                    digest: spec.digest.clone(),
+                    definition: serde_json::to_string(&spec.def).unwrap_or_default(),
+                }),
+                Journal::Forgotten(name) => Op::Unseen { name },
+                Journal::Registered {
+                    client,
+                    group,
+                    tools,
+                } if !tools.is_empty() => Op::Registered {
+                    via: core.clients.get(&client).and_then(|c| c.via.clone()),
+                    client_id: client.into(),
+                    group,
+                    tools: serde_json::to_string(&tools).unwrap_or_default(),
+                },
+                Journal::Registered { client, group, .. } => Op::Unregistered {
+                    client_id: client.into(),
+                    group: Some(group),
+                },
+                Journal::Left(client) => Op::Unregistered {
+                    client_id: client.into(),
+                    group: None,
+                },
+            })
+            .collect();
+        self.store.send(ops);
+    }
+
     /// Ends the calls whose tool is no longer served to their agent (withdrawn, or out of
-    /// scope), but for restored calls during the grace period.
+    /// scope), but for restored calls during the grace period and the calls that wait for an
+    /// app that left (`waits_for_left`).
     fn end_unserved(core: &mut Core) -> Vec<EndedCall> {
         let registry = &core.registry;
         let restored = &core.restored;
         let away = &core.away;
+        let left = &core.left;
         core.requests.end_where(|call, stage| {
             if restored.contains(&LocalCall::of(call)) {
                 return None;
             }
-            if matches!(stage, Stage::Claimed { by } if away.contains(by)) {
-                // Its app may resume with its claims; `client_expired` decides.
+            if matches!(stage, Stage::Claimed { by } if away.contains(by))
+                || waits_for_left(left, call, stage)
+            {
+                // Its app may resume, register again and serve it; `client_expired` decides.
                 return None;
             }
             // A call also ends when the tool is no longer offered to its agent (scope).
@@ -497,4 +559,20 @@ impl Broker {
             );
         }
     }
+}
+
+/// True when `call` waits for an app that left (`Core::left`): parked, for a tool such an app
+/// served in the call's group; claimed, by such an app, in such a group.
+fn waits_for_left(left: &HashMap<ClientId, Served>, call: &Call, stage: &Stage) -> bool {
+    match stage {
+        Stage::Parked => left.values().any(|served| left_serves(served, call)),
+        Stage::Claimed { by } => left.get(by).is_some_and(|s| s.contains_key(&call.group)),
+    }
+}
+
+/// True when `served`, what an app served when it left, holds the call's tool in its group.
+fn left_serves(served: &Served, call: &Call) -> bool {
+    served
+        .get(&call.group)
+        .is_some_and(|tools| tools.contains(&call.tool))
 }

@@ -11,7 +11,22 @@ use crate::refusal::Refusal;
 use crate::registry::Registry;
 
 impl Broker {
-    /// `POST /api/v1/client-tools`, by `caller` (the token's principal, `history::who`).
+    /// `POST /api/v1/client-tools`: [`Broker::register`], answered with `pin_definitions` only
+    /// once what agents are offered is on disk (the reference a changed definition is held
+    /// against), as accepted work is; without, it is written with the next commit.
+    pub async fn register_answered(
+        &self,
+        caller: &str,
+        body: RegisterBody,
+    ) -> Result<Registered, Refusal> {
+        if self.config.client_tools.pin_definitions {
+            self.accepted(|| self.register(caller, body)).await
+        } else {
+            self.register(caller, body)
+        }
+    }
+
+    /// Registers `body`'s group for `caller` (the token's principal, `history::who`).
     pub fn register(&self, caller: &str, body: RegisterBody) -> Result<Registered, Refusal> {
         if body.group == CONSOLE_GROUP {
             return Err(Refusal::new(
@@ -46,8 +61,14 @@ impl Broker {
             // The registration stands; the file is retried on the next new name.
             warn!(error = %e, "cannot write client-tools.json");
         }
+        // Calls that waited for this client to come back are decided by what it serves now.
+        let ended = if Self::registered(&mut core, &body.client_id, &body.group) {
+            Self::end_unserved(&mut core)
+        } else {
+            Vec::new()
+        };
         let changed = change == crate::registry::Change::Changed;
-        self.after_change(&mut core, change, Vec::new());
+        self.after_change(&mut core, change, ended);
         self.audit_definitions(&core, caller, &names, changed);
         self.touched();
         let revision = core.registry.revision();
@@ -98,8 +119,13 @@ impl Broker {
     }
 
     /// The operator approves `tool`'s changed definition (`pin_definitions`): agents are
-    /// offered it from now on, and their calls are checked against it.
-    pub fn approve(&self, tool: &str) -> Result<Approved, Refusal> {
+    /// offered it from now on, and their calls are checked against it. Answered once the
+    /// approval is on disk, so that it outlives a restart.
+    pub async fn approve(&self, tool: &str) -> Result<Approved, Refusal> {
+        self.accepted(|| self.approve_now(tool)).await
+    }
+
+    fn approve_now(&self, tool: &str) -> Result<Approved, Refusal> {
         let mut core = self.lock();
         let (change, digest) = core.registry.approve(tool)?;
         self.after_change(&mut core, change, Vec::new());

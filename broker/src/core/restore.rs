@@ -1,5 +1,9 @@
 //! After a restart: putting back what the store had, re-attaching sidecars to their calls,
 //! and the grace period after which whoever did not come back loses its calls or claims.
+//! The same wait serves a sidecar whose piped session was lost while the broker ran
+//! (`session_detached`: its follower was killed or cut off): its calls become orphans of its
+//! session, the outcomes it may have missed wait with them, and `resume` re-attaches them;
+//! `orphans_gone` is the one ending of a session that did not come back, whichever wait it was.
 //!
 //! A restored call keeps its id, arguments and deadline (time spent down counts: a call past
 //! it ends `timeout` at once). Until its sidecar says hello again with the call's local id in
@@ -21,7 +25,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::{Broker, Core, LocalCall, SessionKey, json};
-use crate::requests::{Call, ConnId, Failure, Stage};
+use crate::requests::{Call, ConnId, EndedCall, Failure, Stage};
 use crate::store::{Restored, StoredCall, now_ms};
 
 /// A restored call's receiver, waiting for its sidecar.
@@ -30,6 +34,15 @@ pub struct Orphan {
     pub local_id: u64,
     pub request: RequestId,
     pub rx: oneshot::Receiver<RawOutcome>,
+}
+
+/// What a piped session leaves for its sidecar when its connection is lost: the receivers of
+/// its calls in flight, and the outcomes written towards it that it may not have received, as
+/// `(local id, request, outcome JSON)`.
+#[derive(Debug, Default)]
+pub struct Left {
+    pub calls: Vec<Orphan>,
+    pub resend: Vec<(u64, RequestId, String)>,
 }
 
 /// What a resuming sidecar gets for one of its calls.
@@ -51,6 +64,9 @@ pub enum Resumed {
 impl Broker {
     /// Puts back what the store had. Called once, at start, before any listener serves.
     pub fn restore(&self, restored: Restored) {
+        // Registrations live with their connections, which did not outlive the last run.
+        self.store
+            .send(vec![crate::store::Op::RegistrationsCleared]);
         let now = now_ms();
         let mut core = self.lock();
         for e in restored.ended {
@@ -74,6 +90,14 @@ impl Broker {
         for (agent, group, client) in restored.owners {
             core.owners.restore(agent, group, client);
         }
+        let definitions = restored.definitions.into_iter().filter_map(|d| {
+            serde_json::from_str(&d.definition)
+                .inspect_err(|e| warn!(tool = %d.name, error = %e, "a stored tool definition is unreadable; forgotten"))
+                .ok()
+                .map(|def| (d.group, def))
+        });
+        let default_timeout_s = self.config.client_tools.default_timeout_s;
+        core.registry.restore_seen(definitions, default_timeout_s);
         drop(core);
         self.mail.restore(restored.mail);
         if calls > 0 || clients > 0 {
@@ -181,6 +205,74 @@ impl Broker {
         out
     }
 
+    /// Keeps what a lost piped session `key` left (see [`Left`]) until its sidecar resumes or
+    /// `client_tools.resume_grace_s` passes, counted from now.
+    pub(super) fn orphan(&self, core: &mut Core, key: SessionKey, left: Left) {
+        for o in &left.calls {
+            core.requests.detach(&o.request);
+        }
+        for (local_id, request, outcome) in left.resend {
+            let call = LocalCall {
+                session: key.clone(),
+                local_id,
+            };
+            core.undelivered.insert(call, (request, outcome));
+        }
+        core.orphans
+            .entry(key.clone())
+            .or_default()
+            .extend(left.calls);
+        let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
+        let (me, over, k) = (self.me.clone(), super::deadline_in(grace), key.clone());
+        let timer = self.tasks.spawn(async move {
+            tokio::time::sleep_until(over).await;
+            if let Some(broker) = me.upgrade() {
+                broker.return_over(&k);
+            }
+        });
+        if let Some(old) = core.returns.insert(key, timer.abort_handle()) {
+            old.abort();
+        }
+    }
+
+    /// The grace of lost session `key` is over: what it did not come back for ends.
+    fn return_over(&self, key: &SessionKey) {
+        let mut core = self.lock();
+        core.returns.remove(key);
+        let ended = self.orphans_gone(&mut core, key, "the agent did not come back in time");
+        if !ended.is_empty() {
+            warn!(agent = %key.agent, session = %key.session, agent_gone = ended.len(), "grace period over: the calls of a lost session that did not come back ended");
+        }
+        self.publish_ended(&ended);
+        drop(core);
+        self.touched();
+    }
+
+    /// Session `key` did not come back for its orphans: each still live ends `cancelled`
+    /// (`agent_gone`, saying `why`), and the outcomes kept for it are dropped.
+    fn orphans_gone(&self, core: &mut Core, key: &SessionKey, why: &str) -> Vec<EndedCall> {
+        // The outcomes kept for it will not be asked for: the store forgets them too.
+        let mut forgotten = Vec::new();
+        core.undelivered.retain(|call, (request, _)| {
+            let keep = call.session != *key;
+            if !keep {
+                forgotten.push(crate::store::Op::Delivered {
+                    id: request.to_string(),
+                });
+            }
+            keep
+        });
+        self.store.send(forgotten);
+        let orphans = core.orphans.remove(key).unwrap_or_default();
+        orphans
+            .into_iter()
+            .filter_map(|o| {
+                let failure = Failure::new(CancelReason::AgentGone, why);
+                core.requests.end(&o.request, failure)
+            })
+            .collect()
+    }
+
     /// The outcome of `request` was written to its sidecar.
     pub fn delivered(&self, request: &str) {
         self.store.send(vec![crate::store::Op::Delivered {
@@ -191,16 +283,16 @@ impl Broker {
     /// The grace period after a restart is over.
     fn grace_over(&self) {
         let mut core = self.lock();
-        let orphans = std::mem::take(&mut core.orphans);
+        // Sessions lost since the restart wait out a grace period of their own.
+        let gone: std::collections::HashSet<SessionKey> = (core.orphans.keys())
+            .chain(core.undelivered.keys().map(|c| &c.session))
+            .filter(|key| !core.returns.contains_key(*key))
+            .cloned()
+            .collect();
         let mut ended = Vec::new();
-        for o in orphans.into_values().flatten() {
-            ended.extend(core.requests.end(
-                &o.request,
-                Failure::new(
-                    CancelReason::AgentGone,
-                    "the agent did not come back after the broker restarted",
-                ),
-            ));
+        for key in gone {
+            let why = "the agent did not come back after the broker restarted";
+            ended.extend(self.orphans_gone(&mut core, &key, why));
         }
         let claims: Vec<(RequestId, ClientId)> = core
             .requests
@@ -232,7 +324,6 @@ impl Broker {
             self.client_expired(&mut core, &client);
         }
         core.restored.clear();
-        core.undelivered.clear();
         if !ended.is_empty() || !claims.is_empty() {
             warn!(
                 agent_gone = ended.len(),

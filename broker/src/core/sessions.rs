@@ -83,6 +83,27 @@ impl Broker {
         info!(agent = %info.agent, session = %info.session, cancelled = ended.len(), "sidecar session closed");
     }
 
+    /// A piped session's connection was lost without word that its sidecar left (its
+    /// follower was killed or cut off): its calls are not ended but wait, with the outcomes it
+    /// may have missed (`left`), for the sidecar to come back through another connection and
+    /// resume, as after a restart, for `client_tools.resume_grace_s`.
+    pub fn session_detached(&self, conn: ConnId, left: super::Left) {
+        let mut core = self.lock();
+        let Some(info) = core.sessions.remove(&conn) else {
+            return;
+        };
+        if core.shutting_down {
+            // Every call has ended already; nothing waits for a sidecar any more.
+            return;
+        }
+        let waiting = left.calls.len();
+        let key = super::SessionKey::new(&info.agent, &info.session);
+        self.orphan(&mut core, key, left);
+        drop(core);
+        self.touched();
+        info!(agent = %info.agent, session = %info.session, waiting, "piped sidecar session lost; its calls wait for it");
+    }
+
     /// True when `agent` is offered `spec`: the registration's `agents` name it, its
     /// `allow_tools` (if any) list it, and its `deny_tools` do not.
     pub(super) fn offered(&self, agent: &str, denied: &[String], spec: &ToolSpec) -> bool {

@@ -18,6 +18,11 @@ impl Broker {
             ))
         });
         self.publish_ended(&ended);
+        // No call waits for a lost session's sidecar any more: its timer need not hold the
+        // tracker's wait.
+        for (_, timer) in core.returns.drain() {
+            timer.abort();
+        }
         if let Err(e) = core.ever.flush() {
             warn!(error = %e, "cannot flush client-tools.json at shutdown");
         }

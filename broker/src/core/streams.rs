@@ -1,10 +1,16 @@
 //! Event streams: a client opens one, and its leaving withdraws what it registered.
 //!
 //! A provider stream gets a resume key in its `hello`. When it drops, its tools are withdrawn
-//! as always, but its claims and ownership wait for `client_tools.resume_grace_s`: an app that
-//! reopens its stream with the key (after a dropped connection or a broker restart) is the
-//! same client again and posts its results as before. One that does not come back loses its
-//! claims, which are parked and offered again, and its ownership.
+//! from the agents' lists at once (a new call to them is refused), but what it was doing waits
+//! for `client_tools.resume_grace_s`: its claims, its ownership, and the calls parked for the
+//! tools it served (`Core::left`), since a dropped connection (a laptop asleep, a network
+//! blip, its broker instance killed in a cluster) must not cancel calls an agent waits on. An
+//! app that reopens its stream with the key (after a dropped connection or a broker restart)
+//! is the same client again: it registers its groups again, is offered the parked calls, and
+//! posts its results as before. One that does not come back loses its claims, which are parked
+//! and offered again, and its ownership; the calls nobody serves then end `tool_withdrawn`. An
+//! app that withdraws a group (registers it with no tools) ends its calls at once, as does a
+//! provider without a resume key (a webhook) that leaves.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -150,10 +156,18 @@ impl Broker {
             core.away.insert(client_id.into());
             let timer = self.expire_client_later(client_id);
             core.expiries.insert(client_id.into(), timer);
+            let served = core.registry.served_by(client_id);
+            if !served.is_empty() && core.resume_keys.values().any(|(c, _)| c == client_id) {
+                core.left
+                    .entry(client_id.into())
+                    .or_default()
+                    .extend(served);
+            }
         } else {
             core.owners.release_client(client_id);
         }
         let (change, _) = core.registry.remove_client(client_id);
+        Self::hold_for_left(&mut core, client_id);
         self.after_change(&mut core, change, Vec::new());
         drop(core);
         self.touched();
@@ -177,13 +191,47 @@ impl Broker {
         timer.abort_handle()
     }
 
+    /// The parked calls that wait for `client_id`, which just left, and whose tool nobody
+    /// serves now: they are offered again once it is served again (`offer_restored`).
+    fn hold_for_left(core: &mut Core, client_id: &str) {
+        let Some(served) = core.left.get(client_id) else {
+            return;
+        };
+        let held: Vec<RequestId> = core
+            .requests
+            .live()
+            .filter(|(_, call, stage)| {
+                **stage == Stage::Parked
+                    && core.registry.visible(&call.tool).is_none()
+                    && super::left_serves(served, call)
+            })
+            .map(|(id, _, _)| id.clone())
+            .collect();
+        core.unoffered.extend(held);
+    }
+
+    /// `client_id` registered `group` again: from now on what it serves there decides for the
+    /// group's calls. True when calls of `group` waited for it until now.
+    pub(super) fn registered(core: &mut Core, client_id: &str, group: &str) -> bool {
+        let Some(served) = core.left.get_mut(client_id) else {
+            return false;
+        };
+        let waited = served.remove(group).is_some();
+        if served.is_empty() {
+            core.left.remove(client_id);
+        }
+        waited
+    }
+
     /// A provider that left did not come back in time: its claims are parked and offered
-    /// again, its ownership released, its resume key forgotten.
+    /// again, its ownership released, its resume key forgotten, and the calls parked for its
+    /// tools end unless another app serves them now.
     pub(super) fn client_expired(&self, core: &mut Core, client_id: &str) {
         core.expiries.remove(client_id);
         if !core.away.remove(client_id) {
             return;
         }
+        core.left.remove(client_id);
         core.owners.release_client(client_id);
         core.resume_keys.retain(|_, (c, _)| c != client_id);
         self.store.send(vec![Op::ClientGone {

@@ -279,13 +279,15 @@ pub(crate) struct Sqlite<'a>(pub &'a Connection);
 impl super::Log for Sqlite<'_> {
     /// A row that fails alone is logged and skipped, the others written.
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
-        let tx = self
-            .0
-            .unchecked_transaction()
-            .map_err(sqlite::Error::doing("begin a transaction"))?;
+        // The writer may have begun the transaction already, to hold the write lock while
+        // an audit entry lingered (`Batches::ordered`).
+        let conn = self.0;
+        if conn.is_autocommit() {
+            sqlite::begin(conn).map_err(sqlite::Error::doing("begin a transaction"))?;
+        }
         let mut new = Vec::with_capacity(calls.len());
         for row in calls {
-            new.push(match insert_call(&tx, row) {
+            new.push(match insert_call(conn, row) {
                 Ok(n) => n > 0,
                 Err(e) => {
                     tracing::warn!(error = %e, request = %row.id, "history: cannot write");
@@ -294,11 +296,11 @@ impl super::Log for Sqlite<'_> {
             });
         }
         for row in audits {
-            if let Err(e) = insert_audit(&tx, row) {
+            if let Err(e) = insert_audit(conn, row) {
                 tracing::warn!(error = %e, "history: cannot write an audit entry");
             }
         }
-        tx.commit().map_err(sqlite::Error::doing("commit"))?;
+        sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
         Ok(new)
     }
 

@@ -15,8 +15,10 @@
 //! (`/api/v1/ipc`, `Upgrade: leo-ipc`) is proxied as a byte pipe once both sides switched. A
 //! local `leo-mcp` on `run/sidecar.sock` is piped to the leader the same way: the front opens
 //! the upgrade with the cluster's key and no token, and the leader's `ipc::Door` checks the
-//! hello's token as it does on its own socket. `/metrics` is answered here: it is per
-//! instance.
+//! hello's token as it does on its own socket. A sidecar's pipe (either way in) ends with a
+//! line saying the sidecar left (`pipe`), so that the leader tells a `leo-mcp` that stopped
+//! (its calls end) from this instance lost (its calls wait for the `leo-mcp` to resume
+//! elsewhere). `/metrics` is answered here: it is per instance.
 //!
 //! With no reachable leader (it was just killed; the lease has not lapsed yet), HTTP is
 //! answered `503 store_unavailable` and sidecar connections are closed: apps and `leo-mcp`
@@ -370,6 +372,8 @@ async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, String> 
     .map_err(|_| format!("connecting to {} timed out", up.authority))?
     .map_err(|e| format!("cannot connect to {}: {e}", up.authority))?;
     let _ = tcp.set_nodelay(true);
+    // A leader whose host vanished ends what this instance pipes to it within DEAD_PEER.
+    super::serve::watch_peer(&tcp);
     if !up.https {
         return Ok(Box::new(tcp));
     }
@@ -404,7 +408,8 @@ async fn open(
     Ok(sender)
 }
 
-/// Sends `req` to the leader and streams its answer back; an upgrade becomes a byte pipe.
+/// Sends `req` to the leader and streams its answer back; an upgrade (the one there is, the
+/// sidecar IPC's) becomes a sidecar's pipe.
 async fn forward(
     shared: &Shared,
     up: &Upstream,
@@ -468,19 +473,61 @@ async fn send(
     Ok((response, sender))
 }
 
-/// Copies both ways until either side closes or the front stops.
+/// Pipes a sidecar's connection (`local`) to its session on the leader (`upstream`), both
+/// ways, until both directions ended or the front stops. When the sidecar's connection ends
+/// (it closed, or it was killed, maybe in the middle of a line), the leader is told so in band
+/// before the upstream closes: a newline ending a torn line, then `ipc::SIDECAR_LEFT`. An
+/// upstream that ends without that line was lost with this instance, and the leader keeps the
+/// session's calls for the sidecar's return (see `ipc::session`).
 async fn pipe(
-    mut a: impl AsyncRead + AsyncWrite + Unpin,
-    mut b: impl AsyncRead + AsyncWrite + Unpin,
+    local: impl AsyncRead + AsyncWrite + Unpin,
+    upstream: impl AsyncRead + AsyncWrite + Unpin,
     stop: CancellationToken,
 ) {
+    use tokio::io::AsyncWriteExt;
+    let (mut local_r, mut local_w) = tokio::io::split(local);
+    let (mut up_r, mut up_w) = tokio::io::split(upstream);
+    let up = async {
+        if let Ok(whole) = copy_lines(&mut local_r, &mut up_w).await {
+            let mut last = Vec::with_capacity(crate::ipc::SIDECAR_LEFT.len() + 2);
+            if !whole {
+                last.push(b'\n');
+            }
+            last.extend_from_slice(crate::ipc::SIDECAR_LEFT);
+            last.push(b'\n');
+            let _ = up_w.write_all(&last).await;
+        }
+        let _ = up_w.shutdown().await;
+    };
+    let down = async {
+        if let Err(e) = tokio::io::copy(&mut up_r, &mut local_w).await {
+            debug!(error = %e, "a piped session's upstream ended");
+        }
+        let _ = local_w.shutdown().await;
+    };
     tokio::select! {
         () = stop.cancelled() => {}
-        copied = tokio::io::copy_bidirectional(&mut a, &mut b) => {
-            if let Err(e) = copied {
-                debug!(error = %e, "a forwarded stream ended");
-            }
-        }
+        _ = async { tokio::join!(up, down) } => {}
+    }
+}
+
+/// Copies `from` into `to` until `from` ends (or fails: the sidecar's connection is over all
+/// the same); `Ok` says whether the last byte copied ended a line, `Err` that `to` failed.
+async fn copy_lines(
+    from: &mut (impl AsyncRead + Unpin),
+    to: &mut (impl AsyncWrite + Unpin),
+) -> std::io::Result<bool> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut whole = true;
+    loop {
+        let n = match from.read(&mut buf).await {
+            Ok(0) | Err(_) => return Ok(whole),
+            Ok(n) => n,
+        };
+        to.write_all(&buf[..n]).await?;
+        to.flush().await?;
+        whole = buf[n - 1] == b'\n';
     }
 }
 
@@ -637,6 +684,36 @@ mod tests {
         assert_eq!(up.authority, "[::1]:8370");
         assert!(Upstream::new("ftp://h:1", "k").is_err());
         assert!(Upstream::new("not a url", "k").is_err());
+    }
+
+    /// What the leader reads from a pipe whose sidecar wrote `sent` and then went away.
+    async fn piped(sent: &[u8]) -> Vec<u8> {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (mut sidecar, local) = tokio::io::duplex(64);
+        let (upstream, mut leader) = tokio::io::duplex(64);
+        let piping = tokio::spawn(pipe(local, upstream, CancellationToken::new()));
+        sidecar.write_all(sent).await.unwrap();
+        drop(sidecar);
+        let mut got = Vec::new();
+        leader.read_to_end(&mut got).await.unwrap();
+        drop(leader);
+        piping.await.unwrap();
+        got
+    }
+
+    #[tokio::test]
+    async fn a_sidecar_that_goes_away_is_said_gone_to_the_leader_after_its_last_line() {
+        let left = crate::ipc::SIDECAR_LEFT;
+        assert_eq!(
+            piped(b"{\"a\":1}\n").await,
+            [b"{\"a\":1}\n", left, b"\n"].concat()
+        );
+        // Killed in the middle of a line: the line is ended, so the marker is a line of its own.
+        assert_eq!(
+            piped(b"{\"torn").await,
+            [b"{\"torn\n", left, b"\n"].concat()
+        );
+        assert_eq!(piped(b"").await, [left, b"\n"].concat());
     }
 
     #[test]

@@ -48,9 +48,10 @@ pub trait Mount: Send + Sync + 'static {
     fn serve(&self, caller: Caller, request: Request<Body>) -> Responding;
 }
 
-/// Makes the mount once the broker runs: it gets the pipe into the broker's sidecar sessions,
-/// and the token that is cancelled when the broker stops.
-pub type MakeMount = Box<dyn FnOnce(Pipe, CancellationToken) -> Arc<dyn Mount> + Send>;
+/// Makes the mount each time a core runs (once, but for a cluster's instance that leads
+/// again after it was deposed): it gets the pipe into that core's sidecar sessions, and the
+/// token that is cancelled when that core stops.
+pub type MakeMount = Box<dyn Fn(Pipe, CancellationToken) -> Arc<dyn Mount> + Send>;
 
 /// Who a checked `/mcp` request is from: the agent its token opens, and the token, which the
 /// session's `hello` presents again (the one check every session passes).

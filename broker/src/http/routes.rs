@@ -36,7 +36,7 @@ pub async fn register(
 ) -> Result<Response, Refusal> {
     let body: RegisterBody = json_body(body, limit).await?;
     let client_id = body.client_id.clone();
-    let done = state.broker.register(&caller(&who), body)?;
+    let done = state.broker.register_answered(&caller(&who), body).await?;
     let action = if done.tools.is_empty() {
         "withdraw"
     } else {
@@ -139,7 +139,7 @@ pub async fn approve(
     body: Body,
 ) -> Result<Response, Refusal> {
     let CancelBody {} = optional_json_body(body, limit).await?;
-    let approved = state.broker.approve(&name)?;
+    let approved = state.broker.approve(&name).await?;
     let detail = Some(approved.digest.clone());
     audit(&state, who.as_ref().map(|w| &w.0), "approve", &name, detail);
     Ok(ok(approved))

@@ -22,6 +22,12 @@
 //! (a session may be quiet for hours) but keeps its place in the cap: every request carries its
 //! connection's [`ConnSlot`], which the upgrade hands to the session.
 //!
+//! Every accepted connection is also watched for a peer that vanished without closing it (its
+//! host lost, the network cut), which would otherwise hold it for as long as the kernel
+//! retransmits, a quarter of an hour: see [`watch_peer`]. In a cluster this is how the leader
+//! notices a follower that is gone, and so detaches the sidecar sessions it piped and closes the
+//! event streams it forwarded.
+//!
 //! The unix sockets are not served here and share none of this budget: the TCP cap is also held
 //! under half the process's file-descriptor limit (see `server`), so a flood of any TCP listener
 //! leaves the sockets the rest.
@@ -81,6 +87,41 @@ const REFUSALS: usize = 64;
 
 /// The largest buffer hyper keeps for a connection, and so the largest head it accepts.
 const MAX_BUF: usize = 64 * 1024;
+
+/// How long a TCP peer that vanished without closing keeps its connection, at most: keepalive
+/// probes start after `KEEPALIVE_IDLE` s of silence, one every `KEEPALIVE_INTERVAL` s, and
+/// `KEEPALIVE_PROBES` unanswered close it; data left unacknowledged as long closes it too (on
+/// Linux, `TCP_USER_TIMEOUT`). docs/cluster.md gives the figure.
+pub const DEAD_PEER: Duration = Duration::from_secs(30);
+const KEEPALIVE_IDLE: u32 = 10;
+const KEEPALIVE_INTERVAL: u32 = 5;
+const KEEPALIVE_PROBES: u32 = 4;
+
+/// Sets TCP keepalive (and on Linux the user timeout) on `stream`, so that a peer whose host
+/// vanished is noticed within [`DEAD_PEER`]; a socket that refuses is logged and served all the
+/// same. Probes are only sent on a silent connection: a busy one costs nothing.
+pub fn watch_peer(stream: &TcpStream) {
+    use nix::sys::socket::{setsockopt, sockopt};
+    let set = || -> nix::Result<()> {
+        setsockopt(stream, sockopt::KeepAlive, &true)?;
+        #[cfg(any(target_os = "linux", target_os = "android", target_os = "freebsd"))]
+        setsockopt(stream, sockopt::TcpKeepIdle, &KEEPALIVE_IDLE)?;
+        #[cfg(target_vendor = "apple")]
+        setsockopt(stream, sockopt::TcpKeepAlive, &KEEPALIVE_IDLE)?;
+        setsockopt(stream, sockopt::TcpKeepInterval, &KEEPALIVE_INTERVAL)?;
+        setsockopt(stream, sockopt::TcpKeepCount, &KEEPALIVE_PROBES)?;
+        #[cfg(target_os = "linux")]
+        setsockopt(
+            stream,
+            sockopt::TcpUserTimeout,
+            &u32::try_from(DEAD_PEER.as_millis()).unwrap_or(u32::MAX),
+        )?;
+        Ok(())
+    };
+    if let Err(e) = set() {
+        debug!(error = %e, "cannot set TCP keepalive");
+    }
+}
 
 /// The connection budget every TCP listener of one broker shares: its limits, the permits of
 /// the connections served, and the slots of the refusals that linger.
@@ -184,6 +225,7 @@ pub async fn accept_until(
         if let Err(e) = stream.set_nodelay(true) {
             debug!(error = %e, "cannot set TCP_NODELAY");
         }
+        watch_peer(&stream);
         let activity = Arc::new(Activity::new());
         let io = Watched {
             inner: stream,

@@ -2,7 +2,9 @@
 //!
 //! A connection is a session: `hello` (with the agent token, or the agent's own token, see
 //! `agent_tokens`) opens it, closing it means the agent stopped, and every call still in flight
-//! is cancelled with reason `agent_gone`. Frames are JSON lines (`leo_protocol::lines`, the
+//! is cancelled with reason `agent_gone`. (A session a cluster's follower pipes here ends so
+//! only when the follower says its sidecar left, [`SIDECAR_LEFT`]; one lost otherwise waits
+//! for its sidecar to resume, see `session`.) Frames are JSON lines (`leo_protocol::lines`, the
 //! one codec every part uses). `hello` is checked here; the open session is a `Session`
 //! (`session`), which owns its connection and its calls in flight; tool-set changes reach it
 //! through its own `Coalescer` (`coalesce`). Every allow and deny is the core's
@@ -42,6 +44,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const COALESCE: Duration = Duration::from_secs(1);
 /// Sidecar connections open at once, at most.
 pub const MAX_SESSIONS: usize = 1024;
+/// The last line a follower writes on a session it pipes to the leader when the sidecar's own
+/// connection ended (`http::front`): the sidecar left, so its calls end now. A line no sidecar
+/// frame can be (not JSON), read only on piped sessions.
+pub const SIDECAR_LEFT: &[u8] = b"\x00leo: the sidecar left";
 
 /// Any byte stream a session can run on: the unix socket, an upgraded HTTP connection (plain
 /// or TLS), or an in-process pipe. One boxed type, so that a session is one type whatever
@@ -223,11 +229,12 @@ async fn accept(
         hello.mode,
         hello.transport,
     );
+    let piped = via.is_some();
     if let Some(via) = via {
         broker.session_via(id, via);
     }
     let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
-    let mut session = Session::new(broker, id, hello.agent, conn);
+    let mut session = Session::new(broker, id, hello.agent, conn, piped);
     session.resume(&hello.session, &hello.resume);
     session.run().instrument(span).await;
 }

@@ -6,6 +6,16 @@
 //! message arrival. When the sidecar leaves (or the broker shuts down) the core ends the calls
 //! still in flight (`session_closed`, exactly once), and their endings are written before the
 //! connection closes.
+//!
+//! A session a cluster's follower pipes here (`piped`) ends that way only when the follower
+//! says its sidecar left ([`super::SIDECAR_LEFT`], its last line). A piped connection that
+//! ends without it was lost with its follower (killed, its host gone, the network cut), not
+//! left by its sidecar, which is reconnecting elsewhere: the session is detached
+//! (`session_detached`) and its calls wait for that `resume`. Its result frames may have died
+//! in the follower too, so it keeps the last ones it queued ([`Recent`]), bounded, and hands
+//! them over for sending again; only the frames the resuming sidecar asks for go out twice.
+//! The marker is not a secret: a sidecar that writes it itself only ends its own session, as
+//! closing its connection would.
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -18,7 +28,7 @@ use bytes::Bytes;
 use futures_util::stream::FuturesUnordered;
 use futures_util::{Sink, SinkExt, StreamExt};
 use leo_protocol::ErrorCode;
-use leo_protocol::ipc::{BrokerFrame, Message, RawOutcome, ResultFrame, SidecarFrame};
+use leo_protocol::ipc::{BrokerFrame, BrokerLine, Message, RawOutcome, ResultFrame, SidecarFrame};
 use leo_protocol::limits::IPC_VERSION;
 use leo_protocol::lines::{Line, encode_frame};
 use leo_protocol::names::{AgentName, RequestId};
@@ -30,6 +40,9 @@ use super::{COALESCE, Coalescer, Conn, Writer};
 use crate::core::{Broker, Resumed};
 use crate::requests::ConnId;
 
+/// A result frame's blocks as the broker writes them.
+type RawBlocks = Vec<Box<serde_json::value::RawValue>>;
+
 /// How long the endings of the last calls may take to write once the session is over.
 const DRAIN: Duration = Duration::from_secs(2);
 /// Frames queued for a sidecar that does not read, past which the session stops reading its
@@ -37,6 +50,9 @@ const DRAIN: Duration = Duration::from_secs(2);
 const MAX_QUEUED: usize = 4096;
 /// Frames the core may push to this session (progress, questions) before it drops one.
 const OUTBOX: usize = 256;
+/// The result frames a piped session keeps for a resend, at most, and their bytes at most.
+const RECENT_FRAMES: usize = 256;
+const RECENT_BYTES: usize = 4 << 20;
 
 /// A parked call's receiver, resolving to its ids and outcome.
 struct InFlight {
@@ -53,6 +69,40 @@ impl Future for InFlight {
         Pin::new(&mut self.rx)
             .poll(cx)
             .map(|outcome| (id, self.request.take(), outcome.ok()))
+    }
+}
+
+/// How a session ended.
+enum End {
+    /// The sidecar left, said so, or the broker shuts down: its calls end now.
+    Closed,
+    /// A piped connection was lost without word from its follower: its calls wait.
+    Lost,
+}
+
+/// The result frames a piped session queued last, with their requests: what the follower may
+/// have lost with it. Oldest dropped first past `RECENT_FRAMES` or `RECENT_BYTES`.
+#[derive(Default)]
+struct Recent {
+    frames: VecDeque<(Bytes, RequestId)>,
+    bytes: usize,
+}
+
+impl Recent {
+    /// Keeps `line`; returns the requests of the frames that fell out of the bound (oldest
+    /// first), whose outcomes the store may now forget.
+    fn keep(&mut self, line: Bytes, request: RequestId) -> Vec<RequestId> {
+        self.bytes += line.len();
+        self.frames.push_back((line, request));
+        let mut old = Vec::new();
+        while self.frames.len() > RECENT_FRAMES || self.bytes > RECENT_BYTES {
+            let Some((line, request)) = self.frames.pop_front() else {
+                break;
+            };
+            self.bytes -= line.len();
+            old.push(request);
+        }
+        old
     }
 }
 
@@ -99,11 +149,20 @@ pub struct Session {
     /// Frames the core pushes for a call in flight (`progress`, `input`); see `core/relay.rs`.
     outbox: mpsc::Receiver<Bytes>,
     coalescer: Coalescer,
+    /// A piped session's result frames queued lately (`None` for any other session).
+    recent: Option<Recent>,
 }
 
 impl Session {
-    /// A session for `agent`, opened in the core as `id`.
-    pub fn new(broker: Arc<Broker>, id: ConnId, agent: AgentName, conn: Conn) -> Session {
+    /// A session for `agent`, opened in the core as `id`; `piped` when a follower of the
+    /// cluster pipes it here.
+    pub fn new(
+        broker: Arc<Broker>,
+        id: ConnId,
+        agent: AgentName,
+        conn: Conn,
+        piped: bool,
+    ) -> Session {
         let mut revisions = broker.watch_revision();
         revisions.mark_unchanged();
         // Taken before the welcome: a change in between then differs and is sent, never lost.
@@ -122,6 +181,7 @@ impl Session {
             commit: None,
             watching: true,
             mail_open: true,
+            recent: piped.then(Recent::default),
             broker,
             id,
             agent,
@@ -129,15 +189,61 @@ impl Session {
         }
     }
 
-    /// Runs the session to its end, then closes it in the core.
+    /// Runs the session to its end, then closes it in the core, or detaches it (see the
+    /// module's doc).
     pub async fn run(mut self) {
-        if self.welcome().await.is_ok() {
-            self.serve().await;
-        }
-        // Calls still in flight end now (agent_gone); their endings go out before we close.
+        let end = match self.welcome().await {
+            Ok(()) => self.serve().await,
+            Err(_) => self.lost(),
+        };
         self.broker.detach_outbox(self.id);
-        self.broker.session_closed(self.id);
-        let _ = tokio::time::timeout(DRAIN, self.drain()).await;
+        match end {
+            End::Closed => {
+                // Calls still in flight end now (agent_gone); their endings go out first.
+                self.broker.session_closed(self.id);
+                let _ = tokio::time::timeout(DRAIN, self.drain()).await;
+                // The sidecar left: no one will ask for a piped session's frames again.
+                for (_, request) in self.recent.take().unwrap_or_default().frames {
+                    self.broker.delivered(&request);
+                }
+            }
+            End::Lost => {
+                let left = self.left();
+                self.broker.session_detached(self.id, left);
+            }
+        }
+    }
+
+    /// The end of a connection that broke or reached its end of stream: lost if piped (its
+    /// follower would have said that the sidecar left), else the sidecar left.
+    fn lost(&self) -> End {
+        if self.recent.is_some() {
+            End::Lost
+        } else {
+            End::Closed
+        }
+    }
+
+    /// What a lost session leaves in the core: its calls' receivers, and the result frames
+    /// held for a commit or queued lately, read back into their outcomes.
+    fn left(&mut self) -> crate::core::Left {
+        let calls = std::mem::take(&mut self.calls)
+            .into_iter()
+            .filter_map(|c| {
+                Some(crate::core::Orphan {
+                    local_id: c.id,
+                    request: c.request?,
+                    rx: c.rx,
+                })
+            })
+            .collect();
+        let recent = self.recent.take().unwrap_or_default().frames;
+        let held = self.held.drain(..).filter_map(|(l, r)| Some((l, r?)));
+        let resend = recent.into_iter().chain(held).filter_map(read_back);
+        crate::core::Left {
+            calls,
+            resend: resend.collect(),
+        }
     }
 
     async fn welcome(&mut self) -> std::io::Result<()> {
@@ -185,10 +291,11 @@ impl Session {
     }
 
     /// The session's loop: until the sidecar leaves, the connection breaks, or shutdown.
-    async fn serve(&mut self) {
+    async fn serve(&mut self) -> End {
         loop {
             let line = match self.next_event().await {
-                Event::Shutdown | Event::Read(None) | Event::Written(Err(_)) => return,
+                Event::Shutdown => return End::Closed,
+                Event::Read(None) | Event::Written(Err(_)) => return self.lost(),
                 Event::Written(Ok(())) => {
                     self.written();
                     None
@@ -199,7 +306,12 @@ impl Session {
                     self.out
                         .push_back(error_frame(ErrorCode::InvalidFrame, message));
                     let _ = tokio::time::timeout(DRAIN, self.drain()).await;
-                    return;
+                    return End::Closed;
+                }
+                Event::Read(Some(Ok(Line::Frame(line))))
+                    if self.recent.is_some() && line == super::SIDECAR_LEFT =>
+                {
+                    return End::Closed;
                 }
                 Event::Read(Some(Ok(Line::Frame(line)))) => self.on_frame(&line),
                 Event::Ended(id, request, outcome) => {
@@ -289,15 +401,26 @@ impl Session {
     /// A call ended: its result frame. The store may forget the outcome once the frame is
     /// written (`written`), not before: a broker killed with the frame still queued would
     /// otherwise have neither sent it nor kept it.
-    fn ended(
-        &mut self,
-        id: u64,
-        request: Option<RequestId>,
-        outcome: Option<RawOutcome>,
-    ) -> Option<Bytes> {
-        let line = result_line(id, outcome?);
+    fn ended(&mut self, id: u64, request: Option<RequestId>, outcome: Option<RawOutcome>) {
+        if let Some(outcome) = outcome {
+            self.queue_result(result_line(id, outcome), request);
+        }
+    }
+
+    /// Queues a result frame for the socket; a piped session also keeps it for a resend, and
+    /// lets the store forget the outcomes of the frames that fall out of what it keeps.
+    fn queue_result(&mut self, line: Bytes, request: Option<RequestId>) {
+        if let (Some(recent), Some(request)) = (&mut self.recent, &request) {
+            for old in recent.keep(line.clone(), request.clone()) {
+                // One not written yet stays in the store (until its rows are trimmed): a
+                // broker killed before the write sends it on resume.
+                if !self.unwritten.contains(&old) {
+                    self.broker.delivered(&old);
+                }
+            }
+        }
+        self.out.push_back(line);
         self.unwritten.extend(request);
-        Some(line)
     }
 
     /// Holds a result frame until its outcome is committed; starts a commit if none runs.
@@ -317,18 +440,27 @@ impl Session {
     /// The commit finished: the frames it covers go out; a newer batch gets its own commit.
     fn release(&mut self) {
         let covered = self.commit.take().map_or(self.held.len(), |(_, n)| n);
-        for (line, request) in self.held.drain(..covered.min(self.held.len())) {
-            self.out.push_back(line);
-            self.unwritten.extend(request);
+        // Taken out and put back (with what the commit did not cover): no allocation.
+        let mut held = std::mem::take(&mut self.held);
+        for (line, request) in held.drain(..covered.min(held.len())) {
+            self.queue_result(line, request);
         }
+        self.held = held;
         if !self.held.is_empty() {
             self.start_commit();
         }
     }
 
     /// Everything queued was written to the socket: the sidecar has those result frames even
-    /// if the broker dies now, so the store may forget their outcomes.
+    /// if the broker dies now, so the store may forget their outcomes. Not so for a piped
+    /// session: a frame written to its follower may die there, and the leader with it before
+    /// the sidecar comes back, so its outcome stays in the store while the frame is in
+    /// `recent` (`queue_result` lets it go), for a later leader to send again.
     fn written(&mut self) {
+        if self.recent.is_some() {
+            self.unwritten.clear();
+            return;
+        }
         for request in self.unwritten.drain(..) {
             self.broker.delivered(&request);
         }
@@ -352,10 +484,7 @@ impl Session {
                     local_id,
                     request,
                     outcome,
-                } => {
-                    let line = self.ended(local_id, request, Some(outcome));
-                    self.out.extend(line);
-                }
+                } => self.ended(local_id, request, Some(outcome)),
             }
         }
     }
@@ -415,10 +544,7 @@ impl Session {
             }
             self.written();
             match self.calls.next().await {
-                Some((id, request, outcome)) => {
-                    let line = self.ended(id, request, outcome);
-                    self.out.extend(line);
-                }
+                Some((id, request, outcome)) => self.ended(id, request, outcome),
                 None => return,
             }
         }
@@ -450,6 +576,16 @@ async fn committing(commit: &mut Option<(Commit, usize)>) {
     }
 }
 
+/// A result frame this session queued, read back into its call's local id, its request and
+/// its outcome's JSON, as the core keeps an outcome to send again.
+fn read_back((line, request): (Bytes, RequestId)) -> Option<(u64, RequestId, String)> {
+    let BrokerLine::Result(frame) = BrokerLine::<RawBlocks>::parse(&line).ok()? else {
+        return None;
+    };
+    let outcome = serde_json::to_string(&frame.outcome).ok()?;
+    Some((frame.id, request, outcome))
+}
+
 fn result_line(id: u64, outcome: RawOutcome) -> Bytes {
     debug!(
         call = id,
@@ -465,4 +601,56 @@ fn error_frame(code: ErrorCode, message: impl ToString) -> Bytes {
         message: message.to_string(),
         id: None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn content(text: &str) -> RawOutcome {
+        let block = format!(r#"{{"type":"text","text":"{text}"}}"#);
+        RawOutcome::Content {
+            content: vec![serde_json::value::RawValue::from_string(block).unwrap()],
+            structured_content: None,
+        }
+    }
+
+    #[test]
+    fn a_queued_result_frame_reads_back_into_the_outcome_it_carries() {
+        let line = result_line(7, content("kept"));
+        let (id, request, outcome) = read_back((line, "r_1".into())).unwrap();
+        assert_eq!((id, request.as_str()), (7, "r_1"));
+        assert_eq!(
+            outcome, r#"{"content":[{"type":"text","text":"kept"}]}"#,
+            "the blocks as the app sent them"
+        );
+        let failed = result_line(8, RawOutcome::failed("timeout", "late"));
+        let (_, _, outcome) = read_back((failed, "r_2".into())).unwrap();
+        assert_eq!(outcome, r#"{"error":{"code":"timeout","message":"late"}}"#);
+        assert!(read_back((Bytes::from_static(b"{\"type\":\"tools\"}"), "r".into())).is_none());
+    }
+
+    #[test]
+    fn a_piped_session_keeps_its_newest_result_frames_within_bounds() {
+        let mut recent = Recent::default();
+        let mut let_go = Vec::new();
+        for n in 0..RECENT_FRAMES + 10 {
+            let_go
+                .extend(recent.keep(result_line(n as u64, content("x")), format!("r_{n}").into()));
+        }
+        assert_eq!(recent.frames.len(), RECENT_FRAMES);
+        let want: Vec<RequestId> = (0..10).map(|n| format!("r_{n}").into()).collect();
+        assert_eq!(let_go, want, "what falls out is what the store may forget");
+        assert_eq!(
+            recent.frames[0].1.as_str(),
+            "r_10",
+            "the oldest dropped first"
+        );
+        let big = Bytes::from(vec![b'x'; RECENT_BYTES / 2 + 1]);
+        recent.keep(big.clone(), "r_big1".into());
+        let let_go = recent.keep(big, "r_big2".into());
+        assert_eq!(recent.frames.len(), 1, "past the bytes, only the newest");
+        assert_eq!(let_go.last().map(RequestId::as_str), Some("r_big1"));
+        assert_eq!(recent.bytes, RECENT_BYTES / 2 + 1);
+    }
 }

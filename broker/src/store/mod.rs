@@ -30,7 +30,7 @@ use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::outcome::CallOutcome;
 use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
-use tracing::{error, info, warn};
+use tracing::{debug, error, info, warn};
 
 use crate::sqlite;
 
@@ -84,6 +84,19 @@ pub struct StoredClient {
     pub name: Option<String>,
 }
 
+/// A tool definition agents were offered, kept across restarts and takeovers so that
+/// `client_tools.pin_definitions` still holds a changed one back afterwards (`Registry::seen`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredDefinition {
+    pub name: String,
+    /// The group that registered it (a definition is compiled under a group).
+    pub group: String,
+    /// `sha256:` of the definition (`registry::digest_of`), for whoever reads the table.
+    pub digest: String,
+    /// The definition's JSON, as registered.
+    pub definition: String,
+}
+
 /// One change the core made.
 #[derive(Debug)]
 pub enum Op {
@@ -135,6 +148,28 @@ pub enum Op {
         client_id: String,
         group: Option<String>,
     },
+    /// Agents were offered this definition under its name.
+    Seen(StoredDefinition),
+    /// The definition offered under `name` is no longer remembered.
+    Unseen {
+        name: String,
+    },
+    /// `client_id` serves `group` with `tools` (a JSON array of names), connected through the
+    /// instance `via` (`None`: the leader itself). A mirror for operators (`SELECT * FROM
+    /// registrations`): a registration lives with its connection, so none is restored.
+    Registered {
+        client_id: String,
+        group: String,
+        tools: String,
+        via: Option<String>,
+    },
+    /// `client_id` no longer serves `group` (every group, if `None`).
+    Unregistered {
+        client_id: String,
+        group: Option<String>,
+    },
+    /// At start: the registrations of the connections before it are gone with them.
+    RegistrationsCleared,
 }
 
 /// An `Op::End` as both stores write it into `ended`: the outcome serialized once.
@@ -171,6 +206,56 @@ impl Op {
                 .as_ref()
                 .map(|o| serde_json::to_string(o).unwrap_or_default()),
         })
+    }
+}
+
+/// The calls a batch both parks and ends (a burst's parks and endings share a commit when the
+/// writer is behind): the ending removes the `live` row the park would write, so neither the
+/// park nor a claim of such a call is written, and its ending has no row to delete. The file
+/// is left as if each change had been written; the batch writes the `ended` row only. Both
+/// stores write batches through this.
+pub(crate) struct Coalesced<'a> {
+    parked_and_ended: std::collections::HashSet<&'a str>,
+}
+
+impl<'a> Coalesced<'a> {
+    pub(crate) fn new<I>(ops: I) -> Coalesced<'a>
+    where
+        I: Iterator<Item = &'a Op> + Clone,
+    {
+        let parked: std::collections::HashSet<&str> = ops
+            .clone()
+            .filter_map(|op| match op {
+                Op::Park(c) => Some(c.request.id.as_str()),
+                _ => None,
+            })
+            .collect();
+        let parked_and_ended = if parked.is_empty() {
+            parked
+        } else {
+            ops.filter_map(|op| match op {
+                Op::End { id, .. } if parked.contains(id.as_str()) => Some(id.as_str()),
+                _ => None,
+            })
+            .collect()
+        };
+        Coalesced { parked_and_ended }
+    }
+
+    /// Whether `op` is left unwritten: the park or a claim of a call the batch also ends.
+    pub(crate) fn skips(&self, op: &Op) -> bool {
+        match op {
+            Op::Park(c) => self.parked_and_ended.contains(c.request.id.as_str()),
+            Op::Claim { id, .. } | Op::Unclaim { id } => {
+                self.parked_and_ended.contains(id.as_str())
+            }
+            _ => false,
+        }
+    }
+
+    /// Whether the ending of `id` has a `live` row to delete (one an earlier batch wrote).
+    pub(crate) fn has_live_row(&self, id: &str) -> bool {
+        !self.parked_and_ended.contains(id)
     }
 }
 
@@ -267,6 +352,7 @@ impl Store {
             batch: writer::BATCH,
             every: CHECKPOINT_EVERY,
             linger: writer::LINGER,
+            checkpoint_gap: sqlite::writer::CHECKPOINT_GAP,
         };
         sqlite::writer::spawn(settings, conn, rx, writer::Writer::new(remember))?;
         Ok((Store::with(Some(Sink::Sqlite(tx))), restored))
@@ -301,6 +387,12 @@ impl Store {
     /// `postgres::lease`); never for SQLite.
     pub async fn deposed(&self) {
         self.deposed.cancelled().await;
+    }
+
+    /// Cancelled once another instance took the database's lease from this one: nothing more
+    /// is committed (the history then records no more endings). Never for SQLite.
+    pub fn deposition(&self) -> tokio_util::sync::CancellationToken {
+        self.deposed.clone()
     }
 
     /// The instances sharing the database, as last read (every heartbeat); empty for SQLite.
@@ -372,11 +464,18 @@ impl Store {
 
     /// At shutdown: commits what is queued, checkpoints the WAL into the main file and
     /// truncates it, and closes the file; errors are logged. Later changes are not recorded.
+    /// A deposed leader's store closes too, its changes refused by the fence as expected.
     pub async fn close(&self) {
         self.closed
             .store(true, std::sync::atomic::Ordering::Relaxed);
-        if let Err(e) = self.ask(Job::Close).await {
-            error!(error = %leo_protocol::chain::error_chain(&e), "the last changes could not be recorded");
+        match self.ask(Job::Close).await {
+            Err(e) if self.deposed.is_cancelled() => {
+                debug!(error = %leo_protocol::chain::error_chain(&e), "deposed: the last changes are not recorded");
+            }
+            Err(e) => {
+                error!(error = %leo_protocol::chain::error_chain(&e), "the last changes could not be recorded");
+            }
+            Ok(()) => {}
         }
     }
 }

@@ -8,7 +8,7 @@ use rusqlite::Connection;
 use rusqlite::types::Type;
 use serde_json::value::RawValue;
 
-use super::{StoredCall, StoredClient, StoredEnd};
+use super::{StoredCall, StoredClient, StoredDefinition, StoredEnd};
 
 /// What the last run left: live calls in the order they were parked, recent endings oldest
 /// first, unread messages oldest first, resumable clients and their groups' owners.
@@ -20,6 +20,8 @@ pub struct Restored {
     pub clients: Vec<StoredClient>,
     /// `(agent, group, client_id)`.
     pub owners: Vec<(String, String, String)>,
+    /// The definitions agents were last offered, by name.
+    pub definitions: Vec<StoredDefinition>,
 }
 
 pub fn restore(conn: &Connection) -> rusqlite::Result<Restored> {
@@ -29,6 +31,7 @@ pub fn restore(conn: &Connection) -> rusqlite::Result<Restored> {
         mail: mail(conn)?,
         clients: clients(conn)?,
         owners: owners(conn)?,
+        definitions: definitions(conn)?,
     })
 }
 
@@ -116,4 +119,17 @@ fn owners(conn: &Connection) -> rusqlite::Result<Vec<(String, String, String)>> 
     let mut s = conn.prepare("SELECT agent, grp, client_id FROM owners")?;
     let rows = s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))?;
     rows.collect()
+}
+
+fn definitions(conn: &Connection) -> rusqlite::Result<Vec<StoredDefinition>> {
+    let mut s = conn.prepare("SELECT name, grp, digest, definition FROM definitions")?;
+    s.query_map([], |r| {
+        Ok(StoredDefinition {
+            name: r.get(0)?,
+            group: r.get(1)?,
+            digest: r.get(2)?,
+            definition: r.get(3)?,
+        })
+    })?
+    .collect()
 }

@@ -53,6 +53,21 @@ pub const MIGRATIONS: &[&str] = &[
         client_id TEXT NOT NULL,
         PRIMARY KEY (agent, grp)
     );",
+    // 3: the definition agents were last offered under each name (pinning's reference), and
+    // who serves which group now (a mirror, emptied at start).
+    "CREATE TABLE definitions (
+        name TEXT PRIMARY KEY,
+        grp TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        definition TEXT NOT NULL
+    );
+    CREATE TABLE registrations (
+        client_id TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        tools TEXT NOT NULL,
+        via TEXT,
+        PRIMARY KEY (client_id, grp)
+    );",
 ];
 
 /// The schema version this broker writes.

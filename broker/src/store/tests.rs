@@ -117,6 +117,40 @@ async fn an_empty_file_is_created_0600_and_reads_back_what_was_committed() {
     assert_eq!(texts, [("claude", "one"), ("claude", "two")]);
 }
 
+fn ended(id: &str, local_id: u64) -> Op {
+    Op::End {
+        id: id.into(),
+        how: CallOutcome::Result,
+        agent: "claude".into(),
+        session: "claude-1-ab".into(),
+        local_id,
+        outcome: None,
+    }
+}
+
+/// A batch that parks and ends a call writes its ending only; one that ends a call an earlier
+/// batch parked still removes its `live` row.
+#[tokio::test]
+async fn a_call_parked_and_ended_in_one_batch_leaves_the_file_as_if_each_change_was_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, _) = open(&path).await;
+    store.send(vec![Op::Park(call("r1", 1))]);
+    store.committed().await.unwrap();
+    let claim = |id: &str| Op::Claim {
+        id: id.into(),
+        by: "c_1".into(),
+    };
+    store.send(vec![Op::Park(call("r2", 2)), claim("r2"), ended("r2", 2)]);
+    store.send(vec![claim("r1"), ended("r1", 1), Op::Park(call("r3", 3))]);
+    store.committed().await.unwrap();
+    drop(store);
+    let (_s, restored) = open(&path).await;
+    assert_eq!(restored.live, vec![call("r3", 3)]);
+    let ids: Vec<_> = restored.ended.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["r2", "r1"]);
+}
+
 #[tokio::test]
 async fn endings_are_bounded_and_delivered_outcomes_are_dropped() {
     let dir = tempfile::tempdir().unwrap();

@@ -11,10 +11,10 @@
 use std::ops::ControlFlow;
 use std::sync::Arc;
 
-use rusqlite::{Connection, Transaction, params};
+use rusqlite::{Connection, params};
 use tracing::{debug, error};
 
-use super::{Error, Job, Op, StoredCall};
+use super::{Coalesced, Error, Job, Op, StoredCall};
 use crate::sqlite;
 
 /// Most jobs in one transaction.
@@ -110,29 +110,39 @@ pub(super) fn commit(
     jobs: &[Job],
     remember: usize,
 ) -> Result<(), sqlite::Error> {
-    let ops = jobs.iter().filter_map(|j| match j {
-        Job::Ops(ops) => Some(ops),
-        Job::Sync(_) | Job::Close(_) => None,
-    });
-    let mut n = 0usize;
-    let tx = conn
-        .transaction()
-        .map_err(sqlite::Error::doing("begin a transaction"))?;
-    let mut ended = false;
-    for batch in ops {
-        for op in batch {
+    let ops = jobs
+        .iter()
+        .filter_map(|j| match j {
+            Job::Ops(ops) => Some(ops),
+            Job::Sync(_) | Job::Close(_) => None,
+        })
+        .flatten();
+    let coalesced = Coalesced::new(ops.clone());
+    sqlite::begin(conn).map_err(sqlite::Error::doing("begin a transaction"))?;
+    let written = (|| {
+        let mut n = 0usize;
+        let mut ended = false;
+        for op in ops.filter(|op| !coalesced.skips(op)) {
             ended |= matches!(op, Op::End { .. });
-            apply(&tx, op).map_err(sqlite::Error::doing(op_name(op)))?;
+            apply(conn, op, &coalesced).map_err(sqlite::Error::doing(op_name(op)))?;
             n += 1;
         }
-    }
-    if ended {
-        // Only the last `remember` endings are kept, as in memory.
-        tx.prepare_cached("DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - ?1")
-            .and_then(|mut s| s.execute(params![remember as i64]))
-            .map_err(sqlite::Error::doing("trim the ended requests"))?;
-    }
-    tx.commit().map_err(sqlite::Error::doing("commit"))?;
+        if ended {
+            // Only the last `remember` endings are kept, as in memory.
+            conn.prepare_cached("DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - ?1")
+                .and_then(|mut s| s.execute(params![remember as i64]))
+                .map_err(sqlite::Error::doing("trim the ended requests"))?;
+        }
+        Ok(n)
+    })();
+    let n = match written {
+        Ok(n) => n,
+        Err(e) => {
+            sqlite::rollback(conn);
+            return Err(e);
+        }
+    };
+    sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
     crate::metrics::global().store_committed();
     debug!(ops = n, "state committed");
     Ok(())
@@ -152,10 +162,15 @@ pub(super) fn op_name(op: &Op) -> &'static str {
         Op::ClientGone { .. } => "record a client gone",
         Op::Owner { .. } => "record an owner",
         Op::OwnersReleased { .. } => "release owners",
+        Op::Seen(_) => "record an offered definition",
+        Op::Unseen { .. } => "forget an offered definition",
+        Op::Registered { .. } => "record a registration",
+        Op::Unregistered { .. } => "forget a registration",
+        Op::RegistrationsCleared => "forget the registrations before the start",
     }
 }
 
-fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+fn apply(tx: &Connection, op: &Op, coalesced: &Coalesced<'_>) -> rusqlite::Result<()> {
     match op {
         Op::Park(call) => park(tx, call),
         Op::Claim { id, by } => tx
@@ -166,7 +181,7 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             .prepare_cached("UPDATE live SET claimed_by = NULL WHERE id = ?1")?
             .execute(params![id])
             .map(drop),
-        Op::End { .. } => end(tx, op),
+        Op::End { id, .. } => end(tx, op, coalesced.has_live_row(id.as_str())),
         Op::Delivered { id } => tx
             .prepare_cached("UPDATE ended SET outcome = NULL WHERE id = ?1")?
             .execute(params![id])
@@ -216,16 +231,61 @@ fn apply(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
             .prepare_cached("DELETE FROM owners WHERE client_id = ?1 AND (?2 IS NULL OR grp = ?2)")?
             .execute(params![client_id, group])
             .map(drop),
+        Op::Seen(_)
+        | Op::Unseen { .. }
+        | Op::Registered { .. }
+        | Op::Unregistered { .. }
+        | Op::RegistrationsCleared => registry(tx, op),
     }
 }
 
-/// `Op::End`: the call leaves `live` and is remembered in `ended`, its outcome by name.
-fn end(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
+/// The registry's changes: the definitions agents were offered, and who serves what.
+fn registry(tx: &Connection, op: &Op) -> rusqlite::Result<()> {
+    match op {
+        Op::Seen(d) => tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO definitions (name, grp, digest, definition)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![d.name, d.group, d.digest, d.definition])
+            .map(drop),
+        Op::Unseen { name } => tx
+            .prepare_cached("DELETE FROM definitions WHERE name = ?1")?
+            .execute(params![name])
+            .map(drop),
+        Op::Registered {
+            client_id,
+            group,
+            tools,
+            via,
+        } => tx
+            .prepare_cached(
+                "INSERT OR REPLACE INTO registrations (client_id, grp, tools, via)
+                 VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![client_id, group, tools, via])
+            .map(drop),
+        Op::Unregistered { client_id, group } => tx
+            .prepare_cached(
+                "DELETE FROM registrations WHERE client_id = ?1 AND (?2 IS NULL OR grp = ?2)",
+            )?
+            .execute(params![client_id, group])
+            .map(drop),
+        Op::RegistrationsCleared => tx.execute("DELETE FROM registrations", []).map(drop),
+        _ => Ok(()),
+    }
+}
+
+/// `Op::End`: the call leaves `live` (if it has a row there) and is remembered in `ended`, its
+/// outcome by name.
+fn end(tx: &Connection, op: &Op, live_row: bool) -> rusqlite::Result<()> {
     let Some(e) = op.end_row() else {
         return Ok(());
     };
-    tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-        .execute(params![e.id])?;
+    if live_row {
+        tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
+            .execute(params![e.id])?;
+    }
     tx.prepare_cached(
         "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
@@ -236,7 +296,7 @@ fn end(tx: &Transaction<'_>, op: &Op) -> rusqlite::Result<()> {
     .map(drop)
 }
 
-fn park(tx: &Transaction<'_>, c: &StoredCall) -> rusqlite::Result<()> {
+fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
     let r = &c.request;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO live (id, agent, session, local_id, grp, tool, arguments,

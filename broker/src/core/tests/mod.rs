@@ -30,6 +30,8 @@ use crate::state_file::EverRegistered;
 use crate::store::{Restored, Store};
 
 mod ask_human;
+mod away;
+mod detach;
 mod grace;
 mod races;
 mod restart;

@@ -16,7 +16,7 @@ const GRACE_10S: &str = "client_tools:\n  resume_grace_s: 10\n";
 
 /// Call `local_id` of rocket's session `rocket-1`, of tool `wait` in group `g`, as stored:
 /// claimed by `claimed_by`, with `left_ms` until its deadline (`None`: a handoff).
-fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i64>) -> StoredCall {
+pub(super) fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i64>) -> StoredCall {
     StoredCall {
         request: Request {
             id: format!("r_stored{local_id}").into(),
@@ -36,13 +36,13 @@ fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i64>) -> Stor
     }
 }
 
-fn restored(live: Vec<StoredCall>, clients: Vec<StoredClient>) -> Restored {
+pub(super) fn restored(live: Vec<StoredCall>, clients: Vec<StoredClient>) -> Restored {
     Restored {
         live,
         ended: Vec::new(),
         mail: Vec::new(),
         clients,
-        owners: Vec::new(),
+        ..Restored::default()
     }
 }
 

@@ -8,7 +8,7 @@ use leo_protocol::requests::Request;
 use serde_json::value::RawValue;
 
 use super::PgError;
-use crate::store::{Restored, StoredCall, StoredClient, StoredEnd};
+use crate::store::{Restored, StoredCall, StoredClient, StoredDefinition, StoredEnd};
 
 pub async fn restore(client: &Client) -> Result<Restored, PgError> {
     Ok(Restored {
@@ -17,6 +17,7 @@ pub async fn restore(client: &Client) -> Result<Restored, PgError> {
         mail: mail(client).await?,
         clients: clients(client).await?,
         owners: owners(client).await?,
+        definitions: definitions(client).await?,
     })
 }
 
@@ -122,5 +123,22 @@ async fn owners(client: &Client) -> Result<Vec<(String, String, String)>, PgErro
     Ok(rows
         .iter()
         .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect())
+}
+
+async fn definitions(client: &Client) -> Result<Vec<StoredDefinition>, PgError> {
+    let rows = rows(
+        client,
+        "SELECT name, grp, digest, definition FROM definitions",
+    )
+    .await?;
+    Ok(rows
+        .iter()
+        .map(|r| StoredDefinition {
+            name: r.get(0),
+            group: r.get(1),
+            digest: r.get(2),
+            definition: r.get(3),
+        })
         .collect())
 }

@@ -157,6 +157,22 @@ pub const MIGRATIONS: &[&str] = &[
         name TEXT PRIMARY KEY,
         body TEXT NOT NULL
     );",
+    // The definition agents were last offered under each name, as SQLite's migration 3: a new
+    // leader still holds a changed definition back under `client_tools.pin_definitions`. And
+    // who serves which group now, through which instance (a mirror, emptied by each leader).
+    "CREATE TABLE definitions (
+        name TEXT PRIMARY KEY,
+        grp TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        definition TEXT NOT NULL
+    );
+    CREATE TABLE registrations (
+        client_id TEXT NOT NULL,
+        grp TEXT NOT NULL,
+        tools TEXT NOT NULL,
+        via TEXT,
+        PRIMARY KEY (client_id, grp)
+    );",
 ];
 
 /// The schema version this broker writes.

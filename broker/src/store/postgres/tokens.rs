@@ -3,6 +3,7 @@
 //! `crate::cluster_tokens`; this is only its SQL.
 
 use deadpool_postgres::Client;
+use tokio_postgres::GenericClient;
 
 use super::PgError;
 use crate::cluster_tokens::{Entry, Kind};
@@ -59,18 +60,9 @@ pub async fn fill(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
     }
     for entry in local {
         // A row a `leo` command wrote before any broker started stays as it is.
-        tx.execute(
-            "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
-             ON CONFLICT DO NOTHING",
-            &[
-                &entry.kind.as_str(),
-                &entry.name,
-                &entry.token,
-                &entry.can_message,
-            ],
-        )
-        .await
-        .map_err(PgError::doing("fill the cluster's tokens"))?;
+        add(&*tx, entry)
+            .await
+            .map_err(PgError::doing("fill the cluster's tokens"))?;
     }
     tx.commit()
         .await
@@ -80,6 +72,15 @@ pub async fn fill(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
 
 /// Adds `entry`; false when its kind and name (or, never in practice, its token) exist.
 pub async fn insert(client: &Client, entry: &Entry) -> Result<bool, PgError> {
+    add(&***client, entry)
+        .await
+        .map(|n| n == 1)
+        .map_err(PgError::doing("add the token"))
+}
+
+/// The one INSERT of a token row, in a transaction (`fill`) or not (`insert`); an existing
+/// kind and name is left as it is.
+async fn add(client: &impl GenericClient, entry: &Entry) -> Result<u64, tokio_postgres::Error> {
     client
         .execute(
             "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
@@ -92,8 +93,6 @@ pub async fn insert(client: &Client, entry: &Entry) -> Result<bool, PgError> {
             ],
         )
         .await
-        .map(|n| n == 1)
-        .map_err(PgError::doing("add the token"))
 }
 
 /// Removes the token of `kind` named `name`; false when there was none.

@@ -17,7 +17,7 @@ use futures_util::future::try_join_all;
 use tokio_postgres::Statement;
 
 use super::PgError;
-use crate::store::{Op, StoredCall};
+use crate::store::{Coalesced, Op, StoredCall};
 
 /// Keeps only the last `remember` endings, as in memory.
 const TRIM: &str = "DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - $1";
@@ -31,11 +31,13 @@ pub async fn commit(
     ops: &[Op],
     remember: usize,
 ) -> Result<(), PgError> {
+    let coalesced = Coalesced::new(ops.iter());
+    let ops: Vec<&Op> = ops.iter().filter(|op| !coalesced.skips(op)).collect();
     let mut prepared: HashMap<&'static str, Statement> = HashMap::new();
     let ended = ops.iter().any(|op| matches!(op, Op::End { .. }));
     let trim = ended.then_some(TRIM);
     let fenced = std::iter::once(super::lease::FENCE);
-    for sql in fenced.chain(ops.iter().map(sql)).chain(trim) {
+    for sql in fenced.chain(ops.iter().map(|op| sql(op))).chain(trim) {
         if !prepared.contains_key(sql) {
             let statement = client
                 .prepare_cached(sql)
@@ -133,6 +135,20 @@ fn sql(op: &Op) -> &'static str {
         Op::OwnersReleased { .. } => {
             "DELETE FROM owners WHERE client_id = $1 AND ($2::TEXT IS NULL OR grp = $2)"
         }
+        Op::Seen(_) => {
+            "INSERT INTO definitions (name, grp, digest, definition) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (name) DO UPDATE SET grp = EXCLUDED.grp, digest = EXCLUDED.digest,
+             definition = EXCLUDED.definition"
+        }
+        Op::Unseen { .. } => "DELETE FROM definitions WHERE name = $1",
+        Op::Registered { .. } => {
+            "INSERT INTO registrations (client_id, grp, tools, via) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (client_id, grp) DO UPDATE SET tools = EXCLUDED.tools, via = EXCLUDED.via"
+        }
+        Op::Unregistered { .. } => {
+            "DELETE FROM registrations WHERE client_id = $1 AND ($2::TEXT IS NULL OR grp = $2)"
+        }
+        Op::RegistrationsCleared => "DELETE FROM registrations",
     }
 }
 
@@ -170,6 +186,16 @@ async fn apply(
             client_id,
         } => run!(agent, group, client_id),
         Op::OwnersReleased { client_id, group } => run!(client_id, group),
+        Op::Seen(d) => run!(&d.name, &d.group, &d.digest, &d.definition),
+        Op::Unseen { name } => run!(name),
+        Op::Registered {
+            client_id,
+            group,
+            tools,
+            via,
+        } => run!(client_id, group, tools, via),
+        Op::Unregistered { client_id, group } => run!(client_id, group),
+        Op::RegistrationsCleared => run!(),
     }
 }
 
