@@ -339,8 +339,9 @@ impl App {
     }
 
     /// Serves until `stop` resolves, then shuts down: handlers are cancelled and get the
-    /// cancel grace to return (their replies are still posted), then the stream closes,
-    /// which withdraws the app's groups.
+    /// cancel grace to return (their replies are still posted), then the app withdraws its
+    /// groups, so the calls still waiting for them end at once (`tool_withdrawn`) rather than
+    /// after the broker's resume grace, and the stream closes.
     pub async fn run_until(self, stop: impl Future<Output = ()>) -> Result<()> {
         let shutdown = CancellationToken::new();
         let serve = crate::session::serve(self.settings.clone(), &self.status, shutdown.clone());

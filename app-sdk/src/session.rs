@@ -46,6 +46,8 @@ const STREAM_IDLE: Duration = Duration::from_secs(45);
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Added to the cancel grace for the replies still posted at shutdown.
 const SHUTDOWN_POST: Duration = Duration::from_secs(5);
+/// Bound on withdrawing the groups at shutdown; the stream closes after it regardless.
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// Runs sessions until `shutdown` or a fatal error.
 pub async fn serve(
@@ -217,20 +219,7 @@ impl Session {
         for group in &settings.groups {
             register(&client, &hello.client_id, group).await?;
         }
-        let pending: Vec<PendingRequest> = client
-            .get("/api/v1/client-tools/requests?pending=1")
-            .await?
-            .data()?;
-        let (ours, recovered): (Vec<_>, Vec<_>) = pending
-            .into_iter()
-            .filter(|p| serves(settings, &p.group, &p.tool))
-            .filter(|p| {
-                p.state == RequestState::Parked
-                    || p.claimed_by.as_deref() == Some(hello.client_id.as_str())
-            })
-            .partition(|p| p.state == RequestState::Claimed);
-        let ours: Vec<Request> = ours.into_iter().map(|p| p.request).collect();
-        let recovered: Vec<Request> = recovered.into_iter().map(|p| p.request).collect();
+        let (ours, recovered) = waiting_for(&client, settings, &hello.client_id).await?;
         if !recovered.is_empty() {
             info!(
                 count = recovered.len(),
@@ -248,7 +237,31 @@ impl Session {
     }
 }
 
-/// Registers one group; a refusal other than a lost stream is fatal.
+/// What the pending list says waits for this app: the calls claimed by `client_id` (the answer
+/// to its claim was lost: they run without claiming again) and the parked calls of its tools.
+/// Read after every reconnect, and again when a claim got no definite answer (the store was
+/// away, say) while the stream stayed up.
+async fn waiting_for(
+    client: &Client,
+    settings: &Settings,
+    client_id: &ClientId,
+) -> Result<(Vec<Request>, Vec<Request>)> {
+    let pending: Vec<PendingRequest> = client
+        .get("/api/v1/client-tools/requests?pending=1")
+        .await?
+        .data()?;
+    let (ours, parked): (Vec<_>, Vec<_>) = pending
+        .into_iter()
+        .filter(|p| serves(settings, &p.group, &p.tool))
+        .filter(|p| {
+            p.state == RequestState::Parked || p.claimed_by.as_deref() == Some(client_id.as_str())
+        })
+        .partition(|p| p.state == RequestState::Claimed);
+    let requests = |list: Vec<PendingRequest>| list.into_iter().map(|p| p.request).collect();
+    Ok((requests(ours), requests(parked)))
+}
+
+/// Registers one group (`registration_refused` says which refusals are fatal).
 async fn register(client: &Client, client_id: &ClientId, group: &Group) -> Result<()> {
     let body = RegisterBody {
         client_id: client_id.clone(),
@@ -266,19 +279,52 @@ async fn register(client: &Client, client_id: &ClientId, group: &Group) -> Resul
             debug!(group, "registered");
             Ok(())
         }
-        // The stream closed between hello and now: reconnect.
-        Err(
-            e @ Error::Refused {
-                code: ErrorCode::UnknownClient,
-                ..
-            },
-        ) => Err(e),
-        Err(Error::Refused { code, message }) => Err(Error::Registration {
+        Err(e) => Err(registration_refused(group, e)),
+    }
+}
+
+/// What a refused registration of `group` is to the app: a refusal of the shared table's
+/// `REGISTER_AGAIN` (the stream closed since `hello`, the store is away) stays a refusal, which
+/// the loop retries on a new stream; any other is the app's own (`Error::Registration`, fatal).
+fn registration_refused(group: &str, e: Error) -> Error {
+    match e {
+        Error::Refused { code, message } if !code.registers_again() => Error::Registration {
             group: group.to_owned(),
             code,
             message,
-        }),
-        Err(e) => Err(e),
+        },
+        e => e,
+    }
+}
+
+/// At a deliberate stop, once the handlers are done: withdraws every group (registers it with
+/// no tools), so the broker ends the calls still parked for them at once (`tool_withdrawn`)
+/// instead of keeping them for the resume grace, as it does for a stream that merely dropped.
+/// Best effort, bounded by `WITHDRAW_TIMEOUT`: a failure is logged and the stream closes anyway.
+async fn withdraw(link: &Link, groups: &[Group]) {
+    let all = async {
+        for group in groups {
+            let body = RegisterBody {
+                client_id: link.client_id.clone(),
+                group: group.name.clone(),
+                tools: Vec::new(),
+                agents: None,
+            };
+            let body = match serde_json::to_vec(&body) {
+                Ok(body) => body,
+                Err(e) => return debug!(error = %e, "cannot withdraw"),
+            };
+            match link.client.post_json("/api/v1/client-tools", body).await {
+                Ok(answer) => match answer.data::<serde_json::Value>() {
+                    Ok(_) => debug!(group = %group.name, "withdrawn"),
+                    Err(e) => debug!(group = %group.name, error = %e, "withdrawal refused"),
+                },
+                Err(e) => return debug!(group = %group.name, error = %e, "cannot withdraw"),
+            }
+        }
+    };
+    if tokio::time::timeout(WITHDRAW_TIMEOUT, all).await.is_err() {
+        debug!("withdrawing the groups took too long; closing the stream");
     }
 }
 
@@ -337,6 +383,45 @@ impl Events {
     }
 }
 
+/// When to read the pending list again (`Loop::recheck`): armed by a claim without a definite
+/// answer, due after a short backoff, again after a failed read, reset by a good one.
+struct Recheck {
+    at: Option<tokio::time::Instant>,
+    backoff: Backoff,
+}
+
+impl Recheck {
+    fn new(settings: &Settings) -> Recheck {
+        Recheck {
+            at: None,
+            backoff: Backoff::new(settings.backoff.0, settings.backoff.1).jittered(),
+        }
+    }
+
+    fn arm(&mut self) {
+        if self.at.is_none() {
+            self.retry();
+        }
+    }
+
+    fn retry(&mut self) {
+        self.at = Some(tokio::time::Instant::now() + self.backoff.next_delay());
+    }
+
+    fn done(&mut self) {
+        self.at = None;
+        self.backoff.reset();
+    }
+
+    /// Resolves when the list is due; never while unarmed.
+    async fn due(&self) {
+        match self.at {
+            Some(at) => tokio::time::sleep_until(at).await,
+            None => std::future::pending().await,
+        }
+    }
+}
+
 /// The state one session's loop works on; most of it outlives the session.
 struct Loop<'a> {
     settings: &'a Arc<Settings>,
@@ -360,14 +445,21 @@ impl Loop<'_> {
             self.calls.offer(request);
         }
         self.start(&session.link);
+        let mut recheck = Recheck::new(self.settings);
         loop {
             tokio::select! {
                 biased;
                 () = shutdown.cancelled() => {
                     self.drain().await;
+                    withdraw(&session.link, &self.settings.groups).await;
                     return None;
                 }
-                Some(done) = self.done_rx.recv() => self.finished(done),
+                Some(done) = self.done_rx.recv() => {
+                    if self.finished(done) {
+                        recheck.arm();
+                    }
+                }
+                () = recheck.due() => self.recheck(&session.link, &mut recheck).await,
                 frame = session.events.next() => match frame {
                     Ok(Some(frame)) => self.event(frame),
                     Ok(None) => return Some(Error::StreamEnded),
@@ -378,11 +470,35 @@ impl Loop<'_> {
         }
     }
 
-    fn finished(&mut self, done: Finished) {
+    /// Books a finished call; true when its claim got no definite answer (forgotten), so
+    /// that the pending list should be read again.
+    fn finished(&mut self, done: Finished) -> bool {
         if done.forget {
             self.calls.forget(&done.id);
         }
         self.calls.finished(&done.id);
+        done.forget
+    }
+
+    /// Reads the pending list again after a claim without a definite answer, with the stream
+    /// still up: a call still parked is offered again, one the broker recorded as claimed by
+    /// this client (its claim was decided but not acknowledged) runs without claiming again.
+    async fn recheck(&mut self, link: &Link, recheck: &mut Recheck) {
+        match waiting_for(&link.client, self.settings, &link.client_id).await {
+            Ok((ours, parked)) => {
+                recheck.done();
+                for request in ours {
+                    self.calls.offer_ours(request);
+                }
+                for request in parked {
+                    self.calls.offer(request);
+                }
+            }
+            Err(e) => {
+                debug!(error = %e, "cannot read the pending list; trying again");
+                recheck.retry();
+            }
+        }
     }
 
     fn event(&mut self, frame: Frame) {
@@ -452,5 +568,40 @@ impl Loop<'_> {
         .await;
         // A reply still waiting for the broker is given up.
         self.calls.claims_lost();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(code: ErrorCode) -> Error {
+        Error::Refused {
+            code,
+            message: "m".into(),
+        }
+    }
+
+    /// A registration refused by the shared table's `REGISTER_AGAIN` is retried on a new
+    /// stream; one refused for the app's own tools stops it, as does a fatal refusal.
+    #[test]
+    fn only_the_shared_tables_refusals_of_a_registration_are_retried() {
+        for code in ErrorCode::REGISTER_AGAIN {
+            assert!(
+                !registration_refused("g", refused(code)).is_fatal(),
+                "{code}"
+            );
+        }
+        for code in [
+            ErrorCode::InvalidTool,
+            ErrorCode::NameConflict,
+            ErrorCode::TooManyTools,
+            ErrorCode::Forbidden,
+        ] {
+            assert!(
+                registration_refused("g", refused(code)).is_fatal(),
+                "{code}"
+            );
+        }
     }
 }

@@ -292,10 +292,10 @@ async fn post(link: &Link, id: &str, reply: &Reply, claim: bool, control: &Contr
                 replaced = true;
             }
             Error::Refused {
-                code: ErrorCode::UnknownClient,
+                code: code @ (ErrorCode::UnknownClient | ErrorCode::StoreUnavailable),
                 ..
             } => {
-                debug!("the broker does not know this client yet; posting the result again");
+                debug!(%code, "the broker cannot take the result now; posting it again");
                 if !wait_to_retry(&mut backoff, control).await {
                     return;
                 }

@@ -396,3 +396,45 @@ class Pipe:
     def close(self) -> None:
         self.cut()
         self.server.close()
+
+
+class Postgres:
+    """A throwaway database on the local PostgreSQL server (`LEO_TEST_POSTGRES`, else
+    `postgresql://postgres@127.0.0.1:5432/postgres`), made and dropped with `psql`, as
+    `leo_testkit::postgres` does for the Rust tests; `outage()` makes it unreachable for the
+    broker (new connections refused, open ones terminated) until `back()`."""
+
+    def __init__(self) -> None:
+        self.admin = os.environ.get("LEO_TEST_POSTGRES") or "postgresql://postgres@127.0.0.1:5432/postgres"
+        if shutil.which("psql") is None:
+            raise RuntimeError("psql is missing: sudo apt-get install -y postgresql-client")
+        self.name = f"leo_py_{os.getpid()}_{int(time.time() * 1000) % 10**9}"
+        self.sql(f"CREATE DATABASE {self.name}")
+        base, _, query = self.admin.partition("?")
+        self.url = base.rsplit("/", 1)[0] + "/" + self.name + (f"?{query}" if query else "")
+
+    def sql(self, statement: str) -> str:
+        out = subprocess.run(
+            ["psql", self.admin, "-v", "ON_ERROR_STOP=1", "-tAc", statement],
+            check=False, capture_output=True, text=True, timeout=WAIT,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"psql {statement!r}: {out.stderr.strip()}")
+        return out.stdout
+
+    @property
+    def config(self) -> str:
+        return f'store:\n  url: "{self.url}"\n'
+
+    def outage(self) -> None:
+        self.sql(f"ALTER DATABASE {self.name} WITH ALLOW_CONNECTIONS false")
+        self.sql(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+            f"WHERE datname = '{self.name}' AND pid <> pg_backend_pid()"
+        )
+
+    def back(self) -> None:
+        self.sql(f"ALTER DATABASE {self.name} WITH ALLOW_CONNECTIONS true")
+
+    def drop(self) -> None:
+        self.sql(f"DROP DATABASE IF EXISTS {self.name} WITH (FORCE)")

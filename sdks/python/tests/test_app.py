@@ -26,6 +26,7 @@ from support import (
     McpAgent,
     Other,
     Pipe,
+    Postgres,
     leo_call,
     spawn_call,
     text_of,
@@ -514,6 +515,100 @@ class Recovery(unittest.TestCase):
         self.assertEqual(second.communicate(timeout=20)[0].strip(), "app: c")
 
 
+class StoreOutage(unittest.TestCase):
+    def test_a_claim_and_a_result_refused_store_unavailable_still_reach_the_agent(self) -> None:
+        # A real broker on a real PostgreSQL store that goes away for a while: the broker
+        # answers the app's result and claim `503 store_unavailable` meanwhile.
+        db = Postgres()
+        self.addCleanup(db.drop)
+        self.addCleanup(db.back)
+        broker = Broker(db.config)
+        self.addCleanup(broker.close)
+        app = App("outage", home=broker.home, max_concurrent=2, backoff=(0.05, 0.5),
+                  cancel_grace=0.2)
+        release = threading.Event()
+        self.addCleanup(release.set)
+        logged: list[str] = []
+
+        @app.tool(timeout_s=2)
+        async def expire() -> str:
+            "Holds its slot until the broker ends the call (timeout)"
+            await asyncio.sleep(60)
+            return "never"
+
+        @app.tool
+        def hold(n: int) -> str:
+            "Answers once the test lets it go"
+            release.wait(60)
+            return f"held {n}"
+
+        class Keep(logging.Handler):
+            def emit(self, record: logging.LogRecord) -> None:
+                logged.append(record.getMessage())
+
+        logger = logging.getLogger("leo_app")
+        keep = Keep()
+        logger.addHandler(keep)
+        level = logger.level
+        logger.setLevel(logging.INFO)
+        self.addCleanup(logger.setLevel, level)
+        self.addCleanup(logger.removeHandler, keep)
+        app.start()
+        self.addCleanup(app.stop, 10)
+        app.wait_serving()
+
+        expiring = spawn_call(broker, "expire")
+        self.addCleanup(expiring.kill)
+        wait_until(lambda: len(broker.pending()) == 1, what="the first call claimed")
+        held = spawn_call(broker, "hold", {"n": 1})
+        self.addCleanup(held.kill)
+        wait_until(lambda: sorted(r["state"] for r in broker.pending()) == ["claimed", "claimed"],
+                   what="both slots taken")
+        waiting = spawn_call(broker, "hold", {"n": 2})
+        self.addCleanup(waiting.kill)
+        wait_until(lambda: len(broker.pending()) == 3, what="a third call waiting unclaimed")
+        db.outage()
+        # The result of the held call meets the outage; then the first call times out, its slot
+        # frees, and the claim of the waiting one meets it too.
+        release.set()
+        wait_until(lambda: any("waits for the broker's store" in m for m in logged),
+                   what="a result refused store_unavailable")
+        wait_until(lambda: any("claim of" in m and "store_unavailable" in m for m in logged),
+                   what="a claim refused store_unavailable")
+        time.sleep(0.5)
+        db.back()
+        self.assertEqual(held.communicate(timeout=20)[0].strip(), "held 1")
+        self.assertEqual(waiting.communicate(timeout=20)[0].strip(), "held 2", broker.log())
+
+    def test_an_app_started_while_the_store_is_away_serves_once_it_is_back(self) -> None:
+        # The broker answers `503 store_unavailable` meanwhile (its stream, or with
+        # pin_definitions a registration: the shared table's register_again): the app keeps
+        # trying.
+        db = Postgres()
+        self.addCleanup(db.drop)
+        self.addCleanup(db.back)
+        broker = Broker(db.config + "client_tools:\n  pin_definitions: true\n")
+        self.addCleanup(broker.close)
+        db.outage()
+        wait_until(lambda: broker.request("POST", "/web/agent/rocket/message",
+                                          {"text": "t", "from": "ops"})[0] == 503,
+                   what="the broker refusing work without its store")
+        app = App("outage", home=broker.home, backoff=(0.05, 0.2))
+
+        @app.tool
+        def echo(n: int) -> str:
+            "Echoes n"
+            return f"echo {n}"
+
+        app.start()
+        self.addCleanup(app.stop, 10)
+        time.sleep(2)  # several refused attempts
+        self.assertIn(app.status, ("waiting", "connecting"))
+        db.back()
+        app.wait_serving()
+        self.assertEqual(leo_call(broker, "echo", {"n": 7})[1], "echo 7")
+
+
 class Scope(Case):
     def test_a_group_for_chosen_agents_reaches_them_and_no_other(self) -> None:
         app = App("open", home=self.broker.home, agents={"deploy": ["rocket", "ci-*"]})
@@ -755,6 +850,36 @@ class Features(Case):
         self.assertEqual(json.loads(text_of(plain.call("confirm", {}))), {"fallback": "input_unsupported"})
 
 
+class Withdraw(Case):
+    def test_a_stopped_app_withdraws_its_groups_and_its_parked_calls_end_at_once(self) -> None:
+        # A stream that merely drops keeps the calls parked for its tools for the resume grace
+        # (60 s); a deliberate stop withdraws the groups before closing it, so they end at once.
+        app = App("busy", home=self.broker.home, max_concurrent=1)
+        started = threading.Event()
+
+        @app.tool
+        async def work(call: Call, n: int) -> str:
+            "Runs until cancelled"
+            started.set()
+            await call.wait_cancelled()
+            return f"stopped {n}"
+
+        self.start(app)
+        agent = self.agent()
+        running = agent.start_call("work", {"n": 1})
+        self.assertTrue(started.wait(20))
+        parked = agent.start_call("work", {"n": 2})
+        wait_until(lambda: sorted(r["state"] for r in self.broker.pending()) == ["claimed", "parked"],
+                   what="one call claimed and one parked")
+        began = time.monotonic()
+        app.stop(10)
+        self.assertEqual(text_of(agent.answer(running)), "stopped 1", "its reply is still posted")
+        ended = agent.answer(parked, timeout=10)
+        self.assertTrue(ended["isError"], ended)
+        self.assertIn('cancelled: tool "work" was withdrawn', text_of(ended))
+        self.assertLess(time.monotonic() - began, 10)
+
+
 class Stop(unittest.TestCase):
     def test_stopping_the_app_and_the_broker_at_once_stops_the_app_every_time(self) -> None:
         # As `kill APP BROKER` does (a service manager at shutdown): the app's SIGTERM lands
@@ -834,6 +959,45 @@ class Stop(unittest.TestCase):
         self.assertEqual(app.status, "stopped", f"still {app.status} {time.monotonic() - began:.1f} s after the stop")
 
 
+class PendingRule(unittest.TestCase):
+    def test_the_pending_list_offers_parked_calls_anew_and_runs_ours_without_claiming(self) -> None:
+        # The rule shared by the reconnect and the read after a claim without a definite answer.
+        from leo_app._calls import Calls
+
+        def req(rid: str, state: str, by: str | None = None, tool: str = "t") -> dict[str, Any]:
+            r: dict[str, Any] = {"id": rid, "group": "g", "tool": tool, "state": state}
+            if by is not None:
+                r["claimed_by"] = by
+            return r
+
+        def serves(r: dict[str, Any]) -> bool:
+            return r["group"] == "g" and r["tool"] == "t"
+
+        calls = Calls(8)
+        # Seen and finished here: not offered again, even listed as ours.
+        self.assertTrue(calls.offer(req("done", "parked")))
+        started = calls.next_to_start()
+        assert started is not None
+        calls.finished(started[0]["id"])
+        # Its claim got no definite answer: forgotten, so the list may offer it again.
+        self.assertTrue(calls.offer(req("lost", "parked")))
+        calls.next_to_start()
+        calls.forget("lost")
+        calls.finished("lost")
+        listed = [
+            req("parked", "parked"), req("lost", "claimed", "me"), req("done", "claimed", "me"),
+            req("theirs", "claimed", "other"), req("other_tool", "parked", tool="x"),
+        ]
+        self.assertTrue(calls.offer_listed(listed, "me", serves))
+        first, second = calls.next_to_start(), calls.next_to_start()
+        assert first is not None and second is not None
+        self.assertEqual((first[0]["id"], first[2]), ("lost", True))
+        self.assertEqual((second[0]["id"], second[2]), ("parked", False))
+        self.assertIsNone(calls.next_to_start())
+        # Read again, the same list adds nothing: both run here now.
+        self.assertFalse(calls.offer_listed(listed, "me", serves))
+
+
 class Codes(unittest.TestCase):
     def test_the_sdk_reads_refusals_by_the_shared_table(self) -> None:
         # testdata/sdk/codes.json is the protocol's table (its tests check it); this SDK's
@@ -841,6 +1005,7 @@ class Codes(unittest.TestCase):
         table = json.loads((ROOT / "testdata" / "sdk" / "codes.json").read_text())
         self.assertEqual(sorted(_codes.FATAL), table["fatal"])
         self.assertEqual(sorted(_codes.LOST_RACE), table["lost_race"])
+        self.assertEqual(sorted(_codes.REGISTER_AGAIN), table["register_again"])
         self.assertEqual(_codes.RESUME_REFUSED, table["resume_refused"])
 
 

@@ -60,9 +60,11 @@ export declare class App {
     waitFor(pred: (app: App) => boolean, timeoutMs?: number): Promise<void>;
     /** Starts serving; resolves once serving, rejects on a fatal error. `stop()` ends it. */
     start(): Promise<string>;
-    /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+    /** Stops a started app; handlers are aborted, replies given within the grace are posted,
+     * then the app withdraws its groups (the calls still waiting for them end at once). */
     stop(): Promise<void>;
-    /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+    /** Serves until `signal` aborts (then stops as `stop()` does) or a fatal error
+     * (`FatalError`, thrown). */
     serve(signal?: AbortSignal): Promise<void>;
     private readToken;
 }

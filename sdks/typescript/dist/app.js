@@ -110,12 +110,14 @@ export class App {
             throw failed;
         return this.clientIdNow;
     }
-    /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+    /** Stops a started app; handlers are aborted, replies given within the grace are posted,
+     * then the app withdraws its groups (the calls still waiting for them end at once). */
     async stop() {
         this.stopper?.abort();
         await this.running;
     }
-    /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+    /** Serves until `signal` aborts (then stops as `stop()` does) or a fatal error
+     * (`FatalError`, thrown). */
     async serve(signal) {
         if (this.tools.size === 0)
             throw new FatalError("an app needs at least one tool");

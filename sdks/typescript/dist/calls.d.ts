@@ -11,9 +11,15 @@ export declare class Calls {
     private remember;
     /** Queues a request unless it was seen before; returns whether it was queued. */
     offer(r: Request): boolean;
-    /** Queues, first, a request the broker lists as claimed by this client, unless it runs here:
-     * the answer to its claim was lost. It is run without claiming again. */
+    /** Queues, first, a request the broker lists as claimed by this client, unless it runs or ran
+     * here: the answer to its claim was lost. It is run without claiming again. */
     offerOurs(r: Request): boolean;
+    /** The rule for the broker's `pending=1` list, after a reconnect or a claim without a definite
+     * answer: a call listed parked for our tools that was not seen here is offered (claimed anew),
+     * and one listed as claimed by this very client that does not run here (the answer to its
+     * claim was lost) is queued first, to run without claiming again. Returns how many were
+     * queued. */
+    offerListed(pending: Request[], clientId: string, serves: (r: Request) => boolean): number;
     /** Request `id` got no definite answer to its claim: it may be offered again. */
     forget(id: string): void;
     /** The broker ended request `id`: it leaves the queue, or its handler is aborted. */

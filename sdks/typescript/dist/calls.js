@@ -10,8 +10,10 @@
 //   reconnect says which still wait, which running calls ended meanwhile (`endStale`), and which
 //   this client claimed without hearing so (the answer to its claim was lost with the broker):
 //   those are run without claiming again (`offerOurs`);
-// - a request whose claim got no definite answer is forgotten (`forget`), so that the pending
-//   list may offer it again.
+// - a request whose claim got no definite answer (the broker is away, or its store is:
+//   `503 store_unavailable`) is forgotten (`forget`), so that the pending list may offer it
+//   again: the session reads that list again after a short backoff and applies to it the rule
+//   it applies after a reconnect (`offerListed`).
 /** How many finished request ids are remembered to drop repeats. */
 const SEEN = 4096;
 export class Calls {
@@ -39,16 +41,33 @@ export class Calls {
         this.queue.push(r);
         return true;
     }
-    /** Queues, first, a request the broker lists as claimed by this client, unless it runs here:
-     * the answer to its claim was lost. It is run without claiming again. */
+    /** Queues, first, a request the broker lists as claimed by this client, unless it runs or ran
+     * here: the answer to its claim was lost. It is run without claiming again. */
     offerOurs(r) {
-        if (this.queued.has(r.id) || this.running.has(r.id))
+        if (this.queued.has(r.id) || this.running.has(r.id) || this.seen.has(r.id))
             return false;
         this.remember(r.id);
         this.queued.add(r.id);
         this.ours.add(r.id);
         this.queue.unshift(r);
         return true;
+    }
+    /** The rule for the broker's `pending=1` list, after a reconnect or a claim without a definite
+     * answer: a call listed parked for our tools that was not seen here is offered (claimed anew),
+     * and one listed as claimed by this very client that does not run here (the answer to its
+     * claim was lost) is queued first, to run without claiming again. Returns how many were
+     * queued. */
+    offerListed(pending, clientId, serves) {
+        let queued = 0;
+        for (const p of pending) {
+            if (!serves(p))
+                continue;
+            if (p.state === "claimed" && p.claimed_by === clientId)
+                queued += this.offerOurs(p) ? 1 : 0;
+            else if (p.state === "parked")
+                queued += this.offer(p) ? 1 : 0;
+        }
+        return queued;
     }
     /** Request `id` got no definite answer to its claim: it may be offered again. */
     forget(id) {

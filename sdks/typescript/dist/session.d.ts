@@ -28,8 +28,16 @@ export declare class Serving {
     private generation;
     private wakeReplies;
     private readonly worker;
+    /** A read of the pending list after a claim without a definite answer is on its way. */
+    private rechecking;
+    /** Counts the claims without a definite answer: one met during a read asks for another. */
+    private unsettled;
+    /** The delay before the next such read (doubling while claims fail, reset by one taken). */
+    private recheckStep;
     constructor(name: string | undefined, tools: Map<string, ToolEntry>, signal: AbortSignal, s: Settings);
     run(): Promise<void>;
+    /** Each group's tool definitions, by group name. */
+    private groups;
     private serves;
     /** One session: returns why it ended. */
     private serveSession;
@@ -37,8 +45,27 @@ export declare class Serving {
     private openStream;
     /** The first session served after `generation`. */
     private sessionAfter;
+    /** The rule for the pending list, after a reconnect or a claim without a definite answer:
+     * parked for our tools and not run here, offered again (claimed anew); claimed by this very
+     * client (the answer to its claim was lost), run without claiming again. */
+    private offerListed;
+    /** The claim of `id` got no definite answer: it is forgotten, and the pending list read again
+     * after a backoff says what became of it. */
+    private claimUnsettled;
+    /** Reads the pending list again after a backoff and offers what it lists for us; re-armed with
+     * a doubling backoff while the list cannot be read. Between sessions it ends: the next
+     * connect reads the list. */
+    private recheck;
+    /** Sleeps `ms`, or less when a new session starts or the app stops; false once it stops. */
+    private pause;
     /** Starts every waiting request a free slot allows. */
     private start;
+    /** At a deliberate stop, once the handlers are done and while the stream is still open:
+     * withdraws every group (registers it with no tools), so the broker ends the calls still
+     * parked for them at once (`tool_withdrawn`) instead of keeping them for the resume grace,
+     * as it does for a stream that merely dropped. Best effort, within `WITHDRAW_TIMEOUT_MS`:
+     * a failure is ignored (the broker may be going away too) and the stream closes anyway. */
+    private withdraw;
     /** At shutdown: aborts every handler and waits for them (bounded). */
     private drain;
 }

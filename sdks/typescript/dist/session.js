@@ -10,13 +10,21 @@
 // the broker refuses (`RESUME_REFUSED` on an open that carried it: expired, or forgotten) is
 // dropped and the stream opened without it, as a new client; replies still waiting are then
 // posted with their claim. A stop request (the signal) is checked at every step, so it is never
-// lost however it interleaves with the broker going away.
+// lost however it interleaves with the broker going away. A stop while serving drains the
+// handlers and withdraws the groups before the stream closes (see `withdraw`).
+//
+// A claim without a definite answer (no answer, a 5xx such as `503 store_unavailable` while the
+// broker's store is away) may or may not have been taken: after a short backoff the session
+// reads the pending list again and applies the rule it applies after a reconnect
+// (`offerListed`), re-armed with backoff while the list cannot be read.
 import { Calls } from "./calls.js";
-import { FATAL, RESUME_REFUSED } from "./codes.js";
+import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
 import { Client, FatalError, Refused, SseParser, data, describe } from "./transport.js";
 import { work } from "./worker.js";
 const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
+/** Bound on withdrawing the groups at a stop; the stream closes after it regardless. */
+const WITHDRAW_TIMEOUT_MS = 2_000;
 /** Sleeps `ms`, or less when `signal` aborts (at once if it has). */
 const sleep = (ms, signal) => new Promise((resolve) => {
     if (signal.aborted)
@@ -40,6 +48,12 @@ export class Serving {
     generation = 0;
     wakeReplies = [];
     worker;
+    /** A read of the pending list after a claim without a definite answer is on its way. */
+    rechecking = false;
+    /** Counts the claims without a definite answer: one met during a read asks for another. */
+    unsettled = 0;
+    /** The delay before the next such read (doubling while claims fail, reset by one taken). */
+    recheckStep;
     constructor(name, tools, signal, s) {
         this.tools = tools;
         this.signal = signal;
@@ -51,8 +65,13 @@ export class Serving {
             graceMs: s.graceMs,
             generation: () => this.generation,
             sessionAfter: (generation) => this.sessionAfter(generation),
-            forget: (id) => this.calls.forget(id),
+            claimUnsettled: (id) => this.claimUnsettled(id),
+            claimTaken: () => (this.recheckStep = Math.max(s.backoffMs[0], 1)),
+            backoffMs: s.backoffMs,
+            pause: (ms) => this.pause(ms),
+            current: () => this.session,
         };
+        this.recheckStep = Math.max(s.backoffMs[0], 1);
     }
     async run() {
         const [first, cap] = this.s.backoffMs;
@@ -82,6 +101,13 @@ export class Serving {
             step = Math.min(step * 2, cap);
         }
         await this.drain();
+    }
+    /** Each group's tool definitions, by group name. */
+    groups() {
+        const groups = new Map();
+        for (const t of this.tools.values())
+            groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
+        return groups;
     }
     serves(r) {
         return this.tools.get(r.tool)?.group === r.group;
@@ -170,17 +196,16 @@ export class Serving {
                 okHead: `{"client_id":${cid},"ok":true,`,
                 claimOkHead: `{"client_id":${cid},"ok":true,"claim":true,`,
             };
-            const groups = new Map();
-            for (const t of this.tools.values())
-                groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
-            for (const [group, defs] of groups) {
+            for (const [group, defs] of this.groups()) {
                 try {
                     const agents = this.s.agents.get(group);
                     const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
                     data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
                 }
                 catch (e) {
-                    if (e instanceof Refused && e.code !== "unknown_client")
+                    // The stream closed since hello, or the store is away: reconnect. Any other refusal
+                    // is the app's own.
+                    if (e instanceof Refused && !REGISTER_AGAIN.has(e.code))
                         throw new FatalError(`cannot register group ${group}: ${e.message}`);
                     throw e;
                 }
@@ -193,21 +218,15 @@ export class Serving {
             this.generation++;
             this.wakeReplies.splice(0).forEach((w) => w());
             this.s.setStatus("serving", h.client_id);
-            const served = pending.filter((p) => this.serves(p));
-            // Claimed by this very client without hearing so: the answer to the claim was lost when
-            // the broker went away. They are run without claiming again.
-            for (const p of served)
-                if (p.state === "claimed" && p.claimed_by === h.client_id)
-                    this.calls.offerOurs(p);
-            for (const p of served)
-                if (p.state === "parked")
-                    this.calls.offer(p);
+            this.offerListed(pending, h.client_id);
             this.start();
             for (;;) {
                 const frame = await next(0);
                 if (!frame) {
-                    if (this.signal.aborted)
+                    if (this.signal.aborted) {
                         await this.drain();
+                        await this.withdraw(session);
+                    }
                     return ended ?? "the event stream ended";
                 }
                 if (frame.id !== undefined)
@@ -254,6 +273,60 @@ export class Serving {
         }
         return this.signal.aborted ? undefined : this.session;
     }
+    /** The rule for the pending list, after a reconnect or a claim without a definite answer:
+     * parked for our tools and not run here, offered again (claimed anew); claimed by this very
+     * client (the answer to its claim was lost), run without claiming again. */
+    offerListed(pending, clientId) {
+        this.calls.offerListed(pending, clientId, (p) => this.serves(p));
+    }
+    /** The claim of `id` got no definite answer: it is forgotten, and the pending list read again
+     * after a backoff says what became of it. */
+    claimUnsettled(id) {
+        this.calls.forget(id);
+        this.unsettled++;
+        if (this.rechecking)
+            return;
+        this.rechecking = true;
+        void this.recheck().finally(() => (this.rechecking = false));
+    }
+    /** Reads the pending list again after a backoff and offers what it lists for us; re-armed with
+     * a doubling backoff while the list cannot be read. Between sessions it ends: the next
+     * connect reads the list. */
+    async recheck() {
+        for (;;) {
+            const step = this.recheckStep;
+            this.recheckStep = Math.min(step * 2, this.s.backoffMs[1]);
+            if (!(await this.pause(step / 2 + Math.random() * (step / 2))))
+                return;
+            const s = this.session;
+            if (!s)
+                return;
+            const unsettled = this.unsettled;
+            let pending;
+            try {
+                pending = data(await s.client.get("/api/v1/client-tools/requests?pending=1", this.signal));
+            }
+            catch (e) {
+                console.warn(`leo-app: cannot read the pending requests again (${describe(e)}); retrying`);
+                continue;
+            }
+            if (this.signal.aborted || !Array.isArray(pending))
+                return;
+            this.offerListed(pending, s.clientId);
+            this.start();
+            if (this.unsettled === unsettled)
+                return;
+        }
+    }
+    /** Sleeps `ms`, or less when a new session starts or the app stops; false once it stops. */
+    async pause(ms) {
+        let wake;
+        await Promise.race([sleep(ms, this.signal), new Promise((r) => this.wakeReplies.push((wake = r)))]);
+        const i = wake ? this.wakeReplies.indexOf(wake) : -1;
+        if (i >= 0)
+            this.wakeReplies.splice(i, 1);
+        return !this.signal.aborted;
+    }
     /** Starts every waiting request a free slot allows. */
     start() {
         const session = this.session;
@@ -265,6 +338,23 @@ export class Serving {
                 this.start();
             });
             this.tasks.add(task);
+        }
+    }
+    /** At a deliberate stop, once the handlers are done and while the stream is still open:
+     * withdraws every group (registers it with no tools), so the broker ends the calls still
+     * parked for them at once (`tool_withdrawn`) instead of keeping them for the resume grace,
+     * as it does for a stream that merely dropped. Best effort, within `WITHDRAW_TIMEOUT_MS`:
+     * a failure is ignored (the broker may be going away too) and the stream closes anyway. */
+    async withdraw(session) {
+        const deadline = Date.now() + WITHDRAW_TIMEOUT_MS;
+        try {
+            for (const group of this.groups().keys()) {
+                const body = JSON.stringify({ client_id: session.clientId, group, tools: [] });
+                data(await session.client.post("/api/v1/client-tools", body, Math.max(deadline - Date.now(), 1)));
+            }
+        }
+        catch {
+            // Best effort: the calls then wait out the broker's grace, as after a dropped stream.
         }
     }
     /** At shutdown: aborts every handler and waits for them (bounded). */

@@ -20,8 +20,17 @@ export interface WorkerContext {
     generation(): number;
     /** The first session served after `generation`; `undefined` once the app stops. */
     sessionAfter(generation: number): Promise<Link | undefined>;
-    /** The claim of request `id` got no definite answer: it may be offered again. */
-    forget(id: string): void;
+    /** The claim of request `id` got no definite answer: it is forgotten, and the pending list,
+     * read again after a backoff, says what became of it. */
+    claimUnsettled(id: string): void;
+    /** A claim was taken: the backoff of the pending list's reads starts over. */
+    claimTaken(): void;
+    /** The retry backoff, in ms: first delay and cap. */
+    backoffMs: [number, number];
+    /** Sleeps `ms`, or less when a new session starts or the app stops; false once it stops. */
+    pause(ms: number): Promise<boolean>;
+    /** The session serving now, if any. */
+    current(): Link | undefined;
 }
 /** Claims the call (unless `claimed`, or the tool answers at once), runs its handler, posts the
  * reply. */

@@ -4,15 +4,19 @@
 //
 // A claim the broker refuses because the call is taken or over (`LOST_RACE`) is the normal
 // outcome of several instances racing, and is dropped quietly. A claim without a definite answer
-// (the connection broke) may or may not have been taken: the call is forgotten, and the pending
-// list after the reconnect tells (parked: offered again; claimed by this client: run without
-// claiming). A reply the broker refuses (`invalid_result`, `result_too_large`) is replaced by an
-// app error with its message; one it could not take (it is down, or this client's stream is
-// gone) is posted again on the next session, until the call ends.
+// (the connection broke, a 5xx such as `503 store_unavailable` while the broker's store is away)
+// may or may not have been taken: the call is forgotten, and the pending list, read again after
+// a short backoff, tells (parked: offered again; claimed by this client: run without claiming).
+// A reply the broker refuses (`invalid_result`, `result_too_large`) is replaced by an app error
+// with its message; one it could not take (it is down, or this client's stream is gone) is
+// posted again on the next session, and one it could not record (`503 store_unavailable`) again
+// after a backoff, until the call ends.
 import { LiveCall } from "./call.js";
 import { LOST_RACE } from "./codes.js";
 import { Reply, ToolError } from "./reply.js";
 import { Refused, describe, refusal } from "./transport.js";
+/** The refusal of a claim or result the broker could not record: its store is away a while. */
+const STORE_UNAVAILABLE = "store_unavailable";
 /** The closing brace of a result body, shared by every post. */
 const CLOSE = Buffer.from("}");
 /** Claims the call (unless `claimed`, or the tool answers at once), runs its handler, posts the
@@ -22,9 +26,10 @@ export async function work(ctx, s, r, run, claimed) {
     if (!tool.atOnce && !claimed) {
         const taken = await claim(s, r.id);
         if (taken === undefined)
-            ctx.forget(r.id);
+            ctx.claimUnsettled(r.id);
         if (!taken)
             return;
+        ctx.claimTaken();
     }
     if (run.ended)
         return;
@@ -62,8 +67,8 @@ async function runHandler(tool, call) {
         return Reply.error("internal", `the tool's handler threw ${name}: ${describe(e)}`);
     }
 }
-/** Whether the claim was taken; `undefined` without a definite answer (the connection broke, or
- * the broker does not know this client yet). */
+/** Whether the claim was taken; `undefined` without a definite answer (the connection broke, the
+ * broker does not know this client yet, or its store is away: `503 store_unavailable`). */
 async function claim(s, id) {
     try {
         const a = await s.client.post(`/api/v1/client-tools/requests/${id}/claim`, s.claimBody);
@@ -90,11 +95,14 @@ function body(s, reply, claim) {
 }
 /** Posts the reply; one the broker refuses becomes an app error with its message. One the
  * broker could not take (it is down, or this client's stream is gone) is posted again on the
- * next session, until the call ends. */
+ * next session, and one it could not record (`503 store_unavailable`) again after a backoff,
+ * until the call ends. */
 async function post(ctx, s, id, reply, claim, run) {
     const path = `/api/v1/client-tools/requests/${id}/result`;
     const claimant = s.clientId;
     let replaced = false;
+    const [first, cap] = ctx.backoffMs;
+    let step = Math.max(first, 1);
     for (;;) {
         const generation = ctx.generation();
         let e;
@@ -116,6 +124,19 @@ async function post(ctx, s, id, reply, claim, run) {
         }
         if (e instanceof Refused && LOST_RACE.has(e.code))
             return;
+        if (e instanceof Refused && e.code === STORE_UNAVAILABLE) {
+            console.warn(`leo-app: the result of ${id} waits for the broker's store (${e.message})`);
+            const going = await ctx.pause(step / 2 + Math.random() * (step / 2));
+            step = Math.min(step * 2, cap);
+            if (!going || run.ended)
+                return;
+            const now = ctx.current();
+            if (now && now !== s) {
+                s = now;
+                claim ||= s.clientId !== claimant;
+            }
+            continue;
+        }
         if (!away && !(e instanceof Refused && e.code === "unknown_client")) {
             console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
             return;

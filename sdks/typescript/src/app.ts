@@ -150,13 +150,15 @@ export class App {
     return this.clientIdNow!;
   }
 
-  /** Stops a started app; handlers are aborted, replies given within the grace are posted. */
+  /** Stops a started app; handlers are aborted, replies given within the grace are posted,
+   * then the app withdraws its groups (the calls still waiting for them end at once). */
   async stop(): Promise<void> {
     this.stopper?.abort();
     await this.running;
   }
 
-  /** Serves until `signal` aborts or a fatal error (`FatalError`, thrown). */
+  /** Serves until `signal` aborts (then stops as `stop()` does) or a fatal error
+   * (`FatalError`, thrown). */
   async serve(signal?: AbortSignal): Promise<void> {
     if (this.tools.size === 0) throw new FatalError("an app needs at least one tool");
     await resolveSchemas(this.tools.values());

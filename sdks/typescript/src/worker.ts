@@ -4,17 +4,22 @@
 //
 // A claim the broker refuses because the call is taken or over (`LOST_RACE`) is the normal
 // outcome of several instances racing, and is dropped quietly. A claim without a definite answer
-// (the connection broke) may or may not have been taken: the call is forgotten, and the pending
-// list after the reconnect tells (parked: offered again; claimed by this client: run without
-// claiming). A reply the broker refuses (`invalid_result`, `result_too_large`) is replaced by an
-// app error with its message; one it could not take (it is down, or this client's stream is
-// gone) is posted again on the next session, until the call ends.
+// (the connection broke, a 5xx such as `503 store_unavailable` while the broker's store is away)
+// may or may not have been taken: the call is forgotten, and the pending list, read again after
+// a short backoff, tells (parked: offered again; claimed by this client: run without claiming).
+// A reply the broker refuses (`invalid_result`, `result_too_large`) is replaced by an app error
+// with its message; one it could not take (it is down, or this client's stream is gone) is
+// posted again on the next session, and one it could not record (`503 store_unavailable`) again
+// after a backoff, until the call ends.
 
 import { type Call, LiveCall, type Request, type Running } from "./call.js";
 import { LOST_RACE } from "./codes.js";
 import { Reply, ToolError } from "./reply.js";
 import type { ToolEntry } from "./tool.js";
 import { type Body, type Client, Refused, describe, refusal } from "./transport.js";
+
+/** The refusal of a claim or result the broker could not record: its store is away a while. */
+const STORE_UNAVAILABLE = "store_unavailable";
 
 /** The closing brace of a result body, shared by every post. */
 const CLOSE = Buffer.from("}");
@@ -39,8 +44,17 @@ export interface WorkerContext {
   generation(): number;
   /** The first session served after `generation`; `undefined` once the app stops. */
   sessionAfter(generation: number): Promise<Link | undefined>;
-  /** The claim of request `id` got no definite answer: it may be offered again. */
-  forget(id: string): void;
+  /** The claim of request `id` got no definite answer: it is forgotten, and the pending list,
+   * read again after a backoff, says what became of it. */
+  claimUnsettled(id: string): void;
+  /** A claim was taken: the backoff of the pending list's reads starts over. */
+  claimTaken(): void;
+  /** The retry backoff, in ms: first delay and cap. */
+  backoffMs: [number, number];
+  /** Sleeps `ms`, or less when a new session starts or the app stops; false once it stops. */
+  pause(ms: number): Promise<boolean>;
+  /** The session serving now, if any. */
+  current(): Link | undefined;
 }
 
 /** Claims the call (unless `claimed`, or the tool answers at once), runs its handler, posts the
@@ -49,8 +63,9 @@ export async function work(ctx: WorkerContext, s: Link, r: Request, run: Running
   const tool = ctx.tools.get(r.tool)!;
   if (!tool.atOnce && !claimed) {
     const taken = await claim(s, r.id);
-    if (taken === undefined) ctx.forget(r.id);
+    if (taken === undefined) ctx.claimUnsettled(r.id);
     if (!taken) return;
+    ctx.claimTaken();
   }
   if (run.ended) return;
   const call = new LiveCall(r, run, s, tool.atOnce);
@@ -85,8 +100,8 @@ async function runHandler(tool: ToolEntry, call: Call): Promise<Reply> {
   }
 }
 
-/** Whether the claim was taken; `undefined` without a definite answer (the connection broke, or
- * the broker does not know this client yet). */
+/** Whether the claim was taken; `undefined` without a definite answer (the connection broke, the
+ * broker does not know this client yet, or its store is away: `503 store_unavailable`). */
 async function claim(s: Link, id: string): Promise<boolean | undefined> {
   try {
     const a = await s.client.post(`/api/v1/client-tools/requests/${id}/claim`, s.claimBody);
@@ -111,11 +126,14 @@ function body(s: Link, reply: Reply, claim: boolean): Body {
 
 /** Posts the reply; one the broker refuses becomes an app error with its message. One the
  * broker could not take (it is down, or this client's stream is gone) is posted again on the
- * next session, until the call ends. */
+ * next session, and one it could not record (`503 store_unavailable`) again after a backoff,
+ * until the call ends. */
 async function post(ctx: WorkerContext, s: Link, id: string, reply: Reply, claim: boolean, run: Running): Promise<void> {
   const path = `/api/v1/client-tools/requests/${id}/result`;
   const claimant = s.clientId;
   let replaced = false;
+  const [first, cap] = ctx.backoffMs;
+  let step = Math.max(first, 1);
   for (;;) {
     const generation = ctx.generation();
     let e: Error;
@@ -134,6 +152,18 @@ async function post(ctx: WorkerContext, s: Link, id: string, reply: Reply, claim
       continue;
     }
     if (e instanceof Refused && LOST_RACE.has(e.code)) return;
+    if (e instanceof Refused && e.code === STORE_UNAVAILABLE) {
+      console.warn(`leo-app: the result of ${id} waits for the broker's store (${e.message})`);
+      const going = await ctx.pause(step / 2 + Math.random() * (step / 2));
+      step = Math.min(step * 2, cap);
+      if (!going || run.ended) return;
+      const now = ctx.current();
+      if (now && now !== s) {
+        s = now;
+        claim ||= s.clientId !== claimant;
+      }
+      continue;
+    }
     if (!away && !(e instanceof Refused && e.code === "unknown_client")) {
       console.warn(`leo-app: cannot post the result of ${id}: ${e.message}`);
       return;

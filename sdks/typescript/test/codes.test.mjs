@@ -7,7 +7,7 @@ import { dirname, join } from "node:path";
 import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
-import { FATAL, LOST_RACE, RESUME_REFUSED } from "../dist/codes.js";
+import { FATAL, LOST_RACE, REGISTER_AGAIN, RESUME_REFUSED } from "../dist/codes.js";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "..");
 
@@ -15,5 +15,6 @@ test("the SDK reads refusals by the shared table", () => {
   const table = JSON.parse(readFileSync(join(root, "testdata", "sdk", "codes.json"), "utf8"));
   assert.deepEqual([...FATAL].sort(), table.fatal);
   assert.deepEqual([...LOST_RACE].sort(), table.lost_race);
+  assert.deepEqual([...REGISTER_AGAIN].sort(), table.register_again);
   assert.equal(RESUME_REFUSED, table.resume_refused);
 });

@@ -2,7 +2,8 @@
 // manager at shutdown): the app's SIGTERM lands while the broker closes its stream. A stop
 // request is never lost, however the two interleave: twenty tries of the example app. And a stop
 // is prompt: nothing the SDK holds (a timer, a pooled keep-alive socket, a request to a broker
-// that does not answer) keeps a stopped app running.
+// that does not answer) keeps a stopped app running. And a stop withdraws the app's groups, so
+// the calls still waiting for them end at once.
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
@@ -11,7 +12,7 @@ import { test } from "node:test";
 import { fileURLToPath } from "node:url";
 
 import { App } from "../dist/index.js";
-import { Broker, waitUntil } from "./support.mjs";
+import { Broker, McpAgent, textOf, waitUntil } from "./support.mjs";
 
 const example = join(dirname(fileURLToPath(import.meta.url)), "..", "examples", "text-tools.mjs");
 
@@ -100,6 +101,41 @@ test("a stop ends an open of the event stream the broker does not answer", async
     assert.ok(ended, "serve() still waited for the frozen broker 5 s after the stop");
   } finally {
     broker.proc.kill("SIGCONT");
+    await broker.close();
+  }
+});
+
+// A stream that merely drops keeps the calls parked for its tools for the resume grace (60 s); a
+// deliberate stop withdraws the groups before closing it, so they end at once.
+test("a stopped app withdraws its groups and its parked calls end at once", async () => {
+  const broker = await Broker.start();
+  let agent;
+  try {
+    let started;
+    const running = new Promise((r) => (started = r));
+    const app = new App({ group: "busy", home: broker.home, maxConcurrent: 1 }).tool({
+      name: "work", description: "Runs until stopped",
+      handler: async (args, call) => {
+        started();
+        await new Promise((r) => call.signal.addEventListener("abort", r));
+        return `stopped ${args.n}`;
+      },
+    });
+    await app.start();
+    agent = await McpAgent.start(broker);
+    const first = agent.startCall("work", { n: 1 });
+    await running;
+    const second = agent.startCall("work", { n: 2 });
+    const states = async () => (await broker.pending()).map((r) => r.state).sort().join();
+    await waitUntil(async () => (await states()) === "claimed,parked", "one call claimed and one parked");
+    await app.stop();
+    assert.equal(textOf(await first.answer), "stopped 1", "its reply is still posted");
+    const ended = await within(second.answer, 10_000);
+    assert.ok(ended, "the parked call still waited 10 s after the stop (for the resume grace)");
+    assert.equal(ended.isError, true);
+    assert.match(textOf(ended), /cancelled: tool "work" was withdrawn/);
+  } finally {
+    agent?.close();
     await broker.close();
   }
 });

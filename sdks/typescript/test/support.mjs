@@ -258,3 +258,30 @@ export class Pipe {
   mend() { this.cutOff = false; }
   close() { this.cut(); this.server.close(); }
 }
+
+/** A throwaway database on the local PostgreSQL server (`LEO_TEST_POSTGRES`, else
+ * `postgresql://postgres@127.0.0.1:5432/postgres`), made and dropped with `psql`, as
+ * `leo_testkit::postgres` does for the Rust tests; `outage()` makes it unreachable for the broker
+ * (new connections refused, open ones terminated) until `back()`. */
+export class Postgres {
+  constructor() {
+    this.admin = process.env.LEO_TEST_POSTGRES || "postgresql://postgres@127.0.0.1:5432/postgres";
+    this.name = `leo_ts_${process.pid}_${Date.now() % 1e9}`;
+    this.sql(`CREATE DATABASE ${this.name}`);
+    const [base, query] = this.admin.split("?");
+    this.url = `${base.slice(0, base.lastIndexOf("/"))}/${this.name}${query ? `?${query}` : ""}`;
+  }
+  sql(statement) {
+    const r = spawnSync("psql", [this.admin, "-v", "ON_ERROR_STOP=1", "-tAc", statement], { encoding: "utf8", timeout: WAIT });
+    if (r.error) throw new Error(`psql is missing or failed (sudo apt-get install -y postgresql-client): ${r.error.message}`);
+    if (r.status !== 0) throw new Error(`psql ${statement}: ${r.stderr.trim()}`);
+    return r.stdout;
+  }
+  get config() { return `store:\n  url: "${this.url}"\n`; }
+  outage() {
+    this.sql(`ALTER DATABASE ${this.name} WITH ALLOW_CONNECTIONS false`);
+    this.sql(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${this.name}' AND pid <> pg_backend_pid()`);
+  }
+  back() { this.sql(`ALTER DATABASE ${this.name} WITH ALLOW_CONNECTIONS true`); }
+  drop() { this.sql(`DROP DATABASE IF EXISTS ${this.name} WITH (FORCE)`); }
+}

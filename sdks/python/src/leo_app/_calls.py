@@ -13,8 +13,10 @@ Pure state, driven by the session loop, so the rules are tested without a broker
   running calls ended meanwhile (`stale`), and which this client claimed without hearing so
   (the answer to its claim was lost with the broker): those are run without claiming again
   (`offer_ours`);
-- a request whose claim got no definite answer is forgotten (`forget`), so that the pending
-  list may offer it again.
+- a request whose claim got no definite answer (the broker is away, or its store is:
+  `503 store_unavailable`) is forgotten (`forget`), so that the pending list may offer it
+  again: the session reads that list again after a short backoff, and applies to it the rule
+  it applies after a reconnect (`offer_listed`).
 """
 
 from __future__ import annotations
@@ -76,15 +78,34 @@ class Calls:
 
     def offer_ours(self, request: dict[str, Any]) -> bool:
         """Queues, first, a request the broker lists as claimed by this client, unless it runs
-        here: the answer to its claim was lost. It is run without claiming again."""
+        or ran here: the answer to its claim was lost. It is run without claiming again."""
         rid = request["id"]
-        if rid in self.running or rid in self.queued:
+        if rid in self.running or rid in self.queued or rid in self.seen:
             return False
         self._remember(rid)
         self.queued.add(rid)
         self.ours.add(rid)
         self.queue.appendleft(request)
         return True
+
+    def offer_listed(
+        self, pending: list[dict[str, Any]], client_id: str, serves: Callable[[dict[str, Any]], bool]
+    ) -> bool:
+        """The rule for the broker's `pending=1` list, after a reconnect or a claim without a
+        definite answer: a call listed parked for our tools that was not seen here is offered
+        (claimed anew), and one listed as claimed by this very client that does not run here
+        (the answer to its claim was lost) is queued first, to run without claiming again.
+        Returns whether anything was queued."""
+        queued = False
+        for p in pending:
+            if "id" not in p or not serves(p):
+                continue
+            state = p.get("state")
+            if state == "claimed" and p.get("claimed_by") == client_id:
+                queued = self.offer_ours(p) or queued
+            elif state == "parked":
+                queued = self.offer(p) or queued
+        return queued
 
     def forget(self, rid: str) -> None:
         """Request `rid` got no definite answer to its claim: it may be offered again."""

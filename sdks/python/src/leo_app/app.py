@@ -6,8 +6,14 @@ it missed. Then every group is registered again, because the broker withdrew the
 stream closed. Then `GET …/requests?pending=1` lists the calls that still wait: any unclaimed
 one for our tools that this app has not seen is served like a fresh request, and one listed as
 claimed by this very client (the answer to its claim was lost when the broker went away) is run
-without claiming again. When the stream
-ends, the loop waits a jittered, doubling delay and starts over.
+without claiming again. When the stream ends, the loop waits a jittered, doubling delay and
+starts over.
+
+A claim without a definite answer (no answer at all, a 5xx such as `503 store_unavailable`
+while the broker's store is away) may or may not have been taken: after a short backoff the
+session reads the pending list again and applies the same rule (re-armed with backoff while the
+list cannot be read). A reply refused `503 store_unavailable` is posted again with the same
+backoff until it gets a definite answer or the call ends.
 
 Each provider stream's `hello` carries a resume key; the next stream is opened with it
 (`&resume=KEY`) so that after a dropped stream or a broker restart the app is the same client
@@ -41,7 +47,7 @@ from typing import Any, TypeVar, overload
 
 from ._aio import within
 from ._calls import Calls, Control
-from ._codes import FATAL, LOST_RACE, RESUME_REFUSED
+from ._codes import FATAL, LOST_RACE, REGISTER_AGAIN, RESUME_REFUSED
 from ._http import Client, Endpoint, Stream, tls_context
 from ._sse import FrameTooLarge, Parser
 from .call import Answer, Call
@@ -69,6 +75,10 @@ STREAM_IDLE = 45.0
 HELLO_TIMEOUT = 10.0
 #: Added to the cancel grace for the replies still posted at shutdown.
 SHUTDOWN_POST = 5.0
+#: Bound on withdrawing the groups at a stop; the stream closes after it regardless.
+WITHDRAW_TIMEOUT = 2.0
+#: The refusal of a claim or result the broker could not record: its store is away for a while.
+STORE_UNAVAILABLE = "store_unavailable"
 
 
 def default_home() -> Path:
@@ -339,7 +349,9 @@ class App:
 
     def stop(self, timeout: float | None = None) -> None:
         """Stops a `start()`ed app: running handlers are asked to stop, and replies they give
-        within the cancel grace are still posted. Raises the run's fatal error, if any."""
+        within the cancel grace are still posted; then the app withdraws its groups, so the
+        calls still waiting for them end at once (`tool_withdrawn`), and closes its stream.
+        Raises the run's fatal error, if any."""
         thread, loop, main = self._thread, self._loop, self._main
         if thread is None or loop is None or main is None:
             return
@@ -359,7 +371,8 @@ class App:
         task.cancel()
 
     async def serve(self) -> None:
-        """Serves until cancelled or a fatal error (`FatalError`, raised)."""
+        """Serves until cancelled or a fatal error (`FatalError`, raised). Cancelled, it stops
+        as `stop()` does."""
         if not self.tools:
             raise FatalError("an app needs at least one tool")
         self._stop_requested = False
@@ -428,12 +441,20 @@ class _Serving:
         self.new_session = asyncio.Event()
         #: Set at shutdown: replies waiting for a session give up.
         self.stopping = False
+        #: The session whose stream was open when the app was stopped: its groups are
+        #: withdrawn before it closes.
+        self.stopped_in: _Session | None = None
         #: Live calls by id, with their claimant, as the broker listed them at the last connect.
         self.live: dict[str, str | None] = {}
-        #: What the pending list held for us at the last connect: parked, and claimed by us.
-        self.recovered: list[dict[str, Any]] = []
-        self.ours: list[dict[str, Any]] = []
+        #: The pending list read at the last connect, served once the session starts.
+        self.listed: list[dict[str, Any]] = []
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        #: The pending list read again after a claim without a definite answer, and the delay
+        #: before the next such read (doubling while claims keep failing, reset by one taken).
+        self.rechecking: asyncio.Task[None] | None = None
+        #: Counts the claims without a definite answer: one met during a read asks for another.
+        self.unsettled = 0
+        self.recheck_step = max(app.backoff[0], 0.001)
         self.pool = ThreadPoolExecutor(max_workers=app.max_concurrent, thread_name_prefix="leo-tool")
         path = "/api/v1/events?client_tools=1"
         if app.name is not None:
@@ -468,6 +489,8 @@ class _Serving:
                 step = min(step * 2, cap)
         except asyncio.CancelledError:
             await self.drain()
+            if self.stopped_in is not None:
+                await self.withdraw(self.stopped_in)
             raise
         finally:
             if self.session is not None:
@@ -512,17 +535,7 @@ class _Serving:
             raise
         self.parser = parser
         self.live = {p["id"]: p.get("claimed_by") for p in pending if "id" in p}
-        served = [p for p in pending if self.serves(p)]
-        recovered = [p for p in served if p.get("state") == "parked"]
-        if recovered:
-            log.info("serving %d requests that waited for us", len(recovered))
-        self.recovered = recovered
-        # Claimed by this very client without hearing so: the answer to the claim was lost
-        # when the broker went away. They are run without claiming again.
-        self.ours = [
-            p for p in served
-            if p.get("state") == "claimed" and p.get("claimed_by") == session.client_id
-        ]
+        self.listed = pending
         return session
 
     async def open_stream(self, client: Client) -> Stream:
@@ -555,8 +568,8 @@ class _Serving:
         try:
             (await session.client.post("/api/v1/client-tools", body)).data()
         except Refused as e:
-            if e.code == "unknown_client":
-                raise  # the stream closed between hello and now: reconnect
+            if e.code in REGISTER_AGAIN:
+                raise  # the stream closed since hello, or the store is away: reconnect
             raise FatalError(f"cannot register group {group!r}: {e}") from None
         log.debug("registered group %s", group)
 
@@ -574,11 +587,8 @@ class _Serving:
         woken.set()
         self.app._set_status("serving", session.client_id)
         log.debug("serving as %s on %s (resumed: %s)", session.client_id, self.app.endpoint, resumed)
-        for request in self.ours:
-            self.calls.offer_ours(request)
-        for request in self.recovered:
-            self.calls.offer(request)
-        self.recovered, self.ours = [], []
+        listed, self.listed = self.listed, []
+        self.offer_listed(listed, session.client_id)
         self.start()
         self.handle(getattr(self.parser, "held", []))
         try:
@@ -597,8 +607,13 @@ class _Serving:
                 except FrameTooLarge:
                     return "an event is larger than 8 MiB"
                 self.handle(frames)
+        except asyncio.CancelledError:
+            # A stop: `run` drains the calls and withdraws the groups on it, then closes it.
+            self.stopped_in = session
+            raise
         finally:
-            session.stream.close()
+            if self.stopped_in is not session:
+                session.stream.close()
 
     def handle(self, frames: list[Any]) -> None:
         for frame in frames:
@@ -627,6 +642,56 @@ class _Serving:
         log.debug("request %s cancelled", rid)
         self.calls.cancelled(rid)
         self.start()
+
+    def offer_listed(self, pending: list[dict[str, Any]], client_id: str) -> None:
+        """The rule for the pending list, after a reconnect or a claim without a definite
+        answer: parked for our tools and not run here, offered again (claimed anew); claimed by
+        this very client, run without claiming again."""
+        before = len(self.calls.queue)
+        self.calls.offer_listed(pending, client_id, self.serves)
+        if len(self.calls.queue) > before:
+            log.info("serving %d requests that waited for us", len(self.calls.queue) - before)
+
+    def claim_unsettled(self, rid: str) -> None:
+        """The claim of `rid` got no definite answer: it is forgotten, and the pending list read
+        again after a backoff says what became of it."""
+        self.calls.forget(rid)
+        self.unsettled += 1
+        if self.rechecking is None or self.rechecking.done():
+            self.rechecking = self.loop.create_task(self.recheck())
+
+    async def recheck(self) -> None:
+        """Reads the pending list again after a backoff, and offers what it lists for us (see
+        `offer_listed`); re-armed with a doubling backoff while the list cannot be read.
+        Between sessions it ends: the next connect reads the list."""
+        cap = self.app.backoff[1]
+        while True:
+            step = self.recheck_step
+            self.recheck_step = min(step * 2, cap)
+            await self.pause(random.uniform(step / 2, step))
+            s = self.session
+            if self.stopping or s is None:
+                return
+            unsettled = self.unsettled
+            try:
+                answer = await s.client.get("/api/v1/client-tools/requests?pending=1")
+                pending = answer.data()
+            except (LeoError, OSError, asyncio.TimeoutError) as e:
+                log.info("cannot read the pending requests again (%s); retrying", _describe(e))
+                continue
+            if self.stopping or not isinstance(pending, list):
+                return
+            self.offer_listed(pending, s.client_id)
+            self.start()
+            if self.unsettled == unsettled:
+                return
+
+    async def pause(self, delay: float) -> None:
+        """Sleeps `delay`, or less when a new session starts or the app stops."""
+        try:
+            await within(self.new_session.wait(), delay)
+        except asyncio.TimeoutError:
+            pass
 
     def start(self) -> None:
         """Starts every waiting request a free slot allows."""
@@ -666,11 +731,12 @@ class _Serving:
             if not tool.answers_at_once and not claimed:
                 taken = await self.claim(s, rid)
                 if taken is None:
-                    # No definite answer: the pending list after the reconnect tells (parked:
-                    # offered again; claimed by this client: run without claiming).
-                    self.calls.forget(rid)
+                    # No definite answer: the pending list, read again, tells (parked: offered
+                    # again; claimed by this client: run without claiming).
+                    self.claim_unsettled(rid)
                 if not taken:
                     return
+                self.recheck_step = max(self.app.backoff[0], 0.001)
             if control.ended:
                 return
             reply = await self.run_handler(tool, call)
@@ -712,7 +778,8 @@ class _Serving:
 
     async def claim(self, s: _Session, rid: str) -> bool | None:
         """Whether the claim was taken; `None` without a definite answer (the connection broke,
-        or the broker does not know this client yet)."""
+        the broker does not know this client yet, or its store is away: `503
+        store_unavailable`)."""
         try:
             answer = await s.client.post(
                 f"/api/v1/client-tools/requests/{rid}/claim", s.claim_body
@@ -734,10 +801,13 @@ class _Serving:
     ) -> None:
         """Posts the reply; one the broker refuses becomes an app error with its message. One
         the broker could not take (it is down, or this client's stream is gone) is posted again
-        on the next session, until the call ends."""
+        on the next session, and one it could not record (`503 store_unavailable`) again after
+        a backoff, until the call ends."""
         path = f"/api/v1/client-tools/requests/{rid}/result"
         claimant = s.client_id
         replaced = False
+        first, cap = self.app.backoff
+        step = max(first, 0.001)
         while True:
             generation = self.generation
             try:
@@ -760,6 +830,17 @@ class _Serving:
             if code in LOST_RACE:
                 log.debug("request %s ended before its reply (%s)", rid, refusal)
                 return
+            if code == STORE_UNAVAILABLE:
+                log.info("the result of %s waits for the broker's store (%s)", rid, refusal)
+                await self.pause(random.uniform(step / 2, step))
+                step = min(step * 2, cap)
+                if self.stopping or control.ended:
+                    log.debug("request %s ended while the broker's store was away", rid)
+                    return
+                if self.session is not None and self.session is not s:
+                    s = self.session
+                    claim = claim or s.client_id != claimant
+                continue
             if not isinstance(refusal, ConnectError) and code != "unknown_client":
                 log.warning("cannot post the result of %s: %s", rid, refusal)
                 return
@@ -783,12 +864,36 @@ class _Serving:
         self.calls.shutdown()
         self.stopping = True
         self.new_session.set()
+        if self.rechecking is not None:
+            self.rechecking.cancel()
         tasks = list(self.tasks.values())
         if not tasks:
             return
         _, pending = await asyncio.wait(tasks, timeout=self.app.cancel_grace + SHUTDOWN_POST)
         for task in pending:
             task.cancel()
+
+
+    async def withdraw(self, session: _Session) -> None:
+        """At a deliberate stop, once the handlers are done: withdraws every group (registers
+        it with no tools) while the stream is still open, so the broker ends the calls still
+        parked for them at once (`tool_withdrawn`) instead of keeping them for the resume
+        grace, as it does for a stream that merely dropped. Best effort, within
+        `WITHDRAW_TIMEOUT`: a failure is logged and the stream closes anyway."""
+
+        async def every_group() -> None:
+            for group in self.groups():
+                body = json.dumps(
+                    {"client_id": session.client_id, "group": group, "tools": []},
+                    separators=(",", ":"),
+                ).encode()
+                (await session.client.post("/api/v1/client-tools", body)).data()
+                log.debug("withdrew group %s", group)
+
+        try:
+            await within(every_group(), WITHDRAW_TIMEOUT)
+        except (LeoError, OSError, asyncio.TimeoutError) as e:
+            log.debug("cannot withdraw the groups: %s", _describe(e))
 
 
 class _CallIO:
