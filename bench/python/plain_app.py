@@ -65,10 +65,27 @@ def worker(client_id, calls):
     while True:
         request = calls.get()
         base = f"/api/v1/client-tools/requests/{request['id']}"
-        post(conn, base + "/claim", claim)
         result = '{"client_id":%s,"ok":true,"content":%s}' % (
             json.dumps(client_id), content[request["tool"]])
-        post(conn, base + "/result", result.encode())
+        try:
+            conn = send(conn, base + "/claim", claim)
+            conn = send(conn, base + "/result", result.encode())
+        except Exception as e:  # noqa: BLE001 - one call's failure must not end the worker
+            print(f"call {request['id']}: {e}", file=sys.stderr, flush=True)
+
+
+def send(conn, path, body):
+    """POSTs on the kept-alive `conn`; a connection the broker closed while it was idle (its
+    keep-alive timeout, between the bench's runs) is opened again and the request sent once
+    more: the request never reached the broker. Returns the connection to use next."""
+    try:
+        post(conn, path, body)
+        return conn
+    except (http.client.RemoteDisconnected, ConnectionError):
+        conn.close()
+        conn = connect()
+        post(conn, path, body)
+        return conn
 
 
 def main():

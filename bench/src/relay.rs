@@ -66,6 +66,9 @@ pub struct Variant {
     /// Instances of a cluster on the database `config` names: the app on the first (the
     /// leader), the agents' `leo-mcp`s on the others' sockets in turn (1: one broker).
     pub instances: usize,
+    /// The PostgreSQL server (a URL of a database on it) on which each system of this variant
+    /// gets a database of its own (`own_database`); `config` is then written per system.
+    pub postgres: Option<String>,
 }
 
 /// How a variant's client reaches the broker.
@@ -101,6 +104,7 @@ impl Variant {
             config: String::new(),
             via: Via::Socket,
             instances: 1,
+            postgres: None,
         })
     }
 
@@ -115,6 +119,7 @@ impl Variant {
                 .into(),
             via: Via::Socket,
             instances: 1,
+            postgres: None,
         }
     }
 
@@ -131,6 +136,7 @@ impl Variant {
                 .into(),
             via: Via::Url,
             instances: 1,
+            postgres: None,
         }
     }
 
@@ -160,40 +166,44 @@ impl Variant {
             ),
             via: Via::Mcp { https },
             instances: 1,
+            postgres: None,
         }
     }
 
-    /// This build with its live state in the PostgreSQL database at `url` (`store.url`).
+    /// This build with its live state in a database of the PostgreSQL server at `url`
+    /// (`store.url`).
     pub fn postgres(url: &str) -> Variant {
         Variant {
             name: "postgres".into(),
             leo: bin("leo"),
             leo_mcp: bin("leo-mcp"),
-            config: leo_testkit::postgres::store_config(url),
+            config: String::new(),
             what: "this build with `store.url` naming a PostgreSQL database (one pipelined \
                    round trip per commit)"
                 .into(),
             via: Via::Socket,
             instances: 1,
+            postgres: Some(url.to_owned()),
         }
     }
 }
 
 impl Variant {
-    /// This build as three instances of a cluster on the PostgreSQL database at `url`: the
-    /// app on the leader, each agent's `leo-mcp` on a follower, so every call crosses from a
-    /// follower to the leader and back.
+    /// This build as three instances of a cluster on a database of the PostgreSQL server at
+    /// `url`: the app on the leader, each agent's `leo-mcp` on a follower, so every call
+    /// crosses from a follower to the leader and back.
     pub fn cluster(url: &str) -> Variant {
         Variant {
             name: "cluster".into(),
             leo: bin("leo"),
             leo_mcp: bin("leo-mcp"),
-            config: leo_testkit::postgres::store_config(url),
+            config: String::new(),
             what: "this build as three instances on a PostgreSQL database: the app on the \
                    leader, the agents on the two followers (a call is forwarded both ways)"
                 .into(),
             via: Via::Socket,
             instances: 3,
+            postgres: Some(url.to_owned()),
         }
     }
 }
@@ -441,6 +451,9 @@ enum Backend {
         via: Via,
         /// Stops when dropped.
         _app: crate::app::Running,
+        /// The system's own database on a PostgreSQL variant's server, dropped after the
+        /// brokers (fields drop in order).
+        _database: Option<leo_testkit::postgres::Database>,
     },
     PyHttp {
         server: Child,
@@ -508,15 +521,22 @@ impl Backend {
 
     /// The broker (this build or a baseline's) and the bench app on it.
     async fn start_leo(kind: Kind, variant: Option<&Variant>) -> Result<Backend, String> {
+        let mut database = None;
         let (broker, leo_mcp) = match variant {
             None => (Broker::start_quiet("").await, bin("leo-mcp")),
             Some(v) if v.via == (Via::Mcp { https: true }) => {
                 (Broker::start_quiet_tls().await, v.leo_mcp.clone())
             }
-            Some(v) => (
-                Broker::start_quiet_bin(&v.leo, &v.config).await,
-                v.leo_mcp.clone(),
-            ),
+            Some(v) => {
+                let config = match v.postgres.as_deref() {
+                    Some(url) => database.insert(own_database(url).await?).config(),
+                    None => v.config.clone(),
+                };
+                (
+                    Broker::start_quiet_bin(&v.leo, &config).await,
+                    v.leo_mcp.clone(),
+                )
+            }
         };
         let tools = PAYLOADS
             .iter()
@@ -541,6 +561,7 @@ impl Backend {
             leo_mcp,
             via: variant.map_or(Via::Socket, |v| v.via),
             _app: app,
+            _database: database,
         })
     }
 
@@ -645,6 +666,16 @@ impl Backend {
             _ => None,
         }
     }
+}
+
+/// A database of its own on the PostgreSQL server at `url`, for one system of a variant: the
+/// `leo` and `leo, claim then result` rows must not share one, or the second system's broker
+/// would join the first's cluster as a follower and its rows measure a forwarded call.
+async fn own_database(url: &str) -> Result<leo_testkit::postgres::Database, String> {
+    let server = leo_testkit::postgres::Server::at(url)
+        .await
+        .ok_or_else(|| format!("no PostgreSQL answers at {url}"))?;
+    Ok(server.database().await)
 }
 
 /// `v.instances - 1` followers of `leader`, each on a home with its config and tokens, once
