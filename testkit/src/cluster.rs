@@ -55,9 +55,10 @@ pub fn instance_id(home: &Path) -> String {
     format!("i_{}", &id.trim()[..16])
 }
 
-/// The instances `http`'s instance reports in its status; `None` while it does not answer.
+/// The instances `http`'s instance reports in its status; `None` while it does not answer,
+/// or closes the connection mid-answer (as an instance taking the lead does).
 async fn instances(http: &Http) -> Option<Vec<serde_json::Value>> {
-    let reply = http.get("/api/v1/status").await;
+    let reply = http.try_get("/api/v1/status").await?;
     if reply.status != 200 {
         return None;
     }

@@ -149,6 +149,18 @@ impl Http {
         tokio::time::timeout(WAIT, fut).await.ok().flatten()
     }
 
+    /// `GET path` answered in full, or `None` when the connection fails or closes before the
+    /// answer's end, as [`Http::try_status`] tolerates: for polling a cluster during takeovers.
+    pub async fn try_get(&self, path: &str) -> Option<Reply> {
+        let req = self.request("GET", path, Bytes::new(), &[]);
+        let fut = async {
+            let mut sender = handshake(&self.target).await.ok()?;
+            let resp = sender.send_request(req).await.ok()?;
+            try_read_reply(resp).await
+        };
+        tokio::time::timeout(WAIT, fut).await.ok().flatten()
+    }
+
     /// Sends a request and reads the whole response.
     pub async fn send(
         &self,
@@ -290,6 +302,11 @@ impl Conn {
 
 /// Reads a whole response: status, content type, and the body as JSON (else a string).
 async fn read_reply(resp: Response<Incoming>) -> Reply {
+    try_read_reply(resp).await.expect("response body")
+}
+
+/// The whole response, or `None` when the connection closes before its body's end.
+async fn try_read_reply(resp: Response<Incoming>) -> Option<Reply> {
     let status = resp.status().as_u16();
     let headers = resp.headers().clone();
     let content_type = resp
@@ -298,18 +315,13 @@ async fn read_reply(resp: Response<Incoming>) -> Reply {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_owned();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .expect("response body")
-        .to_bytes();
+    let bytes = resp.into_body().collect().await.ok()?.to_bytes();
     let body = serde_json::from_slice(&bytes)
         .unwrap_or_else(|_| Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-    Reply {
+    Some(Reply {
         status,
         body,
         content_type,
         headers,
-    }
+    })
 }
