@@ -34,7 +34,7 @@ use tracing::{Instrument, debug, info, warn};
 use crate::app::{Group, Settings, Status};
 use crate::calls::Calls;
 use crate::error::{Error, Result};
-use crate::transport::{Chunks, Client};
+use crate::transport::Client;
 use crate::worker::{Finished, Link, Start, work};
 use leo_protocol::backoff::Backoff;
 use leo_protocol::chain::error_chain;
@@ -270,17 +270,21 @@ async fn register(client: &Client, client_id: &ClientId, group: &Group) -> Resul
         agents: group.agents.clone(),
     };
     let group = group.name.as_str();
-    let body = serde_json::to_vec(&body).map_err(|e| Error::Config(e.to_string()))?;
-    let answer = client
-        .post("/api/v1/client-tools", Chunks::new([body.into()]))
-        .await?;
-    match answer.data::<serde_json::Value>() {
-        Ok(_) => {
+    match post_group(client, &body).await {
+        Ok(()) => {
             debug!(group, "registered");
             Ok(())
         }
         Err(e) => Err(registration_refused(group, e)),
     }
+}
+
+/// Posts one group's registration (with no tools: its withdrawal); the broker's refusal is
+/// `Err`.
+async fn post_group(client: &Client, body: &RegisterBody) -> Result<()> {
+    let body = serde_json::to_vec(body).map_err(|e| Error::Config(e.to_string()))?;
+    let answer = client.post_json("/api/v1/client-tools", body).await?;
+    answer.data::<serde_json::Value>().map(drop)
 }
 
 /// What a refused registration of `group` is to the app: a refusal of the shared table's
@@ -310,15 +314,12 @@ async fn withdraw(link: &Link, groups: &[Group]) {
                 tools: Vec::new(),
                 agents: None,
             };
-            let body = match serde_json::to_vec(&body) {
-                Ok(body) => body,
-                Err(e) => return debug!(error = %e, "cannot withdraw"),
-            };
-            match link.client.post_json("/api/v1/client-tools", body).await {
-                Ok(answer) => match answer.data::<serde_json::Value>() {
-                    Ok(_) => debug!(group = %group.name, "withdrawn"),
-                    Err(e) => debug!(group = %group.name, error = %e, "withdrawal refused"),
-                },
+            match post_group(&link.client, &body).await {
+                Ok(()) => debug!(group = %group.name, "withdrawn"),
+                // The broker answered (a refusal, or an answer it could not read): go on.
+                Err(e @ (Error::Refused { .. } | Error::Protocol { .. })) => {
+                    debug!(group = %group.name, error = %e, "withdrawal refused");
+                }
                 Err(e) => return debug!(group = %group.name, error = %e, "cannot withdraw"),
             }
         }

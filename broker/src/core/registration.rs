@@ -61,13 +61,15 @@ impl Broker {
             // The registration stands; the file is retried on the next new name.
             warn!(error = %e, "cannot write client-tools.json");
         }
-        // Calls that waited for this client to come back are decided by what it serves now.
-        let ended = if Self::registered(&mut core, &body.client_id, &body.group) {
+        // Calls that waited for this client to come back are decided by what it serves now
+        // (by `after_change` itself when the agents' view changed).
+        let waited = Self::registered(&mut core, &body.client_id, &body.group);
+        let changed = change == crate::registry::Change::Changed;
+        let ended = if waited && !changed {
             Self::end_unserved(&mut core)
         } else {
             Vec::new()
         };
-        let changed = change == crate::registry::Change::Changed;
         self.after_change(&mut core, change, ended);
         self.audit_definitions(&core, caller, &names, changed);
         self.touched();

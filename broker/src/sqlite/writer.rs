@@ -173,7 +173,7 @@ fn take_batch<B: Batches>(
 /// Ends a transaction a batch left open (its write lock taken for order, nothing written).
 fn release_lock(conn: &Connection) {
     if !conn.is_autocommit()
-        && let Err(e) = conn.execute_batch("COMMIT")
+        && let Err(e) = super::commit(conn)
     {
         warn!(error = %e, "cannot end a lingering batch's transaction");
     }

@@ -873,7 +873,6 @@ class _Serving:
         for task in pending:
             task.cancel()
 
-
     async def withdraw(self, session: _Session) -> None:
         """At a deliberate stop, once the handlers are done: withdraws every group (registers
         it with no tools) while the stream is still open, so the broker ends the calls still
