@@ -685,7 +685,7 @@ async fn a_result_lost_in_a_killed_follower_reaches_its_agent_after_the_leader_i
     let call = agent.spawn_call("wait", json!({"n": 1}));
     let id = app.claim_next().await;
     // The follower stops: the result frame goes into its socket and no further.
-    signal(&follower, "STOP");
+    follower.send_signal("STOP");
     assert_eq!(app.answer(&id, text("kept")).await.status, 200);
     // Long enough for the leader to write the frame and commit what it notes of it.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -698,15 +698,6 @@ async fn a_result_lost_in_a_killed_follower_reaches_its_agent_after_the_leader_i
         .expect("the agent never got its answer")
         .unwrap();
     assert_eq!(text_of(&result), "kept", "{}", agent.stderr());
-}
-
-/// Sends `broker`'s process the signal `name` (`STOP`, `CONT`).
-fn signal(broker: &Broker, name: &str) {
-    let status = std::process::Command::new("kill")
-        .args([format!("-{name}"), broker.pid().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success(), "kill -{name}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -206,11 +206,7 @@ async fn rows_of_an_outage_are_held_and_written_when_the_database_is_back() {
     let Some(server) = leo_testkit::postgres::Throwaway::start().await else {
         return;
     };
-    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
-        .await
-        .unwrap()
-        .database()
-        .await;
+    let db = server.database().await;
     let broker = Broker::start_with(&db.config()).await;
     let http = broker.http();
     let mut app = App::connect(&http).await;

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use leo_testkit::agent::{Agent, AgentOpts, error_text};
 use leo_testkit::cluster;
-use leo_testkit::postgres::{Database, Server, Throwaway};
+use leo_testkit::postgres::{Database, Throwaway};
 use serde_json::json;
 
 use crate::postgres::until_stored;
@@ -20,7 +20,7 @@ use crate::support::{App, agent, eventually, message, outcome_code, result_of, t
 /// A PostgreSQL server of the test's own (it stops it) with a database on it.
 async fn throwaway() -> Option<(Throwaway, Database)> {
     let server = Throwaway::start().await?;
-    let db = Server::find(&[server.admin_url()]).await?.database().await;
+    let db = server.database().await;
     Some((server, db))
 }
 

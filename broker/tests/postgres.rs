@@ -120,11 +120,7 @@ async fn an_outage_is_answered_503_and_the_broker_resumes_by_itself() {
     let Some(server) = Throwaway::start().await else {
         return;
     };
-    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
-        .await
-        .unwrap()
-        .database()
-        .await;
+    let db = server.database().await;
     let broker = Broker::start_with(&db.config()).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("wait")])).await;
@@ -281,11 +277,7 @@ async fn postgres_stopped_and_started_under_load_ends_every_call_once() {
     let Some(server) = Throwaway::start().await else {
         return;
     };
-    let db = leo_testkit::postgres::Server::find(&[server.admin_url()])
-        .await
-        .unwrap()
-        .database()
-        .await;
+    let db = server.database().await;
     let broker = Broker::start_with(&db.config()).await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("wait")])).await;
