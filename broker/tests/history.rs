@@ -259,6 +259,9 @@ async fn bad_parameters_are_refused_by_name_and_tokens_by_kind() {
         ("&before=-1", "invalid_parameter", "\"before\""),
         ("&outcome=won", "invalid_parameter", "\"outcome\""),
         ("&tool=", "invalid_parameter", "\"tool\""),
+        // U+0000, which the PostgreSQL store cannot hold, in a filter: refused as any bad one.
+        ("&tool=%00", "invalid_parameter", "U+0000"),
+        ("&agent=a%00b", "invalid_parameter", "\"agent\""),
         ("&pending=1", "unknown_parameter", "\"pending\""),
         ("&sort=asc", "unknown_parameter", "\"sort\""),
     ];

@@ -9,7 +9,7 @@ use leo_testkit::Broker;
 use leo_testkit::postgres::{Throwaway, database, store_config};
 use serde_json::json;
 
-use crate::support::{App, agent, eventually, message, outcome_code, tool};
+use crate::support::{App, agent, eventually, message, outcome_code, result_of, tool};
 
 fn text(t: &str) -> serde_json::Value {
     json!([{"type": "text", "text": t}])
@@ -352,4 +352,188 @@ async fn a_clean_stop_gives_the_lease_up_to_a_follower() {
         .get(0);
     assert!(lapsed, "A's lease is given up at its clean stop");
     eventually(|| async { b.http().try_status("/api/v1/status").await == Some(200) }).await;
+}
+
+/// `line` with each `@FF@` replaced by the byte 0xff: a frame or body that is not UTF-8.
+fn not_utf8(line: &str) -> Vec<u8> {
+    line.split("@FF@")
+        .collect::<Vec<_>>()
+        .join("\u{1}")
+        .bytes()
+        .map(|b| if b == 1 { 0xff } else { b })
+        .collect()
+}
+
+/// The `code` of the error frame a hello `line` is answered with (the connection then closes).
+async fn hello_refused(sock: &std::path::Path, line: &[u8]) -> serde_json::Value {
+    let mut ipc = leo_testkit::Ipc::connect(sock).await;
+    ipc.send_bytes(line).await;
+    let f = ipc.recv().await;
+    assert_eq!(f["type"], "error", "{f}");
+    assert!(
+        ipc.recv_or_end().await.is_none(),
+        "closed after a refused hello"
+    );
+    f
+}
+
+/// Every string that reaches PostgreSQL, holding U+0000 (which PostgreSQL's `text` cannot
+/// hold) or bytes that are not UTF-8, is refused where it comes in with its documented code,
+/// or stored escaped where it is free text inside stored JSON; the store keeps writing for
+/// every session (once, a session id with U+0000 stopped the store acknowledging anything).
+#[tokio::test]
+async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_writing() {
+    let Some(db) = database().await else { return };
+    let broker = Broker::start_with(&db.config()).await;
+    let sock = broker.home().join("run/sidecar.sock");
+    let token = broker.agent_token();
+    let hello = |agent: &str, session: &str| {
+        json!({"type": "hello", "v": 1, "agent": agent, "session": session, "token": token,
+            "mode": "native", "harness": {"name": "h", "version": "1"}})
+        .to_string()
+    };
+    for (line, at) in [
+        (hello("rocket", "nul\0sess").into_bytes(), "$.session"),
+        (not_utf8(&hello("rocket", "bad@FF@sess")), ""),
+        (hello("roc\0ket", "s").into_bytes(), "$.agent"),
+        (not_utf8(&hello("roc@FF@ket", "s")), ""),
+    ] {
+        let f = hello_refused(&sock, &line).await;
+        assert_eq!(f["code"], "invalid_frame", "{f}");
+        assert!(f["message"].as_str().unwrap().contains(at), "{f}");
+    }
+
+    let mut app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let mut ipc = agent(&broker, "rocket").await;
+    // A call's frame: a tool name no registration can hold, bytes that are not UTF-8.
+    ipc.call(1, "ec\0ho", json!({})).await;
+    assert_eq!(outcome_code(&result_of(&mut ipc, 1).await), "no_client");
+    for line in [
+        r#"{"type": "call", "id": 2, "tool": "ec@FF@ho", "arguments": {}}"#,
+        r#"{"type": "call", "id": 2, "tool": "echo", "arguments": {"text": "@FF@"}}"#,
+    ] {
+        ipc.send_bytes(&not_utf8(line)).await;
+        assert_eq!(ipc.recv_of("error").await["code"], "invalid_frame");
+    }
+    // Free text inside JSON the store keeps as JSON text (arguments, content) is written
+    // escaped, and an app error's message has its controls replaced: all go through.
+    ipc.call(3, "echo", json!({"text": "a\0b"})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    app.answer(&id, text("x\0y")).await.data();
+    assert_eq!(result_of(&mut ipc, 3).await["content"][0]["text"], "x\0y");
+    ipc.call(4, "echo", json!({})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    app.fail(&id, "oops", "bad\0news").await.data();
+    assert_eq!(outcome_code(&result_of(&mut ipc, 4).await), "oops");
+
+    let http = broker.http();
+    let body = |b: serde_json::Value| b.to_string();
+    let client = app.id.clone();
+    let register = |group: &str, name: &str, agents: &str| {
+        body(
+            json!({"client_id": client, "group": group, "tools": [tool(name)], "agents": [agents]}),
+        )
+    };
+    let msg = |text: &str, from: &str| body(json!({"text": text, "from": from}));
+    let claim = |client_id: &str| body(json!({"client_id": client_id}));
+    let tools = "/api/v1/client-tools";
+    let to_rocket = "/web/agent/rocket/message";
+    let claim_at = format!("/api/v1/client-tools/requests/{id}/claim");
+    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
+        (tools, register("g\0", "t", "*").into(), 422, "invalid_tool"),
+        (tools, register("g", "t\0", "*").into(), 422, "invalid_tool"),
+        (
+            tools,
+            register("g", "t", "a\0").into(),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            tools,
+            not_utf8(&register("g@FF@", "t", "*")),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            tools,
+            not_utf8(&register("g", "t@FF@", "*")),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            to_rocket,
+            msg("ok", "ops\0").into(),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            to_rocket,
+            not_utf8(&msg("bad@FF@", "ops")),
+            400,
+            "invalid_parameter",
+        ),
+        (
+            to_rocket,
+            not_utf8(&msg("ok", "ops@FF@")),
+            400,
+            "invalid_parameter",
+        ),
+        (&claim_at, claim("c\0").into(), 404, "unknown_client"),
+        (
+            &claim_at,
+            not_utf8(&claim("c@FF@")),
+            400,
+            "invalid_parameter",
+        ),
+    ];
+    for (path, bytes, status, code) in cases {
+        let shown = String::from_utf8_lossy(&bytes).into_owned();
+        let r = http.post_raw(path, bytes).await;
+        assert_eq!(r.code(status), code, "{path} {shown}");
+    }
+    // A message's text is stamped with its controls replaced, so it is stored.
+    assert_eq!(message(&broker, "rocket", "a\0b").await.status, 200);
+    for (query, status) in [
+        ("tool=%00", 400),
+        ("agent=x%00", 400),
+        ("tool=%ff", 200),
+        ("agent=%ff", 200),
+    ] {
+        let r = http
+            .get(&format!(
+                "/api/v1/client-tools/requests?state=ended&{query}"
+            ))
+            .await;
+        assert_eq!(r.status, status, "{query}: {:?}", r.body);
+        if status == 400 {
+            assert_eq!(r.code(400), "invalid_parameter");
+        }
+    }
+    let named = http.get("/api/v1/events?client_tools=1&name=a%00b").await;
+    assert_eq!(named.code(400), "invalid_parameter");
+
+    // The store still writes for everyone: another session's call, a message, the history.
+    let mut other = agent(&broker, "comet").await;
+    other.call(1, "echo", json!({"text": "fine"})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    app.answer(&id, text("still fine")).await.data();
+    assert_eq!(
+        result_of(&mut other, 1).await["content"][0]["text"],
+        "still fine"
+    );
+    assert_eq!(message(&broker, "comet", "hello").await.status, 200);
+    eventually(|| async {
+        let r = http
+            .get("/api/v1/client-tools/requests?state=ended&agent=comet")
+            .await;
+        r.status == 200 && r.data()["calls"].as_array().is_some_and(|c| c.len() == 1)
+    })
+    .await;
+    let logs = logs_of(broker.home());
+    assert!(!logs.contains("cannot record"), "{logs}");
+    assert!(!logs.contains("cannot hold"), "{logs}");
 }

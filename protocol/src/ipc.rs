@@ -25,6 +25,18 @@ pub const UPGRADE_PROTOCOL: &str = "leo-ipc";
 /// an agent's own token names its agent already.
 pub const AGENT_HEADER: &str = "leo-agent";
 
+/// The longest session id a `hello` may give.
+pub const MAX_SESSION_ID: usize = 128;
+
+/// Checks a `hello`'s session id: 1 to [`MAX_SESSION_ID`] bytes of text the broker can store
+/// (`names::storable`: no U+0000). The message says why, after `at $.session: `.
+pub fn check_session_id(session: &str) -> Result<(), String> {
+    if session.is_empty() || session.len() > MAX_SESSION_ID {
+        return Err(format!("must be 1 to {MAX_SESSION_ID} bytes"));
+    }
+    crate::names::storable(session).map_err(|e| e.to_string())
+}
+
 /// What the harness said about itself in `initialize`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

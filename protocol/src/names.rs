@@ -7,6 +7,14 @@
 //! checked when it is made (`AgentName::parse`, `TryFrom`, serde, `FromStr` for clap), at the
 //! edge where a name comes in, so nothing behind the edge holds an unchecked one.
 //!
+//! **The text rule is written once, here too:** a string the broker keeps holds no U+0000
+//! (NUL) (`storable`). PostgreSQL's `text` cannot hold that character (SQLite can), so a
+//! string with it would be kept on one store and refused by the other; it is refused where it
+//! comes in, with the JSON path or parameter at fault, never met by the store's writer. Names
+//! obey it by construction; free text an edge takes as given (a session id, a query filter)
+//! is checked with `storable`; free text inside JSON the broker stores as JSON text (a call's
+//! arguments, a result's content) needs no rule, since JSON writes U+0000 as `\u0000`.
+//!
 //! Client and request ids are made by the broker (`c_…`, `r_…`) and obey no rule of their own
 //! (an unknown one is refused as unknown, not as malformed); their types only keep them apart.
 //! All three read and write as plain JSON strings.
@@ -38,6 +46,25 @@ pub fn is_name_within(text: &str, max: usize) -> bool {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[error("must be 1 to 64 of [A-Za-z0-9_.-]")]
 pub struct NameError;
+
+/// The one text rule: no U+0000 (NUL), which PostgreSQL's `text` cannot hold.
+pub fn is_storable(text: &str) -> bool {
+    !text.contains('\0')
+}
+
+/// Text that breaks the text rule. Callers add what it is and where it was (`at $.session: …`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("must not contain U+0000 (NUL)")]
+pub struct NulError;
+
+/// Checks `text` against the text rule.
+pub fn storable(text: &str) -> Result<(), NulError> {
+    if is_storable(text) {
+        Ok(())
+    } else {
+        Err(NulError)
+    }
+}
 
 /// An agent's name, checked.
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -220,6 +247,16 @@ mod tests {
             assert_eq!(AgentName::parse(bad), Err(NameError));
         }
         assert!(is_name_within("abc", 3) && !is_name_within("abcd", 3));
+    }
+
+    #[test]
+    fn the_text_rule_refuses_nul_and_names_obey_it() {
+        assert_eq!(storable("any text, even \u{1} or \u{fffd}"), Ok(()));
+        for bad in ["\0", "nul\0sess", "end\0"] {
+            assert_eq!(storable(bad), Err(NulError), "{bad:?}");
+            assert!(!is_name(bad), "{bad:?}");
+        }
+        assert_eq!(NulError.to_string(), "must not contain U+0000 (NUL)");
     }
 
     #[test]

@@ -131,7 +131,12 @@ impl Ipc {
     }
 
     pub async fn send_raw(&mut self, line: &str) {
-        self.writer.write_all(line.as_bytes()).await.expect("write");
+        self.send_bytes(line.as_bytes()).await;
+    }
+
+    /// Writes `line` as a frame's line, whatever its bytes (not UTF-8, say).
+    pub async fn send_bytes(&mut self, line: &[u8]) {
+        self.writer.write_all(line).await.expect("write");
         self.writer.write_all(b"\n").await.expect("write");
     }
 

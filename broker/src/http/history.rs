@@ -81,6 +81,7 @@ fn name(key: &str, value: &str) -> Result<String, Refusal> {
     if value.is_empty() || value.len() > 256 {
         return Err(invalid(key, "must be 1 to 256 bytes"));
     }
+    leo_protocol::names::storable(value).map_err(|e| invalid(key, e))?;
     Ok(value.to_owned())
 }
 

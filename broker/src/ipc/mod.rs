@@ -288,12 +288,8 @@ async fn read_hello(
     }
     keys.check(&agent, &token)
         .map_err(|refusal| (refusal.code, refusal.message))?;
-    if session.is_empty() || session.len() > 128 {
-        return Err((
-            InvalidFrame,
-            "at $.session: must be 1 to 128 bytes".to_owned(),
-        ));
-    }
+    leo_protocol::ipc::check_session_id(&session)
+        .map_err(|e| (InvalidFrame, format!("at $.session: {e}")))?;
     Ok(Some(Hello {
         agent,
         session,
