@@ -93,6 +93,11 @@ impl Error {
     pub fn is_outage(&self) -> bool {
         matches!(self, Error::Away) || matches!(self, Error::Postgres(e) if e.is_outage())
     }
+
+    /// Whether PostgreSQL refused a row's data (`PgError::is_data`): that row is at fault.
+    pub fn is_data(&self) -> bool {
+        matches!(self, Error::Postgres(e) if e.is_data())
+    }
 }
 
 /// A posted result's size, and its content when `history.store_content` keeps it.
@@ -630,7 +635,8 @@ impl Writer {
     }
 
     /// Writes the rows not yet written; true when a row was. An outage keeps them (at most
-    /// [`QUEUE`]) for the next try; any other failure drops them, logged.
+    /// [`QUEUE`]) for the next try; a row whose data the database refuses is found by writing
+    /// them one by one, and only it is dropped; any other failure drops them, logged.
     pub(crate) fn flush<L: Log>(&mut self, log: &mut L) -> bool {
         if self.calls.is_empty() && self.audits.is_empty() {
             return false;
@@ -666,6 +672,9 @@ impl Writer {
                 self.hold_at_most(QUEUE);
                 false
             }
+            Err(e) if e.is_data() && self.calls.len() + self.audits.len() > 1 => {
+                self.one_by_one(log)
+            }
             Err(e) => {
                 warn!(
                     error = %leo_protocol::chain::error_chain(&e),
@@ -678,6 +687,32 @@ impl Writer {
                 false
             }
         }
+    }
+
+    /// Writes the rows one at a time, so a row the database cannot hold loses only itself;
+    /// true when a row was written.
+    fn one_by_one<L: Log>(&mut self, log: &mut L) -> bool {
+        let (calls, audits) = (
+            std::mem::take(&mut self.calls),
+            std::mem::take(&mut self.audits),
+        );
+        // The database answered: it is not away.
+        self.away = None;
+        let mut wrote = false;
+        for call in calls {
+            self.calls.push(call);
+            // Once the database is found away, the rest is held for its return.
+            if self.away.is_none() {
+                wrote |= self.flush(log);
+            }
+        }
+        for audit in audits {
+            self.audits.push(audit);
+            if self.away.is_none() {
+                wrote |= self.flush(log);
+            }
+        }
+        wrote
     }
 
     /// Drops the newest held rows past `max`, counted as dropped records.

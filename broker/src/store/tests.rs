@@ -480,3 +480,57 @@ async fn an_ending_reads_back_in_either_spelling_and_an_unknown_one_is_refused()
     let err = leo_protocol::chain::error_chain(&err);
     assert!(err.contains("\"internal\" is not an outcome"), "{err}");
 }
+
+/// A change PostgreSQL cannot hold (a U+0000 in a text column, which the edges refuse) costs
+/// its batch's waiters an error, never the store: the rest of its batch is written, and every
+/// later change is written and acknowledged as usual.
+#[tokio::test]
+async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
+    let Some(db) = leo_testkit::postgres::database().await else {
+        return;
+    };
+    let settings = postgres::Settings {
+        url: db.url.clone(),
+        me: postgres::lease::Me {
+            id: "i_test".into(),
+            url: String::new(),
+        },
+        key: "k".repeat(64),
+        remember: 4,
+    };
+    let (store, _) = Store::open_postgres(settings).unwrap();
+    let mail = |agent: &str, text: &str| Op::Mail {
+        agent: agent.into(),
+        message: msg(text),
+    };
+    store.send(vec![
+        mail("a", "before"),
+        mail("a", "nul\0text"),
+        mail("a", "after"),
+    ]);
+    let refused = store.committed().await.unwrap_err();
+    assert!(
+        matches!(refused, Error::Postgres(ref e) if e.is_data()),
+        "{refused:?}"
+    );
+    let mut bad = call("r_bad", 1);
+    bad.request.session = "nul\0sess".into();
+    store.send(vec![Op::Park(call("r1", 1))]);
+    store.committed().await.unwrap();
+    store.send(vec![Op::Park(bad)]);
+    assert!(store.committed().await.is_err());
+    store.send(vec![mail("b", "later"), Op::Park(call("r2", 2))]);
+    store.committed().await.unwrap();
+    let pg = db.client().await;
+    let column = async |sql: &str| -> Vec<String> {
+        let rows = pg.query(sql, &[]).await.unwrap();
+        rows.iter().map(|r| r.get(0)).collect()
+    };
+    let texts = column("SELECT text FROM mail ORDER BY n").await;
+    assert_eq!(texts, ["before", "after", "later"]);
+    assert_eq!(
+        column("SELECT id FROM live ORDER BY id").await,
+        ["r1", "r2"]
+    );
+    store.close().await;
+}

@@ -18,8 +18,17 @@
 //! door changed nothing; and the few changes caught in flight (made before the outage was
 //! known, answered 503) are recorded when the database is back, so memory and database agree
 //! again. A refused operation may be retried: a claim or result posted again is then answered
-//! as any repeated one is. An error the database answers on purpose (a constraint, a bug) is
-//! not an outage: it is handled as SQLite's failed commit, and nothing more is acknowledged.
+//! as any repeated one is.
+//!
+//! **A change the database cannot hold is dropped, not the writer.** When the database refuses
+//! one change's data (a data exception, SQLSTATE class 22, such as a U+0000 it cannot store:
+//! the edges refuse such text, `leo_protocol::names::storable`, so this is a defence), that
+//! change is dropped, logged, and the rest of the batch written; the batch's waiters are
+//! answered an error (`500 internal`), since one of them waited for the dropped change and
+//! which one is not known, and everything after is written and acknowledged as usual. So one
+//! bad row costs one batch its answers, never the broker its store. Any other error the
+//! database answers on purpose (a constraint, a bug) is not an outage: it is handled as
+//! SQLite's failed commit, and nothing more is acknowledged.
 //!
 //! [`Op`]: super::Op
 //! [`Store::committed`]: super::Store::committed
@@ -35,7 +44,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
 use tracing::{debug, error, info, warn};
 
-use super::writer::{BATCH, LINGER};
+use super::writer::{BATCH, LINGER, op_name};
 use super::{Error, Job, Op, Restored};
 
 pub mod lease;
@@ -96,6 +105,14 @@ impl PgError {
         matches!(self, PgError::LeaseLost { .. })
             || matches!(self, PgError::Query { source, .. }
                 if source.code().is_some_and(|c| c.code() == lease::FENCED))
+    }
+
+    /// Whether the database refused the data of one change (SQLSTATE class 22, a data
+    /// exception: a character its encoding cannot hold, such as U+0000), not the change
+    /// itself nor the database: the change is at fault, and the rest of its batch can be written.
+    pub fn is_data(&self) -> bool {
+        matches!(self, PgError::Query { source, .. }
+            if source.code().is_some_and(|c| c.code().starts_with("22")))
     }
 
     /// Whether the database could not be reached (the server down, restarting, the network
@@ -366,22 +383,16 @@ impl Writer {
         if self.pending.is_empty() && self.available.load(Ordering::Relaxed) {
             return Ok(());
         }
-        let result = async {
-            let client = self.pool.get().await.map_err(PgError::Connect)?;
-            let fence = (self.settings.me.id.as_str(), self.epoch);
-            write::commit(&client, fence, &self.pending, self.settings.remember).await
-        }
-        .await
-        .map_err(|e| self.deposed(e));
+        let result = self.write_pending().await.map_err(|e| self.deposed(e));
         match result {
-            Ok(()) => {
+            Ok(dropped) => {
                 crate::metrics::global().store_committed();
                 debug!(ops = self.pending.len(), "state committed");
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {
                     info!("the database answers again; the broker accepts work again");
                 }
-                Ok(())
+                dropped.map_or(Ok(()), |e| Err(Error::Postgres(Arc::new(e))))
             }
             Err(e) if e.is_outage() => {
                 if self.available.swap(false, Ordering::Relaxed) {
@@ -403,6 +414,37 @@ impl Writer {
                 self.failed = Some(e.clone());
                 self.pending.clear();
                 Err(Error::Postgres(e))
+            }
+        }
+    }
+
+    /// Commits what is pending, after dropping each change whose data the database refuses
+    /// (`PgError::is_data`); the last such refusal, if any, for the batch's waiters.
+    async fn write_pending(&mut self) -> Result<Option<PgError>, PgError> {
+        let mut dropped = None;
+        // Ends: every round commits, fails for good, or drops one pending change.
+        loop {
+            let result = async {
+                let client = self.pool.get().await.map_err(PgError::Connect)?;
+                let fence = (self.settings.me.id.as_str(), self.epoch);
+                write::commit(&client, fence, &self.pending, self.settings.remember).await
+            }
+            .await;
+            match result {
+                Ok(()) => return Ok(dropped),
+                Err(write::Failed { error, op: Some(i) })
+                    if error.is_data() && i < self.pending.len() =>
+                {
+                    let op = self.pending.remove(i);
+                    error!(
+                        change = op_name(&op),
+                        error = %leo_protocol::chain::error_chain(&error),
+                        "the database cannot hold this change; it is dropped and the rest \
+                         written (the waiters of its batch are refused)"
+                    );
+                    dropped = Some(error);
+                }
+                Err(failed) => return Err(failed.error),
             }
         }
     }

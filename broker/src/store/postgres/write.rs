@@ -8,7 +8,8 @@
 //! futures are first polled, and `try_join_all` polls them in order, so the server runs them
 //! in the order the core made the changes. If one fails, the server aborts the transaction and
 //! answers the `COMMIT` with a rollback, so nothing of the batch is kept, as in SQLite; the
-//! batch is answered with that first error. Statements are prepared once per connection (the
+//! batch is answered with that first error, and the change it came from ([`Failed::op`]), so
+//! the writer can drop a change the database cannot hold and write the rest. Statements are prepared once per connection (the
 //! pool's cache), before the first batch that needs them.
 
 use std::collections::HashMap;
@@ -18,6 +19,20 @@ use tokio_postgres::Statement;
 
 use super::PgError;
 use crate::store::{Coalesced, Op, StoredCall};
+
+/// A batch the database did not commit: why, and which of its changes the database refused
+/// (an index into the `ops` given to [`commit`]) when the error came from one.
+#[derive(Debug)]
+pub struct Failed {
+    pub error: PgError,
+    pub op: Option<usize>,
+}
+
+impl From<PgError> for Failed {
+    fn from(error: PgError) -> Failed {
+        Failed { error, op: None }
+    }
+}
 
 /// Keeps only the last `remember` endings, as in memory.
 const TRIM: &str = "DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - $1";
@@ -30,14 +45,18 @@ pub async fn commit(
     fence: (&str, i64),
     ops: &[Op],
     remember: usize,
-) -> Result<(), PgError> {
+) -> Result<(), Failed> {
     let coalesced = Coalesced::new(ops.iter());
-    let ops: Vec<&Op> = ops.iter().filter(|op| !coalesced.skips(op)).collect();
+    let ops: Vec<(usize, &Op)> = ops
+        .iter()
+        .enumerate()
+        .filter(|(_, op)| !coalesced.skips(op))
+        .collect();
     let mut prepared: HashMap<&'static str, Statement> = HashMap::new();
-    let ended = ops.iter().any(|op| matches!(op, Op::End { .. }));
+    let ended = ops.iter().any(|(_, op)| matches!(op, Op::End { .. }));
     let trim = ended.then_some(TRIM);
     let fenced = std::iter::once(super::lease::FENCE);
-    for sql in fenced.chain(ops.iter().map(|op| sql(op))).chain(trim) {
+    for sql in fenced.chain(ops.iter().map(|(_, op)| sql(op))).chain(trim) {
         if !prepared.contains_key(sql) {
             let statement = client
                 .prepare_cached(sql)
@@ -53,6 +72,7 @@ pub async fn commit(
             .batch_execute("BEGIN")
             .await
             .map_err(PgError::doing("begin a transaction"))
+            .map_err(Failed::from)
     };
     let checked = async {
         client
@@ -60,13 +80,15 @@ pub async fn commit(
             .await
             .map(drop)
             .map_err(PgError::doing("check that this instance leads"))
+            .map_err(Failed::from)
     };
-    let changes = try_join_all(ops.iter().map(|op| {
+    let changes = try_join_all(ops.iter().map(|&(i, op)| {
         let statement = &prepared[sql(op)];
         async move {
-            apply(client, statement, op)
-                .await
-                .map_err(PgError::doing(op_name(op)))
+            apply(client, statement, op).await.map_err(|source| Failed {
+                error: PgError::doing(op_name(op))(source),
+                op: Some(i),
+            })
         }
     }));
     let trimmed = async {
@@ -75,7 +97,8 @@ pub async fn commit(
                 .execute(&prepared[sql], &[&remember])
                 .await
                 .map(drop)
-                .map_err(PgError::doing("trim the ended requests")),
+                .map_err(PgError::doing("trim the ended requests"))
+                .map_err(Failed::from),
             None => Ok(()),
         }
     };
@@ -84,6 +107,7 @@ pub async fn commit(
             .batch_execute("COMMIT")
             .await
             .map_err(PgError::doing("commit"))
+            .map_err(Failed::from)
     };
     futures_util::try_join!(begin, checked, changes, trimmed, end).map(drop)
 }
