@@ -7,7 +7,7 @@ use std::path::Path;
 
 use leo_protocol::content::{Posted, ResultBody, content_size};
 use leo_protocol::envelope::parse_json;
-use leo_protocol::ipc::{BrokerLine, SidecarFrame};
+use leo_protocol::ipc::{BrokerLine, SidecarFrame, check_session_id};
 
 fn inputs(target: &str) -> Vec<Vec<u8>> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
@@ -44,8 +44,15 @@ fn schema_check_inputs() {
 fn ipc_frame_inputs() {
     let all = inputs("ipc_frame");
     assert!(!all.is_empty(), "the seed corpus is missing");
+    let mut sessions_refused = 0;
     for data in all {
         if let Ok(frame) = parse_json::<SidecarFrame>(&data) {
+            if let SidecarFrame::Hello { session, .. } = &frame {
+                match check_session_id(session) {
+                    Ok(()) => assert!(leo_protocol::names::is_storable(session)),
+                    Err(_) => sessions_refused += 1,
+                }
+            }
             let again = serde_json::to_vec(&frame).unwrap();
             assert_eq!(parse_json::<SidecarFrame>(&again).ok(), Some(frame));
         }
@@ -58,6 +65,8 @@ fn ipc_frame_inputs() {
             assert_eq!(BrokerLine::parse(&again).ok(), Some(line));
         }
     }
+    // The seed with U+0000 in its session id reaches the check, and is refused by it.
+    assert!(sessions_refused >= 1, "no seed drives the session id check");
 }
 
 #[test]
