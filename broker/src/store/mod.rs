@@ -14,7 +14,8 @@
 //! so an app's acknowledged claim or result implies its call is on disk too. A commit that
 //! fails answers every waiter of its batch with an error, and every later one too: what
 //! failed is lost, so nothing after it may be acknowledged as if it had been recorded (see
-//! `writer`).
+//! `writer`). PostgreSQL's outages, and a change whose data it refuses, are the exceptions
+//! (see `postgres`).
 //!
 //! This module is the store's interface to the core (`Op`, `Store::committed`, `Restored`,
 //! `Store::available`) and names no database's type; `schema`, `read` and `writer` are its
