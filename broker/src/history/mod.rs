@@ -885,6 +885,12 @@ mod tests {
         })
     }
 
+    /// The actions of the trail's last 10 entries, oldest first.
+    async fn actions(history: &History) -> Vec<String> {
+        let trail = history.audits(10, None).await.unwrap();
+        trail.entries.into_iter().rev().map(|e| e.action).collect()
+    }
+
     /// A CLI entry written while the broker's entry lingers waits for it, so the trail lists
     /// them in the order they were made.
     #[tokio::test]
@@ -911,15 +917,31 @@ mod tests {
         tokio::task::spawn_blocking(move || cli.join().unwrap())
             .await
             .unwrap();
-        let trail = history.audits(10, None).await.unwrap();
-        let actions: Vec<&str> = trail
-            .entries
-            .iter()
-            .rev()
-            .map(|e| e.action.as_str())
-            .collect();
+        let actions = actions(&history).await;
         assert_eq!(actions, ["claim", "client_add"]);
         history.close();
+    }
+
+    /// A row PostgreSQL cannot hold (a U+0000, which the edges refuse) loses only itself,
+    /// not the rows written with it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn postgres_loses_only_the_row_it_cannot_hold() {
+        let Some(db) = leo_testkit::postgres::database().await else {
+            return;
+        };
+        // The store's opening migrates the schema the history writes in.
+        let settings = crate::store::postgres::Settings::for_test(&db.url);
+        let (store, _) = crate::store::Store::open_postgres(settings).unwrap();
+        let history =
+            History::open_postgres(&db.url, "i_test".into(), &HistoryConfig::default()).unwrap();
+        let who = || ("operator".to_owned(), "operator");
+        history.audit(who(), "before", None, None);
+        history.audit(who(), "bad", Some("nul\0target"), None);
+        history.audit(who(), "after", None, None);
+        let actions = actions(&history).await;
+        assert_eq!(actions, ["before", "after"]);
+        history.close();
+        store.close().await;
     }
 
     #[test]

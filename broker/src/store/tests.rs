@@ -489,16 +489,7 @@ async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
     let Some(db) = leo_testkit::postgres::database().await else {
         return;
     };
-    let settings = postgres::Settings {
-        url: db.url.clone(),
-        me: postgres::lease::Me {
-            id: "i_test".into(),
-            url: String::new(),
-        },
-        key: "k".repeat(64),
-        remember: 4,
-    };
-    let (store, _) = Store::open_postgres(settings).unwrap();
+    let (store, _) = Store::open_postgres(postgres::Settings::for_test(&db.url)).unwrap();
     let mail = |agent: &str, text: &str| Op::Mail {
         agent: agent.into(),
         message: msg(text),

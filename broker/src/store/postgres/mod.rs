@@ -156,6 +156,22 @@ pub struct Settings {
     pub remember: usize,
 }
 
+#[cfg(test)]
+impl Settings {
+    /// An instance `i_test` on the database at `url`, for the crate's tests.
+    pub(crate) fn for_test(url: &str) -> Settings {
+        Settings {
+            url: url.to_owned(),
+            me: lease::Me {
+                id: "i_test".into(),
+                url: String::new(),
+            },
+            key: "k".repeat(64),
+            remember: 4,
+        }
+    }
+}
+
 /// Connects, migrates, records this instance and reads what was live; then the writer runs
 /// on its thread until the store closes. Blocks until the state is read.
 pub(crate) fn open(
