@@ -364,27 +364,41 @@ fn not_utf8(line: &str) -> Vec<u8> {
         .collect()
 }
 
-/// The `code` of the error frame a hello `line` is answered with (the connection then closes).
-async fn hello_refused(sock: &std::path::Path, line: &[u8]) -> serde_json::Value {
-    let mut ipc = leo_testkit::Ipc::connect(sock).await;
-    ipc.send_bytes(line).await;
-    let f = ipc.recv().await;
-    assert_eq!(f["type"], "error", "{f}");
-    assert!(
-        ipc.recv_or_end().await.is_none(),
-        "closed after a refused hello"
-    );
-    f
-}
+/// Bodies holding U+0000 (`\u0000` in JSON) or the byte 0xff (`@FF@`) in each string that
+/// reaches the database, with the answer each gets; CLIENT, TOOL and REQUEST stand for the
+/// app's id, a good tool and a call it claimed.
+#[rustfmt::skip]
+const BAD_BODIES: [(&str, &str, u16, &str); 20] = [
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g\u0000", "tools": [TOOL]}"#, 422, "invalid_tool"),
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g@FF@", "tools": [TOOL]}"#, 400, "invalid_parameter"),
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g", "tools": [{"name": "t\u0000", "description": "d", "input_schema": {}}]}"#, 422, "invalid_tool"),
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g", "tools": [{"name": "t@FF@", "description": "d", "input_schema": {}}]}"#, 400, "invalid_parameter"),
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g", "tools": [TOOL], "agents": ["a\u0000"]}"#, 400, "invalid_parameter"),
+    (TOOLS, r#"{"client_id": "CLIENT", "group": "g", "tools": [TOOL], "agents": ["a@FF@"]}"#, 400, "invalid_parameter"),
+    (TOOLS, r#"{"client_id": "c\u0000", "group": "g", "tools": [TOOL]}"#, 404, "unknown_client"),
+    (HOOKS, r#"{"name": "w\u0000", "url": "http://127.0.0.1:9/", "group": "wg", "tools": [TOOL]}"#, 400, "invalid_parameter"),
+    (HOOKS, r#"{"name": "w", "url": "http://127.0.0.1:9/\u0000", "group": "wg", "tools": [TOOL]}"#, 400, "invalid_parameter"),
+    (HOOKS, r#"{"name": "w", "url": "http://127.0.0.1:9/@FF@", "group": "wg", "tools": [TOOL]}"#, 400, "invalid_parameter"),
+    (TO_ROCKET, r#"{"text": "ok", "from": "ops\u0000"}"#, 400, "invalid_parameter"),
+    (TO_ROCKET, r#"{"text": "ok", "from": "ops#s\u0000"}"#, 400, "invalid_parameter"),
+    (TO_ROCKET, r#"{"text": "bad@FF@", "from": "ops"}"#, 400, "invalid_parameter"),
+    ("/web/agent/roc%00ket/message", r#"{"text": "ok", "from": "ops"}"#, 400, "invalid_parameter"),
+    (CLAIM, r#"{"client_id": "c\u0000"}"#, 404, "unknown_client"),
+    (CLAIM, r#"{"client_id": "c@FF@"}"#, 400, "invalid_parameter"),
+    ("/api/v1/client-tools/requests/r%00/claim", r#"{"client_id": "CLIENT"}"#, 404, "unknown_request"),
+    (RESULT, r#"{"client_id": "CLIENT", "ok": false, "error": {"code": "e\u0000", "message": "m"}}"#, 422, "invalid_result"),
+    (RESULT, r#"{"client_id": "CLIENT", "ok": false, "error": {"code": "e", "message": "m@FF@"}}"#, 400, "invalid_parameter"),
+    (RESULT, r#"{"client_id": "c\u0000", "ok": true, "content": []}"#, 404, "unknown_client"),
+];
+const TOOLS: &str = "/api/v1/client-tools";
+const HOOKS: &str = "/api/v1/client-tools/webhooks";
+const TO_ROCKET: &str = "/web/agent/rocket/message";
+const CLAIM: &str = "/api/v1/client-tools/requests/REQUEST/claim";
+const RESULT: &str = "/api/v1/client-tools/requests/REQUEST/result";
 
-/// Every string that reaches PostgreSQL, holding U+0000 (which PostgreSQL's `text` cannot
-/// hold) or bytes that are not UTF-8, is refused where it comes in with its documented code,
-/// or stored escaped where it is free text inside stored JSON; the store keeps writing for
-/// every session (once, a session id with U+0000 stopped the store acknowledging anything).
-#[tokio::test]
-async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_writing() {
-    let Some(db) = database().await else { return };
-    let broker = Broker::start_with(&db.config()).await;
+/// Hellos with U+0000 or 0xff in the session id or the agent's name: each is answered an
+/// `invalid_frame` error, and the connection closed.
+async fn bad_hellos_are_refused(broker: &Broker) {
     let sock = broker.home().join("run/sidecar.sock");
     let token = broker.agent_token();
     let hello = |agent: &str, session: &str| {
@@ -398,17 +412,28 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
         (hello("roc\0ket", "s").into_bytes(), "$.agent"),
         (not_utf8(&hello("roc@FF@ket", "s")), ""),
     ] {
-        let f = hello_refused(&sock, &line).await;
-        assert_eq!(f["code"], "invalid_frame", "{f}");
+        let mut ipc = leo_testkit::Ipc::connect(&sock).await;
+        ipc.send_bytes(&line).await;
+        let f = ipc.recv().await;
+        assert_eq!(
+            (&f["type"], &f["code"]),
+            (&json!("error"), &json!("invalid_frame"))
+        );
         assert!(f["message"].as_str().unwrap().contains(at), "{f}");
+        assert!(
+            ipc.recv_or_end().await.is_none(),
+            "closed after a refused hello"
+        );
     }
+}
 
-    let mut app = App::connect(&broker.http()).await;
-    app.register("g", json!([tool("echo")])).await.data();
-    let mut ipc = agent(&broker, "rocket").await;
-    // A call's frame: a tool name no registration can hold, bytes that are not UTF-8.
+/// A session's frames: a tool name no registration holds answers `no_client`, bytes that are
+/// not UTF-8 an `invalid_frame` error; free text inside JSON the store keeps as JSON text
+/// (arguments, content) is written escaped, and an app error's message has its controls
+/// replaced: those calls go through.
+async fn bad_frames_and_free_text(ipc: &mut leo_testkit::Ipc, app: &mut App) {
     ipc.call(1, "ec\0ho", json!({})).await;
-    assert_eq!(outcome_code(&result_of(&mut ipc, 1).await), "no_client");
+    assert_eq!(outcome_code(&result_of(ipc, 1).await), "no_client");
     for line in [
         r#"{"type": "call", "id": 2, "tool": "ec@FF@ho", "arguments": {}}"#,
         r#"{"type": "call", "id": 2, "tool": "echo", "arguments": {"text": "@FF@"}}"#,
@@ -416,86 +441,48 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
         ipc.send_bytes(&not_utf8(line)).await;
         assert_eq!(ipc.recv_of("error").await["code"], "invalid_frame");
     }
-    // Free text inside JSON the store keeps as JSON text (arguments, content) is written
-    // escaped, and an app error's message has its controls replaced: all go through.
     ipc.call(3, "echo", json!({"text": "a\0b"})).await;
     let id = app.next_request_id().await;
     app.claim_ok(&id).await;
     app.answer(&id, text("x\0y")).await.data();
-    assert_eq!(result_of(&mut ipc, 3).await["content"][0]["text"], "x\0y");
+    assert_eq!(result_of(ipc, 3).await["content"][0]["text"], "x\0y");
     ipc.call(4, "echo", json!({})).await;
     let id = app.next_request_id().await;
     app.claim_ok(&id).await;
     app.fail(&id, "oops", "bad\0news").await.data();
-    assert_eq!(outcome_code(&result_of(&mut ipc, 4).await), "oops");
+    assert_eq!(outcome_code(&result_of(ipc, 4).await), "oops");
+}
 
-    let http = broker.http();
-    let body = |b: serde_json::Value| b.to_string();
-    let client = app.id.clone();
-    let register = |group: &str, name: &str, agents: &str| {
-        body(
-            json!({"client_id": client, "group": group, "tools": [tool(name)], "agents": [agents]}),
-        )
+/// `BAD_BODIES`, each answered as it says, about a call of `ipc` the app claimed.
+async fn bad_bodies_are_refused(
+    http: &leo_testkit::Http,
+    ipc: &mut leo_testkit::Ipc,
+    app: &mut App,
+) {
+    ipc.call(5, "echo", json!({})).await;
+    let claimed = app.next_request_id().await;
+    app.claim_ok(&claimed).await;
+    let good_tool = tool("t").to_string();
+    let fill = |t: &str| {
+        t.replace("CLIENT", &app.id)
+            .replace("TOOL", &good_tool)
+            .replace("REQUEST", &claimed)
     };
-    let msg = |text: &str, from: &str| body(json!({"text": text, "from": from}));
-    let claim = |client_id: &str| body(json!({"client_id": client_id}));
-    let tools = "/api/v1/client-tools";
-    let to_rocket = "/web/agent/rocket/message";
-    let claim_at = format!("/api/v1/client-tools/requests/{id}/claim");
-    let cases: Vec<(&str, Vec<u8>, u16, &str)> = vec![
-        (tools, register("g\0", "t", "*").into(), 422, "invalid_tool"),
-        (tools, register("g", "t\0", "*").into(), 422, "invalid_tool"),
-        (
-            tools,
-            register("g", "t", "a\0").into(),
-            400,
-            "invalid_parameter",
-        ),
-        (
-            tools,
-            not_utf8(&register("g@FF@", "t", "*")),
-            400,
-            "invalid_parameter",
-        ),
-        (
-            tools,
-            not_utf8(&register("g", "t@FF@", "*")),
-            400,
-            "invalid_parameter",
-        ),
-        (
-            to_rocket,
-            msg("ok", "ops\0").into(),
-            400,
-            "invalid_parameter",
-        ),
-        (
-            to_rocket,
-            not_utf8(&msg("bad@FF@", "ops")),
-            400,
-            "invalid_parameter",
-        ),
-        (
-            to_rocket,
-            not_utf8(&msg("ok", "ops@FF@")),
-            400,
-            "invalid_parameter",
-        ),
-        (&claim_at, claim("c\0").into(), 404, "unknown_client"),
-        (
-            &claim_at,
-            not_utf8(&claim("c@FF@")),
-            400,
-            "invalid_parameter",
-        ),
-    ];
-    for (path, bytes, status, code) in cases {
-        let shown = String::from_utf8_lossy(&bytes).into_owned();
-        let r = http.post_raw(path, bytes).await;
-        assert_eq!(r.code(status), code, "{path} {shown}");
+    let mut wrong = Vec::new();
+    for (path, body, status, code) in BAD_BODIES {
+        let r = http.post_raw(&fill(path), not_utf8(&fill(body))).await;
+        if (r.status, r.body["code"].as_str()) != (status, Some(code)) {
+            wrong.push(format!("{path} {body}: {} {}", r.status, r.body));
+        }
     }
-    // A message's text is stamped with its controls replaced, so it is stored.
-    assert_eq!(message(&broker, "rocket", "a\0b").await.status, 200);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+    app.answer(&claimed, text("5")).await.data();
+    assert_eq!(result_of(ipc, 5).await["content"][0]["text"], "5");
+}
+
+/// Query parameters: the history's filters and an app's name holding U+0000 are refused;
+/// percent-encoded bytes that are not UTF-8 read as U+FFFD, which matches nothing.
+async fn bad_queries_are_refused(http: &leo_testkit::Http) {
     for (query, status) in [
         ("tool=%00", 400),
         ("agent=x%00", 400),
@@ -514,13 +501,39 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
     }
     let named = http.get("/api/v1/events?client_tools=1&name=a%00b").await;
     assert_eq!(named.code(400), "invalid_parameter");
+}
+
+/// Every string that reaches PostgreSQL, holding U+0000 (which PostgreSQL's `text` cannot
+/// hold) or bytes that are not UTF-8, is refused where it comes in with its documented code,
+/// or stored escaped where it is free text inside stored JSON; the store keeps writing for
+/// every session (once, a session id with U+0000 stopped the store acknowledging anything).
+#[tokio::test]
+async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_writing() {
+    let Some(db) = database().await else { return };
+    let broker = Broker::start_with(&db.config()).await;
+    bad_hellos_are_refused(&broker).await;
+    let http = broker.http();
+    let mut app = App::connect(&http).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let mut ipc = agent(&broker, "rocket").await;
+    bad_frames_and_free_text(&mut ipc, &mut app).await;
+    bad_bodies_are_refused(&http, &mut ipc, &mut app).await;
+    // A message's text is stamped with its controls replaced, so it is stored.
+    assert_eq!(message(&broker, "rocket", "a\0b").await.status, 200);
+    bad_queries_are_refused(&http).await;
+    // `/mcp`: a harness's name and a tool's name holding U+0000.
+    let mcp = leo_testkit::mcp::client(broker.addr, &broker.agent_token())
+        .with_header("leo-agent", "nova");
+    let session = leo_testkit::mcp::open_session(&mcp, "nul\0harness").await;
+    let called = leo_testkit::mcp::call_in(&mcp, &session, 2, "ec\0ho").await;
+    assert_eq!(called["result"]["isError"], true, "{called}");
+    leo_testkit::mcp::call_answered(&mcp, &session, 3, "echo", &mut app, "via mcp").await;
 
     // The store still writes for everyone: another session's call, a message, the history.
     let mut other = agent(&broker, "comet").await;
     other.call(1, "echo", json!({"text": "fine"})).await;
     let id = app.next_request_id().await;
-    app.claim_ok(&id).await;
-    app.answer(&id, text("still fine")).await.data();
+    app.serve(&id, text("still fine")).await;
     assert_eq!(
         result_of(&mut other, 1).await["content"][0]["text"],
         "still fine"
@@ -534,6 +547,8 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
     })
     .await;
     let logs = logs_of(broker.home());
-    assert!(!logs.contains("cannot record"), "{logs}");
-    assert!(!logs.contains("cannot hold"), "{logs}");
+    assert!(
+        !logs.contains("cannot record") && !logs.contains("cannot hold"),
+        "{logs}"
+    );
 }
