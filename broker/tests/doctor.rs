@@ -369,6 +369,17 @@ async fn doctor_checks_the_broker_that_runs_on_this_home_where_it_listens() {
     assert_eq!(code, 1, "{r:#}");
     says(the_check(&r, "running"), "detail", &format!("(pid {pid}"));
     says(the_check(&r, "running"), "fix", &format!("kill {pid}"));
+    let status = std::process::Command::new(bin("leo"))
+        .arg("status")
+        .env("LEO_HOME", broker.home())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert_eq!(status.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("(pid {pid}) does not answer")),
+        "{err}"
+    );
 }
 
 #[tokio::test]

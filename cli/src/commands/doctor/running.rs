@@ -13,6 +13,7 @@ use leo_broker::config::Config;
 use leo_broker::home::Home;
 
 use super::{Check, Status, VERSION};
+use crate::commands::Unreachable;
 use crate::commands::api::{Api, GetError};
 
 const AREA: &str = "broker";
@@ -67,7 +68,18 @@ pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
             api.display()
         ))),
         Err(GetError::Unreachable(u)) if u.not_running() => {
-            checks.push(not_answering(home, holder.as_ref(), &u.to_string()));
+            // A broker that holds the home without answering: starting another is refused.
+            let fix = match &u {
+                Unreachable::Unanswered { pid, .. } => {
+                    format!("wait for it, or stop it (`kill {pid}`), then {START}")
+                }
+                _ => START.to_owned(),
+            };
+            checks.push(
+                Check::new(AREA, "running", Status::Fail)
+                    .detail(u.to_string())
+                    .fix(fix),
+            );
             return;
         }
         Err(e) => {
@@ -88,29 +100,6 @@ pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
         ))),
     }
     build(&api, checks);
-}
-
-/// Nothing answers on `run/leo.sock`: no broker, or one that holds the home without answering
-/// (starting, stopping, or stuck); starting another would be refused.
-fn not_answering(home: &Home, holder: Option<&leo_broker::home::Holder>, why: &str) -> Check {
-    let check = Check::new(AREA, "running", Status::Fail);
-    let Some(pid) = holder.and_then(|h| h.pid) else {
-        return check.detail(why).fix(START);
-    };
-    let state = if holder.is_some_and(|h| h.stopping) {
-        "is stopping"
-    } else {
-        "does not answer"
-    };
-    check
-        .detail(format!(
-            "the broker that runs on this home (pid {pid}, {}) {state} on {}",
-            home.broker_lock().display(),
-            home.api_socket().display()
-        ))
-        .fix(format!(
-            "wait for it, or stop it (`kill {pid}`), then {START}"
-        ))
 }
 
 fn sidecar_socket(path: &Path, checks: &mut Vec<Check>) {
