@@ -174,6 +174,7 @@ fn raw_start(home: &std::path::Path) -> tokio::process::Child {
     tokio::process::Command::new(leo_testkit::bin("leo"))
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home)
+        .env("RUST_LOG", "info")
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
@@ -219,6 +220,8 @@ async fn two_brokers_started_at_once_on_one_home_one_serves_and_the_other_names_
         .await
         .unwrap();
     assert!(!loser.success(), "{out}");
+    // It stopped before it opened anything: the store says when it opens (at INFO).
+    assert!(!out.contains("state database opened"), "{out}");
     assert!(
         out.contains(&format!(
             "another broker (pid {winner_pid}) runs on this home"
