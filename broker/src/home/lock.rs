@@ -92,14 +92,13 @@ impl HomeLock {
     /// Locks `home` for this process, or says which broker holds it. `run/` must exist.
     pub fn acquire(home: &Home) -> Result<HomeLock> {
         let path = home.broker_lock();
-        let file = std::fs::OpenOptions::new()
+        let mut file = std::fs::OpenOptions::new()
             .read(true)
             .append(true)
             .create(true)
             .mode(0o600)
             .open(&path)
             .map_err(|e| BrokerError::io("open", &path, e))?;
-        let mut file = file;
         let started = Instant::now();
         loop {
             match Flock::lock(file, FlockArg::LockExclusiveNonblock) {
