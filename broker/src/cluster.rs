@@ -406,11 +406,12 @@ impl Instance {
     /// Ends a stage that is not leading: the front stops, a follower says it left (`joined`),
     /// and the sockets are removed.
     async fn leave(&self, doors: Doors, joined: bool) -> Stage {
+        self.p.lock.stopping();
         doors.close().await;
         if joined && let Ok(client) = self.pool.get().await {
             let _ = lease::release(&client, &self.settings.store.me.id).await;
         }
-        crate::server::remove_sockets(&self.p.home);
+        self.p.lock.remove_sockets();
         info!("stopped");
         Stage::Stopped
     }

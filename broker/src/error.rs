@@ -31,6 +31,13 @@ pub enum BrokerError {
     WritableByOthers { path: PathBuf, mode: u32 },
     #[error("{0}")]
     Usage(String),
+    /// `run/broker.lock` is held: a broker runs (or starts) on this home already.
+    #[error(
+        "another broker{} runs on this home ({}): stop it before starting this one, or give this one its own LEO_HOME (and port)",
+        .pid.map(|p| format!(" (pid {p})")).unwrap_or_default(),
+        .home.display()
+    )]
+    AnotherBroker { home: PathBuf, pid: Option<u32> },
     #[error("cannot bind {what}")]
     Bind {
         what: String,

@@ -9,7 +9,10 @@ use std::path::Path;
 
 use crate::error::{BrokerError, Result};
 
+pub mod lock;
+
 pub use leo_protocol::home::Home;
+pub use lock::{Holder, HomeLock, holder};
 
 /// Creates `state/`, `state/devices/`, `state/clients/`, `state/agents/` and `run/`, all 0700.
 pub fn prepare(home: &Home) -> Result<()> {
@@ -24,6 +27,14 @@ pub fn prepare(home: &Home) -> Result<()> {
         ensure_private_dir(&dir)?;
     }
     Ok(())
+}
+
+/// The broker's first step in its home: creates `run/` (0700) and locks the home for this
+/// process (`lock`), before anything else there is read or opened.
+pub fn lock(home: &Home) -> Result<HomeLock> {
+    ensure_private_dir(&home.root)?;
+    ensure_private_dir(&home.run())?;
+    HomeLock::acquire(home)
 }
 
 /// The id of `home`'s instance on a PostgreSQL store: `i_` and the first 16 characters of

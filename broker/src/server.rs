@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::agent_tokens::AgentKeys;
 use crate::config::Config;
@@ -25,10 +25,14 @@ use crate::tokens::{TokenBook, Tokens, load_or_create};
 
 /// How long servers get to finish after shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
+/// How long background tasks (sessions, webhook deliveries) get after the servers.
+const TASKS: Duration = Duration::from_secs(2);
 
 /// Everything `run` needs, loaded and checked.
 pub struct Prepared {
     pub home: Home,
+    /// This broker's hold on `home` (`run/broker.lock`), for the process's life.
+    pub lock: crate::home::HomeLock,
     pub config: Arc<Config>,
     /// `state/client-tools.json` as read at start; taken by the first core that serves.
     pub ever: Option<EverRegistered>,
@@ -78,6 +82,7 @@ pub struct Listeners {
 
 /// Loads config, state and tokens from `home`, creating what first start creates.
 pub fn prepare(home: Home) -> Result<Prepared> {
+    let lock = crate::home::lock(&home)?;
     crate::home::prepare(&home)?;
     let config = Config::load(&home.config())?;
     let ever = EverRegistered::load(&home.client_tools())?;
@@ -94,6 +99,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
     Ok(Prepared {
         mcp: None,
         home,
+        lock,
         config: Arc::new(config),
         ever: Some(ever),
         tokens,
@@ -213,11 +219,17 @@ pub async fn bind(p: &Prepared) -> Result<Listeners> {
         ),
         None => None,
     };
+    let api = bind_unix(&p.home.api_socket()).await?;
+    p.lock.bound(&p.home.api_socket())?;
+    let sidecar = bind_unix(&p.home.sidecar_socket()).await?;
+    p.lock.bound(&p.home.sidecar_socket())?;
+    let tcp_addr = tcp.as_ref().and_then(|t| t.local_addr().ok());
+    p.lock.listening(tcp_addr, p.tls.is_some());
     Ok(Listeners {
         metrics,
         tcp,
-        api: bind_unix(&p.home.api_socket()).await?,
-        sidecar: bind_unix(&p.home.sidecar_socket()).await?,
+        api,
+        sidecar,
     })
 }
 
@@ -364,7 +376,7 @@ pub(crate) async fn serve(
         () = broker.store().deposed() => Ended::Deposed,
     };
     match ended {
-        Ended::Stopped => shut_down(&broker, servers, &p.home).await,
+        Ended::Stopped => shut_down(&broker, servers, &p.lock).await,
         Ended::Deposed => step_down(&broker, servers).await,
     }
     Ok(ended)
@@ -465,30 +477,50 @@ pub(crate) fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<
 }
 
 /// The shutdown path: pending calls end, servers drain (at most `DRAIN`), background tasks
-/// finish, history and the live state are flushed, and the sockets are removed.
-async fn shut_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>, home: &Home) {
+/// finish (at most `TASKS`), history and the live state are flushed, and the sockets are
+/// removed. Each stream, session and timer ends on the shutdown token, so a stop with apps and
+/// agents connected takes milliseconds; what is still running when a bound runs out is named.
+async fn shut_down(
+    broker: &Broker,
+    mut servers: tokio::task::JoinSet<()>,
+    lock: &crate::home::HomeLock,
+) {
     info!("shutting down");
+    lock.stopping();
+    let started = std::time::Instant::now();
     broker.begin_shutdown();
     let drained = tokio::time::timeout(DRAIN, async {
         while servers.join_next().await.is_some() {}
     })
     .await;
     if drained.is_err() {
-        warn!("servers did not drain in time");
+        warn!(
+            servers = servers.len(),
+            "HTTP servers still had connections open after {} s (requests in flight, streams that did not end); closing them",
+            DRAIN.as_secs()
+        );
         servers.abort_all();
     }
     broker.tasks().close();
-    if tokio::time::timeout(Duration::from_secs(2), broker.tasks().wait())
+    if tokio::time::timeout(TASKS, broker.tasks().wait())
         .await
         .is_err()
     {
-        warn!("background tasks did not finish in time");
+        warn!(
+            tasks = broker.tasks().len(),
+            "background tasks (agent sessions, webhook deliveries, timers) still ran after {} s; stopping without them",
+            TASKS.as_secs()
+        );
     }
+    debug!(
+        took_ms = started.elapsed().as_millis(),
+        "streams, sessions and servers ended"
+    );
     // Every call has ended by now; its row is written before the broker says it stopped.
     broker.history().close();
     broker.store().close().await;
     crate::telemetry::shutdown().await;
-    remove_sockets(home);
+    lock.remove_sockets();
     info!("stopped");
 }
 
@@ -511,13 +543,6 @@ async fn step_down(broker: &Broker, mut servers: tokio::task::JoinSet<()>) {
     let _ = tokio::time::timeout(Duration::from_millis(500), broker.tasks().wait()).await;
     broker.history().close();
     broker.store().close().await;
-}
-
-/// Removes the sockets at the end of a stop.
-pub(crate) fn remove_sockets(home: &Home) {
-    for path in [home.api_socket(), home.sidecar_socket()] {
-        let _ = std::fs::remove_file(path);
-    }
 }
 
 /// Installs the SIGINT and SIGTERM handlers now (before the banner is printed, so a signal

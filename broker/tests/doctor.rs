@@ -88,6 +88,22 @@ async fn doctor(home: &CliHome, leo_home: &Path) -> (i32, Value) {
     (out.status.code().unwrap_or(-1), report)
 }
 
+/// Runs a `fix:` line as printed, in the home's project directory.
+async fn run_fix(home: &CliHome, fix: &str) {
+    let out = home
+        .command("sh")
+        .arg("-c")
+        .arg(fix)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{fix}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The checks whose name starts with `prefix` and contains `part`.
 fn checks<'a>(report: &'a Value, prefix: &str, part: &str) -> Vec<&'a Value> {
     report["checks"]
@@ -208,18 +224,7 @@ async fn doctor_passes_a_good_setup_and_names_each_breakage_with_its_fix() {
         "{fix}"
     );
     // The fix, run as printed, repairs it (naming the leo-mcp built beside this leo).
-    let out = home
-        .command("sh")
-        .arg("-c")
-        .arg(fix)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{fix}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    run_fix(&home, fix).await;
     assert_eq!(doctor(&home, &leo_home).await.0, 0);
 
     // leo-mcp moved away.
@@ -252,6 +257,21 @@ async fn doctor_passes_a_good_setup_and_names_each_breakage_with_its_fix() {
     }
     std::fs::rename(bin_dir.join("leo-mcp.old"), &leo_mcp).unwrap();
 
+    // A project's .mcp.json with a broken Leo entry: the fix, run as printed, repairs that
+    // entry (the project's scope wins over the user's, so a user-scope fix would not).
+    let project = home.path().join("proj/.mcp.json");
+    let broken = serde_json::json!({"mcpServers": {"leo": {
+        "type": "stdio", "command": "/nowhere/leo-mcp", "args": ["--agent", "claude"], "env": {},
+    }}});
+    std::fs::write(&project, broken.to_string()).unwrap();
+    let (code, report) = doctor(&home, &leo_home).await;
+    assert_eq!(code, 1, "{report:#}");
+    let c = checks(&report, &format!("claude {}", project.display()), "command")[0];
+    let fix = c["fix"].as_str().unwrap();
+    run_fix(&home, fix).await;
+    assert_eq!(doctor(&home, &leo_home).await.0, 0, "{fix}");
+    std::fs::remove_file(&project).unwrap();
+
     // The broker stopped.
     drop(broker);
     let text = home
@@ -272,4 +292,123 @@ async fn doctor_passes_a_good_setup_and_names_each_breakage_with_its_fix() {
         "only the broker is wrong: {report:#}"
     );
     assert_eq!(leo_home, Path::new(report["leo_home"].as_str().unwrap()));
+}
+
+/// `leo doctor` on `leo_home` in `cwd`, with a `HOME` of its own and no harness CLI on `PATH`
+/// (the broker's checks only): the exit code and stdout.
+async fn doctor_alone(leo_home: &Path, cwd: &Path, json: bool) -> (i32, String) {
+    let mut cmd = tokio::process::Command::new(bin("leo"));
+    cmd.arg("doctor")
+        .args(json.then_some("--json"))
+        .env_clear()
+        .env("HOME", cwd)
+        .env("PATH", "/usr/bin:/bin")
+        .env("LEO_HOME", leo_home)
+        .current_dir(cwd);
+    let out = cmd.output().await.unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    (out.status.code().unwrap_or(-1), text)
+}
+
+/// `doctor_alone --json`: the exit code and the report.
+async fn doctor_report(leo_home: &Path, cwd: &Path) -> (i32, Value) {
+    let (code, text) = doctor_alone(leo_home, cwd, true).await;
+    let report = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}: {text}"));
+    (code, report)
+}
+
+/// `check[field]` contains `part`.
+fn says(check: &Value, field: &str, part: &str) {
+    let text = check[field].as_str().unwrap_or_default();
+    assert!(text.contains(part), "{field} without {part:?}: {check:#}");
+}
+
+/// The one check named `name`.
+fn the_check<'a>(report: &'a Value, name: &str) -> &'a Value {
+    let found = checks(report, name, "");
+    assert_eq!(found.len(), 1, "{name}: {report:#}");
+    found[0]
+}
+
+#[tokio::test]
+async fn doctor_checks_the_broker_that_runs_on_this_home_where_it_listens() {
+    // web.port is held by another program; the broker runs with --port 0 elsewhere.
+    let other = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = other.local_addr().unwrap().port();
+    let broker = Broker::start_with(&format!("web:\n  port: {port}\n")).await;
+    let cwd = tempfile::tempdir().unwrap();
+    let pid = broker.pid();
+
+    let (code, r) = doctor_report(broker.home(), cwd.path()).await;
+    assert_eq!(code, 0, "{r:#}");
+    says(the_check(&r, "running"), "detail", &format!("(pid {pid})"));
+    let tcp = the_check(&r, "tcp");
+    assert_eq!(tcp["status"], "ok", "{tcp:#}");
+    let addr = broker.addr.to_string();
+    says(tcp, "detail", &addr);
+    let held = the_check(&r, "web.port");
+    assert_eq!(held["status"], "warn", "{held:#}");
+    says(
+        held,
+        "detail",
+        &format!("another process holds 127.0.0.1:{port}"),
+    );
+    says(held, "detail", &addr);
+
+    // Nothing on web.port: the broker's --port is only said.
+    drop(other);
+    let (code, r) = doctor_report(broker.home(), cwd.path()).await;
+    assert_eq!(code, 0, "{r:#}");
+    assert_eq!(the_check(&r, "tcp")["status"], "ok", "{r:#}");
+    assert_eq!(the_check(&r, "web.port")["status"], "info", "{r:#}");
+
+    // The broker holds the home but its API socket is gone: it is named, and starting another
+    // is not the advice.
+    std::fs::remove_file(broker.home().join("run/leo.sock")).unwrap();
+    let (code, r) = doctor_report(broker.home(), cwd.path()).await;
+    assert_eq!(code, 1, "{r:#}");
+    says(the_check(&r, "running"), "detail", &format!("(pid {pid}"));
+    says(the_check(&r, "running"), "fix", &format!("kill {pid}"));
+    let status = std::process::Command::new(bin("leo"))
+        .arg("status")
+        .env("LEO_HOME", broker.home())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&status.stderr);
+    assert_eq!(status.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("(pid {pid}) does not answer")),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn doctor_fixes_a_project_mcp_json_in_its_own_scope_and_says_the_fix_once() {
+    let broker = Broker::start().await;
+    let cwd = tempfile::tempdir().unwrap();
+    let entry = serde_json::json!({"mcpServers": {"leo": {
+        "type": "stdio",
+        "command": "/nowhere/leo-mcp",
+        "args": ["--agent", "claude"],
+        "env": {"LEO_HOME": "/elsewhere/.leo"},
+    }}});
+    std::fs::write(cwd.path().join(".mcp.json"), entry.to_string()).unwrap();
+    let (code, text) = doctor_alone(broker.home(), cwd.path(), false).await;
+    assert_eq!(code, 1, "{text}");
+    let fixes: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("fix: "))
+        .filter(|f| f.contains("claude mcp"))
+        .collect();
+    assert_eq!(fixes.len(), 1, "the entry's one fix, once: {text}");
+    assert!(
+        fixes[0].starts_with("claude mcp remove --scope project leo; claude mcp add --transport stdio --scope project leo"),
+        "{text}"
+    );
+    assert!(text.contains("fix: the one above"), "{text}");
+    // A .mcp.json that does not parse: its own failure, not a user-scope entry to add.
+    std::fs::write(cwd.path().join(".mcp.json"), "{\"mcpServers\": ").unwrap();
+    let (_, text) = doctor_alone(broker.home(), cwd.path(), false).await;
+    assert!(!text.contains("--scope user"), "{text}");
+    assert!(text.contains(".mcp.json"), "{text}");
 }

@@ -168,3 +168,162 @@ async fn a_second_broker_on_the_same_home_is_refused_and_a_stale_socket_is_repla
         200
     );
 }
+
+/// `leo broker --port 0` on `home`, its output piped: a start whose fate the test decides.
+fn raw_start(home: &std::path::Path) -> tokio::process::Child {
+    tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(["broker", "--port", "0"])
+        .env("LEO_HOME", home)
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+}
+
+/// The broker that serves `home`'s API socket answers with `home`'s operator token.
+async fn serves(home: &std::path::Path) -> bool {
+    let h = leo_protocol::home::Home::new(home);
+    let token = std::fs::read_to_string(h.operator_token()).unwrap_or_default();
+    let http = leo_testkit::Http::unix(h.api_socket(), Some(token.trim().to_owned()));
+    http.get("/api/v1/client-tools").await.status == 200
+        && tokio::net::UnixStream::connect(h.sidecar_socket())
+            .await
+            .is_ok()
+}
+
+#[tokio::test]
+async fn two_brokers_started_at_once_on_one_home_one_serves_and_the_other_names_it() {
+    let home = tempfile::tempdir().unwrap();
+    let mut first = raw_start(home.path());
+    let mut second = raw_start(home.path());
+    let pids = (first.id().unwrap(), second.id().unwrap());
+    // The loser exits at once; the winner runs on.
+    let wait = leo_testkit::WAIT;
+    let (loser, winner_pid) = tokio::time::timeout(wait, async {
+        tokio::select! {
+            s = first.wait() => (s.unwrap(), pids.1),
+            s = second.wait() => (s.unwrap(), pids.0),
+        }
+    })
+    .await
+    .expect("one of two brokers on one home must stop");
+    let mut out = String::new();
+    let (mut winner, mut loser_child) = if winner_pid == pids.0 {
+        (first, second)
+    } else {
+        (second, first)
+    };
+    tokio::io::AsyncReadExt::read_to_string(loser_child.stderr.as_mut().unwrap(), &mut out)
+        .await
+        .unwrap();
+    assert!(!loser.success(), "{out}");
+    // It stopped before it opened anything: the store says when it opens (at INFO).
+    assert!(!out.contains("state database opened"), "{out}");
+    assert!(
+        out.contains(&format!(
+            "another broker (pid {winner_pid}) runs on this home"
+        )),
+        "{out}"
+    );
+    assert!(winner.try_wait().unwrap().is_none(), "the winner runs");
+    super::support::eventually(|| serves(home.path())).await;
+    let lock = std::fs::read_to_string(home.path().join("run/broker.lock")).unwrap();
+    assert!(lock.starts_with(&format!("pid={winner_pid}\n")), "{lock}");
+    assert_eq!(mode(&home.path().join("run/broker.lock")), 0o600);
+
+    // The lock is taken before anything else in the home is read: a start on the same home
+    // stops on it, not on a config the running broker never reads again.
+    std::fs::write(home.path().join("config.yaml"), "web: [1, 2\n").unwrap();
+    let err = leo_testkit::spawn(home.path())
+        .await
+        .expect_err("a second start must fail");
+    assert!(
+        err.contains(&format!("another broker (pid {winner_pid})")) && !err.contains("config"),
+        "{err}"
+    );
+    winner.start_kill().unwrap();
+}
+
+#[tokio::test]
+async fn a_broker_started_as_the_last_one_stops_serves_on_its_own_sockets() {
+    let mut old = Broker::start().await;
+    // An app connected: its stream is open while the old broker stops.
+    let app = App::connect(&old.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let home = old.home().to_path_buf();
+    let (status, new) = tokio::join!(old.signal("TERM"), leo_testkit::spawn(&home));
+    assert!(status.success(), "{}", old.stderr());
+    let (mut new, _, new_log) = new.unwrap_or_else(|e| panic!("the restart must start: {e}"));
+    // The old broker has exited; the new one's socket files are there and served.
+    assert!(
+        serves(&home).await,
+        "{}",
+        std::fs::read_to_string(new_log).unwrap()
+    );
+    let lock = std::fs::read_to_string(home.join("run/broker.lock")).unwrap();
+    assert!(
+        lock.starts_with(&format!("pid={}\n", new.id().unwrap())),
+        "{lock}"
+    );
+
+    // A socket file that is not its own (the old one's removed by hand and bound again by
+    // another process) is left where it is when a broker stops.
+    let api = home.join("run/leo.sock");
+    std::fs::remove_file(&api).unwrap();
+    let other = std::os::unix::net::UnixListener::bind(&api).unwrap();
+    let pid = new.id().unwrap().to_string();
+    std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .unwrap();
+    assert!(new.wait().await.unwrap().success());
+    assert!(api.exists(), "the other process's socket stays");
+    assert!(
+        !home.join("run/sidecar.sock").exists(),
+        "its own is removed"
+    );
+    assert_eq!(
+        std::fs::read_to_string(home.join("run/broker.lock")).unwrap(),
+        ""
+    );
+    drop(other);
+}
+
+#[tokio::test]
+async fn a_stop_with_apps_and_agents_connected_is_prompt() {
+    // A restart with an app connected arms the resume grace of what the store remembers, and
+    // an app that leaves arms its own: neither may hold the next stop.
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let (status, home) = broker.stop_keep_home().await;
+    assert!(status.success());
+    let mut broker = Broker::start_in(home).await;
+    let gone = App::connect(&broker.http()).await;
+    gone.register("h", json!([tool("other")])).await.data();
+    drop(gone);
+    let app = App::connect(&broker.http()).await;
+    app.register("g", json!([tool("echo")])).await.data();
+    let mut ipc = agent(&broker, "rocket").await;
+    ipc.call(1, "echo", json!({})).await;
+    // An agent on /mcp, its call's answer stream open.
+    let mcp = leo_testkit::mcp::client(broker.addr, &broker.add_agent("scout"));
+    let session = leo_testkit::mcp::open_session(&mcp, "scout").await;
+    let _answer = leo_testkit::mcp::start_call(&mcp, &session, 2, "echo").await;
+    let started = std::time::Instant::now();
+    let status = broker.signal("TERM").await;
+    let took = started.elapsed();
+    let log = broker.stderr();
+    assert!(status.success(), "{log}");
+    assert!(
+        took < std::time::Duration::from_secs(1),
+        "the stop took {took:?}\n{log}"
+    );
+    // Nothing of the broker's own was cut short. (The in-process `/mcp` session's link says
+    // it lost the broker: it did.)
+    assert!(!log.contains("WARN leo_broker"), "{log}");
+    drop(app);
+}

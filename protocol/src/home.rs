@@ -126,6 +126,10 @@ impl Home {
     pub fn sidecar_socket(&self) -> PathBuf {
         self.run().join("sidecar.sock")
     }
+    /// The running broker's lock (one broker per home), with its pid and what it listens on.
+    pub fn broker_lock(&self) -> PathBuf {
+        self.run().join("broker.lock")
+    }
 }
 
 /// `state/client-tools.json`: every tool name an app ever registered here. The broker writes
@@ -162,6 +166,7 @@ mod tests {
             (h.tls_cert(), "/h/tls/server.pem"),
             (h.tls_key(), "/h/tls/server.key"),
             (h.sidecar_socket(), "/h/run/sidecar.sock"),
+            (h.broker_lock(), "/h/run/broker.lock"),
         ];
         for (path, want) in rows {
             assert_eq!(path, PathBuf::from(want));

@@ -156,14 +156,9 @@ impl Broker {
     /// Ends call `id` by timeout after `after` (its `timeout_s` is `secs`), counted from now,
     /// not from when the timer's task first runs.
     pub(super) fn arm_timer(&self, core: &mut Core, id: &str, secs: u64, after: Duration) {
-        let me = self.me.clone();
         let rid = id.to_owned();
-        let deadline = super::deadline_in(after);
-        let timer = self.tasks.spawn(async move {
-            tokio::time::sleep_until(deadline).await;
-            if let Some(broker) = me.upgrade() {
-                broker.expire(&rid, secs);
-            }
+        let timer = self.timer(super::deadline_in(after), move |broker| {
+            broker.expire(&rid, secs);
         });
         core.requests.set_timer(id, timer.abort_handle());
     }

@@ -426,6 +426,27 @@ impl Broker {
         &self.tasks
     }
 
+    /// Runs `due` on the broker at `deadline` (`deadline_in`), unless the broker shuts down or
+    /// is gone first. Every timer of the core is one of these: a timer that outlived the
+    /// shutdown token kept the stop waiting for it (a restart's resume grace is a minute).
+    fn timer(
+        &self,
+        deadline: tokio::time::Instant,
+        due: impl FnOnce(&Broker) + Send + 'static,
+    ) -> tokio::task::JoinHandle<()> {
+        let (me, shutdown) = (self.me.clone(), self.shutdown.clone());
+        self.tasks.spawn(async move {
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    if let Some(broker) = me.upgrade() {
+                        due(&broker);
+                    }
+                }
+                () = shutdown.cancelled() => {}
+            }
+        })
+    }
+
     /// A receiver that wakes when the agent-visible tool set changes.
     pub fn watch_revision(&self) -> watch::Receiver<u64> {
         self.revision.subscribe()

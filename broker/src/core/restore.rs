@@ -107,14 +107,7 @@ impl Broker {
                 grace_s = grace.as_secs(),
                 "calls restored; waiting for their agents and apps"
             );
-            let me = self.me.clone();
-            let over = super::deadline_in(grace);
-            self.tasks.spawn(async move {
-                tokio::time::sleep_until(over).await;
-                if let Some(broker) = me.upgrade() {
-                    broker.grace_over();
-                }
-            });
+            self.timer(super::deadline_in(grace), Broker::grace_over);
         }
     }
 
@@ -223,12 +216,9 @@ impl Broker {
             .or_default()
             .extend(left.calls);
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
-        let (me, over, k) = (self.me.clone(), super::deadline_in(grace), key.clone());
-        let timer = self.tasks.spawn(async move {
-            tokio::time::sleep_until(over).await;
-            if let Some(broker) = me.upgrade() {
-                broker.return_over(&k);
-            }
+        let k = key.clone();
+        let timer = self.timer(super::deadline_in(grace), move |broker| {
+            broker.return_over(&k);
         });
         if let Some(old) = core.returns.insert(key, timer.abort_handle()) {
             old.abort();

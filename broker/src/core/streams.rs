@@ -175,18 +175,13 @@ impl Broker {
     }
 
     fn expire_client_later(&self, client_id: &str) -> tokio::task::AbortHandle {
-        let me = self.me.clone();
         let id = client_id.to_owned();
         let grace = Duration::from_secs(self.config.client_tools.resume_grace_s);
-        let over = super::deadline_in(grace);
-        let timer = self.tasks.spawn(async move {
-            tokio::time::sleep_until(over).await;
-            if let Some(broker) = me.upgrade() {
-                let mut core = broker.lock();
-                broker.client_expired(&mut core, &id);
-                drop(core);
-                broker.touched();
-            }
+        let timer = self.timer(super::deadline_in(grace), move |broker| {
+            let mut core = broker.lock();
+            broker.client_expired(&mut core, &id);
+            drop(core);
+            broker.touched();
         });
         timer.abort_handle()
     }

@@ -24,6 +24,7 @@ pub mod watch;
 pub mod webhook;
 
 use leo_broker::error::BrokerError;
+use leo_broker::home::Home;
 use leo_broker::read_token_file;
 use std::path::{Path, PathBuf};
 
@@ -68,6 +69,13 @@ pub enum Unreachable {
         path.display()
     )]
     NoToken { which: &'static str, path: PathBuf },
+    /// A broker holds this home (`run/broker.lock` names it) but does not answer on its socket:
+    /// it is starting, stopping or stuck, and another start would be refused.
+    #[error(
+        "the broker of this home (pid {pid}) does not answer on {}; wait for it, or stop it (`kill {pid}`) and start it again",
+        socket.display()
+    )]
+    Unanswered { pid: u32, socket: PathBuf },
     #[error(transparent)]
     Token(BrokerError),
     #[error("cannot connect to {}", socket.display())]
@@ -92,6 +100,7 @@ impl Unreachable {
         matches!(
             self,
             Unreachable::NotRunning { .. }
+                | Unreachable::Unanswered { .. }
                 | Unreachable::NoToken { .. }
                 | Unreachable::Remote { .. }
         )
@@ -101,8 +110,14 @@ impl Unreachable {
     pub fn connecting(socket: &Path, source: std::io::Error) -> Unreachable {
         use std::io::ErrorKind::{ConnectionRefused, NotFound};
         let socket = socket.to_path_buf();
+        // `run/leo.sock` → the home, whose lock file names the broker that runs there.
+        let home = socket.parent().and_then(Path::parent).map(Home::new);
+        let holder = home.as_ref().and_then(leo_broker::home::holder);
         match source.kind() {
-            NotFound | ConnectionRefused => Unreachable::NotRunning { socket },
+            NotFound | ConnectionRefused => match holder.and_then(|h| h.pid) {
+                Some(pid) => Unreachable::Unanswered { pid, socket },
+                None => Unreachable::NotRunning { socket },
+            },
             _ => Unreachable::Connect { socket, source },
         }
     }

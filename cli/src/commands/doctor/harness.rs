@@ -58,12 +58,15 @@ impl Harness {
         }
     }
 
-    /// The line that (re-)adds Leo's entry, as the broker's banner prints it.
-    fn add_line(self, home: &Path, leo_mcp: &str, agent: &str) -> String {
+    /// The line that (re-)adds Leo's entry, as the broker's banner prints it; Claude Code's in
+    /// the scope of the file the entry is in (`scope`), since a project's or a directory's
+    /// entry wins over the user's.
+    fn add_line(self, home: &Path, leo_mcp: &str, agent: &str, scope: Scope) -> String {
         let env = format!("LEO_HOME={}", sh_quote(&home.display().to_string()));
         match self {
             Harness::Claude => format!(
-                "claude mcp remove leo; claude mcp add --transport stdio --scope user leo -e {env} -- {leo_mcp} --agent {agent}"
+                "claude mcp remove --scope {scope} leo; claude mcp add --transport stdio --scope {scope} leo -e {env} -- {leo_mcp} --agent {agent}",
+                scope = scope.word()
             ),
             Harness::Codex => format!(
                 "codex mcp remove leo; codex mcp add leo --env {env} -- {leo_mcp} --agent {agent}"
@@ -100,10 +103,31 @@ impl Harness {
     }
 }
 
+/// Where Claude Code keeps an entry: `~/.claude.json` (user, or local: this directory's under
+/// `projects`) or the project's `.mcp.json`. The other harnesses' entries are all `User`.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum Scope {
+    #[default]
+    User,
+    Local,
+    Project,
+}
+
+impl Scope {
+    fn word(self) -> &'static str {
+        match self {
+            Scope::User => "user",
+            Scope::Local => "local",
+            Scope::Project => "project",
+        }
+    }
+}
+
 /// One MCP server entry of a harness's config.
 #[derive(Debug, Default)]
 struct Entry {
     name: String,
+    scope: Scope,
     command: String,
     args: Vec<String>,
     env: BTreeMap<String, String>,
@@ -150,15 +174,19 @@ pub fn configs(home: &Home, checks: &mut Vec<Check>) {
         let mut leo_entries = 0;
         for file in &files {
             match read(harness, file) {
-                Err(e) => checks.push(
-                    Check::new(AREA, label(harness, file, None), Status::Fail)
-                        .detail(e)
-                        .fix(format!(
-                            "correct {} (`{} mcp list` reads it too)",
-                            file.display(),
-                            harness.cli()
-                        )),
-                ),
+                Err(e) => {
+                    // An entry in it may be Leo's: "no Leo entry" is not said then.
+                    leo_entries += 1;
+                    checks.push(
+                        Check::new(AREA, label(harness, file, None), Status::Fail)
+                            .detail(e)
+                            .fix(format!(
+                                "correct {} (`{} mcp list` reads it too)",
+                                file.display(),
+                                harness.cli()
+                            )),
+                    );
+                }
                 Ok(entries) => {
                     for entry in entries.iter().filter(|e| e.is_leo()) {
                         leo_entries += 1;
@@ -171,7 +199,12 @@ pub fn configs(home: &Home, checks: &mut Vec<Check>) {
             checks.push(
                 Check::new(AREA, harness.cli(), Status::Warn)
                     .detail(format!("no Leo entry in {}", list(&files)))
-                    .fix(harness.add_line(&home.root, &leo_mcp_to_suggest(), harness.cli())),
+                    .fix(harness.add_line(
+                        &home.root,
+                        &leo_mcp_to_suggest(),
+                        harness.cli(),
+                        Scope::User,
+                    )),
             );
         }
     }
@@ -209,17 +242,20 @@ fn read(harness: Harness, file: &Path) -> Result<Vec<Entry>, String> {
     match harness {
         Harness::Claude => {
             let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+            if file.file_name().is_some_and(|n| n == ".mcp.json") {
+                return Ok(in_scope(
+                    json_servers(&v["mcpServers"], "args", "env"),
+                    Scope::Project,
+                ));
+            }
             let mut entries = json_servers(&v["mcpServers"], "args", "env");
             // Local scope: this directory's entry in ~/.claude.json.
             if let Some(cwd) = std::env::current_dir()
                 .ok()
                 .and_then(|d| d.to_str().map(str::to_owned))
             {
-                entries.extend(json_servers(
-                    &v["projects"][cwd]["mcpServers"],
-                    "args",
-                    "env",
-                ));
+                let local = json_servers(&v["projects"][cwd]["mcpServers"], "args", "env");
+                entries.extend(in_scope(local, Scope::Local));
             }
             Ok(entries)
         }
@@ -239,6 +275,10 @@ fn read(harness: Harness, file: &Path) -> Result<Vec<Entry>, String> {
             Ok(json_servers(&v["mcp"], "", "environment"))
         }
     }
+}
+
+fn in_scope(entries: Vec<Entry>, scope: Scope) -> Vec<Entry> {
+    entries.into_iter().map(|e| Entry { scope, ..e }).collect()
 }
 
 /// Entries of a JSON map of servers. An empty `args_key` means the command is an array that
@@ -278,6 +318,7 @@ fn json_servers(servers: &Value, args_key: &str, env_key: &str) -> Vec<Entry> {
                 .collect();
             Entry {
                 name: name.clone(),
+                scope: Scope::User,
                 command,
                 args,
                 env,
@@ -305,6 +346,7 @@ fn codex_entry(name: &str, s: &toml::Value) -> Entry {
     let timeout = s.get("tool_timeout_sec");
     Entry {
         name: name.to_owned(),
+        scope: Scope::User,
         command: s
             .get("command")
             .and_then(|c| c.as_str())
@@ -330,7 +372,7 @@ fn entry_checks(
         .flag("--agent")
         .or_else(|| entry.env.get("LEO_AGENT").cloned())
         .unwrap_or_else(|| harness.cli().to_owned());
-    let add = harness.add_line(&home.root, &leo_mcp_to_suggest(), &agent);
+    let add = harness.add_line(&home.root, &leo_mcp_to_suggest(), &agent, entry.scope);
     checks.push(command_check(&name, entry, &add));
     checks.push(home_check(harness, &name, entry, home, &add));
     if harness == Harness::Codex {

@@ -138,6 +138,9 @@ fn render(home: &Home, checks: &[Check]) -> String {
         home.root.display()
     );
     let mut area = "";
+    // One fix repairs every check it is given for (an entry's command and its LEO_HOME): it is
+    // printed once, and pointed at after.
+    let mut fixes: Vec<&str> = Vec::new();
     for c in checks {
         if c.area != area {
             area = c.area;
@@ -150,8 +153,13 @@ fn render(home: &Home, checks: &[Check]) -> String {
             Status::Fail => style.bold("FAIL"),
         };
         out.push_str(&format!("  {mark} {}: {}\n", c.check, c.detail));
-        if let Some(fix) = &c.fix {
-            out.push_str(&format!("         fix: {fix}\n"));
+        match c.fix.as_deref() {
+            Some(fix) if fixes.contains(&fix) => out.push_str("         fix: the one above\n"),
+            Some(fix) => {
+                fixes.push(fix);
+                out.push_str(&format!("         fix: {fix}\n"));
+            }
+            None => {}
         }
     }
     let count = |s: Status| checks.iter().filter(|c| c.status == s).count();

@@ -1,15 +1,19 @@
-//! The broker's checks: its config, whether it runs and answers on `run/leo.sock`,
-//! `run/sidecar.sock` and its TCP port, and whether it runs this very build.
+//! The broker's checks: its config, whether the broker that runs on this home (the holder of
+//! `run/broker.lock`) answers on `run/leo.sock`, `run/sidecar.sock` and the TCP address it
+//! listens on (which its lock file names: `--port` may differ from `web.port`), and whether it
+//! runs this very build.
 
 use std::net::{SocketAddr, TcpStream};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+
 use std::time::Duration;
 
 use leo_broker::config::Config;
 use leo_broker::home::Home;
 
 use super::{Check, Status, VERSION};
+use crate::commands::Unreachable;
 use crate::commands::api::{Api, GetError};
 
 const AREA: &str = "broker";
@@ -48,19 +52,33 @@ pub fn config(home: &Home, checks: &mut Vec<Check>) -> Option<Config> {
     }
 }
 
-/// Whether the broker runs and answers on each of its doors, and which build it runs.
+/// Whether the broker that runs on this home (the holder of `run/broker.lock`) answers on each
+/// of its doors, and which build it runs.
 pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
-    let api = home.run().join("leo.sock");
+    let api = home.api_socket();
+    let holder = leo_broker::home::holder(home);
+    let pid = holder
+        .as_ref()
+        .and_then(|h| h.pid)
+        .map(|p| format!(" (pid {p})"))
+        .unwrap_or_default();
     match Api::new(home).get::<serde_json::Value>(crate::commands::snapshot::STATUS_ROUTE) {
         Ok(_) => checks.push(Check::new(AREA, "running", Status::Ok).detail(format!(
-            "answers on {} with the operator token",
+            "the broker{pid} answers on {} with the operator token",
             api.display()
         ))),
         Err(GetError::Unreachable(u)) if u.not_running() => {
+            // A broker that holds the home without answering: starting another is refused.
+            let fix = match &u {
+                Unreachable::Unanswered { pid, .. } => {
+                    format!("wait for it, or stop it (`kill {pid}`), then {START}")
+                }
+                _ => START.to_owned(),
+            };
             checks.push(
                 Check::new(AREA, "running", Status::Fail)
                     .detail(u.to_string())
-                    .fix(START),
+                    .fix(fix),
             );
             return;
         }
@@ -73,9 +91,13 @@ pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
             return;
         }
     }
-    sidecar_socket(&home.run().join("sidecar.sock"), checks);
-    if let Some(config) = config {
-        tcp(config, checks);
+    sidecar_socket(&home.sidecar_socket(), checks);
+    match holder.as_ref().and_then(|h| h.tcp.map(|tcp| (h, tcp))) {
+        Some((h, tcp)) => running_tcp(h, tcp, config, checks),
+        None => checks.push(Check::new(AREA, "tcp", Status::Info).detail(format!(
+            "{} does not say where the broker listens (a build before the lock file); not checked",
+            home.broker_lock().display()
+        ))),
     }
     build(&api, checks);
 }
@@ -91,33 +113,59 @@ fn sidecar_socket(path: &Path, checks: &mut Vec<Check>) {
     checks.push(check);
 }
 
-fn tcp(config: &Config, checks: &mut Vec<Check>) {
-    let web = &config.web;
-    if !web.enabled {
+/// A TCP address to connect to: a wildcard bind is reached on loopback.
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        SocketAddr::new(std::net::IpAddr::from([127, 0, 0, 1]), addr.port())
+    } else {
+        addr
+    }
+}
+
+/// The TCP listener of the broker that runs here, where its lock file says it is (its
+/// `--port`, when it was started with one), and what holds `web.port` if that differs.
+fn running_tcp(
+    holder: &leo_broker::home::Holder,
+    tcp: Option<SocketAddr>,
+    config: Option<&Config>,
+    checks: &mut Vec<Check>,
+) {
+    let Some(addr) = tcp else {
         checks.push(
             Check::new(AREA, "tcp", Status::Info).detail("web.enabled: false, no TCP listener"),
         );
         return;
-    }
-    if web.port == 0 {
-        checks.push(
-            Check::new(AREA, "tcp", Status::Info).detail(
-                "web.port: 0, a free port at each start (its banner names it); not checked",
-            ),
-        );
-        return;
-    }
-    let ip = if web.bind.is_unspecified() {
-        std::net::IpAddr::from([127, 0, 0, 1])
-    } else {
-        web.bind
     };
-    let addr = SocketAddr::new(ip, web.port);
-    let check = match TcpStream::connect_timeout(&addr, CONNECT) {
-        Ok(_) => Check::new(AREA, "tcp", Status::Ok).detail(format!("{addr} accepts connections")),
+    let scheme = if holder.tls { "https" } else { "http" };
+    let check = match TcpStream::connect_timeout(&reachable(addr), CONNECT) {
+        Ok(_) => Check::new(AREA, "tcp", Status::Ok)
+            .detail(format!("{scheme}://{addr} accepts connections")),
         Err(e) => Check::new(AREA, "tcp", Status::Fail)
             .detail(format!("{addr}: {e}"))
-            .fix("the broker runs with another --port than web.port, or something else holds the port: restart it without --port"),
+            .fix(format!("restart the broker; {START}")),
+    };
+    checks.push(check);
+    let Some(web) = config.map(|c| &c.web).filter(|w| w.enabled && w.port != 0) else {
+        return;
+    };
+    if web.port == addr.port() {
+        return;
+    }
+    let configured = reachable(SocketAddr::new(web.bind, web.port));
+    let check = match TcpStream::connect_timeout(&configured, CONNECT) {
+        Ok(_) => Check::new(AREA, "web.port", Status::Warn)
+            .detail(format!(
+                "another process holds {configured} (web.port); this home's broker listens on {addr} (started with --port)"
+            ))
+            .fix(format!(
+                "use {scheme}://{addr} for this home, or stop what holds port {} and restart the broker without --port",
+                web.port
+            )),
+        Err(_) => Check::new(AREA, "web.port", Status::Info).detail(format!(
+            "the broker runs with --port {}, not web.port {}",
+            addr.port(),
+            web.port
+        )),
     };
     checks.push(check);
 }
