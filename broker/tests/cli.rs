@@ -614,13 +614,15 @@ async fn cancel_ends_a_pending_call_as_the_operator_and_refuses_what_is_not_live
         "{}",
         text(&out.stderr)
     );
-    let out = leo(home, &["cancel", "../status"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("is not a request id"),
-        "{}",
-        text(&out.stderr)
-    );
+    for bad in ["../status", "foo", "r_"] {
+        let out = leo(home, &["cancel", bad]).await;
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            text(&out.stderr).contains("is not a request id"),
+            "{bad}: {}",
+            text(&out.stderr)
+        );
+    }
     let nowhere = tempfile::tempdir().unwrap();
     let out = leo(nowhere.path(), &["cancel", &id]).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));

@@ -28,10 +28,16 @@ pub struct Cli {
     /// --token-file; an https:// broker's CA file from LEO_CA_FILE. Given before the command
     /// (`leo --url URL status`), as docker's `-H`: after it, `--url` is the command's own
     /// (`leo webhook add --url` is where the webhook's calls go).
-    #[arg(long, value_name = "URL", env = "LEO_URL")]
+    #[arg(long, value_name = "URL", env = "LEO_URL", hide_env_values = true)]
     pub url: Option<String>,
     /// With --url: the file holding the token to present (instead of LEO_TOKEN).
-    #[arg(long, value_name = "PATH", env = "LEO_TOKEN_FILE", requires = "url")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "LEO_TOKEN_FILE",
+        hide_env_values = true,
+        requires = "url"
+    )]
     pub token_file: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Command,

@@ -185,12 +185,7 @@ pub fn record_local(
         target: Some(target.to_owned()),
         detail,
     };
-    let url = crate::config::store_of(&home.config())?
-        .postgres_url()
-        .map_err(|message| BrokerError::Config {
-            path: home.config(),
-            message,
-        })?;
+    let url = crate::config::store_of(&home.config())?.postgres_url(&home.config())?;
     let Some(url) = url else {
         let path = home.history_db();
         let written = db::open(&path).and_then(|conn| {

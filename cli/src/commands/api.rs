@@ -179,6 +179,15 @@ impl Api {
             leo_app::Error::Connect { source, .. } => {
                 Unreachable::connecting(&self.socket, source).into()
             }
+            // The `--url` client could not be set up (a CA file that cannot be read): that
+            // broker cannot be reached, and the local socket has nothing to do with it.
+            leo_app::Error::Config(message) if let Some(remote) = &self.remote => {
+                Unreachable::Remote {
+                    endpoint: remote.endpoint.to_string(),
+                    source: std::io::Error::other(message),
+                }
+                .into()
+            }
             leo_app::Error::Timeout(_) => GetError::Timeout {
                 route: route.to_owned(),
             },
