@@ -124,7 +124,7 @@ where
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: e.into(),
     }
 }

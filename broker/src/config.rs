@@ -135,6 +135,16 @@ pub fn store_of(path: &Path) -> Result<Store> {
 /// The variable that names the PostgreSQL store, over `store.url`.
 pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
 
+/// The PostgreSQL store as its errors name it: by where its URL came from, the variable when
+/// it is set (then there may be no `config.yaml` at all), else `store.url`.
+pub fn store_label() -> &'static str {
+    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
+        "LEO_STORE_URL (PostgreSQL)"
+    } else {
+        "store.url (PostgreSQL)"
+    }
+}
+
 impl Store {
     /// The PostgreSQL URL to use, if any: `LEO_STORE_URL` when set and not empty, else
     /// `store.url` of the file at `config`. A URL that is not PostgreSQL's is refused naming

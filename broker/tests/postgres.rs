@@ -136,6 +136,18 @@ async fn a_store_url_that_is_not_postgres_is_refused_at_start() {
             "{args:?}: {said}"
         );
     }
+    // A PostgreSQL URL that does not answer is named by its variable too.
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["agent", "list"])
+        .env("LEO_HOME", home.path())
+        .env("LEO_STORE_URL", "postgres://leo@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.starts_with("leo: LEO_STORE_URL (PostgreSQL): "),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -198,7 +198,7 @@ pub fn record_local(
     };
     let instance = crate::home::instance_id(home)?;
     postgres::record(&url, instance, row).map_err(|e| BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: e.into(),
     })
 }
@@ -245,7 +245,7 @@ impl History {
         };
         let instance = crate::home::instance_id(home)?;
         History::open_postgres(&url, instance, &config.history).map_err(|e| BrokerError::Database {
-            path: "store.url (PostgreSQL)".into(),
+            path: crate::config::store_label().into(),
             source: e.into(),
         })
     }
