@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
 
-use crate::{admin, agent, commands, serve_tool, tls};
+use crate::{admin, agent, commands, remote, serve_tool, tls};
 
 #[derive(Parser)]
 #[command(
@@ -39,6 +39,10 @@ pub struct Cli {
         requires = "url"
     )]
     pub token_file: Option<std::path::PathBuf>,
+    /// A broker saved with `leo remote add NAME`, for this command only (instead of LEO_URL,
+    /// or of the one `leo remote use` chose). Given before the command, as --url.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -83,6 +87,11 @@ pub enum Command {
     Device {
         #[command(subcommand)]
         command: admin::DeviceCommand,
+    },
+    /// Brokers on other hosts saved by name: their URL, token and CA (`leo remote add`).
+    Remote {
+        #[command(subcommand)]
+        command: remote::RemoteCommand,
     },
     /// HTTPS for the TCP listener: a local CA and a server certificate (`leo tls init`).
     Tls {
