@@ -146,14 +146,20 @@ async fn status_shows_apps_agents_tools_by_group_and_pending_calls_with_age() {
         t.contains("1 app · 1 agent · 2 tools · 1 pending call\n"),
         "{t}"
     );
-    line_with(&t, &[&app.id, "operator", "provider", "ago", "files"]);
+    // An app that gave itself no name is shown as such, with the token it came with.
+    let unnamed = "unnamed, operator token";
+    line_with(
+        &t,
+        &[&app.id, unnamed, "operator", "provider", "ago", "files"],
+    );
     line_with(
         &t,
         &["rocket", "rocket-s1", "test-harness 1", "native", "ago"],
     );
+    let served = format!("{} ({unnamed})", app.id);
     line_with(
         &t,
-        &["files", "open_file", "1m00s", &app.id, "The open_file tool"],
+        &["files", "open_file", "1m00s", &served, "The open_file tool"],
     );
     line_with(&t, &["save_file", "10m00s"]);
     line_with(&t, &["Pending calls (1)"]);
