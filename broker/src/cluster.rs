@@ -179,7 +179,7 @@ pub(crate) async fn run(
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
     let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         message: "the cluster's tokens were already taken".into(),
     })?;
     let doors = Doors {
@@ -228,7 +228,7 @@ fn is_outage(e: &BrokerError) -> bool {
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: crate::store::Error::Postgres(std::sync::Arc::new(e)).into(),
     }
 }
@@ -480,7 +480,7 @@ async fn try_lead(
         tokio::task::spawn_blocking(move || crate::store::Store::open_postgres(store_settings))
             .await
             .map_err(|e| BrokerError::State {
-                path: "store.url (PostgreSQL)".into(),
+                path: crate::config::store_label().into(),
                 message: format!("opening the store stopped: {e}"),
             })?;
     match opened {
@@ -492,7 +492,7 @@ async fn try_lead(
             Ok(None)
         }
         Err(e) => Err(BrokerError::Database {
-            path: "store.url (PostgreSQL)".into(),
+            path: crate::config::store_label().into(),
             source: e.into(),
         }),
     }

@@ -124,20 +124,14 @@ where
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: e.into(),
     }
 }
 
 /// The PostgreSQL URL of `home`'s store (`LEO_STORE_URL`, else `store.url`), if it has one.
 pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
-    config
-        .store
-        .postgres_url()
-        .map_err(|message| BrokerError::Config {
-            path: home.config(),
-            message,
-        })
+    config.store.postgres_url(&home.config())
 }
 
 /// The cluster's tokens as the `leo` commands change them, on the database of `store.url`.
@@ -151,12 +145,7 @@ impl Cluster {
     /// that worked on a home whose config has an error elsewhere still does.
     pub fn of(home: &Home) -> Result<Option<Cluster>> {
         let store = crate::config::store_of(&home.config())?;
-        let url = store
-            .postgres_url()
-            .map_err(|message| BrokerError::Config {
-                path: home.config(),
-                message,
-            })?;
+        let url = store.postgres_url(&home.config())?;
         Ok(url.map(|url| Cluster { url }))
     }
 

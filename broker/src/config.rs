@@ -135,21 +135,34 @@ pub fn store_of(path: &Path) -> Result<Store> {
 /// The variable that names the PostgreSQL store, over `store.url`.
 pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
 
+/// The PostgreSQL store as its errors name it: by where its URL came from, the variable when
+/// it is set (then there may be no `config.yaml` at all), else `store.url`.
+pub fn store_label() -> &'static str {
+    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
+        "LEO_STORE_URL (PostgreSQL)"
+    } else {
+        "store.url (PostgreSQL)"
+    }
+}
+
 impl Store {
     /// The PostgreSQL URL to use, if any: `LEO_STORE_URL` when set and not empty, else
-    /// `store.url`; `Err` with the reason when it is not a PostgreSQL URL.
-    pub fn postgres_url(&self) -> Result<Option<String>, String> {
-        let url = std::env::var(STORE_URL_VAR)
-            .ok()
-            .filter(|u| !u.is_empty())
-            .or_else(|| self.url.clone());
-        match url {
-            Some(u) if !(u.starts_with("postgres://") || u.starts_with("postgresql://")) => {
-                Err(format!(
-                    "store.url must be a postgres:// or postgresql:// URL (or {STORE_URL_VAR})"
-                ))
+    /// `store.url` of the file at `config`. A URL that is not PostgreSQL's is refused naming
+    /// where it came from: the variable, or the file's key.
+    pub fn postgres_url(&self, config: &Path) -> Result<Option<String>> {
+        const WANT: &str = "must be a postgres:// or postgresql:// URL";
+        let postgres = |u: &str| u.starts_with("postgres://") || u.starts_with("postgresql://");
+        let from_env = std::env::var(STORE_URL_VAR).ok().filter(|u| !u.is_empty());
+        match (from_env, &self.url) {
+            (Some(url), _) if !postgres(&url) => {
+                Err(BrokerError::Usage(format!("{STORE_URL_VAR} {WANT}")))
             }
-            url => Ok(url),
+            (Some(url), _) => Ok(Some(url)),
+            (None, Some(url)) if !postgres(url) => Err(BrokerError::Config {
+                path: config.to_path_buf(),
+                message: format!("store.url: {WANT} (or set {STORE_URL_VAR})"),
+            }),
+            (None, url) => Ok(url.clone()),
         }
     }
 }
@@ -460,12 +473,40 @@ pub fn parse_yaml<T: serde::de::DeserializeOwned>(text: &str) -> std::result::Re
         {
             inner = rest.to_owned();
         }
+        let inner = in_words(&path, &inner);
         if path == "." {
             inner
         } else {
             format!("{path}: {inner}")
         }
     })
+}
+
+/// `message` with the Rust type serde names after `expected` (`u16`, `struct Web`) said as
+/// what the key at `path` wants ("a port number from 0 to 65535", "a mapping"): the one
+/// wording of a file's expected types, for `config.yaml` and serve-tool's tools files alike.
+fn in_words(path: &str, message: &str) -> String {
+    let Some((head, rest)) = message.rsplit_once("expected ") else {
+        return message.to_owned();
+    };
+    // serde_yaml_ng may end with where it was (` at line 2 column 9`).
+    let (rust, tail) = rest.split_at(rest.find(" at line ").unwrap_or(rest.len()));
+    let words = match rust {
+        "u16" if path.ends_with("port") => "a port number from 0 to 65535",
+        "u8" => "a whole number from 0 to 255",
+        "u16" => "a whole number from 0 to 65535",
+        "u32" => "a whole number from 0 to 4294967295",
+        "u64" | "usize" => "a whole number, 0 or more",
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number",
+        "f32" | "f64" => "a number",
+        "a boolean" => "true or false",
+        "a sequence" => "a list",
+        "a map" => "a mapping",
+        "path string" => "a file path",
+        struct_ if struct_.starts_with("struct ") => "a mapping",
+        _ => return message.to_owned(),
+    };
+    format!("{head}expected {words}{tail}")
 }
 
 #[cfg(test)]
@@ -475,6 +516,16 @@ mod tests {
         reason = "a table of refused keys reads best as one list"
     )]
     use super::*;
+
+    /// Each text is refused with a message that starts with its `want`.
+    fn refused_saying(cases: &[(&str, &str)]) {
+        for (text, want) in cases {
+            match Config::parse(text) {
+                Ok(_) => panic!("{text:?} parsed"),
+                Err(e) => assert!(e.starts_with(want), "{text:?}: got {e:?}, want {want:?}"),
+            }
+        }
+    }
 
     #[test]
     fn empty_is_default() {
@@ -591,11 +642,49 @@ mod tests {
                 "history.store_content: invalid type",
             ),
         ];
-        for (text, want) in cases {
-            match Config::parse(text) {
-                Ok(_) => panic!("{text:?} parsed"),
-                Err(e) => assert!(e.starts_with(want), "{text:?}: got {e:?}, want {want:?}"),
-            }
-        }
+        refused_saying(&cases);
+    }
+
+    #[test]
+    fn errors_say_what_a_key_wants_not_a_rust_type() {
+        let cases = [
+            (
+                "web:\n  port: nope\n",
+                "web.port: invalid type: string \"nope\", expected a port number from 0 to 65535",
+            ),
+            (
+                "web:\n  port: 70000\n",
+                "web.port: invalid value: integer `70000`, expected a port number from 0 to 65535",
+            ),
+            (
+                "web: 3\n",
+                "web: invalid type: integer `3`, expected a mapping",
+            ),
+            (
+                "web:\n  tls: yes\n",
+                "web.tls: invalid type: string \"yes\", expected a mapping",
+            ),
+            (
+                "client_tools:\n  replay_events: -1\n",
+                "client_tools.replay_events: invalid type: integer `-1`, expected a whole number, 0 or more",
+            ),
+            (
+                "history:\n  keep_days: many\n",
+                "history.keep_days: invalid type: string \"many\", expected a whole number from 0 to",
+            ),
+            (
+                "console:\n  ask_human: 1\n",
+                "console.ask_human: invalid type: integer `1`, expected true or false",
+            ),
+            (
+                "web:\n  allowed_hosts: {a: 1}\n",
+                "web.allowed_hosts: invalid type: map, expected a list",
+            ),
+            (
+                "agents: []\n",
+                "agents: invalid type: sequence, expected a mapping",
+            ),
+        ];
+        refused_saying(&cases);
     }
 }

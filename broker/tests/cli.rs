@@ -146,14 +146,20 @@ async fn status_shows_apps_agents_tools_by_group_and_pending_calls_with_age() {
         t.contains("1 app · 1 agent · 2 tools · 1 pending call\n"),
         "{t}"
     );
-    line_with(&t, &[&app.id, "operator", "provider", "ago", "files"]);
+    // An app that gave itself no name is shown as such, with the token it came with.
+    let unnamed = "unnamed, operator token";
+    line_with(
+        &t,
+        &[&app.id, unnamed, "operator", "provider", "ago", "files"],
+    );
     line_with(
         &t,
         &["rocket", "rocket-s1", "test-harness 1", "native", "ago"],
     );
+    let served = format!("{} ({unnamed})", app.id);
     line_with(
         &t,
-        &["files", "open_file", "1m00s", &app.id, "The open_file tool"],
+        &["files", "open_file", "1m00s", &served, "The open_file tool"],
     );
     line_with(&t, &["save_file", "10m00s"]);
     line_with(&t, &["Pending calls (1)"]);
@@ -614,13 +620,15 @@ async fn cancel_ends_a_pending_call_as_the_operator_and_refuses_what_is_not_live
         "{}",
         text(&out.stderr)
     );
-    let out = leo(home, &["cancel", "../status"]).await;
-    assert_eq!(out.status.code(), Some(2));
-    assert!(
-        text(&out.stderr).contains("is not a request id"),
-        "{}",
-        text(&out.stderr)
-    );
+    for bad in ["../status", "foo", "r_"] {
+        let out = leo(home, &["cancel", bad]).await;
+        assert_eq!(out.status.code(), Some(2), "{bad}");
+        assert!(
+            text(&out.stderr).contains("is not a request id"),
+            "{bad}: {}",
+            text(&out.stderr)
+        );
+    }
     let nowhere = tempfile::tempdir().unwrap();
     let out = leo(nowhere.path(), &["cancel", &id]).await;
     assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
@@ -919,4 +927,107 @@ async fn a_closed_stdout_is_success_for_every_command() {
         );
         assert_eq!(text(&out.stderr), "", "leo {args:?}");
     }
+}
+
+/// `leo remote add|use|list|remove` and `leo --remote NAME`: an HTTPS broker saved with its
+/// token and CA in another home is reached by name or as the remote in use, with nothing in the
+/// environment; `--url` still wins; the saved token is 0600; removing the one in use goes back
+/// to the local broker.
+#[tokio::test]
+async fn a_saved_remote_reaches_its_broker_by_name_and_when_in_use() {
+    use std::os::unix::fs::PermissionsExt;
+    let broker = Broker::start_tls().await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let home = elsewhere.path();
+    let token_file = home.join("box.token");
+    std::fs::write(&token_file, broker.operator_token()).unwrap();
+    std::fs::set_permissions(&token_file, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let url = format!("https://localhost:{}", broker.addr.port());
+    let ca = leo_testkit::tls::ca_file(broker.home());
+    let (tf, ca) = (token_file.to_str().unwrap(), ca.to_str().unwrap());
+    let run = |args: &'static [&'static str]| leo(home, args);
+    let ok = |out: &Output| {
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stdout)
+    };
+
+    ok(&leo(
+        home,
+        &["remote", "add", "box", &url, "--token-file", tf, "--ca", ca],
+    )
+    .await);
+    let saved = home.join("remotes/box/token");
+    let mode = std::fs::metadata(&saved).unwrap().permissions().mode();
+    assert_eq!(mode & 0o777, 0o600, "{}", saved.display());
+    std::fs::remove_file(&token_file).unwrap();
+    let shown = ok(&run(&["--remote", "box", "status"]).await);
+    assert!(shown.starts_with("leo broker · revision"), "{shown}");
+    // Not in use yet: plain `leo status` is the local broker, which does not run here.
+    assert_eq!(run(&["status"]).await.status.code(), Some(2));
+
+    ok(&run(&["remote", "use", "box"]).await);
+    assert!(ok(&run(&["status"]).await).starts_with("leo broker · revision"));
+    assert_eq!(
+        ok(&run(&["remote", "list"]).await),
+        format!("* box  {url}  (own CA)\n")
+    );
+    // --url on the command line wins over the remote in use.
+    let out = leo_cmd(home, &["--url", "http://127.0.0.1:1", "status"])
+        .env("LEO_TOKEN", "t".repeat(40))
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        text(&out.stderr).contains("127.0.0.1:1"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    for (args, code, want) in [
+        (
+            &["remote", "add", "x", "https://h:1", "--token-file", "/x"][..],
+            1,
+            "cannot read /x",
+        ),
+        (
+            &[
+                "remote",
+                "add",
+                "box",
+                "https://h:1",
+                "--token-file",
+                &saved.to_string_lossy(),
+            ],
+            1,
+            "saved already",
+        ),
+        (
+            &["remote", "add", "..", "https://h:1", "--token-file", "/x"],
+            2,
+            "remote name",
+        ),
+        (
+            &["--remote", "nope", "status"],
+            2,
+            "no remote named \"nope\"",
+        ),
+        (&["--remote", "box", "call", "t"], 2, "--remote applies to"),
+    ] {
+        let out = leo(home, args).await;
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+        assert!(
+            text(&out.stderr).contains(want),
+            "{args:?}: {}",
+            text(&out.stderr)
+        );
+    }
+
+    ok(&run(&["remote", "remove", "box"]).await);
+    assert_eq!(run(&["status"]).await.status.code(), Some(2));
+    assert!(ok(&run(&["remote", "list"]).await).starts_with("no saved remote"));
 }

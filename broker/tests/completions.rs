@@ -6,8 +6,16 @@ use std::process::Command;
 
 use leo_testkit::bin;
 
+/// `program args`, with the variables a user's shell may hold set (`LEO_HOME` among them):
+/// what is generated from the flags alone must not depend on them.
 fn output(program: &str, args: &[&str]) -> String {
-    let out = Command::new(bin(program)).args(args).output().unwrap();
+    let out = Command::new(bin(program))
+        .args(args)
+        .env("LEO_HOME", std::env::temp_dir())
+        .env("LEO_AGENT", "claude")
+        .env("LEO_URL", "http://127.0.0.1:1")
+        .output()
+        .unwrap();
     assert!(
         out.status.success(),
         "{program} {args:?}: {}",
@@ -97,4 +105,34 @@ fn zsh_and_fish_scripts_and_the_man_pages_are_generated() {
     }
     let mcp = std::fs::read_to_string(dir.path().join("leo-mcp.1")).unwrap();
     assert!(mcp.contains("agent"), "{mcp}");
+}
+
+/// `--help` names each variable a flag reads, and shows no empty value for one that is unset
+/// (`[env: LEO_URL=]`) nor the value of one that is set.
+#[test]
+fn help_names_the_variables_without_their_values() {
+    for (program, vars) in [
+        ("leo", &["LEO_URL", "LEO_TOKEN_FILE", "LEO_HOME"][..]),
+        (
+            "leo-mcp",
+            &["LEO_URL", "LEO_AGENT_TOKEN_FILE", "LEO_AGENT", "LEO_HOME"],
+        ),
+    ] {
+        let mut cmd = Command::new(bin(program));
+        cmd.arg("--help");
+        for var in vars {
+            cmd.env_remove(var);
+        }
+        let out = cmd.output().unwrap();
+        let help = String::from_utf8_lossy(&out.stdout);
+        for var in vars {
+            assert!(
+                help.contains(&format!("[env: {var}]")),
+                "{program}: {var}\n{help}"
+            );
+        }
+        assert!(!help.contains("=]"), "{program}:\n{help}");
+        let set = output(program, &["--help"]);
+        assert!(!set.contains("127.0.0.1:1"), "{program}:\n{set}");
+    }
 }

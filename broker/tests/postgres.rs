@@ -68,6 +68,11 @@ async fn the_live_state_is_in_postgres_and_survives_a_kill() {
     assert_eq!(got["messages"].as_array().unwrap().len(), 1, "{got}");
     let again = pg.query("SELECT id FROM instances", &[]).await.unwrap();
     assert_eq!(again.len(), 1, "the same instance after a restart");
+    // The server's notices of a restart (`relation … already exists, skipping`) are its
+    // chatter: logged at DEBUG, never at INFO.
+    let logs = logs_of(broker.home());
+    let notices: Vec<&str> = logs.lines().filter(|l| l.contains("NOTICE")).collect();
+    assert!(notices.iter().all(|l| l.contains("DEBUG")), "{notices:#?}");
 }
 
 /// A definition agents were offered is the database's: an instance killed and started again
@@ -111,7 +116,38 @@ async fn a_store_url_that_is_not_postgres_is_refused_at_start() {
     let err = leo_testkit::spawn(home.path())
         .await
         .expect_err("start must fail");
-    assert!(err.contains("postgres://"), "{err}");
+    assert!(
+        err.contains("config.yaml: store.url: must be a postgres://"),
+        "{err}"
+    );
+    // From LEO_STORE_URL, the variable is named, not a config.yaml that does not exist.
+    let home = tempfile::tempdir().unwrap();
+    for args in [&["broker", "--port", "0"][..], &["agent", "list"]] {
+        let out = std::process::Command::new(leo_testkit::bin("leo"))
+            .args(args)
+            .env("LEO_HOME", home.path())
+            .env("LEO_STORE_URL", "mysql://h/db")
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{args:?}: {said}");
+        assert!(
+            said.contains("LEO_STORE_URL must be a postgres://") && !said.contains("config.yaml"),
+            "{args:?}: {said}"
+        );
+    }
+    // A PostgreSQL URL that does not answer is named by its variable too.
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["agent", "list"])
+        .env("LEO_HOME", home.path())
+        .env("LEO_STORE_URL", "postgres://leo@127.0.0.1:1/none")
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && said.starts_with("leo: LEO_STORE_URL (PostgreSQL): "),
+        "{said}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -498,7 +498,7 @@ async fn remote_lines_work(harness: Harness) {
     };
     home.run(&[line]).await;
     assert_eq!(
-        remote_entry(harness, &home, "far").await,
+        remote_entry(harness, &home, "leo").await,
         remote_wanted(harness, REMOTE_URL, own.trim())
     );
 }
@@ -525,4 +525,69 @@ async fn the_remote_leo_mcp_line_works_with_claude_code() {
         env,
         json!({"LEO_URL": REMOTE_URL, "LEO_AGENT_TOKEN": token})
     );
+}
+
+/// `leo agent add NAME --remote https://…` on the home of a broker with `leo tls init`'s CA:
+/// every printed line names the server `leo` as the README does and says how its harness trusts
+/// that CA, and the printed `leo-mcp` line, run as Claude Code would run it, reaches the broker
+/// over HTTPS. An `http://` URL gets no CA lines.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_remote_lines_of_leo_agent_add_trust_the_brokers_ca() {
+    let broker = leo_testkit::Broker::start_tls().await;
+    let app = App::connect(&broker.http_unix()).await;
+    app.register_ok("g", json!([tool(TOOL)])).await;
+    let url = format!("https://localhost:{}", broker.addr.port());
+    let add = |name: &str, url: &str| {
+        let out = std::process::Command::new(bin("leo"))
+            .args(["agent", "add", name, "--remote", url])
+            .env("LEO_HOME", broker.home())
+            .output()
+            .expect("leo agent add");
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let printed = add("far", &url);
+    let ca = leo_testkit::tls::ca_file(broker.home());
+    let ca = ca.display();
+    for want in [
+        format!("claude mcp add --transport http --scope user leo {url}/mcp "),
+        format!("codex mcp add leo --url {url}/mcp "),
+        format!("opencode mcp add leo --url {url}/mcp "),
+        "[mcp_servers.leo]".to_owned(),
+        format!("SSL_CERT_FILE={ca} in codex's environment"),
+        format!("claude mcp add --transport stdio --scope user leo -e LEO_URL={url} "),
+    ] {
+        assert!(printed.contains(&want), "no {want:?} in:\n{printed}");
+    }
+    let node = format!("(and NODE_EXTRA_CA_CERTS={ca} in its environment)");
+    assert_eq!(printed.matches(&node).count(), 2, "{printed}");
+
+    // The leo-mcp line: its environment and command, run as the harness runs them.
+    let line = printed
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("-- leo-mcp"))
+        .unwrap_or_else(|| panic!("no leo-mcp line in:\n{printed}"));
+    let (head, command) = line.split_once(" -- ").unwrap();
+    assert_eq!(command, "leo-mcp --agent far");
+    let words: Vec<&str> = head.split(' ').collect();
+    let env: Vec<(&str, &str)> = words
+        .windows(2)
+        .filter(|w| w[0] == "-e")
+        .map(|w| w[1].split_once('=').unwrap())
+        .collect();
+    let keys: Vec<&str> = env.iter().map(|(k, _)| *k).collect();
+    assert_eq!(keys, ["LEO_URL", "LEO_AGENT_TOKEN", "LEO_CA_FILE"]);
+    let mut opts = AgentOpts::native("far");
+    for (k, v) in env {
+        opts = opts.env(k, v);
+    }
+    let elsewhere = tempfile::tempdir().unwrap();
+    let agent = Agent::start(elsewhere.path(), opts).await;
+    leo_testkit::agent::wait_for_tools(&agent, |names| names.iter().any(|n| n == TOOL)).await;
+
+    let plain = add("near", "http://localhost:8370");
+    for variable in ["NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "LEO_CA_FILE"] {
+        assert!(!plain.contains(variable), "{plain}");
+    }
 }

@@ -12,7 +12,9 @@ use std::process::{Command, Output};
 use leo_protocol::home::Home;
 use leo_testkit::Broker;
 use leo_testkit::agent::wait_until;
-use leo_testkit::tls::{TLS_CONFIG, TlsConn, ca_file, tls_init, write_expired_pair};
+use leo_testkit::tls::{
+    TLS_CONFIG, TlsConn, ca_file, tls_init, write_expired_pair, write_self_signed,
+};
 
 /// `leo status --url URL` from a home of its own (so nothing local can answer), with the
 /// operator token in `LEO_TOKEN` and `ca` as `LEO_CA_FILE`.
@@ -32,6 +34,12 @@ fn remote_status(broker: &Broker, url: &str, ca: Option<&Path>) -> Output {
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `leo` could not reach the broker (exit 2) and said `want`.
+fn unreachable_saying(out: &Output, want: &str) {
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(stderr(out).contains(want), "{}", stderr(out));
 }
 
 #[tokio::test]
@@ -54,6 +62,20 @@ async fn leo_status_reaches_an_https_broker_that_trusts_the_ca_of_tls_init() {
         "{said}"
     );
     assert!(said.contains("LEO_CA_FILE"), "{said}");
+    // A CA file that cannot be read is named, with its variable; the local socket is not.
+    let out = remote_status(
+        &broker,
+        &format!("https://localhost:{port}"),
+        Some(Path::new("/nope.pem")),
+    );
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    let said = stderr(&out);
+    assert!(
+        said.contains("cannot reach the broker at https://localhost:")
+            && said.contains("LEO_CA_FILE: cannot read /nope.pem")
+            && !said.contains("leo.sock"),
+        "{said}"
+    );
     // http:// to the HTTPS port is answered, and told why.
     let out = remote_status(&broker, &format!("http://localhost:{port}"), None);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
@@ -136,6 +158,52 @@ async fn over_https_the_own_origin_is_https_and_http_is_refused() {
     }
 }
 
+/// A broker serving a self-signed certificate made by `openssl req -x509` (marked a CA) is
+/// reached by `leo --url` and `leo-mcp --url` whose `LEO_CA_FILE` names that very certificate;
+/// a different self-signed certificate in `LEO_CA_FILE` is still refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_self_signed_certificate_named_by_the_ca_file_is_trusted_as_itself() {
+    use leo_testkit::agent::{Agent, AgentOpts, error_text, wait_for_tools};
+    let home = tempfile::tempdir().unwrap();
+    let h = Home::new(home.path());
+    std::fs::create_dir_all(h.tls()).unwrap();
+    write_self_signed(&h.tls_cert(), &h.tls_key());
+    std::fs::write(home.path().join("config.yaml"), TLS_CONFIG).unwrap();
+    let broker = Broker::start_in(home).await;
+    let pinned = Home::new(broker.home()).tls_cert();
+    let other = tempfile::tempdir().unwrap();
+    let stranger = other.path().join("stranger.pem");
+    write_self_signed(&stranger, &other.path().join("stranger.key"));
+    let url = format!("https://localhost:{}", broker.addr.port());
+
+    let out = remote_status(&broker, &url, Some(&pinned));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = remote_status(&broker, &url, Some(&stranger));
+    unreachable_saying(&out, "a self-signed CA certificate");
+
+    let app = crate::support::App::connect(&broker.http_unix()).await;
+    app.register_ok("g", serde_json::json!([crate::support::tool("wait")]))
+        .await;
+    let elsewhere = tempfile::tempdir().unwrap();
+    let opts = |ca: &Path| {
+        AgentOpts::remote("far", &url, &broker.agent_token())
+            .env("LEO_CA_FILE", ca.to_str().unwrap())
+    };
+    let agent = Agent::start(elsewhere.path(), opts(&pinned)).await;
+    wait_for_tools(&agent, |names| names.iter().any(|n| n == "wait")).await;
+    // The session never opens: calls end at once, saying why (once leo-mcp has tried).
+    let agent = Agent::start(elsewhere.path(), opts(&stranger)).await;
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    let said = loop {
+        let said = error_text(&agent.call("wait", serde_json::json!({})).await);
+        if said.contains("self-signed CA") || tokio::time::Instant::now() > deadline {
+            break said;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    };
+    assert!(said.contains("self-signed CA"), "{said}");
+}
+
 #[tokio::test]
 async fn an_expired_certificate_is_refused_by_the_client_with_a_clear_error() {
     let home = tempfile::tempdir().unwrap();
@@ -145,12 +213,7 @@ async fn an_expired_certificate_is_refused_by_the_client_with_a_clear_error() {
     let ca = ca_file(broker.home());
     let url = format!("https://localhost:{}", broker.addr.port());
     let out = remote_status(&broker, &url, Some(&ca));
-    assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(
-        stderr(&out).contains("its certificate has expired"),
-        "{}",
-        stderr(&out)
-    );
+    unreachable_saying(&out, "its certificate has expired");
     // Every client's TLS (`leo_protocol::tls`) says the same.
     let err = TlsConn::open(broker.addr, "localhost", &ca).await.err();
     assert!(err.is_some_and(|e| e.contains("expired")));

@@ -58,24 +58,70 @@ fn parse_remote(text: &str) -> Result<String, String> {
     Ok(url.to_owned())
 }
 
+/// The name every setup line gives the MCP server, as the README does.
+const SERVER: &str = "leo";
+
 /// The setup lines of an agent NAME on another host, for a broker at `url` and NAME's `token`:
 /// each harness's line for MCP over HTTP at `/mcp` with its header or variable, and the
-/// `leo-mcp --url` line for calls that must outlive a broker restart.
-fn remote_lines(name: &str, url: &str, token: &str) -> String {
+/// `leo-mcp --url` line for calls that must outlive a broker restart. For an `https://` URL
+/// each line also says how that harness trusts `ca`, the broker's CA: every line fails
+/// against a broker of `leo tls init` without it.
+fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String {
     let mcp = format!("{url}/mcp");
-    format!(
+    let node = ca.map_or(String::new(), |ca| {
+        format!("\n\x20              (and NODE_EXTRA_CA_CERTS={ca} in its environment)")
+    });
+    let codex_ca = ca.map_or(String::new(), |ca| format!(" and SSL_CERT_FILE={ca}"));
+    let leo_mcp_ca = ca.map_or(String::new(), |ca| format!(" -e LEO_CA_FILE={ca}"));
+    let mut out = format!(
         "An agent on another host or in a container reaches this broker at {url} (web.bind and \
          web.allowed_hosts must let it; see docs/remote-agents.md). Its harness's line:\n\
-         \x20 Claude Code: claude mcp add --transport http --scope user {name} {mcp} --header \"Authorization: Bearer {token}\"\n\
-         \x20 codex:       codex mcp add {name} --url {mcp} --bearer-token-env-var LEO_AGENT_TOKEN\n\
-         \x20              (and LEO_AGENT_TOKEN={token} in codex's environment; for calls longer than 60 s,\n\
-         \x20              tool_timeout_sec = 3600 under [mcp_servers.{name}] in ~/.codex/config.toml)\n\
-         \x20 opencode:    opencode mcp add {name} --url {mcp} --header \"Authorization=Bearer {token}\"\n\
+         \x20 Claude Code: claude mcp add --transport http --scope user {SERVER} {mcp} --header \"Authorization: Bearer {token}\"{node}\n\
+         \x20 codex:       codex mcp add {SERVER} --url {mcp} --bearer-token-env-var LEO_AGENT_TOKEN\n\
+         \x20              (and LEO_AGENT_TOKEN={token}{codex_ca} in codex's environment; for calls longer than 60 s,\n\
+         \x20              tool_timeout_sec = 3600 under [mcp_servers.{SERVER}] in ~/.codex/config.toml)\n\
+         \x20 opencode:    opencode mcp add {SERVER} --url {mcp} --header \"Authorization=Bearer {token}\"{node}\n\
          For calls that must outlive a broker restart (long handoffs), run leo-mcp beside the \
          harness instead, for example:\n\
-         \x20 claude mcp add --transport stdio --scope user {name} -e LEO_URL={url} -e LEO_AGENT_TOKEN={token} -- leo-mcp --agent {name}\n"
-    )
+         \x20 claude mcp add --transport stdio --scope user {SERVER} -e LEO_URL={url} -e LEO_AGENT_TOKEN={token}{leo_mcp_ca} -- leo-mcp --agent {name}\n"
+    );
+    if let Some(ca) = ca {
+        if ca == STAND_IN_CA {
+            out.push_str(&format!(
+                "{STAND_IN_CA} stands for the PEM file of the CA that signed the broker's \
+                 certificate (or of the certificate itself, when it is self-signed); a CA the \
+                 agent's host already trusts needs none of these variables. "
+            ));
+        } else {
+            out.push_str(&format!(
+                "{ca} is the CA of `leo tls init` that signed the broker's certificate: copy it \
+                 to the agent's host and give its path there. "
+            ));
+        }
+        out.push_str(
+            "SSL_CERT_FILE makes codex trust that CA alone; add it to the host's store instead \
+             to keep the others.\n",
+        );
+    }
+    out
 }
+
+/// The CA file the setup lines for `url` name: `leo tls init`'s when it made one, else a
+/// stand-in for the CA the operator's own certificate comes from; none for `http://`.
+fn remote_ca(home: &Home, url: &str) -> Option<String> {
+    if !url.starts_with("https://") {
+        return None;
+    }
+    let ca = home.tls_ca();
+    Some(if ca.exists() {
+        ca.display().to_string()
+    } else {
+        STAND_IN_CA.to_owned()
+    })
+}
+
+/// The CA file of the setup lines when this home has none of `leo tls init`.
+const STAND_IN_CA: &str = "CA.pem";
 
 /// `leo agent add NAME`: gives NAME its own token, which alone opens its sessions from now on.
 fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, BrokerError> {
@@ -108,7 +154,12 @@ fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, Br
         out.push_str(&crate::cluster::agent_note());
     }
     if let Some(url) = remote {
-        out.push_str(&remote_lines(name, url, &token));
+        out.push_str(&remote_lines(
+            name,
+            url,
+            &token,
+            remote_ca(home, url).as_deref(),
+        ));
     }
     crate::admin::audited(home, "agent_add", name, None, &mut out);
     Ok(out)

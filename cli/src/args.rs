@@ -5,7 +5,7 @@ use std::net::IpAddr;
 
 use clap::{Parser, Subcommand};
 
-use crate::{admin, agent, commands, serve_tool, tls};
+use crate::{admin, agent, commands, remote, serve_tool, tls};
 
 #[derive(Parser)]
 #[command(
@@ -28,11 +28,21 @@ pub struct Cli {
     /// --token-file; an https:// broker's CA file from LEO_CA_FILE. Given before the command
     /// (`leo --url URL status`), as docker's `-H`: after it, `--url` is the command's own
     /// (`leo webhook add --url` is where the webhook's calls go).
-    #[arg(long, value_name = "URL", env = "LEO_URL")]
+    #[arg(long, value_name = "URL", env = "LEO_URL", hide_env_values = true)]
     pub url: Option<String>,
     /// With --url: the file holding the token to present (instead of LEO_TOKEN).
-    #[arg(long, value_name = "PATH", env = "LEO_TOKEN_FILE", requires = "url")]
+    #[arg(
+        long,
+        value_name = "PATH",
+        env = "LEO_TOKEN_FILE",
+        hide_env_values = true,
+        requires = "url"
+    )]
     pub token_file: Option<std::path::PathBuf>,
+    /// A broker saved with `leo remote add NAME`, for this command only (instead of LEO_URL,
+    /// or of the one `leo remote use` chose). Given before the command, as --url.
+    #[arg(long, value_name = "NAME")]
+    pub remote: Option<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -77,6 +87,11 @@ pub enum Command {
     Device {
         #[command(subcommand)]
         command: admin::DeviceCommand,
+    },
+    /// Brokers on other hosts saved by name: their URL, token and CA (`leo remote add`).
+    Remote {
+        #[command(subcommand)]
+        command: remote::RemoteCommand,
     },
     /// HTTPS for the TCP listener: a local CA and a server certificate (`leo tls init`).
     Tls {

@@ -20,6 +20,7 @@ mod commands;
 mod config_edit;
 mod error;
 mod mcp;
+mod remote;
 mod serve_tool;
 mod tls;
 
@@ -39,16 +40,16 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(broker::log_colour())
         .init();
-    let typed = matches.value_source("url") == Some(clap::parser::ValueSource::CommandLine);
-    if let Err(e) = remote(&cli, typed) {
-        eprintln!("leo: {e}");
-        return ExitCode::from(2);
-    }
     // `--home` and `LEO_HOME` mean the same; an empty value is no value.
-    let home = match cli.home.filter(|p| !p.as_os_str().is_empty()) {
+    let home = match cli.home.clone().filter(|p| !p.as_os_str().is_empty()) {
         Some(root) => Home::new(root),
         None => Home::from_env(),
     };
+    let typed = matches.value_source("url") == Some(clap::parser::ValueSource::CommandLine);
+    if let Err(e) = remote(&cli, &home, typed) {
+        eprintln!("leo: {e}");
+        return ExitCode::from(2);
+    }
     match run(&home, cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         // A closed stdout (`leo status | head`) is not a failure.
@@ -62,21 +63,38 @@ fn main() -> ExitCode {
     }
 }
 
-/// `--url` (or `LEO_URL`) with its token, for the commands that speak the HTTP API. Given on
-/// the command line to another command it is an error; from the environment (set for
-/// `leo-mcp` in a container, say) it is left to the commands that use it.
-fn remote(cli: &Cli, typed: bool) -> Result<(), String> {
-    let Some(url) = cli.url.as_deref().filter(|u| !u.is_empty()) else {
-        return Ok(());
-    };
+/// The broker on another host the commands that speak the HTTP API talk to, if any: `--url`
+/// typed, else `--remote NAME`, else `LEO_URL`, else the remote `leo remote use` chose (see
+/// `remote`). `--url` or `--remote` given on the command line to another command is an error;
+/// `LEO_URL` from the environment (set for `leo-mcp` in a container, say) and the remote in
+/// use are left to the commands that use them.
+fn remote(cli: &Cli, home: &Home, typed: bool) -> Result<(), String> {
+    let url = cli.url.as_deref().filter(|u| !u.is_empty());
     if !cli.command.takes_url() {
-        return match typed {
-            true => {
+        return match (typed && url.is_some(), &cli.remote) {
+            (true, _) => {
                 Err("--url applies to status, requests, audit, cancel, tools and webhook".into())
             }
-            false => Ok(()),
+            (false, Some(_)) => {
+                Err("--remote applies to status, requests, audit, cancel, tools and webhook".into())
+            }
+            (false, None) => Ok(()),
         };
     }
+    let saved = match (&cli.remote, url) {
+        (Some(_), Some(_)) if typed => return Err("give --url or --remote, not both".into()),
+        (Some(name), _) => Some(name.clone()),
+        (None, Some(_)) => None,
+        (None, None) => remote::current(home).map_err(|e| e.to_string())?,
+    };
+    if let Some(name) = saved {
+        let saved = remote::load(home, &name).map_err(|e| leo_protocol::chain::error_chain(&e))?;
+        commands::api::set_remote(saved);
+        return Ok(());
+    }
+    let Some(url) = url else {
+        return Ok(());
+    };
     let endpoint = leo_app::Endpoint::from_url(url).map_err(|e| e.to_string())?;
     let token = match (&cli.token_file, std::env::var("LEO_TOKEN")) {
         (Some(path), _) => {
@@ -89,7 +107,11 @@ fn remote(cli: &Cli, typed: bool) -> Result<(), String> {
             ));
         }
     };
-    commands::api::set_remote(commands::api::Remote { endpoint, token });
+    commands::api::set_remote(commands::api::Remote {
+        endpoint,
+        token,
+        ca: None,
+    });
     Ok(())
 }
 
@@ -112,6 +134,7 @@ fn run(home: &Home, command: Command) -> error::Result {
         Command::Agent { command } => print(agent::run(home, &command)?),
         Command::Device { command } => print(admin::device(home, &command)?),
         Command::Tls { command } => print(tls::run(home, &command)?),
+        Command::Remote { command } => print(remote::run(home, &command)?),
     }
 }
 

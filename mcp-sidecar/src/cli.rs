@@ -35,7 +35,14 @@ pub const TOKEN_ENV: &str = "LEO_AGENT_TOKEN";
 )]
 pub struct Cli {
     /// The agent this session belongs to (as named in config.yaml `agents:`).
-    #[arg(long, env = "LEO_AGENT", value_parser = parse_agent)]
+    #[arg(
+        long,
+        env = "LEO_AGENT",
+        hide_env_values = true,
+        value_parser = parse_agent,
+        required = false,
+        required_unless_present_any = ["completions", "man"]
+    )]
     pub agent: AgentName,
 
     /// How to show client tools: `auto` picks by the harness's clientInfo.name.
@@ -49,20 +56,25 @@ pub struct Cli {
     /// A broker on another host, or outside this container: its TCP listener
     /// (`http://HOST:PORT`, or `https://` with the system's roots and `LEO_CA_FILE`). The
     /// token is `LEO_AGENT_TOKEN` or `--token-file`; `$LEO_HOME` is not read.
-    #[arg(long, env = "LEO_URL", value_name = "URL")]
+    #[arg(long, env = "LEO_URL", value_name = "URL", hide_env_values = true)]
     pub url: Option<String>,
 
     /// The token to open sessions with, for an agent given its own token (`leo agent add`)
     /// that cannot read `$LEO_HOME/state/` (a container, another user). Without it, leo-mcp
     /// uses `state/agents/<agent>.token` when that file exists, else the shared
     /// `state/agent.token`.
-    #[arg(long, env = TOKEN_FILE_ENV, value_name = "PATH")]
+    #[arg(long, env = TOKEN_FILE_ENV, value_name = "PATH", hide_env_values = true)]
     pub token_file: Option<PathBuf>,
 
     /// Push messages from API clients into a Claude Code session as channel events (declares
     /// the experimental `claude/channel` capability). Claude Code must be started with this
     /// server enabled as a channel too. The variable takes 1/0, true/false, yes/no, on/off.
-    #[arg(long, env = crate::channel::ENV, value_parser = clap::builder::BoolishValueParser::new())]
+    #[arg(
+        long,
+        env = crate::channel::ENV,
+        hide_env_values = true,
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
     pub channels: bool,
 
     /// Serve MCP 2026-07-28 beside `initialize` (on by default): answer `server/discover`,
@@ -73,6 +85,7 @@ pub struct Cli {
     #[arg(
         long,
         env = crate::discover::ENV,
+        hide_env_values = true,
         value_parser = clap::builder::BoolishValueParser::new(),
         num_args = 0..=1,
         require_equals = true,
@@ -86,12 +99,13 @@ pub struct Cli {
     #[arg(long)]
     pub no_discover: bool,
 
-    /// Print a completion script for SHELL (bash, zsh, fish) and exit.
-    #[arg(long, hide = true, exclusive = true, value_name = "SHELL")]
+    /// Print a completion script for SHELL (bash, zsh, fish) and exit. Not `exclusive`: a
+    /// variable such as `LEO_HOME` in the environment counts as an argument given.
+    #[arg(long, hide = true, value_name = "SHELL")]
     pub completions: Option<clap_complete::Shell>,
 
     /// Write the man page `leo-mcp.1` into DIR and exit (`cargo xtask man`).
-    #[arg(long, hide = true, exclusive = true, value_name = "DIR")]
+    #[arg(long, hide = true, value_name = "DIR")]
     pub man: Option<PathBuf>,
 }
 

@@ -54,6 +54,10 @@ impl Home {
     pub fn run(&self) -> PathBuf {
         self.root.join("run")
     }
+    /// The saved brokers on other hosts (`leo remote add`): `remotes/NAME/`.
+    pub fn remotes(&self) -> PathBuf {
+        self.root.join("remotes")
+    }
     pub fn operator_token(&self) -> PathBuf {
         self.state().join("operator.token")
     }

@@ -21,16 +21,26 @@
 //!   (a slim container has none): the CA file alone is then trusted.
 //! - Certificates are checked by rustls's WebPKI verifier, names and expiry included; there is
 //!   no switch to turn the check off.
+//! - **A pinned certificate is trusted as itself.** A self-signed certificate made the usual way
+//!   (`openssl req -x509 …`) is marked a CA, and WebPKI refuses a CA presented as the server's
+//!   own certificate (`CaUsedAsEndEntity`) even when that very certificate is the trusted one.
+//!   curl, Python, Node and Go accept it, so [`Pinned`] does too, and only that: when the
+//!   certificate the broker presents is byte for byte one of `LEO_CA_FILE`'s and WebPKI's
+//!   objection is `CaUsedAsEndEntity`, it is accepted with its name still checked, and the
+//!   handshake's signatures still checked with the provider's algorithms. An expired or not yet valid pinned certificate
+//!   is still refused (WebPKI checks the dates before the CA flag), and a different
+//!   self-signed certificate is refused as before.
 
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use rustls::client::ClientConfig;
-use rustls::crypto::CryptoProvider;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::client::{ClientConfig, WebPkiServerVerifier};
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
-use rustls::{CertificateError, RootCertStore};
+use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
+use rustls::{CertificateError, DigitallySignedStruct, RootCertStore, SignatureScheme};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub use tokio_rustls::client::TlsStream;
@@ -54,6 +64,13 @@ pub enum TlsError {
     /// The file holds no certificate.
     #[error("{} holds no PEM certificate", path.display())]
     NoCertificate { path: PathBuf },
+    /// The file a variable names cannot be used: says the variable, then why.
+    #[error("{var}")]
+    Variable {
+        var: &'static str,
+        #[source]
+        source: Box<TlsError>,
+    },
     /// A certificate or key rustls refuses (a CA that does not parse, a key that does not
     /// match its certificate).
     #[error("{what} is refused")]
@@ -119,7 +136,13 @@ impl Connector {
     /// [`Connector::new`] with the CA file `LEO_CA_FILE` names, if it is set and not empty.
     pub fn from_env() -> Result<Connector, TlsError> {
         let ca = std::env::var_os(CA_FILE_ENV).filter(|v| !v.is_empty());
-        Connector::new(ca.as_deref().map(Path::new))
+        Connector::new(ca.as_deref().map(Path::new)).map_err(|e| match ca {
+            Some(_) => TlsError::Variable {
+                var: CA_FILE_ENV,
+                source: Box::new(e),
+            },
+            None => e,
+        })
     }
 
     /// The TLS handshake over `io` with the broker at `host` (a DNS name or an IP address,
@@ -148,31 +171,127 @@ impl Connector {
 
 /// The client settings [`Connector`] uses.
 fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, TlsError> {
-    let mut roots = RootCertStore::empty();
-    let native = rustls_native_certs::load_native_certs();
-    for error in &native.errors {
-        tracing::debug!(%error, "a certificate of the system store was not read");
-    }
-    let (added, ignored) = roots.add_parsable_certificates(native.certs);
-    tracing::debug!(added, ignored, "system roots");
-    if let Some(path) = ca_file {
-        for cert in read_certs(path)? {
-            roots.add(cert).map_err(|source| TlsError::Refused {
-                what: format!("a CA certificate of {}", path.display()),
-                source,
-            })?;
-        }
-    }
     let mut config = ClientConfig::builder_with_provider(provider())
         .with_safe_default_protocol_versions()
         .map_err(|source| TlsError::Refused {
             what: "the TLS protocol versions".into(),
             source,
         })?
-        .with_root_certificates(roots)
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(Pinned::new(ca_file)?))
         .with_no_client_auth();
     config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
     Ok(config)
+}
+
+/// WebPKI, plus the certificates of the CA file trusted as themselves (see the module doc).
+#[derive(Debug)]
+struct Pinned {
+    /// `None` when there is no root at all.
+    webpki: Option<Arc<WebPkiServerVerifier>>,
+    /// The certificates of the CA file, as they were read.
+    pinned: Vec<CertificateDer<'static>>,
+    /// The provider's, for the handshake's signatures.
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl Pinned {
+    /// The system store plus the certificates of `ca_file`, which are also pinned.
+    fn new(ca_file: Option<&Path>) -> Result<Pinned, TlsError> {
+        let mut roots = RootCertStore::empty();
+        let native = rustls_native_certs::load_native_certs();
+        for error in &native.errors {
+            tracing::debug!(%error, "a certificate of the system store was not read");
+        }
+        let (added, ignored) = roots.add_parsable_certificates(native.certs);
+        tracing::debug!(added, ignored, "system roots");
+        let mut pinned = Vec::new();
+        if let Some(path) = ca_file {
+            for cert in read_certs(path)? {
+                roots
+                    .add(cert.clone())
+                    .map_err(|source| TlsError::Refused {
+                        what: format!("a CA certificate of {}", path.display()),
+                        source,
+                    })?;
+                pinned.push(cert);
+            }
+        }
+        // No roots at all (a slim container, no CA file) is not an error here: every
+        // certificate is then refused as of an unknown issuer, which `explain` says how to fix.
+        let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .ok();
+        Ok(Pinned {
+            webpki,
+            pinned,
+            algorithms: provider().signature_verification_algorithms,
+        })
+    }
+}
+
+impl ServerCertVerifier for Pinned {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(webpki) = &self.webpki else {
+            return Err(CertificateError::UnknownIssuer.into());
+        };
+        let checked =
+            webpki.verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now);
+        match checked {
+            // Only the CA flag of a certificate that is itself trusted gives way.
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(why)))
+                if ca_as_end_entity(&why)
+                    && self
+                        .pinned
+                        .iter()
+                        .any(|p| p.as_ref() == end_entity.as_ref()) =>
+            {
+                let cert = rustls::server::ParsedCertificate::try_from(end_entity)?;
+                rustls::client::verify_server_name(&cert, server_name)?;
+                tracing::debug!("the broker's certificate is pinned by the CA file");
+                Ok(ServerCertVerified::assertion())
+            }
+            other => other,
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// True when WebPKI refused a CA certificate presented as the server's own: how a self-signed
+/// certificate of `openssl req -x509` is refused unless pinned.
+fn ca_as_end_entity(why: &rustls::OtherError) -> bool {
+    matches!(
+        why.0.downcast_ref::<webpki::Error>(),
+        Some(webpki::Error::CaUsedAsEndEntity)
+    )
 }
 
 /// A failed handshake with `host`, said so that its reader knows what to fix: an expired
@@ -206,6 +325,11 @@ pub fn explain(error: io::Error, host: &str) -> io::Error {
                      (`leo tls init --host {host}`)"
                 )
             }
+            CertificateError::Other(why) if ca_as_end_entity(why) => format!(
+                "its certificate is a self-signed CA certificate (as `openssl req -x509` makes \
+                 them) that this client does not trust; set {CA_FILE_ENV} to that very \
+                 certificate to trust it"
+            ),
             other => format!("its certificate is refused ({other:?})"),
         },
         rustls::Error::InvalidMessage(_) | rustls::Error::InappropriateMessage { .. } => {
@@ -235,6 +359,78 @@ mod tests {
         let err = Connector::new(Some(&empty)).unwrap_err();
         assert!(matches!(err, TlsError::NoCertificate { .. }), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A self-signed certificate for `names` marked a CA, as `openssl req -x509` makes one, valid
+    /// from `from` days to `to` days from now; its PEM and DER.
+    fn openssl_like(names: &[&str], from: i64, to: i64) -> (String, CertificateDer<'static>) {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let now = time::OffsetDateTime::now_utc();
+        let mut params =
+            CertificateParams::new(names.iter().map(|n| n.to_string()).collect::<Vec<_>>())
+                .unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.not_before = now + time::Duration::days(from);
+        params.not_after = now + time::Duration::days(to);
+        let cert = params.self_signed(&KeyPair::generate().unwrap()).unwrap();
+        (cert.pem(), cert.der().clone())
+    }
+
+    fn check(v: &Pinned, cert: &CertificateDer<'_>, name: &str) -> Result<(), rustls::Error> {
+        let name = ServerName::try_from(name.to_owned()).unwrap();
+        v.verify_server_cert(cert, &[], &name, &[], UnixTime::now())
+            .map(drop)
+    }
+
+    #[test]
+    fn a_pinned_self_signed_ca_is_trusted_as_itself_and_nothing_more() {
+        let dir = tempfile::tempdir().unwrap();
+        let (pem, der) = openssl_like(&["localhost", "127.0.0.1"], -1, 30);
+        let file = dir.path().join("pinned.pem");
+        std::fs::write(&file, &pem).unwrap();
+        let v = Pinned::new(Some(&file)).unwrap();
+        // WebPKI alone refuses it: a CA presented as the server's own certificate.
+        let webpki = v.webpki.as_ref().unwrap();
+        let name = ServerName::try_from("localhost").unwrap();
+        let alone = webpki.verify_server_cert(&der, &[], &name, &[], UnixTime::now());
+        assert!(
+            format!("{alone:?}").contains("CaUsedAsEndEntity"),
+            "{alone:?}"
+        );
+        // Pinned by the CA file, it is trusted, for its own names only.
+        check(&v, &der, "localhost").unwrap();
+        check(&v, &der, "127.0.0.1").unwrap();
+        let other_name = check(&v, &der, "elsewhere.example").unwrap_err();
+        assert!(
+            matches!(
+                other_name,
+                rustls::Error::InvalidCertificate(CertificateError::NotValidForNameContext { .. })
+            ),
+            "{other_name:?}"
+        );
+        // Another self-signed certificate for the same names is not trusted, nor is the
+        // pinned one without the CA file; what is said names the fix.
+        let (_, stranger) = openssl_like(&["localhost"], -1, 30);
+        let e = check(&v, &stranger, "localhost").unwrap_err();
+        let said = explain(io::Error::new(io::ErrorKind::InvalidData, e), "localhost");
+        assert!(
+            said.to_string().contains("self-signed CA certificate")
+                && said.to_string().contains(CA_FILE_ENV),
+            "{said}"
+        );
+        check(&Pinned::new(None).unwrap(), &der, "localhost").unwrap_err();
+    }
+
+    #[test]
+    fn a_pinned_certificate_out_of_its_dates_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        for (from, to, what) in [(-30, -1, "Expired"), (1, 30, "NotValidYet")] {
+            let (pem, der) = openssl_like(&["localhost"], from, to);
+            let file = dir.path().join(format!("{what}.pem"));
+            std::fs::write(&file, &pem).unwrap();
+            let e = check(&Pinned::new(Some(&file)).unwrap(), &der, "localhost").unwrap_err();
+            assert!(format!("{e:?}").contains(what), "{e:?}");
+        }
     }
 
     #[test]

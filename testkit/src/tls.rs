@@ -149,3 +149,32 @@ impl TlsConn {
             .map_err(|_| "request timed out".to_owned())?
     }
 }
+
+/// Writes a self-signed certificate for `localhost` and `127.0.0.1` and its key (0600) to
+/// `cert` and `key`, made the usual way: `openssl req -x509`, which marks it a CA. Without the
+/// `openssl` binary, rcgen makes one with the same CA flag.
+pub fn write_self_signed(cert: &Path, key: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let made = std::process::Command::new("openssl")
+        .args(["req", "-x509", "-newkey", "ec", "-pkeyopt"])
+        .args(["ec_paramgen_curve:prime256v1", "-nodes", "-days", "30"])
+        .args(["-subj", "/CN=localhost"])
+        .args(["-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"])
+        .arg("-keyout")
+        .arg(key)
+        .arg("-out")
+        .arg(cert)
+        .output()
+        .is_ok_and(|out| out.status.success());
+    if !made {
+        use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+        let pair = KeyPair::generate().unwrap();
+        let mut params =
+            CertificateParams::new(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        let made = params.self_signed(&pair).unwrap();
+        std::fs::write(cert, made.pem()).unwrap();
+        std::fs::write(key, pair.serialize_pem()).unwrap();
+    }
+    std::fs::set_permissions(key, std::fs::Permissions::from_mode(0o600)).unwrap();
+}

@@ -190,12 +190,7 @@ pub fn record_local(
         target: Some(target.to_owned()),
         detail,
     };
-    let url = crate::config::store_of(&home.config())?
-        .postgres_url()
-        .map_err(|message| BrokerError::Config {
-            path: home.config(),
-            message,
-        })?;
+    let url = crate::config::store_of(&home.config())?.postgres_url(&home.config())?;
     let Some(url) = url else {
         let path = home.history_db();
         let written = db::open(&path).and_then(|conn| {
@@ -208,7 +203,7 @@ pub fn record_local(
     };
     let instance = crate::home::instance_id(home)?;
     postgres::record(&url, instance, row).map_err(|e| BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: e.into(),
     })
 }
@@ -255,7 +250,7 @@ impl History {
         };
         let instance = crate::home::instance_id(home)?;
         History::open_postgres(&url, instance, &config.history).map_err(|e| BrokerError::Database {
-            path: "store.url (PostgreSQL)".into(),
+            path: crate::config::store_label().into(),
             source: e.into(),
         })
     }

@@ -185,7 +185,7 @@ impl Store {
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
-        path: "store.url (PostgreSQL)".into(),
+        path: crate::config::store_label().into(),
         source: e.into(),
     }
 }

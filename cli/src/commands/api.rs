@@ -19,7 +19,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use leo_app::Endpoint;
-use leo_app::http::{Answer, Client};
+use leo_app::http::{Answer, Client, connector};
 use leo_broker::home::Home;
 use leo_protocol::envelope::{Failure, Success};
 use serde::de::DeserializeOwned;
@@ -56,11 +56,13 @@ pub enum GetError {
     Malformed { route: String, reason: String },
 }
 
-/// A broker on another host: its URL and the token presented to it.
+/// A broker on another host: its URL, the token presented to it, and the CA file trusted for
+/// it (`None`: the one `LEO_CA_FILE` names, if any).
 #[derive(Debug, Clone)]
 pub struct Remote {
     pub endpoint: Endpoint,
     pub token: String,
+    pub ca: Option<PathBuf>,
 }
 
 /// The `--url` target of this run, if any.
@@ -151,7 +153,13 @@ impl Api {
                 socket: self.socket.clone(),
                 source,
             })?;
-        let client = Client::new(endpoint, &token)
+        let tls = match &self.remote {
+            Some(r) if matches!(endpoint, Endpoint::Https { .. }) => {
+                Some(connector(r.ca.as_deref()).map_err(|e| self.failed(route, e))?)
+            }
+            _ => None,
+        };
+        let client = Client::with_tls(endpoint, &token, tls)
             .map_err(|e| self.failed(route, e))?
             .with_timeout(TIMEOUT)
             .with_max_body(MAX_RESPONSE_BYTES as usize);
@@ -178,6 +186,15 @@ impl Api {
             }
             leo_app::Error::Connect { source, .. } => {
                 Unreachable::connecting(&self.socket, source).into()
+            }
+            // The `--url` client could not be set up (a CA file that cannot be read): that
+            // broker cannot be reached, and the local socket has nothing to do with it.
+            leo_app::Error::Config(message) if let Some(remote) = &self.remote => {
+                Unreachable::Remote {
+                    endpoint: remote.endpoint.to_string(),
+                    source: std::io::Error::other(message),
+                }
+                .into()
             }
             leo_app::Error::Timeout(_) => GetError::Timeout {
                 route: route.to_owned(),

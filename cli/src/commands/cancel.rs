@@ -18,9 +18,11 @@ pub struct CancelArgs {
 
 pub fn run(home: &Home, args: &CancelArgs) -> crate::error::Result {
     let id = args.id.trim();
-    // The id goes into the path: anything but an id's characters could aim at another route.
-    if id.is_empty()
-        || !id
+    // The id goes into the path: anything but an id's characters could aim at another route,
+    // and what does not start `r_` is no request id at all (a bad argument, exit 2).
+    let rest = id.strip_prefix("r_").unwrap_or_default();
+    if rest.is_empty()
+        || !rest
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {

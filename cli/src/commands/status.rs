@@ -98,12 +98,22 @@ fn since(stamp: &str, now: SystemTime) -> String {
     human(age_s(stamp, now))
 }
 
+/// How an app is shown: by the name it gave itself, else as unnamed with the token that
+/// opened its stream (`unnamed, operator token`), which says who to ask and that a name can
+/// be given (`name=` in every SDK).
+fn app_label(a: &super::snapshot::App) -> String {
+    match &a.name {
+        Some(name) => name.clone(),
+        None => format!("unnamed, {} token", a.principal),
+    }
+}
+
 fn apps_table(s: &Snapshot, now: SystemTime, style: &Style) -> Table {
     let mut t = Table::new(&["CLIENT", "NAME", "WHO", "ROLE", "CONNECTED", "GROUPS"]);
     for a in &s.apps {
         t.row(vec![
             a.client_id.clone(),
-            a.name.clone().unwrap_or_else(|| "-".into()),
+            app_label(a),
             a.principal.clone(),
             role(a, style),
             format!("{} ago", since(&a.connected_at, now)),
@@ -134,14 +144,10 @@ fn agents_table(s: &Snapshot, now: SystemTime) -> Table {
 }
 
 fn tools_table(s: &Snapshot) -> Table {
-    // An app is shown by the name it gave itself, else by who opened its stream.
-    let who: BTreeMap<&str, &str> = s
+    let who: BTreeMap<&str, String> = s
         .apps
         .iter()
-        .map(|a| {
-            let label = a.name.as_deref().unwrap_or(&a.principal);
-            (a.client_id.as_str(), label)
-        })
+        .map(|a| (a.client_id.as_str(), app_label(a)))
         .collect();
     let mut t = Table::new(&["GROUP", "TOOL", "TIMEOUT", "SERVED BY", "DESCRIPTION"]);
     for g in &s.groups {

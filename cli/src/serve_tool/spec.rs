@@ -70,6 +70,10 @@ pub fn from_flags(mut fields: Fields, schema: Option<&str>) -> Result<ToolSpec, 
         None => None,
         Some(text) => Some(schema_from_flag(text)?),
     };
+    // Said against the flag that gave it, as the other flags' errors are below.
+    if let Some(schema) = &fields.schema {
+        leo_protocol::schema::check_input_schema(schema).map_err(|e| format!("--schema: {e}"))?;
+    }
     // The command is what follows `--`, not a field: say so rather than `$.command`.
     let program =
         find_program(&fields.command).map_err(|e| format!("the command after -- is wrong: {e}"))?;
@@ -249,13 +253,16 @@ mod tests {
             (
                 fields("ok", "sh"),
                 Some("{\"type\": \"string\"}"),
-                "root schema must have \"type\": \"object\"",
+                "--schema: at $.type: root schema must have \"type\": \"object\"",
             ),
         ];
         for (f, schema, want) in cases {
             match from_flags(f, schema) {
                 Ok(_) => panic!("accepted; want {want}"),
-                Err(e) => assert!(e.contains(want), "got {e:?}, want {want:?}"),
+                Err(e) => assert!(
+                    e.contains(want) && !e.contains("invalid tool invalid"),
+                    "got {e:?}, want {want:?}"
+                ),
             }
         }
     }

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import dataclasses
 import enum
+import io
 import json
 import logging
 import os
@@ -17,6 +19,7 @@ import sys
 import threading
 import time
 import unittest
+from pathlib import Path
 from typing import Any, Literal, TypedDict
 
 from support import (
@@ -287,6 +290,34 @@ class Concurrency(Case):
         outs = sorted(c.communicate(timeout=20)[0].strip() for c in calls)
         self.assertEqual(outs, [f"done {i}" for i in range(4)])
         self.assertEqual(peak[0], 2)
+
+
+class Announcement(Case):
+    def test_the_app_says_once_on_stderr_which_tools_it_serves_and_where(self) -> None:
+        app = App("text", name="scribe", home=self.broker.home, backoff=(0.05, 0.5))
+
+        @app.tool
+        def shout(text: str) -> str:
+            "Shout"
+            return text.upper()
+
+        @app.tool(group="count")
+        def count(text: str) -> int:
+            "Count"
+            return len(text)
+
+        said = io.StringIO()
+        with contextlib.redirect_stderr(said):
+            self.start(app)
+            self.broker.restart()
+            wait_until(lambda: self.broker.tools() == ["count", "shout"], what="registered again")
+            self.assertTrue(app.wait_status("serving"))
+        lines = [line for line in said.getvalue().splitlines() if line.startswith("leo_app:")]
+        socket = Path(self.broker.home, "run", "leo.sock")
+        self.assertEqual(
+            lines,
+            [f'leo_app: app "scribe" serving shout (group text); count (group count) on unix:{socket}'],
+        )
 
 
 class Reconnect(Case):

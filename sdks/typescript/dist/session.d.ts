@@ -14,6 +14,7 @@ export interface Settings {
 }
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
 export declare class Serving {
+    private readonly name;
     private readonly tools;
     private readonly signal;
     private readonly s;
@@ -38,6 +39,9 @@ export declare class Serving {
     run(): Promise<void>;
     /** Each group's tool definitions, by group name. */
     private groups;
+    /** The one line said on stderr once the tools are first served, as `leo serve-tool` says
+     * it: which app, which tools by group, and where. */
+    private announcement;
     private serves;
     /** One session: returns why it ended. */
     private serveSession;

@@ -19,7 +19,7 @@
 // (`offerListed`), re-armed with backoff while the list cannot be read.
 import { Calls } from "./calls.js";
 import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
-import { Client, FatalError, Refused, SseParser, data, describe } from "./transport.js";
+import { Client, FatalError, Refused, SseParser, data, describe, endpointText } from "./transport.js";
 import { work } from "./worker.js";
 const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
@@ -34,6 +34,7 @@ const sleep = (ms, signal) => new Promise((resolve) => {
 });
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
 export class Serving {
+    name;
     tools;
     signal;
     s;
@@ -55,6 +56,7 @@ export class Serving {
     /** The delay before the next such read (doubling while claims fail, reset by one taken). */
     recheckStep;
     constructor(name, tools, signal, s) {
+        this.name = name;
         this.tools = tools;
         this.signal = signal;
         this.s = s;
@@ -108,6 +110,13 @@ export class Serving {
         for (const t of this.tools.values())
             groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
         return groups;
+    }
+    /** The one line said on stderr once the tools are first served, as `leo serve-tool` says
+     * it: which app, which tools by group, and where. */
+    announcement() {
+        const app = this.name !== undefined ? `app ${JSON.stringify(this.name)}` : "an unnamed app (the name option names it)";
+        const groups = [...this.groups()].map(([group, defs]) => `${defs.map((d) => d.name).join(", ")} (group ${group})`);
+        return `leo-app: ${app} serving ${groups.join("; ")} on ${endpointText(this.s.endpoint)}`;
     }
     serves(r) {
         return this.tools.get(r.tool)?.group === r.group;
@@ -218,6 +227,8 @@ export class Serving {
             this.generation++;
             this.wakeReplies.splice(0).forEach((w) => w());
             this.s.setStatus("serving", h.client_id);
+            if (this.generation === 1)
+                console.error(this.announcement());
             this.offerListed(pending, h.client_id);
             this.start();
             for (;;) {

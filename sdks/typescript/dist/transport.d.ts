@@ -29,6 +29,8 @@ export interface Endpoint {
         ca?: string[];
     };
 }
+/** Where `endpoint` is, as a URL: `unix:PATH`, `http://HOST:PORT` or `https://HOST:PORT`. */
+export declare function endpointText(endpoint: Endpoint): string;
 /** The variable naming a CA file (PEM) trusted besides the default roots. */
 export declare const CA_FILE_ENV = "LEO_CA_FILE";
 /** Parses `http://host:port` or `https://host:port` (the port is required); an https URL

@@ -48,6 +48,12 @@ export class FatalError extends Error {
         this.name = "FatalError";
     }
 }
+/** Where `endpoint` is, as a URL: `unix:PATH`, `http://HOST:PORT` or `https://HOST:PORT`. */
+export function endpointText(endpoint) {
+    if (endpoint.socketPath !== undefined)
+        return `unix:${endpoint.socketPath}`;
+    return `${endpoint.tls ? "https" : "http"}://${endpoint.hostHeader}`;
+}
 /** The variable naming a CA file (PEM) trusted besides the default roots. */
 export const CA_FILE_ENV = "LEO_CA_FILE";
 /** Parses `http://host:port` or `https://host:port` (the port is required); an https URL

@@ -23,7 +23,7 @@ import { Calls } from "./calls.js";
 import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
 import type { Status } from "./app.js";
 import type { ToolEntry } from "./tool.js";
-import { Client, type Endpoint, FatalError, Refused, SseParser, data, describe } from "./transport.js";
+import { Client, type Endpoint, FatalError, Refused, SseParser, data, describe, endpointText } from "./transport.js";
 import { type Link, type WorkerContext, work } from "./worker.js";
 
 const STREAM_IDLE_MS = 45_000;
@@ -72,7 +72,7 @@ export class Serving {
   private recheckStep: number;
 
   constructor(
-    name: string | undefined,
+    private readonly name: string | undefined,
     private readonly tools: Map<string, ToolEntry>,
     private readonly signal: AbortSignal,
     private readonly s: Settings,
@@ -125,6 +125,14 @@ export class Serving {
     const groups = new Map<string, Record<string, unknown>[]>();
     for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
     return groups;
+  }
+
+  /** The one line said on stderr once the tools are first served, as `leo serve-tool` says
+   * it: which app, which tools by group, and where. */
+  private announcement(): string {
+    const app = this.name !== undefined ? `app ${JSON.stringify(this.name)}` : "an unnamed app (the name option names it)";
+    const groups = [...this.groups()].map(([group, defs]) => `${defs.map((d) => d.name).join(", ")} (group ${group})`);
+    return `leo-app: ${app} serving ${groups.join("; ")} on ${endpointText(this.s.endpoint)}`;
   }
 
   private serves(r: { group: string; tool: string }): boolean {
@@ -225,6 +233,7 @@ export class Serving {
       this.generation++;
       this.wakeReplies.splice(0).forEach((w) => w());
       this.s.setStatus("serving", h.client_id);
+      if (this.generation === 1) console.error(this.announcement());
       this.offerListed(pending, h.client_id);
       this.start();
       for (;;) {

@@ -64,6 +64,12 @@ export interface Endpoint {
   tls?: { ca?: string[] };
 }
 
+/** Where `endpoint` is, as a URL: `unix:PATH`, `http://HOST:PORT` or `https://HOST:PORT`. */
+export function endpointText(endpoint: Endpoint): string {
+  if (endpoint.socketPath !== undefined) return `unix:${endpoint.socketPath}`;
+  return `${endpoint.tls ? "https" : "http"}://${endpoint.hostHeader}`;
+}
+
 /** The variable naming a CA file (PEM) trusted besides the default roots. */
 export const CA_FILE_ENV = "LEO_CA_FILE";
 

@@ -181,6 +181,27 @@ describe("reconnect", () => {
     assert.equal(r.out, "app: b", r.err);
   });
 
+  test("the app says once on stderr which tools it serves and where", async () => {
+    const said = [];
+    const write = console.error;
+    console.error = (...args) => said.push(args.join(" "));
+    try {
+      const app = new App({ group: "text", name: "scribe", home: ctx.broker.home, backoffMs: [50, 500] })
+        .tool({ name: "shout", description: "Shout", handler: (args) => String(args.text).toUpperCase() })
+        .tool({ name: "count", group: "count", description: "Count", handler: (args) => String(args.text).length });
+      await ctx.start(app);
+      await ctx.broker.restart();
+      await waitUntil(async () => (await ctx.broker.tools()).includes("shout"), "the app registered again");
+      await app.waitFor((a) => a.status === "serving");
+    } finally {
+      console.error = write;
+    }
+    const socket = `${ctx.broker.home}/run/leo.sock`;
+    assert.deepEqual(said.filter((l) => l.startsWith("leo-app:")), [
+      `leo-app: app "scribe" serving shout (group text); count (group count) on unix:${socket}`,
+    ]);
+  });
+
   test("a request parked before the app subscribed is served", async () => {
     const other = await Other.connect(ctx.broker, "echo2", ["echo2"]);
     ctx.cleanups.push(() => other.close());

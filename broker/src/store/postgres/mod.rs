@@ -220,9 +220,9 @@ pub(crate) fn open(
 pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
-    let manager = Manager::from_config(
+    let manager = Manager::from_connect(
         config,
-        tokio_postgres::NoTls,
+        QuietNotices,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -234,6 +234,42 @@ pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> 
         .wait_timeout(Some(CONNECT_TIMEOUT))
         .build()
         .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
+}
+
+/// Connects as deadpool does, but drives each connection itself: tokio-postgres logs the
+/// server's notices at INFO (`relation … already exists, skipping` on every start), which are
+/// the server's chatter, not the broker's news; they are logged at DEBUG here.
+struct QuietNotices;
+
+impl deadpool_postgres::Connect for QuietNotices {
+    fn connect(
+        &self,
+        config: &tokio_postgres::Config,
+    ) -> futures_util::future::BoxFuture<
+        '_,
+        Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
+    > {
+        let config = config.clone();
+        Box::pin(async move {
+            let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
+            let task = tokio::spawn(async move {
+                loop {
+                    match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                        Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
+                            debug!(severity = notice.severity(), "{}", notice.message());
+                        }
+                        Some(Ok(_)) => {}
+                        Some(Err(error)) => {
+                            warn!(%error, "a PostgreSQL connection failed");
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+            });
+            Ok((client, task))
+        })
+    }
 }
 
 /// Connects, migrates, takes the lease (`Held` when another instance leads) and restores.

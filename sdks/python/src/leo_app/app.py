@@ -38,6 +38,7 @@ import logging
 import os
 import random
 import signal
+import sys
 import threading
 import urllib.parse
 from collections.abc import Callable
@@ -573,6 +574,16 @@ class _Serving:
             raise FatalError(f"cannot register group {group!r}: {e}") from None
         log.debug("registered group %s", group)
 
+    def announcement(self) -> str:
+        """The one line said on stderr once the tools are first served, as `leo serve-tool`
+        says it: which app, which tools by group, and where."""
+        name = f"app {json.dumps(self.app.name)}" if self.app.name else "an unnamed app (name= names it)"
+        groups = "; ".join(
+            f"{', '.join(t.name for t in tools)} (group {group})"
+            for group, tools in self.groups().items()
+        )
+        return f"leo_app: {name} serving {groups} on {self.app.endpoint}"
+
     def serves(self, request: dict[str, Any]) -> bool:
         t = self.app.tools.get(request.get("tool", ""))
         return t is not None and t.group == request.get("group")
@@ -587,6 +598,8 @@ class _Serving:
         woken.set()
         self.app._set_status("serving", session.client_id)
         log.debug("serving as %s on %s (resumed: %s)", session.client_id, self.app.endpoint, resumed)
+        if self.generation == 1:
+            print(self.announcement(), file=sys.stderr, flush=True)
         listed, self.listed = self.listed, []
         self.offer_listed(listed, session.client_id)
         self.start()
