@@ -122,7 +122,8 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     assert!(refused(&r, 403, "forbidden").contains("operator token"));
     wire::check("http/mcp_refusal.response.json", &r.body);
     let r = mcp::client(broker.addr, &shared).post("/mcp", &init).await;
-    assert!(refused(&r, 400, "invalid_parameter").contains("Leo-Agent"));
+    assert!(refused(&r, 401, "unauthorized").contains("Leo-Agent"));
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     let r = mcp::client(broker.addr, &shared)
         .with_header("leo-agent", "no/such")
         .post("/mcp", &init)

@@ -155,6 +155,11 @@ impl Http {
             .map(str::to_owned);
         let response = CALLER.scope(caller, self.service.handle(request)).await;
         let mut response = as_json_rpc(response).await;
+        if delete && response.status() == StatusCode::ACCEPTED {
+            // rmcp says 202; clients (the Python SDK) take anything but 200 and 204 for a
+            // termination that failed.
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
         if let (Some(session), Some(call)) = (&named, call)
             && response.status() == StatusCode::OK
         {

@@ -174,7 +174,8 @@ async fn delete_ends_the_session_and_its_calls() {
     let deleted = http
         .send("DELETE", "/mcp", Default::default(), &mcp::in_session(&id))
         .await;
-    assert!(deleted.status < 300, "{deleted:?}");
+    // 204: clients (the Python SDK) take 202 for a failed termination.
+    assert_eq!(deleted.status, 204, "{deleted:?}");
     cancelled_by_agent(&mut app, &request).await;
     gone(&broker).await;
     let after = http
