@@ -60,6 +60,8 @@ pub(crate) struct Settings {
     store: postgres::Settings,
     /// `cluster.advertise_url`, if set.
     advertise: Option<String>,
+    /// `cluster.plain_http_on_loopback`: a leader may be forwarded to over http on loopback.
+    plain_loopback: bool,
     /// How the leader's certificate is checked.
     connector: leo_protocol::tls::Connector,
 }
@@ -80,8 +82,9 @@ impl Settings {
                     .into(),
             ));
         }
+        let plain_loopback = config.cluster.plain_http_on_loopback;
         if let Some(advertised) = &config.cluster.advertise_url {
-            Upstream::new(advertised, "-")
+            Upstream::new(advertised, "-", plain_loopback)
                 .map_err(|e| refuse(format!("cluster.advertise_url: {e}")))?;
         }
         let ca: Option<PathBuf> = match &config.cluster.ca_file {
@@ -103,6 +106,7 @@ impl Settings {
                 remember: config.client_tools.remember_settled,
             },
             advertise: config.cluster.advertise_url.clone(),
+            plain_loopback,
             connector,
         })
     }
@@ -177,6 +181,9 @@ pub(crate) async fn run(
     stop: impl Future<Output = ()>,
 ) -> Result<()> {
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
+    if let Err(e) = Upstream::new(&settings.store.me.url, "-", settings.plain_loopback) {
+        warn!("no other instance will forward to this one while it leads: {e}");
+    }
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
     let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
         path: "store.url (PostgreSQL)".into(),
@@ -352,7 +359,7 @@ impl Instance {
 
     /// Points the front at `leader`; false when it cannot be forwarded to yet (`503` meanwhile).
     async fn point(&self, front: &Front, leader: &Leader) -> bool {
-        let up = upstream(&self.pool, leader).await;
+        let up = upstream(&self.pool, leader, self.settings.plain_loopback).await;
         let found = up.is_some();
         front.follow(up);
         if found {
@@ -458,14 +465,14 @@ fn advertised_url(p: &Prepared, settings: &Settings, listeners: &Listeners) -> R
 
 /// The leader as the front forwards to it; `None` (answered `503`) when its row names no URL
 /// or the cluster has no key yet.
-async fn upstream(pool: &Pool, leader: &Leader) -> Option<Upstream> {
+async fn upstream(pool: &Pool, leader: &Leader, plain_loopback: bool) -> Option<Upstream> {
     let client = pool.get().await.ok()?;
     let key = lease::cluster_key(&client).await.ok().flatten()?;
     let Some(url) = &leader.url else {
         warn!(leader = %leader, "the leader advertises no URL; nothing can be forwarded");
         return None;
     };
-    Upstream::new(url, &key)
+    Upstream::new(url, &key, plain_loopback)
         .map_err(|e| warn!(leader = %leader, error = %e, "cannot forward to the leader"))
         .ok()
 }
@@ -512,10 +519,12 @@ fn start_front(p: &Prepared, settings: &Settings, listeners: Listeners) -> Resul
     let config = FrontConfig {
         me: settings.store.me.id.clone(),
         tokens: p.tokens.clone(),
+        keys: p.agent_keys.clone(),
         host,
         metrics_host,
         tls: p.tls.clone(),
         budget: crate::server::tcp_budget(&p.config),
+        max_body: p.config.web.max_body_bytes,
         connector: settings.connector.clone(),
     };
     let listeners = FrontListeners {

@@ -193,3 +193,62 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     );
     mcp::call_answered(&good, &session, 3, "echo", &mut app, "again").await;
 }
+
+/// One agent's token cannot take every session: a flood of `/mcp` sessions stops at the
+/// agent's limit (`web.max_sessions_per_agent`, 64), which its IPC upgrades share, while
+/// another agent over `/mcp` and over the upgrade, and a local agent on `run/sidecar.sock`,
+/// are admitted; a session that ends gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_agent_token_cannot_take_every_session() {
+    use futures_util::StreamExt;
+    use leo_testkit::Ipc;
+    let broker = Broker::start().await;
+    let shared = broker.agent_token();
+    let flood = mcp::client(broker.addr, &shared).with_header("leo-agent", "flood");
+    let init = mcp::initialize("flood");
+    let answers: Vec<(u16, Option<String>)> = futures_util::stream::iter(0..1040)
+        .map(|_| async {
+            let r = flood.post("/mcp", &init).await;
+            (r.status, r.header("mcp-session-id").map(str::to_owned))
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let opened: Vec<&String> = answers.iter().filter_map(|(_, id)| id.as_ref()).collect();
+    assert_eq!(opened.len(), 64, "sessions of one agent");
+    assert!(answers.iter().all(|(s, _)| [200, 403].contains(s)));
+    let r = flood.post("/mcp", &init).await;
+    assert!(refused(&r, 403, "forbidden").contains("web.max_sessions_per_agent"));
+    let auth = format!("Bearer {shared}");
+    let upgrade = |agent: &'static str| {
+        let auth = auth.clone();
+        async move {
+            Ipc::upgrade(
+                broker.addr,
+                &[("authorization", &auth), ("leo-agent", agent)],
+            )
+            .await
+        }
+    };
+    assert_eq!(upgrade("flood").await.err().map(|r| r.status), Some(403));
+
+    let other = mcp::client(broker.addr, &shared).with_header("leo-agent", "other");
+    mcp::open_session(&other, "claude-code").await;
+    let mut remote = upgrade("remote")
+        .await
+        .unwrap_or_else(|r| panic!("{}", r.body));
+    assert_eq!(remote.say_hello(&shared, "remote").await["type"], "welcome");
+    let socket = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let _local = Ipc::hello(&socket, &shared, "local").await;
+
+    let ended = flood
+        .send(
+            "DELETE",
+            "/mcp",
+            Default::default(),
+            &mcp::in_session(opened[0]),
+        )
+        .await;
+    assert_eq!(ended.status, 204, "{ended:?}");
+    crate::support::eventually(|| async { flood.post("/mcp", &init).await.status == 200 }).await;
+}
