@@ -314,7 +314,7 @@ impl Instance {
         mut doors: Doors,
         mut stop: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Stage> {
-        let mut following: Option<Leader> = None;
+        let mut following: Option<(Leader, String)> = None;
         let mut unreachable = false;
         let mut said_alive: Option<tokio::time::Instant> = None;
         loop {
@@ -337,8 +337,12 @@ impl Instance {
                 }
                 Ok(Look::Held(leader)) => {
                     let front = doors.front(&self.p, &self.settings)?;
-                    if following.as_ref() != Some(&leader) && self.point(front, &leader).await {
-                        following = Some(leader);
+                    // The key too: a rotated one is taken up within a poll.
+                    if let Ok((key, _)) = cluster_keys(&self.pool).await {
+                        let target = (leader, key);
+                        if following.as_ref() != Some(&target) && self.point(front, &target) {
+                            following = Some(target);
+                        }
                     }
                     unreachable = false;
                 }
@@ -357,9 +361,10 @@ impl Instance {
         }
     }
 
-    /// Points the front at `leader`; false when it cannot be forwarded to yet (`503` meanwhile).
-    async fn point(&self, front: &Front, leader: &Leader) -> bool {
-        let up = upstream(&self.pool, leader, self.settings.plain_loopback).await;
+    /// Points the front at `leader` with the cluster's `key`; false when it cannot be
+    /// forwarded to (`503` meanwhile).
+    fn point(&self, front: &Front, (leader, key): &(Leader, String)) -> bool {
+        let up = upstream(leader, key, self.settings.plain_loopback);
         let found = up.is_some();
         front.follow(up);
         if found {
@@ -375,17 +380,21 @@ impl Instance {
     async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
         let (listeners, store, restored) = led;
         let kept = Kept::of(&listeners)?;
-        let key = match cluster_key(&self.pool).await {
-            Ok(key) => key,
+        let key = match cluster_keys(&self.pool).await {
+            Ok((key, previous)) => ClusterKey::new(&key, previous.as_deref()),
             Err(e) if is_outage(&e) => return self.lead_later(kept, &e),
             Err(e) => return Err(e),
         };
+        let watching = CancellationToken::new();
+        tokio::spawn(watch_keys(self.pool.clone(), key.clone(), watching.clone()));
         let leading = Leading {
             id: self.settings.store.me.id.clone(),
-            key: ClusterKey(key.into()),
+            key,
         };
         let opened = (store, restored, Some(leading));
-        match crate::server::serve(&mut self.p, opened, listeners, stop).await {
+        let served = crate::server::serve(&mut self.p, opened, listeners, stop).await;
+        watching.cancel();
+        match served {
             Ok(Ended::Stopped) => Ok(Stage::Stopped),
             Ok(Ended::Deposed) => self.follow_on(kept),
             Err(e) if is_outage(&e) => self.lead_later(kept, &e),
@@ -423,16 +432,32 @@ impl Instance {
     }
 }
 
-async fn cluster_key(pool: &Pool) -> Result<String> {
+/// The cluster's key, and the one it replaced while that one's grace lasts.
+async fn cluster_keys(pool: &Pool) -> Result<(String, Option<String>)> {
     let client = pool
         .get()
         .await
         .map_err(PgError::Connect)
         .map_err(database_error)?;
-    lease::cluster_key(&client)
+    lease::cluster_keys(&client)
         .await
         .map_err(database_error)?
         .ok_or_else(|| database_error(PgError::Unreadable("the cluster has no key".into())))
+}
+
+/// Keeps a leader's `key` as the database has it, every [`POLL`], until `done`: a key
+/// rotated by `leo cluster rotate-key` is accepted at once, and the old one no longer once its
+/// grace ended. A database away keeps the keys last read.
+async fn watch_keys(pool: Pool, key: ClusterKey, done: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+        if let Ok((current, previous)) = cluster_keys(&pool).await {
+            key.set(&current, previous.as_deref());
+        }
+    }
 }
 
 /// Where peers reach this instance: `cluster.advertise_url`, or the TCP listener's address
@@ -463,16 +488,14 @@ fn advertised_url(p: &Prepared, settings: &Settings, listeners: &Listeners) -> R
     ))
 }
 
-/// The leader as the front forwards to it; `None` (answered `503`) when its row names no URL
-/// or the cluster has no key yet.
-async fn upstream(pool: &Pool, leader: &Leader, plain_loopback: bool) -> Option<Upstream> {
-    let client = pool.get().await.ok()?;
-    let key = lease::cluster_key(&client).await.ok().flatten()?;
+/// The leader as the front forwards to it with `key`; `None` (answered `503`) when its row
+/// names no URL, or one it may not be sent secrets at.
+fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream> {
     let Some(url) = &leader.url else {
         warn!(leader = %leader, "the leader advertises no URL; nothing can be forwarded");
         return None;
     };
-    Upstream::new(url, &key, plain_loopback)
+    Upstream::new(url, key, plain_loopback)
         .map_err(|e| warn!(leader = %leader, error = %e, "cannot forward to the leader"))
         .ok()
 }

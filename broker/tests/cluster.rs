@@ -201,6 +201,35 @@ async fn only_the_clusters_key_speaks_for_a_follower() {
     assert_eq!(r.status, 403, "{r:?}");
     bodies_over_the_limit_are_413_through_a_follower(b).await;
     upgrades_are_checked_by_the_follower(a, b).await;
+    the_key_rotates_without_a_stop(&db, a, b).await;
+}
+
+/// `leo cluster rotate-key`: the leader takes the new key up and the follower forwards with
+/// it, without a stop; the old key is accepted during the grace and refused after it.
+async fn the_key_rotates_without_a_stop(db: &Database, a: &Broker, b: &Broker) {
+    let key = || async {
+        let row = db.client().await;
+        let row = row.query_one("SELECT key FROM cluster", &[]).await.unwrap();
+        row.get::<_, String>(0)
+    };
+    let old = key().await;
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["cluster", "rotate-key", "--grace-s", "6"])
+        .env("LEO_HOME", b.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("the old key is refused after 6 s"), "{said}");
+    let new = key().await;
+    assert_ne!(old, new);
+    let with = |k: &str| a.http().with_header("leo-cluster-key", k);
+    eventually(|| async { with(&new).get("/api/v1/status").await.status == 200 }).await;
+    assert_eq!(with(&old).get("/api/v1/status").await.status, 200);
+    eventually(|| async { with(&old).get("/api/v1/status").await.status == 401 }).await;
+    // The follower forwards with the new key: requests and sidecars pass after the grace.
+    assert_eq!(b.http().get("/api/v1/status").await.status, 200);
+    assert!(hello(b, "after-rotation", &[]).await.is_some());
 }
 
 /// A body larger than its route takes, sent whole through a follower, with its length or in

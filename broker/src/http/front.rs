@@ -751,9 +751,45 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
         .map_err(|e| format!("the upgrade did not complete: {e}"))
 }
 
-/// The cluster's key, as the leader holds it to check what followers forward.
+/// The cluster's key, as the leader holds it to check what followers forward: the current one,
+/// and for a grace after `leo cluster rotate-key` the one it replaced (`cluster` keeps both up
+/// to date from the database while this instance leads).
 #[derive(Clone)]
-pub struct ClusterKey(pub Arc<str>);
+pub struct ClusterKey(Arc<RwLock<Keys>>);
+
+type Keys = (Arc<str>, Option<Arc<str>>);
+
+impl ClusterKey {
+    pub fn new(current: &str, previous: Option<&str>) -> ClusterKey {
+        ClusterKey(Arc::new(RwLock::new((
+            current.into(),
+            previous.map(Into::into),
+        ))))
+    }
+
+    /// The keys the database holds now.
+    pub fn set(&self, current: &str, previous: Option<&str>) {
+        if let Ok(mut keys) = self.0.write()
+            && (&*keys.0, keys.1.as_deref()) != (current, previous)
+        {
+            info!("the cluster's key changed");
+            *keys = (current.into(), previous.map(Into::into));
+        }
+    }
+
+    /// Whether `presented` is one of the keys (both compared, in constant time).
+    fn accepts(&self, presented: &[u8]) -> bool {
+        let Ok(keys) = self.0.read() else {
+            return false;
+        };
+        let current = crate::agent_tokens::ct_eq_bytes(presented, keys.0.as_bytes());
+        let previous = keys
+            .1
+            .as_ref()
+            .is_some_and(|p| crate::agent_tokens::ct_eq_bytes(presented, p.as_bytes()));
+        current | previous
+    }
+}
 
 /// A request a follower forwarded with the cluster's key: which instance it came through.
 #[derive(Debug, Clone)]
@@ -780,7 +816,7 @@ pub async fn gate(
                 .into_response()
         }
         (Some(presented), via) => {
-            if !crate::agent_tokens::ct_eq_bytes(presented, key.0.as_bytes()) {
+            if !key.accepts(presented) {
                 return Refusal::new(ErrorCode::Unauthorized, "not this cluster's key")
                     .into_response();
             }
