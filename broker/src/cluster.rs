@@ -339,8 +339,11 @@ impl Instance {
                     let front = doors.front(&self.p, &self.settings)?;
                     // The key too: a rotated one is taken up within a poll.
                     if let Ok((key, _)) = cluster_keys(&self.pool).await {
+                        // Pointed once per leader, URL and key: a URL it may not forward to (said
+                        // once) stays refused until one of them changes.
                         let target = (leader, key);
-                        if following.as_ref() != Some(&target) && self.point(front, &target) {
+                        if following.as_ref() != Some(&target) {
+                            self.point(front, &target);
                             following = Some(target);
                         }
                     }
@@ -361,16 +364,14 @@ impl Instance {
         }
     }
 
-    /// Points the front at `leader` with the cluster's `key`; false when it cannot be
-    /// forwarded to (`503` meanwhile).
-    fn point(&self, front: &Front, (leader, key): &(Leader, String)) -> bool {
+    /// Points the front at `leader` with the cluster's `key`, or at nobody (`503`) when it may
+    /// not be forwarded to.
+    fn point(&self, front: &Front, (leader, key): &(Leader, String)) {
         let up = upstream(leader, key, self.settings.plain_loopback);
-        let found = up.is_some();
-        front.follow(up);
-        if found {
+        if up.is_some() {
             info!(leader = %leader, "another instance leads the database; forwarding to it");
         }
-        found
+        front.follow(up);
     }
 
     /// Runs the core on the listeners until `stop` resolves, or follows again, on the same
