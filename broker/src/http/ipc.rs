@@ -51,7 +51,12 @@ pub async fn upgrade(
         return piped_session(&state, forwarded.clone(), slot, &mut req);
     }
     let bound = who_upgrades(state.sidecars.keys(), &state.tokens, req.headers())?;
-    let remote = state.sidecars.remote_slot(&bound.agent)?;
+    // Over TCP (the connection holds a place of the listener): a session over the network. On
+    // `run/leo.sock` it is a local one, as on `run/sidecar.sock`.
+    let remote = match &slot {
+        Some(_) => Some(state.sidecars.remote_slot(&bound.agent)?),
+        None => None,
+    };
     let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
         return Err(Refusal::new(
             ErrorCode::Internal,
