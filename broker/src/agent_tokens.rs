@@ -173,9 +173,9 @@ impl AgentKeys {
         named: Option<&AgentName>,
     ) -> Result<AgentName, Refusal> {
         if self.is_shared(presented) {
+            // 401, as the token opens nothing by itself: the client is told to authenticate.
             let Some(agent) = named else {
-                return Err(Refusal::new(
-                    ErrorCode::InvalidParameter,
+                return Err(unauthorized(
                     "the shared agent token must name its agent in a Leo-Agent header",
                 ));
             };
@@ -281,7 +281,7 @@ mod tests {
             Ok(name("rocket"))
         );
         let e = keys.identify(&shared, None).unwrap_err();
-        assert_eq!(e.code, ErrorCode::InvalidParameter);
+        assert_eq!(e.code, ErrorCode::Unauthorized);
         assert!(e.message.contains("Leo-Agent"), "{}", e.message);
         // The shared token cannot open an agent that has its own.
         let e = keys.identify(&shared, Some(&name("scout"))).unwrap_err();

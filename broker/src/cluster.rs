@@ -60,6 +60,8 @@ pub(crate) struct Settings {
     store: postgres::Settings,
     /// `cluster.advertise_url`, if set.
     advertise: Option<String>,
+    /// `cluster.plain_http_on_loopback`: a leader may be forwarded to over http on loopback.
+    plain_loopback: bool,
     /// How the leader's certificate is checked.
     connector: leo_protocol::tls::Connector,
 }
@@ -80,8 +82,9 @@ impl Settings {
                     .into(),
             ));
         }
+        let plain_loopback = config.cluster.plain_http_on_loopback;
         if let Some(advertised) = &config.cluster.advertise_url {
-            Upstream::new(advertised, "-")
+            Upstream::new(advertised, "-", plain_loopback)
                 .map_err(|e| refuse(format!("cluster.advertise_url: {e}")))?;
         }
         let ca: Option<PathBuf> = match &config.cluster.ca_file {
@@ -103,6 +106,7 @@ impl Settings {
                 remember: config.client_tools.remember_settled,
             },
             advertise: config.cluster.advertise_url.clone(),
+            plain_loopback,
             connector,
         })
     }
@@ -177,6 +181,9 @@ pub(crate) async fn run(
     stop: impl Future<Output = ()>,
 ) -> Result<()> {
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
+    if let Err(e) = Upstream::new(&settings.store.me.url, "-", settings.plain_loopback) {
+        warn!("no other instance will forward to this one while it leads: {e}");
+    }
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
     let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
         path: crate::config::store_label().into(),
@@ -307,7 +314,7 @@ impl Instance {
         mut doors: Doors,
         mut stop: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Stage> {
-        let mut following: Option<Leader> = None;
+        let mut following: Option<(Leader, String)> = None;
         let mut unreachable = false;
         let mut said_alive: Option<tokio::time::Instant> = None;
         loop {
@@ -330,8 +337,15 @@ impl Instance {
                 }
                 Ok(Look::Held(leader)) => {
                     let front = doors.front(&self.p, &self.settings)?;
-                    if following.as_ref() != Some(&leader) && self.point(front, &leader).await {
-                        following = Some(leader);
+                    // The key too: a rotated one is taken up within a poll.
+                    if let Ok((key, _)) = cluster_keys(&self.pool).await {
+                        // Pointed once per leader, URL and key: a URL it may not forward to (said
+                        // once) stays refused until one of them changes.
+                        let target = (leader, key);
+                        if following.as_ref() != Some(&target) {
+                            self.point(front, &target);
+                            following = Some(target);
+                        }
                     }
                     unreachable = false;
                 }
@@ -350,15 +364,14 @@ impl Instance {
         }
     }
 
-    /// Points the front at `leader`; false when it cannot be forwarded to yet (`503` meanwhile).
-    async fn point(&self, front: &Front, leader: &Leader) -> bool {
-        let up = upstream(&self.pool, leader).await;
-        let found = up.is_some();
-        front.follow(up);
-        if found {
+    /// Points the front at `leader` with the cluster's `key`, or at nobody (`503`) when it may
+    /// not be forwarded to.
+    fn point(&self, front: &Front, (leader, key): &(Leader, String)) {
+        let up = upstream(leader, key, self.settings.plain_loopback);
+        if up.is_some() {
             info!(leader = %leader, "another instance leads the database; forwarding to it");
         }
-        found
+        front.follow(up);
     }
 
     /// Runs the core on the listeners until `stop` resolves, or follows again, on the same
@@ -368,17 +381,21 @@ impl Instance {
     async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
         let (listeners, store, restored) = led;
         let kept = Kept::of(&listeners)?;
-        let key = match cluster_key(&self.pool).await {
-            Ok(key) => key,
+        let key = match cluster_keys(&self.pool).await {
+            Ok((key, previous)) => ClusterKey::new(&key, previous.as_deref()),
             Err(e) if is_outage(&e) => return self.lead_later(kept, &e),
             Err(e) => return Err(e),
         };
+        let watching = CancellationToken::new();
+        tokio::spawn(watch_keys(self.pool.clone(), key.clone(), watching.clone()));
         let leading = Leading {
             id: self.settings.store.me.id.clone(),
-            key: ClusterKey(key.into()),
+            key,
         };
         let opened = (store, restored, Some(leading));
-        match crate::server::serve(&mut self.p, opened, listeners, stop).await {
+        let served = crate::server::serve(&mut self.p, opened, listeners, stop).await;
+        watching.cancel();
+        match served {
             Ok(Ended::Stopped) => Ok(Stage::Stopped),
             Ok(Ended::Deposed) => self.follow_on(kept),
             Err(e) if is_outage(&e) => self.lead_later(kept, &e),
@@ -417,16 +434,32 @@ impl Instance {
     }
 }
 
-async fn cluster_key(pool: &Pool) -> Result<String> {
+/// The cluster's key, and the one it replaced while that one's grace lasts.
+async fn cluster_keys(pool: &Pool) -> Result<(String, Option<String>)> {
     let client = pool
         .get()
         .await
         .map_err(PgError::Connect)
         .map_err(database_error)?;
-    lease::cluster_key(&client)
+    lease::cluster_keys(&client)
         .await
         .map_err(database_error)?
         .ok_or_else(|| database_error(PgError::Unreadable("the cluster has no key".into())))
+}
+
+/// Keeps a leader's `key` as the database has it, every [`POLL`], until `done`: a key
+/// rotated by `leo cluster rotate-key` is accepted at once, and the old one no longer once its
+/// grace ended. A database away keeps the keys last read.
+async fn watch_keys(pool: Pool, key: ClusterKey, done: CancellationToken) {
+    loop {
+        tokio::select! {
+            () = done.cancelled() => return,
+            () = tokio::time::sleep(POLL) => {}
+        }
+        if let Ok((current, previous)) = cluster_keys(&pool).await {
+            key.set(&current, previous.as_deref());
+        }
+    }
 }
 
 /// Where peers reach this instance: `cluster.advertise_url`, or the TCP listener's address
@@ -457,16 +490,14 @@ fn advertised_url(p: &Prepared, settings: &Settings, listeners: &Listeners) -> R
     ))
 }
 
-/// The leader as the front forwards to it; `None` (answered `503`) when its row names no URL
-/// or the cluster has no key yet.
-async fn upstream(pool: &Pool, leader: &Leader) -> Option<Upstream> {
-    let client = pool.get().await.ok()?;
-    let key = lease::cluster_key(&client).await.ok().flatten()?;
+/// The leader as the front forwards to it with `key`; `None` (answered `503`) when its row
+/// names no URL, or one it may not be sent secrets at.
+fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream> {
     let Some(url) = &leader.url else {
         warn!(leader = %leader, "the leader advertises no URL; nothing can be forwarded");
         return None;
     };
-    Upstream::new(url, &key)
+    Upstream::new(url, key, plain_loopback)
         .map_err(|e| warn!(leader = %leader, error = %e, "cannot forward to the leader"))
         .ok()
 }
@@ -513,10 +544,12 @@ fn start_front(p: &Prepared, settings: &Settings, listeners: Listeners) -> Resul
     let config = FrontConfig {
         me: settings.store.me.id.clone(),
         tokens: p.tokens.clone(),
+        keys: p.agent_keys.clone(),
         host,
         metrics_host,
         tls: p.tls.clone(),
         budget: crate::server::tcp_budget(&p.config),
+        max_body: p.config.web.max_body_bytes,
         connector: settings.connector.clone(),
     };
     let listeners = FrontListeners {

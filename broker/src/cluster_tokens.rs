@@ -166,6 +166,16 @@ impl Cluster {
         .map_err(database_error)
     }
 
+    /// Replaces the cluster's key (`leo cluster rotate-key`) with a new random one; the old one
+    /// is accepted for `grace` more. False when no instance has led yet.
+    pub fn rotate_key(&self, grace: Duration) -> Result<bool> {
+        let new = crate::tokens::generate()?;
+        on_database(&self.url, move |client| async move {
+            crate::store::postgres::lease::rotate_key(&client, &new, grace).await
+        })
+        .map_err(database_error)
+    }
+
     /// The tokens of `kind`, by name.
     pub fn list(&self, kind: Kind) -> Result<Vec<Entry>> {
         let all = on_database(&self.url, |client| async move { sql::read(&client).await })

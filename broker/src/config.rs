@@ -41,6 +41,11 @@ pub struct ClusterConfig {
     /// The CA file this instance trusts the leader's certificate by (else `LEO_CA_FILE`, and
     /// the system store). A relative path is relative to `$LEO_HOME`.
     pub ca_file: Option<std::path::PathBuf>,
+    /// Forward to a leader over plain `http` when its URL names a loopback address (instances
+    /// on one host). Otherwise a follower forwards over `https` only: it sends the client's
+    /// token and the cluster's key, and the `instances` row that names the leader's URL is
+    /// only as safe as the database.
+    pub plain_http_on_loopback: bool,
 }
 
 /// `telemetry:`: OpenTelemetry traces over OTLP/HTTP (see `telemetry`).
@@ -202,6 +207,9 @@ pub struct Web {
     pub max_body_bytes: usize,
     /// Most TCP connections served at once; one more is answered `503` and closed.
     pub max_connections: usize,
+    /// Most sessions one agent holds over the network at once (IPC upgrades and `/mcp`
+    /// sessions together); one more is refused `403` (see `ipc::RemoteSlot`).
+    pub max_sessions_per_agent: usize,
     /// Seconds a TCP connection has to send a request's head once it is ready for one.
     pub header_timeout_s: u64,
     /// Seconds a TCP connection may move no byte either way before it is closed.
@@ -237,6 +245,7 @@ impl Default for Web {
             allowed_hosts: Vec::new(),
             max_body_bytes: 2 * 1024 * 1024,
             max_connections: 1024,
+            max_sessions_per_agent: 64,
             header_timeout_s: 10,
             idle_timeout_s: 60,
             tls: None,
@@ -327,6 +336,9 @@ impl Config {
         }
         if self.web.max_connections == 0 || self.web.header_timeout_s == 0 {
             return Err("web.max_connections and web.header_timeout_s: must be at least 1".into());
+        }
+        if self.web.max_sessions_per_agent == 0 {
+            return Err("web.max_sessions_per_agent: must be at least 1".into());
         }
         if self.web.idle_timeout_s < 20 {
             // Event streams send a keep-alive every 15 s; a shorter idle limit would cut them.

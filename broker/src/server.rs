@@ -346,7 +346,11 @@ pub(crate) async fn serve(
         }
     }
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), hooks, stored_hooks);
-    let sidecars = crate::ipc::Door::new(broker.clone(), p.agent_keys.clone());
+    let sidecars = crate::ipc::Door::new(
+        broker.clone(),
+        p.agent_keys.clone(),
+        p.config.web.max_sessions_per_agent,
+    );
     let mcp = p.mcp.as_ref().map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),

@@ -199,6 +199,158 @@ async fn only_the_clusters_key_speaks_for_a_follower() {
     let origin = b.http().with_header("origin", "http://evil.example");
     let r = origin.post("/mcp", &json!({})).await;
     assert_eq!(r.status, 403, "{r:?}");
+    bodies_over_the_limit_are_413_through_a_follower(b).await;
+    upgrades_are_checked_by_the_follower(a, b).await;
+    the_key_rotates_without_a_stop(&db, a, b).await;
+}
+
+/// `leo cluster rotate-key`: the leader takes the new key up and the follower forwards with
+/// it, without a stop; the old key is accepted during the grace and refused after it.
+async fn the_key_rotates_without_a_stop(db: &Database, a: &Broker, b: &Broker) {
+    let key = || async {
+        let row = db.client().await;
+        let row = row.query_one("SELECT key FROM cluster", &[]).await.unwrap();
+        row.get::<_, String>(0)
+    };
+    let old = key().await;
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["cluster", "rotate-key", "--grace-s", "6"])
+        .env("LEO_HOME", b.home())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("the old key is refused after 6 s"), "{said}");
+    let new = key().await;
+    assert_ne!(old, new);
+    let with = |k: &str| a.http().with_header("leo-cluster-key", k);
+    eventually(|| async { with(&new).get("/api/v1/status").await.status == 200 }).await;
+    assert_eq!(with(&old).get("/api/v1/status").await.status, 200);
+    eventually(|| async { with(&old).get("/api/v1/status").await.status == 401 }).await;
+    // The follower forwards with the new key: requests and sidecars pass after the grace.
+    assert_eq!(b.http().get("/api/v1/status").await.status, 200);
+    assert!(hello(b, "after-rotation", &[]).await.is_some());
+}
+
+/// A body larger than its route takes, sent whole through a follower, with its length or in
+/// chunks: the follower answers `413` (or the client's write fails, as it is not read to its
+/// end), never `503` as if the leader were gone.
+async fn bodies_over_the_limit_are_413_through_a_follower(b: &Broker) {
+    let mut seen = vec![];
+    for chunked in [false, true, false, true, false, true, false, true] {
+        seen.push(oversized(b.addr, &b.operator_token(), chunked).await);
+    }
+    assert!(seen.iter().flatten().all(|s| *s == 413), "{seen:?}");
+    assert!(seen.contains(&Some(413)), "{seen:?}");
+    // The follower still forwards.
+    assert_eq!(b.http().get("/api/v1/status").await.status, 200);
+}
+
+/// POSTs 256 KiB to a claim (which takes 16 KiB) at `addr`; the status answered, if one was.
+async fn oversized(addr: std::net::SocketAddr, token: &str, chunked: bool) -> Option<u16> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let (mut read, mut write) = stream.into_split();
+    let framing = if chunked {
+        "Transfer-Encoding: chunked".to_owned()
+    } else {
+        format!("Content-Length: {}", 256 * 1024)
+    };
+    let head = format!(
+        "POST /api/v1/client-tools/requests/r_big/claim HTTP/1.1\r\nHost: {addr}\r\n\
+         Authorization: Bearer {token}\r\nContent-Type: application/json\r\n{framing}\r\n\r\n"
+    );
+    let writing = tokio::spawn(async move {
+        write.write_all(head.as_bytes()).await?;
+        let chunk = vec![b' '; 16 * 1024];
+        for _ in 0..16 {
+            if chunked {
+                write.write_all(b"4000\r\n").await?;
+                write.write_all(&chunk).await?;
+                write.write_all(b"\r\n").await?;
+            } else {
+                write.write_all(&chunk).await?;
+            }
+        }
+        if chunked {
+            write.write_all(b"0\r\n\r\n").await?;
+        }
+        Ok::<_, std::io::Error>(write)
+    });
+    let mut answer = Vec::new();
+    let mut buf = [0u8; 4096];
+    let read_head = async {
+        while !answer.windows(4).any(|w| w == b"\r\n\r\n") {
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => answer.extend_from_slice(&buf[..n]),
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(30), read_head)
+        .await
+        .expect("an answer or a close");
+    let _ = writing.await;
+    let text = String::from_utf8_lossy(&answer);
+    text.split(' ').nth(1).and_then(|c| c.parse().ok())
+}
+
+/// Plain http between instances needs the operator's leave, and then on loopback only: a
+/// follower without it sends nothing to a leader whose URL is `http://` (no token, no cluster
+/// key) and answers `503`, saying why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_sends_no_secret_to_a_plain_http_leader() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&leo_testkit::postgres::store_config(&db.url)).await;
+    // Told at start: no other instance will forward to it.
+    eventually(|| async { a.stderr().contains("plain_http_on_loopback") }).await;
+    let home = tempfile::tempdir().unwrap();
+    leo_testkit::cluster::copy_home(a.home(), home.path());
+    let b = Broker::start_in(home).await;
+    eventually(|| async { b.stderr().contains("cannot forward to the leader") }).await;
+    assert!(b.stderr().contains("is plain http"), "{}", b.stderr());
+    let refused = b.http().get("/api/v1/status").await;
+    assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
+    assert!(!b.stderr().contains("forwarding to it"), "{}", b.stderr());
+}
+
+/// An IPC upgrade through a follower is checked there, as the leader checks it, before it is
+/// forwarded: a flood without a token is refused `401` and takes none of the leader's
+/// sessions, so local agents on either instance's socket are still admitted.
+async fn upgrades_are_checked_by_the_follower(a: &Broker, b: &Broker) {
+    use futures_util::StreamExt;
+    let statuses: Vec<Option<u16>> = futures_util::stream::iter(0..1040)
+        .map(|_| async { Ipc::upgrade(b.addr, &[]).await.err().map(|r| r.status) })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let upgraded = statuses.iter().filter(|s| s.is_none()).count();
+    assert_eq!(
+        upgraded, 0,
+        "tokenless upgrades switched through the follower"
+    );
+    assert!(statuses.iter().all(|s| *s == Some(401)), "{statuses:?}");
+    let refused = |token: String, agent: &'static str| async move {
+        let auth = format!("Bearer {token}");
+        match Ipc::upgrade(b.addr, &[("authorization", &auth), ("leo-agent", agent)]).await {
+            Ok(_) => panic!("upgraded with {token}"),
+            Err(r) => r.status,
+        }
+    };
+    assert_eq!(refused("0".repeat(64), "remote").await, 401);
+    assert_eq!(refused(b.operator_token(), "remote").await, 403);
+    // Nor may a client pass itself off as the follower's own pipe.
+    let forged = Ipc::upgrade(b.addr, &[("leo-sidecar-pipe", "1")]).await;
+    assert_eq!(forged.err().map(|r| r.status), Some(401));
+    let forged = Ipc::upgrade(
+        a.addr,
+        &[("leo-sidecar-pipe", "1"), ("leo-cluster-key", "guess")],
+    )
+    .await;
+    assert_eq!(forged.err().map(|r| r.status), Some(401));
+    for (broker, agent) in [(a, "local-a"), (b, "local-b")] {
+        assert!(hello(broker, agent, &[]).await.is_some(), "{agent} refused");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -482,7 +634,9 @@ async fn a_follower_checks_the_certificate_of_an_https_leader() {
     let Some(db) = database().await else { return };
     let home_a = tempfile::tempdir().unwrap();
     tls_init(home_a.path(), &[]);
-    let config = format!("{TLS_CONFIG}{}", db.config());
+    // Over https a follower needs no leave for plain http.
+    let store = leo_testkit::postgres::store_config(&db.url);
+    let config = format!("{TLS_CONFIG}{store}");
     std::fs::write(home_a.path().join("config.yaml"), &config).unwrap();
     let a = Broker::start_in(home_a).await;
     // Followers with the leader's tokens and certificate; only B trusts its CA.

@@ -122,7 +122,8 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     assert!(refused(&r, 403, "forbidden").contains("operator token"));
     wire::check("http/mcp_refusal.response.json", &r.body);
     let r = mcp::client(broker.addr, &shared).post("/mcp", &init).await;
-    assert!(refused(&r, 400, "invalid_parameter").contains("Leo-Agent"));
+    assert!(refused(&r, 401, "unauthorized").contains("Leo-Agent"));
+    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
     let r = mcp::client(broker.addr, &shared)
         .with_header("leo-agent", "no/such")
         .post("/mcp", &init)
@@ -191,4 +192,87 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
         "{answer}"
     );
     mcp::call_answered(&good, &session, 3, "echo", &mut app, "again").await;
+}
+
+/// One agent's token cannot take every session: a flood of `/mcp` sessions stops at the
+/// agent's limit (`web.max_sessions_per_agent`, 64), which its IPC upgrades share, while
+/// another agent over `/mcp` and over the upgrade, and a local agent on `run/sidecar.sock`,
+/// are admitted; a session that ends gives its place back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_agent_token_cannot_take_every_session() {
+    use futures_util::StreamExt;
+    use leo_testkit::Ipc;
+    let broker = Broker::start().await;
+    let shared = broker.agent_token();
+    let flood = mcp::client(broker.addr, &shared).with_header("leo-agent", "flood");
+    let init = mcp::initialize("flood");
+    let answers: Vec<(u16, Option<String>)> = futures_util::stream::iter(0..1040)
+        .map(|_| async {
+            let r = flood.post("/mcp", &init).await;
+            (r.status, r.header("mcp-session-id").map(str::to_owned))
+        })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let opened: Vec<&String> = answers.iter().filter_map(|(_, id)| id.as_ref()).collect();
+    assert_eq!(opened.len(), 64, "sessions of one agent");
+    assert!(answers.iter().all(|(s, _)| [200, 403].contains(s)));
+    let r = flood.post("/mcp", &init).await;
+    assert!(refused(&r, 403, "forbidden").contains("web.max_sessions_per_agent"));
+    let auth = format!("Bearer {shared}");
+    let upgrade = |agent: &'static str| {
+        let auth = auth.clone();
+        async move {
+            Ipc::upgrade(
+                broker.addr,
+                &[("authorization", &auth), ("leo-agent", agent)],
+            )
+            .await
+        }
+    };
+    assert_eq!(upgrade("flood").await.err().map(|r| r.status), Some(403));
+
+    let other = mcp::client(broker.addr, &shared).with_header("leo-agent", "other");
+    mcp::open_session(&other, "claude-code").await;
+    let mut remote = upgrade("remote")
+        .await
+        .unwrap_or_else(|r| panic!("{}", r.body));
+    assert_eq!(remote.say_hello(&shared, "remote").await["type"], "welcome");
+    let socket = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    let _local = Ipc::hello(&socket, &shared, "local").await;
+
+    let ended = flood
+        .send(
+            "DELETE",
+            "/mcp",
+            Default::default(),
+            &mcp::in_session(opened[0]),
+        )
+        .await;
+    assert_eq!(ended.status, 204, "{ended:?}");
+    crate::support::eventually(|| async { flood.post("/mcp", &init).await.status == 200 }).await;
+}
+
+/// Sessions over the network take at most 768 of the broker's 1,024: a flood of 1,040 `/mcp`
+/// sessions (one agent, with a limit of its own above that) stops there, and a local agent on
+/// `run/sidecar.sock` is still admitted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_over_the_network_leaves_the_socket_its_sessions() {
+    use futures_util::StreamExt;
+    let broker = Broker::start_with("web:\n  max_sessions_per_agent: 2000\n").await;
+    let shared = broker.agent_token();
+    let flood = mcp::client(broker.addr, &shared).with_header("leo-agent", "flood");
+    let init = mcp::initialize("flood");
+    let statuses: Vec<u16> = futures_util::stream::iter(0..1040)
+        .map(|_| async { flood.post("/mcp", &init).await.status })
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    assert_eq!(statuses.iter().filter(|s| **s == 200).count(), 768);
+    let r = flood.post("/mcp", &init).await;
+    assert!(refused(&r, 403, "forbidden").contains("unix sockets"));
+    let socket = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
+    for agent in ["local-1", "local-2"] {
+        let _local = leo_testkit::Ipc::hello(&socket, &shared, agent).await;
+    }
 }

@@ -78,6 +78,11 @@ pub enum Command {
         #[command(subcommand)]
         command: admin::ClientCommand,
     },
+    /// The cluster of a PostgreSQL store: the key its instances forward with.
+    Cluster {
+        #[command(subcommand)]
+        command: crate::cluster::ClusterCommand,
+    },
     /// Per-agent tokens: a token that alone opens sessions under one agent name.
     Agent {
         #[command(subcommand)]

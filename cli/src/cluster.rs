@@ -187,3 +187,41 @@ pub fn agent_rm(home: &Home, cluster: &Cluster, name: &str) -> Result<bool> {
 pub fn agent_note() -> String {
     format!("{EVERYWHERE}\n")
 }
+
+/// `leo cluster …`: what belongs to the cluster of a PostgreSQL store itself.
+#[derive(clap::Subcommand)]
+pub enum ClusterCommand {
+    /// Replace the key the cluster's instances forward requests with. Every instance takes
+    /// the new key up within seconds, without a stop; the old one is refused after the grace.
+    RotateKey {
+        /// Seconds the old key is still accepted while every instance takes the new one up.
+        #[arg(long, default_value_t = 60, value_parser = clap::value_parser!(u64).range(2..=86_400))]
+        grace_s: u64,
+    },
+}
+
+/// Runs a `leo cluster` command on `home`, whose store must be PostgreSQL.
+pub fn run(home: &Home, command: &ClusterCommand) -> Result<Report> {
+    let Some(cluster) = of(home)? else {
+        return Err(BrokerError::Usage(
+            "this home's store is SQLite (no store.url or LEO_STORE_URL): it has no cluster"
+                .to_owned(),
+        ));
+    };
+    match command {
+        ClusterCommand::RotateKey { grace_s } => {
+            if !cluster.rotate_key(std::time::Duration::from_secs(*grace_s))? {
+                return Err(BrokerError::Usage(
+                    "the cluster has no key yet: its first instance makes one when it leads"
+                        .to_owned(),
+                ));
+            }
+            let mut out = format!(
+                "Replaced the cluster's key. Every instance forwards with the new one within a \
+                 few seconds, without a restart; the old key is refused after {grace_s} s.\n"
+            );
+            audited(home, "cluster_rotate_key", "cluster", None, &mut out);
+            Ok(out)
+        }
+    }
+}

@@ -132,6 +132,7 @@ fn run(home: &Home, command: Command) -> error::Result {
         Command::Man { out } => Ok(commands::completions::man(Cli::command(), &out)?),
         Command::Client { command } => print(admin::client(home, &command)?),
         Command::Agent { command } => print(agent::run(home, &command)?),
+        Command::Cluster { command } => print(cluster::run(home, &command)?),
         Command::Device { command } => print(admin::device(home, &command)?),
         Command::Tls { command } => print(tls::run(home, &command)?),
         Command::Remote { command } => print(remote::run(home, &command)?),

@@ -26,6 +26,7 @@ impl Mount for Sidecars {
         let caller = leo_mcp::http::Caller {
             agent: caller.agent,
             token: caller.token,
+            hold: caller.hold,
         };
         Box::pin(async move { server.serve(caller, request).await.map(Body::new) })
     }

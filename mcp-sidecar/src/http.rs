@@ -63,11 +63,14 @@ const SESSION_HEADER: &str = "mcp-session-id";
 pub type Body = BoxBody<Bytes, Infallible>;
 
 /// Who a request is from, as the broker checked it.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Caller {
     pub agent: AgentName,
     /// The token the request presented; the session's `hello` presents it again.
     pub token: String,
+    /// What the broker gave a request that may open a session (its place in the broker's
+    /// limits): a session it opens keeps it until the session ends.
+    pub hold: Option<std::sync::Arc<dyn std::any::Any + Send + Sync>>,
 }
 
 tokio::task_local! {
@@ -155,6 +158,11 @@ impl Http {
             .map(str::to_owned);
         let response = CALLER.scope(caller, self.service.handle(request)).await;
         let mut response = as_json_rpc(response).await;
+        if delete && response.status() == StatusCode::ACCEPTED {
+            // rmcp says 202; clients (the Python SDK) take anything but 200 and 204 for a
+            // termination that failed.
+            *response.status_mut() = StatusCode::NO_CONTENT;
+        }
         if let (Some(session), Some(call)) = (&named, call)
             && response.status() == StatusCode::OK
         {
@@ -258,12 +266,12 @@ fn session(base: &Settings, caller: Caller) -> Sidecar {
     let link = BrokerLink::new();
     let id = crate::session::new_session_id(&settings.agent);
     let (ended, gone) = watch::channel(false);
-    tokio::spawn(crate::reconnect::run(
-        settings.clone(),
-        id,
-        link.clone(),
-        gone,
-    ));
+    let running = crate::reconnect::run(settings.clone(), id, link.clone(), gone);
+    let hold = caller.hold;
+    tokio::spawn(async move {
+        running.await;
+        drop(hold);
+    });
     Sidecar::new(settings, link).ending_with(ended)
 }
 

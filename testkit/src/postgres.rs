@@ -126,9 +126,14 @@ impl Database {
         &self.server
     }
 
-    /// The `config.yaml` lines that put a broker's store in this database.
+    /// The `config.yaml` lines that put a broker's store in this database, as an instance of
+    /// a cluster whose instances run on this host and forward to each other over plain http on
+    /// loopback (`cluster.plain_http_on_loopback`).
     pub fn config(&self) -> String {
-        store_config(&self.url)
+        format!(
+            "{}cluster:\n  plain_http_on_loopback: true\n",
+            store_config(&self.url)
+        )
     }
 
     /// A client on this database.

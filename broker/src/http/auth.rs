@@ -51,15 +51,11 @@ pub struct Target(pub AgentName);
 #[derive(Debug, Clone, Copy)]
 pub struct BodyLimit(pub usize);
 
-/// An agent's own token (`state/agents/NAME.token`), on the one route that takes it
-/// (`Route::Ipc`): the agent it names, for the handler.
-#[derive(Debug, Clone)]
-pub struct OwnAgent(pub AgentName);
-
 /// Who is calling.
 enum Caller {
     Token(Principal),
-    OwnAgent(AgentName),
+    /// An agent's own token, on a route that takes it (its handler finds the agent).
+    OwnAgent,
     Session(Session),
     Anonymous,
 }
@@ -68,7 +64,7 @@ impl Caller {
     fn kind(&self) -> Kind {
         match self {
             Caller::Token(who) => kind_of(who),
-            Caller::OwnAgent(_) => Kind::OwnAgent,
+            Caller::OwnAgent => Kind::OwnAgent,
             Caller::Session(_) => Kind::Session,
             Caller::Anonymous => Kind::Anonymous,
         }
@@ -178,8 +174,10 @@ pub async fn authorize(
         return next.run(req).await;
     }
     if route == Some(Route::Ipc)
-        && bearer(req.headers()).is_none()
-        && req.extensions().get::<super::front::Forwarded>().is_some()
+        && req
+            .extensions()
+            .get::<super::front::Forwarded>()
+            .is_some_and(|f| f.pipe)
     {
         // A follower's pipe for a sidecar on its socket: the hello's token is checked by
         // `ipc::Door`, as on this instance's own socket (`ipc::upgrade`).
@@ -189,7 +187,7 @@ pub async fn authorize(
         Some(token) => match authenticate(&state, req.headers()) {
             Ok(who) => Caller::Token(who),
             Err(e) => match own_agent(&state, route, token) {
-                Some(name) => Caller::OwnAgent(name),
+                Some(_) => Caller::OwnAgent,
                 None => return e.into_response(),
             },
         },
@@ -222,10 +220,7 @@ pub async fn authorize(
         Caller::Session(session) => {
             req.extensions_mut().insert(session);
         }
-        Caller::OwnAgent(name) => {
-            req.extensions_mut().insert(OwnAgent(name));
-        }
-        Caller::Anonymous => {}
+        Caller::OwnAgent | Caller::Anonymous => {}
     }
     next.run(req).await
 }

@@ -9,12 +9,16 @@
 //! its TCP listener, with `serve::accept_until`, its limits and timeouts; the Origin rule of
 //! `/mcp`), then sends the request on to the leader's URL with the cluster's key
 //! (`Leo-Cluster-Key`) and its own id (`Leo-Via`), which the leader trusts instead of
-//! checking Host and Origin again (`gate`). Tokens are checked once, by the leader.
+//! checking Host and Origin again (`gate`). Tokens are checked by the leader, but for an
+//! upgrade: that holds one of the leader's sessions for as long as it lives, so the follower
+//! checks it first with the leader's own function (`ipc::who_upgrades`) and forwards only what
+//! the leader would take.
 //!
 //! Bodies stream both ways (an SSE stream is a response that never ends), and an HTTP upgrade
 //! (`/api/v1/ipc`, `Upgrade: leo-ipc`) is proxied as a byte pipe once both sides switched. A
 //! local `leo-mcp` on `run/sidecar.sock` is piped to the leader the same way: the front opens
-//! the upgrade with the cluster's key and no token, and the leader's `ipc::Door` checks the
+//! the upgrade with the cluster's key, no token and its mark (`Leo-Sidecar-Pipe`, which no
+//! client's request keeps), and the leader's `ipc::Door` checks the
 //! hello's token as it does on its own socket. A sidecar's pipe (either way in) ends with a
 //! line saying the sidecar left (`pipe`), so that the leader tells a `leo-mcp` that stopped
 //! (its calls end) from this instance lost (its calls wait for the `leo-mcp` to resume
@@ -39,7 +43,7 @@ use axum::response::{IntoResponse, Response};
 use hyper_util::rt::TokioIo;
 use hyper_util::service::TowerToHyperService;
 use leo_protocol::ErrorCode;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::task::{JoinHandle, JoinSet};
@@ -49,6 +53,7 @@ use tracing::{debug, info, warn};
 use super::rules::HostCheck;
 use super::serve::{TcpBudget, accept_until};
 use super::tls::ServerTls;
+use crate::agent_tokens::AgentKeys;
 use crate::refusal::Refusal;
 use crate::tokens::{Principal, TokenBook};
 
@@ -56,6 +61,10 @@ use crate::tokens::{Principal, TokenBook};
 pub const CLUSTER_KEY: HeaderName = HeaderName::from_static("leo-cluster-key");
 /// The header that names the follower a forwarded request came through.
 pub const VIA: HeaderName = HeaderName::from_static("leo-via");
+/// The header that marks the IPC upgrade a follower opens for a sidecar on its own
+/// `run/sidecar.sock` (`open_ipc`): the one forwarded upgrade without a bearer token, whose
+/// hello the leader checks. Never taken from a client (`headers_for_leader`).
+pub const PIPE: HeaderName = HeaderName::from_static("leo-sidecar-pipe");
 /// How long connecting to the leader may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to the leader kept open for the next requests, at most.
@@ -73,8 +82,11 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// The leader at `url` (`http://` or `https://`, a host and a port), forwarded to with `key`.
-    pub fn new(url: &str, key: &str) -> Result<Upstream, String> {
+    /// The leader at `url` (`https://`, a host and a port), forwarded to with `key`; an
+    /// `http://` URL only when `plain_loopback` (`cluster.plain_http_on_loopback`) and its
+    /// host is a loopback address: secrets go to no leader whose certificate was not checked,
+    /// but on this very host.
+    pub fn new(url: &str, key: &str, plain_loopback: bool) -> Result<Upstream, String> {
         let uri: Uri = url
             .parse()
             .map_err(|e| format!("the leader's URL {url:?}: {e}"))?;
@@ -90,6 +102,18 @@ impl Upstream {
         let authority = uri
             .authority()
             .ok_or_else(|| format!("the leader's URL {url:?} names no host"))?;
+        if !(https || plain_loopback && is_loopback(authority.host())) {
+            let allowed = if plain_loopback {
+                "cluster.plain_http_on_loopback allows a loopback address only"
+            } else {
+                "instances speak https to each other (web.tls); for instances on one host, \
+                 cluster.plain_http_on_loopback: true allows http on loopback"
+            };
+            return Err(format!(
+                "the leader's URL {url:?} is plain http, which would carry the clients' tokens \
+                 and the cluster's key unchecked: {allowed}"
+            ));
+        }
         let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
         let key = HeaderValue::from_str(key).map_err(|_| "the cluster's key".to_owned())?;
         Ok(Upstream {
@@ -102,18 +126,33 @@ impl Upstream {
     }
 }
 
+/// Whether `host` (of a URL, IPv6 in brackets) is this host's loopback.
+fn is_loopback(host: &str) -> bool {
+    host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_matches(['[', ']'])
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
 /// What a front serves with, besides its listeners.
 pub struct FrontConfig {
     /// This instance's id (`Leo-Via`, and the `instance` label of its metrics).
     pub me: String,
-    /// The token table, for `/metrics` (the operator's alone, as on the leader).
+    /// The token table, for `/metrics` (the operator's alone, as on the leader) and the IPC
+    /// upgrade's check.
     pub tokens: TokenBook,
+    /// Which tokens open which agent's sessions: an IPC upgrade is checked here before it is
+    /// forwarded (`ipc::who_upgrades`).
+    pub keys: AgentKeys,
     /// The Host check of the TCP listener (and of `metrics.bind`'s).
     pub host: Option<Arc<HostCheck>>,
     pub metrics_host: Option<Arc<HostCheck>>,
     /// `web.tls`: the TCP listener serves HTTPS, as it will when this instance leads.
     pub tls: Option<ServerTls>,
     pub budget: TcpBudget,
+    /// `web.max_body_bytes`: each route's body limit is applied here too (`limit_body`).
+    pub max_body: usize,
     /// How the leader's certificate is checked (`cluster.ca_file`, `LEO_CA_FILE`).
     pub connector: leo_protocol::tls::Connector,
 }
@@ -123,8 +162,10 @@ struct Shared {
     me: HeaderValue,
     me_text: String,
     tokens: TokenBook,
+    keys: AgentKeys,
     /// The TCP listener serves HTTPS (`web.tls`): a browser's own origin is then `https://`.
     https: bool,
+    max_body: usize,
     connector: leo_protocol::tls::Connector,
     leader: RwLock<Option<Arc<Upstream>>>,
     /// Connections to the current leader, kept for reuse: a forwarded claim or result costs no
@@ -132,7 +173,7 @@ struct Shared {
     /// too, and used once it is ready again.
     pool: std::sync::Mutex<Vec<Sender>>,
     /// Whether the leader's last failure was logged as a warning (once per outage).
-    warned: std::sync::atomic::AtomicBool,
+    warned: AtomicBool,
     stop: CancellationToken,
 }
 
@@ -190,10 +231,12 @@ impl Front {
             me_text: config.me,
             https: config.tls.is_some(),
             tokens: config.tokens,
+            keys: config.keys,
+            max_body: config.max_body,
             connector: config.connector,
             leader: RwLock::new(None),
             pool: std::sync::Mutex::new(Vec::new()),
-            warned: std::sync::atomic::AtomicBool::new(false),
+            warned: AtomicBool::new(false),
             stop: stop.clone(),
         });
         let app = |door: Door, host: Option<Arc<HostCheck>>| {
@@ -313,10 +356,26 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     {
         return e.into_response();
     }
+    if req.headers().contains_key(header::UPGRADE)
+        && let Err(e) = super::ipc::who_upgrades(&shared.keys, &shared.tokens, req.headers())
+    {
+        // Checked as the leader checks it, before anything is upgraded or forwarded: a
+        // refused upgrade never takes one of the leader's sessions.
+        return e.into_response();
+    }
     let Some(leader) = leader else {
         return no_leader("no instance leads the database now; retry in a moment");
     };
-    match forward(&shared, &leader, req).await {
+    let (req, cap) = match limit_body(&shared, req) {
+        Ok(limited) => limited,
+        Err(cap) => return cap.refusal(),
+    };
+    let forwarded = forward(&shared, &leader, req).await;
+    if cap.exceeded() {
+        // Cut here: whatever the leader made of a body cut short, the client sent too much.
+        return cap.refusal();
+    }
+    match forwarded {
         Ok(response) => {
             shared.warned.store(false, Ordering::Relaxed);
             response
@@ -330,6 +389,67 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
             no_leader("the instance that leads the database cannot be reached; retry in a moment")
         }
     }
+}
+
+/// A request's body limit, as the follower applies it (`limit_body`).
+struct BodyCap {
+    limit: usize,
+    /// The route is `/mcp`, whose refusals are JSON-RPC.
+    mcp: bool,
+    /// Set once the body turned out larger than `limit`.
+    over: Arc<AtomicBool>,
+}
+
+impl BodyCap {
+    fn exceeded(&self) -> bool {
+        self.over.load(Ordering::Relaxed)
+    }
+
+    /// The `413`, as the leader words it.
+    fn refusal(&self) -> Response {
+        let refusal = super::reply::too_large(self.limit);
+        if self.mcp {
+            super::mcp::refusal(refusal)
+        } else {
+            refusal.into_response()
+        }
+    }
+}
+
+/// The request with its route's body limit applied as the body streams to the leader, as the
+/// leader applies it: a body that says it is larger is answered `413` here, and one that turns
+/// out larger is cut before its first byte past the limit and answered `413` here too (the
+/// leader, which saw a body cut short, cannot tell the client why).
+/// `Err`: the body says it is larger; answer the cap's refusal.
+fn limit_body(shared: &Shared, req: Request<Body>) -> Result<(Request<Body>, BodyCap), BodyCap> {
+    use http_body_util::BodyExt;
+    let path = req.uri().path();
+    let cap = BodyCap {
+        limit: super::rules::Route::of_path(req.method().as_str(), path)
+            .map_or(shared.max_body, |r| r.body_limit(shared.max_body)),
+        mcp: path == super::rules::MCP_PATH,
+        over: Arc::default(),
+    };
+    let declared = req
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > cap.limit as u64) {
+        return Err(cap);
+    }
+    if req.headers().contains_key(header::UPGRADE) {
+        return Ok((req, cap));
+    }
+    let (parts, body) = req.into_parts();
+    let over = cap.over.clone();
+    let limited = http_body_util::Limited::new(body, cap.limit).map_err(move |e| {
+        if e.is::<http_body_util::LengthLimitError>() {
+            over.store(true, Ordering::Relaxed);
+        }
+        e
+    });
+    Ok((Request::from_parts(parts, Body::new(limited)), cap))
 }
 
 fn no_leader(message: &str) -> Response {
@@ -537,6 +657,7 @@ async fn copy_lines(
 fn headers_for_leader(headers: &mut HeaderMap, upgrade: bool, key: &HeaderValue, me: &HeaderValue) {
     headers.remove(CLUSTER_KEY);
     headers.remove(VIA);
+    headers.remove(PIPE);
     if upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     } else {
@@ -615,6 +736,7 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
         .header(header::UPGRADE, leo_protocol::ipc::UPGRADE_PROTOCOL)
         .header(CLUSTER_KEY, up.key.clone())
         .header(VIA, shared.me.clone())
+        .header(PIPE, HeaderValue::from_static("1"))
         .body(Body::empty())
         .map_err(|e| e.to_string())?;
     let mut response = sender
@@ -629,14 +751,52 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
         .map_err(|e| format!("the upgrade did not complete: {e}"))
 }
 
-/// The cluster's key, as the leader holds it to check what followers forward.
+/// The cluster's key, as the leader holds it to check what followers forward: the current one,
+/// and for a grace after `leo cluster rotate-key` the one it replaced (`cluster` keeps both up
+/// to date from the database while this instance leads).
 #[derive(Clone)]
-pub struct ClusterKey(pub Arc<str>);
+pub struct ClusterKey(Arc<RwLock<Keys>>);
+
+type Keys = (Arc<str>, Option<Arc<str>>);
+
+impl ClusterKey {
+    pub fn new(current: &str, previous: Option<&str>) -> ClusterKey {
+        ClusterKey(Arc::new(RwLock::new((
+            current.into(),
+            previous.map(Into::into),
+        ))))
+    }
+
+    /// The keys the database holds now.
+    pub fn set(&self, current: &str, previous: Option<&str>) {
+        if let Ok(mut keys) = self.0.write()
+            && (&*keys.0, keys.1.as_deref()) != (current, previous)
+        {
+            info!("the cluster's key changed");
+            *keys = (current.into(), previous.map(Into::into));
+        }
+    }
+
+    /// Whether `presented` is one of the keys (both compared, in constant time).
+    fn accepts(&self, presented: &[u8]) -> bool {
+        let Ok(keys) = self.0.read() else {
+            return false;
+        };
+        let current = crate::agent_tokens::ct_eq_bytes(presented, keys.0.as_bytes());
+        let previous = keys
+            .1
+            .as_ref()
+            .is_some_and(|p| crate::agent_tokens::ct_eq_bytes(presented, p.as_bytes()));
+        current | previous
+    }
+}
 
 /// A request a follower forwarded with the cluster's key: which instance it came through.
 #[derive(Debug, Clone)]
 pub struct Forwarded {
     pub via: String,
+    /// The follower's own pipe for a sidecar on its socket (`PIPE`), not a client's request.
+    pub pipe: bool,
 }
 
 /// The leader's outermost layer: a request with the right `Leo-Cluster-Key` is marked
@@ -656,7 +816,7 @@ pub async fn gate(
                 .into_response()
         }
         (Some(presented), via) => {
-            if !crate::agent_tokens::ct_eq_bytes(presented, key.0.as_bytes()) {
+            if !key.accepts(presented) {
                 return Refusal::new(ErrorCode::Unauthorized, "not this cluster's key")
                     .into_response();
             }
@@ -665,7 +825,8 @@ pub async fn gate(
                 .filter(|v| !v.is_empty() && v.len() <= 64)
                 .unwrap_or("?")
                 .to_owned();
-            req.extensions_mut().insert(Forwarded { via });
+            let pipe = req.headers().contains_key(PIPE);
+            req.extensions_mut().insert(Forwarded { via, pipe });
             next.run(req).await
         }
     }
@@ -677,13 +838,34 @@ mod tests {
 
     #[test]
     fn the_leaders_url_is_read_once() {
-        let up = Upstream::new("https://leo-a.internal:8443", "k").unwrap();
+        let up = Upstream::new("https://leo-a.internal:8443", "k", false).unwrap();
         assert!(up.https);
         assert_eq!((up.host.as_str(), up.port), ("leo-a.internal", 8443));
-        let up = Upstream::new("http://[::1]:8370", "k").unwrap();
+        let up = Upstream::new("http://[::1]:8370", "k", true).unwrap();
         assert_eq!(up.authority, "[::1]:8370");
-        assert!(Upstream::new("ftp://h:1", "k").is_err());
-        assert!(Upstream::new("not a url", "k").is_err());
+        assert!(Upstream::new("ftp://h:1", "k", true).is_err());
+        assert!(Upstream::new("not a url", "k", true).is_err());
+    }
+
+    #[test]
+    fn secrets_go_over_plain_http_to_loopback_only_when_allowed() {
+        for url in [
+            "http://127.0.0.1:8370",
+            "http://localhost:1",
+            "http://[::1]:2",
+        ] {
+            let refused = Upstream::new(url, "k", false).unwrap_err();
+            assert!(refused.contains("plain_http_on_loopback"), "{refused}");
+            assert!(Upstream::new(url, "k", true).is_ok(), "{url}");
+        }
+        for url in [
+            "http://10.0.0.2:8370",
+            "http://leo-a.internal:1",
+            "http://127.0.0.1.evil:1",
+        ] {
+            assert!(Upstream::new(url, "k", true).is_err(), "{url}");
+        }
+        assert!(Upstream::new("https://10.0.0.2:8370", "k", false).is_ok());
     }
 
     /// What the leader reads from a pipe whose sidecar wrote `sent` and then went away.
@@ -721,6 +903,7 @@ mod tests {
         let mut h = HeaderMap::new();
         h.insert(CLUSTER_KEY, HeaderValue::from_static("forged"));
         h.append(VIA, HeaderValue::from_static("i_forged"));
+        h.insert(PIPE, HeaderValue::from_static("1"));
         h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive"));
         let key = HeaderValue::from_static("real");
         headers_for_leader(&mut h, false, &key, &HeaderValue::from_static("i_me"));
@@ -728,5 +911,6 @@ mod tests {
         assert_eq!(h[CLUSTER_KEY], "real");
         assert_eq!(h.get_all(VIA).iter().collect::<Vec<_>>(), ["i_me"]);
         assert!(!h.contains_key(header::CONNECTION));
+        assert!(!h.contains_key(PIPE));
     }
 }

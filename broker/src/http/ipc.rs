@@ -12,8 +12,10 @@
 //! cannot switch identity. A browser cannot send this upgrade, and a request with an `Origin`
 //! is refused all the same.
 //!
-//! The session keeps its TCP connection's place in `web.max_connections` (`ConnSlot`) for as
-//! long as it lives, and draws on the same `MAX_SESSIONS` as the socket's sessions.
+//! The session keeps its TCP connection's place in `web.max_connections` (`ConnSlot`) and its
+//! place among the sessions over the network (`ipc::RemoteSlot`: the network's share of
+//! `MAX_SESSIONS`, and the agent's `web.max_sessions_per_agent`) for as long as it lives; a
+//! caller past either limit is refused `403` before anything is upgraded.
 
 use std::sync::Arc;
 
@@ -28,50 +30,32 @@ use leo_protocol::ipc::{AGENT_HEADER, UPGRADE_PROTOCOL};
 use tracing::{debug, info};
 
 use super::AppState;
-use super::auth::OwnAgent;
 use super::serve::ConnSlot;
+use crate::agent_tokens::AgentKeys;
 use crate::ipc::Bound;
 use crate::refusal::Refusal;
+use crate::tokens::{Principal, TokenBook};
 
 /// Upgrades an agent's request to a sidecar session.
 #[tracing::instrument(name = "ipc_upgrade", skip_all)]
 pub async fn upgrade(
     State(state): State<Arc<AppState>>,
-    own: Option<Extension<OwnAgent>>,
     slot: Option<Extension<ConnSlot>>,
     mut req: Request,
 ) -> Result<Response, Refusal> {
-    check_upgrade(req.headers())?;
     let piped = req.extensions().get::<super::front::Forwarded>().cloned();
     if let Some(forwarded) = &piped
-        && super::auth::bearer(req.headers()).is_none()
+        && forwarded.pipe
     {
+        check_upgrade(req.headers())?;
         return piped_session(&state, forwarded.clone(), slot, &mut req);
     }
-    let token = super::auth::bearer(req.headers())
-        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?
-        .to_owned();
-    let named = super::auth::named_agent(req.headers())?;
-    let agent = match own {
-        Some(Extension(OwnAgent(name))) => match named {
-            Some(other) if other != name => {
-                return Err(Refusal::new(
-                    ErrorCode::Forbidden,
-                    format!("this token is agent {name:?}'s; {AGENT_HEADER} names {other:?}"),
-                ));
-            }
-            _ => name,
-        },
-        None => {
-            let name = named.ok_or_else(|| {
-                Refusal::new(
-                    ErrorCode::InvalidParameter,
-                    format!("the shared agent token must name its agent: {AGENT_HEADER}: NAME"),
-                )
-            })?;
-            state.sidecars.keys().check_bearer(&name, &token)?;
-            name
-        }
+    let bound = who_upgrades(state.sidecars.keys(), &state.tokens, req.headers())?;
+    // Over TCP (the connection holds a place of the listener): a session over the network. On
+    // `run/leo.sock` it is a local one, as on `run/sidecar.sock`.
+    let remote = match &slot {
+        Some(_) => Some(state.sidecars.remote_slot(&bound.agent)?),
+        None => None,
     };
     let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
         return Err(Refusal::new(
@@ -80,19 +64,68 @@ pub async fn upgrade(
         ));
     };
     let door = state.sidecars.clone();
-    let hold = slot.map(|Extension(s)| s);
+    let hold = (slot.map(|Extension(s)| s), remote);
     let via = piped.map(|f| f.via);
-    info!(%agent, "IPC upgrade accepted");
+    info!(agent = %bound.agent, "IPC upgrade accepted");
     state.broker.tasks().spawn(async move {
         match pending.await {
-            Ok(upgraded) => {
-                let bound = Some(Bound { agent, token });
-                door.admit_via(TokioIo::new(upgraded), bound, hold, via);
-            }
+            Ok(upgraded) => door.admit_via(TokioIo::new(upgraded), Some(bound), hold, via),
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
     });
     Ok(switching())
+}
+
+/// Whose session an IPC upgrade opens, decided before anything is upgraded or forwarded: the
+/// one check of the leader's route and of a follower's front (`front`), which must not send
+/// on what the leader would refuse. The upgrade's headers (`check_upgrade`), then the bearer
+/// token: an agent's own token names its agent (`Leo-Agent`, if sent, must agree); the shared
+/// agent token must name one with `Leo-Agent: NAME`, under the hello's rule (a name with its
+/// own token refuses it); any other token of the table is `403`, no token or an unknown one
+/// `401`.
+pub fn who_upgrades(
+    keys: &AgentKeys,
+    tokens: &TokenBook,
+    headers: &HeaderMap,
+) -> Result<Bound, Refusal> {
+    check_upgrade(headers)?;
+    let token = super::auth::bearer(headers)
+        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "missing Authorization: Bearer"))?;
+    let named = super::auth::named_agent(headers)?;
+    let agent = match keys.owner_of(token) {
+        Some(name) => match named {
+            Some(other) if other != name => {
+                return Err(Refusal::new(
+                    ErrorCode::Forbidden,
+                    format!("this token is agent {name:?}'s; {AGENT_HEADER} names {other:?}"),
+                ));
+            }
+            _ => name,
+        },
+        None => match tokens.lookup(token) {
+            Some(Principal::Agent) => {
+                let name = named.ok_or_else(|| {
+                    Refusal::new(
+                        ErrorCode::InvalidParameter,
+                        format!("the shared agent token must name its agent: {AGENT_HEADER}: NAME"),
+                    )
+                })?;
+                keys.check_bearer(&name, token)?;
+                name
+            }
+            Some(_) => {
+                return Err(Refusal::new(
+                    ErrorCode::Forbidden,
+                    format!("this token may not GET {}", leo_protocol::ipc::UPGRADE_PATH),
+                ));
+            }
+            None => return Err(Refusal::new(ErrorCode::Unauthorized, "unknown token")),
+        },
+    };
+    Ok(Bound {
+        agent,
+        token: token.to_owned(),
+    })
 }
 
 /// A follower's pipe for a sidecar on its `run/sidecar.sock` (see `front`): the session is

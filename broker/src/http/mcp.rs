@@ -6,7 +6,9 @@
 //! rule, `console::guard::check_origin`: present, it must be this very origin, `https://<Host>`
 //! under `web.tls`), then the token
 //! (`AgentKeys::identify`: an agent's own token opens its agent; the shared agent token opens
-//! the agent named in `Leo-Agent`; every other kind of token is refused), then the body limit.
+//! the agent named in `Leo-Agent`; every other kind of token is refused), then the body limit,
+//! then, for a request that may open a session, the limits of sessions over the network
+//! (`ipc::Door::remote_slot`: the agent's own, and the share the unix sockets keep).
 //! A refusal is a JSON-RPC error body (`leo_protocol::jsonrpc`), since an MCP client reads
 //! nothing else.
 //!
@@ -36,6 +38,8 @@ use super::rules::Route;
 use crate::refusal::Refusal;
 use crate::tokens::Principal;
 
+/// The header that names an MCP session; a `POST` without it may open one.
+const SESSION_HEADER: &str = "mcp-session-id";
 /// Bytes buffered each way in a session's in-process pipe.
 const PIPE_BYTES: usize = 64 * 1024;
 
@@ -55,11 +59,18 @@ pub type MakeMount = Box<dyn Fn(Pipe, CancellationToken) -> Arc<dyn Mount> + Sen
 
 /// Who a checked `/mcp` request is from: the agent its token opens, and the token, which the
 /// session's `hello` presents again (the one check every session passes).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Caller {
     pub agent: AgentName,
     pub token: String,
+    /// For a request that may open a session (a `POST` naming none): its place among the
+    /// sessions over the network (`ipc::RemoteSlot`), which the session it opens keeps while it
+    /// lives; dropped with the request otherwise.
+    pub hold: Option<Hold>,
 }
+
+/// What a session keeps while it lives, whatever it is.
+pub type Hold = Arc<dyn std::any::Any + Send + Sync>;
 
 /// Opens in-process connections to the broker's sidecar door.
 #[derive(Clone)]
@@ -91,7 +102,15 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
         .extensions()
         .get::<super::front::Forwarded>()
         .is_some();
-    match check(&state, request.headers(), forwarded) {
+    let checked = check(&state, request.headers(), forwarded).and_then(|mut caller| {
+        let opens = request.method() == axum::http::Method::POST
+            && !request.headers().contains_key(SESSION_HEADER);
+        if opens {
+            caller.hold = Some(Arc::new(state.sidecars.remote_slot(&caller.agent)?));
+        }
+        Ok(caller)
+    });
+    match checked {
         Ok(caller) => {
             let span =
                 tracing::info_span!("mcp", agent = %caller.agent, method = %request.method());
@@ -131,6 +150,7 @@ fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Calle
     Ok(Caller {
         agent,
         token: token.to_owned(),
+        hold: None,
     })
 }
 
@@ -149,7 +169,7 @@ fn wrong_kind(who: &Principal) -> Refusal {
 }
 
 /// A refusal as the JSON-RPC error body an MCP client reads, with the status of its code.
-fn refusal(e: Refusal) -> Response {
+pub(super) fn refusal(e: Refusal) -> Response {
     crate::metrics::global().rejected(crate::metrics::Door::Http, e.code);
     let status =
         StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

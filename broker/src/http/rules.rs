@@ -209,6 +209,15 @@ impl Route {
             .map(|(_, _, r)| *r)
     }
 
+    /// The route the router sends a request for `method` and `path` to: what a follower,
+    /// which forwards without routing, needs to know of it (its body limit).
+    pub fn of_path(method: &str, path: &str) -> Option<Route> {
+        ROUTES
+            .iter()
+            .find(|(m, pattern, _)| *m == method && path_matches(pattern, path))
+            .map(|(_, _, r)| *r)
+    }
+
     /// Route × caller kind: the one place that says who may call what, as a `match` the
     /// compiler holds to every route. The provider stream (`?client_tools=1`) is refused to
     /// agents in its handler, since it shares a path with the plain stream; an API client is
@@ -345,19 +354,21 @@ pub enum HostRefusal {
 /// Whether `path` is a route served on TCP only (the console, `/mcp`): a follower's API socket
 /// refuses it as the leader's own socket would, rather than forward it to the leader's TCP.
 pub fn tcp_only_path(path: &str) -> bool {
-    let matches = |pattern: &str| {
-        let (mut p, mut q) = (pattern.split('/'), path.split('/'));
-        loop {
-            match (p.next(), q.next()) {
-                (None, None) => return true,
-                (Some(want), Some(got)) if want == got || want.starts_with('{') => {}
-                _ => return false,
-            }
-        }
-    };
     ROUTES
         .iter()
-        .any(|(_, pattern, route)| route.tcp_only() && matches(pattern))
+        .any(|(_, pattern, route)| route.tcp_only() && path_matches(pattern, path))
+}
+
+/// Whether `path` is one the router matches with `pattern` (a `{…}` segment is any one).
+fn path_matches(pattern: &str, path: &str) -> bool {
+    let (mut p, mut q) = (pattern.split('/'), path.split('/'));
+    loop {
+        match (p.next(), q.next()) {
+            (None, None) => return true,
+            (Some(want), Some(got)) if want == got || want.starts_with('{') => {}
+            _ => return false,
+        }
+    }
 }
 
 /// The names and port a TCP request's authority must carry.

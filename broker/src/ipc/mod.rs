@@ -12,9 +12,14 @@
 //!
 //! At most `MAX_SESSIONS` connections are open at once; one more is answered with an `error`
 //! frame (`internal`, saying so) and closed, so a runaway client cannot exhaust the broker's
-//! file descriptors.
+//! file descriptors. Sessions that come over the network (the TCP listener's IPC upgrade and
+//! `/mcp`) take a [`RemoteSlot`] first, before they are upgraded or created: at most
+//! `REMOTE_SESSIONS` of them, so that `LOCAL_RESERVED` sessions stay for the unix sockets
+//! (`run/sidecar.sock`, and a follower's pipe for its own) whatever the network sends, and at
+//! most `web.max_sessions_per_agent` for one agent, so that one token cannot take the others'.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
@@ -25,7 +30,7 @@ use leo_protocol::lines::{Line, LineCodec, encode_frame};
 use leo_protocol::names::AgentName;
 use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::UnixListener;
-use tokio::sync::Semaphore;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{Instrument, info_span, warn};
 
@@ -44,6 +49,10 @@ const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 pub const COALESCE: Duration = Duration::from_secs(1);
 /// Sidecar connections open at once, at most.
 pub const MAX_SESSIONS: usize = 1024;
+/// Of `MAX_SESSIONS`, the sessions only the unix sockets may take.
+pub const LOCAL_RESERVED: usize = 256;
+/// Sessions over the network (IPC upgrades and `/mcp` sessions) open at once, at most.
+pub const REMOTE_SESSIONS: usize = MAX_SESSIONS - LOCAL_RESERVED;
 /// The last line a follower writes on a session it pipes to the leader when the sidecar's own
 /// connection ended (`http::front`): the sidecar left, so its calls end now. A line no sidecar
 /// frame can be (not JSON), read only on piped sessions.
@@ -89,15 +98,79 @@ pub struct Door {
     broker: Arc<Broker>,
     keys: AgentKeys,
     slots: Arc<Semaphore>,
+    remote: Remote,
+}
+
+/// The budget of sessions over the network: `REMOTE_SESSIONS` in all, `per_agent` for each.
+#[derive(Clone)]
+struct Remote {
+    slots: Arc<Semaphore>,
+    per_agent: usize,
+    open: Arc<Mutex<HashMap<AgentName, usize>>>,
+}
+
+/// One session over the network of one agent, held while it lives (see the module's doc).
+pub struct RemoteSlot {
+    _slot: OwnedSemaphorePermit,
+    agent: AgentName,
+    open: Arc<Mutex<HashMap<AgentName, usize>>>,
+}
+
+impl Drop for RemoteSlot {
+    fn drop(&mut self) {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.agent) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.agent);
+            }
+        }
+    }
 }
 
 impl Door {
-    pub fn new(broker: Arc<Broker>, keys: AgentKeys) -> Door {
+    /// The door of `broker`'s sessions, with at most `per_agent` sessions over the network
+    /// for one agent (`web.max_sessions_per_agent`).
+    pub fn new(broker: Arc<Broker>, keys: AgentKeys, per_agent: usize) -> Door {
         Door {
             broker,
             keys,
             slots: Arc::new(Semaphore::new(MAX_SESSIONS)),
+            remote: Remote {
+                slots: Arc::new(Semaphore::new(REMOTE_SESSIONS)),
+                per_agent,
+                open: Arc::default(),
+            },
         }
+    }
+
+    /// A place for one more session of `agent` over the network, or the `403` that says which
+    /// limit is reached: taken before the session is upgraded or created, held while it lives.
+    pub fn remote_slot(&self, agent: &AgentName) -> Result<RemoteSlot, crate::refusal::Refusal> {
+        let refuse = |message: String| {
+            warn!(%agent, "{message}");
+            crate::refusal::Refusal::new(ErrorCode::Forbidden, message)
+        };
+        let mut open = self.remote.open.lock().unwrap_or_else(|e| e.into_inner());
+        let held = open.get(agent).copied().unwrap_or(0);
+        if held >= self.remote.per_agent {
+            return Err(refuse(format!(
+                "agent {agent:?} has {held} sessions open over the network, its limit \
+                 (web.max_sessions_per_agent); end one and retry"
+            )));
+        }
+        let Ok(slot) = self.remote.slots.clone().try_acquire_owned() else {
+            return Err(refuse(format!(
+                "the broker has {REMOTE_SESSIONS} sessions open over the network, its limit \
+                 (the other {LOCAL_RESERVED} are kept for its unix sockets); retry later"
+            )));
+        };
+        *open.entry(agent.clone()).or_default() += 1;
+        Ok(RemoteSlot {
+            _slot: slot,
+            agent: agent.clone(),
+            open: self.remote.open.clone(),
+        })
     }
 
     /// The agent `token` opens sessions for, as `/mcp` is given them (`AgentKeys::identify`).

@@ -210,13 +210,35 @@ pub async fn release(client: &Client, me: &str) -> Result<(), PgError> {
         .map_err(PgError::doing("release the lease"))
 }
 
-/// The key instances of this database forward requests with; `None` before any instance led.
-pub async fn cluster_key(client: &Client) -> Result<Option<String>, PgError> {
+/// The key instances of this database forward requests with, and the one it replaced while
+/// that one's grace lasts (a leader accepts both); `None` before any instance led.
+pub async fn cluster_keys(client: &Client) -> Result<Option<(String, Option<String>)>, PgError> {
     Ok(client
-        .query_opt("SELECT key FROM cluster", &[])
+        .query_opt(
+            "SELECT key, CASE WHEN previous_until > now() THEN previous_key END FROM cluster",
+            &[],
+        )
         .await
-        .map_err(PgError::doing("read the cluster's key"))?
-        .map(|row| row.get(0)))
+        .map_err(PgError::doing("read the cluster's keys"))?
+        .map(|row| (row.get(0), row.get(1))))
+}
+
+/// Replaces the cluster's key with `new`; the old one is still accepted for `grace`. False
+/// when no instance has led yet (there is no key to replace: the first leader makes one).
+pub async fn rotate_key(
+    client: &Client,
+    new: &str,
+    grace: std::time::Duration,
+) -> Result<bool, PgError> {
+    client
+        .execute(
+            "UPDATE cluster SET previous_key = key, key = $1,
+                 previous_until = now() + make_interval(secs => $2)",
+            &[&new, &grace.as_secs_f64()],
+        )
+        .await
+        .map(|n| n == 1)
+        .map_err(PgError::doing("replace the cluster's key"))
 }
 
 /// Every instance that has used the database, in the order they started, with its role.

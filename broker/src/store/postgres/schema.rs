@@ -173,6 +173,9 @@ pub const MIGRATIONS: &[&str] = &[
         via TEXT,
         PRIMARY KEY (client_id, grp)
     );",
+    // `leo cluster rotate-key`: the key before the current one, which leaders still accept
+    // until `previous_until`, while followers take the new one up.
+    "ALTER TABLE cluster ADD COLUMN previous_key TEXT, ADD COLUMN previous_until TIMESTAMPTZ;",
 ];
 
 /// The schema version this broker writes.
