@@ -419,3 +419,50 @@ impl Tokens {
         found
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A device paired after the start is found at its first lookup; one whose file cannot be
+    /// trusted keeps the set read before in force; a removed one is refused.
+    #[test]
+    fn a_book_of_files_follows_the_devices_and_keeps_the_last_set_it_could_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
+        crate::home::prepare(&home).unwrap();
+        let config = crate::config::Config::default();
+        let book = TokenBook::fixed(Tokens::load(&home, &config).unwrap());
+        let phone = "p".repeat(64);
+        assert_eq!(book.lookup(&phone), None);
+        write_secret_new(&home.device_token("phone"), &phone).unwrap();
+        assert_eq!(book.lookup(&phone), Some(Principal::Device("phone".into())));
+
+        let ipad = "i".repeat(64);
+        let loose = home.device_token("ipad");
+        fs::write(&loose, &ipad).unwrap();
+        fs::set_permissions(&loose, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            book.lookup(&ipad),
+            None,
+            "a file others may read is refused"
+        );
+        assert_eq!(book.lookup(&phone), Some(Principal::Device("phone".into())));
+
+        fs::remove_file(&loose).unwrap();
+        fs::remove_file(home.device_token("phone")).unwrap();
+        // Revoked within a second of the last look.
+        let deadline = Instant::now() + 2 * crate::cluster_tokens::POLL;
+        while book.lookup(&phone).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the removed device is still accepted"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let operator = read_token_file(&home.operator_token()).unwrap();
+        assert_eq!(book.lookup(&operator), Some(Principal::Operator));
+    }
+}
