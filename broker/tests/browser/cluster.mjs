@@ -44,6 +44,12 @@ await run('cluster', async (page, check) => {
   }
   const drawn = await page.locator('#chart g rect').count();
   if (drawn === 0) throw new Error('the chart has no bar');
+  // When each instance was last seen comes again with no change of the broker's, so "seen"
+  // does not grow while the instances are alive.
+  const seen = `#instances tr[data-instance="${leader}"] td[data-since]`;
+  const before = await page.locator(seen).getAttribute('data-since');
+  await page.waitForFunction(([cell, stamp]) => document.querySelector(cell)?.dataset.since !== stamp,
+    [seen, before], { timeout: 20_000 });
   check();
 
   const screenshot = await checkLayout(page, 1280, 'cluster');
