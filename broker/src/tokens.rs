@@ -46,8 +46,9 @@ pub struct Tokens {
     /// The agents' own tokens, when they come from the database; from files they are read at
     /// each `hello` instead (`agent_tokens`).
     own: Vec<(Vec<u8>, AgentName)>,
-    /// The home whose files this set was read from (`Tokens::load`), which a book follows.
-    home: Option<Home>,
+    /// The home whose files this set was read from (`Tokens::load`), which a book follows,
+    /// and the files as `Tokens::load` found them just before reading them.
+    home: Option<(Home, Stamp)>,
 }
 
 /// The token set the doors check, behind one handle. With files it is the set loaded at
@@ -149,10 +150,8 @@ impl TokenBook {
     /// (`Tokens::load`), else a set that never changes.
     pub fn fixed(tokens: Tokens) -> TokenBook {
         match tokens.home.clone() {
-            // No stamp yet: the first lookup reads the files once more, so that a change made
-            // while they were read at start is not missed.
-            Some(home) => TokenBook(Book::Files(Arc::new(Files {
-                stamp: Mutex::new(Stamp::new()),
+            Some((home, seen)) => TokenBook(Book::Files(Arc::new(Files {
+                stamp: Mutex::new(seen),
                 home,
                 set: RwLock::new(Arc::new(tokens)),
                 next_look: AtomicU64::new(0),
@@ -287,8 +286,9 @@ impl Tokens {
     /// and the token of every API client in the config. An API client whose token file is
     /// missing cannot authenticate; that is logged, not fatal.
     pub fn load(home: &Home, config: &crate::config::Config) -> Result<Tokens> {
+        // Looked at before the files are read: a change made meanwhile is seen at the next look.
         let mut tokens = Tokens {
-            home: Some(home.clone()),
+            home: Some((home.clone(), stamp(home))),
             ..Tokens::default()
         };
         tokens.add(load_or_create(&home.operator_token())?, Principal::Operator);
