@@ -4,15 +4,21 @@
 //! presented token against every known token with `subtle::ConstantTimeEq` and never returns
 //! early, so timing tells an attacker neither which token nor how many leading bytes matched.
 //!
-//! With a PostgreSQL store the set is the cluster's (`cluster_tokens`), replaced whole in the
-//! [`TokenBook`] when the database's tokens change; with files it is loaded once and read
-//! without a lock.
+//! The set is replaced whole in the [`TokenBook`] when the tokens change, so a token made or
+//! removed while the broker runs applies without a restart. With a PostgreSQL store the set is
+//! the cluster's (`cluster_tokens`), read again from the database every second; with files,
+//! the paired devices and API clients are read again when their files or `config.yaml` change
+//! ([`Files`]): a lookup that finds no token looks at once, and every lookup at most a second
+//! after the last look, so `leo device pair` is in force for the app's first request and `leo
+//! device rm` within a second, as `leo agent add` is (its file is read at each `hello`).
 
 use std::collections::BTreeMap;
 use std::fs;
-use std::os::unix::fs::PermissionsExt;
-use std::path::Path;
-use std::sync::{Arc, PoisonError, RwLock};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
+use std::time::{Instant, SystemTime};
 
 use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
@@ -40,6 +46,9 @@ pub struct Tokens {
     /// The agents' own tokens, when they come from the database; from files they are read at
     /// each `hello` instead (`agent_tokens`).
     own: Vec<(Vec<u8>, AgentName)>,
+    /// The home whose files this set was read from (`Tokens::load`), which a book follows,
+    /// and the files as `Tokens::load` found them just before reading them.
+    home: Option<(Home, Stamp)>,
 }
 
 /// The token set the doors check, behind one handle. With files it is the set loaded at
@@ -53,12 +62,103 @@ pub struct TokenBook(Book);
 enum Book {
     Fixed(Arc<Tokens>),
     Live(Arc<RwLock<Arc<Tokens>>>),
+    Files(Arc<Files>),
+}
+
+/// A set read from a home's files and read again when they change: the devices, the API
+/// clients and `config.yaml`'s `api_clients`. The operator and shared agent tokens stay those
+/// read at start (`AgentKeys` holds the agent token too).
+#[derive(Debug)]
+struct Files {
+    home: Home,
+    set: RwLock<Arc<Tokens>>,
+    /// The files as they were when `set` was read.
+    stamp: Mutex<Stamp>,
+    /// When the files are next looked at by a lookup that found its token, in milliseconds
+    /// since `epoch`.
+    next_look: AtomicU64,
+    epoch: Instant,
+}
+
+/// Each followed file's path, size, inode and modification time: a change of any is a change
+/// of the set (`leo client add` replaces `config.yaml` by a rename, so its inode changes).
+type Stamp = Vec<(PathBuf, u64, u64, Option<SystemTime>)>;
+
+/// The followed files of `home` as they are now.
+fn stamp(home: &Home) -> Stamp {
+    let mut paths = vec![home.config()];
+    for dir in [home.devices(), home.clients()] {
+        if let Ok(entries) = fs::read_dir(&dir) {
+            paths.extend(entries.flatten().map(|e| e.path()));
+        }
+    }
+    paths.push(home.devices());
+    paths.push(home.clients());
+    let mut out: Stamp = paths
+        .into_iter()
+        .filter_map(|path| {
+            let meta = fs::metadata(&path).ok()?;
+            Some((path, meta.len(), meta.ino(), meta.modified().ok()))
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+impl Files {
+    fn current(&self) -> Arc<Tokens> {
+        Arc::clone(&self.set.read().unwrap_or_else(PoisonError::into_inner))
+    }
+
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
+    /// Reads the set again if the files changed: at once when `now`, else when a second has
+    /// passed since the last look.
+    fn follow(&self, now: bool) {
+        let at = self.now_ms();
+        if !now && at < self.next_look.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut seen = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
+        let poll = u64::try_from(crate::cluster_tokens::POLL.as_millis()).unwrap_or(1000);
+        self.next_look
+            .store(at.saturating_add(poll), Ordering::Relaxed);
+        // Looked at before the files are read: a change made meanwhile is seen next time.
+        let now_stamp = stamp(&self.home);
+        if now_stamp == *seen {
+            return;
+        }
+        *seen = now_stamp;
+        match self.current().reload(&self.home) {
+            Ok(tokens) => {
+                tracing::info!("the device and API client tokens changed; in force now");
+                *self.set.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(tokens);
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                "the device and API client tokens changed but cannot be read; the ones read \
+                 before stay in force"
+            ),
+        }
+    }
 }
 
 impl TokenBook {
-    /// A set that never changes (files, read at start).
+    /// The set `tokens`: followed as its files change when it was read from a home's files
+    /// (`Tokens::load`), else a set that never changes.
     pub fn fixed(tokens: Tokens) -> TokenBook {
-        TokenBook(Book::Fixed(Arc::new(tokens)))
+        match tokens.home.clone() {
+            Some((home, seen)) => TokenBook(Book::Files(Arc::new(Files {
+                stamp: Mutex::new(seen),
+                home,
+                set: RwLock::new(Arc::new(tokens)),
+                next_look: AtomicU64::new(0),
+                epoch: Instant::now(),
+            }))),
+            None => TokenBook(Book::Fixed(Arc::new(tokens))),
+        }
     }
 
     /// A set that `replace` swaps (the cluster's).
@@ -71,6 +171,10 @@ impl TokenBook {
         match &self.0 {
             Book::Fixed(tokens) => f(tokens),
             Book::Live(lock) => f(&lock.read().unwrap_or_else(PoisonError::into_inner)),
+            Book::Files(files) => {
+                files.follow(false);
+                f(&files.current())
+            }
         }
     }
 
@@ -82,9 +186,17 @@ impl TokenBook {
         }
     }
 
-    /// `Tokens::lookup` on the current set.
+    /// `Tokens::lookup` on the current set; a token a set read from files does not know is
+    /// looked for again once they have been read again, if they changed.
     pub fn lookup(&self, presented: &str) -> Option<Principal> {
-        self.with(|t| t.lookup(presented))
+        let found = self.with(|t| t.lookup(presented));
+        match &self.0 {
+            Book::Files(files) if found.is_none() => {
+                files.follow(true);
+                files.current().lookup(presented)
+            }
+            _ => found,
+        }
     }
 
     /// Whether API client `name` may message `target`.
@@ -174,9 +286,40 @@ impl Tokens {
     /// and the token of every API client in the config. An API client whose token file is
     /// missing cannot authenticate; that is logged, not fatal.
     pub fn load(home: &Home, config: &crate::config::Config) -> Result<Tokens> {
-        let mut tokens = Tokens::default();
+        // Looked at before the files are read: a change made meanwhile is seen at the next look.
+        let mut tokens = Tokens {
+            home: Some((home.clone(), stamp(home))),
+            ..Tokens::default()
+        };
         tokens.add(load_or_create(&home.operator_token())?, Principal::Operator);
         tokens.add(load_or_create(&home.agent_token())?, Principal::Agent);
+        tokens.add_apps(home, &config.api_clients)?;
+        Ok(tokens)
+    }
+
+    /// This set's operator and agent tokens with the devices and API clients read again from
+    /// `home`'s files and `config.yaml`.
+    fn reload(&self, home: &Home) -> Result<Tokens> {
+        let config = crate::config::Config::load(&home.config())?;
+        let mut tokens = Tokens {
+            home: self.home.clone(),
+            ..Tokens::default()
+        };
+        tokens.entries = (self.entries.iter())
+            .filter(|(_, who)| matches!(who, Principal::Operator | Principal::Agent))
+            .cloned()
+            .collect();
+        tokens.add_apps(home, &config.api_clients)?;
+        Ok(tokens)
+    }
+
+    /// Every paired device of `home`, and the API clients of `clients` that have a token file.
+    fn add_apps(
+        &mut self,
+        home: &Home,
+        clients: &BTreeMap<String, crate::config::ApiClient>,
+    ) -> Result<()> {
+        let tokens = self;
         let dir = home.devices();
         if let Ok(entries) = fs::read_dir(&dir) {
             let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
@@ -193,7 +336,7 @@ impl Tokens {
                 tokens.add(read_token_file(&path)?, Principal::Device(name));
             }
         }
-        for (name, client) in &config.api_clients {
+        for (name, client) in clients {
             tokens
                 .scopes
                 .insert(name.clone(), client.can_message.clone());
@@ -204,7 +347,7 @@ impl Tokens {
                 tracing::warn!(client = %name, path = %path.display(), "API client has no token file; run leo client add");
             }
         }
-        Ok(tokens)
+        Ok(())
     }
 
     pub fn add(&mut self, token: String, who: Principal) {
@@ -274,5 +417,52 @@ impl Tokens {
             }
         }
         found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// A device paired after the start is found at its first lookup; one whose file cannot be
+    /// trusted keeps the set read before in force; a removed one is refused.
+    #[test]
+    fn a_book_of_files_follows_the_devices_and_keeps_the_last_set_it_could_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = Home::new(dir.path());
+        crate::home::prepare(&home).unwrap();
+        let config = crate::config::Config::default();
+        let book = TokenBook::fixed(Tokens::load(&home, &config).unwrap());
+        let phone = "p".repeat(64);
+        assert_eq!(book.lookup(&phone), None);
+        write_secret_new(&home.device_token("phone"), &phone).unwrap();
+        assert_eq!(book.lookup(&phone), Some(Principal::Device("phone".into())));
+
+        let ipad = "i".repeat(64);
+        let loose = home.device_token("ipad");
+        fs::write(&loose, &ipad).unwrap();
+        fs::set_permissions(&loose, fs::Permissions::from_mode(0o644)).unwrap();
+        assert_eq!(
+            book.lookup(&ipad),
+            None,
+            "a file others may read is refused"
+        );
+        assert_eq!(book.lookup(&phone), Some(Principal::Device("phone".into())));
+
+        fs::remove_file(&loose).unwrap();
+        fs::remove_file(home.device_token("phone")).unwrap();
+        // Revoked within a second of the last look.
+        let deadline = Instant::now() + 2 * crate::cluster_tokens::POLL;
+        while book.lookup(&phone).is_some() {
+            assert!(
+                Instant::now() < deadline,
+                "the removed device is still accepted"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let operator = read_token_file(&home.operator_token()).unwrap();
+        assert_eq!(book.lookup(&operator), Some(Principal::Operator));
     }
 }

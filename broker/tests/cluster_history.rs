@@ -282,4 +282,8 @@ async fn max_rows_and_store_content_apply_to_the_database_and_the_console_reads_
     let panel = get(&console.http, "/console/history").await;
     assert_eq!(fields(&panel, "calls", "id"), newest);
     assert!(panel["calls"][0].get("arguments").is_none(), "{panel}");
+    // The chart's hour counts the database's rows, a minute a bar.
+    let minutes = panel["per_minute"].as_array().unwrap();
+    let results: u64 = minutes.iter().map(|m| m["result"].as_u64().unwrap()).sum();
+    assert_eq!((minutes.len(), results), (60, 2), "{panel}");
 }

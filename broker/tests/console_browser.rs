@@ -1,11 +1,12 @@
-//! The web console in a real browser: headless Chromium (Debian's `chromium`) driven by
-//! `tests/browser/console.mjs` with `playwright-core`, against the real `leo`, an app over the
-//! HTTP API and an agent that is an rmcp client of the real `leo-mcp`.
+//! The web console in a real browser: headless Chromium (Debian's `chromium`) driven by the
+//! scripts of `tests/browser/` with `playwright-core`, against the real `leo` (one broker, or a
+//! two-instance cluster on PostgreSQL), apps over the HTTP API and agents that are an rmcp
+//! client of the real `leo-mcp` or raw IPC sessions.
 //!
 //! `cargo xtask test` installs the browser and `npm ci --prefix broker/tests/browser`. Without
 //! them the test fails with the command that installs them, unless `LEO_TEST_SKIP=browser`.
-//! The screenshots go to `target/tmp/browser-test/console.png` and, at a phone's 390 px,
-//! `console-phone.png`.
+//! The screenshots go to `target/tmp/browser-test/`: `console.png` and `cluster.png` at
+//! 1280 px, `console-phone.png` and `cluster-phone.png` at a phone's 390 px.
 
 use std::path::PathBuf;
 
@@ -30,23 +31,43 @@ fn browser_ready() -> bool {
         && require::chromium()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
-    if !browser_ready() {
-        return;
-    }
+/// `tests/browser/<name>` in Chromium, logging in to `broker`'s console.
+fn browse(name: &str, broker: &Broker) -> Script {
     let dir = browser_dir();
-    let broker = Broker::start().await;
     let shots = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("browser-test");
     let mut cmd = Command::new("node");
-    cmd.arg(dir.join("console.mjs"))
+    cmd.arg(dir.join(name))
         .current_dir(&dir)
         .env("LEO_URL", format!("http://{}", broker.addr))
         .env("LEO_TOKEN", broker.operator_token())
         .env("LEO_SHOTS", &shots)
         .env("CHROMIUM", require::CHROMIUM);
-    let mut script = Script::spawn(cmd, &broker.home().join("browser.stderr"));
+    Script::spawn(cmd, &broker.home().join("browser.stderr"))
+}
 
+/// Asserts that the script ended well and left the screenshots its last step named.
+async fn finish(mut script: Script, shots: &serde_json::Value) {
+    script.send(&json!({"cmd": "done"})).await;
+    script.step("bye").await;
+    let log = script.log();
+    assert!(script.exit().await.success(), "{log}");
+    for key in ["screenshot", "phone"] {
+        let screenshot = shots[key].as_str().unwrap();
+        assert!(
+            std::fs::metadata(screenshot).is_ok_and(|m| m.len() > 0),
+            "{screenshot}"
+        );
+        eprintln!("{key}: {screenshot}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
+    if !browser_ready() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let mut script = browse("console.mjs", &broker);
     script.step("logged_in").await;
     let mut app = App::connect(&broker.http()).await;
     app.register("ci", json!([tool_with_timeout("deploy_preview", 600)]))
@@ -127,18 +148,67 @@ async fn log_in_watch_a_tool_appear_answer_ask_human_and_cancel_a_call() {
         (Some(id.as_str()), Some("cancelled_by_operator"))
     );
 
-    script.send(&json!({"cmd": "done"})).await;
-    script.step("bye").await;
-    let log = script.log();
-    assert!(script.exit().await.success(), "{log}");
-    // The page itself checked that at 1280 px no card overflows (the Apps table with the long
-    // names above) and at 390 px nothing does and Cancel stays in its card.
-    for key in ["screenshot", "phone"] {
-        let screenshot = cancelled[key].as_str().unwrap();
-        assert!(
-            std::fs::metadata(screenshot).is_ok_and(|m| m.len() > 0),
-            "{screenshot}"
-        );
-        eprintln!("{key}: {screenshot}");
+    // The page itself checked that at 1280 and 390 px no card overflows (the Apps table with
+    // the long names above), no table cell breaks a word, and Cancel stays in its card.
+    finish(script, &cancelled).await;
+}
+
+/// The console of a two-instance cluster, opened through the follower: the Instances card
+/// (roles, last seen, who is connected where), the chart of the last hour's calls with the
+/// counts of the calls made here, and the short words that broke in half-width cards ("consol
+/// e", "weath er", "stdi o") kept whole around long ids at 1280 and 390 px.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clusters_console_shows_its_instances_its_calls_per_minute_and_whole_words() {
+    if !browser_ready() {
+        return;
     }
+    let Some(db) = leo_testkit::postgres::database().await else {
+        return;
+    };
+    let nodes = leo_testkit::cluster::start(&db.config(), 2).await;
+    let (leader, follower) = (&nodes[0], &nodes[1]);
+    let mut script = browse("cluster.mjs", follower);
+    script.step("logged_in").await;
+
+    // An app named `weather` and an agent on the follower, each with a long id.
+    let mut sse = leo_testkit::sse::Sse::open(
+        &follower.http(),
+        "/api/v1/events?client_tools=1&name=weather",
+        None,
+    )
+    .await;
+    let hello = sse.next().await;
+    let mut app = App {
+        http: follower.http(),
+        id: hello.data["client_id"].as_str().unwrap().to_owned(),
+        resume: hello.data["resume"].as_str().unwrap().to_owned(),
+        sse,
+    };
+    app.register_ok("weather", json!([tool_with_timeout("forecast", 600)]))
+        .await;
+    let mut ipc = crate::support::agent(follower, "rocket").await;
+    // Three results and an error, each a call that ended in this minute.
+    for n in 1..=4 {
+        ipc.call(n, "forecast", json!({"city": "Oslo"})).await;
+        let id = app.next_request_id().await;
+        if n == 4 {
+            app.serve_error(&id, "no_data", "no forecast for Oslo")
+                .await;
+        } else {
+            app.serve(&id, json!([{"type": "text", "text": "sunny"}]))
+                .await;
+        }
+        crate::support::result_of(&mut ipc, n).await;
+    }
+    let ids = |b: &Broker| leo_testkit::cluster::instance_id(b.home());
+    script
+        .send(&json!({
+            "cmd": "look",
+            "leader": ids(leader),
+            "follower": ids(follower),
+            "counts": {"result": 3, "error": 1, "timeout": 0, "cancelled": 0, "no_client": 0},
+        }))
+        .await;
+    let looked = script.step("looked").await;
+    finish(script, &looked).await;
 }

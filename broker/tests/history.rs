@@ -634,6 +634,11 @@ async fn max_rows_keeps_the_newest_and_the_console_route_takes_only_a_login() {
     let console = crate::support::Console::login(&broker).await;
     let r = console.http.get("/console/history").await;
     assert_eq!(r.data()["calls"].as_array().unwrap().len(), 2, "{r:?}");
+    // The chart's hour, a minute a bar, counts the calls the history keeps.
+    let minutes = r.data()["per_minute"].as_array().unwrap();
+    assert_eq!(minutes.len(), 60, "{r:?}");
+    let results: u64 = minutes.iter().map(|m| m["result"].as_u64().unwrap()).sum();
+    assert_eq!(results, 2, "{r:?}");
     assert_eq!(
         console.http.get("/console/history?limit=1").await.code(400),
         "unknown_parameter"

@@ -1,10 +1,10 @@
 //! The operator's commands that change `$LEO_HOME` while the broker may be running:
 //! `leo client add|list|rm` (API clients) and `leo device pair|list|rm`.
 //!
-//! The running broker reads tokens and `api_clients` at start only, so every change here takes
-//! effect at the next restart, and the commands say so: in particular `rm` does not revoke a
-//! token the running broker already holds. `client add` also warns when the current `web:`
-//! settings would refuse a client in a container.
+//! A running broker follows the token files and `api_clients` (`leo_broker::tokens`): a token
+//! made here works for its first request, and `rm` revokes it within a second, without a
+//! restart. `client add` also warns when the current `web:` settings would refuse a client in
+//! a container.
 //!
 //! With a PostgreSQL store the tokens are the cluster's instead, and `crate::cluster` changes
 //! them in the database, where every running instance follows them within seconds.
@@ -32,8 +32,8 @@ pub enum ClientCommand {
     },
     /// List clients, their targets, and whether their token file exists.
     List,
-    /// Remove a client and its token (takes effect at the next broker restart; with a
-    /// PostgreSQL store, on every instance within seconds).
+    /// Remove a client and its token (a running broker refuses it within a second; with a
+    /// PostgreSQL store, every instance within seconds).
     Rm { name: String },
 }
 
@@ -43,8 +43,8 @@ pub enum DeviceCommand {
     Pair { name: String },
     /// List paired devices.
     List,
-    /// Remove a device's token (takes effect at the next broker restart; with a PostgreSQL
-    /// store, on every instance within seconds).
+    /// Remove a device's token (a running broker refuses it within a second; with a
+    /// PostgreSQL store, every instance within seconds).
     Rm { name: String },
 }
 
@@ -95,8 +95,8 @@ pub fn device(home: &Home, command: &DeviceCommand) -> Result<Report> {
 /// What a command tells the user, written to stdout by `main`.
 pub type Report = String;
 
-const RESTART: &str =
-    "The running broker reads tokens at start: restart it (leo broker) for this to take effect.";
+const LIVE: &str = "A running broker accepts it at once, without a restart.";
+const REVOKED: &str = "A running broker refuses its token within a second.";
 
 fn check_name(kind: &str, name: &str) -> Result<()> {
     if leo_protocol::names::is_name(name) {
@@ -186,7 +186,7 @@ fn client_add(home: &Home, name: &str, targets: &[String]) -> Result<Report> {
     );
     let _ = writeln!(out, "Token (shown once; also in {}):", token_path.display());
     let _ = writeln!(out, "{token}");
-    let _ = writeln!(out, "{RESTART}");
+    let _ = writeln!(out, "{LIVE}");
     for line in reachability(&config) {
         let _ = writeln!(out, "Reminder: {line}");
     }
@@ -272,9 +272,7 @@ fn client_rm(home: &Home, name: &str) -> Result<Report> {
         std::fs::remove_file(&token_path).map_err(|e| BrokerError::io("remove", &token_path, e))?;
     }
     let mut out = format!("Removed API client {name:?}.\n");
-    out.push_str(
-        "The running broker still accepts its token until it restarts: restart it to revoke.\n",
-    );
+    let _ = writeln!(out, "{REVOKED}");
     audited(home, "client_rm", name, None, &mut out);
     Ok(out)
 }
@@ -292,7 +290,7 @@ fn device_pair(home: &Home, name: &str) -> Result<Report> {
     let token = generate()?;
     write_secret_new(&path, &format!("{token}\n"))?;
     let mut out = format!(
-        "Paired device {name:?}. Token (shown once; also in {}):\n{token}\n{RESTART}\n",
+        "Paired device {name:?}. Token (shown once; also in {}):\n{token}\n{LIVE}\n",
         path.display()
     );
     audited(home, "device_pair", name, None, &mut out);
@@ -329,9 +327,7 @@ fn device_rm(home: &Home, name: &str) -> Result<Report> {
         return Err(BrokerError::Usage(format!("no paired device {name:?}")));
     }
     std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
-    let mut out = format!(
-        "Removed device {name:?}. The running broker still accepts its token until it restarts: restart it to revoke.\n"
-    );
+    let mut out = format!("Removed device {name:?}. {REVOKED}\n");
     audited(home, "device_rm", name, None, &mut out);
     Ok(out)
 }

@@ -5,6 +5,7 @@
 'use strict';
 
 const csrf = document.querySelector('meta[name="leo-csrf"]').content;
+const SVG = 'http://www.w3.org/2000/svg';
 const $ = (id) => document.getElementById(id);
 
 let status = null; // the last snapshot
@@ -25,10 +26,67 @@ function el(tag, props = {}, ...children) {
   return node;
 }
 
+// svgEl('rect', {x: 1, y: 2, …}): an SVG element with its attributes.
+function svgEl(tag, attrs = {}, ...children) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [key, value] of Object.entries(attrs)) node.setAttribute(key, value);
+  node.append(...children);
+  return node;
+}
+
 // Replaces a table body's rows and shows its "none" line when there are none.
 function fill(tbody, rows, emptyId) {
   tbody.replaceChildren(...rows);
   $(emptyId).hidden = rows.length > 0;
+}
+
+// Long words (ids, and names that apps and agents chose) are shown shortened in their middle
+// and whole on hover, so that a table never has to break a word to fit its card; ids, which
+// an operator pastes into `leo` commands, have a button that copies them: `c_3f2a91…e07b`.
+const ID_CHARS = 12;
+const NAME_CHARS = 14;
+
+function shorten(text, max) {
+  if (text.length <= max) return text;
+  const head = Math.ceil((max - 1) * 0.6);
+  return `${text.slice(0, head)}…${text.slice(text.length - (max - 1 - head))}`;
+}
+
+function copyButton(text) {
+  const button = el('button', { type: 'button', class: 'copy', title: `Copy ${text}` });
+  button.setAttribute('aria-label', `Copy ${text}`);
+  const svg = document.createElementNS(SVG, 'svg');
+  svg.setAttribute('viewBox', '0 0 16 16');
+  svg.setAttribute('aria-hidden', 'true');
+  for (const [x, y] of [[5, 1], [1, 5]]) {
+    svg.append(svgEl('rect', { x, y, width: 10, height: 10, rx: 2 }));
+  }
+  button.append(svg);
+  button.addEventListener('click', async () => {
+    try {
+      await navigator.clipboard.writeText(text);
+      button.dataset.copied = 'yes';
+      setTimeout(() => { delete button.dataset.copied; }, 1500);
+    } catch {
+      notice(`Could not copy; the whole value is ${text}`);
+    }
+  });
+  return button;
+}
+
+// A word that must stay whole: `word(id, {id: true})` for an id, `word(name)` for a name.
+function word(value, { id = false, code = id, max = id ? ID_CHARS : NAME_CHARS } = {}) {
+  const text = String(value);
+  const short = shorten(text, max);
+  const shown = el(code ? 'code' : 'span', { class: 'word', text: short, 'data-full': text });
+  if (short !== text) shown.title = text;
+  if (!id) return shown;
+  return el('span', { class: 'word-copy' }, shown, copyButton(text));
+}
+
+// `n app(s)`, as `leo status` counts.
+function count(n, what) {
+  return `${n} ${what}${n === 1 ? '' : 's'}`;
 }
 
 function notice(message) {
@@ -59,10 +117,11 @@ function since(timestamp) {
   return Number.isNaN(t) ? 0 : Math.max(0, Math.floor((Date.now() - t) / 1000));
 }
 
-// An app as the CLI shows it: its name if it gave one, else who opened its stream.
+// An app as the CLI shows it: its name if it gave one, and its client id.
 function appLabel(clientId) {
   const app = (status.apps || []).find((a) => a.client_id === clientId);
-  return app && app.name ? `${app.name} (${clientId})` : clientId;
+  const id = word(clientId, { id: true });
+  return app && app.name ? [word(app.name), ' (', id, ')'] : [id];
 }
 
 // Ages tick between snapshots: each [data-age] holds the age the snapshot gave, each
@@ -144,6 +203,7 @@ async function reconnect() {
 function render() {
   renderAsk();
   renderCalls();
+  renderInstances();
   refreshHistory();
   renderTools();
   renderApps();
@@ -225,11 +285,11 @@ function renderCalls() {
       }
     });
     // The words of `leo requests`: parked (nobody has taken it yet), or claimed by an app.
-    const state = r.state === 'claimed' ? `claimed by ${appLabel(r.claimed_by)}` : 'parked';
+    const state = r.state === 'claimed' ? ['claimed by ', ...appLabel(r.claimed_by)] : ['parked'];
     return el('tr', { 'data-id': r.id },
-      el('td', { 'data-label': 'Tool', title: `group ${r.group} · ${r.id}` }, el('code', { text: r.tool })),
-      el('td', { 'data-label': 'Agent', text: r.agent }),
-      el('td', { 'data-label': 'State', class: `state ${r.state}`, text: state }),
+      el('td', { 'data-label': 'Tool', title: `group ${r.group} · ${r.id}` }, word(r.tool, { code: true })),
+      el('td', { 'data-label': 'Agent' }, word(r.agent)),
+      el('td', { 'data-label': 'State', class: `state ${r.state}` }, ...state),
       el('td', { 'data-label': 'Age', class: 'age', 'data-age': r.age_s }),
       el('td', { 'data-label': 'Arguments', class: 'args', text: r.arguments_preview }),
       el('td', { class: 'actions' }, cancel));
@@ -253,7 +313,11 @@ async function refreshHistory() {
     do {
       historyAgain = false;
       const response = await fetch('/console/history');
-      if (response.ok) renderHistory((await response.json()).data.calls);
+      if (response.ok) {
+        const { calls, per_minute: perMinute } = (await response.json()).data;
+        renderHistory(calls);
+        renderChart(perMinute);
+      }
     } while (historyAgain);
   } catch {
     // The stream's own error handling reconnects; the next snapshot tries again.
@@ -279,8 +343,8 @@ function outcomeText(c) {
 function renderHistory(calls) {
   const rows = calls.map((c) =>
     el('tr', { 'data-id': c.id },
-      el('td', { 'data-label': 'Tool', title: `group ${c.group} · ${c.id}` }, el('code', { text: c.tool })),
-      el('td', { 'data-label': 'Agent', text: c.agent }),
+      el('td', { 'data-label': 'Tool', title: `group ${c.group} · ${c.id}` }, word(c.tool, { code: true })),
+      el('td', { 'data-label': 'Agent' }, word(c.agent)),
       el('td', { 'data-label': 'Outcome', class: `outcome ${c.outcome}`, text: outcomeText(c) }),
       el('td', { 'data-label': 'Duration', class: 'duration', text: formatMillis(c.duration_ms) }),
       el('td', { 'data-label': 'Ended', 'data-since': c.ended_at })));
@@ -339,18 +403,25 @@ function webhookHealth(a) {
 }
 
 // In a cluster, the instance a client is connected through (absent: the leader itself).
-function through(text, via) {
-  return via ? `${text} through ${via}` : text;
+function through(nodes, via) {
+  return via ? [...nodes, ' through ', word(via, { id: true })] : nodes;
+}
+
+// Names separated by commas, each a whole word.
+function words(names) {
+  if (!names.length) return ['—'];
+  return names.flatMap((n, i) => (i ? [', ', word(n)] : [word(n)]));
 }
 
 function renderApps() {
   const rows = status.apps.map((a) =>
     el('tr', { 'data-client': a.client_id },
-      el('td', { 'data-label': 'Client' }, el('code', { text: a.client_id })),
-      el('td', { 'data-label': 'Name', class: 'name', text: a.name || '—' }),
-      el('td', { 'data-label': 'Who', text: through(a.provider ? a.principal : `${a.principal} (watching)`, a.via) },
+      el('td', { 'data-label': 'Client' }, word(a.client_id, { id: true })),
+      el('td', { 'data-label': 'Name', class: 'name' }, a.name ? word(a.name) : '—'),
+      el('td', { 'data-label': 'Who' },
+        ...through([word(a.principal), ...(a.provider ? [] : [' (watching)'])], a.via),
         ...webhookHealth(a)),
-      el('td', { 'data-label': 'Groups', text: (a.groups || []).join(', ') || '—' }),
+      el('td', { 'data-label': 'Groups' }, ...words(a.groups || [])),
       el('td', { 'data-label': 'Connected', 'data-since': a.connected_at })));
   fill($('app-rows'), rows, 'no-apps');
 }
@@ -358,14 +429,68 @@ function renderApps() {
 function renderAgents() {
   const rows = status.agents.map((s) =>
     el('tr', { 'data-agent': s.agent },
-      el('td', { 'data-label': 'Agent', text: s.agent }),
-      el('td', { 'data-label': 'Harness', text: s.harness ? `${s.harness.name} ${s.harness.version}`.trim() : 'not known yet' }),
+      el('td', { 'data-label': 'Agent' }, word(s.agent)),
+      el('td', { 'data-label': 'Harness' }, ...(s.harness ? [word(s.harness.name), ' ', word(s.harness.version)] : ['not known yet'])),
       el('td', { 'data-label': 'Mode', text: s.mode }),
-      el('td', { 'data-label': 'Via', text: through(s.transport || 'stdio', s.via) }),
-      el('td', { 'data-label': 'Session' }, el('code', { text: s.session })),
+      el('td', { 'data-label': 'Via' }, ...through([s.transport || 'stdio'], s.via)),
+      el('td', { 'data-label': 'Session' }, word(s.session, { id: true })),
       el('td', { 'data-label': 'Connected', 'data-since': s.connected_at })));
   fill($('agent-rows'), rows, 'no-agents');
 }
+
+// A cluster's instances, as `leo status` lists them: role, when each last said it was alive
+// (ticking), and how many apps and agents are connected through each.
+function renderInstances() {
+  const instances = status.instances || [];
+  $('instances').hidden = instances.length === 0;
+  const rows = instances.map((i) => {
+    const here = (via) => (via ? via === i.id : i.role === 'leader');
+    const apps = status.apps.filter((a) => here(a.via)).length;
+    const agents = status.agents.filter((s) => here(s.via)).length;
+    return el('tr', { 'data-instance': i.id },
+      el('td', { 'data-label': 'Instance' }, word(i.id, { id: true })),
+      el('td', { 'data-label': 'Role', class: `role ${i.role}`, text: i.role }),
+      el('td', { 'data-label': 'Host' }, word(i.host),
+        ...(i.url ? [el('br'), el('span', { class: 'muted url' }, word(i.url, { code: true, max: 26 }))] : [])),
+      el('td', { 'data-label': 'Seen', 'data-since': i.last_seen }),
+      el('td', { 'data-label': 'Here', class: 'here', text: `${count(apps, 'app')} · ${count(agents, 'agent')}` }));
+  });
+  $('instance-rows').replaceChildren(...rows);
+}
+
+// The chart of the last hour: one stacked bar per minute, one colour per outcome, drawn as
+// SVG from `per_minute` of /console/history (the broker's history, so a restart keeps it
+// and every instance of a cluster shows the same). Each bar's title says its minute's counts.
+const OUTCOMES = ['result', 'error', 'timeout', 'cancelled', 'no_client'];
+const CHART = { width: 600, height: 100 };
+
+function renderChart(perMinute) {
+  const minutes = perMinute || [];
+  const total = (m) => OUTCOMES.reduce((sum, o) => sum + m[o], 0);
+  const peak = Math.max(1, ...minutes.map(total));
+  const step = CHART.width / Math.max(1, minutes.length);
+  const bars = minutes.map((m, n) => {
+    let y = CHART.height;
+    const parts = OUTCOMES.filter((o) => m[o] > 0).map((o) => {
+      const h = (m[o] / peak) * CHART.height;
+      y -= h;
+      return svgEl('rect', { class: o, x: n * step + 1, y, width: step - 2, height: h });
+    });
+    const at = new Date(m.at).toLocaleTimeString([], { hour: '2-digit', minute: '2-digit' });
+    const said = OUTCOMES.filter((o) => m[o] > 0).map((o) => `${m[o]} ${o}`).join(', ') || 'no calls';
+    return svgEl('g', { 'data-at': m.at }, svgEl('title', {}, `${at}: ${said}`), ...parts);
+  });
+  const chart = $('chart');
+  chart.setAttribute('viewBox', `0 0 ${CHART.width} ${CHART.height}`);
+  chart.replaceChildren(svgEl('line', { class: 'axis', x1: 0, y1: CHART.height, x2: CHART.width, y2: CHART.height }), ...bars);
+  $('chart-peak').textContent = `peak ${peak}/min`;
+  const sums = Object.fromEntries(OUTCOMES.map((o) => [o, minutes.reduce((sum, m) => sum + m[o], 0)]));
+  $('legend').replaceChildren(...OUTCOMES.map((o) =>
+    el('li', { 'data-outcome': o, 'data-count': sums[o], class: sums[o] ? '' : 'none' },
+      el('span', { class: `swatch ${o}` }), `${o} `, el('b', { text: String(sums[o]) }))));
+}
+// The bars move on each minute even when no call ends.
+setInterval(refreshHistory, 30_000);
 
 // ----- controls -----
 

@@ -327,6 +327,27 @@ impl super::Log for Sqlite<'_> {
     fn count(&mut self, table: Table) -> Result<u64, Error> {
         count(self.0, table).map_err(|e| sqlite::Error::doing("count the history")(e).into())
     }
+
+    fn per_minute(&mut self, since_ms: i64) -> Result<Vec<super::MinuteCount>, Error> {
+        per_minute(self.0, since_ms)
+            .map_err(|e| sqlite::Error::doing("count the history")(e).into())
+    }
+}
+
+/// How many calls ended in each minute from `since_ms` on, by outcome (`Log::per_minute`).
+pub fn per_minute(conn: &Connection, since_ms: i64) -> rusqlite::Result<Vec<super::MinuteCount>> {
+    let mut stmt = conn.prepare_cached(
+        "SELECT ended_ms / 60000, outcome, COUNT(*) FROM calls WHERE ended_ms >= ?1
+         GROUP BY 1, 2",
+    )?;
+    let rows = stmt.query_map(params![since_ms], |r| {
+        let outcome: String = r.get(1)?;
+        let outcome = CallOutcome::parse(&outcome).map_err(|e| {
+            rusqlite::Error::FromSqlConversionFailure(1, rusqlite::types::Type::Text, Box::new(e))
+        })?;
+        Ok((r.get(0)?, outcome, r.get(2)?))
+    })?;
+    rows.collect()
 }
 
 /// How many rows `table` holds.

@@ -42,6 +42,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use leo_protocol::console::{CHART_MINUTES, MinuteCalls};
 use leo_protocol::content::{AppError, Posted, content_size};
 use leo_protocol::events::CancelReason;
 use leo_protocol::history::{AuditEntry, AuditList, CallOutcome, EndedList, EndedRequest};
@@ -139,6 +140,7 @@ pub(crate) enum Msg {
     Audit(AuditRow),
     Calls(CallQuery, bool, oneshot::Sender<Result<EndedList, Error>>),
     Audits(u32, Option<u64>, oneshot::Sender<Result<AuditList, Error>>),
+    PerMinute(i64, oneshot::Sender<Result<Vec<MinuteCount>, Error>>),
     Stop(std::sync::mpsc::Sender<()>),
 }
 
@@ -439,6 +441,16 @@ impl History {
         rx.await.map_err(|_| Error::Stopped)?
     }
 
+    /// The calls that ended in each of the last `CHART_MINUTES` minutes before `now`, by
+    /// outcome, oldest first, after every record queued before this call.
+    pub async fn per_minute(&self, now: SystemTime) -> Result<Vec<MinuteCalls>, Error> {
+        let first = millis(now) / MINUTE_MS - (CHART_MINUTES as i64 - 1);
+        let (tx, rx) = oneshot::channel();
+        self.ask(Msg::PerMinute(first * MINUTE_MS, tx))?;
+        let counts = rx.await.map_err(|_| Error::Stopped)??;
+        Ok(minutes(first, &counts))
+    }
+
     /// Audit entries, newest first.
     pub async fn audits(&self, limit: u32, before: Option<u64>) -> Result<AuditList, Error> {
         let (tx, rx) = oneshot::channel();
@@ -509,6 +521,35 @@ pub(crate) trait Log {
     ) -> Result<usize, Error>;
     /// How many rows `table` holds.
     fn count(&mut self, table: Table) -> Result<u64, Error>;
+    /// How many calls ended in each minute (`ended_ms / MINUTE_MS`) from `since_ms` on, by
+    /// outcome; minutes without calls are absent.
+    fn per_minute(&mut self, since_ms: i64) -> Result<Vec<MinuteCount>, Error>;
+}
+
+/// One minute's number (`ended_ms / MINUTE_MS`), an outcome, and how many calls ended so.
+pub(crate) type MinuteCount = (i64, CallOutcome, u64);
+
+/// A minute in milliseconds, the width of the console chart's bars.
+pub(crate) const MINUTE_MS: i64 = 60_000;
+
+/// The `CHART_MINUTES` minutes from minute number `first` on, each with its counts.
+fn minutes(first: i64, counts: &[MinuteCount]) -> Vec<MinuteCalls> {
+    let mut out: Vec<MinuteCalls> = (0..CHART_MINUTES as i64)
+        .map(|n| {
+            let start = UNIX_EPOCH + Duration::from_millis(((first + n) * MINUTE_MS) as u64);
+            MinuteCalls {
+                at: leo_protocol::time::rfc3339(start),
+                ..MinuteCalls::default()
+            }
+        })
+        .collect();
+    for &(minute, outcome, n) in counts {
+        let slot = usize::try_from(minute - first).ok();
+        if let Some(m) = slot.and_then(|i| out.get_mut(i)) {
+            *m.of(outcome) += n;
+        }
+    }
+    out
 }
 
 /// The history's side of the writer thread: the rules both databases follow.
@@ -532,7 +573,10 @@ impl sqlite::writer::Batches for Writer {
     /// A call's records and the audit entries wait for nobody; a read (and the stop) does, and
     /// takes every record queued before it into its batch, so it still sees them.
     fn urgent(&self, msg: &Msg) -> bool {
-        matches!(msg, Msg::Calls(..) | Msg::Audits(..) | Msg::Stop(_))
+        matches!(
+            msg,
+            Msg::Calls(..) | Msg::Audits(..) | Msg::PerMinute(..) | Msg::Stop(_)
+        )
     }
 
     /// `leo` writes its own audit entries into the same file (`record_local`), and the trail's
@@ -733,6 +777,7 @@ impl Writer {
             match read {
                 Msg::Calls(_, _, reply) => drop(reply.send(Err(Error::Away))),
                 Msg::Audits(_, _, reply) => drop(reply.send(Err(Error::Away))),
+                Msg::PerMinute(_, reply) => drop(reply.send(Err(Error::Away))),
                 _ => {}
             }
             return;
@@ -752,6 +797,9 @@ impl Writer {
                     entries,
                 });
                 let _ = reply.send(got);
+            }
+            Msg::PerMinute(since_ms, reply) => {
+                let _ = reply.send(log.per_minute(since_ms));
             }
             _ => {}
         }
@@ -871,6 +919,31 @@ mod tests {
         fn count(&mut self, _: Table) -> Result<u64, Error> {
             Ok(self.calls.len() as u64)
         }
+        fn per_minute(&mut self, _: i64) -> Result<Vec<MinuteCount>, Error> {
+            Ok(Vec::new())
+        }
+    }
+
+    #[test]
+    fn the_chart_has_an_hour_of_minutes_with_each_count_in_its_minute() {
+        let first = 29_000_000; // 2025-02-19T21:20:00Z, in minutes since the epoch
+        let counts = [
+            (first, CallOutcome::Result, 2),
+            (first + 59, CallOutcome::Error, 1),
+            (first + 59, CallOutcome::Result, 3),
+            (first - 1, CallOutcome::Result, 7),
+            (first + 60, CallOutcome::Timeout, 7),
+        ];
+        let chart = minutes(first, &counts);
+        assert_eq!(chart.len(), CHART_MINUTES);
+        assert_eq!(chart[0].at, "2025-02-19T21:20:00.000Z");
+        assert_eq!(chart[0].result, 2);
+        assert_eq!((chart[59].result, chart[59].error), (3, 1));
+        let total: u64 = chart
+            .iter()
+            .map(|m| m.result + m.error + m.timeout + m.cancelled + m.no_client)
+            .sum();
+        assert_eq!(total, 6, "the minutes outside the hour are not counted");
     }
 
     fn audit(action: &str) -> Msg {

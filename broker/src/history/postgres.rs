@@ -157,6 +157,10 @@ impl Log for Pg {
     fn count(&mut self, table: Table) -> Result<u64, Error> {
         self.on(async |c| count(c, table).await)
     }
+
+    fn per_minute(&mut self, since_ms: i64) -> Result<Vec<super::MinuteCount>, Error> {
+        self.on(async |c| per_minute(c, since_ms).await)
+    }
 }
 
 /// A count or size as PostgreSQL's `BIGINT`.
@@ -471,4 +475,31 @@ async fn count(client: &Client, table: Table) -> Result<u64, PgError> {
         .await
         .map_err(PgError::doing("count the history"))?;
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
+}
+
+/// How many calls ended in each minute from `since_ms` on, by outcome, on every instance.
+async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteCount>, PgError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT ended_ms / 60000, outcome, count(*) FROM history WHERE ended_ms >= $1
+             GROUP BY 1, 2",
+        )
+        .await
+        .map_err(PgError::doing("count the history"))?;
+    let rows = client
+        .query(&statement, &[&since_ms])
+        .await
+        .map_err(PgError::doing("count the history"))?;
+    rows.iter()
+        .map(|r| {
+            let outcome: String = r.get(1);
+            let outcome = CallOutcome::parse(&outcome)
+                .map_err(|e| PgError::Unreadable(format!("history: {e}")))?;
+            Ok((
+                r.get(0),
+                outcome,
+                u64::try_from(r.get::<_, i64>(2)).unwrap_or(0),
+            ))
+        })
+        .collect()
 }

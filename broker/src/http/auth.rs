@@ -120,8 +120,13 @@ pub fn authenticate(
     state
         .tokens
         .lookup(token)
-        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, "unknown token"))
+        .ok_or_else(|| Refusal::new(ErrorCode::Unauthorized, UNKNOWN_TOKEN))
 }
+
+/// Why a bearer token that is no token of this broker is refused, and where tokens come from.
+pub const UNKNOWN_TOKEN: &str = "unknown token: this broker has no such token (an app uses \
+    $LEO_HOME/state/operator.token, or a device token from `leo device pair NAME`; a client \
+    that sends messages, one from `leo client add NAME`; each works at once, without a restart)";
 
 /// The message route's target of `req`, decoded, or the `400` for one that is not an agent.
 fn target_of(req: &Request<Body>) -> Option<Result<Target, Refusal>> {

@@ -8,6 +8,7 @@ use axum::extract::State;
 use axum::http::Uri;
 use axum::response::Response;
 use leo_protocol::ErrorCode;
+use leo_protocol::console::ConsoleHistory;
 use leo_protocol::history::{CallOutcome, DEFAULT_PAGE, MAX_PAGE};
 
 use super::AppState;
@@ -164,7 +165,8 @@ pub async fn ended(state: &AppState, who: &Principal, uri: &Uri) -> Result<Respo
 const CONSOLE_HISTORY: u32 = 20;
 
 /// `GET /console/history`: the last calls for the console's panel, without contents (the page
-/// shows outcomes and durations only). It takes no parameters.
+/// shows outcomes and durations only), and the last hour's calls per minute for its chart. It
+/// takes no parameters.
 pub async fn console_history(
     State(state): State<Arc<AppState>>,
     uri: Uri,
@@ -176,13 +178,17 @@ pub async fn console_history(
         limit: CONSOLE_HISTORY,
         ..CallQuery::default()
     };
-    let list = state
-        .broker
-        .history()
-        .calls(q, false)
+    let history = state.broker.history();
+    let list = history.calls(q, false).await.map_err(refused)?;
+    let per_minute = history
+        .per_minute(std::time::SystemTime::now())
         .await
         .map_err(refused)?;
-    Ok(ok(list))
+    Ok(ok(ConsoleHistory {
+        calls: list.calls,
+        next_before: list.next_before,
+        per_minute,
+    }))
 }
 
 /// The media type of `GET /metrics` (OpenMetrics text, which Prometheus reads).

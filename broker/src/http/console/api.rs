@@ -31,6 +31,9 @@ use crate::http::reply::{json_body, ok};
 use crate::refusal::Refusal;
 
 /// The shortest gap between two snapshots; changes within it are sent as one.
+///
+/// In a cluster a snapshot is also sent every `SESSION_CHECK` without a change: the instances'
+/// roles and `last_seen` change at each heartbeat, which is no change of this broker's state.
 const COALESCE: Duration = Duration::from_millis(150);
 /// How often an idle stream checks that its login has not expired (a logout ends it at once).
 const SESSION_CHECK: Duration = Duration::from_secs(5);
@@ -49,6 +52,8 @@ struct Live {
     changes: watch::Receiver<u64>,
     logouts: watch::Receiver<u64>,
     first: bool,
+    /// The last snapshot listed a cluster's instances.
+    cluster: bool,
     shutdown: CancellationToken,
 }
 
@@ -64,6 +69,7 @@ pub async fn events(
         state,
         session: session.id,
         first: true,
+        cluster: false,
     };
     Sse::new(stream::unfold(live, next_snapshot))
         .keep_alive(KeepAlive::new().interval(KEEP_ALIVE))
@@ -85,6 +91,9 @@ async fn next_snapshot(mut s: Live) -> Option<(Result<SseEvent, Infallible>, Liv
                 }
                 _ = tokio::time::sleep(SESSION_CHECK) => {
                     s.state.sessions.get(&s.session)?;
+                    if s.cluster {
+                        break;
+                    }
                 }
             }
         }
@@ -99,6 +108,7 @@ async fn next_snapshot(mut s: Live) -> Option<(Result<SseEvent, Infallible>, Liv
     // Seen before the snapshot is taken: a change after this point wakes the stream again.
     s.changes.mark_unchanged();
     let status = s.state.broker.status();
+    s.cluster = !status.instances.is_empty();
     let data = serde_json::to_string(&status).unwrap_or_else(|e| {
         tracing::warn!(error = %e, "status failed to serialize");
         "{}".to_owned()
