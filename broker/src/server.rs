@@ -120,7 +120,7 @@ fn load_tokens(
 ) -> Result<(TokenBook, AgentKeys, Option<crate::cluster_tokens::Shared>)> {
     match crate::cluster_tokens::store_url(home, config)? {
         None => {
-            let tokens = TokenBook::fixed(Tokens::load(home, config)?);
+            let tokens = TokenBook::of_files(Tokens::load(home, config)?);
             let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
             Ok((tokens, AgentKeys::new(agent_token, home.agents()), None))
         }

@@ -148,7 +148,7 @@ impl Files {
 impl TokenBook {
     /// The set `tokens`: followed as its files change when it was read from a home's files
     /// (`Tokens::load`), else a set that never changes.
-    pub fn fixed(tokens: Tokens) -> TokenBook {
+    pub fn of_files(tokens: Tokens) -> TokenBook {
         match tokens.home.clone() {
             Some((home, seen)) => TokenBook(Book::Files(Arc::new(Files {
                 stamp: Mutex::new(seen),
@@ -434,7 +434,7 @@ mod tests {
         let home = Home::new(dir.path());
         crate::home::prepare(&home).unwrap();
         let config = crate::config::Config::default();
-        let book = TokenBook::fixed(Tokens::load(&home, &config).unwrap());
+        let book = TokenBook::of_files(Tokens::load(&home, &config).unwrap());
         let phone = "p".repeat(64);
         assert_eq!(book.lookup(&phone), None);
         write_secret_new(&home.device_token("phone"), &phone).unwrap();
