@@ -440,11 +440,12 @@ async fn a_tcp_flood_leaves_agents_and_apps_their_sockets() {
 }
 
 /// The seed corpus and committed crash inputs of the `http_request` fuzz target.
-fn fuzz_inputs() -> Vec<(String, Vec<u8>)> {
+/// The seeds and committed crash inputs of fuzz target `target`, by file name.
+pub(crate) fn fuzz_inputs(target: &str) -> Vec<(String, Vec<u8>)> {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz");
     let mut out = Vec::new();
     for dir in ["corpus", "regressions"] {
-        let Ok(entries) = std::fs::read_dir(root.join(dir).join("http_request")) else {
+        let Ok(entries) = std::fs::read_dir(root.join(dir).join(target)) else {
             continue;
         };
         for e in entries.flatten() {
@@ -460,15 +461,19 @@ fn fuzz_inputs() -> Vec<(String, Vec<u8>)> {
 /// Sends every fuzz input to `addr`, aimed at its port and holding `agent_token` where it says
 /// `AGENT_TOKEN` (so that `/mcp` inputs reach the MCP server), and checks each gets an HTTP
 /// answer or none, never a hang.
-async fn replay_fuzz_inputs(addr: std::net::SocketAddr, agent_token: &str) {
-    let inputs = fuzz_inputs();
+/// Sends each `http_request` seed to `addr` on a connection of its own, its `AGENT_TOKEN` and
+/// `OPERATOR_TOKEN` replaced by `broker`'s, and checks each gets an HTTP answer or none.
+pub(crate) async fn replay_fuzz_inputs(addr: std::net::SocketAddr, broker: &Broker) {
+    let (agent_token, operator_token) = (broker.agent_token(), broker.operator_token());
+    let inputs = fuzz_inputs("http_request");
     assert!(inputs.len() >= 5, "the seed corpus is missing");
     let port = addr.port().to_string();
     for (name, data) in inputs {
         // The corpus names port 8370; aim it at this listener so it gets past the Host check.
         let data = String::from_utf8_lossy(&data)
             .replace("8370", &port)
-            .replace("AGENT_TOKEN", agent_token);
+            .replace("AGENT_TOKEN", &agent_token)
+            .replace("OPERATOR_TOKEN", &operator_token);
         let mut s = TcpStream::connect(addr).await.unwrap();
         let _ = s.write_all(data.as_bytes()).await;
         let _ = s.shutdown().await;
@@ -488,8 +493,8 @@ async fn replay_fuzz_inputs(addr: std::net::SocketAddr, agent_token: &str) {
 #[tokio::test]
 async fn the_request_path_fuzz_inputs_each_get_an_answer() {
     let (broker, metrics) = with_metrics_listener(None).await;
-    replay_fuzz_inputs(broker.addr, &broker.agent_token()).await;
-    replay_fuzz_inputs(metrics, &broker.agent_token()).await;
+    replay_fuzz_inputs(broker.addr, &broker).await;
+    replay_fuzz_inputs(metrics, &broker).await;
     assert_eq!(broker.http().get("/api/v1/status").await.status, 200);
     let open = leo_testkit::Http::tcp(metrics, None);
     assert_eq!(open.get("/metrics").await.status, 200);

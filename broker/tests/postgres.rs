@@ -5,8 +5,8 @@
 //! acknowledged. The durability tests of `leo-mcp` (`mcp-sidecar/tests/durable.rs`) run on
 //! PostgreSQL too.
 
-use leo_testkit::Broker;
 use leo_testkit::postgres::{Throwaway, database, store_config};
+use leo_testkit::{Broker, WAIT};
 use serde_json::json;
 
 use crate::support::{App, agent, eventually, message, outcome_code, result_of, tool};
@@ -463,6 +463,45 @@ async fn bad_hellos_are_refused(broker: &Broker) {
     }
 }
 
+/// Each `ipc_frame` fuzz seed as the first line of a session of its own on `sidecar.sock`,
+/// with the broker's agent token; a hello that is welcomed is followed by the other seeds.
+/// Every first line is answered (a seed whose session id the store cannot hold is refused
+/// `invalid_frame`), and none leaves a session hanging.
+async fn ipc_seeds_are_answered(broker: &Broker) {
+    let seeds = crate::attacks::fuzz_inputs("ipc_frame");
+    let token = broker.agent_token();
+    let with_token = |data: &[u8]| -> Vec<u8> {
+        let at = data.windows(11).position(|w| w == br#""token":"t""#);
+        at.map_or_else(
+            || data.to_vec(),
+            |i| [&data[..i + 9], token.as_bytes(), &data[i + 10..]].concat(),
+        )
+    };
+    let sock = broker.home().join("run/sidecar.sock");
+    let (mut welcomed, mut refused) = (0, 0);
+    for (name, data) in &seeds {
+        let mut ipc = leo_testkit::Ipc::connect(&sock).await;
+        ipc.send_bytes(&with_token(data)).await;
+        let first = ipc.within(WAIT).await;
+        let first = first.unwrap_or_else(|| panic!("{name}: no answer"));
+        match first["type"].as_str() {
+            Some("welcome") => welcomed += 1,
+            Some("error") if first["code"] == "invalid_frame" => refused += 1,
+            _ => {}
+        }
+        if first["type"] == "welcome" {
+            for (_, next) in seeds.iter().filter(|(n, _)| !n.starts_with("hello")) {
+                ipc.send_bytes(next).await;
+            }
+        }
+        ipc.close().await;
+    }
+    assert!(
+        welcomed >= 1 && refused >= 2,
+        "{welcomed} welcomed, {refused} refused"
+    );
+}
+
 /// A session's frames: a tool name no registration holds answers `no_client`, bytes that are
 /// not UTF-8 an `invalid_frame` error; free text inside JSON the store keeps as JSON text
 /// (arguments, content) is written escaped, and an app error's message has its controls
@@ -557,6 +596,9 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
     // A message's text is stamped with its controls replaced, so it is stored.
     assert_eq!(message(&broker, "rocket", "a\0b").await.status, 200);
     bad_queries_are_refused(&http).await;
+    // The fuzz targets' seeds, HTTP requests and IPC frames, driven into this store.
+    crate::attacks::replay_fuzz_inputs(broker.addr, &broker).await;
+    ipc_seeds_are_answered(&broker).await;
     // `/mcp`: a harness's name and a tool's name holding U+0000.
     let mcp = leo_testkit::mcp::client(broker.addr, &broker.agent_token())
         .with_header("leo-agent", "nova");
