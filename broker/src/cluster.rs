@@ -19,7 +19,8 @@
 //!   nothing is accepted that could not be kept, and the database is tried every [`POLL`]
 //!   until it answers, its schema is brought up to date (once, under a lock) and the cluster's
 //!   tokens taken (`cluster_tokens`; at `prepare` already if it answered then). An error the
-//!   database answers on purpose (a schema newer than this broker) stops the instance.
+//!   database answers on purpose (a schema newer than this broker; a wrong role or password, a
+//!   missing database, a role without rights: `PgError::at_start`) stops the instance.
 //! - **Following**: it looks at the lease every [`POLL`]; while another instance leads, the
 //!   front forwards to the leader's advertised URL (`cluster.advertise_url`, or the one derived
 //!   from the TCP listener). Once the lease is free it opens the store (taking the lease and
@@ -287,7 +288,7 @@ impl Instance {
                 tokens = back;
                 taken
             };
-            match reached {
+            match reached.map_err(PgError::at_start) {
                 Ok(()) => {
                     tokens.spawn_refresh(self.p.home.clone(), self.done.clone());
                     return Ok(Stage::Following(doors));
