@@ -675,4 +675,9 @@ async fn a_missing_database_role_or_right_stops_the_start_with_the_fix() {
     let broker = Broker::start_with_env("", &[("LEO_STORE_URL", &url)]).await;
     let status = broker.http().get("/api/v1/status").await;
     assert_eq!(status.status, 503, "{}", status.body);
+    let waiting = crate::support::readiness(&broker.http(), 503).await;
+    assert_eq!(
+        waiting["reason"], "the database cannot be reached",
+        "{waiting}"
+    );
 }
