@@ -335,6 +335,17 @@ async fn a_follower_sends_no_secret_to_a_plain_http_leader() {
     let refused = b.http().get("/api/v1/status").await;
     assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
     assert!(!b.stderr().contains("forwarding to it"), "{}", b.stderr());
+    // Its `/readyz` says so, naming the leader it will not forward to.
+    let not = crate::support::readiness(&b.http(), 503).await;
+    let leader = leo_testkit::cluster::instance_id(a.home());
+    assert_eq!(not["leader"]["instance"], leader.as_str(), "{not}");
+    assert!(
+        not["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be forwarded"),
+        "{not}"
+    );
 }
 
 /// An IPC upgrade through a follower is checked there, as the leader checks it, before it is
