@@ -109,6 +109,14 @@ async fn an_instance_started_while_postgres_is_down_serves_once_it_is_back() {
     // It starts, listens, and says what it waits for.
     let mut broker = leo_testkit::Broker::start_with(&db.config()).await;
     eventually(|| async { broker.stderr().contains("waiting for the database") }).await;
+    // So does one whose database does not exist: that is known once the server answers.
+    let missing = leo_testkit::postgres::with_database(&db.url, "leo_no_such_database");
+    let (home, refusing) = crate::postgres::broker_on(&missing);
+    let log = home.path().join("broker.stderr");
+    eventually(|| async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("waiting for the database"))
+    })
+    .await;
     let waiting = readiness(&broker.http(), 503).await;
     assert_eq!(waiting["role"], "follower", "{waiting}");
     // What it could not keep, it refuses: an app's request is answered 503, on TCP and on the
@@ -128,6 +136,11 @@ async fn an_instance_started_while_postgres_is_down_serves_once_it_is_back() {
 
     // The database comes up: the instance joins (it leads, alone) without a restart.
     server.start_again().await;
+    let (status, said) = crate::postgres::stopped(home.path(), refusing).await;
+    assert!(
+        !status.success() && said.contains("(SQLSTATE 3D000)") && said.contains("CREATE DATABASE"),
+        "{said}"
+    );
     eventually(|| async { broker.http().try_status("/api/v1/status").await == Some(200) }).await;
     assert_eq!(readiness(&broker.http(), 200).await["role"], "leader");
     let mut app = App::connect(&broker.http()).await;

@@ -599,25 +599,42 @@ fn with_user(url: &str, user: &str) -> String {
     format!("{}{user}@{host}{}", &url[..start], &url[end..])
 }
 
-/// `leo broker` on a new home with `LEO_STORE_URL=url`, which must stop by itself: its exit
-/// status and what it said.
-async fn refused_start(url: &str) -> (std::process::ExitStatus, String) {
+/// `leo broker` started on a new home (returned, to outlive it) with `LEO_STORE_URL=url`,
+/// logging warnings to `broker.stderr` there.
+pub(crate) fn broker_on(url: &str) -> (tempfile::TempDir, tokio::process::Child) {
     let home = tempfile::tempdir().unwrap();
-    let run = tokio::process::Command::new(leo_testkit::bin("leo"))
+    let log = std::fs::File::create(home.path().join("broker.stderr")).unwrap();
+    let child = tokio::process::Command::new(leo_testkit::bin("leo"))
         .args(["broker", "--port", "0"])
         .env("LEO_HOME", home.path())
         .env("LEO_STORE_URL", url)
         .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
         .kill_on_drop(true)
-        .output();
-    let out = tokio::time::timeout(std::time::Duration::from_secs(30), run)
-        .await
-        .unwrap_or_else(|_| panic!("{url}: the start waits instead of stopping"))
+        .spawn()
         .unwrap();
-    (
-        out.status,
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (home, child)
+}
+
+/// How `broker`, started by [`broker_on`] in `home`, stopped by itself (within 30 s): its
+/// exit status and what it said.
+pub(crate) async fn stopped(
+    home: &std::path::Path,
+    mut broker: tokio::process::Child,
+) -> (std::process::ExitStatus, String) {
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), broker.wait())
+        .await
+        .unwrap_or_else(|_| panic!("the broker waits instead of stopping"))
+        .unwrap();
+    let said = std::fs::read_to_string(home.join("broker.stderr")).unwrap();
+    (status, said)
+}
+
+/// `leo broker` with `LEO_STORE_URL=url`, which must stop by itself at start.
+async fn refused_start(url: &str) -> (std::process::ExitStatus, String) {
+    let (home, broker) = broker_on(url);
+    stopped(home.path(), broker).await
 }
 
 /// What no wait would end stops the start with the server's words and the fix, naming the
