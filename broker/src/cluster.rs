@@ -19,7 +19,8 @@
 //!   nothing is accepted that could not be kept, and the database is tried every [`POLL`]
 //!   until it answers, its schema is brought up to date (once, under a lock) and the cluster's
 //!   tokens taken (`cluster_tokens`; at `prepare` already if it answered then). An error the
-//!   database answers on purpose (a schema newer than this broker) stops the instance.
+//!   database answers on purpose (a schema newer than this broker; a wrong role or password, a
+//!   missing database, a role without rights: `PgError::at_start`) stops the instance.
 //! - **Following**: it looks at the lease every [`POLL`]; while another instance leads, the
 //!   front forwards to the leader's advertised URL (`cluster.advertise_url`, or the one derived
 //!   from the TCP listener). Once the lease is free it opens the store (taking the lease and
@@ -49,6 +50,7 @@ use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::Home;
 use crate::http::front::{ClusterKey, Front, FrontConfig, FrontListeners, Upstream};
+use crate::http::health::FollowerView;
 use crate::server::{Ended, Leading, Listeners, Prepared};
 use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
 use crate::store::postgres::{self, PgError};
@@ -287,13 +289,15 @@ impl Instance {
                 tokens = back;
                 taken
             };
-            match reached {
+            match reached.map_err(PgError::at_start) {
                 Ok(()) => {
                     tokens.spawn_refresh(self.p.home.clone(), self.done.clone());
                     return Ok(Stage::Following(doors));
                 }
                 Err(e) if e.is_outage() => {
-                    doors.front(&self.p, &self.settings)?;
+                    doors
+                        .front(&self.p, &self.settings)?
+                        .view(unreachable_view(None));
                     if !said {
                         warn!(error = %leo_protocol::chain::error_chain(&e), "waiting for the database: this instance answers 503 store_unavailable until it can reach it");
                         said = true;
@@ -337,6 +341,10 @@ impl Instance {
                 }
                 Ok(Look::Held(leader)) => {
                     let front = doors.front(&self.p, &self.settings)?;
+                    if unreachable {
+                        // Pointed again: its `/readyz` said the database was away.
+                        following = None;
+                    }
                     // The key too: a rotated one is taken up within a poll.
                     if let Ok((key, _)) = cluster_keys(&self.pool).await {
                         // Pointed once per leader, URL and key: a URL it may not forward to (said
@@ -350,7 +358,8 @@ impl Instance {
                     unreachable = false;
                 }
                 Err(e) => {
-                    doors.front(&self.p, &self.settings)?;
+                    let front = doors.front(&self.p, &self.settings)?;
+                    front.view(unreachable_view(following.as_ref().map(|(l, _)| l)));
                     if !unreachable {
                         warn!(error = %leo_protocol::chain::error_chain(&e), "cannot look at the lease; still forwarding to the last leader known");
                         unreachable = true;
@@ -371,6 +380,12 @@ impl Instance {
         if up.is_some() {
             info!(leader = %leader, "another instance leads the database; forwarding to it");
         }
+        front.view(FollowerView {
+            leader: Some(probe_leader(leader)),
+            reason: up
+                .is_none()
+                .then(|| "the leader's URL cannot be forwarded to (the log says why)".to_owned()),
+        });
         front.follow(up);
     }
 
@@ -390,6 +405,7 @@ impl Instance {
         tokio::spawn(watch_keys(self.pool.clone(), key.clone(), watching.clone()));
         let leading = Leading {
             id: self.settings.store.me.id.clone(),
+            url: self.settings.store.me.url.clone(),
             key,
         };
         let opened = (store, restored, Some(leading));
@@ -431,6 +447,23 @@ impl Instance {
         self.p.lock.remove_sockets();
         info!("stopped");
         Stage::Stopped
+    }
+}
+
+/// `leader` as `/readyz` names it.
+fn probe_leader(leader: &Leader) -> leo_protocol::health::Leader {
+    leo_protocol::health::Leader {
+        instance: leader.id.clone(),
+        url: leader.url.clone(),
+    }
+}
+
+/// What a follower's `/readyz` says while the database cannot be reached: the leader it
+/// last knew, if any.
+fn unreachable_view(last: Option<&Leader>) -> FollowerView {
+    FollowerView {
+        leader: last.map(probe_leader),
+        reason: Some(crate::http::health::UNREACHABLE.to_owned()),
     }
 }
 

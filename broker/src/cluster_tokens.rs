@@ -201,7 +201,7 @@ pub(crate) struct Shared {
 /// host's files are the cluster's before the broker says it listens. A database that cannot
 /// be reached does not stop the start: the book accepts nothing (the instance serves nothing
 /// either) until [`Shared::join`] succeeds. One that answers with an error (a schema newer
-/// than this broker) does.
+/// than this broker; a role, password or database that is wrong, [`PgError::at_start`]) does.
 pub(crate) fn prepare(home: &Home, config: &Config, url: &str) -> Result<Shared> {
     let mut shared = Shared {
         url: url.to_owned(),
@@ -210,7 +210,7 @@ pub(crate) fn prepare(home: &Home, config: &Config, url: &str) -> Result<Shared>
         local: local_entries(home, config)?,
         joined: false,
     };
-    match shared.join(home) {
+    match shared.join(home).map_err(PgError::at_start) {
         Err(e) if e.is_outage() => {
             warn!(error = %leo_protocol::chain::error_chain(&e), "cannot reach the database now; serving anyway, and joining the cluster once it answers");
             Ok(shared)

@@ -140,13 +140,28 @@ pub fn store_of(path: &Path) -> Result<Store> {
 /// The variable that names the PostgreSQL store, over `store.url`.
 pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
 
+/// The variables of its environment the broker reads, besides `LEO_HOME`: what a service
+/// that runs it must carry (`leo service install`), or it would start another broker than the
+/// shell's.
+pub const BROKER_ENVIRONMENT: [&str; 2] = [STORE_URL_VAR, leo_protocol::tls::CA_FILE_ENV];
+
 /// The PostgreSQL store as its errors name it: by where its URL came from, the variable when
 /// it is set (then there may be no `config.yaml` at all), else `store.url`.
 pub fn store_label() -> &'static str {
-    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
+    if store_key() == STORE_URL_VAR {
         "LEO_STORE_URL (PostgreSQL)"
     } else {
         "store.url (PostgreSQL)"
+    }
+}
+
+/// Where the PostgreSQL store's URL came from, as a fix names it: `LEO_STORE_URL` when it is
+/// set, else `store.url`.
+pub fn store_key() -> &'static str {
+    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
+        STORE_URL_VAR
+    } else {
+        "store.url"
     }
 }
 

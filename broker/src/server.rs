@@ -68,6 +68,8 @@ pub(crate) enum Live {
 /// which its routers check on what followers forward (`http::front::gate`).
 pub(crate) struct Leading {
     pub id: String,
+    /// Where its peers reach it (`/readyz` says so).
+    pub url: String,
     pub key: crate::http::front::ClusterKey,
 }
 
@@ -362,6 +364,10 @@ pub(crate) async fn serve(
         sidecars: sidecars.clone(),
         mcp,
         https: p.tls.is_some(),
+        instance: leading.as_ref().map(|l| crate::http::health::Instance {
+            id: l.id.clone(),
+            url: l.url.clone(),
+        }),
         webhooks,
         tokens: p.tokens.clone(),
         max_body: p.config.web.max_body_bytes,

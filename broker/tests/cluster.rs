@@ -199,9 +199,32 @@ async fn only_the_clusters_key_speaks_for_a_follower() {
     let origin = b.http().with_header("origin", "http://evil.example");
     let r = origin.post("/mcp", &json!({})).await;
     assert_eq!(r.status, 403, "{r:?}");
+    probes_on_a_leader_and_a_follower(a, b).await;
     bodies_over_the_limit_are_413_through_a_follower(b).await;
     upgrades_are_checked_by_the_follower(a, b).await;
     the_key_rotates_without_a_stop(&db, a, b).await;
+}
+
+/// The probes, without a token: each instance says its role and the leader (the follower
+/// answers them itself, behind its own Host check, rather than forward them).
+async fn probes_on_a_leader_and_a_follower(a: &Broker, b: &Broker) {
+    let id = leo_testkit::cluster::instance_id(a.home());
+    let url = format!("http://{}", a.addr);
+    let leader = crate::support::readiness(&a.http(), 200).await;
+    let names = json!({"instance": id, "url": url});
+    assert_eq!(
+        leader,
+        json!({"status": "ready", "role": "leader", "instance": id, "leader": names})
+    );
+    let follower = crate::support::readiness(&b.http(), 200).await;
+    let me = leo_testkit::cluster::instance_id(b.home());
+    assert_eq!(
+        follower,
+        json!({"status": "ready", "role": "follower", "instance": me, "leader": names})
+    );
+    crate::support::readiness(&b.http_unix(), 200).await;
+    let foreign = b.http().with_token(None).with_host("evil.example");
+    assert_eq!(foreign.get("/readyz").await.status, 403);
 }
 
 /// `leo cluster rotate-key`: the leader takes the new key up and the follower forwards with
@@ -312,6 +335,17 @@ async fn a_follower_sends_no_secret_to_a_plain_http_leader() {
     let refused = b.http().get("/api/v1/status").await;
     assert_eq!(refused.code(503), "store_unavailable", "{refused:?}");
     assert!(!b.stderr().contains("forwarding to it"), "{}", b.stderr());
+    // Its `/readyz` says so, naming the leader it will not forward to.
+    let not = crate::support::readiness(&b.http(), 503).await;
+    let leader = leo_testkit::cluster::instance_id(a.home());
+    assert_eq!(not["leader"]["instance"], leader.as_str(), "{not}");
+    assert!(
+        not["reason"]
+            .as_str()
+            .unwrap()
+            .contains("cannot be forwarded"),
+        "{not}"
+    );
 }
 
 /// An IPC upgrade through a follower is checked there, as the leader checks it, before it is

@@ -15,7 +15,7 @@ use leo_testkit::postgres::{Database, Throwaway};
 use serde_json::json;
 
 use crate::postgres::until_stored;
-use crate::support::{App, agent, eventually, message, outcome_code, result_of, tool};
+use crate::support::{App, agent, eventually, message, outcome_code, readiness, result_of, tool};
 
 /// A PostgreSQL server of the test's own (it stops it) with a database on it.
 async fn throwaway() -> Option<(Throwaway, Database)> {
@@ -52,8 +52,16 @@ async fn postgres_stopped_and_started_under_load_through_followers_ends_every_ca
         ipc.call(n, "wait", json!({"n": n})).await;
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    // Every instance is alive and says it cannot take work, and why.
+    for node in &nodes {
+        let not = readiness(&node.http(), 503).await;
+        assert_eq!(not["reason"], "the database cannot be reached", "{not}");
+    }
     server.start_again().await;
     eventually(|| async { message(a, "rocket", "back").await.status == 200 }).await;
+    for node in &nodes {
+        readiness(&node.http(), 200).await;
+    }
     for n in 41..=60 {
         ipc.call(n, "wait", json!({"n": n})).await;
     }
@@ -101,6 +109,16 @@ async fn an_instance_started_while_postgres_is_down_serves_once_it_is_back() {
     // It starts, listens, and says what it waits for.
     let mut broker = leo_testkit::Broker::start_with(&db.config()).await;
     eventually(|| async { broker.stderr().contains("waiting for the database") }).await;
+    // So does one whose database does not exist: that is known once the server answers.
+    let missing = leo_testkit::postgres::with_database(&db.url, "leo_no_such_database");
+    let (home, refusing) = crate::postgres::broker_on(&missing);
+    let log = home.path().join("broker.stderr");
+    eventually(|| async {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("waiting for the database"))
+    })
+    .await;
+    let waiting = readiness(&broker.http(), 503).await;
+    assert_eq!(waiting["role"], "follower", "{waiting}");
     // What it could not keep, it refuses: an app's request is answered 503, on TCP and on the
     // API socket, and an agent's session is closed, so a real `leo-mcp` answers a tool error.
     let register = json!({"client_id": "c_early", "group": "g", "tools": [tool("wait")]});
@@ -118,7 +136,13 @@ async fn an_instance_started_while_postgres_is_down_serves_once_it_is_back() {
 
     // The database comes up: the instance joins (it leads, alone) without a restart.
     server.start_again().await;
+    let (status, said) = crate::postgres::stopped(home.path(), refusing).await;
+    assert!(
+        !status.success() && said.contains("(SQLSTATE 3D000)") && said.contains("CREATE DATABASE"),
+        "{said}"
+    );
     eventually(|| async { broker.http().try_status("/api/v1/status").await == Some(200) }).await;
+    assert_eq!(readiness(&broker.http(), 200).await["role"], "leader");
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("wait")])).await;
     let mut ipc = agent(&broker, "rocket").await;

@@ -598,6 +598,8 @@ async fn metrics_count_calls_refusals_and_live_state() {
     assert_eq!(r.status, 200, "{r:?}");
     assert!(has_line(r.body.as_str().unwrap(), "leo_live_calls 1"));
     assert_eq!(open.get("/api/v1/status").await.code(404), "not_found");
+    // And the probes, as on every listener.
+    crate::support::readiness(&open, 200).await;
 }
 
 #[tokio::test]

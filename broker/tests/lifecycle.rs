@@ -327,3 +327,20 @@ async fn a_stop_with_apps_and_agents_connected_is_prompt() {
     assert!(!log.contains("WARN leo_broker"), "{log}");
     drop(app);
 }
+
+/// A broker on its own answers the probes without a token, on TCP (behind the Host check, as
+/// every route) and on the API socket; a token it does not know is refused as anywhere.
+#[tokio::test]
+async fn a_single_broker_is_live_and_ready_to_a_probe_without_a_token() {
+    let broker = Broker::start().await;
+    for http in [broker.http(), broker.http_unix()] {
+        let ready = crate::support::readiness(&http, 200).await;
+        assert_eq!(ready, json!({"status": "ready", "role": "single"}));
+    }
+    let foreign = broker.http().with_token(None).with_host("evil.example:1");
+    assert_eq!(foreign.get("/healthz").await.status, 403);
+    assert_eq!(foreign.get("/readyz").await.status, 403);
+    let unknown = broker.http().with_token(Some("not-a-token"));
+    assert_eq!(unknown.get("/readyz").await.status, 401);
+    assert_eq!(broker.http().post("/readyz", &json!({})).await.status, 405);
+}

@@ -630,3 +630,113 @@ async fn text_postgres_cannot_hold_is_refused_at_the_edge_and_the_store_keeps_wr
         "{logs}"
     );
 }
+
+/// `url` with its user replaced by `user` (the part before `@`, or a new one).
+fn with_user(url: &str, user: &str) -> String {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let end = url[start..].find('/').map_or(url.len(), |i| start + i);
+    let host = url[start..end]
+        .rsplit_once('@')
+        .map_or(&url[start..end], |(_, h)| h);
+    format!("{}{user}@{host}{}", &url[..start], &url[end..])
+}
+
+/// `leo broker` started on a new home (returned, to outlive it) with `LEO_STORE_URL=url`,
+/// logging warnings to `broker.stderr` there.
+pub(crate) fn broker_on(url: &str) -> (tempfile::TempDir, tokio::process::Child) {
+    let home = tempfile::tempdir().unwrap();
+    let log = std::fs::File::create(home.path().join("broker.stderr")).unwrap();
+    let child = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(["broker", "--port", "0"])
+        .env("LEO_HOME", home.path())
+        .env("LEO_STORE_URL", url)
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .stderr(log)
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    (home, child)
+}
+
+/// How `broker`, started by [`broker_on`] in `home`, stopped by itself (within 30 s): its
+/// exit status and what it said.
+pub(crate) async fn stopped(
+    home: &std::path::Path,
+    mut broker: tokio::process::Child,
+) -> (std::process::ExitStatus, String) {
+    let status = tokio::time::timeout(std::time::Duration::from_secs(30), broker.wait())
+        .await
+        .unwrap_or_else(|_| panic!("the broker waits instead of stopping"))
+        .unwrap();
+    let said = std::fs::read_to_string(home.join("broker.stderr")).unwrap();
+    (status, said)
+}
+
+/// `leo broker` with `LEO_STORE_URL=url`, which must stop by itself at start.
+async fn refused_start(url: &str) -> (std::process::ExitStatus, String) {
+    let (home, broker) = broker_on(url);
+    stopped(home.path(), broker).await
+}
+
+/// What no wait would end stops the start with the server's words and the fix, naming the
+/// variable the URL came from: a database that does not exist, a role the server does not
+/// know, a role without the rights to create the tables. (The server the tests use trusts
+/// every local role, so a wrong password cannot fail here; it is the same path, 28P01.)
+#[tokio::test]
+async fn a_missing_database_role_or_right_stops_the_start_with_the_fix() {
+    let Some(db) = database().await else { return };
+    let role = format!("{}_r", db.name);
+    let pg = db.client().await;
+    pg.batch_execute(&format!(
+        "CREATE ROLE {role} LOGIN; REVOKE CREATE ON SCHEMA public FROM PUBLIC"
+    ))
+    .await
+    .unwrap();
+    let admin = &db.server().admin_url;
+    let cases = [
+        (
+            leo_testkit::postgres::with_database(admin, "leo_no_such_database"),
+            "3D000",
+            "CREATE DATABASE",
+        ),
+        (
+            with_user(&db.url, "leo_no_such_role"),
+            "28000",
+            "CREATE ROLE",
+        ),
+        (
+            with_user(&db.url, &role),
+            "42501",
+            "GRANT USAGE, CREATE ON SCHEMA",
+        ),
+    ];
+    for (url, code, fix) in cases {
+        let (status, said) = refused_start(&url).await;
+        assert!(!status.success(), "{url}: {said}");
+        assert!(
+            said.contains("leo: LEO_STORE_URL (PostgreSQL): the server refused: ")
+                && said.contains(&format!("(SQLSTATE {code})"))
+                && said.contains(fix)
+                && said.contains("exists in LEO_STORE_URL")
+                    | said.contains("named in LEO_STORE_URL"),
+            "{url}: {said}"
+        );
+    }
+    let _ = pg
+        .batch_execute(&format!("DROP ROLE IF EXISTS {role}"))
+        .await;
+    // A server that does not answer is an outage: waited for, the instance serving 503.
+    let url = format!(
+        "postgres://postgres@127.0.0.1:{}/postgres",
+        leo_testkit::postgres::free_port()
+    );
+    let broker = Broker::start_with_env("", &[("LEO_STORE_URL", &url)]).await;
+    let status = broker.http().get("/api/v1/status").await;
+    assert_eq!(status.status, 503, "{}", status.body);
+    let waiting = crate::support::readiness(&broker.http(), 503).await;
+    assert_eq!(
+        waiting["reason"], "the database cannot be reached",
+        "{waiting}"
+    );
+}

@@ -46,9 +46,15 @@ impl Setup {
     }
 
     fn leo(&self, args: &[&str]) -> Output {
+        self.leo_with(args, &[])
+    }
+
+    /// `leo` with `env` added to its environment.
+    fn leo_with(&self, args: &[&str], env: &[(&str, &str)]) -> Output {
         Command::new(bin("leo"))
             .args(args)
             .env_clear()
+            .envs(env.iter().copied())
             .env("HOME", self.home())
             .env(
                 "PATH",
@@ -100,6 +106,24 @@ fn alone_in_dir(file: &Path) {
     );
 }
 
+/// `systemd-analyze verify` passes the unit at `path` (`unit`, its text) without a remark.
+fn verify_unit(path: &Path, unit: &str) {
+    let verify = Command::new(require::SYSTEMD_ANALYZE)
+        .arg("verify")
+        .arg(path)
+        .output()
+        .unwrap();
+    let (code, vout, verr) = text(&verify);
+    assert_eq!(
+        code, 0,
+        "systemd-analyze verify:\n{vout}{verr}\n--- unit\n{unit}"
+    );
+    assert!(
+        !verr.contains("leo.service:"),
+        "systemd-analyze has remarks:\n{verr}"
+    );
+}
+
 #[test]
 fn the_systemd_unit_as_written_passes_systemd_analyze_and_a_second_install_is_refused() {
     if !require::systemd_analyze() {
@@ -126,20 +150,7 @@ fn the_systemd_unit_as_written_passes_systemd_analyze_and_a_second_install_is_re
         s.log(),
         "systemctl --user show-environment\nsystemctl --user daemon-reload\nsystemctl --user enable --now leo.service\n"
     );
-    let verify = Command::new(require::SYSTEMD_ANALYZE)
-        .arg("verify")
-        .arg(s.unit())
-        .output()
-        .unwrap();
-    let (code, vout, verr) = text(&verify);
-    assert_eq!(
-        code, 0,
-        "systemd-analyze verify:\n{vout}{verr}\n--- unit\n{unit}"
-    );
-    assert!(
-        !verr.contains("leo.service:"),
-        "systemd-analyze has remarks:\n{verr}"
-    );
+    verify_unit(&s.unit(), &unit);
 
     let (code, _, err) = text(&s.leo(&["service", "install", "--manager", "systemd"]));
     assert_eq!(code, 3, "{err}");
@@ -315,6 +326,18 @@ fn dict_get<'a>(dict: roxmltree::Node<'a, 'a>, key: &str) -> roxmltree::Node<'a,
         .unwrap_or_else(|| panic!("no {key}"))
 }
 
+/// `xml` read as XML with its DTD.
+fn parse_plist(xml: &str) -> roxmltree::Document<'_> {
+    roxmltree::Document::parse_with_options(
+        xml,
+        roxmltree::ParsingOptions {
+            allow_dtd: true,
+            ..Default::default()
+        },
+    )
+    .unwrap_or_else(|e| panic!("not XML: {e}\n{xml}"))
+}
+
 #[test]
 fn the_launchagent_as_written_is_a_valid_plist_that_runs_the_broker_on_this_home() {
     let s = Setup::new("never");
@@ -332,14 +355,7 @@ fn the_launchagent_as_written_is_a_valid_plist_that_runs_the_broker_on_this_home
     let logs = s.home().join("Library/Logs/leo");
     assert!(logs.is_dir());
     let xml = std::fs::read_to_string(s.plist()).unwrap();
-    let doc = roxmltree::Document::parse_with_options(
-        &xml,
-        roxmltree::ParsingOptions {
-            allow_dtd: true,
-            ..Default::default()
-        },
-    )
-    .unwrap_or_else(|e| panic!("not XML: {e}\n{xml}"));
+    let doc = parse_plist(&xml);
     assert!(xml.contains(r#"<!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">"#));
     let root = doc.root_element();
     assert_eq!(root.tag_name().name(), "plist");
@@ -384,4 +400,48 @@ fn the_launchagent_as_written_is_a_valid_plist_that_runs_the_broker_on_this_home
         "{}",
         s.log()
     );
+}
+
+/// The variables the broker reads from its environment (the PostgreSQL store, the CA of the
+/// cluster's peers) go into the service with `LEO_HOME`, or the service would start another
+/// broker than this shell's; the file stays 0600, as it then holds the database's password.
+#[test]
+fn the_service_carries_the_store_and_the_ca_file_in_a_private_file() {
+    let s = Setup::new("never");
+    let url = "postgres://leo:s3cr%t\"@db.internal:5432/leo";
+    let env = [("LEO_STORE_URL", url), ("LEO_CA_FILE", "ca.pem")];
+    let install = |manager: &str| {
+        let out = s.leo_with(&["service", "install", "--manager", manager], &env);
+        let (code, out, err) = text(&out);
+        assert_eq!(code, 0, "{out}{err}");
+    };
+    install("systemd");
+    let unit = std::fs::read_to_string(s.unit()).unwrap();
+    assert!(
+        unit.contains(
+            "Environment=\"LEO_STORE_URL=postgres://leo:s3cr%%t\\\"@db.internal:5432/leo\"\n"
+        ),
+        "{unit}"
+    );
+    // Relative to the directory `leo service install` ran in (the test's).
+    let ca = std::env::current_dir().unwrap().join("ca.pem");
+    assert!(
+        unit.contains(&format!("Environment=\"LEO_CA_FILE={}\"\n", ca.display())),
+        "{unit}"
+    );
+    let mode = std::fs::metadata(s.unit()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
+    if require::systemd_analyze() {
+        verify_unit(&s.unit(), &unit);
+    }
+    install("launchd");
+    let xml = std::fs::read_to_string(s.plist()).unwrap();
+    let doc = parse_plist(&xml);
+    let dict = doc.root_element().first_element_child().unwrap();
+    plist_value(dict).unwrap_or_else(|e| panic!("{e}\n{xml}"));
+    let vars = dict_get(dict, "EnvironmentVariables");
+    assert_eq!(dict_get(vars, "LEO_STORE_URL").text(), Some(url));
+    assert_eq!(dict_get(vars, "LEO_CA_FILE").text(), ca.to_str());
+    let mode = std::fs::metadata(s.plist()).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "{mode:o}");
 }

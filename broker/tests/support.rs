@@ -132,3 +132,29 @@ pub async fn message(broker: &Broker, to: &str, text: &str) -> Reply {
         )
         .await
 }
+
+/// Waits until `http`'s `GET /readyz`, asked without a token, answers `status` (`200` ready,
+/// `503` not); its body. `/healthz` answers `200 {"status":"ok"}` all along.
+pub async fn readiness(http: &Http, status: u16) -> Value {
+    let probe = http.with_token(None);
+    let deadline = tokio::time::Instant::now() + leo_testkit::WAIT;
+    loop {
+        let live = probe.get("/healthz").await;
+        assert_eq!(
+            (live.status, &live.body),
+            (200, &serde_json::json!({"status": "ok"}))
+        );
+        let ready = probe.try_get("/readyz").await;
+        if let Some(r) = ready.filter(|r| r.status == status) {
+            let word = if status == 200 { "ready" } else { "not_ready" };
+            assert_eq!(r.body["status"], word, "{r:?}");
+            assert_eq!(r.body["reason"].is_null(), status == 200, "{r:?}");
+            return r.body;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "/readyz never answered {status}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -14,7 +14,8 @@
 //!
 //! Every input also takes the path of the `metrics.bind` listener: the same Host check, then
 //! the same table filtered by `Route::on_metrics_listener`, which must leave `GET /metrics`
-//! alone, a route no token is asked for there and no body is read for.
+//! and the probes (`GET /healthz`, `GET /readyz`) alone, routes no token is asked for there and
+//! no body is read for.
 #![no_main]
 
 #[allow(dead_code)]
@@ -150,15 +151,19 @@ fn check_mcp(headers: &[httparse::Header<'_>], body: &[u8]) {
     }
 }
 
-/// What the metrics listener serves of a routed request: `GET /metrics` only, never a console
-/// route, a route with a body, or one that changes anything.
+/// What the metrics listener serves of a routed request: `GET /metrics` and the probes only,
+/// never a console route, a route with a body, or one that changes anything.
 fn check_metrics_listener(route: Route, method: &str) {
     if !route.on_metrics_listener() {
         return;
     }
-    assert_eq!(route, Route::Metrics);
     assert_eq!(method, "GET");
     assert!(!route.console());
-    assert_eq!(route.callers(), &[Kind::Operator]);
     assert_eq!(route.body_limit(MAX_BODY), 0);
+    if route.probe() {
+        assert!(route.allows(Kind::Anonymous) && !route.allows(Kind::ApiClient));
+    } else {
+        assert_eq!(route, Route::Metrics);
+        assert_eq!(route.callers(), &[Kind::Operator]);
+    }
 }

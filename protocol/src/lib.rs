@@ -27,6 +27,7 @@ pub mod envelope;
 pub mod events;
 pub mod glob;
 pub mod harness;
+pub mod health;
 pub mod history;
 pub mod home;
 pub mod input;

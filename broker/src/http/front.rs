@@ -22,7 +22,8 @@
 //! hello's token as it does on its own socket. A sidecar's pipe (either way in) ends with a
 //! line saying the sidecar left (`pipe`), so that the leader tells a `leo-mcp` that stopped
 //! (its calls end) from this instance lost (its calls wait for the `leo-mcp` to resume
-//! elsewhere). `/metrics` is answered here: it is per instance.
+//! elsewhere). `/metrics` is answered here: it is per instance, and so are the probes
+//! (`/healthz`, `/readyz`, see `health`).
 //!
 //! With no reachable leader (it was just killed; the lease has not lapsed yet), HTTP is
 //! answered `503 store_unavailable` and sidecar connections are closed: apps and `leo-mcp`
@@ -50,6 +51,7 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use super::health::{FollowerView, follower_probe};
 use super::rules::HostCheck;
 use super::serve::{TcpBudget, accept_until};
 use super::tls::ServerTls;
@@ -174,6 +176,8 @@ struct Shared {
     pool: std::sync::Mutex<Vec<Sender>>,
     /// Whether the leader's last failure was logged as a warning (once per outage).
     warned: AtomicBool,
+    /// What `/readyz` answers, as `cluster` last saw the database and the lease.
+    view: RwLock<FollowerView>,
     stop: CancellationToken,
 }
 
@@ -237,6 +241,7 @@ impl Front {
             leader: RwLock::new(None),
             pool: std::sync::Mutex::new(Vec::new()),
             warned: AtomicBool::new(false),
+            view: RwLock::default(),
             stop: stop.clone(),
         });
         let app = |door: Door, host: Option<Arc<HostCheck>>| {
@@ -296,6 +301,13 @@ impl Front {
         }
     }
 
+    /// What `/readyz` answers from now on.
+    pub fn view(&self, view: FollowerView) {
+        if let Ok(mut v) = self.shared.view.write() {
+            *v = view;
+        }
+    }
+
     /// Stops serving, closes every connection it was forwarding, and gives the listeners
     /// back; `None` if an accept loop ended abnormally (a panic), when they cannot be had.
     pub async fn stop(self) -> Option<FrontListeners> {
@@ -331,9 +343,14 @@ enum Door {
     Unix,
 }
 
-/// Every request of a front: answered here (`/metrics`, a refusal) or forwarded.
+/// Every request of a front: answered here (the probes, `/metrics`, a refusal) or forwarded.
 async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<Body>) -> Response {
     let path = req.uri().path();
+    if let Ok(view) = shared.view.read()
+        && let Some(answer) = follower_probe(req.method().as_str(), path, &shared.me_text, &view)
+    {
+        return answer;
+    }
     let leader = shared.leader();
     if let (Some(presented), Some(up)) = (req.headers().get(CLUSTER_KEY), &leader)
         && crate::agent_tokens::ct_eq_bytes(presented.as_bytes(), up.key.as_bytes())

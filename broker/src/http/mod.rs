@@ -8,6 +8,7 @@ mod auth;
 pub mod console;
 mod events;
 pub mod front;
+pub mod health;
 mod history;
 mod ipc;
 pub mod mcp;
@@ -43,6 +44,8 @@ pub struct AppState {
     pub mcp: Option<Arc<dyn mcp::Mount>>,
     /// The TCP listener serves HTTPS (`web.tls`): a browser's own origin is `https://<Host>`.
     pub https: bool,
+    /// This instance, when it leads a cluster (`/readyz` names it); `None` for a single broker.
+    pub instance: Option<health::Instance>,
 }
 
 /// The API routes, shared by both listeners.
@@ -100,6 +103,8 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::RemoveWebhook => on(method, routes::remove_webhook),
         Route::Ipc => on(method, ipc::upgrade),
         Route::Mcp => on(method, mcp::serve),
+        Route::Health => on(method, health::healthz),
+        Route::Ready => on(method, health::readyz),
     }
 }
 
@@ -115,8 +120,8 @@ fn finish(routes: Router<Arc<AppState>>, state: Arc<AppState>) -> Router {
         .with_state(state)
 }
 
-/// The router of `metrics.bind`: `GET /metrics` and nothing else, without a token (the
-/// listener is loopback only), behind the same Host check as the main TCP listener: without
+/// The router of `metrics.bind`: `GET /metrics` and the probes, nothing else, without a
+/// token (the listener is loopback only), behind the same Host check as the main TCP listener: without
 /// it, a page on a rebinding DNS name could read the metrics.
 pub fn metrics_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
     routes_where(Route::on_metrics_listener)

@@ -59,6 +59,10 @@ pub enum Route {
     Ipc,
     /// `POST`, `GET` and `DELETE /mcp`: MCP over Streamable HTTP (TCP only).
     Mcp,
+    /// `GET /healthz`: the process serves (no token).
+    Health,
+    /// `GET /readyz`: the instance takes work now (no token).
+    Ready,
 }
 
 /// Kinds of caller, for the table.
@@ -104,6 +108,10 @@ const PUBLIC: &[Kind] = &[
     Kind::Device,
     Kind::Agent,
 ];
+
+/// The probes' callers: anyone, since a load balancer sends no token (a token it sends is
+/// still checked; an API client's is refused, as everywhere but its message route).
+const PROBE: &[Kind] = &[Kind::Anonymous, Kind::Operator, Kind::Device, Kind::Agent];
 
 /// The approve route's path, as the router and the policy table both name it.
 pub const APPROVE_PATH: &str = "/api/v1/client-tools/definitions/{name}/approve";
@@ -176,11 +184,18 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", MCP_PATH, Route::Mcp),
     ("GET", MCP_PATH, Route::Mcp),
     ("DELETE", MCP_PATH, Route::Mcp),
+    ("GET", HEALTHZ_PATH, Route::Health),
+    ("GET", READYZ_PATH, Route::Ready),
 ];
 
 /// MCP over Streamable HTTP: one path, three methods (a message, the notification stream, the
 /// end of a session).
 pub const MCP_PATH: &str = "/mcp";
+
+/// The liveness probe's path.
+pub const HEALTHZ_PATH: &str = "/healthz";
+/// The readiness probe's path.
+pub const READYZ_PATH: &str = "/readyz";
 
 /// The webhook providers' path.
 pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
@@ -239,6 +254,7 @@ impl Route {
             // token table; `mcp::check` finds it).
             Route::Mcp => &[Kind::Agent],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
+            Route::Health | Route::Ready => PROBE,
             Route::Logout
             | Route::ConsolePage
             | Route::ConsoleSession
@@ -256,9 +272,15 @@ impl Route {
     }
 
     /// Served on `metrics.bind` too, without a token (after its Host check): `GET /metrics`
-    /// and nothing else.
+    /// and the probes, nothing else.
     pub fn on_metrics_listener(self) -> bool {
-        self == Route::Metrics
+        self == Route::Metrics || self.probe()
+    }
+
+    /// `GET /healthz` and `GET /readyz`: asked by load balancers, without a token, on every
+    /// listener.
+    pub fn probe(self) -> bool {
+        matches!(self, Route::Health | Route::Ready)
     }
 
     /// A route that authorizes in its own handler, by this table: `/mcp` (see `mcp`).
@@ -337,7 +359,9 @@ impl Route {
             | Route::ConsoleAsset
             | Route::ConsoleSession
             | Route::ConsoleEvents
-            | Route::Ipc => 0,
+            | Route::Ipc
+            | Route::Health
+            | Route::Ready => 0,
         }
     }
 }
@@ -610,7 +634,10 @@ mod tests {
                 "{r:?}: sessions open console routes only"
             );
             assert!(!r.allows(Kind::ApiClient) || *r == Route::Message, "{r:?}");
-            assert!(!public || r.console() && !r.changes_state() || *r == Route::Login);
+            assert!(
+                !public || r.console() && !r.changes_state() || *r == Route::Login || r.probe()
+            );
+            assert!(!r.probe() || r.body_limit(1 << 20) == 0 && r.on_metrics_listener());
         }
         assert!(!Route::Claim.allows(Kind::Agent));
         assert!(Route::Events.allows(Kind::Agent));

@@ -3,8 +3,10 @@
 //! (`~/.config/systemd/user/leo.service`), a LaunchAgent on macOS
 //! (`~/Library/LaunchAgents/leo.broker.plist`, logs in `~/Library/Logs/leo/`).
 //!
-//! The file names the binary by its absolute path and carries this command's `LEO_HOME`, so the
-//! service runs the broker this shell would. It is written whole or not at all (a temp file
+//! The file names the binary by its absolute path and carries this command's `LEO_HOME` and
+//! every other variable the broker reads that is set here (`LEO_STORE_URL`, `LEO_CA_FILE`:
+//! `leo_broker::config::BROKER_ENVIRONMENT`), so the service runs the broker this shell would.
+//! The file is written 0600, as it may then hold the database's password. It is written whole or not at all (a temp file
 //! beside it, then a rename), and removed again if the service manager refuses it, so a failed
 //! install leaves nothing that a second one would take for "already installed". The service
 //! manager is always `systemctl` / `launchctl` as found on `PATH`; `--dry-run` prints the file
@@ -97,6 +99,9 @@ struct Service {
     exe: PathBuf,
     /// `LEO_HOME`, absolute.
     home: PathBuf,
+    /// The service's environment: `LEO_HOME`, then each variable of
+    /// `config::BROKER_ENVIRONMENT` set here (a file's path made absolute).
+    env: Vec<(String, String)>,
     /// The user's home directory.
     user_home: PathBuf,
 }
@@ -149,6 +154,7 @@ impl Service {
             manager,
             file,
             exe,
+            env: environment(&home),
             home,
             user_home,
         })
@@ -162,8 +168,8 @@ impl Service {
     /// The unit or plist, as written.
     fn contents(&self) -> String {
         match self.manager {
-            Manager::Systemd => systemd_unit(&self.exe, &self.home),
-            Manager::Launchd => launchd_plist(&self.exe, &self.home, &self.log_dir()),
+            Manager::Systemd => systemd_unit(&self.exe, &self.home, &self.env),
+            Manager::Launchd => launchd_plist(&self.exe, &self.env, &self.log_dir()),
         }
     }
 
@@ -393,9 +399,40 @@ impl Service {
     }
 }
 
-/// The systemd user unit: starts `exe broker` with `LEO_HOME`, restarts it after a crash (a
-/// clean stop, SIGTERM from `systemctl stop`, stays stopped), at every login.
-pub fn systemd_unit(exe: &Path, home: &Path) -> String {
+/// `LEO_HOME`, then each variable the broker reads that is set here, by name.
+fn environment(home: &Path) -> Vec<(String, String)> {
+    let mut env = vec![("LEO_HOME".to_owned(), home.display().to_string())];
+    for name in leo_broker::config::BROKER_ENVIRONMENT {
+        let Some(value) = std::env::var_os(name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let value = if name == leo_protocol::tls::CA_FILE_ENV {
+            // A file named from this shell's directory: the service starts elsewhere.
+            let path = PathBuf::from(&value);
+            std::path::absolute(&path)
+                .unwrap_or(path)
+                .display()
+                .to_string()
+        } else {
+            value.to_string_lossy().into_owned()
+        };
+        env.push((name.to_owned(), value));
+    }
+    env
+}
+
+/// The systemd user unit: starts `exe broker` with `env` (`LEO_HOME` first), restarts it
+/// after a crash (a clean stop, SIGTERM from `systemctl stop`, stays stopped), at every login.
+pub fn systemd_unit(exe: &Path, home: &Path, env: &[(String, String)]) -> String {
+    let env: String = env
+        .iter()
+        .map(|(name, value)| {
+            format!(
+                "Environment={}\n",
+                systemd_quote(&format!("{name}={value}"))
+            )
+        })
+        .collect();
     format!(
         "# Written by `leo service install`; remove with `leo service uninstall`.\n\
          [Unit]\n\
@@ -403,7 +440,7 @@ pub fn systemd_unit(exe: &Path, home: &Path) -> String {
          \n\
          [Service]\n\
          Type=exec\n\
-         Environment={env}\n\
+         {env}\
          ExecStart={exe} broker\n\
          Restart=on-failure\n\
          RestartSec=2\n\
@@ -411,7 +448,6 @@ pub fn systemd_unit(exe: &Path, home: &Path) -> String {
          [Install]\n\
          WantedBy=default.target\n",
         home_text = systemd_escape(&home.display().to_string()).replace('\n', " "),
-        env = systemd_quote(&format!("LEO_HOME={}", home.display())),
         exe = systemd_quote(&exe.display().to_string()).replace('$', "$$"),
     )
 }
@@ -427,10 +463,20 @@ fn systemd_quote(s: &str) -> String {
     format!("\"{escaped}\"")
 }
 
-/// The LaunchAgent: runs `exe broker` at load (login) with `LEO_HOME`, again when it exits
-/// with an error, its stdout and stderr in `logs`.
-pub fn launchd_plist(exe: &Path, home: &Path, logs: &Path) -> String {
+/// The LaunchAgent: runs `exe broker` at load (login) with `env` (`LEO_HOME` first), again
+/// when it exits with an error, its stdout and stderr in `logs`.
+pub fn launchd_plist(exe: &Path, env: &[(String, String)], logs: &Path) -> String {
     let s = |p: &Path| xml_escape(&p.display().to_string());
+    let env: String = env
+        .iter()
+        .map(|(name, value)| {
+            format!(
+                "\t\t<key>{}</key>\n\t\t<string>{}</string>\n",
+                xml_escape(name),
+                xml_escape(value)
+            )
+        })
+        .collect();
     format!(
         r#"<?xml version="1.0" encoding="UTF-8"?>
 <!DOCTYPE plist PUBLIC "-//Apple//DTD PLIST 1.0//EN" "http://www.apple.com/DTDs/PropertyList-1.0.dtd">
@@ -446,9 +492,7 @@ pub fn launchd_plist(exe: &Path, home: &Path, logs: &Path) -> String {
 	</array>
 	<key>EnvironmentVariables</key>
 	<dict>
-		<key>LEO_HOME</key>
-		<string>{home}</string>
-	</dict>
+{env}	</dict>
 	<key>RunAtLoad</key>
 	<true/>
 	<key>KeepAlive</key>
@@ -466,7 +510,6 @@ pub fn launchd_plist(exe: &Path, home: &Path, logs: &Path) -> String {
 </plist>
 "#,
         exe = s(exe),
-        home = s(home),
         out = s(&logs.join("broker.out.log")),
         err = s(&logs.join("broker.err.log")),
     )

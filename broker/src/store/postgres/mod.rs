@@ -92,6 +92,14 @@ pub enum PgError {
     LeaseLost { holder: String },
     #[error("instance {0} leads this database")]
     Held(lease::Leader),
+    /// The server refused this broker for a reason only its operator can fix (see
+    /// [`PgError::at_start`]): the server's words, and the fix.
+    #[error("the server refused: {message} (SQLSTATE {code}); {fix}")]
+    Refused {
+        code: String,
+        message: String,
+        fix: String,
+    },
 }
 
 impl PgError {
@@ -113,6 +121,53 @@ impl PgError {
     pub fn is_data(&self) -> bool {
         matches!(self, PgError::Query { source, .. }
             if source.code().is_some_and(|c| c.code().starts_with("22")))
+    }
+
+    /// The error the server answered with, if it answered at all.
+    fn db_error(&self) -> Option<&tokio_postgres::error::DbError> {
+        match self {
+            PgError::Connect(deadpool_postgres::PoolError::Backend(source))
+            | PgError::Query { source, .. } => source.as_db_error(),
+            _ => None,
+        }
+    }
+
+    /// At start, an error no wait would end becomes [`PgError::Refused`], with its fix: a
+    /// role the server does not know or whose password is wrong (SQLSTATE 28000, 28P01), a
+    /// database that does not exist (3D000), a role without the rights to create the
+    /// broker's tables (42501). Such a start stops, where an unreachable server (refused,
+    /// timed out, shutting down or starting: [`PgError::is_outage`]) is waited for. A running
+    /// broker keeps treating whatever cut it off as an outage: a password changed under it is
+    /// no reason to drop what it holds.
+    pub(crate) fn at_start(self) -> PgError {
+        let Some(db) = self.db_error() else {
+            return self;
+        };
+        let key = crate::config::store_key();
+        let fix = match db.code().code() {
+            "28P01" => format!(
+                "correct the password of the user named in {key} (or the server's pg_hba.conf)"
+            ),
+            "28000" => format!(
+                "create that role (CREATE ROLE name LOGIN PASSWORD '...'), or name one that \
+                 exists in {key}, and let it log in from here (the server's pg_hba.conf)"
+            ),
+            "3D000" => format!(
+                "create the database (CREATE DATABASE name OWNER role), or name one that \
+                 exists in {key}"
+            ),
+            "42501" => format!(
+                "the role named in {key} may not create the broker's tables: make it the \
+                 database's owner (ALTER DATABASE name OWNER TO role), or grant it the schema \
+                 (GRANT USAGE, CREATE ON SCHEMA public TO role)"
+            ),
+            _ => return self,
+        };
+        PgError::Refused {
+            code: db.code().code().to_owned(),
+            message: db.message().to_owned(),
+            fix,
+        }
     }
 
     /// Whether the database could not be reached (the server down, restarting, the network
