@@ -414,6 +414,10 @@ fn message(event: &Event) -> Option<Value> {
     serde_json::from_str(&data.1).ok()
 }
 
+fn list_changed(m: &Value) -> bool {
+    m["method"] == "notifications/tools/list_changed"
+}
+
 /// Posts `body` in session `id`.
 async fn post_in(http: &leo_testkit::Http, id: &str, body: &Value) -> leo_testkit::Reply {
     http.send(
@@ -452,6 +456,85 @@ async fn open_asking(http: &leo_testkit::Http) -> (String, Vec<Event>) {
     (id, events)
 }
 
+/// Opens session `id`'s standalone stream, with `Last-Event-ID` if given.
+async fn get_stream(http: &leo_testkit::Http, id: &str, last: Option<&str>) -> Raw {
+    let mut headers = mcp::in_session(id).to_vec();
+    headers.push(("accept", "text/event-stream"));
+    if let Some(last) = last {
+        headers.push(("last-event-id", last));
+    }
+    Raw::of(http.open("GET", "/mcp", Default::default(), &headers).await)
+}
+
+/// Every event of a session's three kinds of stream: `initialize`'s, the standalone `GET`
+/// stream's (up to a `list_changed`) and a call's, in a session on a new broker whose app
+/// serves `echo`.
+struct Streamed {
+    _broker: Broker,
+    app: App,
+    http: leo_testkit::Http,
+    id: String,
+    events: Vec<Event>,
+}
+
+async fn session_events() -> Streamed {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, mut events) = open_asking(&http).await;
+    let mut get = get_stream(&http, &id, None).await;
+    app.register_ok("more", json!([tool("later")])).await;
+    events.extend(get.until(list_changed).await);
+    let mut call = Raw::of(mcp::start_call(&http, &id, 2, "echo").await);
+    let request = app.next_request_id().await;
+    app.serve(&request, json!([{"type": "text", "text": "hi"}]))
+        .await;
+    events.extend(call.until(|m| m["id"] == 2).await);
+    Streamed {
+        _broker: broker,
+        app,
+        http,
+        id,
+        events,
+    }
+}
+
+/// Event ids are unique within a session, across all its streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_ids_do_not_repeat_within_a_session() {
+    let Streamed { events, .. } = session_events().await;
+    let ids: Vec<&String> = events
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k == "id")
+        .map(|(_, v)| v)
+        .collect();
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{events:?}");
+}
+
+/// `/mcp` does not offer resumption (a dropped call stream cancels its call): no event id and
+/// no `retry:` announce it, and a `GET` with `Last-Event-ID` is a standalone stream like any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_resumption_is_advertised() {
+    let Streamed {
+        _broker,
+        app,
+        http,
+        id,
+        events,
+    } = session_events().await;
+    let announced: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.iter().any(|(k, _)| k == "id" || k == "retry"))
+        .collect();
+    assert!(announced.is_empty(), "{announced:?}");
+    let mut resumed = get_stream(&http, &id, Some("0")).await;
+    app.register_ok("again", json!([tool("last")])).await;
+    resumed.until(list_changed).await;
+}
+
 /// A question raised during a call travels on that call's stream, to a client that never
 /// opened the standalone stream; its answer ends the question.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -487,4 +570,26 @@ async fn a_question_travels_on_its_calls_stream() {
         result["result"]["content"][0]["text"], "confirmed",
         "{result}"
     );
+}
+
+/// A new standalone stream does not replay what an earlier one delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_standalone_stream_replays_nothing_delivered() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, _) = open_asking(&http).await;
+    let mut first = get_stream(&http, &id, None).await;
+    app.register_ok("more", json!([tool("later")])).await;
+    first.until(list_changed).await;
+    drop(first);
+    let mut second = get_stream(&http, &id, None).await;
+    // A replay comes at once, if at all.
+    let quiet = std::time::Duration::from_millis(500);
+    while let Ok(Some(event)) = tokio::time::timeout(quiet, second.next()).await {
+        assert!(message(&event).is_none(), "replayed: {event:?}");
+    }
+    app.register_ok("again", json!([tool("last")])).await;
+    second.until(list_changed).await;
 }
