@@ -13,7 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use leo_protocol::ipc::InputOutcome;
-use rmcp::model::{CallToolResult, ProgressToken};
+use rmcp::model::{CallToolResult, ProgressToken, RequestId};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
@@ -58,6 +58,9 @@ pub struct Harness<'a> {
     /// A 2026-07-28 request: a question ends the request with `input_required` (`mrtr`)
     /// instead of an `elicitation/create` request.
     pub asks_by_result: bool,
+    /// The request whose stream its questions travel on (over Streamable HTTP, the call's own
+    /// response stream, which a client reads where it may never open the standalone one).
+    pub origin: Option<RequestId>,
 }
 
 impl<'a> Harness<'a> {
@@ -68,6 +71,7 @@ impl<'a> Harness<'a> {
             progress: ctx.meta.get_progress_token(),
             progress_every,
             asks_by_result: crate::mrtr::stateless(ctx),
+            origin: Some(ctx.id.clone()),
         }
     }
 }
@@ -145,7 +149,7 @@ pub async fn wait(
                     return Ended::Asks(Box::new(Asked { live, input, message, requested_schema }));
                 }
                 CallEvent::Input { input, message, requested_schema } => {
-                    match elicit::prepare(peer, message, requested_schema) {
+                    match elicit::prepare(peer, harness.origin.clone(), message, requested_schema) {
                         Ok(ask) => {
                             questions.spawn(async move { (input, ask.await) });
                         }

@@ -12,8 +12,9 @@ use leo_protocol::content::AppError;
 use leo_protocol::input::{InputAction, InputAnswer, InputOutcome};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema,
-    ServerRequest,
+    GetExtensions, RequestId, ServerRequest,
 };
+use rmcp::service::OriginatingRequestId;
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
@@ -83,9 +84,12 @@ pub fn answer_of(result: &Value) -> InputOutcome {
     }
 }
 
-/// The request to send, or the refusal to answer at once.
+/// The request to send, or the refusal to answer at once. A question of request `origin` is
+/// tagged with it, so that Streamable HTTP sends it on that request's response stream: the
+/// question runs in a task of its own, where rmcp's own tagging (a task-local) does not reach.
 pub fn prepare(
     peer: &Peer<RoleServer>,
+    origin: Option<RequestId>,
     message: String,
     requested_schema: Value,
 ) -> Result<impl Future<Output = InputOutcome> + Send + 'static, InputOutcome> {
@@ -101,13 +105,18 @@ pub fn prepare(
     }
     let schema: ElicitationSchema = serde_json::from_value(requested_schema)
         .map_err(|e| refused("invalid_parameter", format!("at $.requested_schema: {e}")))?;
-    let request = ServerRequest::ElicitRequest(ElicitRequest::new(
+    let mut request = ServerRequest::ElicitRequest(ElicitRequest::new(
         ElicitRequestParams::FormElicitationParams {
             meta: None,
             message,
             requested_schema: schema,
         },
     ));
+    if let Some(origin) = origin {
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(origin));
+    }
     let peer = peer.clone();
     Ok(async move {
         match peer.send_request(request).await {

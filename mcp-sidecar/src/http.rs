@@ -26,6 +26,10 @@
 //! own plain-text refusals (an unknown session, a missing header) keep their status and get
 //! the JSON-RPC error body of the broker's refusals (`leo_protocol::jsonrpc`).
 //!
+//! **Decision: no resumption.** A call's stream that drops cancels the call, so the streams
+//! carry no event ids or `retry:` that would promise to resume it, and a new standalone
+//! stream carries only what no earlier one delivered (`streams`).
+//!
 //! **Decision: a session belongs to the agent that opened it.** A request naming an
 //! `Mcp-Session-Id` that another agent's token opened is answered `404` as an unknown session
 //! would be, so one agent cannot act in another's session even if it learns its id.
@@ -55,6 +59,7 @@ use crate::dial::{Dial, Pipe};
 use crate::home::Home;
 use crate::link::BrokerLink;
 use crate::server::Sidecar;
+use crate::streams::Sessions;
 
 /// The header that names an MCP session.
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -82,7 +87,7 @@ tokio::task_local! {
 /// `/mcp`'s MCP server; cheap to clone.
 #[derive(Clone)]
 pub struct Http {
-    service: StreamableHttpService<Sidecar, LocalSessionManager>,
+    service: StreamableHttpService<Sidecar, Sessions<LocalSessionManager>>,
     /// Which agent opened each session.
     owners: Arc<Mutex<HashMap<String, AgentName>>>,
     max_body: usize,
@@ -110,7 +115,11 @@ impl Http {
             .disable_allowed_hosts()
             .disable_allowed_origins()
             .with_max_request_body_bytes(max_body)
+            // No resumption is offered (`streams`): no priming events announce it.
+            .with_sse_retry(None)
             .with_cancellation_token(stop);
+        let mut local = LocalSessionManager::default();
+        local.session_config.sse_retry = None;
         let service = StreamableHttpService::new(
             move || {
                 let caller = CALLER
@@ -118,7 +127,7 @@ impl Http {
                     .map_err(|_| std::io::Error::other("an MCP session opened without a caller"))?;
                 Ok(session(&base, caller))
             },
-            Arc::new(LocalSessionManager::default()),
+            Arc::new(Sessions::new(local)),
             config,
         );
         Http {

@@ -61,6 +61,8 @@ pub mod server;
 pub mod session;
 pub mod shape;
 pub mod stdio;
+#[cfg(feature = "http")]
+pub mod streams;
 pub mod task;
 pub mod trace;
 pub mod view;

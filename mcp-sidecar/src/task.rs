@@ -72,6 +72,9 @@ impl Tasks {
                     progress: None,
                     progress_every,
                     asks_by_result: false,
+                    // A task's request has been answered: its questions have no stream but
+                    // the standalone one.
+                    origin: None,
                 };
                 match call::run(&link, &tool, arguments, harness, tctx.cancelled()).await {
                     Ended::Result(result) => Ok(result),

@@ -342,3 +342,254 @@ async fn typescript_sdk_over_https() {
     let sessions = agents(&broker).await;
     assert_eq!(sessions[0]["transport"], "http", "{sessions:?}");
 }
+
+/// A `/mcp` stream read raw, event by event, as a client that parses SSE by hand reads it.
+struct Raw {
+    body: hyper::body::Incoming,
+    text: String,
+}
+
+/// One SSE event: its fields (`id`, `retry`, `data`…) in order, comments left out.
+type Event = Vec<(String, String)>;
+
+impl Raw {
+    fn of(response: hyper::Response<hyper::body::Incoming>) -> Raw {
+        assert_eq!(response.status(), 200, "{response:?}");
+        Raw {
+            body: response.into_body(),
+            text: String::new(),
+        }
+    }
+
+    /// The next event, or `None` at the end of the stream; panics after `WAIT`.
+    async fn next(&mut self) -> Option<Event> {
+        use http_body_util::BodyExt;
+        let read = async {
+            loop {
+                while let Some(end) = self.text.find("\n\n") {
+                    let block: String = self.text.drain(..end + 2).collect();
+                    let event: Event = block
+                        .lines()
+                        .filter(|l| !l.is_empty() && !l.starts_with(':'))
+                        .map(|l| {
+                            let (k, v) = l.split_once(':').unwrap_or((l, ""));
+                            (k.to_owned(), v.trim_start().to_owned())
+                        })
+                        .collect();
+                    if !event.is_empty() {
+                        return Some(event);
+                    }
+                }
+                let frame = self.body.frame().await?.ok()?;
+                if let Ok(data) = frame.into_data() {
+                    self.text.push_str(&String::from_utf8_lossy(&data));
+                }
+            }
+        };
+        tokio::time::timeout(leo_testkit::WAIT, read)
+            .await
+            .expect("no event in time")
+    }
+
+    /// The events up to the first whose message is `wanted`.
+    async fn until(&mut self, wanted: impl Fn(&Value) -> bool) -> Vec<Event> {
+        let mut events = Vec::new();
+        loop {
+            let event = self
+                .next()
+                .await
+                .unwrap_or_else(|| panic!("ended: {events:?}"));
+            let found = message(&event).is_some_and(|m| wanted(&m));
+            events.push(event);
+            if found {
+                return events;
+            }
+        }
+    }
+}
+
+/// The JSON-RPC message an event carries.
+fn message(event: &Event) -> Option<Value> {
+    let data = event.iter().find(|(k, _)| k == "data")?;
+    serde_json::from_str(&data.1).ok()
+}
+
+fn list_changed(m: &Value) -> bool {
+    m["method"] == "notifications/tools/list_changed"
+}
+
+/// Posts `body` in session `id`.
+async fn post_in(http: &leo_testkit::Http, id: &str, body: &Value) -> leo_testkit::Reply {
+    http.send(
+        "POST",
+        "/mcp",
+        body.to_string().into(),
+        &mcp::in_session(id),
+    )
+    .await
+}
+
+/// Opens a session of a client that can be asked questions, and lists its tools; its id and
+/// the events of the `initialize` stream.
+async fn open_asking(http: &leo_testkit::Http) -> (String, Vec<Event>) {
+    let mut init = mcp::initialize("claude-code");
+    init["params"]["capabilities"] = json!({"elicitation": {}});
+    let opened = http
+        .open("POST", "/mcp", init.to_string().into(), &[])
+        .await;
+    let id = opened.headers()["mcp-session-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let mut stream = Raw::of(opened);
+    let mut events = Vec::new();
+    while let Some(event) = stream.next().await {
+        events.push(event);
+    }
+    let body = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    let sent = post_in(http, &id, &body).await;
+    assert_eq!(sent.status, 202, "{sent:?}");
+    // The client has seen the tools: a change is news to it from now on.
+    let list = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list"});
+    let listed = post_in(http, &id, &list).await;
+    assert_eq!(listed.status, 200, "{listed:?}");
+    (id, events)
+}
+
+/// Opens session `id`'s standalone stream, with `Last-Event-ID` if given.
+async fn get_stream(http: &leo_testkit::Http, id: &str, last: Option<&str>) -> Raw {
+    let mut headers = mcp::in_session(id).to_vec();
+    headers.push(("accept", "text/event-stream"));
+    if let Some(last) = last {
+        headers.push(("last-event-id", last));
+    }
+    Raw::of(http.open("GET", "/mcp", Default::default(), &headers).await)
+}
+
+/// Every event of a session's three kinds of stream: `initialize`'s, the standalone `GET`
+/// stream's (up to a `list_changed`) and a call's, in a session on a new broker whose app
+/// serves `echo`.
+struct Streamed {
+    _broker: Broker,
+    app: App,
+    http: leo_testkit::Http,
+    id: String,
+    events: Vec<Event>,
+}
+
+async fn session_events() -> Streamed {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, mut events) = open_asking(&http).await;
+    let mut get = get_stream(&http, &id, None).await;
+    app.register_ok("more", json!([tool("later")])).await;
+    events.extend(get.until(list_changed).await);
+    let mut call = Raw::of(mcp::start_call(&http, &id, 2, "echo").await);
+    let request = app.next_request_id().await;
+    app.serve(&request, json!([{"type": "text", "text": "hi"}]))
+        .await;
+    events.extend(call.until(|m| m["id"] == 2).await);
+    Streamed {
+        _broker: broker,
+        app,
+        http,
+        id,
+        events,
+    }
+}
+
+/// Event ids are unique within a session, across all its streams.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn event_ids_do_not_repeat_within_a_session() {
+    let Streamed { events, .. } = session_events().await;
+    let ids: Vec<&String> = events
+        .iter()
+        .flatten()
+        .filter(|(k, _)| k == "id")
+        .map(|(_, v)| v)
+        .collect();
+    let unique: std::collections::HashSet<_> = ids.iter().collect();
+    assert_eq!(unique.len(), ids.len(), "{events:?}");
+}
+
+/// `/mcp` does not offer resumption (a dropped call stream cancels its call): no event id and
+/// no `retry:` announce it, and a `GET` with `Last-Event-ID` is a standalone stream like any.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_resumption_is_advertised() {
+    let Streamed {
+        _broker,
+        app,
+        http,
+        id,
+        events,
+    } = session_events().await;
+    let announced: Vec<&Event> = events
+        .iter()
+        .filter(|e| e.iter().any(|(k, _)| k == "id" || k == "retry"))
+        .collect();
+    assert!(announced.is_empty(), "{announced:?}");
+    let mut resumed = get_stream(&http, &id, Some("0")).await;
+    app.register_ok("again", json!([tool("last")])).await;
+    resumed.until(list_changed).await;
+}
+
+/// A question raised during a call travels on that call's stream, to a client that never
+/// opened the standalone stream; its answer ends the question.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_question_travels_on_its_calls_stream() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([plain_tool("confirm")]))
+        .await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, _) = open_asking(&http).await;
+    let mut call = Raw::of(mcp::start_call(&http, &id, 2, "confirm").await);
+    let request = app.claim_next().await;
+    let client = async {
+        let events = call.until(|m| m["method"] == "elicitation/create").await;
+        let asked = message(events.last().unwrap()).unwrap();
+        assert_eq!(asked["params"]["message"], "Deploy now?", "{asked}");
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"],
+            "result": {"action": "accept", "content": {"confirm": true}}});
+        let sent = post_in(&http, &id, &answer).await;
+        assert_eq!(sent.status, 202, "{sent:?}");
+    };
+    let (asked, ()) = tokio::join!(ask(&app, &request, "Deploy now?"), client);
+    assert_eq!(
+        asked.data(),
+        &json!({"action": "accept", "content": {"confirm": true}})
+    );
+    app.answer(&request, json!([{"type": "text", "text": "confirmed"}]))
+        .await
+        .data();
+    let ended = call.until(|m| m["id"] == 2).await;
+    let result = message(ended.last().unwrap()).unwrap();
+    assert_eq!(
+        result["result"]["content"][0]["text"], "confirmed",
+        "{result}"
+    );
+}
+
+/// A new standalone stream does not replay what an earlier one delivered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_standalone_stream_replays_nothing_delivered() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, _) = open_asking(&http).await;
+    let mut first = get_stream(&http, &id, None).await;
+    app.register_ok("more", json!([tool("later")])).await;
+    first.until(list_changed).await;
+    drop(first);
+    let mut second = get_stream(&http, &id, None).await;
+    // A replay comes at once, if at all.
+    let quiet = std::time::Duration::from_millis(500);
+    while let Ok(Some(event)) = tokio::time::timeout(quiet, second.next()).await {
+        assert!(message(&event).is_none(), "replayed: {event:?}");
+    }
+    app.register_ok("again", json!([tool("last")])).await;
+    second.until(list_changed).await;
+}
