@@ -347,7 +347,7 @@ impl Registry {
         }
         let mut seen: BTreeMap<String, usize> = BTreeMap::new();
         let mut specs = Vec::with_capacity(defs.len());
-        for (i, def) in defs.into_iter().enumerate() {
+        for (i, mut def) in defs.into_iter().enumerate() {
             let at = format!("$.tools[{i}]");
             def.check(&at)
                 .map_err(|e| Refusal::new(ErrorCode::InvalidTool, e.message))?;

@@ -7,7 +7,7 @@ use libfuzzer_sys::fuzz_target;
 fuzz_target!(|data: &[u8]| {
     if let Ok(value) = serde_json::from_slice::<serde_json::Value>(data) {
         let _ = leo_protocol::schema::check_input_schema(&value);
-        if let Ok(def) = serde_json::from_value::<leo_protocol::tool::ToolDef>(value) {
+        if let Ok(mut def) = serde_json::from_value::<leo_protocol::tool::ToolDef>(value) {
             let _ = def.check("$.tools[0]");
         }
     }

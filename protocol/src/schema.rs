@@ -59,8 +59,11 @@
 //! - Consistency between keywords is not checked: `required` may name a property that
 //!   `properties` does not list, and `minimum` may exceed `maximum`. Such schemas are valid JSON
 //!   Schema that no value satisfies, and every harness accepts them.
-//! - Any other keyword (`$ref`, `$defs`, `patternProperties`, `not`, `if`, `nullable`, ...) is
-//!   rejected with `unknown keyword "…"` at the path of that keyword.
+//! - Any other keyword (`patternProperties`, `not`, `if`, `nullable`, `$id`, ...) is rejected
+//!   with `unknown keyword "…"` at the path of that keyword. `$ref`, and `$defs` or
+//!   `definitions` at the root, are accepted only by [`inline_input_schema`], which registration
+//!   uses: it checks them, inlines every ref (module `refs`), and checks the result against the
+//!   strict subset, so what a harness receives never holds a ref.
 //! - The root is depth 1. A schema at depth 17 is reported at its own path with `schema nested
 //!   deeper than 16 levels`, before its content is looked at, so recursion never goes deeper
 //!   than one level past the limit. Schemas are counted in the order they are checked, and the
@@ -76,6 +79,8 @@
 //! name is appended as `.name` when it consists only of `[A-Za-z0-9_]` characters. Any other
 //! key, including the empty one, is appended in bracket form with JSON string escaping, such as
 //! `$.properties["a b"]`.
+
+mod refs;
 
 use std::collections::HashSet;
 use std::fmt::Write as _;
@@ -107,21 +112,48 @@ const ROOT_TYPE_MESSAGE: &str = "root schema must have \"type\": \"object\"";
 
 /// Checks `schema` against the subset. Does NOT check the byte size (caller does).
 pub fn check_input_schema(schema: &Value) -> Result<(), SchemaError> {
+    check_root(schema)?;
+    Checker {
+        schemas: 0,
+        refs: false,
+    }
+    .schema(schema, "$", 1)
+}
+
+/// Checks `schema` against the subset as an app may register it, with local refs: `$defs` (or
+/// `definitions`) at the root and `$ref` strings anywhere a schema may be; then returns the
+/// schema with every ref inlined (see [`refs`]), which is checked against the strict subset.
+/// Does NOT check the byte size of either form (caller does).
+pub fn inline_input_schema(schema: &Value) -> Result<Value, SchemaError> {
+    check_root(schema)?;
+    Checker {
+        schemas: 0,
+        refs: true,
+    }
+    .schema(schema, "$", 1)?;
+    let inlined = refs::inline(schema)?;
+    check_input_schema(&inlined)?;
+    Ok(inlined)
+}
+
+/// The root must be an object schema whose `type` is exactly `"object"`.
+fn check_root(schema: &Value) -> Result<(), SchemaError> {
     let Some(root) = schema.as_object() else {
         return Err(error("$", "root schema must be a JSON object"));
     };
     match root.get("type") {
-        None => return Err(error("$", ROOT_TYPE_MESSAGE)),
-        Some(Value::String(name)) if name == "object" => {}
-        Some(_) => return Err(error("$.type", ROOT_TYPE_MESSAGE)),
+        None => Err(error("$", ROOT_TYPE_MESSAGE)),
+        Some(Value::String(name)) if name == "object" => Ok(()),
+        Some(_) => Err(error("$.type", ROOT_TYPE_MESSAGE)),
     }
-    Checker { schemas: 0 }.schema(schema, "$", 1)
 }
 
 /// Walks one input_schema and counts the schemas met so far.
 struct Checker {
     /// How many schemas have been entered, the one being checked included.
     schemas: usize,
+    /// Whether `$ref`, and `$defs`/`definitions` at the root, are accepted.
+    refs: bool,
 }
 
 impl Checker {
@@ -218,6 +250,19 @@ impl Checker {
                 Value::Bool(_) => Ok(()),
                 _ => Err(error(path, "expected a boolean")),
             },
+            "$ref" if self.refs => match value {
+                Value::String(_) => Ok(()),
+                _ => Err(error(path, "expected a string")),
+            },
+            "$defs" | "definitions" if self.refs && depth == 1 => {
+                let Some(defs) = value.as_object() else {
+                    return Err(error(path, "expected an object"));
+                };
+                for (name, def) in defs {
+                    self.schema(def, &property_path(path, name), depth + 1)?;
+                }
+                Ok(())
+            }
             _ => Err(error(path, format!("unknown keyword {}", json_string(key)))),
         }
     }

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::limits::*;
-use crate::schema::check_input_schema;
+use crate::schema::{check_input_schema, inline_input_schema};
 
 /// `POST /api/v1/client-tools`: register or replace a group; an empty `tools` withdraws it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,9 +151,10 @@ impl ToolDef {
         }
     }
 
-    /// Checks every rule that needs only this tool. `at` is the JSON path of the tool in the
-    /// body, such as `$.tools[2]`.
-    pub fn check(&self, at: &str) -> Result<(), ToolError> {
+    /// Checks every rule that needs only this tool, and inlines the local refs of its
+    /// input_schema (so every consumer of the checked definition sees the inlined form). `at`
+    /// is the JSON path of the tool in the body, such as `$.tools[2]`.
+    pub fn check(&mut self, at: &str) -> Result<(), ToolError> {
         let fail = |field: &str, message: String| ToolError {
             message: format!("at {at}.{field}: {message}"),
         };
@@ -185,20 +186,7 @@ impl ToolDef {
                 format!("description has {described} characters, at most {MAX_DESCRIPTION}"),
             ));
         }
-        let size = serde_json::to_vec(&self.input_schema)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
-        if size > MAX_SCHEMA_BYTES {
-            return Err(fail(
-                "input_schema",
-                format!("input_schema has {size} bytes, at most {MAX_SCHEMA_BYTES}"),
-            ));
-        }
-        if let Err(e) = check_input_schema(&self.input_schema) {
-            return Err(ToolError {
-                message: format!("invalid input_schema of tool {:?}: {e}", self.name),
-            });
-        }
+        self.check_input_schema(at)?;
         if let Some(output) = &self.output_schema {
             self.check_output_schema(output, at)?;
         }
@@ -231,12 +219,39 @@ impl ToolDef {
         Ok(())
     }
 
+    /// Checks the input_schema's size and subset, and inlines its local refs in place.
+    fn check_input_schema(&mut self, at: &str) -> Result<(), ToolError> {
+        let fail = |at: &str, field: &str, message: String| ToolError {
+            message: format!("at {at}.{field}: {message}"),
+        };
+        let size = json_size(&self.input_schema);
+        if size > MAX_SCHEMA_BYTES {
+            return Err(fail(
+                at,
+                "input_schema",
+                format!("input_schema has {size} bytes, at most {MAX_SCHEMA_BYTES}"),
+            ));
+        }
+        self.input_schema = inline_input_schema(&self.input_schema).map_err(|e| ToolError {
+            message: format!("invalid input_schema of tool {:?}: {e}", self.name),
+        })?;
+        let size = json_size(&self.input_schema);
+        if size > MAX_SCHEMA_BYTES {
+            return Err(fail(
+                at,
+                "input_schema",
+                format!(
+                    "input_schema has {size} bytes once refs are inlined, at most {MAX_SCHEMA_BYTES}"
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// `output_schema` follows the input_schema rules: an object schema of the subset, at most
     /// `MAX_SCHEMA_BYTES`.
     fn check_output_schema(&self, output: &Value, at: &str) -> Result<(), ToolError> {
-        let size = serde_json::to_vec(output)
-            .map(|v| v.len())
-            .unwrap_or(usize::MAX);
+        let size = json_size(output);
         if size > MAX_SCHEMA_BYTES {
             return Err(ToolError {
                 message: format!(
@@ -268,4 +283,9 @@ impl ToolDef {
             None => Execution::Sync,
         }
     }
+}
+
+/// The byte size of `value` as compact JSON.
+fn json_size(value: &Value) -> usize {
+    serde_json::to_vec(value).map_or(usize::MAX, |v| v.len())
 }

@@ -511,3 +511,159 @@ fn schema_subset_limits() {
         .collect();
     report(failures);
 }
+
+/// Inlines `schema` and returns the result or the error's Display.
+fn inlined(schema: &Value) -> Result<Value, String> {
+    leo_protocol::schema::inline_input_schema(schema).map_err(|e| e.to_string())
+}
+
+#[test]
+fn local_refs_are_inlined_nested_and_with_siblings() {
+    let schema = json!({
+        "type": "object",
+        "$defs": {
+            "point": {"type": "object", "properties": {"x": {"$ref": "#/$defs/coord"}}},
+            "coord": {"type": "number", "minimum": 0},
+            "a/b": {"type": "string"}
+        },
+        "definitions": {"old": {"type": "boolean"}},
+        "properties": {
+            "p": {"$ref": "#/$defs/point"},
+            "q": {"$ref": "#/$defs/point", "description": "a point"},
+            "s": {"$ref": "#/$defs/a~1b"},
+            "o": {"$ref": "#/definitions/old"},
+            "y": {"$ref": "#/$defs/point/properties/x"},
+            "d": {"const": {"$ref": "#/nowhere"}}
+        }
+    });
+    let point = json!({"type": "object", "properties": {"x": {"type": "number", "minimum": 0}}});
+    let want = json!({
+        "type": "object",
+        "properties": {
+            "p": point,
+            "q": {"description": "a point", "allOf": [point]},
+            "s": {"type": "string"},
+            "o": {"type": "boolean"},
+            "y": {"type": "number", "minimum": 0},
+            "d": {"const": {"$ref": "#/nowhere"}}
+        }
+    });
+    assert_eq!(inlined(&schema), Ok(want));
+    // Without refs the schema is returned as it was.
+    let plain = json!({"type": "object", "properties": {"a": {"type": "string"}}});
+    assert_eq!(inlined(&plain), Ok(plain.clone()));
+}
+
+#[test]
+fn bad_refs_are_refused_with_a_path() {
+    let cases = [
+        (
+            json!({"type": "object", "$defs": {"a": {"properties": {"b": {"$ref": "#/$defs/a"}}}},
+                   "properties": {"x": {"$ref": "#/$defs/a"}}}),
+            r##"at $.properties.x.$ref.properties.b.$ref: $ref "#/$defs/a" is a cycle"##,
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "https://example.com/s.json"}}}),
+            r##"at $.properties.x.$ref: $ref "https://example.com/s.json" is not local; only refs like "#/$defs/Name" are supported"##,
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "#"}}}),
+            r##"at $.properties.x.$ref: $ref "#" points at the whole schema, a cycle"##,
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "#/properties/y"}}}),
+            r##"at $.properties.x.$ref: $ref "#/properties/y" must point into "#/$defs/" or "#/definitions/""##,
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$ref": "#/$defs/missing"}}}),
+            r##"at $.properties.x.$ref: $ref "#/$defs/missing" names no definition"##,
+        ),
+        (
+            json!({"type": "object", "$defs": {"a": {"type": "bogus"}}}),
+            r#"at $.$defs.a.type: unknown type "bogus""#,
+        ),
+        (
+            json!({"type": "object", "properties": {"x": {"$defs": {}}}}),
+            r#"at $.properties.x.$defs: unknown keyword "$defs""#,
+        ),
+    ];
+    let failures = cases
+        .iter()
+        .filter_map(|(schema, want)| {
+            let got = inlined(schema).err();
+            (got.as_deref() != Some(*want))
+                .then(|| format!("{schema}\n  want {want}\n  got  {got:?}"))
+        })
+        .collect();
+    report(failures);
+}
+
+#[test]
+fn ref_expansion_is_bounded() {
+    // Each definition uses the previous one eight times: 8^8 copies if it were built.
+    let mut defs = Map::new();
+    defs.insert("d0".into(), json!({"type": "string"}));
+    for i in 1..=8 {
+        let prev = format!("#/$defs/d{}", i - 1);
+        let props: Map<String, Value> = (0..8)
+            .map(|k| (format!("p{k}"), json!({"$ref": prev})))
+            .collect();
+        defs.insert(
+            format!("d{i}"),
+            json!({"type": "object", "properties": props}),
+        );
+    }
+    let schema =
+        json!({"type": "object", "$defs": defs, "properties": {"x": {"$ref": "#/$defs/d8"}}});
+    let err = inlined(&schema).unwrap_err();
+    assert!(
+        err.ends_with(&format!(
+            "more than {MAX_SCHEMAS} schemas once refs are inlined"
+        )),
+        "{err}"
+    );
+    // A chain of refs deeper than the depth limit once inlined.
+    let mut defs = Map::new();
+    defs.insert("c0".into(), json!({"type": "string"}));
+    for i in 1..=MAX_SCHEMA_DEPTH {
+        let prev = format!("#/$defs/c{}", i - 1);
+        defs.insert(
+            format!("c{i}"),
+            json!({"type": "object", "properties": {"a": {"$ref": prev}}}),
+        );
+    }
+    let last = format!("#/$defs/c{MAX_SCHEMA_DEPTH}");
+    let schema = json!({"type": "object", "$defs": defs, "properties": {"x": {"$ref": last}}});
+    let err = inlined(&schema).unwrap_err();
+    assert!(err.contains("nested deeper than"), "{err}");
+}
+
+#[test]
+fn tool_check_refuses_a_schema_too_big_once_inlined_and_stores_the_inlined_form() {
+    use leo_protocol::limits::MAX_SCHEMA_BYTES;
+    let big = "x".repeat(MAX_SCHEMA_BYTES / 8);
+    let props: Map<String, Value> = (0..10)
+        .map(|i| (format!("p{i}"), json!({"$ref": "#/$defs/big"})))
+        .collect();
+    let schema = json!({"type": "object", "$defs": {"big": {"type": "string", "description": big}},
+                        "properties": props});
+    let tool = |schema: Value| {
+        serde_json::from_value::<leo_protocol::tool::ToolDef>(
+            json!({"name": "t", "description": "d", "input_schema": schema}),
+        )
+        .unwrap()
+    };
+    let err = tool(schema).check("$.tools[0]").unwrap_err().message;
+    assert!(
+        err.starts_with("at $.tools[0].input_schema: input_schema has "),
+        "{err}"
+    );
+    assert!(err.contains("once refs are inlined"), "{err}");
+    let mut small = tool(json!({"type": "object", "$defs": {"s": {"type": "string"}},
+                                "properties": {"a": {"$ref": "#/$defs/s"}}}));
+    small.check("$.tools[0]").unwrap();
+    assert_eq!(
+        small.input_schema,
+        json!({"type": "object", "properties": {"a": {"type": "string"}}})
+    );
+}
