@@ -273,7 +273,7 @@ fn checked_groups(declared: Vec<Declared>) -> Result<(Vec<Group>, Handlers)> {
                 .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;
         }
         let mut defs = Vec::new();
-        for (i, tool) in tools.into_iter().enumerate() {
+        for (i, mut tool) in tools.into_iter().enumerate() {
             tool.def
                 .check(&format!("$.tools[{i}]"))
                 .map_err(|e| Error::Config(format!("group {name:?}: {e}")))?;

@@ -202,3 +202,47 @@ async fn a_parked_call_reports_progress() {
     tokio::time::sleep(std::time::Duration::from_millis(400)).await;
     assert_eq!(agent.progress(), after);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schema_with_local_refs_is_listed_inlined_and_checks_calls() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    let mut place = tool("place");
+    place["input_schema"] = json!({
+        "type": "object",
+        "$defs": {"point": {"type": "object", "required": ["x"],
+                            "properties": {"x": {"$ref": "#/$defs/coord"}}},
+                  "coord": {"type": "integer", "minimum": 0}},
+        "required": ["at"],
+        "properties": {"at": {"$ref": "#/$defs/point"}}
+    });
+    app.register_ok("map", json!([place])).await;
+    let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+
+    let tools = agent.tools().await;
+    let listed = tools
+        .iter()
+        .find(|t| t.name == "place")
+        .expect("place listed");
+    assert_eq!(
+        serde_json::Value::Object((*listed.input_schema).clone()),
+        json!({"type": "object", "required": ["at"], "properties": {"at": {
+            "type": "object", "required": ["x"],
+            "properties": {"x": {"type": "integer", "minimum": 0}}}}})
+    );
+    // The referenced definition checks the arguments.
+    let result = agent.call("place", json!({"at": {"x": -1}})).await;
+    assert!(
+        error_text(&result).starts_with("invalid_arguments: at $.at.x"),
+        "{result:?}"
+    );
+    let call = agent.spawn_call("place", json!({"at": {"x": 3}}));
+    let req = app.next_request().await;
+    assert_eq!(req.data["arguments"], json!({"at": {"x": 3}}));
+    app.serve(
+        req.data["id"].as_str().unwrap(),
+        json!([{"type": "text", "text": "ok"}]),
+    )
+    .await;
+    assert_eq!(text_of(&call.await.unwrap()), "ok");
+}

@@ -72,7 +72,7 @@ pub fn from_flags(mut fields: Fields, schema: Option<&str>) -> Result<ToolSpec, 
     };
     // Said against the flag that gave it, as the other flags' errors are below.
     if let Some(schema) = &fields.schema {
-        leo_protocol::schema::check_input_schema(schema).map_err(|e| format!("--schema: {e}"))?;
+        leo_protocol::schema::inline_input_schema(schema).map_err(|e| format!("--schema: {e}"))?;
     }
     // The command is what follows `--`, not a field: say so rather than `$.command`.
     let program =
@@ -136,7 +136,7 @@ fn build(fields: Fields, at: &str, dir: &Path) -> Result<ToolSpec, String> {
             ));
         }
     };
-    let def = ToolDef {
+    let mut def = ToolDef {
         name: fields.name,
         description: fields.description,
         input_schema,
