@@ -66,12 +66,12 @@ async fn typescript_sdk_client() {
     assert!(slow["progress"].as_u64().unwrap() >= 1, "{slow}");
 
     let missing = script.step("missing").await;
-    assert_eq!(missing["result"]["isError"], true);
+    assert_eq!(missing["error"]["code"], -32602, "{missing}");
     assert!(
-        missing["result"]["content"][0]["text"]
+        missing["error"]["message"]
             .as_str()
             .unwrap()
-            .starts_with("no_client: "),
+            .contains("Unknown tool: nope"),
         "{missing}"
     );
 

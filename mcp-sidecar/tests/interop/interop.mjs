@@ -40,8 +40,11 @@ const slow = await client.callTool({ name: "slow", arguments: {} }, undefined, {
 });
 say("slow", { result: slow, progress });
 
-const missing = await client.callTool({ name: "nope", arguments: {} });
-say("missing", { result: missing });
+const missing = await client.callTool({ name: "nope", arguments: {} }).then(
+  (result) => ({ result }),
+  (e) => ({ error: { code: e.code, message: e.message } }),
+);
+say("missing", missing);
 
 say("ready_for_change");
 await waitForGo();
