@@ -2,9 +2,10 @@
 //!
 //! `initialize` records the harness and decides the mode; `tools/list` answers from the broker's
 //! last view (native tools, or the two fallback tools), plus Leo's own `leo_messages` in either
-//! mode; `tools/call` forwards to the broker. rmcp answers `ping` and unknown methods (-32601)
-//! itself, and cancels a request's context on `notifications/cancelled`, which `call` turns into
-//! a `cancel` frame. With `--channels`, `initialized` also starts the channel pusher.
+//! mode; `tools/call` forwards to the broker. rmcp answers `ping` and the methods of MCP this server
+//! does not offer (-32601, the bare method name) itself; a method MCP does not name at all is
+//! answered here (-32601 `method not found: NAME`). rmcp cancels a request's context on
+//! `notifications/cancelled`, which `call` turns into a `cancel` frame. With `--channels`, `initialized` also starts the channel pusher.
 //!
 //! **Architecture Invariant:** the broker decides every allow and deny (`deny_tools`,
 //! `allow_tools`, scopes, `leo_messages`); the sidecar only leaves out of its listings what the
@@ -24,6 +25,7 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, SubscriptionFilter};
+use rmcp::model::{CustomRequest, CustomResult, ErrorCode};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::Value;
@@ -489,6 +491,19 @@ impl ServerHandler for Sidecar {
             crate::trace::end_call(&cx, r);
         }
         response
+    }
+
+    /// A method rmcp does not know: -32601 saying so, where rmcp's own answer is the bare name.
+    async fn on_custom_request(
+        &self,
+        request: CustomRequest,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CustomResult, McpError> {
+        Err(McpError::new(
+            ErrorCode::METHOD_NOT_FOUND,
+            format!("method not found: {}", request.method),
+            None,
+        ))
     }
 
     async fn get_task(

@@ -593,3 +593,24 @@ async fn a_new_standalone_stream_replays_nothing_delivered() {
     app.register_ok("again", json!([tool("last")])).await;
     second.until(list_changed).await;
 }
+
+/// `/mcp` answers as `leo-mcp` does: an unknown method is -32601 naming it, and a tool the
+/// agent was never offered is -32602 `Unknown tool`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unknown_methods_and_tools_are_json_rpc_errors() {
+    let broker = Broker::start().await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([tool("echo")])).await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let id = mcp::open_session(&http, "claude-code").await;
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "foo/bar", "params": {}});
+    let reply = mcp::response_of(&post_in(&http, &id, &body).await, 2);
+    assert_eq!(reply["error"]["code"], -32601, "{reply}");
+    assert_eq!(
+        reply["error"]["message"], "method not found: foo/bar",
+        "{reply}"
+    );
+    let reply = mcp::call_in(&http, &id, 3, "nope").await;
+    assert_eq!(reply["error"]["code"], -32602, "{reply}");
+    assert_eq!(reply["error"]["message"], "Unknown tool: nope", "{reply}");
+}

@@ -71,6 +71,12 @@ async fn discover_is_refused_and_initialize_declares_list_changed() {
             .request(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}}))
             .await;
         assert_eq!(reply["error"]["code"], -32601, "{method}: {reply}");
+        if method == "foo/bar" {
+            assert_eq!(
+                reply["error"]["message"], "method not found: foo/bar",
+                "{reply}"
+            );
+        }
     }
 
     // A cancel for a request that does not exist is ignored, and the session goes on.
