@@ -215,8 +215,26 @@ async fn a_schema_with_local_refs_is_listed_inlined_and_checks_calls() {
         "required": ["at"],
         "properties": {"at": {"$ref": "#/$defs/point"}}
     });
+    let mut remote = place.clone();
+    remote["input_schema"]["properties"]["at"]["$ref"] = json!("https://example.com/point.json");
+    let refused = app.register("map", json!([remote])).await;
+    assert_eq!(refused.status, 422, "{refused:?}");
+    assert_eq!(refused.body["code"], "invalid_tool");
+    assert!(
+        refused.body["error"].as_str().unwrap().contains(
+            "at $.properties.at.$ref: $ref \"https://example.com/point.json\" is not local"
+        ),
+        "{refused:?}"
+    );
     app.register_ok("map", json!([place])).await;
     let agent = Agent::start(broker.home(), AgentOpts::native("claude")).await;
+    // Fallback harnesses see the inlined form too.
+    let fallback = Agent::start(broker.home(), AgentOpts::fallback("claude")).await;
+    let described = text_of(&fallback.call("leo_app_tools", json!({})).await);
+    assert!(
+        described.contains("minimum") && !described.contains("$ref"),
+        "{described}"
+    );
 
     let tools = agent.tools().await;
     let listed = tools
