@@ -80,13 +80,6 @@ impl Shown {
         }
     }
 
-    /// Whether the tools last shown hold `name` (compared without case, as the broker does).
-    pub fn holds(&self, name: &str) -> bool {
-        self.lock()
-            .as_deref()
-            .is_some_and(|tools| tools.iter().any(|t| t.name.eq_ignore_ascii_case(name)))
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Vec<AgentTool>>> {
         self.tools.lock().unwrap_or_else(|p| p.into_inner())
     }

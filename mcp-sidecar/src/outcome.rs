@@ -52,15 +52,6 @@ pub fn to_result(ending: Ending) -> CallToolResult {
     }
 }
 
-/// The code of a tool error made by [`tool_error`], if `result` is one.
-pub fn error_code(result: &CallToolResult) -> Option<&str> {
-    if result.is_error != Some(true) {
-        return None;
-    }
-    let text = result.content.first()?.as_text()?;
-    text.text.split_once(": ").map(|(code, _)| code)
-}
-
 /// A tool error `"<code>: <message>"`. The message may be an app's, so it goes through the
 /// one sanitizer (the broker applied it too; a second pass changes nothing).
 pub fn tool_error(code: &str, message: &str) -> CallToolResult {

@@ -113,17 +113,7 @@ impl Sidecar {
             );
             return Ok(CallToolResponse::Task(task));
         }
-        let response = self.inner.call(&request.name, arguments, &context).await;
-        if let CallToolResponse::Complete(result) = &response
-            && outcome::error_code(result) == Some("no_client")
-            && self.inner.is_unknown(&request.name)
-        {
-            return Err(McpError::invalid_params(
-                format!("Unknown tool: {}", request.name),
-                None,
-            ));
-        }
-        Ok(response)
+        Ok(self.inner.call(&request.name, arguments, &context).await)
     }
 
     /// This server, whose broker connection closes once rmcp has let go of it: `ended` is
@@ -192,21 +182,6 @@ impl Inner {
     /// Whether `leo_messages` may be listed, called and pushed for.
     fn messages_allowed(&self, view: &View) -> bool {
         self.offers_builtin(view, MESSAGES)
-    }
-
-    /// Whether `name` is a tool this agent was never offered: neither Leo's own nor one the
-    /// broker's view or the last listing holds, while the broker is reachable. When the broker
-    /// answers such a call `no_client` (nobody serves it, or not to this agent), the harness
-    /// gets invalid params (-32602), as MCP's own example answers it; a listed tool whose app
-    /// went away still gets `no_client`, and so does every call while the broker is down.
-    /// The broker's `denied` (deny_tools, allow_tools) stays a tool result that says why.
-    fn is_unknown(&self, name: &str) -> bool {
-        if matches!(name, MESSAGES | APP_TOOLS | APP_CALL) || self.link.down_reason().is_some() {
-            return false;
-        }
-        let view = self.link.view();
-        let named = |t: &AgentTool| t.name.eq_ignore_ascii_case(name);
-        !self.native_visible(&view).iter().any(named) && !self.shown.holds(name)
     }
 
     fn native_visible(&self, view: &View) -> Vec<AgentTool> {

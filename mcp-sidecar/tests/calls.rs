@@ -85,11 +85,12 @@ async fn app_errors_are_tool_errors_with_code_and_message() {
     let result = call.await.unwrap();
     assert_eq!(error_text(&result), "camera_busy: the camera is in use");
 
-    // A tool the agent was never offered is invalid params, as MCP's example has it.
-    let refused = agent.call_refused("nope", json!({})).await;
-    assert_eq!(refused.code.0, -32602);
-    assert_eq!(refused.message, "Unknown tool: nope");
-    // The broker's own refusals look like the app's.
+    // The broker's own refusals look the same.
+    let result = agent.call("nope", json!({})).await;
+    assert_eq!(
+        error_text(&result),
+        "no_client: no connected app serves tool \"nope\"; tools served now: snap"
+    );
     let result = agent.call("snap", json!({"text": 5})).await;
     assert!(
         error_text(&result).starts_with("invalid_arguments: at $.text"),

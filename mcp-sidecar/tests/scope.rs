@@ -75,11 +75,15 @@ async fn a_group_for_chosen_agents_is_hidden_from_the_others_in_native_mode() {
         names == ["deploy_now", "more_tool", "open_tool"]
     })
     .await;
-    // Called anyway: an unknown tool, worded as for a name nobody serves.
+    // Called anyway: no_client, worded as for a tool nobody serves, and no suggestion of it.
     for name in ["deploy_now", "deploy_nw"] {
-        let refused = scout.call_refused(name, json!({})).await;
-        assert_eq!(refused.code.0, -32602);
-        assert_eq!(refused.message, format!("Unknown tool: {name}"));
+        let text = error_text(&scout.call(name, json!({})).await);
+        assert_eq!(
+            text,
+            format!(
+                "no_client: no connected app serves tool {name:?}; tools served now: more_tool, open_tool"
+            )
+        );
     }
 }
 

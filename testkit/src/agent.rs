@@ -294,21 +294,6 @@ impl Agent {
             .expect("tools/call failed")
     }
 
-    /// Calls `name` expecting a JSON-RPC error (not a tool result) and returns it.
-    pub async fn call_refused(&self, name: &str, args: Value) -> rmcp::ErrorData {
-        let mut params = CallToolRequestParams::new(name.to_owned());
-        if let Value::Object(map) = args {
-            params = params.with_arguments(map);
-        }
-        let answer = tokio::time::timeout(WAIT, self.client.peer().call_tool(params))
-            .await
-            .expect("tools/call timed out");
-        match answer {
-            Err(rmcp::ServiceError::McpError(error)) => error,
-            other => panic!("expected a JSON-RPC error, got {other:?}"),
-        }
-    }
-
     /// Starts a call in the background.
     pub fn spawn_call(&self, name: &str, args: Value) -> tokio::task::JoinHandle<CallToolResult> {
         let peer = self.client.peer().clone();

@@ -40,11 +40,8 @@ const slow = await client.callTool({ name: "slow", arguments: {} }, undefined, {
 });
 say("slow", { result: slow, progress });
 
-const missing = await client.callTool({ name: "nope", arguments: {} }).then(
-  (result) => ({ result }),
-  (e) => ({ error: { code: e.code, message: e.message } }),
-);
-say("missing", missing);
+const missing = await client.callTool({ name: "nope", arguments: {} });
+say("missing", { result: missing });
 
 say("ready_for_change");
 await waitForGo();
