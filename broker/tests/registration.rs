@@ -105,7 +105,7 @@ fn rule_cases() -> Vec<(Value, &'static str, u16, String)> {
             json!([{"name": "ok", "description": "d", "input_schema": {"type": "object", "properties": {"a": {"$ref": "#/x"}}}}]),
             "invalid_tool",
             422,
-            "unknown keyword \"$ref\"".to_owned(),
+            "at $.properties.a.$ref: $ref \"#/x\" must point into \"#/$defs/\"".to_owned(),
         ),
         (
             json!([{"name": "ok", "description": "d", "input_schema": {"type": "object", "description": "x".repeat(16_400)}}]),
