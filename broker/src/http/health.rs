@@ -18,7 +18,7 @@ use axum::response::{IntoResponse, Response};
 use leo_protocol::health::{Health, Leader, OK, Readiness};
 
 use super::AppState;
-use super::rules::{HEALTHZ_PATH, READYZ_PATH};
+use super::rules::Route;
 
 /// Why an instance whose database is away is not ready.
 pub const UNREACHABLE: &str = "the database cannot be reached";
@@ -97,12 +97,9 @@ impl Default for FollowerView {
 /// A front's answer to a probe (`GET /healthz`, `GET /readyz`), or `None` for any other
 /// request.
 pub fn follower_probe(method: &str, path: &str, me: &str, view: &FollowerView) -> Option<Response> {
-    if method != "GET" {
-        return None;
-    }
-    match path {
-        HEALTHZ_PATH => Some(live()),
-        READYZ_PATH => {
+    match Route::of_path(method, path)? {
+        Route::Health => Some(live()),
+        Route::Ready => {
             let mut ready = Readiness::new("follower", view.reason.clone());
             ready.instance = Some(me.to_owned());
             ready.leader = view.leader.clone();
