@@ -241,7 +241,7 @@ impl History {
     /// The history of `home`'s broker: PostgreSQL's tables when its store is PostgreSQL (rows
     /// under its instance id), else `state/history.db`.
     pub fn start(home: &Home, config: &Config) -> Result<History, BrokerError> {
-        let url = crate::cluster_tokens::store_url(home, config)?;
+        let url = crate::cluster::tokens::store_url(home, config)?;
         let Some(url) = url else {
             return History::open(&home.history_db(), &config.history).map_err(|e| {
                 BrokerError::Database {

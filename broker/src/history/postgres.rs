@@ -107,7 +107,7 @@ fn run(settings: &Settings, rx: &Receiver<Msg>, mut writer: Writer, mut pg: Pg) 
 
 /// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store).
 pub(crate) fn record(url: &str, instance: String, row: AuditRow) -> Result<(), PgError> {
-    crate::cluster_tokens::on_database(url, move |mut client| async move {
+    crate::cluster::tokens::on_database(url, move |mut client| async move {
         write(&mut client, &instance, &[], &[row]).await.map(drop)
     })
 }

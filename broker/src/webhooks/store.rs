@@ -102,7 +102,7 @@ impl Store {
     /// The cluster's webhooks, in the database at `url`; `path` (this home's file) is only read
     /// to name in the log the webhooks it holds that the database lacks.
     pub fn load_cluster(url: &str, path: &Path) -> Result<(Store, Vec<Stored>)> {
-        let rows = crate::cluster_tokens::on_database(url, |client| async move {
+        let rows = crate::cluster::tokens::on_database(url, |client| async move {
             let rows = client
                 .query("SELECT name, body FROM webhooks ORDER BY name", &[])
                 .await
@@ -159,7 +159,7 @@ impl Store {
             })?;
             rows.push((hook.name.clone(), body));
         }
-        crate::cluster_tokens::on_database(url, |mut client| async move {
+        crate::cluster::tokens::on_database(url, |mut client| async move {
             let tx = client
                 .transaction()
                 .await

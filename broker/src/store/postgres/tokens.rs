@@ -6,7 +6,7 @@ use deadpool_postgres::Client;
 use tokio_postgres::GenericClient;
 
 use super::PgError;
-use crate::cluster_tokens::{Entry, Kind};
+use crate::cluster::tokens::{Entry, Kind};
 
 /// The advisory lock the first filling runs under, so that two instances starting together on
 /// a new database cannot both fill it (`leot` in ASCII).
