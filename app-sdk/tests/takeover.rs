@@ -111,11 +111,16 @@ await app.serve(new AbortController().signal);
 fn spawn(mut cmd: Command, home: &Path) -> Child {
     cmd.env("LEO_HOME", home)
         .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
         .unwrap()
+}
+
+/// An app's process, its output in `gate`'s `NAME.log` (read once it is killed).
+fn spawn_app(mut cmd: Command, home: &Path, gate: &Path, name: &str) -> Child {
+    let log = std::fs::File::create(gate.join(format!("{name}.log"))).unwrap();
+    cmd.stdout(log.try_clone().unwrap()).stderr(log);
+    spawn(cmd, home)
 }
 
 /// The Python and TypeScript apps, or `None` when a prerequisite is missing (and may be
@@ -139,13 +144,18 @@ fn other_sdks(home: &Path, gate: &Path) -> Option<[Child; 2]> {
     let mut ts = Command::new("node");
     ts.args(["--input-type=module", "-e", NODE_APP, "--", &dist])
         .arg(gate);
-    Some([spawn(py, home), spawn(ts, home)])
+    Some([
+        spawn_app(py, home, gate, "py"),
+        spawn_app(ts, home, gate, "ts"),
+    ])
 }
 
 /// `leo call --wait` of `tool` with `{"n": n}`, on `home`'s socket.
 fn leo_call(home: &Path, tool: &str, n: u64) -> Child {
     let mut cmd = Command::new(leo_testkit::bin("leo"));
-    cmd.args(["call", tool, &json!({"n": n}).to_string(), "--wait", WAIT_S]);
+    cmd.args(["call", tool, &json!({"n": n}).to_string(), "--wait", WAIT_S])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     spawn(cmd, home)
 }
 
@@ -254,4 +264,7 @@ async fn every_waiting_caller_and_every_sdk_ride_through_a_leaders_sigkill() {
     assert_eq!(got, want.iter().collect::<Vec<_>>(), "{answers:?}");
     app.stop().await.unwrap();
     drop(others);
+    // Retrying many times on one stop signal must not pile listeners up on it.
+    let ts = std::fs::read_to_string(gate.dir().join("ts.log")).unwrap();
+    assert!(!ts.contains("MaxListenersExceededWarning"), "{ts}");
 }
