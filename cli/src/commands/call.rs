@@ -416,13 +416,18 @@ async fn ready(
     tool: &str,
     until: Option<Instant>,
 ) -> Result<Session, CallError> {
-    let mut session = open_within(home, agent, None, until).await?;
-    if let Some(until) = until
-        && !session.tools.iter().any(|t| t == tool)
-    {
-        wait_for_tool(&mut session.frames, tool, until).await?;
+    loop {
+        let mut session = open_within(home, agent, None, until).await?;
+        let Some(until) = until.filter(|_| !session.tools.iter().any(|t| t == tool)) else {
+            return Ok(session);
+        };
+        match wait_for_tool(&mut session.frames, tool, until).await {
+            Ok(()) => return Ok(session),
+            // Lost while the tool was awaited: the broker is away again, wait for it.
+            Err(e) if e.passes() && Instant::now() < until => tokio::time::sleep(RETRY).await,
+            Err(e) => return Err(e),
+        }
     }
-    Ok(session)
 }
 
 /// The session again after it was lost: re-attaching call `resume`, or ready for the call to be
