@@ -4,8 +4,10 @@
 //! One cluster and one kill for every kind of client, to keep it cheap: two instances on one
 //! database, three apps entering through the follower (this SDK, the Python SDK and the
 //! TypeScript SDK, each a real process but this one), and two kinds of callers on the follower
-//! too: `leo call --wait` (a process per call) and a `leo-mcp --url` over TCP. Each caller calls
-//! each app's tool once; every handler holds its call until the leader is dead, then answers,
+//! too: `leo call --wait` (a process per call), a `leo-mcp --url` over TCP and a `leo-mcp` on the
+//! follower's socket. `leo call` and the first `leo-mcp` call each app's tool once before the
+//! kill, and both `leo-mcp`s make a new call after it, while no instance leads (they wait for
+//! the follower to lead). Every handler holds its call until the leader is dead, then answers,
 //! so each answer is posted while no instance leads (refused `503 store_unavailable`, or its
 //! connection closed) and must be posted again until the follower that took over takes it.
 //! Meanwhile the follower's refusals say when to try again (`Retry-After`).
@@ -209,10 +211,13 @@ async fn every_waiting_caller_and_every_sdk_ride_through_a_leaders_sigkill() {
     };
     let remote = AgentOpts::remote("far", &follower.url(), &follower.agent_token());
     let agent = Agent::start(follower.home(), remote).await;
-    wait_for_tools(&agent, |names| {
-        TOOLS.iter().all(|t| names.iter().any(|n| n == t))
-    })
-    .await;
+    let near = Agent::start(follower.home(), AgentOpts::native("near")).await;
+    for agent in [&agent, &near] {
+        wait_for_tools(agent, |names| {
+            TOOLS.iter().all(|t| names.iter().any(|n| n == t))
+        })
+        .await;
+    }
     let mcp: Vec<_> = TOOLS
         .iter()
         .map(|t| agent.spawn_call(t, json!({"n": 1})))
@@ -235,6 +240,16 @@ async fn every_waiting_caller_and_every_sdk_ride_through_a_leaders_sigkill() {
     let _home = leader.kill_keep_home().await;
     gate.open();
     refused_with_retry_after(&follower).await;
+    // New calls while no instance leads, once each `leo-mcp` knows its connection is lost:
+    // they wait for the follower to lead instead of failing.
+    let mut new_calls = Vec::new();
+    for (agent, tool) in [(&agent, "rs"), (&near, "py")] {
+        leo_testkit::agent::wait_until("leo-mcp to see its connection lost", || {
+            agent.stderr().contains("lost the broker connection")
+        })
+        .await;
+        new_calls.push((tool, agent.spawn_call(tool, json!({"n": 3}))));
+    }
     let ride = async {
         let mut answers = Vec::new();
         for (tool, call) in TOOLS.iter().zip(mcp) {
@@ -247,6 +262,11 @@ async fn every_waiting_caller_and_every_sdk_ride_through_a_leaders_sigkill() {
             assert_eq!(code, Some(0), "leo call {tool}: {err}");
             answers.push((format!("leo call --wait: {tool}"), out));
         }
+        for (tool, call) in new_calls {
+            let result = call.await.unwrap();
+            assert_ne!(result.is_error, Some(true), "{tool}: {}", text_of(&result));
+            answers.push((format!("leo-mcp, a new call: {tool}"), text_of(&result)));
+        }
         answers
     };
     let answers = tokio::time::timeout(RIDE, ride)
@@ -256,10 +276,11 @@ async fn every_waiting_caller_and_every_sdk_ride_through_a_leaders_sigkill() {
         "every call answered {:.1?} after the leader's SIGKILL",
         killed.elapsed()
     );
-    let want: Vec<String> = [1, 2]
+    let mut want: Vec<String> = [1, 2]
         .iter()
         .flat_map(|n| TOOLS.iter().map(move |t| format!("{t} {n}")))
         .collect();
+    want.extend(["rs 3".to_owned(), "py 3".to_owned()]);
     let got: Vec<&String> = answers.iter().map(|(_, a)| a).collect();
     assert_eq!(got, want.iter().collect::<Vec<_>>(), "{answers:?}");
     app.stop().await.unwrap();
