@@ -12,7 +12,7 @@
 //! leader killed until a follower takes over): the session lost, `leo call` connects again for
 //! up to S seconds, with the same session id and the call in `resume`, and the broker
 //! re-attaches it, as `leo-mcp` does. A call refused `store_unavailable` (it changed nothing)
-//! is made again the same way. Without `--wait` either is the end (exit 2, or 1 with the code).
+//! is made again in the same session, once a second, for up to S seconds. Without `--wait` either is the end (exit 2, or 1 with the code).
 //!
 //! Exit codes: 0 the tool answered; 1 the call ended with an error (`<code>: <message>` on
 //! stderr: the app's error, `timeout`, `no_client`, `denied`, `invalid_arguments`…); 2 the
@@ -365,41 +365,51 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     let timer = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now));
     let mut timer = std::pin::pin!(timer);
     let gave_up = || Ended::GaveUp(args.timeout.unwrap_or_default());
+    // With `--wait`, the end of the wait for a broker that refuses the call `store_unavailable`.
+    let mut refused_until = None;
     let stop = loop {
         let ended = tokio::select! {
             outcome = outcome(&mut session, id) => Ok(outcome),
             _ = &mut interrupt => Err(Ended::Interrupted),
             () = &mut timer, if deadline.is_some() => Err(gave_up()),
         };
-        let again = match ended {
+        let ended = match ended {
             Err(stop) => break stop,
             Ok(ended) => ended,
         };
-        let again = match again {
-            // Refused before it changed anything: made again once the broker takes work.
-            Ok(Outcome::Error { error }) if error.code == STORE_UNAVAILABLE && wait.is_some() => {
+        match ended {
+            // Refused before it changed anything: made again, in the same session, while the
+            // wait lasts.
+            Ok(Outcome::Error { error })
+                if error.code == STORE_UNAVAILABLE
+                    && refused_until
+                        .get_or_insert_with(|| wait_from_now(wait))
+                        .is_some_and(|t| Instant::now() < t) =>
+            {
+                debug!(
+                    call = id,
+                    "refused store_unavailable; making the call again"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_CAP) => {}
+                    _ = &mut interrupt => return Ok(Ended::Interrupted),
+                    () = &mut timer, if deadline.is_some() => return Ok(gave_up()),
+                }
                 id += 1;
-                Some(None)
+                send(&mut session.writer, &call(id)).await?;
+                continue;
             }
             Ok(outcome) => return Ok(Ended::Answered(outcome)),
-            Err(e) if e.passes() && wait.is_some() => Some(Some(id)),
+            Err(e) if e.passes() && wait.is_some() => {}
             Err(e) => return Err(e),
-        };
-        let resume = again.flatten();
-        info!(
-            call = id,
-            resume = resume.is_some(),
-            "the broker is away; waiting for it"
-        );
-        let reopened = tokio::select! {
-            opened = again_within(home, &agent, &args.tool, resume, wait_from_now(wait)) => opened?,
+        }
+        // The session was lost: the same session again, re-attaching the call.
+        info!(call = id, "the broker is away; waiting for it");
+        session = tokio::select! {
+            opened = open_within(home, &agent, Some(id), wait_from_now(wait)) => opened?,
             _ = &mut interrupt => return Ok(Ended::Interrupted),
             () = &mut timer, if deadline.is_some() => return Ok(gave_up()),
         };
-        session = reopened;
-        if resume.is_none() {
-            send(&mut session.writer, &call(id)).await?;
-        }
     };
     // Tell the broker, and give it a moment to end the call before the session closes (closing
     // alone would end it too, as `agent_gone`; `cancel` says what happened).
@@ -426,25 +436,6 @@ async fn ready(
             // Lost while the tool was awaited: the broker is away again, wait for it.
             Err(e) if e.passes() && Instant::now() < until => tokio::time::sleep(RETRY).await,
             Err(e) => return Err(e),
-        }
-    }
-}
-
-/// The session again after it was lost: re-attaching call `resume`, or ready for the call to be
-/// made again.
-async fn again_within(
-    home: &Home,
-    agent: &str,
-    tool: &str,
-    resume: Option<u64>,
-    until: Option<Instant>,
-) -> Result<Session, CallError> {
-    match resume {
-        Some(_) => open_within(home, agent, resume, until).await,
-        None => {
-            // A refusal is answered at once: pause before the next attempt.
-            tokio::time::sleep(RETRY).await;
-            ready(home, agent, tool, until).await
         }
     }
 }
