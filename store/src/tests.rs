@@ -501,7 +501,7 @@ async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
     ]);
     let refused = store.committed().await.unwrap_err();
     assert!(
-        matches!(refused, Error::Postgres(ref e) if e.is_data()),
+        matches!(refused, Error::Database(ref e) if e.is_data()),
         "{refused:?}"
     );
     let mut bad = call("r_bad", 1);

@@ -9,12 +9,11 @@
 //! and every operation that accepts work is refused until the broker is restarted.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 use tracing::{debug, error};
 
-use super::{Coalesced, Error, Job, Op, StoredCall};
+use super::{Coalesced, DbError, Error, Job, Op, StoredCall};
 use crate::sqlite;
 
 /// Most jobs in one transaction.
@@ -40,7 +39,7 @@ pub struct Writer {
     /// How many ended requests are kept.
     remember: usize,
     /// The first failed commit; nothing is written or acknowledged after it.
-    failed: Option<Arc<sqlite::Error>>,
+    failed: Option<DbError>,
 }
 
 impl Writer {
@@ -62,7 +61,7 @@ impl Writer {
                 "cannot record the broker's state; no further change is acknowledged until \
                  the broker is restarted"
             );
-            let e = Arc::new(e);
+            let e = DbError::from(e);
             self.failed = Some(e.clone());
             Error::Database(e)
         })

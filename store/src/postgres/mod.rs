@@ -45,7 +45,7 @@ use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
 use tracing::{debug, error, info, warn};
 
 use super::writer::{BATCH, LINGER, op_name};
-use super::{Error, Job, Op, Restored};
+use super::{DbError, Error, Job, Op, Restored};
 
 pub mod lease;
 mod read;
@@ -384,7 +384,7 @@ struct Writer {
     pending: Vec<Op>,
     available: Arc<AtomicBool>,
     /// The first error the database answered on purpose; nothing is acknowledged after it.
-    failed: Option<Arc<PgError>>,
+    failed: Option<DbError>,
     last_beat: tokio::time::Instant,
     /// Where each heartbeat puts the instances it read.
     instances: Instances,
@@ -499,7 +499,7 @@ impl Writer {
                 if !self.available.swap(true, Ordering::Relaxed) {
                     info!("the database answers again; the broker accepts work again");
                 }
-                dropped.map_or(Ok(()), |e| Err(Error::Postgres(Arc::new(e))))
+                dropped.map_or(Ok(()), |e| Err(Error::Database(e.into())))
             }
             Err(e) if e.is_outage() => {
                 if self.available.swap(false, Ordering::Relaxed) {
@@ -509,7 +509,7 @@ impl Writer {
                          (store_unavailable) until it is back"
                     );
                 }
-                Err(Error::Unavailable(Arc::new(e)))
+                Err(Error::Unavailable(e.into()))
             }
             Err(e) => {
                 error!(
@@ -517,10 +517,10 @@ impl Writer {
                     "cannot record the broker's state; no further change is acknowledged \
                      until the broker is restarted"
                 );
-                let e = Arc::new(e);
+                let e = DbError::from(e);
                 self.failed = Some(e.clone());
                 self.pending.clear();
-                Err(Error::Postgres(e))
+                Err(Error::Database(e))
             }
         }
     }
@@ -623,7 +623,7 @@ impl Writer {
             if e.is_fenced() {
                 self.deposed.cancel();
             }
-            self.failed = beat.err().map(Arc::new);
+            self.failed = beat.err().map(DbError::from);
             self.available.store(true, Ordering::Relaxed);
             return;
         }
