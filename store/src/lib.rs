@@ -344,7 +344,8 @@ impl Store {
             check: true,
         };
         let conn = sqlite::open(path, options, schema::MIGRATIONS)?;
-        let restored = read::restore(&conn).map_err(sqlite::Error::doing("read the state"))?;
+        let restored = read::restore(&mut read::Sqlite(&conn))
+            .map_err(sqlite::Error::doing("read the state"))?;
         info!(
             path = %path.display(),
             live = restored.live.len(),
