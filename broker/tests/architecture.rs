@@ -151,6 +151,35 @@ fn the_daemon_library_knows_no_clap_and_no_sdk() {
     assert!(!manifest.contains("[[bin]]"), "leo-broker is a library");
 }
 
+/// The storage is a crate below the broker (`leo-store`): it depends on no part of the broker
+/// (Cargo then refuses any import back up), and the live state is read back by one restore
+/// for both databases, whose queries no other file repeats.
+#[test]
+fn the_store_is_below_the_broker_and_restores_in_one_place() {
+    let deps = dependencies("store");
+    for name in ["leo-broker", "leo-app", "axum", "hyper"] {
+        assert!(
+            !deps.lines().any(|l| l.trim_start().starts_with(name)),
+            "leo-store depends on {name}; the storage stays below the broker"
+        );
+    }
+    let allowed = ["store/src/read.rs", "store/src/tests.rs"];
+    let found = offenders(&["store/src", "broker/src"], &allowed, |line| {
+        [
+            "FROM live ORDER BY",
+            "FROM clients ORDER BY",
+            "FROM ended ORDER BY",
+        ]
+        .iter()
+        .any(|q| line.contains(q))
+    });
+    assert!(
+        found.is_empty(),
+        "the state is restored by store/src/read.rs alone:\n{}",
+        found.join("\n")
+    );
+}
+
 #[test]
 fn the_core_and_its_state_machines_know_no_http() {
     let found = offenders(
