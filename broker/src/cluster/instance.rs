@@ -261,16 +261,15 @@ fn is_outage(e: &BrokerError) -> bool {
     if let Some(history) = source.downcast_ref::<crate::history::Error>() {
         return history.is_outage();
     }
-    matches!(
-        source.downcast_ref::<crate::store::Error>(),
-        Some(crate::store::Error::Postgres(pg) | crate::store::Error::Unavailable(pg)) if pg.is_outage()
-    )
+    source
+        .downcast_ref::<crate::store::Error>()
+        .is_some_and(crate::store::Error::is_outage)
 }
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
         path: crate::config::store_label().into(),
-        source: crate::store::Error::Postgres(std::sync::Arc::new(e)).into(),
+        source: crate::store::Error::from(e).into(),
     }
 }
 
@@ -594,10 +593,10 @@ async fn try_lead(
             })?;
     match opened {
         Ok(opened) => Ok(Some(opened)),
-        Err(crate::store::Error::Postgres(e)) if matches!(*e, PgError::Held(_)) => Ok(None),
-        Err(crate::store::Error::Postgres(e)) if e.is_outage() => {
+        Err(crate::store::Error::Database(e)) if e.is_held() => Ok(None),
+        Err(crate::store::Error::Database(e)) if e.is_outage() => {
             // The database went away between the look and the take: look again later.
-            warn!(error = %leo_protocol::chain::error_chain(&*e), "cannot take the lease now");
+            warn!(error = %leo_protocol::chain::error_chain(&e), "cannot take the lease now");
             Ok(None)
         }
         Err(e) => Err(BrokerError::Database {
