@@ -66,6 +66,16 @@ fn items() -> ResourceTemplate {
     })
 }
 
+/// An app with group `docs`, one tool and the `greet` prompt.
+fn docs_app(broker: &Broker) -> leo_app::Builder {
+    let tool = Tool::new("noop", "Does nothing", |_: Call| async {
+        Reply::text("ok")
+    });
+    builder(broker)
+        .group("docs", [tool])
+        .prompt("docs", greeting())
+}
+
 fn value<T: serde::Serialize>(t: &T) -> Value {
     serde_json::to_value(t).unwrap()
 }
@@ -73,12 +83,7 @@ fn value<T: serde::Serialize>(t: &T) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prompts_resources_and_completions_reach_the_agent_as_the_app_wrote_them() {
     let broker = Broker::start().await;
-    let tool = Tool::new("noop", "Does nothing", |_: Call| async {
-        Reply::text("ok")
-    });
-    let app = builder(&broker)
-        .group("docs", [tool])
-        .prompt("docs", greeting())
+    let app = docs_app(&broker)
         .resource("docs", notes())
         .resource("docs", blob())
         .resource_template("docs", items())
@@ -238,4 +243,45 @@ fn offers_for_an_undeclared_group_or_with_bad_names_are_refused_at_build() {
             .contains("$.resource_templates[0].uri_template"),
         "{err}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fallback_harness_lists_and_reads_them_through_the_fallback_tools() {
+    let broker = Broker::start().await;
+    let app = docs_app(&broker).resource("docs", blob()).build().unwrap();
+    let app = Running::start(app).await;
+    let agent = Agent::start(broker.home(), AgentOpts::fallback("codex")).await;
+    let listed: Value = serde_json::from_str(&leo_testkit::agent::text_of(
+        &agent.call("leo_app_tools", json!({})).await,
+    ))
+    .unwrap();
+    assert_eq!(listed["prompts"][0]["name"], "greet");
+    assert_eq!(listed["resources"][0]["uri"], "test://pixel.png");
+    assert!(listed["reads"].as_str().unwrap().contains("leo_resource"));
+
+    let prompt = agent
+        .call(
+            "leo_app_call",
+            json!({"tool": "leo_prompt", "args": {"name": "greet", "arguments": {"name": "Ada"}}}),
+        )
+        .await;
+    let blocks = value(&prompt.content);
+    assert_eq!(blocks[0]["text"], "Say hello to Ada");
+    assert_eq!(blocks[1]["data"], PIXEL);
+    assert_eq!(blocks[2]["resource"]["text"], "kept notes");
+    let read = agent
+        .call(
+            "leo_app_call",
+            json!({"tool": "leo_resource", "args": {"uri": "test://pixel.png"}}),
+        )
+        .await;
+    assert_eq!(value(&read.content)[0]["resource"]["blob"], PIXEL);
+    let missing = agent
+        .call(
+            "leo_app_call",
+            json!({"tool": "leo_resource", "args": {"uri": "test://none"}}),
+        )
+        .await;
+    assert_eq!(missing.is_error, Some(true));
+    app.stop().await.unwrap();
 }

@@ -260,3 +260,69 @@ pub fn params_of<P: serde::Serialize>(params: &P) -> Value {
     }
     value
 }
+
+/// `leo_app_call`'s tool name that gets a prompt: args `{name, arguments?}`.
+pub const PROMPT_TOOL: &str = "leo_prompt";
+/// `leo_app_call`'s tool name that reads a resource: args `{uri}`.
+pub const RESOURCE_TOOL: &str = "leo_resource";
+/// What `leo_app_tools` says of them, beside the lists.
+const FALLBACK_HOW: &str = "Get a prompt with leo_app_call {\"tool\": \"leo_prompt\", \"args\": \
+{\"name\": NAME, \"arguments\": {…}}}; read a resource (or a URI a template matches) with \
+leo_app_call {\"tool\": \"leo_resource\", \"args\": {\"uri\": URI}}.";
+
+/// `leo_app_tools`'s text with the prompts, resources and templates added, when there are any.
+pub fn describe(tools_text: String, offers: &OfferList) -> String {
+    if offers.prompts.is_empty()
+        && offers.resources.is_empty()
+        && offers.resource_templates.is_empty()
+    {
+        return tools_text;
+    }
+    let Ok(Value::Object(mut all)) = serde_json::from_str::<Value>(&tools_text) else {
+        return tools_text;
+    };
+    all.insert("prompts".into(), serde_json::json!(offers.prompts));
+    all.insert("resources".into(), serde_json::json!(offers.resources));
+    let templates = serde_json::json!(offers.resource_templates);
+    all.insert("resource_templates".into(), templates);
+    all.insert("reads".into(), Value::String(FALLBACK_HOW.into()));
+    serde_json::to_string_pretty(&all).unwrap_or(tools_text)
+}
+
+/// The read `leo_app_call`'s `tool` names, if it is [`PROMPT_TOOL`] or [`RESOURCE_TOOL`].
+pub fn fallback_kind(tool: &str) -> Option<OfferKind> {
+    match tool {
+        PROMPT_TOOL => Some(OfferKind::Prompt),
+        RESOURCE_TOOL => Some(OfferKind::Resource),
+        _ => None,
+    }
+}
+
+/// A fallback read through `leo_app_call`: the prompt's messages' contents, or the resource's
+/// contents as embedded resource blocks, as the tool's content.
+pub async fn fallback_read(
+    link: &BrokerLink,
+    kind: OfferKind,
+    args: Value,
+) -> rmcp::model::CallToolResult {
+    let result = match read::<Value>(link, kind, args).await {
+        Ok(result) => result,
+        Err(e) => return crate::outcome::tool_error("failed", &e.message),
+    };
+    let list = |key: &str| result.get(key).and_then(Value::as_array).cloned();
+    let content: Vec<Value> = match kind {
+        OfferKind::Prompt => list("messages")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|m| m["content"].clone())
+            .collect(),
+        _ => list("contents")
+            .unwrap_or_default()
+            .into_iter()
+            .map(|c| serde_json::json!({"type": "resource", "resource": c}))
+            .collect(),
+    };
+    let answer = serde_json::json!({"content": content, "isError": false});
+    serde_json::from_value(answer)
+        .unwrap_or_else(|e| crate::outcome::tool_error("invalid_result", &e.to_string()))
+}

@@ -276,19 +276,23 @@ impl Inner {
             MESSAGES => messages::fetch(&self.link, ctx).await.into(),
             APP_TOOLS => match self.link.down_reason() {
                 Some(reason) => outcome::tool_error("no_client", &reason).into(),
-                None => outcome::text(fallback::describe(
-                    view.revision,
-                    &self.native_visible(&view),
-                ))
-                .into(),
+                None => {
+                    let tools = fallback::describe(view.revision, &self.native_visible(&view));
+                    let offers = offers::list(&self.link).await;
+                    outcome::text(offers::describe(tools, &offers)).into()
+                }
             },
             APP_CALL => match fallback::parse_call(&arguments) {
                 Err(message) => outcome::tool_error("invalid_arguments", &message).into(),
-                Ok(c) => {
-                    let harness = call::Harness::of(ctx, self.settings.progress_every);
-                    let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
-                    self.finish(ended.await, ctx).await
-                }
+                Ok(c) => match offers::fallback_kind(&c.tool) {
+                    Some(kind) => offers::fallback_read(&self.link, kind, c.args).await.into(),
+                    None => {
+                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        let ended =
+                            call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
+                        self.finish(ended.await, ctx).await
+                    }
+                },
             },
             _ => {
                 let harness = call::Harness::of(ctx, self.settings.progress_every);
