@@ -142,7 +142,7 @@ pub async fn read<T: DeserializeOwned>(
         return Err(unavailable("the broker answered another frame"));
     };
     match outcome {
-        OfferOutcome::Result { result } => serde_json::from_value(result).map_err(|e| {
+        OfferOutcome::Result { result } => serde_json::from_value(complete(result)).map_err(|e| {
             McpError::new(
                 ErrorCode::INTERNAL_ERROR,
                 format!(
@@ -213,6 +213,16 @@ pub async fn notify(
     }
 }
 
+/// A result object with `resultType: "complete"` unless it says otherwise: 2026-07-28
+/// requires it, and rmcp leaves it out for older sessions.
+fn complete(mut result: Value) -> Value {
+    if let Value::Object(map) = &mut result {
+        map.entry("resultType")
+            .or_insert_with(|| Value::String("complete".into()));
+    }
+    result
+}
+
 /// `value` with its snake_case keys in MCP's camelCase (`mime_type`, `uri_template`).
 fn camel(mut value: Value) -> Value {
     if let Value::Object(map) = &mut value {
@@ -231,7 +241,7 @@ fn listed<T: DeserializeOwned, I: serde::Serialize>(key: &str, items: &[I]) -> R
         .iter()
         .map(|i| camel(serde_json::to_value(i).unwrap_or_default()))
         .collect();
-    serde_json::from_value(serde_json::json!({ key: items }))
+    serde_json::from_value(complete(serde_json::json!({ key: items })))
         .map_err(|e| McpError::new(ErrorCode::INTERNAL_ERROR, e.to_string(), None))
 }
 

@@ -513,6 +513,7 @@ impl ServerHandler for Sidecar {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let params = offers::params_of(&request);
         let read = offers::read::<GetPromptResult>(&self.inner.link, OfferKind::Prompt, params);
         read.await.map(Into::into)
@@ -541,6 +542,7 @@ impl ServerHandler for Sidecar {
         request: ReadResourceRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let params = offers::params_of(&request);
         let read =
             offers::read::<ReadResourceResult>(&self.inner.link, OfferKind::Resource, params);
@@ -570,6 +572,7 @@ impl ServerHandler for Sidecar {
         request: CompleteRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CompleteResult, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         let params = offers::params_of(&request);
         offers::read(&self.inner.link, OfferKind::Complete, params).await
     }
