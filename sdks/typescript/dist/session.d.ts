@@ -1,3 +1,4 @@
+import { type Offer } from "./offers.js";
 import type { Status } from "./app.js";
 import type { ToolEntry } from "./tool.js";
 import { type Endpoint } from "./transport.js";
@@ -10,6 +11,8 @@ export interface Settings {
     backoffMs: [number, number];
     /** The agents each group is offered to (absent: every agent). */
     agents: Map<string, string[]>;
+    /** Prompts, resources and templates (`offers`). */
+    offers: Offer[];
     setStatus: (s: Status, clientId?: string) => void;
 }
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
