@@ -208,10 +208,11 @@ async fn offers_follow_the_group_scope_and_leave_with_the_app() {
         .to_string();
     assert!(read.contains("not_found"), "{read}");
 
+    let before = rocket.seen.prompts_changed();
     app.stop().await.unwrap();
     let peer = rocket.client.peer();
     leo_testkit::agent::wait_until("the prompts withdrawn", || {
-        rocket.seen.prompts_changed() > 0
+        rocket.seen.prompts_changed() > before
     })
     .await;
     assert!(peer.list_all_prompts().await.unwrap().is_empty());
