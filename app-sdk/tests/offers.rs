@@ -131,8 +131,16 @@ async fn prompts_resources_and_completions_reach_the_agent_as_the_app_wrote_them
     assert_eq!(item["contents"][0]["text"], "item at test://items/42");
     let missing = read("test://items/missing").await.unwrap_err().to_string();
     assert!(missing.contains("not_found: no such item"), "{missing}");
-    let unknown = read("test://elsewhere").await.unwrap_err().to_string();
-    assert!(unknown.contains("not_found"), "{unknown}");
+    let code = |e: rmcp::ServiceError| match e {
+        rmcp::ServiceError::McpError(e) => (e.code.0, e.message.into_owned()),
+        other => panic!("{other}"),
+    };
+    let (unknown, message) = code(read("test://elsewhere").await.unwrap_err());
+    assert_eq!(unknown, -32002, "resource not found: {message}");
+    assert!(message.starts_with("not_found: "), "{message}");
+    let params: GetPromptRequestParams = serde_json::from_value(json!({"name": "nope"})).unwrap();
+    let (unknown, message) = code(peer.get_prompt(params).await.unwrap_err());
+    assert_eq!(unknown, -32602, "{message}");
 
     let params: CompleteRequestParams = serde_json::from_value(json!({
         "ref": {"type": "ref/prompt", "name": "greet"},

@@ -154,8 +154,10 @@ pub async fn read<T: DeserializeOwned>(
         }),
         OfferOutcome::Error { error } => {
             // What the agent asked for that no app offers is its mistake; the rest is the app's.
-            let code = match error.code.as_str() {
-                "not_found" | "invalid_parameter" => ErrorCode::INVALID_PARAMS,
+            // MCP names its own code for a resource not found.
+            let code = match (kind, error.code.as_str()) {
+                (OfferKind::Resource, "not_found") => ErrorCode::RESOURCE_NOT_FOUND,
+                (_, "not_found" | "invalid_parameter") => ErrorCode::INVALID_PARAMS,
                 _ => ErrorCode::INTERNAL_ERROR,
             };
             let message = format!("{}: {}", error.code, error.message);
