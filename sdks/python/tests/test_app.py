@@ -43,6 +43,7 @@ from leo_app import (
     LeoError,
     Read,
     ReadError,
+    Refused,
     Reply,
     ToolError,
     _codes,
@@ -745,6 +746,20 @@ class Features(Case):
         self.assertEqual(done["completion"]["values"], ["Ada", "Alan"])
         with self.assertRaises(ValueError):
             app.resource("test://pixel.png", name="again")(blob)
+
+    def test_a_changed_resource_reaches_the_sessions_offered_it(self) -> None:
+        app = App("docs", home=self.broker.home)
+
+        @app.resource("test://notes", name="notes")
+        def notes(read: Read) -> dict[str, Any]:
+            return {"contents": [{"uri": "test://notes", "text": "kept"}]}
+
+        self.start(app)
+        self.native()
+        # Once the agent's leo-mcp has connected, its session is told.
+        wait_until(lambda: app.resource_updated("test://notes") == 1, what="one session told")
+        with self.assertRaisesRegex(Refused, "not_found"):
+            app.resource_updated("test://elsewhere")
 
     def test_title_annotations_and_output_schema_are_listed_natively(self) -> None:
         app = App("mcp", home=self.broker.home)

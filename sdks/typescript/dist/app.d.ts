@@ -46,6 +46,7 @@ export declare class App {
     private readonly agents;
     private readonly tools;
     private readonly offers;
+    private serving?;
     private statusNow;
     private clientIdNow?;
     private listeners;
@@ -90,6 +91,10 @@ export declare class App {
         read: ReadHandler;
         complete?: ReadHandler;
     }): this;
+    /** Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+     * templates matches) that it changed; those whose harness subscribed read it again.
+     * Resolves with how many agent sessions were told. */
+    resourceUpdated(uri: string): Promise<number>;
     private offer;
     get status(): Status;
     /** The broker's id for the current stream, while serving. */

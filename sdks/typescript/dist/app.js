@@ -35,6 +35,7 @@ export class App {
     agents;
     tools = new Map();
     offers = [];
+    serving;
     statusNow = "stopped";
     clientIdNow;
     listeners = new Set();
@@ -82,6 +83,14 @@ export class App {
         const { group, read, complete, mimeType, uriTemplate, ...rest } = t;
         const def = { uri_template: uriTemplate, ...rest, ...(mimeType ? { mime_type: mimeType } : {}) };
         return this.offer({ group: group ?? this.group, kind: "resource_templates", def, read, complete }, uriTemplate);
+    }
+    /** Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+     * templates matches) that it changed; those whose harness subscribed read it again.
+     * Resolves with how many agent sessions were told. */
+    resourceUpdated(uri) {
+        if (!this.serving)
+            return Promise.reject(new Error("the app is not running"));
+        return this.serving.resourceUpdated(uri);
     }
     offer(o, key) {
         const same = (x) => x.kind === o.kind && (x.def.name === key || x.def.uri === key || x.def.uri_template === key);
@@ -147,7 +156,7 @@ export class App {
         if (this.tools.size === 0 && this.offers.length === 0)
             throw new FatalError("an app needs at least one tool, prompt or resource");
         await resolveSchemas(this.tools.values());
-        const s = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
+        const s = (this.serving = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
             endpoint: this.endpoint,
             readToken: () => this.readToken(),
             maxConcurrent: this.maxConcurrent,
@@ -156,7 +165,7 @@ export class App {
             agents: this.agents,
             offers: this.offers,
             setStatus: (st, id) => this.setStatus(st, id),
-        });
+        }));
         try {
             await s.run();
         }

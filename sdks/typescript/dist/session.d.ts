@@ -39,6 +39,9 @@ export declare class Serving {
     /** The delay before the next such read (doubling while claims fail, reset by one taken). */
     private recheckStep;
     constructor(name: string | undefined, tools: Map<string, ToolEntry>, signal: AbortSignal, s: Settings);
+    /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+     * resolves with how many agent sessions were told. */
+    resourceUpdated(uri: string): Promise<number>;
     run(): Promise<void>;
     /** Each group's tool definitions, by group name. */
     private groups;

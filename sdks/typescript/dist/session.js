@@ -76,6 +76,15 @@ export class Serving {
         };
         this.recheckStep = Math.max(s.backoffMs[0], 1);
     }
+    /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+     * resolves with how many agent sessions were told. */
+    async resourceUpdated(uri) {
+        const session = this.session;
+        if (!session)
+            throw new Error("the app is not connected yet");
+        const body = JSON.stringify({ client_id: session.clientId, uri });
+        return data(await session.client.post("/api/v1/client-offers/updated", body)).sessions;
+    }
     async run() {
         const [first, cap] = this.s.backoffMs;
         let step = Math.max(first, 1);

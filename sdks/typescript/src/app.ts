@@ -73,6 +73,7 @@ export class App {
   private readonly agents: Map<string, string[]>;
   private readonly tools = new Map<string, ToolEntry>();
   private readonly offers: Offer[] = [];
+  private serving?: Serving;
   private statusNow: Status = "stopped";
   private clientIdNow?: string;
   private listeners = new Set<() => void>();
@@ -123,6 +124,14 @@ export class App {
     const { group, read, complete, mimeType, uriTemplate, ...rest } = t;
     const def = { uri_template: uriTemplate, ...rest, ...(mimeType ? { mime_type: mimeType } : {}) };
     return this.offer({ group: group ?? this.group, kind: "resource_templates", def, read, complete }, uriTemplate);
+  }
+
+  /** Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+   * templates matches) that it changed; those whose harness subscribed read it again.
+   * Resolves with how many agent sessions were told. */
+  resourceUpdated(uri: string): Promise<number> {
+    if (!this.serving) return Promise.reject(new Error("the app is not running"));
+    return this.serving.resourceUpdated(uri);
   }
 
   private offer(o: Offer, key: string): this {
@@ -191,7 +200,7 @@ export class App {
   async serve(signal?: AbortSignal): Promise<void> {
     if (this.tools.size === 0 && this.offers.length === 0) throw new FatalError("an app needs at least one tool, prompt or resource");
     await resolveSchemas(this.tools.values());
-    const s = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
+    const s = (this.serving = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
       endpoint: this.endpoint,
       readToken: () => this.readToken(),
       maxConcurrent: this.maxConcurrent,
@@ -200,7 +209,7 @@ export class App {
       agents: this.agents,
       offers: this.offers,
       setStatus: (st, id) => this.setStatus(st, id),
-    });
+    }));
     try {
       await s.run();
     } finally {

@@ -519,5 +519,7 @@ describe("prompts and resources", () => {
     const done = await a.rpc("completion/complete", { ref: { type: "ref/prompt", name: "greet" }, argument: { name: "name", value: "A" } });
     assert.deepEqual(done.completion.values, ["Ada", "Alan"]);
     assert.throws(() => app.resource({ uri: "test://pixel.png", name: "again", read: () => ({}) }), /given twice/);
+    await waitUntil(async () => (await app.resourceUpdated("test://items/3")) === 1);
+    await assert.rejects(app.resourceUpdated("test://elsewhere"), /not_found/);
   });
 });

@@ -174,6 +174,8 @@ class App:
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
+        #: The serving state while `serve` runs (its session, for `resource_updated`).
+        self._serving: _Serving | None = None
         self._error: BaseException | None = None
         #: Set, on the loop's thread, by a stop request (a signal, `stop()`) before it cancels
         #: the serving task: the loops check it, so a request is never lost even if the
@@ -326,6 +328,27 @@ class App:
             return f
         return register
 
+    def resource_updated(self, uri: str, timeout: float = 20.0) -> int:
+        """Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+        templates matches) that it changed; those whose harness subscribed to it read it again.
+        Returns how many agent sessions were told. From any thread but the app's own loop
+        (there, `await app.resource_updated_async(uri)`)."""
+        loop = self._loop
+        if loop is None:
+            raise LeoError("the app is not running")
+        future = asyncio.run_coroutine_threadsafe(self.resource_updated_async(uri), loop)
+        return future.result(timeout)
+
+    async def resource_updated_async(self, uri: str) -> int:
+        """`resource_updated`, on the app's loop."""
+        serving = self._serving
+        session = serving.session if serving is not None else None
+        if session is None:
+            raise LeoError("the app is not connected yet")
+        body = json.dumps({"client_id": session.client_id, "uri": uri}).encode()
+        data = (await session.client.post("/api/v1/client-offers/updated", body)).data()
+        return int(data["sessions"])
+
     # -- status --------------------------------------------------------------------------
 
     @property
@@ -442,6 +465,7 @@ class App:
             raise FatalError("an app needs at least one tool, prompt or resource")
         self._stop_requested = False
         session = _Serving(self, asyncio.get_running_loop())
+        self._serving = session
         try:
             await session.run()
         finally:
