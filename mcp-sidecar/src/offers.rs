@@ -338,3 +338,63 @@ pub async fn fallback_read(
     serde_json::from_value(answer)
         .unwrap_or_else(|e| crate::outcome::tool_error("invalid_result", &e.to_string()))
 }
+
+/// 2026-07-28: the offers' notifications on a `subscriptions/listen` stream, as far as its
+/// accepted filter asks for them (`list_changed` of prompts and resources, and `updated` of the
+/// URIs it names). Ends with the stream.
+pub async fn listen(
+    context: &rmcp::service::SubscriptionContext,
+    mut events: broadcast::Receiver<OfferEvent>,
+) {
+    use broadcast::error::RecvError;
+    let sink = context.sink();
+    let accepted = sink.accepted().clone();
+    loop {
+        let event = tokio::select! {
+            () = context.cancelled() => return,
+            event = events.recv() => event,
+        };
+        let sent = match event {
+            Ok(OfferEvent::Changed) | Err(RecvError::Lagged(_)) => {
+                let mut sent = Ok(());
+                if accepted.prompts_list_changed == Some(true) {
+                    sent = sink.notify_prompt_list_changed().await;
+                }
+                if sent.is_ok() && accepted.resources_list_changed == Some(true) {
+                    sent = sink.notify_resource_list_changed().await;
+                }
+                sent
+            }
+            Ok(OfferEvent::Updated(uri)) => {
+                let wanted = accepted.resource_subscriptions.as_ref();
+                if wanted.is_some_and(|uris| uris.contains(&uri)) {
+                    sink.notify_resource_updated(uri).await
+                } else {
+                    Ok(())
+                }
+            }
+            Err(RecvError::Closed) => return,
+        };
+        if sent.is_err() {
+            debug!("the listen stream is closed");
+            return;
+        }
+    }
+}
+
+/// The part of a 2026-07-28 `subscriptions/listen` filter this server honours: tool, prompt
+/// and resource list changes, and updates of the resources named; `None` when none is asked.
+pub fn accepted_filter(
+    requested: &rmcp::model::SubscriptionFilter,
+) -> Option<rmcp::model::SubscriptionFilter> {
+    let mut accepted = rmcp::model::SubscriptionFilter::new();
+    accepted.tools_list_changed = requested.tools_list_changed.filter(|on| *on);
+    accepted.prompts_list_changed = requested.prompts_list_changed.filter(|on| *on);
+    accepted.resources_list_changed = requested.resources_list_changed.filter(|on| *on);
+    accepted.resource_subscriptions = requested.resource_subscriptions.clone();
+    let any = accepted.tools_list_changed.is_some()
+        || accepted.prompts_list_changed.is_some()
+        || accepted.resources_list_changed.is_some()
+        || accepted.resource_subscriptions.is_some();
+    any.then_some(accepted)
+}

@@ -388,26 +388,26 @@ impl ServerHandler for Sidecar {
         Cow::Borrowed(ProtocolVersion::known_up_to(&newest))
     }
 
-    /// 2026-07-28: tool-list changes are the one kind of notification offered.
+    /// 2026-07-28: tool, prompt and resource list changes, and resource updates (`offers`).
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        requested
-            .tools_list_changed
-            .filter(|on| *on)
-            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+        offers::accepted_filter(requested)
     }
 
-    /// 2026-07-28: a native session's `list_changed` goes out on the listen stream.
+    /// 2026-07-28: a native session's tool `list_changed`, and the offers' notifications, go
+    /// out on the listen stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let inner = self.inner.clone();
+        let offers = offers::listen(&context, inner.link.offers.subscribe());
         if inner.mode_for(context.request_context()) != Mode::Native {
-            context.cancelled().await;
+            offers.await;
             return Ok(());
         }
         let views = inner.link.subscribe();
-        native::listen(&context, views, move |view| inner.native_visible(view)).await;
+        let tools = native::listen(&context, views, move |view| inner.native_visible(view));
+        tokio::join!(tools, offers);
         Ok(())
     }
 

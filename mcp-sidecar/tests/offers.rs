@@ -123,8 +123,13 @@ async fn run(transport: &str, era: &str) {
         json!(["Ada", "Alan"])
     );
 
-    if era == "legacy" {
-        script.step("subscribed").await;
+    {
+        let subscribed = script.step("subscribed").await;
+        if era == "modern" {
+            let honored = &subscribed["honored"];
+            assert_eq!(honored["promptsListChanged"], true, "{subscribed}");
+            assert_eq!(honored["resourceSubscriptions"], json!(["test://notes"]));
+        }
         let body = json!({"client_id": client_id, "uri": "test://notes"});
         let r = broker
             .http()

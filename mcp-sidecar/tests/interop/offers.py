@@ -4,10 +4,10 @@
 
 Run by the Rust test `offers::python_sdk_*`, which plays the app. `stdio` launches leo-mcp
 (LEO_MCP_BIN, LEO_HOME); `http` speaks to LEO_MCP_URL with `Authorization: Bearer
-$LEO_AGENT_TOKEN`. `legacy` is the initialize era (mode="legacy"), where the script also
-subscribes to a resource and waits for `notifications/resources/updated` (after a line on
-stdin says the app changed it); `modern` is 2026-07-28 (mode="auto", leo-mcp with
---discover on stdio). Prints {"step": ...} lines.
+$LEO_AGENT_TOKEN`. `legacy` is the initialize era (mode="legacy"), where the script
+subscribes to a resource with resources/subscribe; `modern` is 2026-07-28 (mode="auto", leo-mcp
+with --discover on stdio), where it opens a subscriptions/listen stream for it. Either way it
+then waits for the resource's update, which the test has the app announce. Prints {"step": ...} lines.
 """
 
 import json
@@ -79,6 +79,16 @@ async def main():
             with anyio.fail_after(20):
                 await updated.wait()
             say("updated", uris=uris)
+        else:
+            async with client.listen(
+                prompts_list_changed=True, resource_subscriptions=["test://notes"]
+            ) as sub:
+                say("subscribed", honored=dump(sub.honored))
+                with anyio.fail_after(20):
+                    async for event in sub:
+                        if type(event).__name__ == "ResourceUpdated":
+                            say("updated", uris=[event.uri])
+                            break
     if http is not None:
         await http.aclose()
     say("done")
