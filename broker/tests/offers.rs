@@ -30,7 +30,8 @@ async fn a_read_is_relayed_to_the_app_and_answered_verbatim() {
         &ipc.recv_of("offers_changed").await,
     );
 
-    ipc.send(&json!({"type": "list_offers", "id": 1})).await;
+    ipc.send(&wire::load("ipc/sidecar_list_offers.json", &[]))
+        .await;
     wire::check("ipc/broker_offers.json", &ipc.recv_of("offers").await);
 
     ipc.send(&wire::load("ipc/sidecar_offer.json", &[])).await;

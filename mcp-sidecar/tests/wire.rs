@@ -202,6 +202,7 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                 },
             },
         ),
+        ("sidecar_list_offers", SidecarFrame::ListOffers { id: 1 }),
         (
             "sidecar_offer",
             SidecarFrame::Offer {
