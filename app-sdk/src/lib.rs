@@ -102,6 +102,7 @@ mod calls;
 mod endpoint;
 mod error;
 mod reply;
+mod sampling;
 mod session;
 mod tool;
 mod transport;
@@ -114,6 +115,7 @@ pub use error::{Error, Result};
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
 pub use leo_protocol::input::{InputAction, InputAnswer};
+pub use leo_protocol::logging::LogLevel;
 pub use leo_protocol::tool::{Execution, ToolAnnotations};
 pub use reply::{RawContent, Reply, content};
 /// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).

@@ -57,6 +57,15 @@ pub enum CallEvent {
         message: String,
         requested_schema: Value,
     },
+    /// A log message for the harness (`notifications/message`).
+    Log {
+        level: leo_protocol::logging::LogLevel,
+        logger: Option<String>,
+        data: Value,
+    },
+    /// A completion asked of the harness's model; answered with
+    /// `BrokerLink::answer_sample(sample, …)`.
+    Sample { sample: u64, params: Value },
 }
 
 /// A live call's stream of `CallEvent`s.
@@ -180,8 +189,16 @@ impl BrokerLink {
         }
     }
 
-    /// Passes a progress or input frame to its call; a question for a call that is no longer
-    /// waiting is answered `cancelled` at once, so the app is not left waiting.
+    /// Answers the broker's sampling request `sample` (the harness's result, or why none).
+    pub fn answer_sample(&self, sample: u64, outcome: leo_protocol::sampling::SampleOutcome) {
+        if let Some(conn) = &self.lock().conn {
+            let _ = conn.send(SidecarFrame::SampleAnswer { sample, outcome });
+        }
+    }
+
+    /// Passes a progress or input frame to its call; a question (or sampling request) for a
+    /// call that is no longer waiting is answered `cancelled` at once, so the app is not left
+    /// waiting.
     fn to_call(&self, id: u64, event: CallEvent) {
         let state = self.lock();
         let delivered = state
@@ -189,6 +206,11 @@ impl BrokerLink {
             .get(&id)
             .is_some_and(|tx| tx.send(event.clone()).is_ok());
         drop(state);
+        if !delivered && let CallEvent::Sample { sample, .. } = event {
+            let gone = crate::sampling::refused("cancelled", "the call is no longer waiting");
+            self.answer_sample(sample, gone);
+            return;
+        }
         if !delivered && let CallEvent::Input { input, .. } = event {
             self.answer_input(
                 input,
@@ -389,6 +411,26 @@ impl BrokerLink {
                     },
                 )
             }
+            BrokerFrame::Log {
+                id,
+                level,
+                logger,
+                data,
+            } => self.to_call(
+                id,
+                CallEvent::Log {
+                    level,
+                    logger,
+                    data,
+                },
+            ),
+            BrokerFrame::Sample { id, sample, params } => self.to_call(
+                id,
+                CallEvent::Sample {
+                    sample,
+                    params: leo_protocol::sampling::sanitized_params(params),
+                },
+            ),
         }
     }
 

@@ -37,6 +37,7 @@ use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
 use crate::link::BrokerLink;
+use crate::logging::LogFilter;
 use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
 use crate::mrtr::Suspended;
@@ -85,6 +86,8 @@ struct Inner {
     pusher: OnceLock<()>,
     tasks: Tasks,
     suspended: Suspended,
+    /// The session's `logging/setLevel`.
+    log: LogFilter,
 }
 
 impl Sidecar {
@@ -110,6 +113,7 @@ impl Sidecar {
                 args,
                 &context,
                 inner.settings.progress_every,
+                inner.log.clone(),
             );
             return Ok(CallToolResponse::Task(task));
         }
@@ -136,12 +140,18 @@ impl Sidecar {
                 pusher: OnceLock::new(),
                 tasks: Tasks::default(),
                 suspended: Suspended::default(),
+                log: LogFilter::default(),
             }),
         }
     }
 }
 
 impl Inner {
+    /// Who request `ctx`'s call reports to.
+    fn harness<'a>(&self, ctx: &'a RequestContext<RoleServer>) -> call::Harness<'a> {
+        call::Harness::of(ctx, self.settings.progress_every).logging(&self.log, ctx)
+    }
+
     /// Records the harness and decides the mode (once).
     fn harness_seen(&self, client: &Implementation) -> Mode {
         let mode = self
@@ -271,13 +281,13 @@ impl Inner {
             APP_CALL => match fallback::parse_call(&arguments) {
                 Err(message) => outcome::tool_error("invalid_arguments", &message).into(),
                 Ok(c) => {
-                    let harness = call::Harness::of(ctx, self.settings.progress_every);
+                    let harness = self.harness(ctx);
                     let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
                     self.finish(ended.await, ctx).await
                 }
             },
             _ => {
-                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let harness = self.harness(ctx);
                 let ended = call::run(&self.link, name, arguments, harness, ctx.ct.cancelled());
                 self.finish(ended.await, ctx).await
             }
@@ -302,7 +312,7 @@ impl Inner {
                 Ended::Asks(asked) => match self.suspended.suspend(&self.link, *asked) {
                     Ok(response) => return response,
                     Err(live) => {
-                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        let harness = self.harness(ctx);
                         ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
                     }
                 },
@@ -319,7 +329,7 @@ impl Inner {
     ) -> CallToolResponse {
         match self.suspended.resume(&self.link, state, responses) {
             Some(live) => {
-                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let harness = self.harness(ctx);
                 let ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
                 self.finish(ended, ctx).await
             }
@@ -333,10 +343,12 @@ impl Inner {
 }
 
 impl ServerHandler for Sidecar {
+    #[allow(deprecated)] // `logging` (SEP-2577); MCP 2025-11-25 has it.
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_logging()
             .build();
         task::declare(&mut capabilities);
         let mut instructions = INSTRUCTIONS.to_owned();
@@ -466,6 +478,17 @@ impl ServerHandler for Sidecar {
             crate::trace::end_call(&cx, r);
         }
         response
+    }
+
+    /// `logging/setLevel`: the level the app's log messages must reach to be sent (`logging`).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.log.set(request.level);
+        Ok(())
     }
 
     /// A method rmcp does not know: -32601 saying so, where rmcp's own answer is the bare name.

@@ -113,6 +113,12 @@ pub enum SidecarFrame {
     FetchMessages { id: u64 },
     /// Answers the broker's `input` frame `input`: the user's answer, or why none can come.
     InputAnswer { input: u64, outcome: InputOutcome },
+    /// Answers the broker's `sample` frame `sample`: the harness's completion, or why none
+    /// can come.
+    SampleAnswer {
+        sample: u64,
+        outcome: crate::sampling::SampleOutcome,
+    },
 }
 
 /// A message to an agent, stamped by the broker (`[message from <from>] <text>`).
@@ -362,6 +368,18 @@ pub enum BrokerFrame {
         message: String,
         requested_schema: Value,
     },
+    /// The app logs a message during call `id` (`notifications/message` for the harness).
+    Log {
+        id: u64,
+        level: crate::logging::LogLevel,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        data: Value,
+    },
+    /// The app asks the harness's model for a completion during call `id`
+    /// (`sampling/createMessage`); answered by the sidecar's `sample_answer` frame with the
+    /// same `sample`.
+    Sample { id: u64, sample: u64, params: Value },
 }
 
 #[cfg(test)]

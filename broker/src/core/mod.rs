@@ -46,6 +46,7 @@ mod registration;
 mod relay;
 mod restore;
 mod results;
+mod sampling;
 mod sessions;
 mod shutdown;
 mod snapshot;

@@ -43,6 +43,10 @@ pub enum Route {
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
     Input,
+    /// `POST …/requests/{id}/log`: the claimant logs a message for the caller.
+    Log,
+    /// `POST …/requests/{id}/sample`: the claimant asks the caller's model for a completion.
+    Sample,
     /// `GET /api/v1/audit`: the trail of authenticated changes.
     Audit,
     /// `POST /api/v1/client-tools/webhooks`: create a webhook provider.
@@ -170,6 +174,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
+    ("POST", LOG_PATH, Route::Log),
+    ("POST", SAMPLE_PATH, Route::Sample),
     ("GET", "/api/v1/audit", Route::Audit),
     ("POST", WEBHOOKS_PATH, Route::CreateWebhook),
     ("GET", WEBHOOKS_PATH, Route::ListWebhooks),
@@ -206,6 +212,12 @@ pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
 pub const INPUT_PATH: &str = "/api/v1/client-tools/requests/{id}/input";
 /// A question for the user: its message and a form of at most 16 KiB, with room for escaping.
 pub const INPUT_BODY: usize = 64 * 1024;
+/// The log route's path.
+pub const LOG_PATH: &str = "/api/v1/client-tools/requests/{id}/log";
+/// The sampling route's path.
+pub const SAMPLE_PATH: &str = "/api/v1/client-tools/requests/{id}/sample";
+/// A sampling request: its params (images included) with room for escaping.
+pub const SAMPLE_BODY: usize = 2 * leo_protocol::sampling::MAX_SAMPLE_BYTES;
 
 /// The login form's body: `token=<64 hex digits>` with room for a browser's encoding.
 pub const LOGIN_BODY: usize = 4 * 1024;
@@ -245,7 +257,7 @@ impl Route {
             Route::Events => &[Kind::Operator, Kind::Device, Kind::Agent],
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
-            Route::Progress | Route::Input => APPS,
+            Route::Progress | Route::Input | Route::Log | Route::Sample => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
@@ -335,7 +347,8 @@ impl Route {
             Route::Mcp => max_body,
             Route::CreateWebhook => max_body,
             Route::Message => MESSAGE_BODY,
-            Route::Input => INPUT_BODY,
+            Route::Input | Route::Log => INPUT_BODY,
+            Route::Sample => SAMPLE_BODY,
             Route::Progress => SMALL_BODY,
             Route::Login => LOGIN_BODY,
             Route::Claim

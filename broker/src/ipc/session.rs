@@ -391,6 +391,10 @@ impl Session {
                 self.broker.input_answered(self.id, input, outcome);
                 None
             }
+            SidecarFrame::SampleAnswer { sample, outcome } => {
+                self.broker.sample_answered(self.id, sample, outcome);
+                None
+            }
             SidecarFrame::Hello { .. } => Some(error_frame(
                 ErrorCode::InvalidFrame,
                 "at $.type: hello was already received",
