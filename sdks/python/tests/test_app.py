@@ -880,6 +880,44 @@ class Features(Case):
         plain = self.agent()  # declares no elicitation (and runs in fallback mode)
         self.assertEqual(json.loads(text_of(plain.call("confirm", {}))), {"fallback": "input_unsupported"})
 
+    def test_log_messages_pass_the_harness_level_and_sampling_reaches_its_model(self) -> None:
+        app = App("mcp", home=self.broker.home)
+
+        @app.tool
+        async def summarize(call: Call) -> str:
+            "Logs, then asks the model"
+            call.log("info", "reading", logger="reader")
+            call.log("warning", {"disk": "slow"})
+            try:
+                result = await call.sample({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize"}}],
+                    "maxTokens": 20,
+                })
+            except InputUnsupported as e:
+                return f"cannot sample: {e.code}"
+            return "model said: " + result["content"]["text"]
+
+        @app.tool
+        def summarize_plain(call: Call) -> str:
+            "Samples from a thread"
+            result = call.sample_blocking({"messages": [{"role": "user", "content": {
+                "type": "text", "text": "Again"}}], "maxTokens": 5})
+            return result["model"]
+
+        self.start(app)
+        model = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m1"}
+        asker = self.native(sample=lambda params: model)
+        asker.rpc("logging/setLevel", {"level": "warning"})
+        self.assertEqual(text_of(asker.native("summarize", {})), "model said: short")
+        self.assertEqual(asker.sampled[0]["maxTokens"], 20)
+        wait_until(lambda: asker.logs, what="a log message")
+        self.assertEqual(asker.logs, [{"level": "warning", "data": {"disk": "slow"}}])
+        self.assertEqual(text_of(asker.native("summarize_plain", {})), "m1")
+        plain = self.native()  # declares no sampling; no level set, so every message passes
+        self.assertEqual(text_of(plain.native("summarize", {})), "cannot sample: input_unsupported")
+        wait_until(lambda: len(plain.logs) == 2, what="both log messages")
+        self.assertEqual(plain.logs[0], {"level": "info", "logger": "reader", "data": "reading"})
+
 
 class Withdraw(Case):
     def test_a_stopped_app_withdraws_its_groups_and_its_parked_calls_end_at_once(self) -> None:
