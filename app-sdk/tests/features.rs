@@ -67,6 +67,16 @@ fn tools() -> Vec<Tool> {
         }),
         Tool::new("summarize", "Logs and asks the model", summarize),
         Tool::new(
+            "choose",
+            "Asks with titled and multi-select choices",
+            |call: Call| async move {
+                match call.ask("Pick", choices_form()).await {
+                    Ok(answer) => Reply::text(format!("{}", answer.content.unwrap_or_default())),
+                    Err(e) => Reply::error("ask_failed", e.to_string()),
+                }
+            },
+        ),
+        Tool::new(
             "quick",
             "Answers at once and cannot report",
             |call: Call| async move {
@@ -78,6 +88,33 @@ fn tools() -> Vec<Tool> {
         )
         .answers_at_once(),
     ]
+}
+
+/// A 2025-11-25 form: a titled single select and both kinds of multi select.
+fn choices_form() -> serde_json::Value {
+    json!({"type": "object", "properties": {
+        "size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]},
+        "tags": {"type": "array", "items": {"type": "string", "enum": ["fast", "safe"]}, "minItems": 1},
+        "envs": {"type": "array", "items": {"anyOf": [{"const": "prod", "title": "Production"}]}}
+    }, "required": ["size"]})
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2025_11_25_harness_is_asked_with_titled_and_multi_select_choices_as_they_are() {
+    let broker = Broker::start().await;
+    let app = Running::start(builder(&broker).group("ci", tools()).build().unwrap()).await;
+    let content = json!({"size": "l", "tags": ["fast"], "envs": ["prod"]});
+    let asks = Agent::start(
+        broker.home(),
+        AgentOpts::native("rocket").answering(content.clone()),
+    )
+    .await;
+    assert_eq!(
+        text_of(&asks.call("choose", json!({})).await),
+        content.to_string()
+    );
+    assert_eq!(asks.seen.forms.lock().unwrap()[0], choices_form());
+    app.stop().await.unwrap();
 }
 
 /// Logs at two levels, then asks the harness's model and replies with what it said.

@@ -115,6 +115,9 @@ pub fn prepare(
             format!("the agent's harness ({name}) does not support MCP elicitation"),
         ));
     }
+    let version = peer.peer_info().map(|i| i.protocol_version.clone());
+    let requested_schema = crate::forms::for_revision(requested_schema, version.as_ref())
+        .map_err(|m| refused("input_unsupported", m))?;
     let schema: ElicitationSchema = serde_json::from_value(requested_schema)
         .map_err(|e| refused("invalid_parameter", format!("at $.requested_schema: {e}")))?;
     let request = tagged(

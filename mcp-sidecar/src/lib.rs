@@ -44,6 +44,7 @@ pub mod discover;
 pub mod elicit;
 pub mod error;
 pub mod fallback;
+pub mod forms;
 pub mod frames;
 pub mod home;
 #[cfg(feature = "http")]

@@ -19,6 +19,7 @@
 
 pub mod backoff;
 pub mod chain;
+pub mod choices;
 pub mod codes;
 pub mod console;
 pub mod content;

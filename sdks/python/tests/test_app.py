@@ -853,7 +853,7 @@ class Features(Case):
         async def bad_form(call: Call) -> str:
             "Asks with a form outside the subset"
             try:
-                await call.ask("x", {"type": "object", "properties": {"a": {"type": "array"}}})
+                await call.ask("x", {"type": "object", "properties": {"a": {"type": "object"}}})
             except InputUnsupported:
                 return "unsupported"
             except LeoError as e:
@@ -879,6 +879,33 @@ class Features(Case):
                       text_of(asker.native("bad_form", {})))
         plain = self.agent()  # declares no elicitation (and runs in fallback mode)
         self.assertEqual(json.loads(text_of(plain.call("confirm", {}))), {"fallback": "input_unsupported"})
+
+    def test_an_older_harness_gets_titled_choices_spelled_its_way_and_no_multi_select(self) -> None:
+        app = App("mcp", home=self.broker.home)
+        titled = {"type": "object", "properties": {"size": {"type": "string", "oneOf": [
+            {"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}}}
+        multi = {"type": "object", "properties": {"tags": {"type": "array", "items": {
+            "type": "string", "enum": ["fast", "safe"]}}}}
+
+        @app.tool
+        async def choose(call: Call) -> str:
+            "Asks with titled choices, then with a multi select"
+            answer = await call.ask("Size?", titled)
+            try:
+                await call.ask("Tags?", multi)
+            except InputUnsupported as e:
+                return f"{answer.content}; {e.message}"
+            return "asked twice"
+
+        self.start(app)
+        asker = self.native(elicit=lambda params: {"action": "accept", "content": {"size": "l"}})
+        said = text_of(asker.native("choose", {}))
+        # The harness speaks 2025-06-18: the same choices as enum and enumNames.
+        self.assertEqual(asker.asked[0]["requestedSchema"]["properties"]["size"], {
+            "type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]})
+        self.assertEqual(len(asker.asked), 1)
+        self.assertTrue(said.startswith("{'size': 'l'}; at $.requested_schema.properties.tags: "
+                                        "a multi select needs"), said)
 
     def test_log_messages_pass_the_harness_level_and_sampling_reaches_its_model(self) -> None:
         app = App("mcp", home=self.broker.home)

@@ -449,7 +449,7 @@ describe("mcp features", () => {
       } })
       .tool({ name: "bad_form", description: "Asks with a form outside the subset", handler: async (_args, call) => {
         try {
-          await call.ask("x", { type: "object", properties: { a: { type: "array" } } });
+          await call.ask("x", { type: "object", properties: { a: { type: "object" } } });
           return "asked";
         } catch (e) {
           return e instanceof Refused && !(e instanceof InputUnsupported) ? e.message : `unexpected ${e}`;
