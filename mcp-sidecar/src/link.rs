@@ -582,6 +582,7 @@ mod tests {
             ever_registered: false,
             denied: vec![],
             otlp_endpoint: None,
+            mode: None,
         }
     }
 

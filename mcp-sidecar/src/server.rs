@@ -154,9 +154,10 @@ impl Inner {
 
     /// Records the harness and decides the mode (once).
     fn harness_seen(&self, client: &Implementation) -> Mode {
+        let operator = self.link.view().mode;
         let mode = self
             .mode
-            .decide(self.settings.mode, Some(client.name.as_str()));
+            .decide(self.settings.mode, operator, Some(client.name.as_str()));
         let harness = Harness {
             name: client.name.clone(),
             version: client.version.clone(),
@@ -172,7 +173,9 @@ impl Inner {
             Some(m) => m,
             None => match ctx.client_info() {
                 Some(client) => self.harness_seen(&client),
-                None => self.mode.decide(self.settings.mode, None),
+                None => self
+                    .mode
+                    .decide(self.settings.mode, self.link.view().mode, None),
             },
         }
     }
@@ -390,6 +393,13 @@ impl ServerHandler for Sidecar {
     /// 2026-07-28: a native session's `list_changed` goes out on the listen stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let inner = self.inner.clone();
+        inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let client = context.request_context().client_info();
+        let operator = inner.link.view().mode;
+        let name = client.as_ref().map(|c| c.name.as_str());
+        if context.accepted().tools_list_changed == Some(true) {
+            inner.mode.subscribed(inner.settings.mode, operator, name);
+        }
         if inner.mode_for(context.request_context()) != Mode::Native {
             context.cancelled().await;
             return Ok(());
@@ -405,6 +415,8 @@ impl ServerHandler for Sidecar {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        // The broker's welcome may carry the operator's mode for this agent.
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         self.inner.harness_seen(&request.client_info);
         self.negotiate_initialize(&request)
     }

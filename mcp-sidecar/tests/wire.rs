@@ -266,6 +266,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 ever_registered: true,
                 denied: vec!["leo_app_call".into()],
                 otlp_endpoint: None,
+                mode: None,
             },
         ),
         (
@@ -278,6 +279,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 ever_registered: false,
                 denied: vec![],
                 otlp_endpoint: Some("http://127.0.0.1:4318".into()),
+                mode: None,
             },
         ),
         (

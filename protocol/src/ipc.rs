@@ -326,6 +326,10 @@ pub enum BrokerFrame {
         /// same collector (its own `OTEL_EXPORTER_OTLP_*` variables win).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         otlp_endpoint: Option<String>,
+        /// The operator's mode for this agent (`agents.NAME.mode`); absent: `auto`, the
+        /// harness table decides.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<Mode>,
     },
     /// The tool set changed; coalesced to at most one a second per session.
     Tools {

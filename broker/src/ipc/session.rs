@@ -259,6 +259,7 @@ impl Session {
                 ever_registered,
                 denied: self.broker.config().denied_for(&self.agent),
                 otlp_endpoint: self.broker.config().telemetry.otlp_endpoint.clone(),
+                mode: self.broker.config().mode_for(&self.agent),
             })
         };
         self.conn.writer.send(welcome).await
