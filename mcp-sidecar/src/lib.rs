@@ -55,6 +55,7 @@ pub mod messages;
 pub mod mode;
 pub mod mrtr;
 pub mod native;
+pub mod offers;
 pub mod offline;
 pub mod outcome;
 pub mod pending;

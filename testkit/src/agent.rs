@@ -38,6 +38,16 @@ pub struct Seen {
     pub logs: Mutex<Vec<Value>>,
     /// Sampling requests (`sampling/createMessage` params), in order.
     pub samples: Mutex<Vec<Value>>,
+    /// `notifications/prompts/list_changed` received.
+    pub prompts_changed: AtomicUsize,
+    /// The URIs of `notifications/resources/updated`, in order.
+    pub resources_updated: Mutex<Vec<String>>,
+}
+
+impl Seen {
+    pub fn prompts_changed(&self) -> usize {
+        self.prompts_changed.load(Ordering::SeqCst)
+    }
 }
 
 /// The harness side: an rmcp client that records notifications.
@@ -123,6 +133,18 @@ impl ClientHandler for Harness {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.seen.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.seen.prompts_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.resources_updated.lock().unwrap().push(params.uri);
     }
 
     async fn on_progress(

@@ -47,6 +47,11 @@ pub enum Route {
     Log,
     /// `POST …/requests/{id}/sample`: the claimant asks the caller's model for a completion.
     Sample,
+    /// `POST /api/v1/client-offers/requests/{id}/answer`: an app answers a read of a prompt,
+    /// a resource or a completion.
+    OfferAnswer,
+    /// `POST /api/v1/client-offers/updated`: an app says a resource changed.
+    ResourceUpdated,
     /// `GET /api/v1/audit`: the trail of authenticated changes.
     Audit,
     /// `POST /api/v1/client-tools/webhooks`: create a webhook provider.
@@ -176,6 +181,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("POST", INPUT_PATH, Route::Input),
     ("POST", LOG_PATH, Route::Log),
     ("POST", SAMPLE_PATH, Route::Sample),
+    ("POST", OFFER_ANSWER_PATH, Route::OfferAnswer),
+    ("POST", RESOURCE_UPDATED_PATH, Route::ResourceUpdated),
     ("GET", "/api/v1/audit", Route::Audit),
     ("POST", WEBHOOKS_PATH, Route::CreateWebhook),
     ("GET", WEBHOOKS_PATH, Route::ListWebhooks),
@@ -210,6 +217,10 @@ pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
 pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
 /// The input route's path, likewise.
 pub const INPUT_PATH: &str = "/api/v1/client-tools/requests/{id}/input";
+/// The route by which an app answers a read (`leo_protocol::offers`).
+pub const OFFER_ANSWER_PATH: &str = "/api/v1/client-offers/requests/{id}/answer";
+/// The route by which an app says a resource changed.
+pub const RESOURCE_UPDATED_PATH: &str = "/api/v1/client-offers/updated";
 /// A question for the user: its message and a form of at most 16 KiB, with room for escaping.
 pub const INPUT_BODY: usize = 64 * 1024;
 /// The log route's path.
@@ -258,6 +269,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input | Route::Log | Route::Sample => APPS,
+            Route::OfferAnswer | Route::ResourceUpdated => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
@@ -343,6 +355,9 @@ impl Route {
     pub fn body_limit(self, max_body: usize) -> usize {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            // A prompt or a resource, which may hold an image or a blob.
+            Route::OfferAnswer => max_body,
+            Route::ResourceUpdated => SMALL_BODY,
             // A tool call's arguments, or an answer to a question.
             Route::Mcp => max_body,
             Route::CreateWebhook => max_body,

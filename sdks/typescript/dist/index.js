@@ -26,3 +26,4 @@ export { LOG_LEVELS } from "./call.js";
 export { Reply, ToolError, content } from "./reply.js";
 export { inlineRefs } from "./tool.js";
 export { FatalError, InputUnsupported, Refused } from "./transport.js";
+export { ReadError } from "./offers.js";
