@@ -34,6 +34,8 @@ pub mod config;
 pub(crate) mod core;
 pub mod error;
 pub(crate) mod events;
+#[cfg(test)]
+mod fence_tests;
 pub(crate) mod history;
 pub mod home;
 pub(crate) mod http;

@@ -40,6 +40,8 @@ pub struct Prepared {
     pub tokens: TokenBook,
     /// Which tokens open which agent's sidecar sessions.
     pub agent_keys: AgentKeys,
+    /// With a PostgreSQL store: the instance's one handle on the database (`store.url`).
+    pub(crate) database: Option<crate::store::postgres::Database>,
     /// With a PostgreSQL store: what follows the cluster's tokens while the broker runs.
     pub(crate) cluster_tokens: Option<crate::cluster_tokens::Shared>,
     /// `state/webhooks.json` and the webhook providers it held (a cluster's are the
@@ -94,10 +96,13 @@ pub fn prepare(home: Home) -> Result<Prepared> {
             path: home.config(),
             message,
         })?;
-    let (tokens, agent_keys, cluster_tokens) = load_tokens(&home, &config)?;
+    let database = crate::cluster_tokens::store_url(&home, &config)?
+        .map(|url| crate::store::postgres::Database::open(&url))
+        .transpose()?;
+    let (tokens, agent_keys, cluster_tokens) = load_tokens(&home, &config, database.as_ref())?;
     let tls = load_tls(&home, &config)?;
     let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
-    let live = open_store(&home, &config)?;
+    let live = open_store(&home, &config, database.clone())?;
     Ok(Prepared {
         mcp: None,
         home,
@@ -106,6 +111,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
         ever: Some(ever),
         tokens,
         agent_keys,
+        database,
         cluster_tokens,
         webhooks: Some(webhooks),
         live: Some(live),
@@ -119,15 +125,16 @@ pub fn prepare(home: Home) -> Result<Prepared> {
 fn load_tokens(
     home: &Home,
     config: &Config,
+    database: Option<&crate::store::postgres::Database>,
 ) -> Result<(TokenBook, AgentKeys, Option<crate::cluster_tokens::Shared>)> {
-    match crate::cluster_tokens::store_url(home, config)? {
+    match database {
         None => {
             let tokens = TokenBook::of_files(Tokens::load(home, config)?);
             let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
             Ok((tokens, AgentKeys::new(agent_token, home.agents()), None))
         }
-        Some(url) => {
-            let shared = crate::cluster_tokens::prepare(home, config, &url)?;
+        Some(db) => {
+            let shared = crate::cluster_tokens::prepare(home, config, db)?;
             let keys = AgentKeys::cluster(shared.book.clone(), home.agents());
             Ok((shared.book.clone(), keys, Some(shared)))
         }
@@ -135,11 +142,14 @@ fn load_tokens(
 }
 
 /// The live state: `state/leo.db`, opened now; or, when `store.url` (or `LEO_STORE_URL`)
-/// names PostgreSQL, the cluster this instance joins once its listeners are bound, with its id
-/// from `state/instance-id` (made at first start).
-fn open_store(home: &Home, config: &Config) -> Result<Live> {
-    let url = crate::cluster_tokens::store_url(home, config)?;
-    let Some(url) = url else {
+/// names PostgreSQL (`database`), the cluster this instance joins once its listeners are
+/// bound, with its id from `state/instance-id` (made at first start).
+fn open_store(
+    home: &Home,
+    config: &Config,
+    database: Option<crate::store::postgres::Database>,
+) -> Result<Live> {
+    let Some(db) = database else {
         let path = home.database();
         return crate::store::Store::open(
             &path,
@@ -152,7 +162,7 @@ fn open_store(home: &Home, config: &Config) -> Result<Live> {
             source: e.into(),
         });
     };
-    crate::cluster::Settings::new(home, config, url).map(Live::Cluster)
+    crate::cluster::Settings::new(home, config, db).map(Live::Cluster)
 }
 
 /// `web.tls`, read and checked now, so a bad pair stops the start with the key at fault.
@@ -163,9 +173,9 @@ fn load_tls(home: &Home, config: &Config) -> Result<Option<crate::http::ServerTl
     let (cert, key) = tls.resolved(&home.root);
     crate::http::ServerTls::load(crate::http::TlsFiles { cert, key })
         .map(Some)
-        .map_err(|message| BrokerError::Config {
+        .map_err(|e| BrokerError::Config {
             path: home.config(),
-            message,
+            message: leo_protocol::chain::error_chain(&e),
         })
 }
 
@@ -329,8 +339,8 @@ pub(crate) async fn serve(
     let (store, restored, leading) = opened;
     // What reads the database comes first: a cluster's leader whose database goes away here
     // fails before any task holds its core, and follows until it can lead again (`cluster`).
-    let history = crate::history::History::start(&p.home, &p.config)?;
-    let (hooks, stored_hooks) = webhooks_of(p, leading.is_some())?;
+    let history = crate::history::History::start(&p.home, &p.config, p.database.as_ref())?;
+    let (hooks, stored_hooks) = webhooks_of(p, leading.is_some()).await?;
     let ever = match p.ever.take() {
         Some(ever) => ever,
         // A later term of a cluster's leader: what the last term remembered is in the file.
@@ -394,16 +404,15 @@ pub(crate) async fn serve(
 
 /// The webhooks a core serves: a cluster's leader's from the database (`webhooks::store`),
 /// else those of `state/webhooks.json` read at start.
-fn webhooks_of(
+async fn webhooks_of(
     p: &mut Prepared,
     leading: bool,
 ) -> Result<(
     crate::webhooks::store::Store,
     Vec<crate::webhooks::store::Stored>,
 )> {
-    let cluster = leading.then(|| crate::cluster_tokens::store_url(&p.home, &p.config));
-    match cluster.transpose()?.flatten() {
-        Some(url) => crate::webhooks::store::Store::load_cluster(&url, &p.home.webhooks()),
+    match p.database.as_ref().filter(|_| leading) {
+        Some(db) => crate::webhooks::store::Store::load_cluster(db, &p.home.webhooks()).await,
         None => p.webhooks.take().ok_or_else(|| BrokerError::State {
             path: p.home.webhooks(),
             message: "the webhooks were already served".into(),

@@ -11,25 +11,23 @@
 //! every audit entry in another), so a burst costs two round trips, not one per row. `seq` is
 //! an identity column: it orders each log across instances and is the pages' `before` cursor.
 
-use std::str::FromStr;
 use std::sync::mpsc::{Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
-use deadpool_postgres::{Client, Pool};
+use deadpool_postgres::Client;
 use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use tokio_postgres::types::ToSql;
 use tracing::warn;
 
 use super::db::{AuditRow, CallQuery, CallRow, Table};
 use super::{Error, Log, Msg, Writer};
-use crate::store::postgres::PgError;
+use crate::store::postgres::{Database, DbError, Lead, lease};
 
 /// How often rows held by an outage are tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// What the writer thread is started with.
 pub(crate) struct Settings {
-    pub url: String,
     /// The instance whose rows these are (`i_…`).
     pub instance: String,
     /// Most records in one batch.
@@ -38,28 +36,22 @@ pub(crate) struct Settings {
     pub every: Duration,
 }
 
-/// Starts the writer thread on the database at `settings.url`; it connects when it first
-/// needs to.
+/// Starts the writer thread on `db`; it connects when it first needs to. Its rows are the
+/// leader's, fenced by its lead (`Database::fenced`): a deposed leader's are refused.
 pub(crate) fn spawn(
     settings: Settings,
+    db: Database,
     rx: Receiver<Msg>,
     writer: Writer,
 ) -> Result<std::thread::JoinHandle<()>, Error> {
-    let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
-    let pool = crate::store::postgres::pool(config)?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(PgError::Thread)?;
     let pg = Pg {
-        rt,
-        pool,
+        db,
         instance: settings.instance.clone(),
     };
     std::thread::Builder::new()
         .name("leo-history-pg".into())
         .spawn(move || run(&settings, &rx, writer, pg))
-        .map_err(|e| PgError::Thread(e).into())
+        .map_err(|e| DbError::Thread(e).into())
 }
 
 /// The loop of `state/history.db`'s writer (`sqlite::writer`), without the file's checkpoints
@@ -99,32 +91,34 @@ fn run(settings: &Settings, rx: &Receiver<Msg>, mut writer: Writer, mut pg: Pg) 
     if writer.holding() {
         warn!("history: the database is still unreachable at stop; the rows held are lost");
     }
-    pg.pool.close();
     if let Some(ack) = stop {
         let _ = ack.send(());
     }
 }
 
-/// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store).
-pub(crate) fn record(url: &str, instance: String, row: AuditRow) -> Result<(), PgError> {
-    crate::cluster_tokens::on_database(url, move |mut client| async move {
-        write(&mut client, &instance, &[], &[row]).await.map(drop)
+/// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store):
+/// the operator's own command, on whichever host, so not a leader's write and not fenced.
+pub(crate) fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), DbError> {
+    db.blocking(move |mut client| async move {
+        write(&mut client, &instance, None, &[], &[row])
+            .await
+            .map(drop)
     })
 }
 
-/// The history's connection to the database, on its thread's runtime.
+/// The history's connection to the database: the instance's one handle.
 struct Pg {
-    rt: tokio::runtime::Runtime,
-    pool: Pool,
+    db: Database,
     instance: String,
 }
 
 impl Pg {
-    /// Runs `work` on a pooled connection, to its end.
-    fn on<T>(&self, work: impl AsyncFnOnce(&mut Client) -> Result<T, PgError>) -> Result<T, Error> {
-        self.rt
+    /// Runs `work` on a pooled connection, to its end: polled on this thread, the
+    /// connection's I/O on the database's runtime.
+    fn on<T>(&self, work: impl AsyncFnOnce(&mut Client) -> Result<T, DbError>) -> Result<T, Error> {
+        self.db
             .block_on(async {
-                let mut client = self.pool.get().await.map_err(PgError::Connect)?;
+                let mut client = self.db.client().await?;
                 work(&mut client).await
             })
             .map_err(Error::from)
@@ -133,8 +127,12 @@ impl Pg {
 
 impl Log for Pg {
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
+        // A broker's rows are its lead's: none yet (never in practice) is refused too.
+        let lead = self.db.lead().ok_or_else(|| DbError::LeaseLost {
+            holder: "this instance has not taken the lease".into(),
+        })?;
         let instance = self.instance.clone();
-        self.on(async |c| write(c, &instance, calls, audits).await)
+        self.on(async |c| write(c, &instance, Some(&lead), calls, audits).await)
     }
 
     fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error> {
@@ -198,28 +196,34 @@ const INSERT_AUDITS: &str = "INSERT INTO audit (instance, at, at_ms, principal, 
         WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, n)
     ORDER BY n";
 
-/// Writes `calls` and `audits` as `instance`'s in one transaction, in their order; for each
-/// call, whether it was new.
+/// Writes `calls` and `audits` as `instance`'s in one transaction, in their order, fenced by
+/// `lead` when a leader writes them (see `lease`); for each call, whether it was new.
 async fn write(
     client: &mut Client,
     instance: &str,
+    lead: Option<&Lead>,
     calls: &[CallRow],
     audits: &[AuditRow],
-) -> Result<Vec<bool>, PgError> {
+) -> Result<Vec<bool>, DbError> {
     let tx = client
         .transaction()
         .await
-        .map_err(PgError::doing("begin writing the history"))?;
+        .map_err(DbError::doing("begin writing the history"))?;
+    if let Some(lead) = lead {
+        tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
+            .await
+            .map_err(DbError::doing("check that this instance leads"))?;
+    }
     let mut new = Vec::with_capacity(calls.len());
     if !calls.is_empty() {
         let statement = tx
             .prepare_cached(INSERT_CALLS)
             .await
-            .map_err(PgError::doing("write the history"))?;
+            .map_err(DbError::doing("write the history"))?;
         let rows = tx
             .query(&statement, &call_columns(instance, calls).refs())
             .await
-            .map_err(PgError::doing("write the history"))?;
+            .map_err(DbError::doing("write the history"))?;
         let mut written: std::collections::HashSet<String> =
             rows.iter().map(|r| r.get(0)).collect();
         new.extend(calls.iter().map(|c| written.remove(&c.id)));
@@ -228,14 +232,14 @@ async fn write(
         let statement = tx
             .prepare_cached(INSERT_AUDITS)
             .await
-            .map_err(PgError::doing("write the audit trail"))?;
+            .map_err(DbError::doing("write the audit trail"))?;
         tx.execute(&statement, &audit_columns(instance, audits).refs())
             .await
-            .map_err(PgError::doing("write the audit trail"))?;
+            .map_err(DbError::doing("write the audit trail"))?;
     }
     tx.commit()
         .await
-        .map_err(PgError::doing("commit the history"))?;
+        .map_err(DbError::doing("commit the history"))?;
     Ok(new)
 }
 
@@ -313,7 +317,7 @@ async fn list_calls(
     client: &Client,
     q: &CallQuery,
     contents: bool,
-) -> Result<Vec<EndedRequest>, PgError> {
+) -> Result<Vec<EndedRequest>, DbError> {
     let mut sql = String::from(
         "SELECT seq, id, tool, grp, agent, session, client_id, app_name, outcome, error_code,
             reason, created_at, claimed_at, ended_at, wait_ms, work_ms, duration_ms,
@@ -340,16 +344,16 @@ async fn list_calls(
     let statement = client
         .prepare_cached(&sql)
         .await
-        .map_err(PgError::doing("read the history"))?;
+        .map_err(DbError::doing("read the history"))?;
     let rows = client
         .query(&statement, &args.refs())
         .await
-        .map_err(PgError::doing("read the history"))?;
+        .map_err(DbError::doing("read the history"))?;
     rows.iter().map(|r| ended_of(r, contents)).collect()
 }
 
 /// One row of `history` as the route shows it.
-fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, PgError> {
+fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, DbError> {
     let unsigned = |i: usize| -> u64 { u64::try_from(r.get::<_, i64>(i)).unwrap_or(0) };
     let opt_unsigned = |i: usize| -> Option<u64> {
         r.get::<_, Option<i64>>(i)
@@ -374,7 +378,7 @@ fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, PgE
             name: r.get(7),
         }),
         outcome: CallOutcome::parse(&outcome)
-            .map_err(|e| PgError::Unreadable(format!("history: {e}")))?,
+            .map_err(|e| DbError::Unreadable(format!("history: {e}")))?,
         error_code: r.get(9),
         reason: r.get(10),
         created_at: r.get(11),
@@ -396,7 +400,7 @@ async fn list_audit(
     client: &Client,
     limit: u32,
     before: Option<u64>,
-) -> Result<Vec<AuditEntry>, PgError> {
+) -> Result<Vec<AuditEntry>, DbError> {
     let before = before.map_or(i64::MAX, big);
     let statement = client
         .prepare_cached(
@@ -404,11 +408,11 @@ async fn list_audit(
              WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
         )
         .await
-        .map_err(PgError::doing("read the audit trail"))?;
+        .map_err(DbError::doing("read the audit trail"))?;
     let rows = client
         .query(&statement, &[&before, &i64::from(limit)])
         .await
-        .map_err(PgError::doing("read the audit trail"))?;
+        .map_err(DbError::doing("read the audit trail"))?;
     Ok(rows
         .iter()
         .map(|r| AuditEntry {
@@ -438,9 +442,9 @@ async fn prune(
     table: Table,
     cutoff_ms: i64,
     max_rows: Option<u64>,
-) -> Result<usize, PgError> {
+) -> Result<usize, DbError> {
     let (name, time) = table_of(table);
-    let doing = PgError::doing("prune the history");
+    let doing = DbError::doing("prune the history");
     let mut gone = client
         .execute(
             &format!("DELETE FROM {name} WHERE {time} < $1"),
@@ -455,46 +459,46 @@ async fn prune(
                 &[&big(max)],
             )
             .await
-            .map_err(PgError::doing("prune the history"))?;
+            .map_err(DbError::doing("prune the history"))?;
         if let Some(edge) = edge {
             let edge: i64 = edge.get(0);
             gone += client
                 .execute(&format!("DELETE FROM {name} WHERE seq <= $1"), &[&edge])
                 .await
-                .map_err(PgError::doing("prune the history"))?;
+                .map_err(DbError::doing("prune the history"))?;
         }
     }
     Ok(usize::try_from(gone).unwrap_or(usize::MAX))
 }
 
 /// How many rows `table` holds.
-async fn count(client: &Client, table: Table) -> Result<u64, PgError> {
+async fn count(client: &Client, table: Table) -> Result<u64, DbError> {
     let (name, _) = table_of(table);
     let row = client
         .query_one(&format!("SELECT count(*) FROM {name}"), &[])
         .await
-        .map_err(PgError::doing("count the history"))?;
+        .map_err(DbError::doing("count the history"))?;
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }
 
 /// How many calls ended in each minute from `since_ms` on, by outcome, on every instance.
-async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteCount>, PgError> {
+async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteCount>, DbError> {
     let statement = client
         .prepare_cached(
             "SELECT ended_ms / 60000, outcome, count(*) FROM history WHERE ended_ms >= $1
              GROUP BY 1, 2",
         )
         .await
-        .map_err(PgError::doing("count the history"))?;
+        .map_err(DbError::doing("count the history"))?;
     let rows = client
         .query(&statement, &[&since_ms])
         .await
-        .map_err(PgError::doing("count the history"))?;
+        .map_err(DbError::doing("count the history"))?;
     rows.iter()
         .map(|r| {
             let outcome: String = r.get(1);
             let outcome = CallOutcome::parse(&outcome)
-                .map_err(|e| PgError::Unreadable(format!("history: {e}")))?;
+                .map_err(|e| DbError::Unreadable(format!("history: {e}")))?;
             Ok((
                 r.get(0),
                 outcome,
@@ -502,4 +506,63 @@ async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteC
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> CallRow {
+        CallRow::for_test(id)
+    }
+
+    /// The history and audit rows of a leader are fenced by its lead: written while it leads,
+    /// refused once another instance took the lease, and a `leo` command's entry (no lead)
+    /// is written whoever leads.
+    #[test]
+    fn a_deposed_leaders_history_and_audit_rows_are_refused() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let Some(pg) = rt.block_on(leo_testkit::postgres::database()) else {
+            return;
+        };
+        let admin = rt.block_on(pg.client());
+        let db = Database::open(&pg.url).unwrap();
+        let mut log = Pg {
+            db: db.clone(),
+            instance: "i_a".into(),
+        };
+        let audit = |action: &str| AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        };
+        // A `leo` command's entry: no lead, written (and the schema migrated).
+        record(&db, "i_a".into(), audit("client_add")).unwrap();
+        // No lead yet: a broker's rows are refused.
+        assert!(log.write(&[row("r_0")], &[]).is_err());
+        rt.block_on(admin.batch_execute(
+            "INSERT INTO cluster (one, key, leader, epoch) VALUES (true, 'k', 'i_a', 1)",
+        ))
+        .unwrap();
+        db.set_lead(Lead {
+            me: "i_a".into(),
+            epoch: 1,
+        });
+        assert_eq!(log.write(&[row("r_1")], &[audit("claim")]).unwrap(), [true]);
+        rt.block_on(admin.batch_execute("UPDATE cluster SET leader = 'i_b', epoch = 2"))
+            .unwrap();
+        let refused = log.write(&[row("r_2")], &[audit("result")]).unwrap_err();
+        assert!(
+            matches!(&refused, Error::Postgres(e) if e.is_fenced()),
+            "{refused:?}"
+        );
+        let ids = |sql: &str| -> Vec<String> {
+            let rows = rt.block_on(admin.query(sql, &[])).unwrap();
+            rows.iter().map(|r| r.get(0)).collect()
+        };
+        assert_eq!(ids("SELECT id FROM history ORDER BY seq"), ["r_1"]);
+        assert_eq!(
+            ids("SELECT action FROM audit ORDER BY seq"),
+            ["client_add", "claim"]
+        );
+    }
 }

@@ -361,7 +361,10 @@ impl Store {
 
     /// Opens the PostgreSQL store (`store.url`): connects, migrates under the schema lock,
     /// records the instance and reads what was live (see `postgres`).
-    pub fn open_postgres(settings: postgres::Settings) -> Result<(Store, Restored), Error> {
+    pub fn open_postgres(
+        db: &postgres::Database,
+        settings: postgres::Settings,
+    ) -> Result<(Store, Restored), Error> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let store = Store::with(Some(Sink::Postgres(tx)));
         let shared = postgres::Shared {
@@ -370,7 +373,7 @@ impl Store {
             deposed: store.deposed.clone(),
         };
         let restored =
-            postgres::open(settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
+            postgres::open(db, settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
         Ok((store, restored))
     }
 
