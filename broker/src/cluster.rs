@@ -40,6 +40,7 @@ use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::pin::Pin;
 
+use leo_protocol::chain::error_chain;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -87,7 +88,7 @@ impl Settings {
         let plain_loopback = config.cluster.plain_http_on_loopback;
         if let Some(advertised) = &config.cluster.advertise_url {
             Upstream::new(advertised, "-", plain_loopback)
-                .map_err(|e| refuse(format!("cluster.advertise_url: {e}")))?;
+                .map_err(|e| refuse(format!("cluster.advertise_url: {}", error_chain(&e))))?;
         }
         let ca: Option<PathBuf> = match &config.cluster.ca_file {
             Some(path) => Some(home.root.join(path)),
@@ -182,7 +183,10 @@ pub(crate) async fn run(
 ) -> Result<()> {
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
     if let Err(e) = Upstream::new(&settings.store.me.url, "-", settings.plain_loopback) {
-        warn!("no other instance will forward to this one while it leads: {e}");
+        warn!(
+            "no other instance will forward to this one while it leads: {}",
+            error_chain(&e)
+        );
     }
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
     let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
@@ -474,7 +478,9 @@ fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream
         return None;
     };
     Upstream::new(url, key, plain_loopback)
-        .map_err(|e| warn!(leader = %leader, error = %e, "cannot forward to the leader"))
+        .map_err(
+            |e| warn!(leader = %leader, error = %error_chain(&e), "cannot forward to the leader"),
+        )
         .ok()
 }
 
