@@ -9,9 +9,10 @@
 use leo_protocol::ipc::Message;
 use tokio_postgres::Client;
 
-use crate::cluster_tokens::{Entry, Kind};
+use crate::cluster::tokens::{Entry, Kind};
 use crate::config::HistoryConfig;
 use crate::history::History;
+use crate::store::postgres::lease::Me;
 use crate::store::postgres::{Database, Settings, tokens};
 use crate::store::{Op, Store, StoredDefinition};
 use crate::webhooks::store::{Change, Store as Webhooks, Stored};
@@ -55,7 +56,15 @@ async fn a_deposed_leader_commits_nothing_in_any_shared_table() {
     let a = Database::open(&pg.url).unwrap();
     let (store, _) = {
         let a = a.clone();
-        tokio::task::spawn_blocking(move || Store::open_postgres(&a, Settings::for_test()))
+        let settings = Settings {
+            me: Me {
+                id: "i_a".into(),
+                url: String::new(),
+            },
+            key: "k".repeat(64),
+            remember: 4,
+        };
+        tokio::task::spawn_blocking(move || Store::open_postgres(&a, settings))
             .await
             .unwrap()
             .unwrap()
@@ -137,7 +146,7 @@ async fn live_state_refused(store: &Store, admin: &Client) {
 /// The audit trail (and the history, through the same fenced statement: see
 /// `history::postgres`'s own test).
 async fn audit_refused(a: &Database, admin: &Client) {
-    let history = History::open_postgres(a, "i_test".into(), &HistoryConfig::default()).unwrap();
+    let history = History::open_postgres(a, "i_a".into(), &HistoryConfig::default()).unwrap();
     history.audit(("operator".into(), "operator"), "claim", Some("r_1"), None);
     tokio::task::spawn_blocking(move || history.close())
         .await

@@ -3,12 +3,13 @@
 //! Start with `ARCHITECTURE.md` at the repository root. In short: `core` holds the state behind
 //! one lock and drives the pure state machines (`registry`, `requests`, `ownership`); `events`
 //! numbers and fans out what happened; `http` and `ipc` are the two doors, for apps and for
-//! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them and runs
-//! the shutdown path. With PostgreSQL, `cluster` makes the instance one of several serving a
-//! database: it leads (the one core) or forwards to the leader (`http::front`).
+//! sidecars; `webhooks` calls the apps that cannot hold a stream; `server` binds them, runs a
+//! core on them and runs the shutdown path. With PostgreSQL, `cluster` makes the instance one
+//! of several serving a database: it leads (the one core) or forwards to the leader
+//! (`cluster::front`); `daemon` chooses between the two.
 //!
 //! The `leo` binary is the `leo-cli` crate. This library exports only what it needs, kept small:
-//! - [`server`]: prepare, bind and run the daemon (`leo broker`);
+//! - [`daemon`] and [`server`]: prepare, bind and run the daemon (`leo broker`);
 //! - [`home`] and [`config`]: the `LEO_HOME` layout and its files, and `config.yaml`, which
 //!   `leo client add|rm`, `leo serve-tool --tools FILE` and the banner read or write;
 //! - [`error`]: [`BrokerError`], what those fail with;
@@ -17,21 +18,23 @@
 //!   and [`WEBHOOKS_PATH`];
 //! - [`mcp`]: the mount point of `/mcp`, where the binary plugs in `leo-mcp`'s MCP server over
 //!   Streamable HTTP, and the in-process pipe its sessions reach the broker through;
-//! - [`cluster_tokens`]: with a PostgreSQL store, the tokens every instance shares, which
+//! - [`cluster::tokens`]: with a PostgreSQL store, the tokens every instance shares, which
 //!   `leo client|device|agent` change in the database (the CLI links no database client of
 //!   its own);
-//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
-//! - [`store`], for `leo-bench`'s durability bench only.
+//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach.
+//!
+//! What is stored, and how (the live store, history and audit, the lease), is the `leo-store`
+//! crate's.
 //!
 //! Everything else is `pub(crate)`: the CLI talks to a running broker through its public doors
 //! (`run/leo.sock`, `run/sidecar.sock`), as any app or sidecar does.
 
 mod accept;
 pub(crate) mod agent_tokens;
-pub(crate) mod cluster;
-pub mod cluster_tokens;
+pub mod cluster;
 pub mod config;
 pub(crate) mod core;
+pub mod daemon;
 pub mod error;
 pub(crate) mod events;
 #[cfg(test)]
@@ -48,13 +51,14 @@ pub(crate) mod refusal;
 pub(crate) mod registry;
 pub(crate) mod requests;
 pub mod server;
-pub(crate) mod sqlite;
 pub(crate) mod state_file;
-pub mod store;
 pub(crate) mod suggest;
 pub(crate) mod telemetry;
 pub(crate) mod tokens;
 pub(crate) mod webhooks;
+
+/// The storage (`leo-store`), under the name the broker's modules know it by.
+pub(crate) use leo_store as store;
 
 pub use error::{BrokerError, Result};
 

@@ -1,11 +1,13 @@
-//! Binding the listeners and running the broker until it is told to stop.
+//! Binding the listeners and running a core on them until it is told to stop (or, in a
+//! cluster, until its instance is deposed).
 //!
-//! `run` takes already-bound listeners, so tests pass port 0 and temporary socket paths. The
+//! `serve` takes already-bound listeners, so tests pass port 0 and temporary socket paths. The
 //! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), the state
 //! file is flushed, streams and sessions close, and the servers get a bounded time to drain.
 
 use std::future::Future;
 use std::net::SocketAddr;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::sync::Arc;
@@ -21,38 +23,24 @@ use crate::error::{BrokerError, Result};
 use crate::home::Home;
 use crate::http::{AppState, HostCheck};
 use crate::state_file::EverRegistered;
-use crate::tokens::{TokenBook, Tokens, load_or_create};
+use crate::tokens::TokenBook;
 
 /// How long servers get to finish after shutdown begins.
 const DRAIN: Duration = Duration::from_secs(5);
 /// How long background tasks (sessions, webhook deliveries) get after the servers.
 const TASKS: Duration = Duration::from_secs(2);
 
-/// Everything `run` needs, loaded and checked.
-pub struct Prepared {
+/// What every core this process runs shares, loaded and checked at start: a single broker
+/// runs one, a cluster's instance one for each term it leads (`cluster`).
+pub struct Base {
     pub home: Home,
     /// This broker's hold on `home` (`run/broker.lock`), for the process's life.
     pub lock: crate::home::HomeLock,
     pub config: Arc<Config>,
-    /// `state/client-tools.json` as read at start; taken by the first core that serves.
-    pub ever: Option<EverRegistered>,
     /// The tokens the doors accept: this home's files, or the cluster's (PostgreSQL).
     pub tokens: TokenBook,
     /// Which tokens open which agent's sidecar sessions.
     pub agent_keys: AgentKeys,
-    /// With a PostgreSQL store: the instance's one handle on the database (`store.url`).
-    pub(crate) database: Option<crate::store::postgres::Database>,
-    /// With a PostgreSQL store: what follows the cluster's tokens while the broker runs.
-    pub(crate) cluster_tokens: Option<crate::cluster_tokens::Shared>,
-    /// `state/webhooks.json` and the webhook providers it held (a cluster's are the
-    /// database's instead); taken by the core that serves them.
-    pub webhooks: Option<(
-        crate::webhooks::store::Store,
-        Vec<crate::webhooks::store::Stored>,
-    )>,
-    /// The live state: `state/leo.db` opened with what it held at start, or the PostgreSQL
-    /// cluster this instance joins (its store is opened when it leads). Taken by `run`.
-    pub(crate) live: Option<Live>,
     /// What serves `/mcp` on the TCP listener: the `leo` binary mounts `leo-mcp`'s server here
     /// (see `mcp`); without it, `/mcp` answers that this broker serves none.
     pub mcp: Option<crate::mcp::MakeMount>,
@@ -60,123 +48,85 @@ pub struct Prepared {
     pub tls: Option<crate::http::ServerTls>,
 }
 
-/// Where the live state is.
-pub(crate) enum Live {
-    Sqlite(crate::store::Store, crate::store::Restored),
-    Cluster(crate::cluster::Settings),
+/// What one core is started with and consumes: the store it writes, what that held, the
+/// registrations remembered, its webhooks, and the cluster it leads, if any.
+pub(crate) struct Term {
+    pub store: crate::store::Store,
+    pub restored: crate::store::Restored,
+    /// `state/client-tools.json` as read at start; `None` for a later term of a cluster's
+    /// leader, which reads the file again (what the last term remembered is there).
+    pub ever: Option<EverRegistered>,
+    /// `state/webhooks.json` and the webhooks it held, or the cluster's from the database.
+    pub webhooks: (
+        crate::webhooks::store::Store,
+        Vec<crate::webhooks::store::Stored>,
+    ),
+    pub leading: Option<Leading>,
 }
 
 /// What a leader of a cluster serves with besides its store: its id and the cluster's key,
-/// which its routers check on what followers forward (`http::front::gate`).
+/// which its routers check on what followers forward (`cluster::gate`).
 pub(crate) struct Leading {
     pub id: String,
     /// Where its peers reach it (`/readyz` says so).
     pub url: String,
-    pub key: crate::http::front::ClusterKey,
+    pub key: crate::cluster::gate::ClusterKey,
+    /// The instance's one handle on the database, which its history writes through.
+    pub db: crate::store::postgres::Database,
 }
 
-/// The bound listeners.
-pub struct Listeners {
-    pub tcp: Option<TcpListener>,
-    pub api: UnixListener,
-    pub sidecar: UnixListener,
+/// The bound listeners; the same four as descriptors (`Listeners<OwnedFd, OwnedFd>`) while
+/// a cluster's leader keeps a second copy of each (see [`Listeners::dup`]).
+pub struct Listeners<Tcp = TcpListener, Unix = UnixListener> {
+    pub tcp: Option<Tcp>,
+    pub api: Unix,
+    pub sidecar: Unix,
     /// `metrics.bind`: `/metrics` without a token.
-    pub metrics: Option<TcpListener>,
+    pub metrics: Option<Tcp>,
 }
 
-/// Loads config, state and tokens from `home`, creating what first start creates.
-pub fn prepare(home: Home) -> Result<Prepared> {
-    let lock = crate::home::lock(&home)?;
-    crate::home::prepare(&home)?;
-    let config = Config::load(&home.config())?;
-    let ever = EverRegistered::load(&home.client_tools())?;
-    config
-        .check_deny_tools(ever.names())
-        .map_err(|message| BrokerError::Config {
-            path: home.config(),
-            message,
-        })?;
-    let database = crate::cluster_tokens::store_url(&home, &config)?
-        .map(|url| crate::store::postgres::Database::open(&url))
-        .transpose()?;
-    let (tokens, agent_keys, cluster_tokens) = load_tokens(&home, &config, database.as_ref())?;
-    let tls = load_tls(&home, &config)?;
-    let webhooks = crate::webhooks::store::Store::load(&home.webhooks())?;
-    let live = open_store(&home, &config, database.clone())?;
-    Ok(Prepared {
-        mcp: None,
-        home,
-        lock,
-        config: Arc::new(config),
-        ever: Some(ever),
-        tokens,
-        agent_keys,
-        database,
-        cluster_tokens,
-        webhooks: Some(webhooks),
-        live: Some(live),
-        tls,
-    })
-}
+/// The listening sockets as bare descriptors.
+pub(crate) type Kept = Listeners<OwnedFd, OwnedFd>;
 
-/// The tokens: this home's files (SQLite store), or the cluster's, taken from the database
-/// once it answers (filled from these files by the first instance) and followed while the
-/// broker runs (`cluster_tokens`).
-fn load_tokens(
-    home: &Home,
-    config: &Config,
-    database: Option<&crate::store::postgres::Database>,
-) -> Result<(TokenBook, AgentKeys, Option<crate::cluster_tokens::Shared>)> {
-    match database {
-        None => {
-            let tokens = TokenBook::of_files(Tokens::load(home, config)?);
-            let agent_token: Arc<str> = load_or_create(&home.agent_token())?.into();
-            Ok((tokens, AgentKeys::new(agent_token, home.agents()), None))
-        }
-        Some(db) => {
-            let shared = crate::cluster_tokens::prepare(home, config, db)?;
-            let keys = AgentKeys::cluster(shared.book.clone(), home.agents());
-            Ok((shared.book.clone(), keys, Some(shared)))
-        }
+impl Listeners {
+    /// The listening sockets a second time (a `dup` of each), kept while a core serves the
+    /// first: when a deposed leader's servers close theirs, it follows on these, at the same
+    /// addresses, and what connected meanwhile waits in their backlog.
+    pub(crate) fn dup(&self) -> Result<Kept> {
+        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
+            fd.try_clone_to_owned()
+                .map_err(|e| BrokerError::io("duplicate", "a listening socket", e))
+        };
+        Ok(Listeners {
+            tcp: self.tcp.as_ref().map(|t| dup(t.as_fd())).transpose()?,
+            metrics: self.metrics.as_ref().map(|m| dup(m.as_fd())).transpose()?,
+            api: dup(self.api.as_fd())?,
+            sidecar: dup(self.sidecar.as_fd())?,
+        })
     }
 }
 
-/// The live state: `state/leo.db`, opened now; or, when `store.url` (or `LEO_STORE_URL`)
-/// names PostgreSQL (`database`), the cluster this instance joins once its listeners are
-/// bound, with its id from `state/instance-id` (made at first start).
-fn open_store(
-    home: &Home,
-    config: &Config,
-    database: Option<crate::store::postgres::Database>,
-) -> Result<Live> {
-    let Some(db) = database else {
-        let path = home.database();
-        return crate::store::Store::open(
-            &path,
-            config.store.synchronous,
-            config.client_tools.remember_settled,
-        )
-        .map(|(store, restored)| Live::Sqlite(store, restored))
-        .map_err(|e| BrokerError::Database {
-            path,
-            source: e.into(),
-        });
-    };
-    crate::cluster::Settings::new(home, config, db).map(Live::Cluster)
-}
-
-/// `web.tls`, read and checked now, so a bad pair stops the start with the key at fault.
-fn load_tls(home: &Home, config: &Config) -> Result<Option<crate::http::ServerTls>> {
-    let Some(tls) = &config.web.tls else {
-        return Ok(None);
-    };
-    let (cert, key) = tls.resolved(&home.root);
-    crate::http::ServerTls::load(crate::http::TlsFiles { cert, key })
-        .map(Some)
-        .map_err(|e| BrokerError::Config {
-            path: home.config(),
-            message: leo_protocol::chain::error_chain(&e),
+impl Kept {
+    /// The listeners again, registered with the runtime.
+    pub(crate) fn listen(self) -> Result<Listeners> {
+        let failed = |e| BrokerError::io("listen again on", "a kept socket", e);
+        let tcp = |fd: OwnedFd| {
+            let l = std::net::TcpListener::from(fd);
+            l.set_nonblocking(true)?;
+            TcpListener::from_std(l)
+        };
+        let unix = |fd: OwnedFd| {
+            let l = std::os::unix::net::UnixListener::from(fd);
+            l.set_nonblocking(true)?;
+            UnixListener::from_std(l)
+        };
+        Ok(Listeners {
+            tcp: self.tcp.map(tcp).transpose().map_err(failed)?,
+            metrics: self.metrics.map(tcp).transpose().map_err(failed)?,
+            api: unix(self.api).map_err(failed)?,
+            sidecar: unix(self.sidecar).map_err(failed)?,
         })
+    }
 }
 
 /// Binds a unix socket with mode 0600, replacing a stale socket file but never a live broker.
@@ -206,7 +156,7 @@ pub async fn bind_unix(path: &Path) -> Result<UnixListener> {
 /// database already if it answers, so that a schema newer than this broker stops the start
 /// before anything listens; one that does not answer is waited for while the listeners
 /// answer `503`, see `cluster`.)
-pub async fn bind(p: &Prepared) -> Result<Listeners> {
+pub async fn bind(p: &Base) -> Result<Listeners> {
     let tcp = if p.config.web.enabled {
         let addr = SocketAddr::new(p.config.web.bind, p.config.web.port);
         Some(
@@ -290,33 +240,6 @@ fn raise_fd_limit() -> u64 {
     soft
 }
 
-/// Serves until `stop` resolves, then shuts down in order. With PostgreSQL, this instance
-/// joins the database's cluster: it leads, or forwards to the leader until it takes the lease
-/// (see `cluster`).
-pub async fn run(
-    mut p: Prepared,
-    listeners: Listeners,
-    stop: impl Future<Output = ()>,
-) -> Result<()> {
-    crate::telemetry::start(p.config.telemetry.otlp_endpoint.as_deref());
-    match p.live.take() {
-        Some(Live::Sqlite(store, restored)) => {
-            let stop = std::pin::pin!(stop);
-            serve(&mut p, (store, restored, None), listeners, stop)
-                .await
-                .map(drop)
-        }
-        Some(Live::Cluster(settings)) => crate::cluster::run(p, settings, listeners, stop).await,
-        None => Err(BrokerError::State {
-            path: p.home.root.clone(),
-            message: "the broker was already run".into(),
-        }),
-    }
-}
-
-/// The store this instance serves, what it held at start, and the cluster it leads, if any.
-pub(crate) type Opened = (crate::store::Store, crate::store::Restored, Option<Leading>);
-
 /// How a core's run on the listeners ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Ended {
@@ -327,23 +250,28 @@ pub(crate) enum Ended {
     Deposed,
 }
 
-/// Runs the core on `listeners` with `opened` until `stop` resolves (it then shuts down in
+/// Runs a core on `listeners` with `term` until `stop` resolves (it then shuts down in
 /// order) or, in a cluster, until another instance takes the database over (it then steps
 /// down). `p` serves every term of a cluster's leader.
 pub(crate) async fn serve(
-    p: &mut Prepared,
-    opened: Opened,
+    p: &Base,
+    term: Term,
     listeners: Listeners,
     stop: std::pin::Pin<&mut impl Future<Output = ()>>,
 ) -> Result<Ended> {
-    let (store, restored, leading) = opened;
+    let Term {
+        store,
+        restored,
+        ever,
+        webhooks: (hooks, stored_hooks),
+        leading,
+    } = term;
     // What reads the database comes first: a cluster's leader whose database goes away here
     // fails before any task holds its core, and follows until it can lead again (`cluster`).
-    let history = crate::history::History::start(&p.home, &p.config, p.database.as_ref())?;
-    let (hooks, stored_hooks) = webhooks_of(p, leading.is_some()).await?;
-    let ever = match p.ever.take() {
+    let db = leading.as_ref().map(|l| &l.db);
+    let history = crate::history::History::start(&p.home, &p.config, db)?;
+    let ever = match ever {
         Some(ever) => ever,
-        // A later term of a cluster's leader: what the last term remembered is in the file.
         None => EverRegistered::load(&p.home.client_tools())?,
     };
     let broker = Broker::new(p.config.clone(), ever, store, history);
@@ -402,24 +330,6 @@ pub(crate) async fn serve(
     Ok(ended)
 }
 
-/// The webhooks a core serves: a cluster's leader's from the database (`webhooks::store`),
-/// else those of `state/webhooks.json` read at start.
-async fn webhooks_of(
-    p: &mut Prepared,
-    leading: bool,
-) -> Result<(
-    crate::webhooks::store::Store,
-    Vec<crate::webhooks::store::Stored>,
-)> {
-    match p.database.as_ref().filter(|_| leading) {
-        Some(db) => crate::webhooks::store::Store::load_cluster(db, &p.home.webhooks()).await,
-        None => p.webhooks.take().ok_or_else(|| BrokerError::State {
-            path: p.home.webhooks(),
-            message: "the webhooks were already served".into(),
-        }),
-    }
-}
-
 /// The HTTP servers: TCP and `metrics.bind`, both through the one bounded accept loop with
 /// one shared connection budget and the Host check, and the API socket. `web.tls` is the main
 /// TCP listener's only: `metrics.bind` is loopback, where nothing crosses a network.
@@ -428,7 +338,7 @@ fn spawn_servers(
     tls: Option<crate::http::ServerTls>,
     state: &Arc<AppState>,
     listeners: Listeners,
-    key: Option<crate::http::front::ClusterKey>,
+    key: Option<crate::cluster::gate::ClusterKey>,
 ) -> Result<tokio::task::JoinSet<()>> {
     let Listeners {
         tcp,

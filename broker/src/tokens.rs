@@ -122,7 +122,7 @@ impl Files {
             return;
         }
         let mut seen = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
-        let poll = u64::try_from(crate::cluster_tokens::POLL.as_millis()).unwrap_or(1000);
+        let poll = u64::try_from(crate::cluster::tokens::POLL.as_millis()).unwrap_or(1000);
         self.next_look
             .store(at.saturating_add(poll), Ordering::Relaxed);
         // Looked at before the files are read: a change made meanwhile is seen next time.
@@ -355,8 +355,8 @@ impl Tokens {
     }
 
     /// The set of the cluster's `entries`, as the database holds them.
-    pub fn from_entries(entries: &[crate::cluster_tokens::Entry]) -> Tokens {
-        use crate::cluster_tokens::Kind;
+    pub fn from_entries(entries: &[crate::cluster::tokens::Entry]) -> Tokens {
+        use crate::cluster::tokens::Kind;
         let mut tokens = Tokens::default();
         for e in entries {
             let who = match e.kind {
@@ -454,7 +454,7 @@ mod tests {
         fs::remove_file(&loose).unwrap();
         fs::remove_file(home.device_token("phone")).unwrap();
         // Revoked within a second of the last look.
-        let deadline = Instant::now() + 2 * crate::cluster_tokens::POLL;
+        let deadline = Instant::now() + 2 * crate::cluster::tokens::POLL;
         while book.lookup(&phone).is_some() {
             assert!(
                 Instant::now() < deadline,

@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use clap::Subcommand;
-use leo_broker::cluster_tokens::Kind;
+use leo_broker::cluster::tokens::Kind;
 use leo_broker::config::Config;
 use leo_broker::error::{BrokerError, Result};
 use leo_broker::home::{Home, write_atomic, write_secret_new};

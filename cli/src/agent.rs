@@ -199,7 +199,7 @@ const NONE: &str = "no agent has its own token: the shared agent token opens eve
 /// `leo agent list`: the agents with a token of their own.
 fn list(home: &Home) -> Result<String, BrokerError> {
     if let Some(cluster) = crate::cluster::of(home)? {
-        return crate::cluster::names(&cluster, leo_broker::cluster_tokens::Kind::OwnAgent, NONE);
+        return crate::cluster::names(&cluster, leo_broker::cluster::tokens::Kind::OwnAgent, NONE);
     }
     let mut names: Vec<String> = match std::fs::read_dir(home.agents()) {
         Ok(entries) => entries

@@ -1,11 +1,11 @@
-//! `leo broker`: runs the daemon (`leo_broker::server`) in the foreground on one thread, with
+//! `leo broker`: runs the daemon (`leo_broker::daemon`) in the foreground on one thread, with
 //! logs on stderr and the banner on stdout.
 
 use std::net::IpAddr;
 
 use anyhow::Context;
 use leo_broker::home::Home;
-use leo_broker::server;
+use leo_broker::{daemon, server};
 
 use crate::banner;
 
@@ -29,29 +29,30 @@ pub fn run(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Resul
         .build()
         .context("cannot start the async runtime")?;
     runtime.block_on(async move {
-        let mut prepared = server::prepare(home)?;
+        let mut prepared = daemon::prepare(home)?;
+        let base = &mut prepared.base;
         if port.is_some() || bind.is_some() {
-            let mut config = (*prepared.config).clone();
+            let mut config = (*base.config).clone();
             if let Some(port) = port {
                 config.web.port = port;
             }
             if let Some(bind) = bind {
                 config.web.bind = bind;
             }
-            prepared.config = std::sync::Arc::new(config);
+            base.config = std::sync::Arc::new(config);
         }
-        prepared.mcp = Some(crate::mcp::mount(
-            &prepared.home,
-            prepared.config.web.max_body_bytes,
+        base.mcp = Some(crate::mcp::mount(
+            &base.home,
+            base.config.web.max_body_bytes,
         ));
         let stop = server::signals();
-        let listeners = server::bind(&prepared).await?;
+        let listeners = server::bind(&prepared.base).await?;
         let tcp = match &listeners.tcp {
             Some(l) => Some(l.local_addr().context("cannot read the TCP address")?),
             None => None,
         };
-        banner::print(&prepared.home, tcp, prepared.tls.is_some())?;
-        server::run(prepared, listeners, stop).await?;
+        banner::print(&prepared.base.home, tcp, prepared.base.tls.is_some())?;
+        daemon::run(prepared, listeners, stop).await?;
         anyhow::Ok(())
     })
 }

@@ -11,7 +11,7 @@
 
 use std::fmt::Write as _;
 
-use leo_broker::cluster_tokens::{Cluster, Entry, Kind};
+use leo_broker::cluster::tokens::{Cluster, Entry, Kind};
 use leo_broker::config::Config;
 use leo_broker::error::{BrokerError, Result};
 use leo_broker::home::{Home, write_atomic};

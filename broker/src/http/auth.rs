@@ -181,7 +181,7 @@ pub async fn authorize(
     if route == Some(Route::Ipc)
         && req
             .extensions()
-            .get::<super::front::Forwarded>()
+            .get::<crate::cluster::gate::Forwarded>()
             .is_some_and(|f| f.pipe)
     {
         // A follower's pipe for a sidecar on its socket: the hello's token is checked by
@@ -318,7 +318,11 @@ pub async fn check_host(
     req: Request<Body>,
     next: Next,
 ) -> Response {
-    if req.extensions().get::<super::front::Forwarded>().is_some() {
+    if req
+        .extensions()
+        .get::<crate::cluster::gate::Forwarded>()
+        .is_some()
+    {
         // The follower that forwarded it checked the Host its client sent it.
         return next.run(req).await;
     }

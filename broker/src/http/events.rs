@@ -63,7 +63,7 @@ impl Drop for AbortOnDrop {
 pub async fn stream(
     State(state): State<Arc<AppState>>,
     Extension(who): Extension<Principal>,
-    forwarded: Option<Extension<super::front::Forwarded>>,
+    forwarded: Option<Extension<crate::cluster::gate::Forwarded>>,
     headers: HeaderMap,
     uri: Uri,
 ) -> Result<Response, Refusal> {

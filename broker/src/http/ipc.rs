@@ -43,7 +43,10 @@ pub async fn upgrade(
     slot: Option<Extension<ConnSlot>>,
     mut req: Request,
 ) -> Result<Response, Refusal> {
-    let piped = req.extensions().get::<super::front::Forwarded>().cloned();
+    let piped = req
+        .extensions()
+        .get::<crate::cluster::gate::Forwarded>()
+        .cloned();
     if let Some(forwarded) = &piped
         && forwarded.pipe
     {
@@ -132,7 +135,7 @@ pub fn who_upgrades(
 /// admitted as on this instance's own socket, its hello's token checked by the door.
 fn piped_session(
     state: &AppState,
-    forwarded: super::front::Forwarded,
+    forwarded: crate::cluster::gate::Forwarded,
     slot: Option<Extension<ConnSlot>>,
     req: &mut Request,
 ) -> Result<Response, Refusal> {

@@ -100,7 +100,7 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
     };
     let forwarded = request
         .extensions()
-        .get::<super::front::Forwarded>()
+        .get::<crate::cluster::gate::Forwarded>()
         .is_some();
     let checked = check(&state, request.headers(), forwarded).and_then(|mut caller| {
         let opens = request.method() == axum::http::Method::POST
@@ -169,7 +169,7 @@ fn wrong_kind(who: &Principal) -> Refusal {
 }
 
 /// A refusal as the JSON-RPC error body an MCP client reads, with the status of its code.
-pub(super) fn refusal(e: Refusal) -> Response {
+pub(crate) fn refusal(e: Refusal) -> Response {
     crate::metrics::global().rejected(crate::metrics::Door::Http, e.code);
     let status =
         StatusCode::from_u16(e.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);

@@ -4,19 +4,18 @@
 //! **Architecture Invariant:** only this module knows HTTP and SSE. Handlers parse, authorize
 //! and call `Broker`; the state machine never sees a request or a status code.
 
-mod auth;
+pub(crate) mod auth;
 pub mod console;
 mod events;
-pub mod front;
 pub mod health;
-mod history;
-mod ipc;
+pub(crate) mod history;
+pub(crate) mod ipc;
 pub mod mcp;
-mod reply;
+pub(crate) mod reply;
 mod routes;
 pub mod rules;
-mod serve;
-mod tls;
+pub(crate) mod serve;
+pub(crate) mod tls;
 
 use std::sync::Arc;
 
@@ -132,11 +131,12 @@ pub fn metrics_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
         .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }
 
-/// `router` with the leader's gate of a cluster (see `front::gate`): what a follower forwards
-/// with the cluster's key is admitted as [`front::Forwarded`].
-pub fn with_gate(router: Router, key: Option<front::ClusterKey>) -> Router {
+/// `router` with the leader's gate of a cluster (see `cluster::gate`): what a follower
+/// forwards with the cluster's key is admitted as [`Forwarded`](crate::cluster::gate::Forwarded).
+pub fn with_gate(router: Router, key: Option<crate::cluster::gate::ClusterKey>) -> Router {
+    use crate::cluster::gate;
     match key {
-        Some(key) => router.layer(axum::middleware::from_fn_with_state(key, front::gate)),
+        Some(key) => router.layer(axum::middleware::from_fn_with_state(key, gate::gate)),
         None => router,
     }
 }

@@ -36,7 +36,6 @@
 //! A `stop` in any stage ends the run: a follower says it left, a leader gives its lease up.
 
 use std::future::Future;
-use std::os::fd::{AsFd, OwnedFd};
 use std::path::PathBuf;
 use std::pin::Pin;
 
@@ -44,13 +43,15 @@ use leo_protocol::chain::error_chain;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
-use crate::cluster_tokens::Shared as Tokens;
+use super::front::{Front, FrontConfig, Upstream};
+use super::gate::ClusterKey;
+use super::tokens::Shared as Tokens;
 use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::Home;
-use crate::http::front::{ClusterKey, Front, FrontConfig, FrontListeners, Upstream};
 use crate::http::health::FollowerView;
-use crate::server::{Ended, Leading, Listeners, Prepared};
+use crate::server::{Base, Ended, Kept, Leading, Listeners, Term};
+use crate::state_file::EverRegistered;
 use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
 use crate::store::postgres::{self, Database, DbError};
 
@@ -139,7 +140,7 @@ struct Doors {
 
 impl Doors {
     /// The front, started now if it was not.
-    fn front(&mut self, p: &Prepared, settings: &Settings) -> Result<&Front> {
+    fn front(&mut self, p: &Base, settings: &Settings) -> Result<&Front> {
         if let Some(listeners) = self.idle.take() {
             self.front = Some(start_front(p, settings, listeners)?);
         }
@@ -149,7 +150,7 @@ impl Doors {
     /// The listeners back, for the core.
     async fn listeners(self) -> Result<Listeners> {
         match (self.front, self.idle) {
-            (Some(front), _) => take_back(front).await,
+            (Some(front), _) => front.stop().await.ok_or_else(lost_listeners),
             (None, Some(listeners)) => Ok(listeners),
             (None, None) => Err(lost_listeners()),
         }
@@ -165,9 +166,39 @@ impl Doors {
 /// What `follow` ends with: the listeners back, and the store this instance now leads.
 type Led = (Listeners, crate::store::Store, crate::store::Restored);
 
+/// What an instance is prepared with: how it joins, the cluster's tokens (taken from the
+/// database at start if it answered), and `state/client-tools.json` as read at start.
+pub(crate) struct Joining {
+    settings: Settings,
+    pub tokens: Tokens,
+    ever: EverRegistered,
+}
+
+impl Joining {
+    /// The cluster of the database at `url` (see [`Settings::new`]), on the instance's one
+    /// handle on it (`Database`, opened here), and its tokens (`tokens::prepare`).
+    pub fn prepare(
+        home: &Home,
+        config: &Config,
+        url: String,
+        ever: EverRegistered,
+    ) -> Result<Joining> {
+        let db = Database::open(&url)?;
+        let tokens = super::tokens::prepare(home, config, &db)?;
+        let settings = Settings::new(home, config, db)?;
+        Ok(Joining {
+            settings,
+            tokens,
+            ever,
+        })
+    }
+}
+
 /// What every stage of an instance's run shares.
 struct Instance {
-    p: Prepared,
+    p: Base,
+    /// What the first term serves with; later terms read the file again.
+    ever: Option<EverRegistered>,
     settings: Settings,
     /// Cancelled when the run ends: what follows the cluster's tokens stops with it.
     done: CancellationToken,
@@ -176,11 +207,16 @@ struct Instance {
 /// Serves `listeners` as an instance of the cluster until `stop` resolves: waiting for the
 /// database, following the leader, leading (see the module's doc).
 pub(crate) async fn run(
-    mut p: Prepared,
-    mut settings: Settings,
+    p: Base,
+    joining: Joining,
     listeners: Listeners,
     stop: impl Future<Output = ()>,
 ) -> Result<()> {
+    let Joining {
+        mut settings,
+        tokens,
+        ever,
+    } = joining;
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
     if let Err(e) = Upstream::new(&settings.store.me.url, "-", settings.plain_loopback) {
         warn!(
@@ -189,17 +225,18 @@ pub(crate) async fn run(
         );
     }
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
-    let tokens = p.cluster_tokens.take().ok_or_else(|| BrokerError::State {
-        path: crate::config::store_label().into(),
-        message: "the cluster's tokens were already taken".into(),
-    })?;
     let doors = Doors {
         idle: Some(listeners),
         front: None,
     };
     let done = CancellationToken::new();
     let _end = done.clone().drop_guard();
-    let mut me = Instance { p, settings, done };
+    let mut me = Instance {
+        p,
+        ever: Some(ever),
+        settings,
+        done,
+    };
     let mut stop = std::pin::pin!(stop);
     let mut stage = Stage::Waiting(doors, tokens);
     loop {
@@ -337,9 +374,19 @@ impl Instance {
     /// instance once the database is back: `lease::look` calls a lease of its own free).
     async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
         let (listeners, store, restored) = led;
-        let kept = Kept::of(&listeners)?;
+        let kept = listeners.dup()?;
         let key = match cluster_keys(&self.settings.db).await {
             Ok((key, previous)) => ClusterKey::new(&key, previous.as_deref()),
+            Err(e) if e.is_outage() => return self.lead_later(kept, &e),
+            Err(e) => return Err(e),
+        };
+        let webhooks = match crate::webhooks::store::Store::load_cluster(
+            &self.settings.db,
+            &self.p.home.webhooks(),
+        )
+        .await
+        {
+            Ok(webhooks) => webhooks,
             Err(e) if e.is_outage() => return self.lead_later(kept, &e),
             Err(e) => return Err(e),
         };
@@ -349,13 +396,19 @@ impl Instance {
             key.clone(),
             watching.clone(),
         ));
-        let leading = Leading {
-            id: self.settings.store.me.id.clone(),
-            url: self.settings.store.me.url.clone(),
-            key,
+        let term = Term {
+            store,
+            restored,
+            ever: self.ever.take(),
+            webhooks,
+            leading: Some(Leading {
+                id: self.settings.store.me.id.clone(),
+                url: self.settings.store.me.url.clone(),
+                key,
+                db: self.settings.db.clone(),
+            }),
         };
-        let opened = (store, restored, Some(leading));
-        let served = crate::server::serve(&mut self.p, opened, listeners, stop).await;
+        let served = crate::server::serve(&self.p, term, listeners, stop).await;
         watching.cancel();
         match served {
             Ok(Ended::Stopped) => Ok(Stage::Stopped),
@@ -374,7 +427,7 @@ impl Instance {
 
     /// Follows on the kept listening sockets (the core is gone).
     fn follow_on(&self, kept: Kept) -> Result<Stage> {
-        let listeners = kept.listeners()?;
+        let listeners = kept.listen()?;
         let front = start_front(&self.p, &self.settings, listeners)?;
         Ok(Stage::Following(Doors {
             idle: None,
@@ -444,7 +497,7 @@ async fn watch_keys(db: Database, key: ClusterKey, done: CancellationToken) {
 
 /// Where peers reach this instance: `cluster.advertise_url`, or the TCP listener's address
 /// (`127.0.0.1` when it binds every address) with `https` under `web.tls`.
-fn advertised_url(p: &Prepared, settings: &Settings, listeners: &Listeners) -> Result<String> {
+fn advertised_url(p: &Base, settings: &Settings, listeners: &Listeners) -> Result<String> {
     if let Some(url) = &settings.advertise {
         return Ok(url.trim_end_matches('/').to_owned());
     }
@@ -511,7 +564,7 @@ async fn try_lead(
     }
 }
 
-fn start_front(p: &Prepared, settings: &Settings, listeners: Listeners) -> Result<Front> {
+fn start_front(p: &Base, settings: &Settings, listeners: Listeners) -> Result<Front> {
     let host = match &listeners.tcp {
         Some(tcp) => {
             crate::server::warn_if_clear(tcp, p.tls.is_some());
@@ -534,74 +587,12 @@ fn start_front(p: &Prepared, settings: &Settings, listeners: Listeners) -> Resul
         max_body: p.config.web.max_body_bytes,
         connector: settings.connector.clone(),
     };
-    let listeners = FrontListeners {
-        tcp: listeners.tcp,
-        metrics: listeners.metrics,
-        api: listeners.api,
-        sidecar: listeners.sidecar,
-    };
     Ok(Front::start(config, listeners))
-}
-
-async fn take_back(front: Front) -> Result<Listeners> {
-    let l = front.stop().await.ok_or_else(lost_listeners)?;
-    Ok(Listeners {
-        tcp: l.tcp,
-        metrics: l.metrics,
-        api: l.api,
-        sidecar: l.sidecar,
-    })
 }
 
 fn lost_listeners() -> BrokerError {
     BrokerError::State {
         path: "listeners".into(),
         message: "the front's listeners could not be taken back".into(),
-    }
-}
-
-/// The listening sockets a second time (a `dup` of each), kept while the core serves the
-/// first: when a deposed leader's servers close theirs, it follows on these, at the same
-/// addresses, and what connected meanwhile waits in their backlog.
-struct Kept {
-    tcp: Option<OwnedFd>,
-    metrics: Option<OwnedFd>,
-    api: OwnedFd,
-    sidecar: OwnedFd,
-}
-
-impl Kept {
-    fn of(l: &Listeners) -> Result<Kept> {
-        let dup = |fd: std::os::fd::BorrowedFd<'_>| {
-            fd.try_clone_to_owned()
-                .map_err(|e| BrokerError::io("duplicate", "a listening socket", e))
-        };
-        Ok(Kept {
-            tcp: l.tcp.as_ref().map(|t| dup(t.as_fd())).transpose()?,
-            metrics: l.metrics.as_ref().map(|m| dup(m.as_fd())).transpose()?,
-            api: dup(l.api.as_fd())?,
-            sidecar: dup(l.sidecar.as_fd())?,
-        })
-    }
-
-    /// The listeners again, registered with the runtime.
-    fn listeners(self) -> Result<Listeners> {
-        let failed = |e| BrokerError::io("listen again on", "a kept socket", e);
-        let tcp = |fd: OwnedFd| {
-            let l = std::net::TcpListener::from(fd);
-            l.set_nonblocking(true)?;
-            tokio::net::TcpListener::from_std(l)
-        };
-        let unix = |fd: OwnedFd| {
-            let l = std::os::unix::net::UnixListener::from(fd);
-            l.set_nonblocking(true)?;
-            tokio::net::UnixListener::from_std(l)
-        };
-        Ok(Listeners {
-            tcp: self.tcp.map(tcp).transpose().map_err(failed)?,
-            metrics: self.metrics.map(tcp).transpose().map_err(failed)?,
-            api: unix(self.api).map_err(failed)?,
-            sidecar: unix(self.sidecar).map_err(failed)?,
-        })
     }
 }

@@ -51,22 +51,16 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
-use super::health::{FollowerView, follower_probe};
-use super::rules::HostCheck;
-use super::serve::{TcpBudget, accept_until};
-use super::tls::ServerTls;
+use super::gate::{CLUSTER_KEY, PIPE, VIA};
 use crate::agent_tokens::AgentKeys;
+use crate::http::health::{FollowerView, follower_probe};
+use crate::http::rules::HostCheck;
+use crate::http::serve::{TcpBudget, accept_until};
+use crate::http::tls::ServerTls;
 use crate::refusal::Refusal;
+use crate::server::Listeners;
 use crate::tokens::{Principal, TokenBook};
 
-/// The header that carries the cluster's key from a follower to the leader.
-pub const CLUSTER_KEY: HeaderName = HeaderName::from_static("leo-cluster-key");
-/// The header that names the follower a forwarded request came through.
-pub const VIA: HeaderName = HeaderName::from_static("leo-via");
-/// The header that marks the IPC upgrade a follower opens for a sidecar on its own
-/// `run/sidecar.sock` (`open_ipc`): the one forwarded upgrade without a bearer token, whose
-/// hello the leader checks. Never taken from a client (`headers_for_leader`).
-pub const PIPE: HeaderName = HeaderName::from_static("leo-sidecar-pipe");
 /// How long connecting to the leader may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to the leader kept open for the next requests, at most.
@@ -268,18 +262,10 @@ pub struct Front {
     sidecar: Served<UnixListener>,
 }
 
-/// The listeners a front serves and gives back.
-pub struct FrontListeners {
-    pub tcp: Option<TcpListener>,
-    pub metrics: Option<TcpListener>,
-    pub api: UnixListener,
-    pub sidecar: UnixListener,
-}
-
 impl Front {
     /// Serves `listeners` as a front; nothing is forwarded until [`Front::follow`] names the
     /// leader.
-    pub fn start(config: FrontConfig, listeners: FrontListeners) -> Front {
+    pub fn start(config: FrontConfig, listeners: Listeners) -> Front {
         let stop = CancellationToken::new();
         let shared = Arc::new(Shared {
             me: HeaderValue::from_str(&config.me).unwrap_or(HeaderValue::from_static("?")),
@@ -302,7 +288,7 @@ impl Front {
             match host {
                 Some(host) => router.layer(axum::middleware::from_fn_with_state(
                     host,
-                    super::auth::check_host,
+                    crate::http::auth::check_host,
                 )),
                 None => router,
             }
@@ -361,7 +347,7 @@ impl Front {
 
     /// Stops serving, closes every connection it was forwarding, and gives the listeners
     /// back; `None` if an accept loop ended abnormally (a panic), when they cannot be had.
-    pub async fn stop(self) -> Option<FrontListeners> {
+    pub async fn stop(self) -> Option<Listeners> {
         self.shared.stop.cancel();
         async fn back<L>(served: Served<L>) -> Option<L> {
             let (listener, mut connections) = served.await.ok()?;
@@ -377,7 +363,7 @@ impl Front {
             Some(m) => Some(back(m).await?),
             None => None,
         };
-        Some(FrontListeners {
+        Some(Listeners {
             tcp,
             metrics,
             api: back(self.api).await?,
@@ -412,7 +398,7 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     if door == Door::Metrics || path == "/metrics" {
         return metrics(&shared, door, &req);
     }
-    if door == Door::Unix && super::rules::tcp_only_path(path) {
+    if door == Door::Unix && crate::http::rules::tcp_only_path(path) {
         return Refusal::new(
             ErrorCode::NotFound,
             format!("no route {path} on this socket"),
@@ -420,12 +406,12 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
         .into_response();
     }
     if path == "/mcp"
-        && let Err(e) = super::console::guard::check_origin(req.headers(), shared.https)
+        && let Err(e) = crate::http::console::guard::check_origin(req.headers(), shared.https)
     {
         return e.into_response();
     }
     if req.headers().contains_key(header::UPGRADE)
-        && let Err(e) = super::ipc::who_upgrades(&shared.keys, &shared.tokens, req.headers())
+        && let Err(e) = crate::http::ipc::who_upgrades(&shared.keys, &shared.tokens, req.headers())
     {
         // Checked as the leader checks it, before anything is upgraded or forwarded: a
         // refused upgrade never takes one of the leader's sessions.
@@ -476,9 +462,9 @@ impl BodyCap {
 
     /// The `413`, as the leader words it.
     fn refusal(&self) -> Response {
-        let refusal = super::reply::too_large(self.limit);
+        let refusal = crate::http::reply::too_large(self.limit);
         if self.mcp {
-            super::mcp::refusal(refusal)
+            crate::http::mcp::refusal(refusal)
         } else {
             refusal.into_response()
         }
@@ -494,9 +480,9 @@ fn limit_body(shared: &Shared, req: Request<Body>) -> Result<(Request<Body>, Bod
     use http_body_util::BodyExt;
     let path = req.uri().path();
     let cap = BodyCap {
-        limit: super::rules::Route::of_path(req.method().as_str(), path)
+        limit: crate::http::rules::Route::of_path(req.method().as_str(), path)
             .map_or(shared.max_body, |r| r.body_limit(shared.max_body)),
-        mcp: path == super::rules::MCP_PATH,
+        mcp: path == crate::http::rules::MCP_PATH,
         over: Arc::default(),
     };
     let declared = req
@@ -528,7 +514,7 @@ fn no_leader(message: &str) -> Response {
 /// `/metrics` of this instance: on `metrics.bind` without a token, else the operator's.
 fn metrics(shared: &Shared, door: Door, req: &Request<Body>) -> Response {
     if door != Door::Metrics {
-        let who = super::auth::bearer(req.headers()).and_then(|t| shared.tokens.lookup(t));
+        let who = crate::http::auth::bearer(req.headers()).and_then(|t| shared.tokens.lookup(t));
         match who {
             Some(Principal::Operator) => {}
             Some(_) => {
@@ -545,7 +531,11 @@ fn metrics(shared: &Shared, door: Door, req: &Request<Body>) -> Response {
         }
     }
     let body = crate::metrics::global().render_follower(&shared.me_text);
-    ([(header::CONTENT_TYPE, super::history::METRICS_TYPE)], body).into_response()
+    (
+        [(header::CONTENT_TYPE, crate::http::history::METRICS_TYPE)],
+        body,
+    )
+        .into_response()
 }
 
 /// A byte stream to the leader: TCP, or TLS over it.
@@ -566,7 +556,7 @@ async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, LeaderEr
     })?;
     let _ = tcp.set_nodelay(true);
     // A leader whose host vanished ends what this instance pipes to it within DEAD_PEER.
-    super::serve::watch_peer(&tcp);
+    crate::http::serve::watch_peer(&tcp);
     if !up.https {
         return Ok(Box::new(tcp));
     }
@@ -828,87 +818,6 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
     hyper::upgrade::on(&mut response)
         .await
         .map_err(LeaderError::Upgrade)
-}
-
-/// The cluster's key, as the leader holds it to check what followers forward: the current one,
-/// and for a grace after `leo cluster rotate-key` the one it replaced (`cluster` keeps both up
-/// to date from the database while this instance leads).
-#[derive(Clone)]
-pub struct ClusterKey(Arc<RwLock<Keys>>);
-
-type Keys = (Arc<str>, Option<Arc<str>>);
-
-impl ClusterKey {
-    pub fn new(current: &str, previous: Option<&str>) -> ClusterKey {
-        ClusterKey(Arc::new(RwLock::new((
-            current.into(),
-            previous.map(Into::into),
-        ))))
-    }
-
-    /// The keys the database holds now.
-    pub fn set(&self, current: &str, previous: Option<&str>) {
-        if let Ok(mut keys) = self.0.write()
-            && (&*keys.0, keys.1.as_deref()) != (current, previous)
-        {
-            info!("the cluster's key changed");
-            *keys = (current.into(), previous.map(Into::into));
-        }
-    }
-
-    /// Whether `presented` is one of the keys (both compared, in constant time).
-    fn accepts(&self, presented: &[u8]) -> bool {
-        let Ok(keys) = self.0.read() else {
-            return false;
-        };
-        let current = crate::agent_tokens::ct_eq_bytes(presented, keys.0.as_bytes());
-        let previous = keys
-            .1
-            .as_ref()
-            .is_some_and(|p| crate::agent_tokens::ct_eq_bytes(presented, p.as_bytes()));
-        current | previous
-    }
-}
-
-/// A request a follower forwarded with the cluster's key: which instance it came through.
-#[derive(Debug, Clone)]
-pub struct Forwarded {
-    pub via: String,
-    /// The follower's own pipe for a sidecar on its socket (`PIPE`), not a client's request.
-    pub pipe: bool,
-}
-
-/// The leader's outermost layer: a request with the right `Leo-Cluster-Key` is marked
-/// [`Forwarded`] (the Host and Origin checks were the follower's, see `check_host` and
-/// `mcp::check`) with its `Leo-Via`; a wrong key, or a `Leo-Via` without the key, is `401`.
-pub async fn gate(
-    State(key): State<ClusterKey>,
-    mut req: Request<Body>,
-    next: axum::middleware::Next,
-) -> Response {
-    let presented = req.headers().get(CLUSTER_KEY).map(|v| v.as_bytes());
-    let via = req.headers().get(VIA);
-    match (presented, via) {
-        (None, None) => next.run(req).await,
-        (None, Some(_)) => {
-            Refusal::new(ErrorCode::Unauthorized, "Leo-Via without the cluster's key")
-                .into_response()
-        }
-        (Some(presented), via) => {
-            if !key.accepts(presented) {
-                return Refusal::new(ErrorCode::Unauthorized, "not this cluster's key")
-                    .into_response();
-            }
-            let via = via
-                .and_then(|v| v.to_str().ok())
-                .filter(|v| !v.is_empty() && v.len() <= 64)
-                .unwrap_or("?")
-                .to_owned();
-            let pipe = req.headers().contains_key(PIPE);
-            req.extensions_mut().insert(Forwarded { via, pipe });
-            next.run(req).await
-        }
-    }
 }
 
 #[cfg(test)]

@@ -54,7 +54,7 @@ mod database;
 pub mod lease;
 mod read;
 pub mod schema;
-pub(crate) mod tokens;
+pub mod tokens;
 mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
@@ -273,7 +273,7 @@ impl Writer {
         let result = self.write_pending().await.map_err(|e| self.deposed(e));
         match result {
             Ok(dropped) => {
-                crate::metrics::global().store_committed();
+                crate::committed();
                 debug!(ops = self.pending.len(), "state committed");
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {

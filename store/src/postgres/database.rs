@@ -80,7 +80,7 @@ pub enum DbError {
 }
 
 impl DbError {
-    pub(crate) fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DbError {
+    pub fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DbError {
         move |source| DbError::Query { doing, source }
     }
 
@@ -116,11 +116,11 @@ impl DbError {
     /// timed out, shutting down or starting: [`DbError::is_outage`]) is waited for. A running
     /// broker keeps treating whatever cut it off as an outage: a password changed under it is
     /// no reason to drop what it holds.
-    pub(crate) fn at_start(self) -> DbError {
+    pub fn at_start(self) -> DbError {
         let Some(db) = self.db_error() else {
             return self;
         };
-        let key = crate::config::store_key();
+        let key = crate::store_key();
         let fix = match db.code().code() {
             "28P01" => format!(
                 "correct the password of the user named in {key} (or the server's pg_hba.conf)"
@@ -306,7 +306,7 @@ impl Database {
     }
 
     /// Records that this instance leads in `lead`'s epoch (it took the lease).
-    pub(crate) fn set_lead(&self, lead: Lead) {
+    pub fn set_lead(&self, lead: Lead) {
         if let Ok(mut held) = self.inner.lead.lock() {
             *held = Some(lead);
         }
@@ -411,7 +411,7 @@ impl deadpool_postgres::Connect for QuietNotices {
 }
 
 /// The database and hosts of `config`, for logs: never the password.
-pub(crate) fn describe(config: &tokio_postgres::Config) -> String {
+pub fn describe(config: &tokio_postgres::Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()

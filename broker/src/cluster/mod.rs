@@ -1,0 +1,22 @@
+//! The cluster: several instances on one PostgreSQL database, all serving at once, one of
+//! them leading (running the one core), every other forwarding to it.
+//!
+//! Everything that exists because there may be several instances lives here, so that a
+//! single broker on SQLite reads none of it and the core knows nothing of it:
+//!
+//! - [`instance`]: one instance's life in its cluster (waiting for the database, following,
+//!   leading), which `daemon` runs on the bound listeners;
+//! - [`front`]: a follower's listeners, served as a reverse proxy to the leader;
+//! - [`gate`]: the leader's side of forwarding (the cluster's key, [`gate::Forwarded`]), a
+//!   leaf that the leader's routers import;
+//! - [`tokens`]: the tokens every instance shares, kept in the database.
+//!
+//! The direction of imports: `cluster` uses `server` (to run a core for each term it leads)
+//! and `http` (the front's servers); `server` and `http` import only [`gate`] from here.
+
+pub(crate) mod front;
+pub mod gate;
+pub(crate) mod instance;
+pub mod tokens;
+
+pub(crate) use instance::{Joining, run};
