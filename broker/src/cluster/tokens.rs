@@ -50,6 +50,24 @@ pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
     config.store.postgres_url(&home.config())
 }
 
+/// What `leo doctor` says of the database connection at `url`: a warning when it reaches
+/// another host without TLS on every connection (`sslmode` `disable`, or `prefer`, which falls
+/// back to clear text), since the tokens, the cluster's key and every call's arguments and
+/// results cross it; `None` when it is encrypted, local, or not a URL this reads.
+pub fn clear_text_database(url: &str) -> Option<String> {
+    use crate::store::postgres::tls;
+    let (config, settings) = tls::parse(url).ok()?;
+    (tls::beyond_loopback(&config) && !settings.mode.always_encrypts()).then(|| {
+        format!(
+            "the database ({}) is reached beyond this host with sslmode={}: the tokens, the \
+             cluster's key and every call's arguments and results may cross the network in \
+             clear",
+            crate::store::postgres::describe(&config),
+            settings.mode.as_str()
+        )
+    })
+}
+
 /// The cluster's tokens as the `leo` commands change them, on the database of `store.url`
 /// (opened for the one command: a pool of its own, migrated at its first connection). The
 /// operator's command is not a leader's decision, so its rows are not fenced: it works on

@@ -20,12 +20,12 @@
 //! ([`Database::lead`], set when it takes the lease), as the store's batches do: once another
 //! instance took the lease, a deposed leader's write fails and changes nothing.
 
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use deadpool_postgres::{Manager, ManagerConfig, Object, Pool, RecyclingMethod, Runtime};
 use tokio::runtime::Handle;
+use tokio_postgres_rustls::MakeRustlsConnect;
 use tracing::{debug, warn};
 
 use super::{lease, schema};
@@ -42,6 +42,25 @@ const POOL_SIZE: usize = 8;
 pub enum DbError {
     #[error("store.url is not a PostgreSQL connection URL: {0}")]
     Url(#[source] tokio_postgres::Error),
+    #[error(
+        "store.url: sslmode={0:?} is not one of disable, prefer, require, verify-ca, verify-full"
+    )]
+    SslMode(String),
+    #[error("store.url: sslrootcert {}: {reason}", .path.display())]
+    RootCert {
+        path: std::path::PathBuf,
+        reason: String,
+    },
+    #[error("the TLS settings for the database: {0}")]
+    Tls(String),
+    /// The TLS handshake failed: the server's certificate refused (`verify-ca`, `verify-full`),
+    /// or no TLS where it was required; with its fix.
+    #[error("cannot connect to the database over TLS; {fix}")]
+    TlsRefused {
+        fix: &'static str,
+        #[source]
+        source: deadpool_postgres::PoolError,
+    },
     #[error("cannot connect to the database")]
     Connect(#[source] deadpool_postgres::PoolError),
     #[error("cannot {doing}")]
@@ -117,13 +136,21 @@ impl DbError {
     /// broker keeps treating whatever cut it off as an outage: a password changed under it is
     /// no reason to drop what it holds.
     pub fn at_start(self) -> DbError {
-        let Some(db) = self.db_error() else {
-            return self;
+        let this = match self {
+            DbError::Connect(source) => tls_refused(source),
+            other => other,
+        };
+        let Some(db) = this.db_error() else {
+            return this;
         };
         let key = crate::store_key();
         let fix = match db.code().code() {
             "28P01" => format!(
                 "correct the password of the user named in {key} (or the server's pg_hba.conf)"
+            ),
+            "28000" if db.message().contains("no encryption") => format!(
+                "the server accepts only encrypted connections from here: set sslmode=verify-full \
+                 (with sslrootcert=PATH of its CA) or sslmode=require in {key}"
             ),
             "28000" => format!(
                 "create that role (CREATE ROLE name LOGIN PASSWORD '...'), or name one that \
@@ -138,7 +165,7 @@ impl DbError {
                  database's owner (ALTER DATABASE name OWNER TO role), or grant it the schema \
                  (GRANT USAGE, CREATE ON SCHEMA public TO role)"
             ),
-            _ => return self,
+            _ => return this,
         };
         DbError::Refused {
             code: db.code().code().to_owned(),
@@ -164,6 +191,25 @@ impl DbError {
             _ => false,
         }
     }
+}
+
+/// `source`, a connection that failed, as [`DbError::TlsRefused`] when the TLS handshake
+/// failed (a certificate refused, or no TLS where it was required), which no wait would end.
+fn tls_refused(source: deadpool_postgres::PoolError) -> DbError {
+    let text = match &source {
+        deadpool_postgres::PoolError::Backend(e) if e.as_db_error().is_none() => e.to_string(),
+        _ => return DbError::Connect(source),
+    };
+    let fix = if text.contains("does not support TLS") {
+        "the server offers no TLS: turn ssl on in its postgresql.conf, or lower sslmode in \
+         store.url"
+    } else if text.contains("TLS") {
+        "the server's certificate is refused: name the CA that signed it in sslrootcert=PATH, \
+         and for verify-full connect to a host name the certificate names"
+    } else {
+        return DbError::Connect(source);
+    };
+    DbError::TlsRefused { fix, source }
 }
 
 /// The instance that leads, in the epoch it took the lease in: what [`Database::fenced`]
@@ -210,7 +256,15 @@ impl Database {
     /// database away at this moment is found by the first use). A URL that is not
     /// PostgreSQL's is refused here.
     pub fn open(url: &str) -> Result<Database, DbError> {
-        let config = tokio_postgres::Config::from_str(url).map_err(DbError::Url)?;
+        let (config, tls) = super::tls::parse(url)?;
+        if tls.mode == super::tls::SslMode::Disable && super::tls::beyond_loopback(&config) {
+            warn!(
+                database = %describe(&config),
+                "sslmode=disable: the database's traffic (tokens, the cluster's key, every \
+                 call's arguments and results) crosses the network in clear"
+            );
+        }
+        let connector = super::tls::connector(&tls)?;
         let described = describe(&config);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -228,7 +282,7 @@ impl Database {
                 rt.shutdown_timeout(Duration::from_millis(100));
             })
             .map_err(DbError::Thread)?;
-        let pool = pool(config, handle.clone())?;
+        let pool = pool(config, handle.clone(), connector)?;
         Ok(Database {
             inner: Arc::new(Inner {
                 pool,
@@ -352,12 +406,16 @@ impl Database {
 
 /// A pool of connections to the database of `config`, named `leo` on the server, each driven
 /// on the runtime of `handle`.
-fn pool(mut config: tokio_postgres::Config, handle: Handle) -> Result<Pool, DbError> {
+fn pool(
+    mut config: tokio_postgres::Config,
+    handle: Handle,
+    tls: Option<MakeRustlsConnect>,
+) -> Result<Pool, DbError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     let manager = Manager::from_connect(
         config,
-        QuietNotices { handle },
+        QuietNotices { handle, tls },
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -377,6 +435,8 @@ fn pool(mut config: tokio_postgres::Config, handle: Handle) -> Result<Pool, DbEr
 /// they are logged at DEBUG here.
 struct QuietNotices {
     handle: Handle,
+    /// `None` for `sslmode=disable`.
+    tls: Option<MakeRustlsConnect>,
 }
 
 impl deadpool_postgres::Connect for QuietNotices {
@@ -389,24 +449,39 @@ impl deadpool_postgres::Connect for QuietNotices {
     > {
         let config = config.clone();
         Box::pin(async move {
-            let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
-            let task = self.handle.spawn(async move {
-                loop {
-                    match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                        Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
-                            debug!(severity = notice.severity(), "{}", notice.message());
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(error)) => {
-                            warn!(%error, "a PostgreSQL connection failed");
-                            break;
-                        }
-                        None => break,
-                    }
+            let (client, task) = match &self.tls {
+                Some(tls) => {
+                    let (client, connection) = config.connect(tls.clone()).await?;
+                    (client, self.handle.spawn(drive(connection)))
                 }
-            });
+                None => {
+                    let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
+                    (client, self.handle.spawn(drive(connection)))
+                }
+            };
             Ok((client, task))
         })
+    }
+}
+
+/// Drives one connection until it ends, its notices logged at DEBUG.
+async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    loop {
+        match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+            Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
+                debug!(severity = notice.severity(), "{}", notice.message());
+            }
+            Some(Ok(_)) => {}
+            Some(Err(error)) => {
+                warn!(%error, "a PostgreSQL connection failed");
+                break;
+            }
+            None => break,
+        }
     }
 }
 

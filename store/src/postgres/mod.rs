@@ -48,12 +48,13 @@ use super::{Error, Job, Op, Restored};
 
 /// The store's name for [`DbError`], the one database error.
 pub use database::DbError as PgError;
-pub use database::{Database, DbError, Lead};
+pub use database::{Database, DbError, Lead, describe};
 
 mod database;
 pub mod lease;
 mod read;
 pub mod schema;
+pub mod tls;
 pub mod tokens;
 mod write;
 
