@@ -4,7 +4,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use crate::store::postgres::DbError;
+use crate::store::postgres::PgError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -29,7 +29,7 @@ pub enum BrokerError {
     /// The PostgreSQL database of `store.url` cannot be reached ([`BrokerError::is_outage`]),
     /// or refused.
     #[error("{}", crate::config::store_label())]
-    Postgres(#[source] Arc<DbError>),
+    Postgres(#[source] Arc<PgError>),
     #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
     LoosePermissions { path: PathBuf, mode: u32 },
     #[error(
@@ -53,14 +53,14 @@ pub enum BrokerError {
     },
 }
 
-impl From<DbError> for BrokerError {
-    fn from(e: DbError) -> Self {
+impl From<PgError> for BrokerError {
+    fn from(e: PgError) -> Self {
         BrokerError::Postgres(Arc::new(e))
     }
 }
 
 impl BrokerError {
-    /// Whether the database could not be reached (PostgreSQL only: [`DbError::is_outage`]),
+    /// Whether the database could not be reached (PostgreSQL only: [`PgError::is_outage`]),
     /// an outage to wait out rather than a reason to stop.
     pub fn is_outage(&self) -> bool {
         matches!(self, BrokerError::Postgres(e) if e.is_outage())
@@ -68,14 +68,12 @@ impl BrokerError {
 
     /// `e`, of the live store at `path`: PostgreSQL's keeps its type.
     pub(crate) fn store(path: PathBuf, e: crate::store::Error) -> Self {
-        match e {
-            crate::store::Error::Postgres(e) | crate::store::Error::Unavailable(e) => {
-                BrokerError::Postgres(e)
-            }
-            e => BrokerError::Database {
-                path,
-                source: e.into(),
-            },
+        if let Some(crate::store::DbError::Postgres(pg)) = e.database() {
+            return BrokerError::Postgres(pg.clone());
+        }
+        BrokerError::Database {
+            path,
+            source: e.into(),
         }
     }
 

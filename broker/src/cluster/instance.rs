@@ -20,7 +20,7 @@
 //!   until it answers, its schema is brought up to date (once, under a lock) and the cluster's
 //!   tokens taken (`cluster_tokens`; at `prepare` already if it answered then). An error the
 //!   database answers on purpose (a schema newer than this broker; a wrong role or password, a
-//!   missing database, a role without rights: `DbError::at_start`) stops the instance.
+//!   missing database, a role without rights: `PgError::at_start`) stops the instance.
 //! - **Following**: it looks at the lease every [`POLL`]; while another instance leads, the
 //!   front forwards to the leader's advertised URL (`cluster.advertise_url`, or the one derived
 //!   from the TCP listener). Once the lease is free it opens the store (taking the lease and
@@ -53,7 +53,7 @@ use crate::http::health::FollowerView;
 use crate::server::{Base, Ended, Kept, Leading, Listeners, Term};
 use crate::state_file::EverRegistered;
 use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
-use crate::store::postgres::{self, Database, DbError};
+use crate::store::postgres::{self, Database, PgError};
 
 /// What an instance joins its cluster with.
 #[derive(Clone)]
@@ -250,7 +250,7 @@ pub(crate) async fn run(
 }
 
 /// Connects and brings the schema up to date (`Database::client`, once, under its lock).
-async fn reach(db: &Database) -> std::result::Result<(), DbError> {
+async fn reach(db: &Database) -> std::result::Result<(), PgError> {
     db.run(|_client| async { Ok(()) }).await
 }
 
@@ -269,7 +269,7 @@ impl Instance {
             } else {
                 tokens.join(&self.p.home).await
             };
-            match reached.map_err(DbError::at_start) {
+            match reached.map_err(PgError::at_start) {
                 Ok(()) => {
                     tokens.spawn_refresh(self.p.home.clone(), self.done.clone());
                     return Ok(Stage::Following(doors));
@@ -477,7 +477,7 @@ async fn cluster_keys(db: &Database) -> Result<(String, Option<String>)> {
     let keys = db
         .run(|client| async move { lease::cluster_keys(&client).await })
         .await?;
-    keys.ok_or_else(|| DbError::Unreadable("the cluster has no key".into()).into())
+    keys.ok_or_else(|| PgError::Unreadable("the cluster has no key".into()).into())
 }
 
 /// Keeps a leader's `key` as the database has it, every [`POLL`], until `done`: a key
@@ -554,10 +554,10 @@ async fn try_lead(
     })?;
     match opened {
         Ok(opened) => Ok(Some(opened)),
-        Err(crate::store::Error::Postgres(e)) if matches!(*e, DbError::Held(_)) => Ok(None),
-        Err(crate::store::Error::Postgres(e)) if e.is_outage() => {
+        Err(crate::store::Error::Database(e)) if e.is_held() => Ok(None),
+        Err(crate::store::Error::Database(e)) if e.is_outage() => {
             // The database went away between the look and the take: look again later.
-            warn!(error = %leo_protocol::chain::error_chain(&*e), "cannot take the lease now");
+            warn!(error = %leo_protocol::chain::error_chain(&e), "cannot take the lease now");
             Ok(None)
         }
         Err(e) => Err(BrokerError::store(crate::config::store_label().into(), e)),

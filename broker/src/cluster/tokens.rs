@@ -35,13 +35,13 @@ use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic};
 pub use crate::store::postgres::tokens::{Entry, Kind};
-use crate::store::postgres::{Database, DbError, tokens as sql};
+use crate::store::postgres::{Database, PgError, tokens as sql};
 use crate::tokens::{TokenBook, Tokens, load_or_create, read_token_file};
 
 /// How often a running broker reads the cluster's tokens again.
 pub const POLL: Duration = Duration::from_secs(1);
 
-fn database_error(e: DbError) -> BrokerError {
+fn database_error(e: PgError) -> BrokerError {
     e.into()
 }
 
@@ -144,7 +144,7 @@ pub(crate) struct Shared {
 /// host's files are the cluster's before the broker says it listens. A database that cannot
 /// be reached does not stop the start: the book accepts nothing (the instance serves nothing
 /// either) until [`Shared::join`] succeeds. One that answers with an error (a schema newer
-/// than this broker; a role, password or database that is wrong, [`DbError::at_start`]) does.
+/// than this broker; a role, password or database that is wrong, [`PgError::at_start`]) does.
 pub(crate) fn prepare(home: &Home, config: &Config, db: &Database) -> Result<Shared> {
     let mut shared = Shared {
         db: db.clone(),
@@ -157,7 +157,7 @@ pub(crate) fn prepare(home: &Home, config: &Config, db: &Database) -> Result<Sha
     let taken = shared.db.blocking(fill_and_read(shared.local.clone()));
     match taken
         .map(|taken| shared.adopt(home, taken))
-        .map_err(DbError::at_start)
+        .map_err(PgError::at_start)
     {
         Err(e) if e.is_outage() => {
             warn!(error = %leo_protocol::chain::error_chain(&e), "cannot reach the database now; serving anyway, and joining the cluster once it answers");
@@ -176,7 +176,7 @@ impl Shared {
     /// Takes the cluster's tokens once the database answers: fills a new database from this
     /// home's files, or adopts the database's (see the module's doc). The database's work
     /// runs on its runtime; the host's files are written here, a few small files.
-    pub(crate) async fn join(&mut self, home: &Home) -> std::result::Result<(), DbError> {
+    pub(crate) async fn join(&mut self, home: &Home) -> std::result::Result<(), PgError> {
         let taken = self.db.run(fill_and_read(self.local.clone())).await?;
         self.adopt(home, taken);
         Ok(())
@@ -206,7 +206,7 @@ fn fill_and_read(
     deadpool_postgres::Object,
 ) -> futures_util::future::BoxFuture<
     'static,
-    std::result::Result<(bool, Vec<Entry>), DbError>,
+    std::result::Result<(bool, Vec<Entry>), PgError>,
 > {
     move |mut client| {
         Box::pin(async move {

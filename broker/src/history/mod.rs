@@ -229,7 +229,7 @@ impl History {
         };
         let instance = crate::home::instance_id(home)?;
         History::open_postgres(db, instance, &config.history).map_err(|e| match e {
-            Error::Postgres(e) => e.into(),
+            Error::Database(crate::store::DbError::Postgres(e)) => BrokerError::Postgres(e),
             e => BrokerError::State {
                 path: crate::config::store_label().into(),
                 message: e.to_string(),

@@ -9,7 +9,7 @@ use leo_store::history::postgres::Pg;
 use tracing::warn;
 
 use super::{Error, Msg, Writer};
-use crate::store::postgres::{Database, DbError};
+use crate::store::postgres::{Database, PgError};
 
 /// How often rows held by an outage are tried again.
 const RETRY: Duration = Duration::from_secs(1);
@@ -36,7 +36,7 @@ pub(crate) fn spawn(
     std::thread::Builder::new()
         .name("leo-history-pg".into())
         .spawn(move || run(&settings, &rx, writer, pg))
-        .map_err(|e| DbError::Thread(e).into())
+        .map_err(|e| PgError::Thread(e).into())
 }
 
 /// The loop of `state/history.db`'s writer (`sqlite::writer`), without the file's checkpoints

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use crate::error::{BrokerError, Result};
-use crate::store::postgres::{Database, DbError};
+use crate::store::postgres::{Database, PgError};
 
 /// One webhook provider as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -115,7 +115,7 @@ impl Store {
                 let rows = client
                     .query("SELECT name, body FROM webhooks ORDER BY name", &[])
                     .await
-                    .map_err(DbError::doing("read the webhooks"))?;
+                    .map_err(PgError::doing("read the webhooks"))?;
                 Ok(rows
                     .iter()
                     .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
@@ -125,7 +125,7 @@ impl Store {
         let mut stored = Vec::with_capacity(rows.len());
         for (name, body) in rows {
             let hook: Stored = leo_protocol::envelope::parse_json(body.as_bytes())
-                .map_err(|e| DbError::Unreadable(format!("webhook {name}: {e}")))?;
+                .map_err(|e| PgError::Unreadable(format!("webhook {name}: {e}")))?;
             stored.push(hook);
         }
         if let Ok((_, local)) = Store::load(path) {
@@ -174,7 +174,7 @@ impl Store {
                             &[&name, &body],
                         )
                         .await
-                        .map_err(DbError::doing("add the webhook"))
+                        .map_err(PgError::doing("add the webhook"))
                     })
                 })
                 .await?;
@@ -185,7 +185,7 @@ impl Store {
                     Box::pin(async move {
                         tx.execute("DELETE FROM webhooks WHERE name = $1", &[&name])
                             .await
-                            .map_err(DbError::doing("remove the webhook"))
+                            .map_err(PgError::doing("remove the webhook"))
                     })
                 })
                 .await?;

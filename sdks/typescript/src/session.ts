@@ -18,6 +18,7 @@
 // reads the pending list again and applies the rule it applies after a reconnect
 // (`offerListed`), re-armed with backoff while the list cannot be read.
 
+import { type Offer, answerRead, definitions } from "./offers.js";
 import type { Request } from "./call.js";
 import { Calls } from "./calls.js";
 import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
@@ -40,15 +41,23 @@ export interface Settings {
   backoffMs: [number, number];
   /** The agents each group is offered to (absent: every agent). */
   agents: Map<string, string[]>;
+  /** Prompts, resources and templates (`offers`). */
+  offers: Offer[];
   setStatus: (s: Status, clientId?: string) => void;
 }
 
-/** Sleeps `ms`, or less when `signal` aborts (at once if it has). */
+/** Sleeps `ms`, or less when `signal` aborts (at once if it has). Its listener goes with it:
+ * an app retrying through a long outage or a cluster's takeover sleeps many times on one signal. */
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
 
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
@@ -93,6 +102,15 @@ export class Serving {
     this.recheckStep = Math.max(s.backoffMs[0], 1);
   }
 
+  /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+   * resolves with how many agent sessions were told. */
+  async resourceUpdated(uri: string): Promise<number> {
+    const session = this.session;
+    if (!session) throw new Error("the app is not connected yet");
+    const body = JSON.stringify({ client_id: session.clientId, uri });
+    return data<{ sessions: number }>(await session.client.post("/api/v1/client-offers/updated", body)).sessions;
+  }
+
   async run(): Promise<void> {
     const [first, cap] = this.s.backoffMs;
     let step = Math.max(first, 1);
@@ -124,6 +142,7 @@ export class Serving {
   private groups(): Map<string, Record<string, unknown>[]> {
     const groups = new Map<string, Record<string, unknown>[]>();
     for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
+    for (const o of this.s.offers) if (!groups.has(o.group)) groups.set(o.group, []);
     return groups;
   }
 
@@ -217,7 +236,7 @@ export class Serving {
       for (const [group, defs] of this.groups()) {
         try {
           const agents = this.s.agents.get(group);
-          const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
+          const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}), ...definitions(this.s.offers, group) });
           data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
         } catch (e) {
           // The stream closed since hello, or the store is away: reconnect. Any other refusal
@@ -252,6 +271,9 @@ export class Serving {
         } else if (frame.event === "client_tool.cancelled") {
           this.calls.cancelled((JSON.parse(frame.data) as { id: string }).id);
           this.start();
+        } else if (frame.event === "client_offer.request") {
+          const r = JSON.parse(frame.data) as Record<string, unknown>;
+          if (r.client_id === h.client_id) void answerRead(this.s.offers, r, client, h.client_id);
         }
       }
     } finally {

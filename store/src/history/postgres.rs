@@ -19,7 +19,7 @@ use tokio_postgres::types::ToSql;
 
 use super::db::{AuditRow, CallQuery, CallRow, Table};
 use super::{Error, Log};
-use crate::postgres::{Database, DbError, Lead, lease};
+use crate::postgres::{Database, Lead, PgError, lease};
 
 /// The history's connection to the database: the instance's one handle, driven by the thread
 /// that owns this.
@@ -39,7 +39,7 @@ impl Pg {
 
     /// Runs `work` on a pooled connection, to its end: polled on this thread, the
     /// connection's I/O on the database's runtime.
-    fn on<T>(&self, work: impl AsyncFnOnce(&mut Client) -> Result<T, DbError>) -> Result<T, Error> {
+    fn on<T>(&self, work: impl AsyncFnOnce(&mut Client) -> Result<T, PgError>) -> Result<T, Error> {
         self.db
             .block_on(async {
                 let mut client = self.db.client().await?;
@@ -52,7 +52,7 @@ impl Pg {
 impl Log for Pg {
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
         // A broker's rows are its lead's: none yet (never in practice) is refused too.
-        let lead = self.db.lead().ok_or_else(|| DbError::LeaseLost {
+        let lead = self.db.lead().ok_or_else(|| PgError::LeaseLost {
             holder: "this instance has not taken the lease".into(),
         })?;
         let instance = self.instance.clone();
@@ -87,7 +87,7 @@ impl Log for Pg {
 
 /// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store):
 /// the operator's own command, on whichever host, so not a leader's write and not fenced.
-pub fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), DbError> {
+pub fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), PgError> {
     db.blocking(move |mut client| async move {
         write(&mut client, &instance, None, &[], &[row])
             .await
@@ -138,26 +138,26 @@ async fn write(
     lead: Option<&Lead>,
     calls: &[CallRow],
     audits: &[AuditRow],
-) -> Result<Vec<bool>, DbError> {
+) -> Result<Vec<bool>, PgError> {
     let tx = client
         .transaction()
         .await
-        .map_err(DbError::doing("begin writing the history"))?;
+        .map_err(PgError::doing("begin writing the history"))?;
     if let Some(lead) = lead {
         tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
             .await
-            .map_err(DbError::doing("check that this instance leads"))?;
+            .map_err(PgError::doing("check that this instance leads"))?;
     }
     let mut new = Vec::with_capacity(calls.len());
     if !calls.is_empty() {
         let statement = tx
             .prepare_cached(INSERT_CALLS)
             .await
-            .map_err(DbError::doing("write the history"))?;
+            .map_err(PgError::doing("write the history"))?;
         let rows = tx
             .query(&statement, &call_columns(instance, calls).refs())
             .await
-            .map_err(DbError::doing("write the history"))?;
+            .map_err(PgError::doing("write the history"))?;
         let mut written: std::collections::HashSet<String> =
             rows.iter().map(|r| r.get(0)).collect();
         new.extend(calls.iter().map(|c| written.remove(&c.id)));
@@ -166,14 +166,14 @@ async fn write(
         let statement = tx
             .prepare_cached(INSERT_AUDITS)
             .await
-            .map_err(DbError::doing("write the audit trail"))?;
+            .map_err(PgError::doing("write the audit trail"))?;
         tx.execute(&statement, &audit_columns(instance, audits).refs())
             .await
-            .map_err(DbError::doing("write the audit trail"))?;
+            .map_err(PgError::doing("write the audit trail"))?;
     }
     tx.commit()
         .await
-        .map_err(DbError::doing("commit the history"))?;
+        .map_err(PgError::doing("commit the history"))?;
     Ok(new)
 }
 
@@ -251,7 +251,7 @@ async fn list_calls(
     client: &Client,
     q: &CallQuery,
     contents: bool,
-) -> Result<Vec<EndedRequest>, DbError> {
+) -> Result<Vec<EndedRequest>, PgError> {
     let mut sql = String::from(
         "SELECT seq, id, tool, grp, agent, session, client_id, app_name, outcome, error_code,
             reason, created_at, claimed_at, ended_at, wait_ms, work_ms, duration_ms,
@@ -278,16 +278,16 @@ async fn list_calls(
     let statement = client
         .prepare_cached(&sql)
         .await
-        .map_err(DbError::doing("read the history"))?;
+        .map_err(PgError::doing("read the history"))?;
     let rows = client
         .query(&statement, &args.refs())
         .await
-        .map_err(DbError::doing("read the history"))?;
+        .map_err(PgError::doing("read the history"))?;
     rows.iter().map(|r| ended_of(r, contents)).collect()
 }
 
 /// One row of `history` as the route shows it.
-fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, DbError> {
+fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, PgError> {
     let unsigned = |i: usize| -> u64 { u64::try_from(r.get::<_, i64>(i)).unwrap_or(0) };
     let opt_unsigned = |i: usize| -> Option<u64> {
         r.get::<_, Option<i64>>(i)
@@ -312,7 +312,7 @@ fn ended_of(r: &tokio_postgres::Row, contents: bool) -> Result<EndedRequest, DbE
             name: r.get(7),
         }),
         outcome: CallOutcome::parse(&outcome)
-            .map_err(|e| DbError::Unreadable(format!("history: {e}")))?,
+            .map_err(|e| PgError::Unreadable(format!("history: {e}")))?,
         error_code: r.get(9),
         reason: r.get(10),
         created_at: r.get(11),
@@ -334,7 +334,7 @@ async fn list_audit(
     client: &Client,
     limit: u32,
     before: Option<u64>,
-) -> Result<Vec<AuditEntry>, DbError> {
+) -> Result<Vec<AuditEntry>, PgError> {
     let before = before.map_or(i64::MAX, big);
     let statement = client
         .prepare_cached(
@@ -342,11 +342,11 @@ async fn list_audit(
              WHERE seq < $1 ORDER BY seq DESC LIMIT $2",
         )
         .await
-        .map_err(DbError::doing("read the audit trail"))?;
+        .map_err(PgError::doing("read the audit trail"))?;
     let rows = client
         .query(&statement, &[&before, &i64::from(limit)])
         .await
-        .map_err(DbError::doing("read the audit trail"))?;
+        .map_err(PgError::doing("read the audit trail"))?;
     Ok(rows
         .iter()
         .map(|r| AuditEntry {
@@ -376,9 +376,9 @@ async fn prune(
     table: Table,
     cutoff_ms: i64,
     max_rows: Option<u64>,
-) -> Result<usize, DbError> {
+) -> Result<usize, PgError> {
     let (name, time) = table_of(table);
-    let doing = DbError::doing("prune the history");
+    let doing = PgError::doing("prune the history");
     let mut gone = client
         .execute(
             &format!("DELETE FROM {name} WHERE {time} < $1"),
@@ -393,46 +393,46 @@ async fn prune(
                 &[&big(max)],
             )
             .await
-            .map_err(DbError::doing("prune the history"))?;
+            .map_err(PgError::doing("prune the history"))?;
         if let Some(edge) = edge {
             let edge: i64 = edge.get(0);
             gone += client
                 .execute(&format!("DELETE FROM {name} WHERE seq <= $1"), &[&edge])
                 .await
-                .map_err(DbError::doing("prune the history"))?;
+                .map_err(PgError::doing("prune the history"))?;
         }
     }
     Ok(usize::try_from(gone).unwrap_or(usize::MAX))
 }
 
 /// How many rows `table` holds.
-async fn count(client: &Client, table: Table) -> Result<u64, DbError> {
+async fn count(client: &Client, table: Table) -> Result<u64, PgError> {
     let (name, _) = table_of(table);
     let row = client
         .query_one(&format!("SELECT count(*) FROM {name}"), &[])
         .await
-        .map_err(DbError::doing("count the history"))?;
+        .map_err(PgError::doing("count the history"))?;
     Ok(u64::try_from(row.get::<_, i64>(0)).unwrap_or(0))
 }
 
 /// How many calls ended in each minute from `since_ms` on, by outcome, on every instance.
-async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteCount>, DbError> {
+async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteCount>, PgError> {
     let statement = client
         .prepare_cached(
             "SELECT ended_ms / 60000, outcome, count(*) FROM history WHERE ended_ms >= $1
              GROUP BY 1, 2",
         )
         .await
-        .map_err(DbError::doing("count the history"))?;
+        .map_err(PgError::doing("count the history"))?;
     let rows = client
         .query(&statement, &[&since_ms])
         .await
-        .map_err(DbError::doing("count the history"))?;
+        .map_err(PgError::doing("count the history"))?;
     rows.iter()
         .map(|r| {
             let outcome: String = r.get(1);
             let outcome = CallOutcome::parse(&outcome)
-                .map_err(|e| DbError::Unreadable(format!("history: {e}")))?;
+                .map_err(|e| PgError::Unreadable(format!("history: {e}")))?;
             Ok((
                 r.get(0),
                 outcome,
@@ -483,7 +483,7 @@ mod tests {
             .unwrap();
         let refused = log.write(&[row("r_2")], &[audit("result")]).unwrap_err();
         assert!(
-            matches!(&refused, Error::Postgres(e) if e.is_fenced()),
+            matches!(&refused, Error::Database(e) if e.is_fenced()),
             "{refused:?}"
         );
         let ids = |sql: &str| -> Vec<String> {

@@ -37,9 +37,10 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// for a round trip or a transaction.
 const POOL_SIZE: usize = 8;
 
-/// Why the database could not be reached, or refused: the one database error of the broker.
+/// Why PostgreSQL could not be reached, or refused (carried as `crate::DbError::Postgres`,
+/// the storage's one database error).
 #[derive(Debug, thiserror::Error)]
-pub enum DbError {
+pub enum PgError {
     #[error("store.url is not a PostgreSQL connection URL: {0}")]
     Url(#[source] tokio_postgres::Error),
     #[error(
@@ -89,7 +90,7 @@ pub enum DbError {
     #[error("instance {0} leads this database")]
     Held(lease::Leader),
     /// The server refused this broker for a reason only its operator can fix (see
-    /// [`DbError::at_start`]): the server's words, and the fix.
+    /// [`PgError::at_start`]): the server's words, and the fix.
     #[error("the server refused: {message} (SQLSTATE {code}); {fix}")]
     Refused {
         code: String,
@@ -98,16 +99,16 @@ pub enum DbError {
     },
 }
 
-impl DbError {
-    pub fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> DbError {
-        move |source| DbError::Query { doing, source }
+impl PgError {
+    pub fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
+        move |source| PgError::Query { doing, source }
     }
 
     /// Whether the database refused a write because this instance no longer leads (the
     /// fence, see `lease`).
     pub fn is_fenced(&self) -> bool {
-        matches!(self, DbError::LeaseLost { .. })
-            || matches!(self, DbError::Query { source, .. }
+        matches!(self, PgError::LeaseLost { .. })
+            || matches!(self, PgError::Query { source, .. }
                 if source.code().is_some_and(|c| c.code() == lease::FENCED))
     }
 
@@ -115,29 +116,29 @@ impl DbError {
     /// exception: a character its encoding cannot hold, such as U+0000), not the change
     /// itself nor the database: the change is at fault, and the rest of its batch can be written.
     pub fn is_data(&self) -> bool {
-        matches!(self, DbError::Query { source, .. }
+        matches!(self, PgError::Query { source, .. }
             if source.code().is_some_and(|c| c.code().starts_with("22")))
     }
 
     /// The error the server answered with, if it answered at all.
     fn db_error(&self) -> Option<&tokio_postgres::error::DbError> {
         match self {
-            DbError::Connect(deadpool_postgres::PoolError::Backend(source))
-            | DbError::Query { source, .. } => source.as_db_error(),
+            PgError::Connect(deadpool_postgres::PoolError::Backend(source))
+            | PgError::Query { source, .. } => source.as_db_error(),
             _ => None,
         }
     }
 
-    /// At start, an error no wait would end becomes [`DbError::Refused`], with its fix: a
+    /// At start, an error no wait would end becomes [`PgError::Refused`], with its fix: a
     /// role the server does not know or whose password is wrong (SQLSTATE 28000, 28P01), a
     /// database that does not exist (3D000), a role without the rights to create the
     /// broker's tables (42501). Such a start stops, where an unreachable server (refused,
-    /// timed out, shutting down or starting: [`DbError::is_outage`]) is waited for. A running
+    /// timed out, shutting down or starting: [`PgError::is_outage`]) is waited for. A running
     /// broker keeps treating whatever cut it off as an outage: a password changed under it is
     /// no reason to drop what it holds.
-    pub fn at_start(self) -> DbError {
+    pub fn at_start(self) -> PgError {
         let this = match self {
-            DbError::Connect(source) => tls_refused(source),
+            PgError::Connect(source) => tls_refused(source),
             other => other,
         };
         let Some(db) = this.db_error() else {
@@ -167,7 +168,7 @@ impl DbError {
             ),
             _ => return this,
         };
-        DbError::Refused {
+        PgError::Refused {
             code: db.code().code().to_owned(),
             message: db.message().to_owned(),
             fix,
@@ -178,8 +179,8 @@ impl DbError {
     /// cut), as opposed to an error the database answered on purpose.
     pub fn is_outage(&self) -> bool {
         match self {
-            DbError::Connect(_) | DbError::Stopped => true,
-            DbError::Query { source, .. } => {
+            PgError::Connect(_) | PgError::Stopped => true,
+            PgError::Query { source, .. } => {
                 let Some(db) = source.as_db_error() else {
                     // Not an answer from the server: the connection failed or closed.
                     return true;
@@ -193,12 +194,12 @@ impl DbError {
     }
 }
 
-/// `source`, a connection that failed, as [`DbError::TlsRefused`] when the TLS handshake
+/// `source`, a connection that failed, as [`PgError::TlsRefused`] when the TLS handshake
 /// failed (a certificate refused, or no TLS where it was required), which no wait would end.
-fn tls_refused(source: deadpool_postgres::PoolError) -> DbError {
+fn tls_refused(source: deadpool_postgres::PoolError) -> PgError {
     let text = match &source {
         deadpool_postgres::PoolError::Backend(e) if e.as_db_error().is_none() => e.to_string(),
-        _ => return DbError::Connect(source),
+        _ => return PgError::Connect(source),
     };
     let fix = if text.contains("does not support TLS") {
         "the server offers no TLS: turn ssl on in its postgresql.conf, or lower sslmode in \
@@ -207,9 +208,9 @@ fn tls_refused(source: deadpool_postgres::PoolError) -> DbError {
         "the server's certificate is refused: name the CA that signed it in sslrootcert=PATH, \
          and for verify-full connect to a host name the certificate names"
     } else {
-        return DbError::Connect(source);
+        return PgError::Connect(source);
     };
-    DbError::TlsRefused { fix, source }
+    PgError::TlsRefused { fix, source }
 }
 
 /// The instance that leads, in the epoch it took the lease in: what [`Database::fenced`]
@@ -255,7 +256,7 @@ impl Database {
     /// The database at `url`: its thread and pool start now, no connection is made yet (a
     /// database away at this moment is found by the first use). A URL that is not
     /// PostgreSQL's is refused here.
-    pub fn open(url: &str) -> Result<Database, DbError> {
+    pub fn open(url: &str) -> Result<Database, PgError> {
         let (config, tls) = super::tls::parse(url)?;
         if tls.mode == super::tls::SslMode::Disable && super::tls::beyond_loopback(&config) {
             warn!(
@@ -269,7 +270,7 @@ impl Database {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
-            .map_err(DbError::Thread)?;
+            .map_err(PgError::Thread)?;
         let handle = rt.handle().clone();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         std::thread::Builder::new()
@@ -281,7 +282,7 @@ impl Database {
                 // Tasks still running (a refresher whose stop was not cancelled) end here.
                 rt.shutdown_timeout(Duration::from_millis(100));
             })
-            .map_err(DbError::Thread)?;
+            .map_err(PgError::Thread)?;
         let pool = pool(config, handle.clone(), connector)?;
         Ok(Database {
             inner: Arc::new(Inner {
@@ -307,8 +308,8 @@ impl Database {
 
     /// A pooled connection, the schema brought up to date first if this instance has not yet
     /// (`schema::migrate`, under its lock: once per instance, at its first connection).
-    pub async fn client(&self) -> Result<Object, DbError> {
-        let mut client = self.inner.pool.get().await.map_err(DbError::Connect)?;
+    pub async fn client(&self) -> Result<Object, PgError> {
+        let mut client = self.inner.pool.get().await.map_err(PgError::Connect)?;
         self.inner
             .migrated
             .get_or_try_init(|| schema::migrate(&mut client))
@@ -317,34 +318,34 @@ impl Database {
     }
 
     /// Runs `work` on a connection, on the database's runtime; the caller only awaits its end.
-    pub async fn run<T, F, Fut>(&self, work: F) -> Result<T, DbError>
+    pub async fn run<T, F, Fut>(&self, work: F) -> Result<T, PgError>
     where
         T: Send + 'static,
         F: FnOnce(Object) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, DbError>> + Send + 'static,
+        Fut: Future<Output = Result<T, PgError>> + Send + 'static,
     {
         let db = self.clone();
         self.inner
             .handle
             .spawn(async move { work(db.client().await?).await })
             .await
-            .unwrap_or(Err(DbError::Stopped))
+            .unwrap_or(Err(PgError::Stopped))
     }
 
     /// [`Database::run`] for a caller on a plain thread (the history's writer, a `leo`
     /// command): blocks it until `work` ends. Never call it on an async runtime's thread.
-    pub fn blocking<T, F, Fut>(&self, work: F) -> Result<T, DbError>
+    pub fn blocking<T, F, Fut>(&self, work: F) -> Result<T, PgError>
     where
         T: Send + 'static,
         F: FnOnce(Object) -> Fut + Send + 'static,
-        Fut: Future<Output = Result<T, DbError>> + Send + 'static,
+        Fut: Future<Output = Result<T, PgError>> + Send + 'static,
     {
         let (done, answer) = std::sync::mpsc::sync_channel(1);
         let db = self.clone();
         self.inner.handle.spawn(async move {
             let _ = done.send(db.run(work).await);
         });
-        answer.recv().unwrap_or(Err(DbError::Stopped))
+        answer.recv().unwrap_or(Err(PgError::Stopped))
     }
 
     /// Runs `work` to its end on this plain thread (the history's writer), the connections'
@@ -372,32 +373,32 @@ impl Database {
     }
 
     /// Runs `work` in a transaction fenced by this instance's lead, and commits it: a write
-    /// the cluster shares. Refused (`DbError::LeaseLost`, or the fence's own error) when this
+    /// the cluster shares. Refused (`PgError::LeaseLost`, or the fence's own error) when this
     /// instance does not lead, or no longer does: then nothing of `work` is committed.
-    pub async fn fenced<T, F>(&self, work: F) -> Result<T, DbError>
+    pub async fn fenced<T, F>(&self, work: F) -> Result<T, PgError>
     where
         T: Send + 'static,
         F: for<'t> FnOnce(
                 &'t deadpool_postgres::Transaction<'t>,
-            ) -> futures_util::future::BoxFuture<'t, Result<T, DbError>>
+            ) -> futures_util::future::BoxFuture<'t, Result<T, PgError>>
             + Send
             + 'static,
     {
-        let lead = self.lead().ok_or_else(|| DbError::LeaseLost {
+        let lead = self.lead().ok_or_else(|| PgError::LeaseLost {
             holder: "this instance has not taken the lease".into(),
         })?;
         self.run(move |mut client| async move {
             let tx = client
                 .transaction()
                 .await
-                .map_err(DbError::doing("begin a write"))?;
+                .map_err(PgError::doing("begin a write"))?;
             tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
                 .await
-                .map_err(DbError::doing("check that this instance leads"))?;
+                .map_err(PgError::doing("check that this instance leads"))?;
             let out = work(&tx).await?;
             tx.commit()
                 .await
-                .map_err(DbError::doing("commit a write"))?;
+                .map_err(PgError::doing("commit a write"))?;
             Ok(out)
         })
         .await
@@ -410,7 +411,7 @@ fn pool(
     mut config: tokio_postgres::Config,
     handle: Handle,
     tls: Option<MakeRustlsConnect>,
-) -> Result<Pool, DbError> {
+) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     let manager = Manager::from_connect(
@@ -426,7 +427,7 @@ fn pool(
         .create_timeout(Some(CONNECT_TIMEOUT))
         .wait_timeout(Some(CONNECT_TIMEOUT))
         .build()
-        .map_err(|e| DbError::Unreadable(format!("the connection pool: {e}")))
+        .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
 }
 
 /// Connects as deadpool does, but drives each connection itself, on the database's runtime

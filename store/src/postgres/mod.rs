@@ -41,14 +41,12 @@ use std::time::Duration;
 
 use deadpool_postgres::Pool;
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
-use super::writer::{BATCH, LINGER, op_name};
+use super::writer::{BATCH, Batch, CANNOT_RECORD, Gate, LINGER, op_name};
 use super::{Error, Job, Op, Restored};
 
-/// The store's name for [`DbError`], the one database error.
-pub use database::DbError as PgError;
-pub use database::{Database, DbError, Lead, describe};
+pub use database::{Database, Lead, PgError, describe};
 
 mod database;
 pub mod lease;
@@ -62,6 +60,10 @@ mod write;
 pub const RETRY: Duration = Duration::from_millis(500);
 /// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
 pub const HEARTBEAT: Duration = lease::HEARTBEAT;
+/// The gate's reason when the heartbeat finds another instance leads.
+const LEASE_LOST: &str =
+    "this instance lost its lease on the database; no further change is acknowledged";
+
 /// The instances sharing the database, as the writer last read them, for the status snapshot.
 pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
 
@@ -106,7 +108,7 @@ pub(crate) fn open(
     settings: Settings,
     rx: UnboundedReceiver<Job>,
     shared: Shared,
-) -> Result<Restored, DbError> {
+) -> Result<Restored, PgError> {
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
     let db = db.clone();
     db.clone().spawn(async move {
@@ -124,16 +126,16 @@ pub(crate) fn open(
             }
         }
     });
-    opened.recv().unwrap_or(Err(DbError::Stopped))
+    opened.recv().unwrap_or(Err(PgError::Stopped))
 }
 
 /// Connects (migrating once), takes the lease (`Held` when another instance leads) and
 /// restores.
-async fn start(db: &Database, settings: &Settings) -> Result<(i64, Restored), DbError> {
+async fn start(db: &Database, settings: &Settings) -> Result<(i64, Restored), PgError> {
     let mut client = db.client().await?;
     let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
         .await?
-        .map_err(DbError::Held)?;
+        .map_err(PgError::Held)?;
     db.set_lead(Lead {
         me: settings.me.id.clone(),
         epoch,
@@ -165,8 +167,8 @@ struct Writer {
     /// Changes not yet committed, in the order they were made (kept across an outage).
     pending: Vec<Op>,
     available: Arc<AtomicBool>,
-    /// The first error the database answered on purpose; nothing is acknowledged after it.
-    failed: Option<Arc<PgError>>,
+    /// Shut by the first error the database answered on purpose, or the lease lost.
+    gate: Gate,
     last_beat: tokio::time::Instant,
     /// Where each heartbeat puts the instances it read.
     instances: Instances,
@@ -185,7 +187,7 @@ impl Writer {
             epoch,
             pending: Vec::new(),
             available,
-            failed: None,
+            gate: Gate::default(),
             last_beat: tokio::time::Instant::now(),
             instances: Instances::default(),
             deposed: tokio_util::sync::CancellationToken::new(),
@@ -228,30 +230,18 @@ impl Writer {
     /// Writes the batch's changes after what is pending and answers its waiters; true when
     /// the batch asked the store to close.
     async fn batch(&mut self, jobs: Vec<Job>) -> bool {
-        let mut waiters = Vec::new();
-        let mut close = None;
-        let mut parks = false;
-        for job in jobs {
-            match job {
-                Job::Ops(ops) => {
-                    parks |= super::writer::urgent(&ops);
-                    self.pending.extend(ops);
-                }
-                Job::Sync(done) => waiters.push(done),
-                Job::Close(done) => close = Some(done),
-            }
-        }
-        if waiters.is_empty() && close.is_none() && !parks && self.pending.len() < BATCH {
+        let mut batch = Batch::of(jobs);
+        let urgent = batch.urgent();
+        self.pending.append(&mut batch.ops);
+        if !urgent && self.pending.len() < BATCH {
             // Nobody waits for these changes (a delivered outcome): they go with the next
             // batch somebody waits for, one round trip for both (see `LINGER`).
             self.lingering.get_or_insert_with(tokio::time::Instant::now);
             return false;
         }
         let result = self.flush().await;
-        for done in waiters {
-            let _ = done.send(result.clone());
-        }
-        match close {
+        batch.answer(&result);
+        match batch.close {
             Some(done) => {
                 self.release().await;
                 let _ = done.send(result);
@@ -265,22 +255,19 @@ impl Writer {
     async fn flush(&mut self) -> Result<(), Error> {
         // Whatever lingered is written now, or kept for the outage's retries (`RETRY`).
         self.lingering = None;
-        if let Some(first) = &self.failed {
-            return Err(Error::AfterFailure(first.clone()));
-        }
+        self.gate.open()?;
         if self.pending.is_empty() && self.available.load(Ordering::Relaxed) {
             return Ok(());
         }
         let result = self.write_pending().await.map_err(|e| self.deposed(e));
         match result {
             Ok(dropped) => {
-                crate::committed();
-                debug!(ops = self.pending.len(), "state committed");
+                self.gate.committed(self.pending.len());
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {
                     info!("the database answers again; the broker accepts work again");
                 }
-                dropped.map_or(Ok(()), |e| Err(Error::Postgres(Arc::new(e))))
+                dropped.map_or(Ok(()), |e| Err(Error::Database(e.into())))
             }
             Err(e) if e.is_outage() => {
                 if self.available.swap(false, Ordering::Relaxed) {
@@ -290,18 +277,11 @@ impl Writer {
                          (store_unavailable) until it is back"
                     );
                 }
-                Err(Error::Unavailable(Arc::new(e)))
+                Err(Error::Unavailable(e.into()))
             }
             Err(e) => {
-                error!(
-                    error = %leo_protocol::chain::error_chain(&e),
-                    "cannot record the broker's state; no further change is acknowledged \
-                     until the broker is restarted"
-                );
-                let e = Arc::new(e);
-                self.failed = Some(e.clone());
                 self.pending.clear();
-                Err(Error::Postgres(e))
+                Err(self.gate.shut(e.into(), CANNOT_RECORD))
             }
         }
     }
@@ -340,7 +320,7 @@ impl Writer {
     /// With no job for a while: retry what is pending (or probe) while the database is away,
     /// and write the heartbeat.
     async fn tick(&mut self) {
-        if self.failed.is_some() {
+        if self.gate.is_shut() {
             return;
         }
         if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
@@ -353,7 +333,7 @@ impl Writer {
 
     /// At a clean stop, once everything is written: the lease goes to whoever waits.
     async fn release(&self) {
-        if self.failed.is_some() || !self.pending.is_empty() {
+        if self.gate.is_shut() || !self.pending.is_empty() {
             return;
         }
         let released = async {
@@ -392,30 +372,23 @@ impl Writer {
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
-        if let Err(e) = &beat
-            && !e.is_outage()
-        {
-            // Another instance holds the database now: acknowledging anything more could
-            // settle a call twice.
-            error!(
-                error = %leo_protocol::chain::error_chain(e),
-                "this instance lost its lease on the database; no further change is acknowledged"
-            );
-            if e.is_fenced() {
-                self.deposed.cancel();
+        match beat {
+            Err(e) if !e.is_outage() => {
+                // Another instance holds the database now: acknowledging anything more could
+                // settle a call twice.
+                if e.is_fenced() {
+                    self.deposed.cancel();
+                }
+                self.gate.shut(e.into(), LEASE_LOST);
+                self.available.store(true, Ordering::Relaxed);
             }
-            self.failed = beat.err().map(Arc::new);
-            self.available.store(true, Ordering::Relaxed);
-            return;
-        }
-        if let Err(e) = beat
-            && e.is_outage()
-            && self.available.swap(false, Ordering::Relaxed)
-        {
-            warn!(
-                error = %leo_protocol::chain::error_chain(&e),
-                "the database is unreachable; the broker refuses new work until it is back"
-            );
+            Err(e) if self.available.swap(false, Ordering::Relaxed) => {
+                warn!(
+                    error = %leo_protocol::chain::error_chain(&e),
+                    "the database is unreachable; the broker refuses new work until it is back"
+                );
+            }
+            _ => {}
         }
     }
 }

@@ -25,7 +25,7 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{CertificateError, ClientConfig, RootCertStore};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
-use super::DbError;
+use super::PgError;
 
 /// `sslmode`, as PostgreSQL defines it (see the module's doc).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -79,7 +79,7 @@ pub struct Tls {
 }
 
 /// `url` parsed: the connection's settings (its `sslmode` set) and what it says of TLS.
-pub fn parse(url: &str) -> Result<(tokio_postgres::Config, Tls), DbError> {
+pub fn parse(url: &str) -> Result<(tokio_postgres::Config, Tls), PgError> {
     let (rest, mode, root) = take_tls_options(url);
     let mode = match mode {
         None => SslMode::Prefer,
@@ -87,9 +87,9 @@ pub fn parse(url: &str) -> Result<(tokio_postgres::Config, Tls), DbError> {
             .iter()
             .find(|(n, _)| *n == m)
             .map(|(_, m)| *m)
-            .ok_or_else(|| DbError::SslMode(m.clone()))?,
+            .ok_or_else(|| PgError::SslMode(m.clone()))?,
     };
-    let mut config: tokio_postgres::Config = rest.parse().map_err(DbError::Url)?;
+    let mut config: tokio_postgres::Config = rest.parse().map_err(PgError::Url)?;
     config.ssl_mode(mode.of_tokio());
     Ok((config, Tls { mode, root }))
 }
@@ -147,7 +147,7 @@ fn decode(value: &str) -> String {
 }
 
 /// The connector of `tls`: `None` for `disable` (clear text only).
-pub fn connector(tls: &Tls) -> Result<Option<MakeRustlsConnect>, DbError> {
+pub fn connector(tls: &Tls) -> Result<Option<MakeRustlsConnect>, PgError> {
     let verifier: Arc<dyn ServerCertVerifier> = match (tls.mode, &tls.root) {
         (SslMode::Disable, _) => return Ok(None),
         (SslMode::Prefer | SslMode::Require, None) => {
@@ -160,7 +160,7 @@ pub fn connector(tls: &Tls) -> Result<Option<MakeRustlsConnect>, DbError> {
     };
     let config = ClientConfig::builder_with_provider(leo_protocol::tls::provider())
         .with_safe_default_protocol_versions()
-        .map_err(|e| DbError::Tls(e.to_string()))?
+        .map_err(|e| PgError::Tls(e.to_string()))?
         .dangerous()
         .with_custom_certificate_verifier(verifier)
         .with_no_client_auth();
@@ -168,7 +168,7 @@ pub fn connector(tls: &Tls) -> Result<Option<MakeRustlsConnect>, DbError> {
 }
 
 /// The CAs `sslrootcert` names: its PEM file, or the system store (`system`, or none given).
-fn roots(root: Option<&str>) -> Result<RootCertStore, DbError> {
+fn roots(root: Option<&str>) -> Result<RootCertStore, PgError> {
     let mut roots = RootCertStore::empty();
     match root {
         None | Some("system") => {
@@ -177,12 +177,12 @@ fn roots(root: Option<&str>) -> Result<RootCertStore, DbError> {
         }
         Some(path) => {
             let certs =
-                leo_protocol::tls::read_certs(Path::new(path)).map_err(|e| DbError::RootCert {
+                leo_protocol::tls::read_certs(Path::new(path)).map_err(|e| PgError::RootCert {
                     path: PathBuf::from(path),
                     reason: leo_protocol::chain::error_chain(&e),
                 })?;
             for cert in certs {
-                roots.add(cert).map_err(|e| DbError::RootCert {
+                roots.add(cert).map_err(|e| PgError::RootCert {
                     path: PathBuf::from(path),
                     reason: e.to_string(),
                 })?;
@@ -192,10 +192,10 @@ fn roots(root: Option<&str>) -> Result<RootCertStore, DbError> {
     Ok(roots)
 }
 
-fn webpki(roots: RootCertStore) -> Result<Arc<WebPkiServerVerifier>, DbError> {
+fn webpki(roots: RootCertStore) -> Result<Arc<WebPkiServerVerifier>, PgError> {
     WebPkiServerVerifier::builder_with_provider(Arc::new(roots), leo_protocol::tls::provider())
         .build()
-        .map_err(|e| DbError::Tls(e.to_string()))
+        .map_err(|e| PgError::Tls(e.to_string()))
 }
 
 /// The lenient modes, as libpq has them: `prefer` and `require` without a root check no
@@ -303,7 +303,7 @@ mod tests {
                     &[],
                 )
                 .await
-                .map_err(DbError::doing("read pg_stat_ssl"))?;
+                .map_err(PgError::doing("read pg_stat_ssl"))?;
             Ok(row.get::<_, bool>(0))
         })
         .await
