@@ -107,9 +107,9 @@ fn load_tls(home: &Home, config: &Config) -> Result<Option<crate::http::ServerTl
     let (cert, key) = tls.resolved(&home.root);
     crate::http::ServerTls::load(crate::http::TlsFiles { cert, key })
         .map(Some)
-        .map_err(|message| BrokerError::Config {
+        .map_err(|e| BrokerError::Config {
             path: home.config(),
-            message,
+            message: leo_protocol::chain::error_chain(&e),
         })
 }
 

@@ -2,6 +2,9 @@
 //! serving. Request-level failures are `refusal::Refusal` and IPC `error` frames instead.
 
 use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::store::postgres::PgError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum BrokerError {
@@ -23,6 +26,10 @@ pub enum BrokerError {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+    /// The PostgreSQL database of `store.url` cannot be reached ([`BrokerError::is_outage`]),
+    /// or refused.
+    #[error("{}", crate::config::store_label())]
+    Postgres(#[source] Arc<PgError>),
     #[error("{path}: permissions are {mode:o}, must be 0600 (run: chmod 600 {path})")]
     LoosePermissions { path: PathBuf, mode: u32 },
     #[error(
@@ -46,7 +53,30 @@ pub enum BrokerError {
     },
 }
 
+impl From<PgError> for BrokerError {
+    fn from(e: PgError) -> Self {
+        BrokerError::Postgres(Arc::new(e))
+    }
+}
+
 impl BrokerError {
+    /// Whether the database could not be reached (PostgreSQL only: [`PgError::is_outage`]),
+    /// an outage to wait out rather than a reason to stop.
+    pub fn is_outage(&self) -> bool {
+        matches!(self, BrokerError::Postgres(e) if e.is_outage())
+    }
+
+    /// `e`, of the live store at `path`: PostgreSQL's keeps its type.
+    pub(crate) fn store(path: PathBuf, e: crate::store::Error) -> Self {
+        if let Some(crate::store::DbError::Postgres(pg)) = e.database() {
+            return BrokerError::Postgres(pg.clone());
+        }
+        BrokerError::Database {
+            path,
+            source: e.into(),
+        }
+    }
+
     pub fn io(action: &'static str, path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         BrokerError::Io {
             action,

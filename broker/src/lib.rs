@@ -37,6 +37,8 @@ pub(crate) mod core;
 pub mod daemon;
 pub mod error;
 pub(crate) mod events;
+#[cfg(test)]
+mod fence_tests;
 pub(crate) mod history;
 pub mod home;
 pub(crate) mod http;

@@ -71,6 +71,8 @@ pub(crate) struct Leading {
     /// Where its peers reach it (`/readyz` says so).
     pub url: String,
     pub key: crate::cluster::gate::ClusterKey,
+    /// The instance's one handle on the database, which its history writes through.
+    pub db: crate::store::postgres::Database,
 }
 
 /// The bound listeners; the same four as descriptors (`Listeners<OwnedFd, OwnedFd>`) while
@@ -266,7 +268,8 @@ pub(crate) async fn serve(
     } = term;
     // What reads the database comes first: a cluster's leader whose database goes away here
     // fails before any task holds its core, and follows until it can lead again (`cluster`).
-    let history = crate::history::History::start(&p.home, &p.config)?;
+    let db = leading.as_ref().map(|l| &l.db);
+    let history = crate::history::History::start(&p.home, &p.config, db)?;
     let ever = match ever {
         Some(ever) => ever,
         None => EverRegistered::load(&p.home.client_tools())?,

@@ -261,3 +261,28 @@ fn every_crate_has_one_test_binary_that_holds_every_test_file() {
     }
     assert!(with_tests >= 5, "found {with_tests} crates with tests");
 }
+
+/// An instance reaches PostgreSQL through its one `Database` (one runtime thread, one pool,
+/// the schema migrated once): no other file builds a runtime, a pool or a connection.
+#[test]
+fn the_database_is_reached_through_one_handle() {
+    let found = offenders(
+        &["broker/src", "store/src"],
+        &["store/src/postgres/database.rs"],
+        |line| {
+            [
+                "new_current_thread",
+                "new_multi_thread",
+                "Pool::builder",
+                "Config::from_str",
+            ]
+            .iter()
+            .any(|w| line.contains(w))
+        },
+    );
+    assert!(
+        found.is_empty(),
+        "a runtime, pool or connection of its own beside store::postgres::Database:\n{}",
+        found.join("\n")
+    );
+}

@@ -178,7 +178,7 @@ fn client_config(ca_file: Option<&Path>) -> Result<ClientConfig, TlsError> {
             source,
         })?
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(Pinned::new(ca_file)?))
+        .with_custom_certificate_verifier(Arc::new(Verifier::new(Pinned::new(ca_file)?)))
         .with_no_client_auth();
     config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
     Ok(config)
@@ -191,8 +191,6 @@ struct Pinned {
     webpki: Option<Arc<WebPkiServerVerifier>>,
     /// The certificates of the CA file, as they were read.
     pinned: Vec<CertificateDer<'static>>,
-    /// The provider's, for the handshake's signatures.
-    algorithms: WebPkiSupportedAlgorithms,
 }
 
 impl Pinned {
@@ -222,16 +220,12 @@ impl Pinned {
         let webpki = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider())
             .build()
             .ok();
-        Ok(Pinned {
-            webpki,
-            pinned,
-            algorithms: provider().signature_verification_algorithms,
-        })
+        Ok(Pinned { webpki, pinned })
     }
 }
 
-impl ServerCertVerifier for Pinned {
-    fn verify_server_cert(
+impl CertCheck for Pinned {
+    fn check(
         &self,
         end_entity: &CertificateDer<'_>,
         intermediates: &[CertificateDer<'_>],
@@ -260,6 +254,49 @@ impl ServerCertVerifier for Pinned {
             }
             other => other,
         }
+    }
+}
+
+/// How a verifier of the workspace checks the server's certificate ([`Verifier`] checks the
+/// handshake's signatures, the same for every one).
+pub trait CertCheck: std::fmt::Debug + Send + Sync {
+    fn check(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error>;
+}
+
+/// rustls's verifier of a [`CertCheck`]: its check of the certificate, and the handshake's
+/// signatures checked with the provider's algorithms.
+#[derive(Debug)]
+pub struct Verifier<C> {
+    check: C,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl<C: CertCheck> Verifier<C> {
+    pub fn new(check: C) -> Verifier<C> {
+        Verifier {
+            check,
+            algorithms: provider().signature_verification_algorithms,
+        }
+    }
+}
+
+impl<C: CertCheck> ServerCertVerifier for Verifier<C> {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        (self.check).check(end_entity, intermediates, server_name, ocsp_response, now)
     }
 
     fn verify_tls12_signature(
@@ -378,8 +415,7 @@ mod tests {
 
     fn check(v: &Pinned, cert: &CertificateDer<'_>, name: &str) -> Result<(), rustls::Error> {
         let name = ServerName::try_from(name.to_owned()).unwrap();
-        v.verify_server_cert(cert, &[], &name, &[], UnixTime::now())
-            .map(drop)
+        CertCheck::check(v, cert, &[], &name, &[], UnixTime::now()).map(drop)
     }
 
     #[test]

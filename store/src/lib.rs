@@ -366,7 +366,10 @@ impl Store {
 
     /// Opens the PostgreSQL store (`store.url`): connects, migrates under the schema lock,
     /// records the instance and reads what was live (see `postgres`).
-    pub fn open_postgres(settings: postgres::Settings) -> Result<(Store, Restored), Error> {
+    pub fn open_postgres(
+        db: &postgres::Database,
+        settings: postgres::Settings,
+    ) -> Result<(Store, Restored), Error> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let store = Store::with(Some(Sink::Postgres(tx)));
         let shared = postgres::Shared {
@@ -374,7 +377,7 @@ impl Store {
             instances: store.instances.clone(),
             deposed: store.deposed.clone(),
         };
-        let restored = postgres::open(settings, rx, shared)?;
+        let restored = postgres::open(db, settings, rx, shared)?;
         Ok((store, restored))
     }
 

@@ -489,7 +489,11 @@ async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
     let Some(db) = leo_testkit::postgres::database().await else {
         return;
     };
-    let (store, _) = Store::open_postgres(postgres::Settings::for_test(&db.url)).unwrap();
+    let (store, _) = Store::open_postgres(
+        &postgres::Database::open(&db.url).unwrap(),
+        postgres::Settings::for_test(),
+    )
+    .unwrap();
     let mail = |agent: &str, text: &str| Op::Mail {
         agent: agent.into(),
         message: msg(text),

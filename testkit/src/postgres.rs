@@ -268,6 +268,37 @@ impl Throwaway {
         );
     }
 
+    /// Restarts it with `ssl = on` and the certificate chain `cert_pem` and its key: over
+    /// TCP the role `postgres` may still connect in clear (the tests' own connections), every
+    /// other role only with TLS (`hostssl`).
+    pub async fn with_tls(&self, cert_pem: &str, key_pem: &str) {
+        use std::os::unix::fs::PermissionsExt;
+        let data = self.data();
+        std::fs::write(data.join("server.crt"), cert_pem).unwrap();
+        std::fs::write(data.join("server.key"), key_pem).unwrap();
+        std::fs::set_permissions(
+            data.join("server.key"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        let mut conf = std::fs::read_to_string(data.join("postgresql.conf")).unwrap();
+        conf.push_str("\nssl = on\nssl_cert_file = 'server.crt'\nssl_key_file = 'server.key'\n");
+        std::fs::write(data.join("postgresql.conf"), conf).unwrap();
+        std::fs::write(
+            data.join("pg_hba.conf"),
+            "local all all trust\nhost all postgres 127.0.0.1/32 trust\n\
+             hostssl all all 127.0.0.1/32 trust\n",
+        )
+        .unwrap();
+        if as_root() {
+            run(Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(&data));
+        }
+        self.stop();
+        self.start_again().await;
+    }
+
     /// Stops the server at once (`immediate`: as a crash would, clients cut off).
     pub fn stop(&self) {
         stop(&self.bin, &self.data(), as_root());

@@ -77,27 +77,78 @@ pub struct Upstream {
     key: HeaderValue,
 }
 
+/// Why the front may not forward to a leader's URL, or could not reach the leader; logged
+/// with its chain (`error_chain`), answered `503` to the client.
+#[derive(Debug, thiserror::Error)]
+pub enum LeaderError {
+    #[error("the leader's URL {url:?}")]
+    Url {
+        url: String,
+        #[source]
+        source: axum::http::uri::InvalidUri,
+    },
+    #[error("the leader's URL {url:?} is not http:// or https://")]
+    Scheme { url: String },
+    #[error("the leader's URL {url:?} names no host")]
+    NoHost { url: String },
+    #[error(
+        "the leader's URL {url:?} is plain http, which would carry the clients' tokens and the \
+         cluster's key unchecked: {allowed}"
+    )]
+    Plain { url: String, allowed: &'static str },
+    #[error("the cluster's key cannot be sent in a header")]
+    Key,
+    #[error("connecting to {0} timed out")]
+    ConnectTimeout(String),
+    #[error("cannot connect to {authority}")]
+    Connect {
+        authority: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("TLS with {authority}")]
+    Tls {
+        authority: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP with {authority}")]
+    Http {
+        authority: String,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("the request's target")]
+    Target(#[source] axum::http::uri::InvalidUri),
+    #[error("cannot build the request")]
+    Request(#[source] axum::http::Error),
+    #[error("the leader did not answer")]
+    NoAnswer(#[source] hyper::Error),
+    #[error("the leader answered {0}")]
+    Status(StatusCode),
+    #[error("the upgrade did not complete")]
+    Upgrade(#[source] hyper::Error),
+}
+
 impl Upstream {
     /// The leader at `url` (`https://`, a host and a port), forwarded to with `key`; an
     /// `http://` URL only when `plain_loopback` (`cluster.plain_http_on_loopback`) and its
     /// host is a loopback address: secrets go to no leader whose certificate was not checked,
     /// but on this very host.
-    pub fn new(url: &str, key: &str, plain_loopback: bool) -> Result<Upstream, String> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| format!("the leader's URL {url:?}: {e}"))?;
+    pub fn new(url: &str, key: &str, plain_loopback: bool) -> Result<Upstream, LeaderError> {
+        let url_ = || url.to_owned();
+        let uri: Uri = url.parse().map_err(|source| LeaderError::Url {
+            url: url_(),
+            source,
+        })?;
         let https = match uri.scheme_str() {
             Some("https") => true,
             Some("http") => false,
-            _ => {
-                return Err(format!(
-                    "the leader's URL {url:?} is not http:// or https://"
-                ));
-            }
+            _ => return Err(LeaderError::Scheme { url: url_() }),
         };
         let authority = uri
             .authority()
-            .ok_or_else(|| format!("the leader's URL {url:?} names no host"))?;
+            .ok_or_else(|| LeaderError::NoHost { url: url_() })?;
         if !(https || plain_loopback && is_loopback(authority.host())) {
             let allowed = if plain_loopback {
                 "cluster.plain_http_on_loopback allows a loopback address only"
@@ -105,13 +156,13 @@ impl Upstream {
                 "instances speak https to each other (web.tls); for instances on one host, \
                  cluster.plain_http_on_loopback: true allows http on loopback"
             };
-            return Err(format!(
-                "the leader's URL {url:?} is plain http, which would carry the clients' tokens \
-                 and the cluster's key unchecked: {allowed}"
-            ));
+            return Err(LeaderError::Plain {
+                url: url_(),
+                allowed,
+            });
         }
         let port = authority.port_u16().unwrap_or(if https { 443 } else { 80 });
-        let key = HeaderValue::from_str(key).map_err(|_| "the cluster's key".to_owned())?;
+        let key = HeaderValue::from_str(key).map_err(|_| LeaderError::Key)?;
         Ok(Upstream {
             https,
             host: authority.host().to_owned(),
@@ -385,8 +436,9 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
         }
         Err(e) => {
             if shared.warned.swap(true, Ordering::Relaxed) {
-                debug!(error = %e, "the leader cannot be reached");
+                debug!(error = %leo_protocol::chain::error_chain(&e), "the leader cannot be reached");
             } else {
+                let e = leo_protocol::chain::error_chain(&e);
                 warn!(error = %e, "the leader cannot be reached; answering 503 until it can");
             }
             no_leader("the instance that leads the database cannot be reached; retry in a moment")
@@ -490,14 +542,18 @@ fn metrics(shared: &Shared, door: Door, req: &Request<Body>) -> Response {
 trait Io: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Io for T {}
 
-async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, String> {
+async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, LeaderError> {
+    let authority = || up.authority.clone();
     let tcp = tokio::time::timeout(
         CONNECT_TIMEOUT,
         tokio::net::TcpStream::connect((up.host.trim_matches(['[', ']']), up.port)),
     )
     .await
-    .map_err(|_| format!("connecting to {} timed out", up.authority))?
-    .map_err(|e| format!("cannot connect to {}: {e}", up.authority))?;
+    .map_err(|_| LeaderError::ConnectTimeout(authority()))?
+    .map_err(|source| LeaderError::Connect {
+        authority: authority(),
+        source,
+    })?;
     let _ = tcp.set_nodelay(true);
     // A leader whose host vanished ends what this instance pipes to it within DEAD_PEER.
     crate::http::serve::watch_peer(&tcp);
@@ -508,7 +564,10 @@ async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, String> 
         .connector
         .connect(&up.host, tcp)
         .await
-        .map_err(|e| format!("TLS with {}: {e}", up.authority))?;
+        .map_err(|source| LeaderError::Tls {
+            authority: authority(),
+            source,
+        })?;
     Ok(Box::new(tls))
 }
 
@@ -516,11 +575,14 @@ async fn connect(shared: &Shared, up: &Upstream) -> Result<Box<dyn Io>, String> 
 async fn open(
     shared: &Shared,
     up: &Upstream,
-) -> Result<hyper::client::conn::http1::SendRequest<Body>, String> {
+) -> Result<hyper::client::conn::http1::SendRequest<Body>, LeaderError> {
     let io = connect(shared, up).await?;
     let (sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
-        .map_err(|e| format!("HTTP with {}: {e}", up.authority))?;
+        .map_err(|source| LeaderError::Http {
+            authority: up.authority.clone(),
+            source,
+        })?;
     let stop = shared.stop.clone();
     tokio::spawn(async move {
         tokio::select! {
@@ -541,7 +603,7 @@ async fn forward(
     shared: &Shared,
     up: &Upstream,
     mut req: Request<Body>,
-) -> Result<Response, String> {
+) -> Result<Response, LeaderError> {
     let upgrade = req.headers().contains_key(header::UPGRADE);
     let downstream = upgrade.then(|| hyper::upgrade::on(&mut req));
     let target = req
@@ -549,7 +611,7 @@ async fn forward(
         .path_and_query()
         .map_or("/", |p| p.as_str())
         .parse::<Uri>()
-        .map_err(|e| e.to_string())?;
+        .map_err(LeaderError::Target)?;
     *req.uri_mut() = target;
     headers_for_leader(req.headers_mut(), upgrade, &up.key, &shared.me);
     let (mut response, sender) = send(shared, up, req, upgrade).await?;
@@ -581,14 +643,14 @@ async fn send(
     up: &Upstream,
     req: Request<Body>,
     upgrade: bool,
-) -> Result<(hyper::Response<hyper::body::Incoming>, Sender), String> {
+) -> Result<(hyper::Response<hyper::body::Incoming>, Sender), LeaderError> {
     let mut req = req;
     if !upgrade && let Some(mut sender) = shared.pooled() {
         match sender.try_send_request(req).await {
             Ok(response) => return Ok((response, sender)),
             Err(mut e) => match e.take_message() {
                 Some(unsent) => req = unsent,
-                None => return Err(format!("the leader did not answer: {}", e.error())),
+                None => return Err(LeaderError::NoAnswer(e.into_error())),
             },
         }
     }
@@ -596,7 +658,7 @@ async fn send(
     let response = sender
         .send_request(req)
         .await
-        .map_err(|e| format!("the leader did not answer: {e}"))?;
+        .map_err(LeaderError::NoAnswer)?;
     Ok((response, sender))
 }
 
@@ -726,7 +788,7 @@ async fn serve_sidecar(listener: UnixListener, shared: Arc<Shared>) -> (UnixList
             };
             match open_ipc(&shared, &leader).await {
                 Ok(upstream) => pipe(stream, TokioIo::new(upstream), shared.stop.clone()).await,
-                Err(e) => info!(error = %e, "a sidecar connection is closed: no leader reached"),
+                Err(e) => info!(error = %leo_protocol::chain::error_chain(&e), "a sidecar connection is closed: no leader reached"),
             }
         });
     }
@@ -735,7 +797,7 @@ async fn serve_sidecar(listener: UnixListener, shared: Arc<Shared>) -> (UnixList
 
 /// The leader's `GET /api/v1/ipc` upgrade, opened for a local sidecar with the cluster's key:
 /// the leader then reads the sidecar's hello and checks its token.
-async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgraded, String> {
+async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgraded, LeaderError> {
     let mut sender = open(shared, up).await?;
     let request = Request::get("/api/v1/ipc")
         .header(header::HOST, &up.authority)
@@ -745,17 +807,17 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
         .header(VIA, shared.me.clone())
         .header(PIPE, HeaderValue::from_static("1"))
         .body(Body::empty())
-        .map_err(|e| e.to_string())?;
+        .map_err(LeaderError::Request)?;
     let mut response = sender
         .send_request(request)
         .await
-        .map_err(|e| format!("the leader did not answer: {e}"))?;
+        .map_err(LeaderError::NoAnswer)?;
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
-        return Err(format!("the leader answered {}", response.status()));
+        return Err(LeaderError::Status(response.status()));
     }
     hyper::upgrade::on(&mut response)
         .await
-        .map_err(|e| format!("the upgrade did not complete: {e}"))
+        .map_err(LeaderError::Upgrade)
 }
 
 #[cfg(test)]
@@ -780,7 +842,7 @@ mod tests {
             "http://localhost:1",
             "http://[::1]:2",
         ] {
-            let refused = Upstream::new(url, "k", false).unwrap_err();
+            let refused = Upstream::new(url, "k", false).unwrap_err().to_string();
             assert!(refused.contains("plain_http_on_loopback"), "{refused}");
             assert!(Upstream::new(url, "k", true).is_ok(), "{url}");
         }

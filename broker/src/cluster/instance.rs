@@ -38,9 +38,8 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
-use std::str::FromStr;
 
-use deadpool_postgres::Pool;
+use leo_protocol::chain::error_chain;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
@@ -54,11 +53,13 @@ use crate::http::health::FollowerView;
 use crate::server::{Base, Ended, Kept, Leading, Listeners, Term};
 use crate::state_file::EverRegistered;
 use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
-use crate::store::postgres::{self, PgError};
+use crate::store::postgres::{self, Database, PgError};
 
 /// What an instance joins its cluster with.
 #[derive(Clone)]
 pub(crate) struct Settings {
+    /// The instance's one handle on the database (see `store::postgres::Database`).
+    db: Database,
     /// The store it opens when it leads (its `me.url` is set once the listener is bound).
     store: postgres::Settings,
     /// `cluster.advertise_url`, if set.
@@ -70,10 +71,10 @@ pub(crate) struct Settings {
 }
 
 impl Settings {
-    /// The cluster of the database at `url`, checked now: it needs the TCP listener (peers
+    /// The cluster of the database `db`, checked now: it needs the TCP listener (peers
     /// reach the leader there), a readable CA file if one is named, and a well-formed
     /// advertised URL.
-    pub fn new(home: &Home, config: &Config, url: String) -> Result<Settings> {
+    pub fn new(home: &Home, config: &Config, db: Database) -> Result<Settings> {
         let refuse = |message: String| BrokerError::Config {
             path: home.config(),
             message,
@@ -88,7 +89,7 @@ impl Settings {
         let plain_loopback = config.cluster.plain_http_on_loopback;
         if let Some(advertised) = &config.cluster.advertise_url {
             Upstream::new(advertised, "-", plain_loopback)
-                .map_err(|e| refuse(format!("cluster.advertise_url: {e}")))?;
+                .map_err(|e| refuse(format!("cluster.advertise_url: {}", error_chain(&e))))?;
         }
         let ca: Option<PathBuf> = match &config.cluster.ca_file {
             Some(path) => Some(home.root.join(path)),
@@ -99,8 +100,8 @@ impl Settings {
         let connector = leo_protocol::tls::Connector::new(ca.as_deref())
             .map_err(|e| refuse(format!("cluster.ca_file: {e}")))?;
         Ok(Settings {
+            db,
             store: postgres::Settings {
-                url,
                 me: Me {
                     id: crate::home::instance_id(home)?,
                     url: String::new(),
@@ -174,16 +175,17 @@ pub(crate) struct Joining {
 }
 
 impl Joining {
-    /// The cluster of the database at `url` (see [`Settings::new`]), and its tokens
-    /// (`tokens::prepare`).
+    /// The cluster of the database at `url` (see [`Settings::new`]), on the instance's one
+    /// handle on it (`Database`, opened here), and its tokens (`tokens::prepare`).
     pub fn prepare(
         home: &Home,
         config: &Config,
         url: String,
         ever: EverRegistered,
     ) -> Result<Joining> {
-        let tokens = super::tokens::prepare(home, config, &url)?;
-        let settings = Settings::new(home, config, url)?;
+        let db = Database::open(&url)?;
+        let tokens = super::tokens::prepare(home, config, &db)?;
+        let settings = Settings::new(home, config, db)?;
         Ok(Joining {
             settings,
             tokens,
@@ -198,8 +200,6 @@ struct Instance {
     /// What the first term serves with; later terms read the file again.
     ever: Option<EverRegistered>,
     settings: Settings,
-    /// Connections to the database for looking at the lease.
-    pool: Pool,
     /// Cancelled when the run ends: what follows the cluster's tokens stops with it.
     done: CancellationToken,
 }
@@ -219,21 +219,22 @@ pub(crate) async fn run(
     } = joining;
     settings.store.me.url = advertised_url(&p, &settings, &listeners)?;
     if let Err(e) = Upstream::new(&settings.store.me.url, "-", settings.plain_loopback) {
-        warn!("no other instance will forward to this one while it leads: {e}");
+        warn!(
+            "no other instance will forward to this one while it leads: {}",
+            error_chain(&e)
+        );
     }
     info!(instance = %settings.store.me.id, url = %settings.store.me.url, "joining the cluster");
     let doors = Doors {
         idle: Some(listeners),
         front: None,
     };
-    let pool = pool_of(&settings.store.url)?;
     let done = CancellationToken::new();
     let _end = done.clone().drop_guard();
     let mut me = Instance {
         p,
         ever: Some(ever),
         settings,
-        pool,
         done,
     };
     let mut stop = std::pin::pin!(stop);
@@ -248,59 +249,9 @@ pub(crate) async fn run(
     }
 }
 
-/// Whether `e` says the database cannot be reached now (`PgError::is_outage`), however the
-/// step that met it wrapped it: the store's, the history's or the webhooks' error.
-fn is_outage(e: &BrokerError) -> bool {
-    let BrokerError::Database { source, .. } = e else {
-        return false;
-    };
-    let source: &(dyn std::error::Error + 'static) = source.as_ref();
-    if let Some(pg) = source.downcast_ref::<PgError>() {
-        return pg.is_outage();
-    }
-    if let Some(history) = source.downcast_ref::<crate::history::Error>() {
-        return history.is_outage();
-    }
-    source
-        .downcast_ref::<crate::store::Error>()
-        .is_some_and(crate::store::Error::is_outage)
-}
-
-fn database_error(e: PgError) -> BrokerError {
-    BrokerError::Database {
-        path: crate::config::store_label().into(),
-        source: crate::store::Error::from(e).into(),
-    }
-}
-
-/// A pool of connections to the database at `url`; none is made yet. A URL that is not
-/// PostgreSQL's is refused here.
-fn pool_of(url: &str) -> Result<Pool> {
-    let config = tokio_postgres::Config::from_str(url)
-        .map_err(PgError::Url)
-        .map_err(database_error)?;
-    postgres::pool(config).map_err(database_error)
-}
-
-/// Connects and brings the schema up to date (`schema::migrate`, under its lock).
-async fn reach(pool: &Pool) -> std::result::Result<(), PgError> {
-    let mut client = pool.get().await.map_err(PgError::Connect)?;
-    postgres::schema::migrate(&mut client).await
-}
-
-/// The cluster's tokens taken from the database, its schema brought up to date first
-/// (`cluster_tokens::Shared::join`, which blocks, so off the broker's thread).
-async fn take_tokens(mut tokens: Tokens, home: Home) -> (Tokens, std::result::Result<(), PgError>) {
-    let joined = tokio::task::spawn_blocking(move || {
-        let joined = tokens.join(&home);
-        (tokens, joined)
-    })
-    .await;
-    match joined {
-        Ok(joined) => joined,
-        // Only a panic ends the task otherwise; the tokens went with it.
-        Err(e) => std::panic::resume_unwind(e.into_panic()),
-    }
+/// Connects and brings the schema up to date (`Database::client`, once, under its lock).
+async fn reach(db: &Database) -> std::result::Result<(), PgError> {
+    db.run(|_client| async { Ok(()) }).await
 }
 
 impl Instance {
@@ -314,11 +265,9 @@ impl Instance {
         let mut said = false;
         loop {
             let reached = if tokens.joined() {
-                reach(&self.pool).await
+                reach(&self.settings.db).await
             } else {
-                let (back, taken) = take_tokens(tokens, self.p.home.clone()).await;
-                tokens = back;
-                taken
+                tokens.join(&self.p.home).await
             };
             match reached.map_err(PgError::at_start) {
                 Ok(()) => {
@@ -334,7 +283,7 @@ impl Instance {
                         said = true;
                     }
                 }
-                Err(e) => return Err(database_error(e)),
+                Err(e) => return Err(e.into()),
             }
             tokio::select! {
                 () = tokio::time::sleep(POLL) => {}
@@ -355,11 +304,10 @@ impl Instance {
         loop {
             // A follower says it is alive every heartbeat, as the leader does.
             let alive = said_alive.is_none_or(|t| t.elapsed() >= lease::HEARTBEAT);
-            let looked = async {
-                let client = self.pool.get().await.map_err(PgError::Connect)?;
-                lease::look(&client, &self.settings.store.me, alive).await
-            }
-            .await;
+            let me = self.settings.store.me.clone();
+            let looked = (self.settings.db)
+                .run(move |client| async move { lease::look(&client, &me, alive).await })
+                .await;
             if alive && looked.is_ok() {
                 said_alive = Some(tokio::time::Instant::now());
             }
@@ -377,7 +325,7 @@ impl Instance {
                         following = None;
                     }
                     // The key too: a rotated one is taken up within a poll.
-                    if let Ok((key, _)) = cluster_keys(&self.pool).await {
+                    if let Ok((key, _)) = cluster_keys(&self.settings.db).await {
                         // Pointed once per leader, URL and key: a URL it may not forward to (said
                         // once) stays refused until one of them changes.
                         let target = (leader, key);
@@ -427,21 +375,27 @@ impl Instance {
     async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
         let (listeners, store, restored) = led;
         let kept = listeners.dup()?;
-        let key = match cluster_keys(&self.pool).await {
+        let key = match cluster_keys(&self.settings.db).await {
             Ok((key, previous)) => ClusterKey::new(&key, previous.as_deref()),
-            Err(e) if is_outage(&e) => return self.lead_later(kept, &e),
+            Err(e) if e.is_outage() => return self.lead_later(kept, &e),
             Err(e) => return Err(e),
         };
         let webhooks = match crate::webhooks::store::Store::load_cluster(
-            &self.settings.store.url,
+            &self.settings.db,
             &self.p.home.webhooks(),
-        ) {
+        )
+        .await
+        {
             Ok(webhooks) => webhooks,
-            Err(e) if is_outage(&e) => return self.lead_later(kept, &e),
+            Err(e) if e.is_outage() => return self.lead_later(kept, &e),
             Err(e) => return Err(e),
         };
         let watching = CancellationToken::new();
-        tokio::spawn(watch_keys(self.pool.clone(), key.clone(), watching.clone()));
+        tokio::spawn(watch_keys(
+            self.settings.db.clone(),
+            key.clone(),
+            watching.clone(),
+        ));
         let term = Term {
             store,
             restored,
@@ -451,6 +405,7 @@ impl Instance {
                 id: self.settings.store.me.id.clone(),
                 url: self.settings.store.me.url.clone(),
                 key,
+                db: self.settings.db.clone(),
             }),
         };
         let served = crate::server::serve(&self.p, term, listeners, stop).await;
@@ -458,7 +413,7 @@ impl Instance {
         match served {
             Ok(Ended::Stopped) => Ok(Stage::Stopped),
             Ok(Ended::Deposed) => self.follow_on(kept),
-            Err(e) if is_outage(&e) => self.lead_later(kept, &e),
+            Err(e) if e.is_outage() => self.lead_later(kept, &e),
             Err(e) => Err(e),
         }
     }
@@ -485,8 +440,14 @@ impl Instance {
     async fn leave(&self, doors: Doors, joined: bool) -> Stage {
         self.p.lock.stopping();
         doors.close().await;
-        if joined && let Ok(client) = self.pool.get().await {
-            let _ = lease::release(&client, &self.settings.store.me.id).await;
+        if joined {
+            let me = self.settings.store.me.id.clone();
+            let released = (self.settings.db)
+                .run(move |client| async move { lease::release(&client, &me).await })
+                .await;
+            if let Err(e) = released {
+                warn!(error = %leo_protocol::chain::error_chain(&e), "could not say this instance left");
+            }
         }
         self.p.lock.remove_sockets();
         info!("stopped");
@@ -512,28 +473,23 @@ fn unreachable_view(last: Option<&Leader>) -> FollowerView {
 }
 
 /// The cluster's key, and the one it replaced while that one's grace lasts.
-async fn cluster_keys(pool: &Pool) -> Result<(String, Option<String>)> {
-    let client = pool
-        .get()
-        .await
-        .map_err(PgError::Connect)
-        .map_err(database_error)?;
-    lease::cluster_keys(&client)
-        .await
-        .map_err(database_error)?
-        .ok_or_else(|| database_error(PgError::Unreadable("the cluster has no key".into())))
+async fn cluster_keys(db: &Database) -> Result<(String, Option<String>)> {
+    let keys = db
+        .run(|client| async move { lease::cluster_keys(&client).await })
+        .await?;
+    keys.ok_or_else(|| PgError::Unreadable("the cluster has no key".into()).into())
 }
 
 /// Keeps a leader's `key` as the database has it, every [`POLL`], until `done`: a key
 /// rotated by `leo cluster rotate-key` is accepted at once, and the old one no longer once its
 /// grace ended. A database away keeps the keys last read.
-async fn watch_keys(pool: Pool, key: ClusterKey, done: CancellationToken) {
+async fn watch_keys(db: Database, key: ClusterKey, done: CancellationToken) {
     loop {
         tokio::select! {
             () = done.cancelled() => return,
             () = tokio::time::sleep(POLL) => {}
         }
-        if let Ok((current, previous)) = cluster_keys(&pool).await {
+        if let Ok((current, previous)) = cluster_keys(&db).await {
             key.set(&current, previous.as_deref());
         }
     }
@@ -575,7 +531,9 @@ fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream
         return None;
     };
     Upstream::new(url, key, plain_loopback)
-        .map_err(|e| warn!(leader = %leader, error = %e, "cannot forward to the leader"))
+        .map_err(
+            |e| warn!(leader = %leader, error = %error_chain(&e), "cannot forward to the leader"),
+        )
         .ok()
 }
 
@@ -583,14 +541,17 @@ fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream
 async fn try_lead(
     settings: &Settings,
 ) -> Result<Option<(crate::store::Store, crate::store::Restored)>> {
-    let store_settings = settings.store.clone();
-    let opened =
-        tokio::task::spawn_blocking(move || crate::store::Store::open_postgres(store_settings))
-            .await
-            .map_err(|e| BrokerError::State {
-                path: crate::config::store_label().into(),
-                message: format!("opening the store stopped: {e}"),
-            })?;
+    let (db, store_settings) = (settings.db.clone(), settings.store.clone());
+    // The opening waits for the restore; it runs on the database's runtime, waited for here
+    // on a blocking thread.
+    let opened = tokio::task::spawn_blocking(move || {
+        crate::store::Store::open_postgres(&db, store_settings)
+    })
+    .await
+    .map_err(|e| BrokerError::State {
+        path: crate::config::store_label().into(),
+        message: format!("opening the store stopped: {e}"),
+    })?;
     match opened {
         Ok(opened) => Ok(Some(opened)),
         Err(crate::store::Error::Database(e)) if e.is_held() => Ok(None),
@@ -599,10 +560,7 @@ async fn try_lead(
             warn!(error = %leo_protocol::chain::error_chain(&e), "cannot take the lease now");
             Ok(None)
         }
-        Err(e) => Err(BrokerError::Database {
-            path: crate::config::store_label().into(),
-            source: e.into(),
-        }),
+        Err(e) => Err(BrokerError::store(crate::config::store_label().into(), e)),
     }
 }
 

@@ -27,7 +27,6 @@
 //! With the SQLite store none of this runs: tokens are the files, read as before.
 
 use std::path::Path;
-use std::str::FromStr;
 use std::time::Duration;
 
 use tracing::{info, warn};
@@ -36,46 +35,14 @@ use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic};
 pub use crate::store::postgres::tokens::{Entry, Kind};
-use crate::store::postgres::{PgError, schema, tokens as sql};
+use crate::store::postgres::{Database, PgError, tokens as sql};
 use crate::tokens::{TokenBook, Tokens, load_or_create, read_token_file};
 
 /// How often a running broker reads the cluster's tokens again.
 pub const POLL: Duration = Duration::from_secs(1);
 
-/// Runs `work` on a connection of its own, on a thread of its own with a runtime of its own:
-/// the callers (the CLI, the broker's start) may be inside a runtime, which cannot be blocked
-/// on. The history's `record_local` writes the CLI's audit entries through it too.
-pub(crate) fn on_database<T, F, Fut>(url: &str, work: F) -> std::result::Result<T, PgError>
-where
-    T: Send + 'static,
-    F: FnOnce(deadpool_postgres::Object) -> Fut + Send + 'static,
-    Fut: std::future::Future<Output = std::result::Result<T, PgError>>,
-{
-    let config = tokio_postgres::Config::from_str(url).map_err(PgError::Url)?;
-    std::thread::Builder::new()
-        .name("leo-tokens".into())
-        .spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .map_err(PgError::Thread)?;
-            rt.block_on(async move {
-                let pool = crate::store::postgres::pool(config)?;
-                let mut client = pool.get().await.map_err(PgError::Connect)?;
-                schema::migrate(&mut client).await?;
-                work(client).await
-            })
-        })
-        .map_err(PgError::Thread)?
-        .join()
-        .unwrap_or_else(|_| Err(PgError::Unreadable("the tokens' thread stopped".into())))
-}
-
 fn database_error(e: PgError) -> BrokerError {
-    BrokerError::Database {
-        path: crate::config::store_label().into(),
-        source: e.into(),
-    }
+    e.into()
 }
 
 /// The PostgreSQL URL of `home`'s store (`LEO_STORE_URL`, else `store.url`), if it has one.
@@ -83,9 +50,30 @@ pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
     config.store.postgres_url(&home.config())
 }
 
-/// The cluster's tokens as the `leo` commands change them, on the database of `store.url`.
+/// What `leo doctor` says of the database connection at `url`: a warning when it reaches
+/// another host without TLS on every connection (`sslmode` `disable`, or `prefer`, which falls
+/// back to clear text), since the tokens, the cluster's key and every call's arguments and
+/// results cross it; `None` when it is encrypted, local, or not a URL this reads.
+pub fn clear_text_database(url: &str) -> Option<String> {
+    use crate::store::postgres::tls;
+    let (config, settings) = tls::parse(url).ok()?;
+    (tls::beyond_loopback(&config) && !settings.mode.always_encrypts()).then(|| {
+        format!(
+            "the database ({}) is reached beyond this host with sslmode={}: the tokens, the \
+             cluster's key and every call's arguments and results may cross the network in \
+             clear",
+            crate::store::postgres::describe(&config),
+            settings.mode.as_str()
+        )
+    })
+}
+
+/// The cluster's tokens as the `leo` commands change them, on the database of `store.url`
+/// (opened for the one command: a pool of its own, migrated at its first connection). The
+/// operator's command is not a leader's decision, so its rows are not fenced: it works on
+/// any host, whoever leads.
 pub struct Cluster {
-    url: String,
+    db: Database,
 }
 
 impl Cluster {
@@ -95,39 +83,45 @@ impl Cluster {
     pub fn of(home: &Home) -> Result<Option<Cluster>> {
         let store = crate::config::store_of(&home.config())?;
         let url = store.postgres_url(&home.config())?;
-        Ok(url.map(|url| Cluster { url }))
+        url.map(|url| {
+            Ok(Cluster {
+                db: Database::open(&url)?,
+            })
+        })
+        .transpose()
     }
 
     /// Adds `entry`; false when a token of its kind and name exists.
     pub fn add(&self, entry: Entry) -> Result<bool> {
-        on_database(&self.url, move |client| async move {
-            sql::insert(&client, &entry).await
-        })
-        .map_err(database_error)
+        self.db
+            .blocking(move |client| async move { sql::insert(&client, &entry).await })
+            .map_err(database_error)
     }
 
     /// Removes the token of `kind` named `name`; false when there was none.
     pub fn remove(&self, kind: Kind, name: &str) -> Result<bool> {
         let name = name.to_owned();
-        on_database(&self.url, move |client| async move {
-            sql::delete(&client, kind, &name).await
-        })
-        .map_err(database_error)
+        self.db
+            .blocking(move |client| async move { sql::delete(&client, kind, &name).await })
+            .map_err(database_error)
     }
 
     /// Replaces the cluster's key (`leo cluster rotate-key`) with a new random one; the old one
     /// is accepted for `grace` more. False when no instance has led yet.
     pub fn rotate_key(&self, grace: Duration) -> Result<bool> {
         let new = crate::tokens::generate()?;
-        on_database(&self.url, move |client| async move {
-            crate::store::postgres::lease::rotate_key(&client, &new, grace).await
-        })
-        .map_err(database_error)
+        self.db
+            .blocking(move |client| async move {
+                crate::store::postgres::lease::rotate_key(&client, &new, grace).await
+            })
+            .map_err(database_error)
     }
 
     /// The tokens of `kind`, by name.
     pub fn list(&self, kind: Kind) -> Result<Vec<Entry>> {
-        let all = on_database(&self.url, |client| async move { sql::read(&client).await })
+        let all = self
+            .db
+            .blocking(|client| async move { sql::read(&client).await })
             .map_err(database_error)?;
         Ok(all.into_iter().filter(|e| e.kind == kind).collect())
     }
@@ -136,7 +130,7 @@ impl Cluster {
 /// The cluster's tokens in a running broker: the book the doors read, and what the refresher
 /// compares the database with.
 pub(crate) struct Shared {
-    url: String,
+    db: Database,
     pub book: TokenBook,
     rows: Vec<Entry>,
     /// This home's tokens, which fill a new database.
@@ -151,15 +145,20 @@ pub(crate) struct Shared {
 /// be reached does not stop the start: the book accepts nothing (the instance serves nothing
 /// either) until [`Shared::join`] succeeds. One that answers with an error (a schema newer
 /// than this broker; a role, password or database that is wrong, [`PgError::at_start`]) does.
-pub(crate) fn prepare(home: &Home, config: &Config, url: &str) -> Result<Shared> {
+pub(crate) fn prepare(home: &Home, config: &Config, db: &Database) -> Result<Shared> {
     let mut shared = Shared {
-        url: url.to_owned(),
+        db: db.clone(),
         book: TokenBook::live(Tokens::default()),
         rows: Vec::new(),
         local: local_entries(home, config)?,
         joined: false,
     };
-    match shared.join(home).map_err(PgError::at_start) {
+    // At start nothing is served yet: waiting here for the database's thread holds nobody.
+    let taken = shared.db.blocking(fill_and_read(shared.local.clone()));
+    match taken
+        .map(|taken| shared.adopt(home, taken))
+        .map_err(PgError::at_start)
+    {
         Err(e) if e.is_outage() => {
             warn!(error = %leo_protocol::chain::error_chain(&e), "cannot reach the database now; serving anyway, and joining the cluster once it answers");
             Ok(shared)
@@ -175,14 +174,16 @@ impl Shared {
     }
 
     /// Takes the cluster's tokens once the database answers: fills a new database from this
-    /// home's files, or adopts the database's (see the module's doc). Blocks on a thread of
-    /// its own (`on_database`).
-    pub(crate) fn join(&mut self, home: &Home) -> std::result::Result<(), PgError> {
-        let ours = self.local.clone();
-        let (filled, rows) = on_database(&self.url, move |mut client| async move {
-            let filled = sql::fill(&mut client, &ours).await?;
-            Ok((filled, sql::read(&client).await?))
-        })?;
+    /// home's files, or adopts the database's (see the module's doc). The database's work
+    /// runs on its runtime; the host's files are written here, a few small files.
+    pub(crate) async fn join(&mut self, home: &Home) -> std::result::Result<(), PgError> {
+        let taken = self.db.run(fill_and_read(self.local.clone())).await?;
+        self.adopt(home, taken);
+        Ok(())
+    }
+
+    /// Takes `(filled, rows)` of [`fill_and_read`] into the book and the host's files.
+    fn adopt(&mut self, home: &Home, (filled, rows): (bool, Vec<Entry>)) {
         if filled {
             info!(
                 tokens = rows.len(),
@@ -194,7 +195,24 @@ impl Shared {
         self.book.replace(Tokens::from_entries(&rows));
         self.rows = rows;
         self.joined = true;
-        Ok(())
+    }
+}
+
+/// Fills a new database with `ours`, then reads the cluster's tokens: whether this instance
+/// filled it, and the rows.
+fn fill_and_read(
+    ours: Vec<Entry>,
+) -> impl FnOnce(
+    deadpool_postgres::Object,
+) -> futures_util::future::BoxFuture<
+    'static,
+    std::result::Result<(bool, Vec<Entry>), PgError>,
+> {
+    move |mut client| {
+        Box::pin(async move {
+            let filled = sql::fill(&mut client, &ours).await?;
+            Ok((filled, sql::read(&client).await?))
+        })
     }
 }
 
@@ -338,44 +356,22 @@ fn write_if_changed(path: &Path, token: &str, what: &str) {
 }
 
 impl Shared {
-    /// Reads the table every [`POLL`] on a thread of its own until `stop`, swapping a changed
-    /// set into the book and the host's files.
+    /// Reads the table every [`POLL`] on the database's runtime until `stop`, swapping a
+    /// changed set into the book and the host's files.
     pub(crate) fn spawn_refresh(self, home: Home, stop: tokio_util::sync::CancellationToken) {
-        let spawned = std::thread::Builder::new()
-            .name("leo-tokens".into())
-            .spawn(move || {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                match rt {
-                    Ok(rt) => rt.block_on(self.refresh(&home, stop)),
-                    Err(e) => warn!(error = %e, "cannot follow the cluster's tokens"),
-                }
-            });
-        if let Err(e) = spawned {
-            warn!(error = %e, "cannot follow the cluster's tokens");
-        }
+        let db = self.db.clone();
+        db.spawn(self.refresh(home, stop));
     }
 
-    async fn refresh(mut self, home: &Home, stop: tokio_util::sync::CancellationToken) {
-        let pool = match tokio_postgres::Config::from_str(&self.url)
-            .map_err(PgError::Url)
-            .and_then(crate::store::postgres::pool)
-        {
-            Ok(pool) => pool,
-            Err(e) => return warn!(error = %e, "cannot follow the cluster's tokens"),
-        };
+    async fn refresh(mut self, home: Home, stop: tokio_util::sync::CancellationToken) {
+        let home = &home;
         let mut failing = false;
         loop {
             tokio::select! {
                 () = stop.cancelled() => break,
                 () = tokio::time::sleep(POLL) => {}
             }
-            let read = async {
-                let client = pool.get().await.map_err(PgError::Connect)?;
-                sql::read(&client).await
-            }
-            .await;
+            let read = async { sql::read(&self.db.client().await?).await }.await;
             match read {
                 Ok(rows) => {
                     if failing {
@@ -402,6 +398,5 @@ impl Shared {
                 Err(_) => {}
             }
         }
-        pool.close();
     }
 }

@@ -58,6 +58,7 @@ use crate::config::{Config, HistoryConfig};
 use crate::error::BrokerError;
 use crate::home::Home;
 use crate::requests::{Call, EndedCall};
+use crate::store::postgres::Database;
 use crate::tokens::Principal;
 use db::{AuditRow, CallQuery, CallRow, Table};
 use leo_store::sqlite;
@@ -179,10 +180,8 @@ pub fn record_local(
         });
     };
     let instance = crate::home::instance_id(home)?;
-    postgres::record(&url, instance, row).map_err(|e| BrokerError::Database {
-        path: crate::config::store_label().into(),
-        source: e.into(),
-    })
+    let db = Database::open(&url)?;
+    Ok(leo_store::history::postgres::record(&db, instance, row)?)
 }
 
 /// The token kind of a stream's principal as `ClientInfo` names it (`operator`,
@@ -215,9 +214,12 @@ fn ms(d: Duration) -> u64 {
 impl History {
     /// The history of `home`'s broker: PostgreSQL's tables when its store is PostgreSQL (rows
     /// under its instance id), else `state/history.db`.
-    pub fn start(home: &Home, config: &Config) -> Result<History, BrokerError> {
-        let url = crate::cluster::tokens::store_url(home, config)?;
-        let Some(url) = url else {
+    pub fn start(
+        home: &Home,
+        config: &Config,
+        db: Option<&Database>,
+    ) -> Result<History, BrokerError> {
+        let Some(db) = db else {
             return History::open(&home.history_db(), &config.history).map_err(|e| {
                 BrokerError::Database {
                     path: home.history_db(),
@@ -226,9 +228,12 @@ impl History {
             });
         };
         let instance = crate::home::instance_id(home)?;
-        History::open_postgres(&url, instance, &config.history).map_err(|e| BrokerError::Database {
-            path: crate::config::store_label().into(),
-            source: e.into(),
+        History::open_postgres(db, instance, &config.history).map_err(|e| match e {
+            Error::Database(crate::store::DbError::Postgres(e)) => BrokerError::Postgres(e),
+            e => BrokerError::State {
+                path: crate::config::store_label().into(),
+                message: e.to_string(),
+            },
         })
     }
 
@@ -250,11 +255,11 @@ impl History {
         Ok(History::with(tx, barrier, config, dropped, thread))
     }
 
-    /// Starts the writer on the PostgreSQL database at `url` (its schema migrated by the
-    /// store's opening); rows are written as `instance`'s. It connects when it first writes, so
-    /// a database away at this moment delays the history, never the start.
+    /// Starts the writer on the PostgreSQL database `db`; rows are written as `instance`'s,
+    /// fenced by its lead. It connects when it first writes, so a database away at this moment
+    /// delays the history, never the start.
     pub fn open_postgres(
-        url: &str,
+        db: &Database,
         instance: String,
         config: &HistoryConfig,
     ) -> Result<History, Error> {
@@ -263,12 +268,11 @@ impl History {
         let dropped = Arc::new(AtomicU64::new(0));
         let writer = Writer::new(config, dropped.clone(), barrier.clone());
         let settings = postgres::Settings {
-            url: url.to_owned(),
             instance,
             batch: BATCH,
             every: PRUNE_EVERY,
         };
-        let thread = postgres::spawn(settings, rx, writer)?;
+        let thread = postgres::spawn(settings, db, rx, writer)?;
         Ok(History::with(tx, barrier, config, dropped, thread))
     }
 
@@ -947,9 +951,9 @@ mod tests {
         let Some(db) = leo_testkit::postgres::database().await else {
             return;
         };
-        // The store's opening migrates the schema the history writes in.
+        // The store's opening takes the lease the history's rows are fenced by.
+        let database = Database::open(&db.url).unwrap();
         let settings = crate::store::postgres::Settings {
-            url: db.url.clone(),
             me: crate::store::postgres::lease::Me {
                 id: "i_test".into(),
                 url: String::new(),
@@ -957,9 +961,9 @@ mod tests {
             key: "k".repeat(64),
             remember: 4,
         };
-        let (store, _) = crate::store::Store::open_postgres(settings).unwrap();
+        let (store, _) = crate::store::Store::open_postgres(&database, settings).unwrap();
         let history =
-            History::open_postgres(&db.url, "i_test".into(), &HistoryConfig::default()).unwrap();
+            History::open_postgres(&database, "i_test".into(), &HistoryConfig::default()).unwrap();
         let who = || ("operator".to_owned(), "operator");
         history.audit(who(), "before", None, None);
         history.audit(who(), "bad", Some("nul\0target"), None);

@@ -8,16 +8,14 @@ use std::time::{Duration, Instant};
 use leo_store::history::postgres::Pg;
 use tracing::warn;
 
-use super::db::AuditRow;
 use super::{Error, Msg, Writer};
-use crate::store::postgres::PgError;
+use crate::store::postgres::{Database, PgError};
 
 /// How often rows held by an outage are tried again.
 const RETRY: Duration = Duration::from_secs(1);
 
 /// What the writer thread is started with.
 pub(crate) struct Settings {
-    pub url: String,
     /// The instance whose rows these are (`i_…`).
     pub instance: String,
     /// Most records in one batch.
@@ -26,14 +24,15 @@ pub(crate) struct Settings {
     pub every: Duration,
 }
 
-/// Starts the writer thread on the database at `settings.url`; it connects when it first
-/// needs to.
+/// Starts the writer thread on `db`; it connects when it first needs to. Its rows are the
+/// leader's, fenced by its lead: a deposed leader's are refused.
 pub(crate) fn spawn(
     settings: Settings,
+    db: &Database,
     rx: Receiver<Msg>,
     writer: Writer,
 ) -> Result<std::thread::JoinHandle<()>, Error> {
-    let pg = Pg::open(&settings.url, settings.instance.clone())?;
+    let pg = Pg::open(db, settings.instance.clone());
     std::thread::Builder::new()
         .name("leo-history-pg".into())
         .spawn(move || run(&settings, &rx, writer, pg))
@@ -77,17 +76,7 @@ fn run(settings: &Settings, rx: &Receiver<Msg>, mut writer: Writer, mut pg: Pg) 
     if writer.holding() {
         warn!("history: the database is still unreachable at stop; the rows held are lost");
     }
-    pg.close();
     if let Some(ack) = stop {
         let _ = ack.send(());
     }
-}
-
-/// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store).
-pub(crate) fn record(url: &str, instance: String, row: AuditRow) -> Result<(), PgError> {
-    crate::cluster::tokens::on_database(url, move |mut client| async move {
-        leo_store::history::postgres::write(&mut client, &instance, &[], &[row])
-            .await
-            .map(drop)
-    })
 }

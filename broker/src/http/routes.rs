@@ -295,7 +295,7 @@ pub async fn create_webhook(
     body: Body,
 ) -> Result<Response, Refusal> {
     let body: leo_protocol::webhooks::WebhookBody = json_body(body, limit).await?;
-    let made = state.webhooks.create(&caller(&who), body)?;
+    let made = state.webhooks.create(&caller(&who), body).await?;
     let id = &made.client_id;
     let detail = format!("{id} url={}", crate::webhooks::url::shown(&made.url));
     audit(
@@ -325,7 +325,7 @@ pub async fn remove_webhook(
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Response, Refusal> {
-    let (removed, client_id) = state.webhooks.remove(&caller(&who), &name)?;
+    let (removed, client_id) = state.webhooks.remove(&caller(&who), &name).await?;
     audit(&state, Some(&who), "webhook_remove", &name, Some(client_id));
     Ok(ok(removed))
 }

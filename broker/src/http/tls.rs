@@ -55,13 +55,36 @@ pub struct ServerTls {
     hup: Arc<std::sync::Mutex<Option<Signal>>>,
 }
 
+/// Why the listener's certificate and key were refused; its text starts with the `web.tls`
+/// key at fault.
+#[derive(Debug, thiserror::Error)]
+pub enum CertError {
+    #[error("web.tls.{key}")]
+    File {
+        key: &'static str,
+        #[source]
+        source: TlsError,
+    },
+    #[error("web.tls.key")]
+    Readable(#[source] crate::error::BrokerError),
+    #[error("web.tls.key: {} does not go with the certificate in {}", .key.display(), .cert.display())]
+    Mismatch {
+        key: PathBuf,
+        cert: PathBuf,
+        #[source]
+        source: rustls::Error,
+    },
+    #[error("web.tls")]
+    Config(#[source] rustls::Error),
+}
+
 impl ServerTls {
     /// Loads the pair; an error names the `web.tls` key at fault.
-    pub fn load(files: TlsFiles) -> Result<ServerTls, String> {
+    pub fn load(files: TlsFiles) -> Result<ServerTls, CertError> {
         let current = Arc::new(Current(RwLock::new(load_pair(&files)?)));
         let mut config = ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .map_err(|e| format!("web.tls: {e}"))?
+            .map_err(CertError::Config)?
             .with_no_client_auth()
             .with_cert_resolver(current.clone());
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
@@ -83,7 +106,7 @@ impl ServerTls {
 
     /// Loads the files again; on success the next handshakes use the new pair, on failure the
     /// old one stays and the error is returned.
-    pub fn reload(&self) -> Result<(), String> {
+    pub fn reload(&self) -> Result<(), CertError> {
         let pair = load_pair(&self.files)?;
         *self.current.0.write().unwrap_or_else(|p| p.into_inner()) = pair;
         Ok(())
@@ -108,8 +131,8 @@ impl ServerTls {
             seen = now;
             match self.reload() {
                 Ok(()) => info!(cert = %self.files.cert.display(), why, "TLS certificate reloaded"),
-                Err(error) => {
-                    warn!(%error, why, "the new TLS certificate or key is refused; keeping the old pair")
+                Err(e) => {
+                    warn!(error = %error_chain(&e), why, "the new TLS certificate or key is refused; keeping the old pair")
                 }
             }
         }
@@ -140,18 +163,16 @@ fn stamp(path: &Path) -> Option<(u64, u64, SystemTime)> {
 
 /// Reads and checks one pair: the chain, the key (readable by its owner only), and that they
 /// belong together.
-fn load_pair(files: &TlsFiles) -> Result<Arc<CertifiedKey>, String> {
-    let at = |key: &str, e: &TlsError| format!("web.tls.{key}: {}", error_chain(e));
-    let certs = read_certs(&files.cert).map_err(|e| at("cert", &e))?;
-    crate::tokens::check_owner_only(&files.key)
-        .map_err(|e| format!("web.tls.key: {}", error_chain(&e)))?;
-    let key = read_key(&files.key).map_err(|e| at("key", &e))?;
-    let pair = CertifiedKey::from_der(certs, key, &provider()).map_err(|e| {
-        format!(
-            "web.tls.key: {} does not go with the certificate in {}: {e}",
-            files.key.display(),
-            files.cert.display()
-        )
-    })?;
+fn load_pair(files: &TlsFiles) -> Result<Arc<CertifiedKey>, CertError> {
+    let at = |key: &'static str| move |source| CertError::File { key, source };
+    let certs = read_certs(&files.cert).map_err(at("cert"))?;
+    crate::tokens::check_owner_only(&files.key).map_err(CertError::Readable)?;
+    let key = read_key(&files.key).map_err(at("key"))?;
+    let pair =
+        CertifiedKey::from_der(certs, key, &provider()).map_err(|source| CertError::Mismatch {
+            key: files.key.clone(),
+            cert: files.cert.clone(),
+            source,
+        })?;
     Ok(Arc::new(pair))
 }

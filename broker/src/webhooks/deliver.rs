@@ -5,6 +5,7 @@
 //! client is not, since it speaks to the broker (bearer token, unix socket) rather than to
 //! foreign servers.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 use axum::http::header::{CONTENT_TYPE, HOST, USER_AGENT};
@@ -38,27 +39,64 @@ pub struct Message<'a> {
     pub body: Bytes,
 }
 
+/// Why a delivery got no answer; its chain (`error_chain`) is the webhook's `last_error`.
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    /// The webhook's url is refused by the rule of `url` (its words).
+    #[error("the url is refused: {0}")]
+    Refused(String),
+    /// Its host has no address the rule admits (its words).
+    #[error("{0}")]
+    Address(String),
+    #[error("connecting to {addr} took over {} s", CONNECT_TIMEOUT.as_secs())]
+    ConnectTimeout { addr: SocketAddr },
+    #[error("cannot connect to {addr}")]
+    Connect {
+        addr: SocketAddr,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("HTTP handshake with {addr} failed")]
+    Handshake {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("cannot build the request")]
+    Request(#[source] axum::http::Error),
+    #[error("{addr} did not answer")]
+    NoAnswer {
+        addr: SocketAddr,
+        #[source]
+        source: hyper::Error,
+    },
+    #[error("cannot read the answer of {addr} (at most {max} bytes)")]
+    Body {
+        addr: SocketAddr,
+        max: usize,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    #[error("{addr} did not answer within {} s", ANSWER_TIMEOUT.as_secs())]
+    AnswerTimeout { addr: SocketAddr },
+}
+
 /// Sends `message` to `target`, signed with `key`; the answer, or why there is none.
 pub async fn send(
     target: &Target,
     key: &[u8],
     message: &Message<'_>,
     max_answer: usize,
-) -> Result<Answer, String> {
-    let addr = target.resolve().await?;
+) -> Result<Answer, DeliveryError> {
+    let addr = target.resolve().await.map_err(DeliveryError::Address)?;
     let stream = tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(addr))
         .await
-        .map_err(|_| {
-            format!(
-                "connecting to {addr} took over {} s",
-                CONNECT_TIMEOUT.as_secs()
-            )
-        })?
-        .map_err(|e| format!("cannot connect to {addr}: {e}"))?;
+        .map_err(|_| DeliveryError::ConnectTimeout { addr })?
+        .map_err(|source| DeliveryError::Connect { addr, source })?;
     let _ = stream.set_nodelay(true);
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
         .await
-        .map_err(|e| format!("HTTP handshake with {addr} failed: {e}"))?;
+        .map_err(|source| DeliveryError::Handshake { addr, source })?;
     let conn = tokio::spawn(conn);
     let timestamp = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -79,29 +117,26 @@ pub async fn send(
         )
         .header(HEADER_EVENT, message.event)
         .body(Full::new(message.body.clone()))
-        .map_err(|e| format!("cannot build the request: {e}"))?;
+        .map_err(DeliveryError::Request)?;
     let answer = tokio::time::timeout(ANSWER_TIMEOUT, async {
         let resp = sender
             .send_request(req)
             .await
-            .map_err(|e| format!("{addr} did not answer: {e}"))?;
+            .map_err(|source| DeliveryError::NoAnswer { addr, source })?;
         let status = resp.status().as_u16();
         let body = Limited::new(resp.into_body(), max_answer)
             .collect()
             .await
-            .map_err(|e| {
-                format!("cannot read the answer of {addr} (at most {max_answer} bytes): {e}")
+            .map_err(|source| DeliveryError::Body {
+                addr,
+                max: max_answer,
+                source,
             })?
             .to_bytes();
         Ok(Answer { status, body })
     })
     .await
-    .map_err(|_| {
-        format!(
-            "{addr} did not answer within {} s",
-            ANSWER_TIMEOUT.as_secs()
-        )
-    })?;
+    .map_err(|_| DeliveryError::AnswerTimeout { addr })?;
     conn.abort();
     answer
 }

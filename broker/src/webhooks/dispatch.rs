@@ -235,7 +235,10 @@ impl CallTask {
                     let why = format!("the cancellation was answered HTTP {}", answer.status);
                     self.hooks.record(&self.name, Some(why));
                 }
-                Err(why) => self.hooks.record(&self.name, Some(why)),
+                Err(why) => {
+                    let why = leo_protocol::chain::error_chain(&why);
+                    self.hooks.record(&self.name, Some(why));
+                }
             }
             if !self.wait(backoff.next_delay()).await {
                 warn!("the cancellation could not be delivered");
@@ -261,20 +264,20 @@ impl CallTask {
         id: &str,
         event: &'static str,
         body: Bytes,
-    ) -> Result<deliver::Answer, String> {
+    ) -> Result<deliver::Answer, deliver::DeliveryError> {
         let target = self
             .target
             .as_ref()
-            .map_err(|e| format!("the url is refused: {e}"))?;
+            .map_err(|e| deliver::DeliveryError::Refused(e.clone()))?;
         let message = Message { id, event, body };
         deliver::send(target, &self.key, &message, self.hooks.max_answer).await
     }
 
     /// Takes the app's answer: `200` settles the call in one step, `202` defers it.
-    async fn take(&self, sent: Result<deliver::Answer, String>) -> Attempt {
+    async fn take(&self, sent: Result<deliver::Answer, deliver::DeliveryError>) -> Attempt {
         let answer = match sent {
             Ok(answer) => answer,
-            Err(why) => return Attempt::Failed(why),
+            Err(why) => return Attempt::Failed(leo_protocol::chain::error_chain(&why)),
         };
         match answer.status {
             202 => {

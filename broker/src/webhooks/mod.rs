@@ -35,7 +35,7 @@ use tracing::{info, warn};
 
 use crate::core::Broker;
 use crate::refusal::Refusal;
-use store::{Store, Stored};
+use store::{Change, Store, Stored};
 use url::Target;
 
 /// One webhook provider while the broker runs.
@@ -69,6 +69,14 @@ pub struct Webhooks {
     /// The largest inline answer read (`web.max_body_bytes`, as for a posted result).
     max_answer: usize,
     state: Mutex<State>,
+    /// Held across a change's write, so that changes are kept in the order they are made
+    /// (the state's lock is never held across an await).
+    changes: tokio::sync::Mutex<()>,
+}
+
+/// Every webhook as stored, in name order.
+fn all_of(state: &State) -> Vec<Stored> {
+    state.hooks.values().map(|h| h.stored.clone()).collect()
 }
 
 fn internal(what: &str, e: impl std::fmt::Display) -> Refusal {
@@ -87,6 +95,7 @@ impl Webhooks {
             broker: broker.clone(),
             store,
             state: Mutex::new(State::default()),
+            changes: tokio::sync::Mutex::new(()),
         });
         for w in stored {
             if let Err(e) = hooks.join(&w) {
@@ -149,7 +158,8 @@ impl Webhooks {
     }
 
     /// `POST /api/v1/client-tools/webhooks`, by `caller` (the token's principal), who owns it.
-    pub fn create(&self, caller: &str, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
+    /// Kept (`store::Store::save`) before it answers; a change waits for the one before it.
+    pub async fn create(&self, caller: &str, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
         if !leo_protocol::names::is_name(&body.name) {
             return Err(Refusal::new(
                 ErrorCode::InvalidParameter,
@@ -161,8 +171,8 @@ impl Webhooks {
         }
         Target::parse(&body.url, &self.allowed_hosts)
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, format!("at $.url: {m}")))?;
-        let mut state = self.lock();
-        if state.hooks.contains_key(&body.name) {
+        let _one_change = self.changes.lock().await;
+        if self.lock().hooks.contains_key(&body.name) {
             return Err(Refusal::new(
                 ErrorCode::NameConflict,
                 format!(
@@ -184,9 +194,15 @@ impl Webhooks {
             owner: caller.to_owned(),
         };
         let registered = self.join(&stored)?;
-        let mut all: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
-        all.push(stored.clone());
-        if let Err(e) = self.store.save(&all) {
+        // In the state before it is kept: a call of its group parked meanwhile is delivered.
+        let all = {
+            let mut state = self.lock();
+            let hook = self.hook(stored.clone());
+            state.hooks.insert(hook.stored.name.clone(), hook);
+            all_of(&state)
+        };
+        if let Err(e) = self.store.save(Change::Added(&stored), &all).await {
+            self.lock().hooks.remove(&stored.name);
             self.broker.leave_webhook(&stored.client_id);
             return Err(internal(
                 "cannot keep the webhooks (state/webhooks.json, or the database)",
@@ -194,19 +210,16 @@ impl Webhooks {
             ));
         }
         info!(webhook = %stored.name, client_id = %stored.client_id, group = %stored.group, "webhook provider created");
-        let created = WebhookCreated {
-            name: stored.name.clone(),
-            client_id: stored.client_id.clone().into(),
-            url: stored.url.clone(),
+        Ok(WebhookCreated {
+            name: stored.name,
+            client_id: stored.client_id.into(),
+            url: stored.url,
             group: registered.group,
-            secret: stored.secret.clone(),
+            secret: stored.secret,
             revision: registered.revision,
             tools: registered.tools,
             warnings: registered.warnings,
-        };
-        let hook = self.hook(stored);
-        state.hooks.insert(hook.stored.name.clone(), hook);
-        Ok(created)
+        })
     }
 
     /// `GET /api/v1/client-tools/webhooks`: every webhook, without secrets.
@@ -230,30 +243,42 @@ impl Webhooks {
     }
 
     /// `DELETE /api/v1/client-tools/webhooks/{name}`: the webhook leaves like a closed stream
-    /// (its tools withdrawn, its calls ended), and is forgotten. Its owner or the operator
-    /// (`caller`) may remove it; to anyone else it is not found, as an unknown name.
-    /// Answers with the removed webhook's `client_id`, for the audit.
-    pub fn remove(&self, caller: &str, name: &str) -> Result<(WebhookRemoved, String), Refusal> {
-        let mut state = self.lock();
-        let may = state
-            .hooks
-            .get(name)
-            .is_some_and(|h| h.stored.owner == caller || caller == "operator");
-        // Another principal's webhook is left in place, answered as an unknown name.
-        let Some(hook) = may.then(|| state.hooks.remove(name)).flatten() else {
+    /// (its tools withdrawn, its calls ended), and is forgotten once that is kept. Its owner or
+    /// the operator (`caller`) may remove it; to anyone else it is not found, as an unknown
+    /// name. Answers with the removed webhook's `client_id`, for the audit.
+    pub async fn remove(
+        &self,
+        caller: &str,
+        name: &str,
+    ) -> Result<(WebhookRemoved, String), Refusal> {
+        let _one_change = self.changes.lock().await;
+        let rest = {
+            let state = self.lock();
+            let may = state
+                .hooks
+                .get(name)
+                .is_some_and(|h| h.stored.owner == caller || caller == "operator");
+            // Another principal's webhook is left in place, answered as an unknown name.
+            may.then(|| {
+                let mut rest = all_of(&state);
+                rest.retain(|h| h.name != name);
+                rest
+            })
+        };
+        let Some(rest) = rest else {
             return Err(Refusal::new(
                 ErrorCode::NotFound,
                 format!("no webhook named {name:?}"),
             ));
         };
-        let rest: Vec<Stored> = state.hooks.values().map(|h| h.stored.clone()).collect();
-        if let Err(e) = self.store.save(&rest) {
-            state.hooks.insert(name.to_owned(), hook);
+        if let Err(e) = self.store.save(Change::Removed(name), &rest).await {
             return Err(internal(
                 "cannot keep the webhooks (state/webhooks.json, or the database)",
                 e,
             ));
         }
+        let mut state = self.lock();
+        let hook = state.hooks.remove(name);
         state.calls.retain(|_, d| {
             let mine = d.hook == name;
             if mine {
@@ -262,13 +287,14 @@ impl Webhooks {
             !mine
         });
         drop(state);
-        self.broker.leave_webhook(&hook.stored.client_id);
+        let client_id = hook.map(|h| h.stored.client_id).unwrap_or_default();
+        self.broker.leave_webhook(&client_id);
         info!(webhook = name, "webhook provider removed");
         let removed = WebhookRemoved {
             name: name.to_owned(),
             removed: true,
         };
-        Ok((removed, hook.stored.client_id))
+        Ok((removed, client_id))
     }
 
     /// Counts a delivery that worked (`None`) or failed, and shows the webhook's health.

@@ -8,11 +8,12 @@
 //!
 //! With a PostgreSQL store they are the cluster's instead, in the database's table `webhooks`
 //! (one row each, its body the file's entry), read by whichever instance takes the lead, so a
-//! takeover delivers to the same webhooks with the same secrets. A change is rare operator
-//! configuration: it is written at once, on a connection of its own (a few milliseconds of the
-//! broker's thread, measured against a local server), before the route answers, as the file is.
-//! A home's own `state/webhooks.json` is not read then; webhooks it holds that the database
-//! lacks are named in the log, to be added again.
+//! takeover delivers to the same webhooks with the same secrets. A change is written before
+//! the route answers, as the file is, one row added or removed, by the leader only: the write
+//! is fenced (`Database::fenced`), so a leader deposed meanwhile changes nothing, and it runs
+//! on the database's runtime, the route only awaiting it. A home's own `state/webhooks.json`
+//! is not read then; webhooks it holds that the database lacks are named in the log, to be
+//! added again.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -23,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use crate::error::{BrokerError, Result};
-use crate::store::postgres::PgError;
+use crate::store::postgres::{Database, PgError};
 
 /// One webhook provider as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -63,7 +64,14 @@ struct File {
 pub struct Store {
     path: PathBuf,
     /// `store.url`: the cluster's table instead of the file.
-    database: Option<String>,
+    database: Option<Database>,
+}
+
+/// One change of the webhooks.
+#[derive(Debug, Clone, Copy)]
+pub enum Change<'a> {
+    Added(&'a Stored),
+    Removed(&'a str),
 }
 
 impl Store {
@@ -99,24 +107,25 @@ impl Store {
         Ok((store, file.webhooks))
     }
 
-    /// The cluster's webhooks, in the database at `url`; `path` (this home's file) is only read
-    /// to name in the log the webhooks it holds that the database lacks.
-    pub fn load_cluster(url: &str, path: &Path) -> Result<(Store, Vec<Stored>)> {
-        let rows = crate::cluster::tokens::on_database(url, |client| async move {
-            let rows = client
-                .query("SELECT name, body FROM webhooks ORDER BY name", &[])
-                .await
-                .map_err(PgError::doing("read the webhooks"))?;
-            Ok(rows
-                .iter()
-                .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
-                .collect::<Vec<_>>())
-        })
-        .map_err(database_error)?;
+    /// The cluster's webhooks, in `db`; `path` (this home's file) is only read to name in
+    /// the log the webhooks it holds that the database lacks.
+    pub async fn load_cluster(db: &Database, path: &Path) -> Result<(Store, Vec<Stored>)> {
+        let rows = db
+            .run(|client| async move {
+                let rows = client
+                    .query("SELECT name, body FROM webhooks ORDER BY name", &[])
+                    .await
+                    .map_err(PgError::doing("read the webhooks"))?;
+                Ok(rows
+                    .iter()
+                    .map(|r| (r.get::<_, String>(0), r.get::<_, String>(1)))
+                    .collect::<Vec<_>>())
+            })
+            .await?;
         let mut stored = Vec::with_capacity(rows.len());
         for (name, body) in rows {
             let hook: Stored = leo_protocol::envelope::parse_json(body.as_bytes())
-                .map_err(|e| database_error(PgError::Unreadable(format!("webhook {name}: {e}"))))?;
+                .map_err(|e| PgError::Unreadable(format!("webhook {name}: {e}")))?;
             stored.push(hook);
         }
         if let Ok((_, local)) = Store::load(path) {
@@ -136,57 +145,53 @@ impl Store {
         }
         let store = Store {
             path: path.to_path_buf(),
-            database: Some(url.to_owned()),
+            database: Some(db.clone()),
         };
         Ok((store, stored))
     }
 
-    /// Writes every webhook: the file atomically with mode 0600, or the cluster's table in one
-    /// transaction.
-    pub fn save(&self, webhooks: &[Stored]) -> Result<()> {
-        let Some(url) = &self.database else {
+    /// Keeps `change`, after which the webhooks are `all`: the file rewritten atomically with
+    /// mode 0600, or the one row of the cluster's table added or removed, fenced.
+    pub async fn save(&self, change: Change<'_>, all: &[Stored]) -> Result<()> {
+        let Some(db) = &self.database else {
             let file = File {
                 version: 1,
-                webhooks: webhooks.to_vec(),
+                webhooks: all.to_vec(),
             };
             return crate::state_file::write_json(&self.path, &file);
         };
-        let mut rows = Vec::with_capacity(webhooks.len());
-        for hook in webhooks {
-            let body = serde_json::to_string(hook).map_err(|e| BrokerError::State {
-                path: self.path.clone(),
-                message: format!("cannot write webhook {}: {e}", hook.name),
-            })?;
-            rows.push((hook.name.clone(), body));
-        }
-        crate::cluster::tokens::on_database(url, |mut client| async move {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(PgError::doing("begin writing the webhooks"))?;
-            tx.execute("DELETE FROM webhooks", &[])
-                .await
-                .map_err(PgError::doing("write the webhooks"))?;
-            for (name, body) in &rows {
-                tx.execute(
-                    "INSERT INTO webhooks (name, body) VALUES ($1, $2)",
-                    &[name, body],
-                )
-                .await
-                .map_err(PgError::doing("write the webhooks"))?;
+        match change {
+            Change::Added(hook) => {
+                let body = serde_json::to_string(hook).map_err(|e| BrokerError::State {
+                    path: self.path.clone(),
+                    message: format!("cannot write webhook {}: {e}", hook.name),
+                })?;
+                let name = hook.name.clone();
+                db.fenced(move |tx| {
+                    Box::pin(async move {
+                        tx.execute(
+                            "INSERT INTO webhooks (name, body) VALUES ($1, $2)",
+                            &[&name, &body],
+                        )
+                        .await
+                        .map_err(PgError::doing("add the webhook"))
+                    })
+                })
+                .await?;
             }
-            tx.commit()
-                .await
-                .map_err(PgError::doing("commit the webhooks"))
-        })
-        .map_err(database_error)
-    }
-}
-
-fn database_error(e: PgError) -> BrokerError {
-    BrokerError::Database {
-        path: crate::config::store_label().into(),
-        source: e.into(),
+            Change::Removed(name) => {
+                let name = name.to_owned();
+                db.fenced(move |tx| {
+                    Box::pin(async move {
+                        tx.execute("DELETE FROM webhooks WHERE name = $1", &[&name])
+                            .await
+                            .map_err(PgError::doing("remove the webhook"))
+                    })
+                })
+                .await?;
+            }
+        }
+        Ok(())
     }
 }
 
@@ -194,8 +199,8 @@ fn database_error(e: PgError) -> BrokerError {
 mod tests {
     use super::*;
 
-    #[test]
-    fn round_trips_privately_and_refuses_corruption() {
+    #[tokio::test]
+    async fn round_trips_privately_and_refuses_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("webhooks.json");
         let (store, none) = Store::load(&path).unwrap();
@@ -211,7 +216,10 @@ mod tests {
             created_at: "t".into(),
             owner: "device:ipad".into(),
         };
-        store.save(&[w]).unwrap();
+        store
+            .save(Change::Added(&w), std::slice::from_ref(&w))
+            .await
+            .unwrap();
         let mode = std::fs::metadata(&path).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600);
         let (_, back) = Store::load(&path).unwrap();

@@ -412,19 +412,9 @@ pub fn prune(
 }
 
 #[cfg(test)]
-mod tests {
-    #![allow(clippy::unwrap_used, clippy::expect_used)]
-
-    use super::*;
-
-    fn version(conn: &Connection) -> u32 {
-        conn.pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap()
-    }
-
-    use leo_protocol::names::RequestId;
-
-    fn row(id: &str) -> CallRow {
+impl CallRow {
+    /// A row of tool `t`, ended at 1 ms, for the tests of both databases.
+    pub(crate) fn for_test(id: &str) -> CallRow {
         CallRow {
             id: id.into(),
             tool: "t".into(),
@@ -448,6 +438,24 @@ mod tests {
             arguments: None,
             result: None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+
+    use super::*;
+
+    fn version(conn: &Connection) -> u32 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
+    use leo_protocol::names::RequestId;
+
+    fn row(id: &str) -> CallRow {
+        CallRow::for_test(id)
     }
 
     #[test]

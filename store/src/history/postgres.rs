@@ -4,55 +4,45 @@
 //! audit` and the console show the whole cluster's, whichever instance answers or answered.
 //!
 //! This is only the SQL and the connection it runs on ([`Pg`], the history's [`Log`]); what is
-//! written and when is the history's writer, the same as for `state/history.db`. [`Pg`] has a
-//! current-thread runtime of its own and a small connection pool, driven from the history's
-//! own thread, so the database's round trips never take the broker's thread nor wait behind
-//! the live state's writes. A batch is one transaction of at most two statements (every call
-//! in one `INSERT … SELECT FROM UNNEST`, every audit entry in another), so a burst costs two
-//! round trips, not one per row. `seq` is an identity column: it orders each log across
-//! instances and is the pages' `before` cursor.
+//! written and when is the history's writer, the same as for `state/history.db`. [`Pg`] runs
+//! on the instance's one [`Database`], driven from the history's own thread, so the
+//! database's round trips never take the broker's thread nor wait behind the live state's
+//! writes. A batch is one transaction of at most two statements (every call in one `INSERT …
+//! SELECT FROM UNNEST`, every audit entry in another), fenced by the leader's lead, so a
+//! burst costs two round trips, not one per row, and a deposed leader's rows are refused.
+//! `seq` is an identity column: it orders each log across instances and is the pages'
+//! `before` cursor.
 
-use std::str::FromStr;
-
-use deadpool_postgres::{Client, Pool};
+use deadpool_postgres::Client;
 use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use tokio_postgres::types::ToSql;
 
 use super::db::{AuditRow, CallQuery, CallRow, Table};
 use super::{Error, Log};
-use crate::postgres::PgError;
+use crate::postgres::{Database, Lead, PgError, lease};
 
-/// The history's connection to the database, on a runtime of its own (driven by the thread
-/// that owns it).
+/// The history's connection to the database: the instance's one handle, driven by the thread
+/// that owns this.
 pub struct Pg {
-    rt: tokio::runtime::Runtime,
-    pool: Pool,
+    db: Database,
     instance: String,
 }
 
 impl Pg {
-    /// The history of `instance` (`i_…`) on the database at `url`; it connects when it first
-    /// needs to.
-    pub fn open(url: &str, instance: String) -> Result<Pg, Error> {
-        let config = tokio_postgres::Config::from_str(url).map_err(PgError::Url)?;
-        let pool = crate::postgres::pool(config)?;
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(PgError::Thread)?;
-        Ok(Pg { rt, pool, instance })
+    /// The history of `instance` (`i_…`) on `db`; it connects when it first needs to.
+    pub fn open(db: &Database, instance: String) -> Pg {
+        Pg {
+            db: db.clone(),
+            instance,
+        }
     }
 
-    /// Closes the pool: its connections end.
-    pub fn close(&self) {
-        self.pool.close();
-    }
-
-    /// Runs `work` on a pooled connection, to its end.
+    /// Runs `work` on a pooled connection, to its end: polled on this thread, the
+    /// connection's I/O on the database's runtime.
     fn on<T>(&self, work: impl AsyncFnOnce(&mut Client) -> Result<T, PgError>) -> Result<T, Error> {
-        self.rt
+        self.db
             .block_on(async {
-                let mut client = self.pool.get().await.map_err(PgError::Connect)?;
+                let mut client = self.db.client().await?;
                 work(&mut client).await
             })
             .map_err(Error::from)
@@ -61,8 +51,12 @@ impl Pg {
 
 impl Log for Pg {
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
+        // A broker's rows are its lead's: none yet (never in practice) is refused too.
+        let lead = self.db.lead().ok_or_else(|| PgError::LeaseLost {
+            holder: "this instance has not taken the lease".into(),
+        })?;
         let instance = self.instance.clone();
-        self.on(async |c| write(c, &instance, calls, audits).await)
+        self.on(async |c| write(c, &instance, Some(&lead), calls, audits).await)
     }
 
     fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error> {
@@ -89,6 +83,16 @@ impl Log for Pg {
     fn per_minute(&mut self, since_ms: i64) -> Result<Vec<super::MinuteCount>, Error> {
         self.on(async |c| per_minute(c, since_ms).await)
     }
+}
+
+/// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store):
+/// the operator's own command, on whichever host, so not a leader's write and not fenced.
+pub fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), PgError> {
+    db.blocking(move |mut client| async move {
+        write(&mut client, &instance, None, &[], &[row])
+            .await
+            .map(drop)
+    })
 }
 
 /// A count or size as PostgreSQL's `BIGINT`.
@@ -126,11 +130,12 @@ const INSERT_AUDITS: &str = "INSERT INTO audit (instance, at, at_ms, principal, 
         WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, n)
     ORDER BY n";
 
-/// Writes `calls` and `audits` as `instance`'s in one transaction, in their order; for each
-/// call, whether it was new.
-pub async fn write(
+/// Writes `calls` and `audits` as `instance`'s in one transaction, in their order, fenced by
+/// `lead` when a leader writes them (see `lease`); for each call, whether it was new.
+async fn write(
     client: &mut Client,
     instance: &str,
+    lead: Option<&Lead>,
     calls: &[CallRow],
     audits: &[AuditRow],
 ) -> Result<Vec<bool>, PgError> {
@@ -138,6 +143,11 @@ pub async fn write(
         .transaction()
         .await
         .map_err(PgError::doing("begin writing the history"))?;
+    if let Some(lead) = lead {
+        tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
+            .await
+            .map_err(PgError::doing("check that this instance leads"))?;
+    }
     let mut new = Vec::with_capacity(calls.len());
     if !calls.is_empty() {
         let statement = tx
@@ -430,4 +440,60 @@ async fn per_minute(client: &Client, since_ms: i64) -> Result<Vec<super::MinuteC
             ))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(id: &str) -> CallRow {
+        CallRow::for_test(id)
+    }
+
+    /// The history and audit rows of a leader are fenced by its lead: written while it leads,
+    /// refused once another instance took the lease, and a `leo` command's entry (no lead)
+    /// is written whoever leads.
+    #[test]
+    fn a_deposed_leaders_history_and_audit_rows_are_refused() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let Some(pg) = rt.block_on(leo_testkit::postgres::database()) else {
+            return;
+        };
+        let admin = rt.block_on(pg.client());
+        let db = Database::open(&pg.url).unwrap();
+        let mut log = Pg::open(&db, "i_a".into());
+        let audit = |action: &str| AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        };
+        // A `leo` command's entry: no lead, written (and the schema migrated).
+        record(&db, "i_a".into(), audit("client_add")).unwrap();
+        // No lead yet: a broker's rows are refused.
+        assert!(log.write(&[row("r_0")], &[]).is_err());
+        rt.block_on(admin.batch_execute(
+            "INSERT INTO cluster (one, key, leader, epoch) VALUES (true, 'k', 'i_a', 1)",
+        ))
+        .unwrap();
+        db.set_lead(Lead {
+            me: "i_a".into(),
+            epoch: 1,
+        });
+        assert_eq!(log.write(&[row("r_1")], &[audit("claim")]).unwrap(), [true]);
+        rt.block_on(admin.batch_execute("UPDATE cluster SET leader = 'i_b', epoch = 2"))
+            .unwrap();
+        let refused = log.write(&[row("r_2")], &[audit("result")]).unwrap_err();
+        assert!(
+            matches!(&refused, Error::Database(e) if e.is_fenced()),
+            "{refused:?}"
+        );
+        let ids = |sql: &str| -> Vec<String> {
+            let rows = rt.block_on(admin.query(sql, &[])).unwrap();
+            rows.iter().map(|r| r.get(0)).collect()
+        };
+        assert_eq!(ids("SELECT id FROM history ORDER BY seq"), ["r_1"]);
+        assert_eq!(
+            ids("SELECT action FROM audit ORDER BY seq"),
+            ["client_add", "claim"]
+        );
+    }
 }

@@ -35,21 +35,24 @@
 //! [`Store::available`]: super::Store::available
 //! [`Error::Unavailable`]: super::Error::Unavailable
 
-use std::str::FromStr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
+use deadpool_postgres::Pool;
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
-use tracing::{debug, error, info, warn};
+use tracing::{error, info, warn};
 
 use super::writer::{BATCH, Batch, CANNOT_RECORD, Gate, LINGER, op_name};
 use super::{Error, Job, Op, Restored};
 
+pub use database::{Database, Lead, PgError, describe};
+
+mod database;
 pub mod lease;
 mod read;
 pub mod schema;
+pub mod tls;
 pub mod tokens;
 mod write;
 
@@ -57,138 +60,6 @@ mod write;
 pub const RETRY: Duration = Duration::from_millis(500);
 /// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
 pub const HEARTBEAT: Duration = lease::HEARTBEAT;
-/// How long a connection attempt or a wait for a pooled connection may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-/// Connections in the pool.
-const POOL_SIZE: usize = 4;
-
-/// Why the PostgreSQL store could not open, or a batch could not be written.
-#[derive(Debug, thiserror::Error)]
-pub enum PgError {
-    #[error("store.url is not a PostgreSQL connection URL: {0}")]
-    Url(#[source] tokio_postgres::Error),
-    #[error("cannot connect to the database")]
-    Connect(#[source] deadpool_postgres::PoolError),
-    #[error("cannot {doing}")]
-    Query {
-        doing: &'static str,
-        #[source]
-        source: tokio_postgres::Error,
-    },
-    #[error(
-        "the database's schema is version {found}, newer than this broker's {known}: it was \
-         written by a newer leo; upgrade this one (instances of two versions never share a \
-         database)"
-    )]
-    NewerSchema { found: i32, known: i32 },
-    #[error("the database holds a row this broker cannot read: {0}")]
-    Unreadable(String),
-    #[error("cannot start the store's thread")]
-    Thread(#[source] std::io::Error),
-    #[error(
-        "another instance took over the database ({holder}); this instance no longer leads it \
-         and writes nothing more"
-    )]
-    LeaseLost { holder: String },
-    #[error("instance {0} leads this database")]
-    Held(lease::Leader),
-    /// The server refused this broker for a reason only its operator can fix (see
-    /// [`PgError::at_start`]): the server's words, and the fix.
-    #[error("the server refused: {message} (SQLSTATE {code}); {fix}")]
-    Refused {
-        code: String,
-        message: String,
-        fix: String,
-    },
-}
-
-impl PgError {
-    pub fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
-        move |source| PgError::Query { doing, source }
-    }
-
-    /// Whether the database refused a write because this instance no longer leads (the
-    /// fence, see `lease`).
-    pub fn is_fenced(&self) -> bool {
-        matches!(self, PgError::LeaseLost { .. })
-            || matches!(self, PgError::Query { source, .. }
-                if source.code().is_some_and(|c| c.code() == lease::FENCED))
-    }
-
-    /// Whether the database refused the data of one change (SQLSTATE class 22, a data
-    /// exception: a character its encoding cannot hold, such as U+0000), not the change
-    /// itself nor the database: the change is at fault, and the rest of its batch can be written.
-    pub fn is_data(&self) -> bool {
-        matches!(self, PgError::Query { source, .. }
-            if source.code().is_some_and(|c| c.code().starts_with("22")))
-    }
-
-    /// The error the server answered with, if it answered at all.
-    fn db_error(&self) -> Option<&tokio_postgres::error::DbError> {
-        match self {
-            PgError::Connect(deadpool_postgres::PoolError::Backend(source))
-            | PgError::Query { source, .. } => source.as_db_error(),
-            _ => None,
-        }
-    }
-
-    /// At start, an error no wait would end becomes [`PgError::Refused`], with its fix: a
-    /// role the server does not know or whose password is wrong (SQLSTATE 28000, 28P01), a
-    /// database that does not exist (3D000), a role without the rights to create the
-    /// broker's tables (42501). Such a start stops, where an unreachable server (refused,
-    /// timed out, shutting down or starting: [`PgError::is_outage`]) is waited for. A running
-    /// broker keeps treating whatever cut it off as an outage: a password changed under it is
-    /// no reason to drop what it holds.
-    pub fn at_start(self) -> PgError {
-        let Some(db) = self.db_error() else {
-            return self;
-        };
-        let key = crate::store_key();
-        let fix = match db.code().code() {
-            "28P01" => format!(
-                "correct the password of the user named in {key} (or the server's pg_hba.conf)"
-            ),
-            "28000" => format!(
-                "create that role (CREATE ROLE name LOGIN PASSWORD '...'), or name one that \
-                 exists in {key}, and let it log in from here (the server's pg_hba.conf)"
-            ),
-            "3D000" => format!(
-                "create the database (CREATE DATABASE name OWNER role), or name one that \
-                 exists in {key}"
-            ),
-            "42501" => format!(
-                "the role named in {key} may not create the broker's tables: make it the \
-                 database's owner (ALTER DATABASE name OWNER TO role), or grant it the schema \
-                 (GRANT USAGE, CREATE ON SCHEMA public TO role)"
-            ),
-            _ => return self,
-        };
-        PgError::Refused {
-            code: db.code().code().to_owned(),
-            message: db.message().to_owned(),
-            fix,
-        }
-    }
-
-    /// Whether the database could not be reached (the server down, restarting, the network
-    /// cut), as opposed to an error the database answered on purpose.
-    pub fn is_outage(&self) -> bool {
-        match self {
-            PgError::Connect(_) => true,
-            PgError::Query { source, .. } => {
-                let Some(db) = source.as_db_error() else {
-                    // Not an answer from the server: the connection failed or closed.
-                    return true;
-                };
-                let code = db.code().code();
-                // 08: connection exceptions; 57P01-57P03: the server shutting down or starting.
-                code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03")
-            }
-            _ => false,
-        }
-    }
-}
-
 /// The gate's reason when the heartbeat finds another instance leads.
 const LEASE_LOST: &str =
     "this instance lost its lease on the database; no further change is acknowledged";
@@ -206,7 +77,6 @@ pub(crate) struct Shared {
 /// What the PostgreSQL store is opened with.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    pub url: String,
     /// This instance: its id (from `state/instance-id`) and where its peers reach it.
     pub me: lease::Me,
     /// The cluster's key, if this instance is the first to lead the database.
@@ -217,10 +87,9 @@ pub struct Settings {
 
 #[cfg(test)]
 impl Settings {
-    /// An instance `i_test` on the database at `url`, for the crate's tests.
-    pub(crate) fn for_test(url: &str) -> Settings {
+    /// An instance `i_test`, for the crate's tests.
+    pub(crate) fn for_test() -> Settings {
         Settings {
-            url: url.to_owned(),
             me: lease::Me {
                 id: "i_test".into(),
                 url: String::new(),
@@ -231,145 +100,56 @@ impl Settings {
     }
 }
 
-/// Connects, migrates, records this instance and reads what was live; then the writer runs
-/// on its thread until the store closes. Blocks until the state is read.
+/// Takes the lease (the schema migrated at the database's first connection), records this
+/// instance and reads what was live; then the writer runs on the database's runtime until the
+/// store closes. Blocks until the state is read: call it off the broker's runtime.
 pub(crate) fn open(
+    db: &Database,
     settings: Settings,
     rx: UnboundedReceiver<Job>,
     shared: Shared,
 ) -> Result<Restored, PgError> {
-    let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
-    std::thread::Builder::new()
-        .name("leo-store-pg".into())
-        .spawn(move || {
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready.send(Err(PgError::Thread(e)));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                match start(config, &settings).await {
-                    Ok((pool, epoch, restored)) => {
-                        let _ = ready.send(Ok(restored));
-                        let mut writer = Writer::new(pool, settings, epoch, shared.available);
-                        writer.instances = shared.instances;
-                        writer.deposed = shared.deposed;
-                        writer.heartbeat().await;
-                        writer.run(rx).await;
-                    }
-                    Err(e) => {
-                        let _ = ready.send(Err(e));
-                    }
-                }
-            });
-        })
-        .map_err(PgError::Thread)?;
-    opened
-        .recv()
-        .unwrap_or_else(|_| Err(PgError::Unreadable("the store's thread stopped".into())))
+    let db = db.clone();
+    db.clone().spawn(async move {
+        match start(&db, &settings).await {
+            Ok((epoch, restored)) => {
+                let _ = ready.send(Ok(restored));
+                let mut writer = Writer::new(db.pool(), settings, epoch, shared.available);
+                writer.instances = shared.instances;
+                writer.deposed = shared.deposed;
+                writer.heartbeat().await;
+                writer.run(rx).await;
+            }
+            Err(e) => {
+                let _ = ready.send(Err(e));
+            }
+        }
+    });
+    opened.recv().unwrap_or(Err(PgError::Stopped))
 }
 
-/// A pool of connections to the database of `config`, named `leo` on the server.
-pub fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
-    config.connect_timeout(CONNECT_TIMEOUT);
-    config.application_name("leo");
-    let manager = Manager::from_connect(
-        config,
-        QuietNotices,
-        ManagerConfig {
-            recycling_method: RecyclingMethod::Fast,
-        },
-    );
-    Pool::builder(manager)
-        .max_size(POOL_SIZE)
-        .runtime(Runtime::Tokio1)
-        .create_timeout(Some(CONNECT_TIMEOUT))
-        .wait_timeout(Some(CONNECT_TIMEOUT))
-        .build()
-        .map_err(|e| PgError::Unreadable(format!("the connection pool: {e}")))
-}
-
-/// Connects as deadpool does, but drives each connection itself: tokio-postgres logs the
-/// server's notices at INFO (`relation … already exists, skipping` on every start), which are
-/// the server's chatter, not the broker's news; they are logged at DEBUG here.
-struct QuietNotices;
-
-impl deadpool_postgres::Connect for QuietNotices {
-    fn connect(
-        &self,
-        config: &tokio_postgres::Config,
-    ) -> futures_util::future::BoxFuture<
-        '_,
-        Result<(tokio_postgres::Client, tokio::task::JoinHandle<()>), tokio_postgres::Error>,
-    > {
-        let config = config.clone();
-        Box::pin(async move {
-            let (client, mut connection) = config.connect(tokio_postgres::NoTls).await?;
-            let task = tokio::spawn(async move {
-                loop {
-                    match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                        Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
-                            debug!(severity = notice.severity(), "{}", notice.message());
-                        }
-                        Some(Ok(_)) => {}
-                        Some(Err(error)) => {
-                            warn!(%error, "a PostgreSQL connection failed");
-                            break;
-                        }
-                        None => break,
-                    }
-                }
-            });
-            Ok((client, task))
-        })
-    }
-}
-
-/// Connects, migrates, takes the lease (`Held` when another instance leads) and restores.
-async fn start(
-    config: tokio_postgres::Config,
-    settings: &Settings,
-) -> Result<(Pool, i64, Restored), PgError> {
-    let where_ = describe(&config);
-    let pool = pool(config)?;
-    let mut client = pool.get().await.map_err(PgError::Connect)?;
-    schema::migrate(&mut client).await?;
+/// Connects (migrating once), takes the lease (`Held` when another instance leads) and
+/// restores.
+async fn start(db: &Database, settings: &Settings) -> Result<(i64, Restored), PgError> {
+    let mut client = db.client().await?;
     let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
         .await?
         .map_err(PgError::Held)?;
+    db.set_lead(Lead {
+        me: settings.me.id.clone(),
+        epoch,
+    });
     let restored = read::restore(&client).await?;
     info!(
-        database = %where_,
+        database = %db.describe(),
         instance = %settings.me.id,
         epoch,
         live = restored.live.len(),
         messages = restored.mail.len(),
         "state database opened"
     );
-    Ok((pool, epoch, restored))
-}
-
-/// The database and hosts of `config`, for logs: never the password.
-pub fn describe(config: &tokio_postgres::Config) -> String {
-    let hosts: Vec<String> = config
-        .get_hosts()
-        .iter()
-        .map(|h| match h {
-            tokio_postgres::config::Host::Tcp(name) => name.clone(),
-            tokio_postgres::config::Host::Unix(path) => path.display().to_string(),
-        })
-        .collect();
-    format!(
-        "{} on {}",
-        config.get_dbname().unwrap_or("(default)"),
-        hosts.join(",")
-    )
+    Ok((epoch, restored))
 }
 
 fn hostname() -> String {
@@ -445,7 +225,6 @@ impl Writer {
                 break;
             }
         }
-        self.pool.close();
     }
 
     /// Writes the batch's changes after what is pending and answers its waiters; true when

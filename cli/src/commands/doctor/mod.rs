@@ -107,6 +107,7 @@ fn checks(home: &Home, args: &DoctorArgs) -> u8 {
     let mut checks = Vec::new();
     let config = running::config(home, &mut checks);
     running::broker(home, config.as_ref(), &mut checks);
+    running::database(home, config.as_ref(), &mut checks);
     files::modes(home, &mut checks);
     harness::configs(home, &mut checks);
     harness::versions(&mut checks);

@@ -52,6 +52,31 @@ pub fn config(home: &Home, checks: &mut Vec<Check>) -> Option<Config> {
     }
 }
 
+/// With a PostgreSQL store: a warning when the database is reached beyond this host without
+/// TLS on every connection.
+pub fn database(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
+    let Some(url) = config.and_then(|c| {
+        leo_broker::cluster::tokens::store_url(home, c)
+            .ok()
+            .flatten()
+    }) else {
+        return;
+    };
+    checks.push(
+        match leo_broker::cluster::tokens::clear_text_database(&url) {
+            Some(warning) => Check::new(AREA, "database tls", Status::Warn)
+                .detail(warning)
+                .fix(
+                    "add sslmode=verify-full (and sslrootcert=PATH of the server's CA) to \
+                     store.url; docs/cluster.md says what crosses the connection",
+                ),
+            None => {
+                Check::new(AREA, "database tls", Status::Ok).detail("encrypted, or on this host")
+            }
+        },
+    );
+}
+
 /// Whether the broker that runs on this home (the holder of `run/broker.lock`) answers on each
 /// of its doors, and which build it runs.
 pub fn broker(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
