@@ -5,8 +5,8 @@
 //! The suite's CLI sends no `Authorization` header and needs Node 22's `fs.globSync`;
 //! `tests/conformance/run.mjs` adds the agent's token through a loopback proxy and
 //! `globsync.mjs` gives Node 20 the `glob` package's `globSync`. The suite names its client
-//! `conformance-test-client`, which no harness table knows: the agent is configured
-//! `mode: native`.
+//! `conformance-test-client`, which no harness table knows: the suite runs once for an agent
+//! configured `mode: native` and once for one in `mode: auto`.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,7 +60,7 @@ const PASSING: &[&str] = &[
     "dns-rebinding-protection",
 ];
 
-/// The scenario that fails, and its one failing check. `json-schema-2020-12` registers a tool
+/// The scenario that fails, and its one failing check in native mode. `json-schema-2020-12` registers a tool
 /// whose input schema has `$defs` and a local `$ref`, and checks that `tools/list` keeps
 /// `$schema`, `additionalProperties` and `$defs`. The first two are kept; `$defs` is not: the
 /// broker inlines every local `$ref` when the app registers the tool and drops `$defs`
@@ -400,11 +400,26 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_scenarios() {
+async fn server_scenarios_in_native_mode() {
+    suite("native", FAILING.1).await;
+}
+
+/// In `mode: auto` the suite's client, a 2025-11-25 client no harness table knows, is listed the
+/// fallback pair, yet calls the reference tools by name and gets their answers: every scenario
+/// passes as in native mode but `json-schema-2020-12`, which finds its tool missing from
+/// `tools/list`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_scenarios_in_auto_mode() {
+    suite("auto", "json-schema-2020-12-tool-found").await;
+}
+
+/// Runs every server scenario for agent `conformance` in `mode` and asserts that exactly
+/// `PASSING` pass and that `FAILING.0` fails on `failing_check` alone.
+async fn suite(mode: &str, failing_check: &str) {
     if !require::node_package(Prereq::Node, DIR, "@modelcontextprotocol/conformance") {
         return;
     }
-    let broker = Broker::start_with("agents:\n  conformance:\n    mode: native\n").await;
+    let broker = Broker::start_with(&format!("agents:\n  conformance:\n    mode: {mode}\n")).await;
     let token = broker.add_agent("conformance");
     let app = Running::start(reference_app(&broker)).await;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
@@ -424,26 +439,21 @@ async fn server_scenarios() {
         .expect("the conformance suite took more than 120 s")
         .expect("run node");
     let stdout = String::from_utf8_lossy(&out.stdout);
-    let (passed, failed) = outcomes(&stdout);
+    let checks = failed_checks(&results);
     let log = format!(
-        "{stdout}\n{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
-        failed_checks(&results)
+        "{stdout}\n{}\n{checks}",
+        String::from_utf8_lossy(&out.stderr)
     );
-    let mut passed = passed;
+    let (mut passed, failed) = outcomes(&stdout);
     passed.sort();
     let mut want: Vec<&str> = PASSING.to_vec();
     want.sort_unstable();
     assert_eq!(passed, want, "{log}");
     assert_eq!(failed, [FAILING.0], "{log}");
-    let checks = failed_checks(&results);
-    assert_eq!(
-        checks
-            .lines()
-            .map(|l| l.split(": ").nth(1).unwrap_or(""))
-            .collect::<Vec<_>>(),
-        [format!("{:?}", FAILING.1)],
-        "{checks}"
-    );
+    let failed_ids: Vec<&str> = checks
+        .lines()
+        .map(|l| l.split(": ").nth(1).unwrap_or(""))
+        .collect();
+    assert_eq!(failed_ids, [format!("{failing_check:?}")], "{log}");
     app.stop().await.unwrap();
 }
