@@ -10,6 +10,7 @@ mod calls;
 mod cancel;
 mod cluster_kills;
 mod concurrency;
+mod conformance;
 mod features;
 mod hosts;
 mod kills;

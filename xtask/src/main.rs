@@ -43,8 +43,9 @@ const SKIP_NAMES: [&str; 6] = [
 /// as optional dependencies, and where the registry lacks one for another platform the lock
 /// file cannot hold it, which `npm ci` takes for a stale lock. `npm install --no-save` installs
 /// the same locked, exact versions (with the lock's integrity hashes) and writes nothing.
-const NPM_DIRS: [(&str, &str, bool); 5] = [
+const NPM_DIRS: [(&str, &str, bool); 6] = [
     ("mcp-sidecar/tests/interop", "node", true),
+    ("app-sdk/tests/conformance", "node", true),
     ("sdks/typescript", "node", true),
     ("harness-probe/clients", "node", true),
     ("broker/tests/browser", "browser", true),
