@@ -513,6 +513,17 @@ async fn an_app_of_a_killed_follower_resumes_elsewhere_with_its_claim() {
     );
 }
 
+/// Another instance takes the database's lease, as one would once the leader's lapsed: the
+/// leader's next batch fails its fence.
+async fn lease_taken(pg: &tokio_postgres::Client) {
+    pg.execute(
+        "UPDATE cluster SET leader = 'i_other', epoch = epoch + 1",
+        &[],
+    )
+    .await
+    .unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_leader_cannot_commit() {
     let Some(db) = database().await else { return };
@@ -521,14 +532,8 @@ async fn a_deposed_leader_cannot_commit() {
     let pg = db.client().await;
     let posted = message(&a, "rocket", "kept").await;
     assert_eq!(posted.status, 200, "{posted:?}");
-    // Another instance takes the lease (as one would once A's lapsed): A's next batch fails
-    // its fence, so what it decided is neither written nor acknowledged.
-    pg.execute(
-        "UPDATE cluster SET leader = 'i_other', epoch = epoch + 1",
-        &[],
-    )
-    .await
-    .unwrap();
+    // What A decides from now on is neither written nor acknowledged.
+    lease_taken(&pg).await;
     // Refused (`500`), or the connection closed by the stop that follows: never a 200.
     let body = json!({"text": "fenced", "from": "ops"}).to_string();
     let refused = a
@@ -550,6 +555,43 @@ async fn a_deposed_leader_cannot_commit() {
     // taking the lease back).
     eventually(|| async { a.stderr().contains("gives its core up") }).await;
     eventually(|| async { leader(&a.http()).await == Some(id_of(&a)) }).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deposed_leaders_result_frames_never_reach_its_sidecar() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(&a, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    // The result that follows fails A's fence: it is the new leader's to give (the app
+    // posts it again there), and the sidecar, which resumes there, must not hear it from A.
+    let pg = db.client().await;
+    lease_taken(&pg).await;
+    let body = json!({"client_id": app.id, "ok": true, "content": text("deposed")}).to_string();
+    let posted = a
+        .http()
+        .try_post_raw(&format!("/api/v1/client-tools/requests/{id}/result"), body)
+        .await;
+    assert!(matches!(posted, Ok(500 | 503) | Err(_)), "{posted:?}");
+    // The session closes (so that the sidecar resumes where the new leader serves) without a
+    // result frame for the call.
+    let mut frames = Vec::new();
+    let closed = tokio::time::timeout(leo_testkit::WAIT, async {
+        while let Some(frame) = ipc.recv_or_end().await {
+            frames.push(frame);
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the deposed leader's session stayed open");
+    assert!(
+        !frames.iter().any(|f| f["type"] == "result"),
+        "a deposed leader sent a result frame: {frames:?}"
+    );
+    logged(&a, "gives its core up").await;
 }
 
 /// Waits (up to 40 s: a lease lasts 15) until `broker` has logged `line`.

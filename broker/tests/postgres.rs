@@ -176,6 +176,12 @@ async fn an_outage_is_answered_503_and_the_broker_resumes_by_itself() {
     let mut seen = std::collections::HashMap::new();
     let refused = outcome(&mut ipc, &mut seen, 2).await;
     assert_eq!(outcome_code(&refused), "store_unavailable", "{refused}");
+    // A result the outage caught in flight is kept to be written once the database is back,
+    // and its frame waits for that commit: the agent, which got the later refusal, has none.
+    assert!(
+        !seen.contains_key(&1),
+        "a result frame before its commit: {seen:?}"
+    );
 
     server.start_again().await;
     // The broker finds the database back by itself; work is accepted again.

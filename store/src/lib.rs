@@ -397,6 +397,11 @@ impl Store {
         self.deposed.cancelled().await;
     }
 
+    /// Whether another instance took the database's lease from this one (see [`Store::deposed`]).
+    pub fn is_deposed(&self) -> bool {
+        self.deposed.is_cancelled()
+    }
+
     /// Cancelled once another instance took the database's lease from this one: nothing more
     /// is committed (the history then records no more endings). Never for SQLite.
     pub fn deposition(&self) -> tokio_util::sync::CancellationToken {

@@ -16,6 +16,23 @@
 //! them over for sending again; only the frames the resuming sidecar asks for go out twice.
 //! The marker is not a secret: a sidecar that writes it itself only ends its own session, as
 //! closing its connection would.
+//!
+//! A result frame waits for the commit of its outcome (`hold`, `release`: the commit gate), and
+//! how that commit went decides what becomes of it (`commit_failed`):
+//! - **fenced** (another instance took the database's lease): this instance decides nothing
+//!   any more. The frames it holds were never committed, and the new leader owns their calls,
+//!   so they are dropped unsent, and the session closes at once without ending its calls or
+//!   writing anything more (`End::Deposed`): its sidecar reconnects and resumes them where the
+//!   new leader serves, which restored every call this instance committed and answers them.
+//! - **unreachable** (a PostgreSQL outage): the outcome stays queued in the store, which writes
+//!   it once the database answers again; the frames stay held and the commit is asked again
+//!   every [`RETRY`], so a harness is never told of a result the outage may still lose.
+//! - **refused** (SQLite's failed commit, PostgreSQL refusing a change): the frames go out all
+//!   the same. This broker lives on, and its memory holds the outcome: withheld, the harness
+//!   would wait for an answer no later commit gives (nothing more is committed until a
+//!   restart). What is lost is only the outcome's survival of a crash, and the log says so.
+//!
+//! [`RETRY`]: crate::store::postgres::RETRY
 
 use std::collections::VecDeque;
 use std::future::Future;
@@ -38,6 +55,7 @@ use tracing::debug;
 
 use super::{COALESCE, Coalescer, Conn, Writer};
 use crate::core::{Broker, Resumed};
+use crate::refusal::Refusal;
 use crate::requests::ConnId;
 
 /// A result frame's blocks as the broker writes them.
@@ -78,6 +96,9 @@ enum End {
     Closed,
     /// A piped connection was lost without word from its follower: its calls wait.
     Lost,
+    /// Another instance took the database's lease: the session closes, ending nothing and
+    /// writing nothing more, so its sidecar resumes where the new leader serves.
+    Deposed,
 }
 
 /// The result frames a piped session queued last, with their requests: what the follower may
@@ -115,12 +136,12 @@ enum Event {
     Due,
     Arrival(Result<(String, Message), broadcast::error::RecvError>),
     Pushed(Option<Bytes>),
-    Committed,
+    Committed(Result<(), Refusal>),
     Shutdown,
 }
 
 /// A commit the session waits for before it writes the result frames it covers.
-type Commit = Pin<Box<dyn Future<Output = Result<(), crate::refusal::Refusal>> + Send>>;
+type Commit = Pin<Box<dyn Future<Output = Result<(), Refusal>> + Send>>;
 
 /// One sidecar connection after its hello.
 pub struct Session {
@@ -196,6 +217,13 @@ impl Session {
             Ok(()) => self.serve().await,
             Err(_) => self.lost(),
         };
+        // However it ended, a session of a deposed leader ends as one: the shutdown that
+        // follows the deposition may wake it before the failed commit does.
+        let end = if self.broker.store().is_deposed() {
+            End::Deposed
+        } else {
+            end
+        };
         self.broker.detach_outbox(self.id);
         match end {
             End::Closed => {
@@ -210,6 +238,14 @@ impl Session {
             End::Lost => {
                 let left = self.left();
                 self.broker.session_detached(self.id, left);
+            }
+            End::Deposed => {
+                tracing::warn!(
+                    agent = %self.agent,
+                    unsent = self.held.len(),
+                    "this instance no longer leads the database: the sidecar session closes \
+                     unanswered, for its sidecar to resume where the new leader serves"
+                );
             }
         }
     }
@@ -287,7 +323,7 @@ impl Session {
             () = self.coalescer.wait() => Event::Due,
             a = self.arrivals.recv(), if self.mail_open => Event::Arrival(a),
             p = self.outbox.recv(), if reading => Event::Pushed(p),
-            () = committing(&mut self.commit), if self.commit.is_some() => Event::Committed,
+            c = committing(&mut self.commit), if self.commit.is_some() => Event::Committed(c),
         }
     }
 
@@ -319,8 +355,14 @@ impl Session {
                     self.hold(id, request, outcome);
                     None
                 }
-                Event::Committed => {
+                Event::Committed(Ok(())) => {
                     self.release();
+                    None
+                }
+                Event::Committed(Err(refusal)) => {
+                    if let Some(end) = self.commit_failed(refusal) {
+                        return end;
+                    }
                     None
                 }
                 Event::Revision(true) => {
@@ -456,6 +498,32 @@ impl Session {
         self.commit = Some((commit, self.held.len()));
     }
 
+    /// The commit the held frames wait for failed (the module's doc says why each way):
+    /// deposed, the session ends unanswered; unreachable, the same frames wait for the next
+    /// commit; refused, they go out all the same.
+    fn commit_failed(&mut self, refusal: Refusal) -> Option<End> {
+        if self.broker.store().is_deposed() {
+            return Some(End::Deposed);
+        }
+        if refusal.code == ErrorCode::StoreUnavailable {
+            let (_, covered) = self.commit.take()?;
+            let broker = self.broker.clone();
+            let retry: Commit = Box::pin(async move {
+                tokio::time::sleep(crate::store::postgres::RETRY).await;
+                broker.committed_after_lock().await
+            });
+            self.commit = Some((retry, covered));
+            return None;
+        }
+        tracing::warn!(
+            agent = %self.agent,
+            error = %refusal.message,
+            "result frames are sent although their commit failed: a crash would forget them"
+        );
+        self.release();
+        None
+    }
+
     /// The commit finished: the frames it covers go out; a newer batch gets its own commit.
     fn release(&mut self) {
         let covered = self.commit.take().map_or(self.held.len(), |(_, n)| n);
@@ -553,12 +621,17 @@ impl Session {
     /// Writes what is queued and the endings of the calls still in flight.
     async fn drain(&mut self) {
         if let Some((commit, _)) = self.commit.take() {
-            let _ = commit.await;
+            // A failed commit's frames go out at the end too; a deposed leader writes nothing.
+            if commit.await.is_err() && self.broker.store().is_deposed() {
+                return;
+            }
         }
         self.commit = Some((Box::pin(async { Ok(()) }), self.held.len()));
         self.release();
         loop {
-            if flush(&mut self.conn.writer, &mut self.out).await.is_err() {
+            if self.broker.store().is_deposed()
+                || flush(&mut self.conn.writer, &mut self.out).await.is_err()
+            {
                 return;
             }
             self.written();
@@ -585,12 +658,11 @@ async fn flush(writer: &mut Writer, out: &mut VecDeque<Bytes>) -> std::io::Resul
     .await
 }
 
-/// Resolves when the commit under way does (never without one; the select guards on it).
-async fn committing(commit: &mut Option<(Commit, usize)>) {
+/// Resolves when the commit under way does, with how it went (never without one; the select
+/// guards on it).
+async fn committing(commit: &mut Option<(Commit, usize)>) -> Result<(), Refusal> {
     match commit {
-        Some((c, _)) => {
-            let _ = c.await;
-        }
+        Some((c, _)) => c.await,
         None => std::future::pending().await,
     }
 }
