@@ -323,6 +323,8 @@ pub struct Store {
     instances: postgres::Instances,
     /// Cancelled when the database says another instance leads now (PostgreSQL only).
     deposed: tokio_util::sync::CancellationToken,
+    /// The epoch this instance leads the database in (PostgreSQL only).
+    epoch: Option<i64>,
 }
 
 impl Store {
@@ -369,8 +371,10 @@ impl Store {
             instances: store.instances.clone(),
             deposed: store.deposed.clone(),
         };
-        let restored =
+        let (restored, epoch) =
             postgres::open(settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
+        let mut store = store;
+        store.epoch = Some(epoch);
         Ok((store, restored))
     }
 
@@ -381,7 +385,14 @@ impl Store {
             available: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             instances: postgres::Instances::default(),
             deposed: tokio_util::sync::CancellationToken::new(),
+            epoch: None,
         }
+    }
+
+    /// The epoch this instance leads the database in (see `postgres::lease`); `None` for
+    /// SQLite.
+    pub fn epoch(&self) -> Option<i64> {
+        self.epoch
     }
 
     /// Resolves once another instance took the database's lease from this one (see

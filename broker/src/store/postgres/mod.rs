@@ -55,8 +55,6 @@ mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
 pub const RETRY: Duration = Duration::from_millis(500);
-/// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
-pub const HEARTBEAT: Duration = lease::HEARTBEAT;
 /// How long a connection attempt or a wait for a pooled connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections in the pool.
@@ -209,6 +207,10 @@ pub struct Settings {
     pub key: String,
     /// How many ended requests are kept.
     pub remember: usize,
+    /// How often the instances sharing the database are read again (`cluster.heartbeat_ms`).
+    pub heartbeat: Duration,
+    /// How long a lease lasts without renewal (`cluster.lease_ms`).
+    pub lease: Duration,
 }
 
 #[cfg(test)]
@@ -223,17 +225,20 @@ impl Settings {
             },
             key: "k".repeat(64),
             remember: 4,
+            heartbeat: Duration::from_secs(5),
+            lease: Duration::from_secs(15),
         }
     }
 }
 
-/// Connects, migrates, records this instance and reads what was live; then the writer runs
-/// on its thread until the store closes. Blocks until the state is read.
+/// Connects, migrates, takes the lease and reads what was live; then the writer runs on its
+/// thread until the store closes. Blocks until the state is read: what it held, and the epoch
+/// this instance leads in.
 pub(crate) fn open(
     settings: Settings,
     rx: UnboundedReceiver<Job>,
     shared: Shared,
-) -> Result<Restored, PgError> {
+) -> Result<(Restored, i64), PgError> {
     let config = tokio_postgres::Config::from_str(&settings.url).map_err(PgError::Url)?;
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
     std::thread::Builder::new()
@@ -252,11 +257,11 @@ pub(crate) fn open(
             rt.block_on(async move {
                 match start(config, &settings).await {
                     Ok((pool, epoch, restored)) => {
-                        let _ = ready.send(Ok(restored));
+                        let _ = ready.send(Ok((restored, epoch)));
                         let mut writer = Writer::new(pool, settings, epoch, shared.available);
                         writer.instances = shared.instances;
                         writer.deposed = shared.deposed;
-                        writer.heartbeat().await;
+                        writer.look_around().await;
                         writer.run(rx).await;
                     }
                     Err(e) => {
@@ -336,7 +341,7 @@ async fn start(
     let pool = pool(config)?;
     let mut client = pool.get().await.map_err(PgError::Connect)?;
     schema::migrate(&mut client).await?;
-    let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
+    let epoch = lease::try_take(&mut client, &settings.me, &settings.key, settings.lease)
         .await?
         .map_err(PgError::Held)?;
     let restored = read::restore(&client).await?;
@@ -414,7 +419,9 @@ impl Writer {
     async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
         loop {
             let mut wait = if self.available.load(Ordering::Relaxed) {
-                HEARTBEAT.saturating_sub(self.last_beat.elapsed())
+                self.settings
+                    .heartbeat
+                    .saturating_sub(self.last_beat.elapsed())
             } else {
                 RETRY
             };
@@ -557,7 +564,7 @@ impl Writer {
     }
 
     /// With no job for a while: retry what is pending (or probe) while the database is away,
-    /// and write the heartbeat.
+    /// and read the instances again.
     async fn tick(&mut self) {
         if self.failed.is_some() {
             return;
@@ -565,8 +572,10 @@ impl Writer {
         if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
             let _ = self.flush().await;
         }
-        if self.last_beat.elapsed() >= HEARTBEAT || !self.available.load(Ordering::Relaxed) {
-            self.heartbeat().await;
+        if self.last_beat.elapsed() >= self.settings.heartbeat
+            || !self.available.load(Ordering::Relaxed)
+        {
+            self.look_around().await;
         }
     }
 
@@ -577,7 +586,7 @@ impl Writer {
         }
         let released = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::release(&client, &self.settings.me.id).await
+            lease::release(&client, &self.settings.me.id, self.settings.lease).await
         }
         .await;
         if let Err(e) = released {
@@ -599,42 +608,29 @@ impl Writer {
         }
     }
 
-    async fn heartbeat(&mut self) {
-        let beat = async {
+    /// Reads the instances sharing the database, for the status snapshot, and notices an
+    /// outage while nothing is written. (The lease is renewed by the election, see
+    /// `cluster::election`; a write of a deposed leader is refused by its fence.)
+    async fn look_around(&mut self) {
+        let found = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::renew(&client, &self.settings.me.id, self.epoch).await?;
-            let found = lease::instances(&client).await?;
-            if let Ok(mut instances) = self.instances.lock() {
-                *instances = found;
-            }
-            Ok::<(), PgError>(())
+            lease::instances(&client, self.settings.lease).await
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
-        if let Err(e) = &beat
-            && !e.is_outage()
-        {
-            // Another instance holds the database now: acknowledging anything more could
-            // settle a call twice.
-            error!(
-                error = %leo_protocol::chain::error_chain(e),
-                "this instance lost its lease on the database; no further change is acknowledged"
-            );
-            if e.is_fenced() {
-                self.deposed.cancel();
+        match found {
+            Ok(found) => {
+                if let Ok(mut instances) = self.instances.lock() {
+                    *instances = found;
+                }
             }
-            self.failed = beat.err().map(Arc::new);
-            self.available.store(true, Ordering::Relaxed);
-            return;
-        }
-        if let Err(e) = beat
-            && e.is_outage()
-            && self.available.swap(false, Ordering::Relaxed)
-        {
-            warn!(
-                error = %leo_protocol::chain::error_chain(&e),
-                "the database is unreachable; the broker refuses new work until it is back"
-            );
+            Err(e) if e.is_outage() && self.available.swap(false, Ordering::Relaxed) => {
+                warn!(
+                    error = %leo_protocol::chain::error_chain(&e),
+                    "the database is unreachable; the broker refuses new work until it is back"
+                );
+            }
+            Err(_) => {}
         }
     }
 }
