@@ -446,7 +446,7 @@ async fn tools_messages_and_timeouts_cross_instances() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_follower_takes_over_from_a_killed_leader_and_every_call_ends_once() {
     let Some(db) = database().await else { return };
-    let mut nodes = cluster(&db, 3).await;
+    let mut nodes = leo_testkit::cluster::start(&db.config_with_short_lease(), 3).await;
     let a = nodes.remove(0);
     let (b, c) = (&nodes[0], &nodes[1]);
     let mut app = App::connect(&http_of(b)).await;
@@ -590,7 +590,7 @@ fn leo_status(home: &std::path::Path) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_deposed_leader_follows_the_new_one_without_a_restart() {
     let Some(db) = database().await else { return };
-    let mut nodes = cluster(&db, 2).await;
+    let mut nodes = leo_testkit::cluster::start(&db.config_with_short_lease(), 2).await;
     let mut a = nodes.remove(0);
     let b = &nodes[0];
     let mut app = App::connect(&http_of(b)).await;

@@ -36,10 +36,7 @@ use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic};
 use crate::store::postgres::{PgError, schema, tokens as sql};
-use crate::tokens::{TokenBook, Tokens, load_or_create, read_token_file};
-
-/// How often a running broker reads the cluster's tokens again.
-pub const POLL: Duration = Duration::from_secs(1);
+use crate::tokens::{POLL, TokenBook, Tokens, load_or_create, read_token_file};
 
 /// What a token opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
