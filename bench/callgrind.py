@@ -38,7 +38,7 @@ PHASES = [
      []),
     # The writer thread: the batch, the transaction, SQLite, the WAL writes (not the kernel).
     ("store (writer thread: each batch's transaction)", "leo",
-     [r"<leo_broker::store::writer::Writer as leo_broker::sqlite::writer::Batches>::batch"],
+     [r"<leo_store::writer::Writer as leo_store::sqlite::writer::Batches>::batch"],
      []),
     # The claim route: its body, the core, the wait for the commit (the HTTP parse is not in it).
     ("claim (route)", "leo",
@@ -59,7 +59,7 @@ PHASES = [
      []),
     # The history of ended calls (state/history.db), its own writer thread.
     ("history (writer thread)", "leo",
-     [r"<leo_broker::history::Writer as leo_broker::sqlite::writer::Batches>::batch"], []),
+     [r"<leo_broker::history::Writer as leo_store::sqlite::writer::Batches>::batch"], []),
     # leo-mcp: the result frame read and decoded into rmcp's blocks.
     ("sidecar: frame from the broker", "leo-mcp",
      [r"leo_mcp::frames::decode", r"leo_mcp::frames::parse_broker_frame"], []),
@@ -75,10 +75,10 @@ PHASES = [
 # call counts callgrind records (its `calls=` lines), e.g. how many transactions a call costs.
 COUNTS = [
     ("store batches (one transaction each)", "leo",
-     r"<leo_broker::store::writer::Writer as leo_broker::sqlite::writer::Batches>::batch"),
+     r"<leo_store::writer::Writer as leo_store::sqlite::writer::Batches>::batch"),
     ("SQLite statements stepped (BEGIN and COMMIT included)", "leo", r"sqlite3_step"),
     ("history batches (one transaction each)", "leo",
-     r"<leo_broker::history::Writer as leo_broker::sqlite::writer::Batches>::batch"),
+     r"<leo_broker::history::Writer as leo_store::sqlite::writer::Batches>::batch"),
     ("write, writev and pwrite calls (all threads)", "leo", r"write|writev|pwrite|pwrite64"),
     ("epoll_wait calls (the runtime going to sleep)", "leo", r"epoll_wait"),
     ("syscall() calls (futex waits and wakes: thread handoffs)", "leo", r"syscall"),

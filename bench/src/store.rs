@@ -1,4 +1,4 @@
-//! The state store alone (`leo_broker::store`, `state/leo.db`): what durability costs per call
+//! The state store alone (`leo_store`, `state/leo.db`): what durability costs per call
 //! with the relay taken away.
 //!
 //! The relay rows cannot say it: the store's writer is a thread of its own, the app's answer
@@ -19,9 +19,9 @@ use std::path::Path;
 use std::time::Instant;
 
 use leo_bench::payload::{self, PAYLOADS, Payload};
-use leo_broker::store::{Op, Store, StoredCall, Synchronous};
 use leo_protocol::ipc::RawOutcome;
 use leo_protocol::requests::Request;
+use leo_store::{Op, Store, StoredCall, Synchronous};
 use serde_json::value::RawValue;
 
 use crate::relay::{Opts, us};
@@ -105,7 +105,7 @@ impl Bench {
                 traceparent: None,
             },
             local_id: n,
-            deadline_ms: Some(leo_broker::store::now_ms() + 600_000),
+            deadline_ms: Some(leo_store::now_ms() + 600_000),
             claimed_by: None,
         });
         let settle = vec![
@@ -194,7 +194,7 @@ pub async fn run(report: &mut Report, opts: &Opts) -> anyhow::Result<()> {
     report.row(
         "what a call records",
         "park · claim + result (with its content) · outcome delivered: 3 transactions".into(),
-        "`leo_broker::store` as the broker runs it, no relay; only the claim + result commit is waited for by the app's answer, and neither is by the agent",
+        "`leo_store` as the broker runs it, no relay; only the claim + result commit is waited for by the app's answer, and neither is by the agent",
     );
     let chosen = PAYLOADS
         .into_iter()

@@ -192,8 +192,7 @@ pub fn store_of(path: &Path) -> Result<Store> {
     Ok(only.store.unwrap_or_default())
 }
 
-/// The variable that names the PostgreSQL store, over `store.url`.
-pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
+pub use crate::store::{STORE_URL_VAR, store_key};
 
 /// The variables of its environment the broker reads, besides `LEO_HOME`: what a service
 /// that runs it must carry (`leo service install`), or it would start another broker than the
@@ -207,16 +206,6 @@ pub fn store_label() -> &'static str {
         "LEO_STORE_URL (PostgreSQL)"
     } else {
         "store.url (PostgreSQL)"
-    }
-}
-
-/// Where the PostgreSQL store's URL came from, as a fix names it: `LEO_STORE_URL` when it is
-/// set, else `store.url`.
-pub fn store_key() -> &'static str {
-    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
-        STORE_URL_VAR
-    } else {
-        "store.url"
     }
 }
 

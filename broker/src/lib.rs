@@ -21,8 +21,10 @@
 //! - [`cluster::tokens`]: with a PostgreSQL store, the tokens every instance shares, which
 //!   `leo client|device|agent` change in the database (the CLI links no database client of
 //!   its own);
-//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach;
-//! - [`store`], for `leo-bench`'s durability bench only.
+//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach.
+//!
+//! What is stored, and how (the live store, history and audit, the lease), is the `leo-store`
+//! crate's.
 //!
 //! Everything else is `pub(crate)`: the CLI talks to a running broker through its public doors
 //! (`run/leo.sock`, `run/sidecar.sock`), as any app or sidecar does.
@@ -47,13 +49,14 @@ pub(crate) mod refusal;
 pub(crate) mod registry;
 pub(crate) mod requests;
 pub mod server;
-pub(crate) mod sqlite;
 pub(crate) mod state_file;
-pub mod store;
 pub(crate) mod suggest;
 pub(crate) mod telemetry;
 pub(crate) mod tokens;
 pub(crate) mod webhooks;
+
+/// The storage (`leo-store`), under the name the broker's modules know it by.
+pub(crate) use leo_store as store;
 
 pub use error::{BrokerError, Result};
 

@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use leo_protocol::ErrorCode;
 use leo_protocol::history::CallOutcome;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
-use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
@@ -107,8 +107,6 @@ pub struct Metrics {
     backlogs: Mutex<Vec<Weak<AtomicUsize>>>,
     /// This instance's id when it leads a cluster (PostgreSQL), for `leo_instance_info`.
     instance: Mutex<Option<String>>,
-    /// Transactions the live store committed (each one round trip to PostgreSQL).
-    commits: Counter,
 }
 
 /// The counters.
@@ -127,13 +125,7 @@ impl Metrics {
             rejected: Family::default(),
             backlogs: Mutex::new(Vec::new()),
             instance: Mutex::new(None),
-            commits: Counter::default(),
         }
-    }
-
-    /// The live store committed a transaction.
-    pub fn store_committed(&self) {
-        self.commits.inc();
     }
 
     /// A call ended: its tool, outcome and time from parked to ended.
@@ -267,7 +259,7 @@ impl Metrics {
         registry.register(
             "store_commits",
             "Transactions the live store committed (one round trip each to PostgreSQL)",
-            self.commits.clone(),
+            ConstCounter::new(crate::store::commits()),
         );
     }
 

@@ -156,7 +156,7 @@ fn the_core_and_its_state_machines_know_no_http() {
     let found = offenders(
         &[
             "broker/src/core",
-            "broker/src/store",
+            "store/src",
             "broker/src/history",
             "broker/src/ipc",
             "broker/src/registry.rs",

@@ -35,60 +35,9 @@ use tracing::{info, warn};
 use crate::config::Config;
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic};
+pub use crate::store::postgres::tokens::{Entry, Kind};
 use crate::store::postgres::{PgError, schema, tokens as sql};
 use crate::tokens::{POLL, TokenBook, Tokens, load_or_create, read_token_file};
-
-/// What a token opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Kind {
-    /// `state/operator.token`.
-    Operator,
-    /// The shared agent token, `state/agent.token`.
-    Agent,
-    /// `leo device pair NAME`.
-    Device,
-    /// `leo client add NAME` (with its `can_message`).
-    Client,
-    /// `leo agent add NAME`.
-    OwnAgent,
-}
-
-impl Kind {
-    /// Its name in the database.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Operator => "operator",
-            Kind::Agent => "agent",
-            Kind::Device => "device",
-            Kind::Client => "client",
-            Kind::OwnAgent => "own_agent",
-        }
-    }
-
-    /// The kind named `text` in the database.
-    pub fn parse(text: &str) -> Option<Kind> {
-        [
-            Kind::Operator,
-            Kind::Agent,
-            Kind::Device,
-            Kind::Client,
-            Kind::OwnAgent,
-        ]
-        .into_iter()
-        .find(|k| k.as_str() == text)
-    }
-}
-
-/// One token of the cluster.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Entry {
-    pub kind: Kind,
-    /// The device's, client's or agent's name; empty for the operator and agent tokens.
-    pub name: String,
-    pub token: String,
-    /// An API client's targets (globs); empty for every other kind.
-    pub can_message: Vec<String>,
-}
 
 /// Runs `work` on a connection of its own, on a thread of its own with a runtime of its own:
 /// the callers (the CLI, the broker's start) may be inside a runtime, which cannot be blocked

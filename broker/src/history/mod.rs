@@ -21,8 +21,9 @@
 //! **The rules are written once, the SQL once per database.** [`Writer`] decides what a batch
 //! writes, when old rows are pruned (`history.keep_days`, `history.max_rows`) and how pages are
 //! cut; it speaks to the database through [`Log`], whose two implementations are only
-//! statements: `db` (SQLite, on the shared layer in `crate::sqlite`, which keeps the file, the
-//! thread and the checkpoints) and `postgres` (its own thread and connection pool).
+//! statements, in `leo_store::history`: `db` (SQLite, on the store's shared layer, which keeps
+//! the file, the thread and the checkpoints) and `postgres` (its own connection pool, run by
+//! this module's `postgres` thread).
 //!
 //! **History is best effort, in both.** A row that cannot be written is logged and dropped; the
 //! call it records was answered already and is never held back or failed for it. One case is
@@ -31,8 +32,11 @@
 //! when the database answers again; past that they are dropped and counted as a full channel's
 //! are. Reads meanwhile are answered `store_unavailable`.
 
-pub mod db;
-pub(crate) mod postgres;
+mod postgres;
+
+pub use leo_store::history::Error;
+pub use leo_store::history::db;
+use leo_store::history::{Log, MinuteCount};
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -45,7 +49,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use leo_protocol::console::{CHART_MINUTES, MinuteCalls};
 use leo_protocol::content::{AppError, Posted, content_size};
 use leo_protocol::events::CancelReason;
-use leo_protocol::history::{AuditEntry, AuditList, CallOutcome, EndedList, EndedRequest};
+use leo_protocol::history::{AuditList, CallOutcome, EndedList};
 use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
@@ -54,10 +58,9 @@ use crate::config::{Config, HistoryConfig};
 use crate::error::BrokerError;
 use crate::home::Home;
 use crate::requests::{Call, EndedCall};
-use crate::sqlite;
-use crate::store::postgres::PgError;
 use crate::tokens::Principal;
 use db::{AuditRow, CallQuery, CallRow, Table};
+use leo_store::sqlite;
 
 /// Records that may wait for the writer (and rows held while PostgreSQL is away); past this
 /// they are dropped and counted.
@@ -72,34 +75,6 @@ const PRUNE_EVERY: Duration = Duration::from_secs(600);
 /// 342,000 per relayed call (bench/callgrind.sh, 2026-12-04); lingering, a burst of calls
 /// shares one. `/metrics`' call counters, counted here, lag by at most this.
 const LINGER: Duration = Duration::from_millis(100);
-
-/// Why history could not be opened, written or read.
-#[derive(Debug, thiserror::Error)]
-pub enum Error {
-    #[error(transparent)]
-    Database(#[from] sqlite::Error),
-    #[error(transparent)]
-    Postgres(#[from] PgError),
-    #[error("the database is unreachable; try again once it is back")]
-    Away,
-    #[error("the history writer is busy; try again")]
-    Busy,
-    #[error("the history writer stopped")]
-    Stopped,
-}
-
-impl Error {
-    /// Whether the database is out of reach for now (PostgreSQL only): rows are held, reads
-    /// answered `store_unavailable`.
-    pub fn is_outage(&self) -> bool {
-        matches!(self, Error::Away) || matches!(self, Error::Postgres(e) if e.is_outage())
-    }
-
-    /// Whether PostgreSQL refused a row's data (`PgError::is_data`): that row is at fault.
-    pub fn is_data(&self) -> bool {
-        matches!(self, Error::Postgres(e) if e.is_data())
-    }
-}
 
 /// A posted result's size, and its content when `history.store_content` keeps it.
 #[derive(Debug, Clone)]
@@ -502,33 +477,6 @@ fn stored_result(posted: &Posted) -> serde_json::Value {
     }
 }
 
-/// One database the history is kept in: only its statements. The SQLite file's are `db`,
-/// PostgreSQL's `postgres`; what they are asked to do, and when, is [`Writer`]'s.
-pub(crate) trait Log {
-    /// Writes `calls` and `audits` in one transaction; for each call, whether it was new (a
-    /// second row of one call id is ignored: a call ends once).
-    fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error>;
-    /// Ended calls, newest first (`q.limit` at most).
-    fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error>;
-    /// Audit entries, newest first, older than `before`.
-    fn audits(&mut self, limit: u32, before: Option<u64>) -> Result<Vec<AuditEntry>, Error>;
-    /// Deletes rows older than `cutoff_ms` and all but the newest `max_rows`; how many.
-    fn prune(
-        &mut self,
-        table: Table,
-        cutoff_ms: i64,
-        max_rows: Option<u64>,
-    ) -> Result<usize, Error>;
-    /// How many rows `table` holds.
-    fn count(&mut self, table: Table) -> Result<u64, Error>;
-    /// How many calls ended in each minute (`ended_ms / MINUTE_MS`) from `since_ms` on, by
-    /// outcome; minutes without calls are absent.
-    fn per_minute(&mut self, since_ms: i64) -> Result<Vec<MinuteCount>, Error>;
-}
-
-/// One minute's number (`ended_ms / MINUTE_MS`), an outcome, and how many calls ended so.
-pub(crate) type MinuteCount = (i64, CallOutcome, u64);
-
 /// A minute in milliseconds, the width of the console chart's bars.
 pub(crate) const MINUTE_MS: i64 = 60_000;
 
@@ -887,6 +835,8 @@ fn next(got: usize, limit: u32, last: Option<u64>) -> Option<u64> {
 mod tests {
     #![allow(clippy::unwrap_used)]
 
+    use leo_protocol::history::{AuditEntry, EndedRequest};
+
     use super::*;
 
     /// A database that is away until `away` reaches zero, and remembers what it was given.
@@ -998,7 +948,15 @@ mod tests {
             return;
         };
         // The store's opening migrates the schema the history writes in.
-        let settings = crate::store::postgres::Settings::for_test(&db.url);
+        let settings = crate::store::postgres::Settings {
+            url: db.url.clone(),
+            me: crate::store::postgres::lease::Me {
+                id: "i_test".into(),
+                url: String::new(),
+            },
+            key: "k".repeat(64),
+            remember: 4,
+        };
         let (store, _) = crate::store::Store::open_postgres(settings).unwrap();
         let history =
             History::open_postgres(&db.url, "i_test".into(), &HistoryConfig::default()).unwrap();

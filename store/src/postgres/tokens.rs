@@ -1,12 +1,63 @@
 //! The cluster's tokens in the table `tokens`: read whole, filled once, changed one row at a
 //! time. The rule they serve (who fills, who adopts, how instances follow changes) is
-//! `crate::cluster_tokens`; this is only its SQL.
+//! the broker's `cluster::tokens`; this is only its SQL and the shape of a row.
 
 use deadpool_postgres::Client;
 use tokio_postgres::GenericClient;
 
 use super::PgError;
-use crate::cluster::tokens::{Entry, Kind};
+
+/// What a token opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Kind {
+    /// `state/operator.token`.
+    Operator,
+    /// The shared agent token, `state/agent.token`.
+    Agent,
+    /// `leo device pair NAME`.
+    Device,
+    /// `leo client add NAME` (with its `can_message`).
+    Client,
+    /// `leo agent add NAME`.
+    OwnAgent,
+}
+
+impl Kind {
+    /// Its name in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Operator => "operator",
+            Kind::Agent => "agent",
+            Kind::Device => "device",
+            Kind::Client => "client",
+            Kind::OwnAgent => "own_agent",
+        }
+    }
+
+    /// The kind named `text` in the database.
+    pub fn parse(text: &str) -> Option<Kind> {
+        [
+            Kind::Operator,
+            Kind::Agent,
+            Kind::Device,
+            Kind::Client,
+            Kind::OwnAgent,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == text)
+    }
+}
+
+/// One token of the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub kind: Kind,
+    /// The device's, client's or agent's name; empty for the operator and agent tokens.
+    pub name: String,
+    pub token: String,
+    /// An API client's targets (globs); empty for every other kind.
+    pub can_message: Vec<String>,
+}
 
 /// The advisory lock the first filling runs under, so that two instances starting together on
 /// a new database cannot both fill it (`leot` in ASCII).

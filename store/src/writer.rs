@@ -143,7 +143,7 @@ pub(super) fn commit(
         }
     };
     sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
-    crate::metrics::global().store_committed();
+    crate::committed();
     debug!(ops = n, "state committed");
     Ok(())
 }

@@ -274,7 +274,7 @@ pub fn list_audit(
 }
 
 /// The history's statements on an open `state/history.db`.
-pub(crate) struct Sqlite<'a>(pub &'a Connection);
+pub struct Sqlite<'a>(pub &'a Connection);
 
 impl super::Log for Sqlite<'_> {
     /// A row that fails alone is logged and skipped, the others written.

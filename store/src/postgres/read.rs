@@ -8,7 +8,7 @@ use leo_protocol::requests::Request;
 use serde_json::value::RawValue;
 
 use super::PgError;
-use crate::store::{Restored, StoredCall, StoredClient, StoredDefinition, StoredEnd};
+use crate::{Restored, StoredCall, StoredClient, StoredDefinition, StoredEnd};
 
 pub async fn restore(client: &Client) -> Result<Restored, PgError> {
     Ok(Restored {

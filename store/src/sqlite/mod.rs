@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use rusqlite::{Connection, ErrorCode, TransactionBehavior};
 use tracing::{debug, warn};
 
-pub(crate) mod writer;
+pub mod writer;
 
 /// How long a statement waits for another connection's lock, and the WAL switch retries.
 const BUSY: Duration = Duration::from_secs(5);

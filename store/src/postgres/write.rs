@@ -18,7 +18,7 @@ use futures_util::future::try_join_all;
 use tokio_postgres::Statement;
 
 use super::PgError;
-use crate::store::{Coalesced, Op, StoredCall};
+use crate::{Coalesced, Op, StoredCall};
 
 /// A batch the database did not commit: why, and which of its changes the database refused
 /// (an index into the `ops` given to [`commit`]) when the error came from one.
@@ -113,7 +113,7 @@ pub async fn commit(
 }
 
 fn op_name(op: &Op) -> &'static str {
-    crate::store::writer::op_name(op)
+    crate::writer::op_name(op)
 }
 
 /// The one statement that writes `op`.

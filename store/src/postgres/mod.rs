@@ -50,7 +50,7 @@ use super::{Error, Job, Op, Restored};
 pub mod lease;
 mod read;
 pub mod schema;
-pub(crate) mod tokens;
+pub mod tokens;
 mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
@@ -101,7 +101,7 @@ pub enum PgError {
 }
 
 impl PgError {
-    pub(crate) fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
+    pub fn doing(doing: &'static str) -> impl FnOnce(tokio_postgres::Error) -> PgError {
         move |source| PgError::Query { doing, source }
     }
 
@@ -137,11 +137,11 @@ impl PgError {
     /// timed out, shutting down or starting: [`PgError::is_outage`]) is waited for. A running
     /// broker keeps treating whatever cut it off as an outage: a password changed under it is
     /// no reason to drop what it holds.
-    pub(crate) fn at_start(self) -> PgError {
+    pub fn at_start(self) -> PgError {
         let Some(db) = self.db_error() else {
             return self;
         };
-        let key = crate::config::store_key();
+        let key = crate::store_key();
         let fix = match db.code().code() {
             "28P01" => format!(
                 "correct the password of the user named in {key} (or the server's pg_hba.conf)"
@@ -277,7 +277,7 @@ pub(crate) fn open(
 }
 
 /// A pool of connections to the database of `config`, named `leo` on the server.
-pub(crate) fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
+pub fn pool(mut config: tokio_postgres::Config) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     let manager = Manager::from_connect(
@@ -357,7 +357,7 @@ async fn start(
 }
 
 /// The database and hosts of `config`, for logs: never the password.
-pub(crate) fn describe(config: &tokio_postgres::Config) -> String {
+pub fn describe(config: &tokio_postgres::Config) -> String {
     let hosts: Vec<String> = config
         .get_hosts()
         .iter()
@@ -500,7 +500,7 @@ impl Writer {
         let result = self.write_pending().await.map_err(|e| self.deposed(e));
         match result {
             Ok(dropped) => {
-                crate::metrics::global().store_committed();
+                crate::committed();
                 debug!(ops = self.pending.len(), "state committed");
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {

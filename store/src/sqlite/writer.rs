@@ -23,7 +23,7 @@ use tracing::warn;
 use super::{Error, Result, checkpoint};
 
 /// What one database does with its batches.
-pub(crate) trait Batches: Send + 'static {
+pub trait Batches: Send + 'static {
     type Job: Send + 'static;
 
     /// Writes `jobs` (in order) and answers their waiters; returns whether anything may have
@@ -74,7 +74,7 @@ pub struct Settings {
 }
 
 /// Starts the writer thread on `conn`; it runs until a batch breaks or every sender is gone.
-pub(crate) fn spawn<B: Batches>(
+pub fn spawn<B: Batches>(
     settings: Settings,
     conn: Connection,
     rx: Receiver<B::Job>,

@@ -24,6 +24,7 @@
 //! is [`Store::available`], false while the database cannot be reached.
 
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, mpsc};
 
 use leo_protocol::ipc::{Message, RawOutcome};
@@ -33,14 +34,41 @@ use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
-use crate::sqlite;
-
+pub mod history;
 pub mod postgres;
 mod read;
 pub mod schema;
+pub mod sqlite;
 mod writer;
 
 pub use read::Restored;
+
+/// The variable that names the PostgreSQL store, over `store.url`.
+pub const STORE_URL_VAR: &str = "LEO_STORE_URL";
+
+/// Where the PostgreSQL store's URL came from, as a fix names it: `LEO_STORE_URL` when it is
+/// set, else `store.url`.
+pub fn store_key() -> &'static str {
+    if std::env::var_os(STORE_URL_VAR).is_some_and(|v| !v.is_empty()) {
+        STORE_URL_VAR
+    } else {
+        "store.url"
+    }
+}
+
+/// Transactions the live store committed in this process, both databases (`/metrics`'
+/// `leo_store_commits`).
+static COMMITS: AtomicU64 = AtomicU64::new(0);
+
+/// How many transactions the live store has committed in this process.
+pub fn commits() -> u64 {
+    COMMITS.load(Ordering::Relaxed)
+}
+
+/// Counts one commit of the live store.
+fn committed() {
+    COMMITS.fetch_add(1, Ordering::Relaxed);
+}
 
 /// `store.synchronous`: how hard a commit waits for the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize)]
@@ -287,7 +315,8 @@ impl From<sqlite::Error> for Error {
     }
 }
 
-pub(crate) enum Job {
+/// What the writer thread is given: changes, a wait for their commit, or the close.
+pub enum Job {
     Ops(Vec<Op>),
     Sync(oneshot::Sender<Result<(), Error>>),
     /// Commit what is queued, checkpoint, close the file, then answer.
