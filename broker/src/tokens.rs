@@ -359,8 +359,8 @@ impl Tokens {
     }
 
     /// The set of the cluster's `entries`, as the database holds them.
-    pub fn from_entries(entries: &[crate::cluster::tokens::Entry]) -> Tokens {
-        use crate::cluster::tokens::Kind;
+    pub fn from_entries(entries: &[crate::store::postgres::tokens::Entry]) -> Tokens {
+        use crate::store::postgres::tokens::Kind;
         let mut tokens = Tokens::default();
         for e in entries {
             let who = match e.kind {

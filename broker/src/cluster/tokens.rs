@@ -75,11 +75,6 @@ fn database_error(e: PgError) -> BrokerError {
     }
 }
 
-/// The PostgreSQL URL of `home`'s store (`LEO_STORE_URL`, else `store.url`), if it has one.
-pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
-    config.store.postgres_url(&home.config())
-}
-
 /// The cluster's tokens as the `leo` commands change them, on the database of `store.url`.
 pub struct Cluster {
     url: String,

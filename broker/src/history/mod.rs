@@ -216,7 +216,7 @@ impl History {
     /// The history of `home`'s broker: PostgreSQL's tables when its store is PostgreSQL (rows
     /// under its instance id), else `state/history.db`.
     pub fn start(home: &Home, config: &Config) -> Result<History, BrokerError> {
-        let url = crate::cluster::tokens::store_url(home, config)?;
+        let url = config.store.postgres_url(&home.config())?;
         let Some(url) = url else {
             return History::open(&home.history_db(), &config.history).map_err(|e| {
                 BrokerError::Database {
@@ -956,6 +956,8 @@ mod tests {
             },
             key: "k".repeat(64),
             remember: 4,
+            heartbeat: std::time::Duration::from_secs(5),
+            lease: std::time::Duration::from_secs(15),
         };
         let (store, _) = crate::store::Store::open_postgres(settings).unwrap();
         let history =
