@@ -1,6 +1,7 @@
 //! The app and a PostgreSQL store that goes away for a while: the broker answers the app's
 //! results `503 store_unavailable` meanwhile, and the SDK posts them again until the store takes
-//! them, so the agent gets the app's answer once the store is back. (A claim without a definite
+//! them, so the agent gets the app's answer once the store is back; and `leo call --wait` makes a
+//! call refused meanwhile again until the store takes it. (A claim without a definite
 //! answer sends the app back to the pending list, `session::waiting_for`; the cluster's
 //! random-kill test, whose database restarts under load, is where claims meet the outage.)
 
@@ -55,7 +56,16 @@ async fn results_refused_while_the_store_is_away_are_posted_again() {
     // meet `503 store_unavailable`, and are posted again until the store is back.
     postgres.stop();
     refusing(&broker).await;
-    go.add_permits(2);
+    go.add_permits(3);
+    // A call made now is refused (`store_unavailable`, or its session closed): `leo call
+    // --wait` makes it again until the store is back.
+    let waiting = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(["call", "work", r#"{"n": 3}"#, "--wait", "30"])
+        .env("LEO_HOME", broker.home())
+        .stdin(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .output();
+    let waiting = tokio::spawn(waiting);
     tokio::time::sleep(Duration::from_secs(1)).await;
     postgres.start_again().await;
 
@@ -66,6 +76,18 @@ async fn results_refused_while_the_store_is_away_are_posted_again() {
             .unwrap();
         assert_eq!(text_of(&result), format!("done {n}"));
     }
+    let waited = tokio::time::timeout(BACK_WITHIN, waiting)
+        .await
+        .expect("leo call --wait never ended")
+        .unwrap()
+        .unwrap();
+    let said = |b: &[u8]| String::from_utf8_lossy(b).trim().to_owned();
+    assert_eq!(
+        (waited.status.code(), said(&waited.stdout)),
+        (Some(0), "done 3".to_owned()),
+        "{}",
+        said(&waited.stderr)
+    );
     app.stop().await.unwrap();
 }
 

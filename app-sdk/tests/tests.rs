@@ -18,4 +18,5 @@ mod reconnect;
 mod refusals;
 mod scope;
 mod stops;
+mod takeover;
 mod typed;

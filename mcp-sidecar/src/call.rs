@@ -111,6 +111,11 @@ pub async fn run(
     harness: Harness<'_>,
     cancelled: impl Future<Output = ()>,
 ) -> Ended {
+    tokio::pin!(cancelled);
+    tokio::select! {
+        () = link.back_within(crate::link::RIDE_OUT) => {}
+        () = &mut cancelled => return Ended::Cancelled,
+    }
     match link.start_live_call(tool, arguments) {
         Ok((id, rx, events)) => wait(link, Live { id, rx, events }, harness, cancelled).await,
         Err(reason) => Ended::Result(outcome::tool_error("no_client", &reason)),

@@ -36,6 +36,10 @@ use crate::view::View;
 pub const NOT_RUNNING: &str = "broker not running";
 /// What calls in flight get when the connection drops.
 pub const CONNECTION_LOST: &str = "broker connection lost";
+/// How long a new call waits for a connection that was lost to come back before it is
+/// answered `no_client`: long enough for a broker's restart or a cluster's takeover (the
+/// lease, then the restore), short enough that a broker that is down stays a quick answer.
+pub const RIDE_OUT: Duration = Duration::from_secs(30);
 
 /// Frames queued for the connection's writer.
 pub type Outbox = mpsc::UnboundedSender<SidecarFrame>;
@@ -77,6 +81,8 @@ struct State {
     /// Calls the harness cancelled while no broker was connected: named in the next `hello`
     /// and then cancelled, so the broker ends them instead of waiting for them.
     cancelled_offline: Vec<u64>,
+    /// When the last connection was lost, while none replaced it (`back_within`).
+    lost_at: Option<tokio::time::Instant>,
 }
 
 /// Shared by the MCP server and the reconnect task.
@@ -103,6 +109,7 @@ impl BrokerLink {
                 harness: None,
                 down_reason: NOT_RUNNING.to_owned(),
                 cancelled_offline: Vec::new(),
+                lost_at: None,
             }),
             view: watch::channel(Arc::new(View::default())).0,
             settled: watch::channel(false).0,
@@ -126,6 +133,28 @@ impl BrokerLink {
     /// A receiver that wakes on every view change.
     pub fn subscribe(&self) -> watch::Receiver<Arc<View>> {
         self.view.subscribe()
+    }
+
+    /// Returns once a call can be sent, or would be refused for a reason a short wait does not
+    /// end: at once while connected, or when no connection was lost (none was ever made, or
+    /// the harness left); else when the connection is back, or `ride_out` after it was lost.
+    /// So a call made while the broker restarts, or while a cluster's follower takes over
+    /// from a leader that was killed, waits for it instead of failing.
+    pub async fn back_within(&self, ride_out: Duration) {
+        let mut views = self.view.subscribe();
+        loop {
+            let until = {
+                let state = self.lock();
+                match (&state.conn, state.lost_at) {
+                    (None, Some(at)) => at + ride_out,
+                    _ => return,
+                }
+            };
+            match tokio::time::timeout_at(until, views.changed()).await {
+                Ok(Ok(())) => {}
+                Ok(Err(_)) | Err(_) => return,
+            }
+        }
     }
 
     /// Waits until the first connection attempt has succeeded or failed, at most `max`; a
@@ -320,6 +349,7 @@ impl BrokerLink {
             let _ = conn.send(SidecarFrame::Cancel { id });
         }
         state.conn = Some(conn);
+        state.lost_at = None;
         self.view.send_modify(|v| *v = Arc::new(v.apply(welcome)));
         drop(state);
         self.mark_settled();
@@ -494,6 +524,11 @@ impl BrokerLink {
             .fetches
             .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));
         state.down_reason = down_reason.to_owned();
+        if fail_calls {
+            state.lost_at = None;
+        } else if was_connected {
+            state.lost_at = Some(tokio::time::Instant::now());
+        }
         drop(state);
         if was_connected {
             self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
@@ -595,6 +630,42 @@ mod tests {
             rx.try_recv().unwrap(),
             Err(("no_client".to_owned(), CONNECTION_LOST.to_owned()))
         );
+    }
+
+    /// A new call waits for a lost connection to come back, up to the bound, and not for one
+    /// that was never made or that the harness closed.
+    #[tokio::test(start_paused = true)]
+    async fn a_new_call_waits_only_for_a_connection_that_was_lost() {
+        let link = BrokerLink::new();
+        let waited = |link: Arc<BrokerLink>| async move {
+            let start = tokio::time::Instant::now();
+            link.back_within(RIDE_OUT).await;
+            start.elapsed()
+        };
+        assert_eq!(
+            waited(link.clone()).await,
+            Duration::ZERO,
+            "never connected"
+        );
+
+        let (tx, _sent) = mpsc::unbounded_channel();
+        link.attached(tx, &welcome(), None);
+        assert_eq!(waited(link.clone()).await, Duration::ZERO, "connected");
+        link.detached(NOT_RUNNING);
+        let waiting = tokio::spawn(waited(link.clone()));
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let (tx, _sent) = mpsc::unbounded_channel();
+        link.attached(tx, &welcome(), None);
+        assert_eq!(waiting.await.unwrap(), Duration::from_secs(3), "back");
+
+        link.detached(NOT_RUNNING);
+        assert_eq!(waited(link.clone()).await, RIDE_OUT, "not back in time");
+        assert!(link.start_call("echo", Value::Null).is_err());
+
+        let (tx, _sent) = mpsc::unbounded_channel();
+        link.attached(tx, &welcome(), None);
+        link.stopped(CONNECTION_LOST);
+        assert_eq!(waited(link).await, Duration::ZERO, "the harness left");
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! then feeds every broker frame to the `BrokerLink` until the connection ends. Then it waits
 //! (capped backoff) and starts over. A broker that is down, restarting or refusing the session
 //! is therefore never an error the harness sees: new calls are answered `no_client` while it
-//! is down, and calls already in flight keep waiting; the next `hello` names them in
+//! is down (after waiting up to `link::RIDE_OUT` for a connection that was lost to come back:
+//! `BrokerLink::back_within`), and calls already in flight keep waiting; the next `hello` names them in
 //! `resume` (with the same session id) and the broker re-attaches them, so their results
 //! still arrive after a broker restart.
 //!

@@ -7,7 +7,7 @@
 
 use axum::Json;
 use axum::body::Body;
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use leo_protocol::ErrorCode;
 use leo_protocol::envelope::{Failure, Success};
@@ -16,14 +16,27 @@ use serde::de::DeserializeOwned;
 
 use crate::refusal::Refusal;
 
+/// How long a client is told to wait before it tries again after `503 store_unavailable`
+/// (`Retry-After`, in seconds): the database is back or a new leader serves within seconds,
+/// and a client that retries sooner only adds refusals.
+const RETRY_AFTER_S: u32 = 1;
+
 /// Every failed response: the documented `{ok: false, error, code}` with the status of its
-/// code. It never carries internals: the message is written for the caller.
+/// code. It never carries internals: the message is written for the caller. A refusal that
+/// ends by itself (`store_unavailable`: the database is away, or no instance leads yet) says
+/// when to try again, wherever it is made.
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
         crate::metrics::global().rejected(crate::metrics::Door::Http, self.code);
         let status = StatusCode::from_u16(self.code.http_status())
             .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        (status, Json(Failure::new(self.code, self.message))).into_response()
+        let mut response = (status, Json(Failure::new(self.code, self.message))).into_response();
+        if self.code == ErrorCode::StoreUnavailable {
+            response
+                .headers_mut()
+                .insert(header::RETRY_AFTER, HeaderValue::from(RETRY_AFTER_S));
+        }
+        response
     }
 }
 

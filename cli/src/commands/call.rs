@@ -8,6 +8,11 @@
 //! Ctrl-C and `--timeout` send `cancel` first, so the app sees the call end at once.
 //! `--wait S` lets a script start the broker and an app just before: the call waits up to S
 //! seconds for the broker to listen and for the tool to be served (the session's tool list).
+//! It also rides through the broker going away while the call runs (a restart, or a cluster's
+//! leader killed until a follower takes over): the session lost, `leo call` connects again for
+//! up to S seconds, with the same session id and the call in `resume`, and the broker
+//! re-attaches it, as `leo-mcp` does. A call refused `store_unavailable` (it changed nothing)
+//! is made again in the same session, once a second, for up to S seconds. Without `--wait` either is the end (exit 2, or 1 with the code).
 //!
 //! Exit codes: 0 the tool answered; 1 the call ended with an error (`<code>: <message>` on
 //! stderr: the app's error, `timeout`, `no_client`, `denied`, `invalid_arguments`…); 2 the
@@ -19,6 +24,7 @@ use std::time::Duration;
 
 use futures_util::{SinkExt, StreamExt};
 use leo_broker::home::Home;
+use leo_protocol::backoff::Backoff;
 use leo_protocol::content::AppError;
 use leo_protocol::ipc::{BrokerFrame, BrokerLine, Harness, Mode, Outcome, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
@@ -29,6 +35,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::codec::{FramedRead, FramedWrite};
+use tracing::{debug, info};
 
 use super::{Unreachable, read_token};
 use crate::error::{EXIT_INTERRUPTED, EXIT_UNREACHABLE};
@@ -39,10 +46,14 @@ pub const DEFAULT_AGENT: &str = "cli";
 const WELCOME_TIMEOUT: Duration = Duration::from_secs(10);
 /// After a cancel, how long to wait for the broker to confirm the call ended.
 const CANCEL_GRACE: Duration = Duration::from_secs(2);
-/// The one call of the session.
-const CALL_ID: u64 = 1;
+/// The id of the session's call; a call refused `store_unavailable` is made again with the next.
+const FIRST_CALL_ID: u64 = 1;
 /// With `--wait`, how often to try the socket again while no broker listens.
 const RETRY: Duration = Duration::from_millis(100);
+/// With `--wait`, the longest pause between attempts to get the session back.
+const RETRY_CAP: Duration = Duration::from_secs(1);
+/// The refusal that ends by itself: the broker's database is away, or no instance leads.
+const STORE_UNAVAILABLE: &str = "store_unavailable";
 
 #[derive(Debug, clap::Args)]
 pub struct CallArgs {
@@ -57,7 +68,8 @@ pub struct CallArgs {
     /// Stop waiting after S seconds: cancel the call and exit 1 (default: the tool's timeout).
     #[arg(long, value_name = "S", value_parser = parse_timeout)]
     pub timeout: Option<Duration>,
-    /// First wait up to S seconds for the broker to run and an app to serve the tool.
+    /// Wait up to S seconds for the broker to run and an app to serve the tool, and again for
+    /// the broker to come back each time it is lost while the call runs.
     #[arg(long, value_name = "S", value_parser = parse_timeout)]
     pub wait: Option<Duration>,
 }
@@ -230,8 +242,9 @@ async fn wait_for_tool(
     }
 }
 
-/// The session's first frame: `leo call` is a native agent session of its own.
-fn hello(agent: String, token: String) -> SidecarFrame {
+/// The session's first frame: `leo call` is a native agent session of its own, the same
+/// session each time it connects, naming the call it waits for (`resume`) once it made one.
+fn hello(agent: String, token: String, resume: Option<u64>) -> SidecarFrame {
     SidecarFrame::Hello {
         v: IPC_VERSION,
         agent,
@@ -242,91 +255,199 @@ fn hello(agent: String, token: String) -> SidecarFrame {
             version: env!("CARGO_PKG_VERSION").into(),
         }),
         mode: Mode::Native,
-        resume: Vec::new(),
+        resume: resume.into_iter().collect(),
         transport: Default::default(),
     }
 }
 
-async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
-    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
-    let wait_until = args.wait.map(|w| Instant::now() + w);
-    let agent = args
-        .agent
-        .clone()
-        .or_else(|| std::env::var("LEO_AGENT").ok().filter(|a| !a.is_empty()))
-        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
-    let (token, stream) = tokio::select! {
-        connected = connect(home, &agent, wait_until) => connected?,
-        _ = &mut interrupt => return Ok(Ended::Interrupted),
-    };
+/// A welcomed session: what to write to, what the broker sends, and the tools it listed.
+struct Session {
+    writer: FramedWrite<OwnedWriteHalf, LineCodec>,
+    frames: mpsc::Receiver<Result<BrokerLine, CallError>>,
+    tools: Vec<String>,
+}
+
+/// Connects, says `hello` (re-attaching `resume`) and waits for `welcome`.
+async fn open(
+    home: &Home,
+    agent: &str,
+    resume: Option<u64>,
+    wait_until: Option<Instant>,
+) -> Result<Session, CallError> {
+    let (token, stream) = connect(home, agent, wait_until).await?;
     let (reader, writer) = stream.into_split();
     let mut writer = FramedWrite::new(writer, LineCodec::default());
     let mut frames = read_frames(FramedRead::new(
         reader,
         LineCodec::default().whole_lines_only(),
     ));
-    send(&mut writer, &hello(agent, token)).await?;
-    let welcome = tokio::select! {
-        frame = tokio::time::timeout(WELCOME_TIMEOUT, frames.recv()) => frame,
-        _ = &mut interrupt => return Ok(Ended::Interrupted),
-    };
-    match welcome
+    send(&mut writer, &hello(agent.to_owned(), token, resume)).await?;
+    let welcome = tokio::time::timeout(WELCOME_TIMEOUT, frames.recv())
+        .await
         .map_err(|_| CallError::NoWelcome)?
-        .ok_or(CallError::Lost)??
-    {
-        BrokerLine::Frame(BrokerFrame::Welcome { tools, .. }) => {
-            if let Some(until) = wait_until
-                && !tools.iter().any(|t| t.name == args.tool)
-            {
-                tokio::select! {
-                    waited = wait_for_tool(&mut frames, &args.tool, until) => waited?,
-                    _ = &mut interrupt => return Ok(Ended::Interrupted),
-                }
-            }
-        }
+        .ok_or(CallError::Lost)??;
+    match welcome {
+        BrokerLine::Frame(BrokerFrame::Welcome { tools, .. }) => Ok(Session {
+            writer,
+            frames,
+            tools: tools.into_iter().map(|t| t.name).collect(),
+        }),
         BrokerLine::Frame(BrokerFrame::Error { code, message, .. }) => {
-            return Err(CallError::Refused { code, message });
+            Err(CallError::Refused { code, message })
         }
-        other => {
-            return Err(CallError::BadFrame(format!(
-                "expected welcome, got {other:?}"
-            )));
+        other => Err(CallError::BadFrame(format!(
+            "expected welcome, got {other:?}"
+        ))),
+    }
+}
+
+/// [`open`], tried again until `until` while the broker is away for a while: its session
+/// closed before the welcome (a cluster's instance with no leader to forward to yet), the
+/// connection broke, or the broker refused it `store_unavailable`. Without `until`, once.
+async fn open_within(
+    home: &Home,
+    agent: &str,
+    resume: Option<u64>,
+    until: Option<Instant>,
+) -> Result<Session, CallError> {
+    let mut backoff = Backoff::new(RETRY, RETRY_CAP);
+    loop {
+        match open(home, agent, resume, until).await {
+            Err(e) if e.passes() && until.is_some_and(|t| Instant::now() < t) => {
+                debug!(error = %e, "the broker is away; trying again");
+                tokio::time::sleep(backoff.next_delay()).await;
+            }
+            opened => return opened,
         }
     }
-    send(
-        &mut writer,
-        &SidecarFrame::Call {
-            id: CALL_ID,
-            tool: args.tool.clone(),
-            arguments,
-            traceparent: None,
-        },
-    )
-    .await?;
-    let deadline = args.timeout.map(|d| tokio::time::Instant::now() + d);
-    let stop = tokio::select! {
-        outcome = outcome(&mut frames, &mut writer) => return outcome.map(Ended::Answered),
-        _ = &mut interrupt => Ended::Interrupted,
-        _ = tokio::time::sleep_until(deadline.unwrap_or_else(tokio::time::Instant::now)),
-            if deadline.is_some() => Ended::GaveUp(args.timeout.unwrap_or_default()),
+}
+
+impl CallError {
+    /// True for what ends by itself: the broker restarting, or a cluster between leaders.
+    fn passes(&self) -> bool {
+        match self {
+            CallError::Lost | CallError::NoWelcome | CallError::Io(_) => true,
+            CallError::Unreachable(e) => e.not_running(),
+            CallError::Refused { code, .. } => code == STORE_UNAVAILABLE,
+            CallError::Arguments(_) | CallError::BadFrame(_) => false,
+        }
+    }
+}
+
+/// The end of a wait of `--wait` that starts now. It waits for the broker and the tool before
+/// the call, and for the broker again each time the session is lost while the call runs (a
+/// restart, a cluster's takeover), re-attaching the call.
+fn wait_from_now(wait: Option<Duration>) -> Option<Instant> {
+    wait.map(|w| Instant::now() + w)
+}
+
+async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, CallError> {
+    let mut interrupt = std::pin::pin!(tokio::signal::ctrl_c());
+    let wait = args.wait;
+    let agent = args
+        .agent
+        .clone()
+        .or_else(|| std::env::var("LEO_AGENT").ok().filter(|a| !a.is_empty()))
+        .unwrap_or_else(|| DEFAULT_AGENT.to_owned());
+    let mut session = tokio::select! {
+        opened = ready(home, &agent, &args.tool, wait_from_now(wait)) => opened?,
+        _ = &mut interrupt => return Ok(Ended::Interrupted),
+    };
+    let mut id = FIRST_CALL_ID;
+    let call = |id| SidecarFrame::Call {
+        id,
+        tool: args.tool.clone(),
+        arguments: arguments.clone(),
+        traceparent: None,
+    };
+    send(&mut session.writer, &call(id)).await?;
+    let deadline = args.timeout.map(|d| Instant::now() + d);
+    let timer = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now));
+    let mut timer = std::pin::pin!(timer);
+    let gave_up = || Ended::GaveUp(args.timeout.unwrap_or_default());
+    // With `--wait`, the end of the wait for a broker that refuses the call `store_unavailable`.
+    let mut refused_until = None;
+    let stop = loop {
+        let ended = tokio::select! {
+            outcome = outcome(&mut session, id) => Ok(outcome),
+            _ = &mut interrupt => Err(Ended::Interrupted),
+            () = &mut timer, if deadline.is_some() => Err(gave_up()),
+        };
+        let ended = match ended {
+            Err(stop) => break stop,
+            Ok(ended) => ended,
+        };
+        match ended {
+            // Refused before it changed anything: made again, in the same session, while the
+            // wait lasts.
+            Ok(Outcome::Error { error })
+                if error.code == STORE_UNAVAILABLE
+                    && refused_until
+                        .get_or_insert_with(|| wait_from_now(wait))
+                        .is_some_and(|t| Instant::now() < t) =>
+            {
+                debug!(
+                    call = id,
+                    "refused store_unavailable; making the call again"
+                );
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY_CAP) => {}
+                    _ = &mut interrupt => return Ok(Ended::Interrupted),
+                    () = &mut timer, if deadline.is_some() => return Ok(gave_up()),
+                }
+                id += 1;
+                send(&mut session.writer, &call(id)).await?;
+                continue;
+            }
+            Ok(outcome) => return Ok(Ended::Answered(outcome)),
+            Err(e) if e.passes() && wait.is_some() => {}
+            Err(e) => return Err(e),
+        }
+        // The session was lost: the same session again, re-attaching the call.
+        info!(call = id, "the broker is away; waiting for it");
+        session = tokio::select! {
+            opened = open_within(home, &agent, Some(id), wait_from_now(wait)) => opened?,
+            _ = &mut interrupt => return Ok(Ended::Interrupted),
+            () = &mut timer, if deadline.is_some() => return Ok(gave_up()),
+        };
     };
     // Tell the broker, and give it a moment to end the call before the session closes (closing
     // alone would end it too, as `agent_gone`; `cancel` says what happened).
-    send(&mut writer, &SidecarFrame::Cancel { id: CALL_ID }).await?;
-    let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut frames, &mut writer)).await;
+    send(&mut session.writer, &SidecarFrame::Cancel { id }).await?;
+    let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut session, id)).await;
     Ok(stop)
+}
+
+/// A session in which the call can be made: opened (with `--wait`, once the broker runs) and,
+/// with `--wait`, once the tool is listed or the wait is over.
+async fn ready(
+    home: &Home,
+    agent: &str,
+    tool: &str,
+    until: Option<Instant>,
+) -> Result<Session, CallError> {
+    loop {
+        let mut session = open_within(home, agent, None, until).await?;
+        let Some(until) = until.filter(|_| !session.tools.iter().any(|t| t == tool)) else {
+            return Ok(session);
+        };
+        match wait_for_tool(&mut session.frames, tool, until).await {
+            Ok(()) => return Ok(session),
+            // Lost while the tool was awaited: the broker is away again, wait for it.
+            Err(e) if e.passes() && Instant::now() < until => tokio::time::sleep(RETRY).await,
+            Err(e) => return Err(e),
+        }
+    }
 }
 
 /// Waits for the result of the one call, skipping tool-set changes, message pushes and
 /// progress. A question from the app is refused at once: a terminal has no form to show, and
 /// the app can fall back.
-async fn outcome(
-    frames: &mut mpsc::Receiver<Result<BrokerLine, CallError>>,
-    writer: &mut FramedWrite<OwnedWriteHalf, LineCodec>,
-) -> Result<Outcome, CallError> {
+async fn outcome(session: &mut Session, id: u64) -> Result<Outcome, CallError> {
+    let Session { frames, writer, .. } = session;
     loop {
         match frames.recv().await.ok_or(CallError::Lost)?? {
-            BrokerLine::Result(result) if result.id == CALL_ID => return Ok(result.outcome),
+            BrokerLine::Result(result) if result.id == id => return Ok(result.outcome),
             BrokerLine::Frame(BrokerFrame::Input { input, .. }) => {
                 let refused = leo_protocol::ipc::InputOutcome::Refused {
                     error: AppError {

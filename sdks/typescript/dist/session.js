@@ -25,12 +25,18 @@ const STREAM_IDLE_MS = 45_000;
 const HELLO_TIMEOUT_MS = 10_000;
 /** Bound on withdrawing the groups at a stop; the stream closes after it regardless. */
 const WITHDRAW_TIMEOUT_MS = 2_000;
-/** Sleeps `ms`, or less when `signal` aborts (at once if it has). */
+/** Sleeps `ms`, or less when `signal` aborts (at once if it has). Its listener goes with it:
+ * an app retrying through a long outage or a cluster's takeover sleeps many times on one signal. */
 const sleep = (ms, signal) => new Promise((resolve) => {
     if (signal.aborted)
         return resolve();
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    const done = () => {
+        clearTimeout(t);
+        signal.removeEventListener("abort", done);
+        resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
 });
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
 export class Serving {

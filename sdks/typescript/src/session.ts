@@ -43,12 +43,18 @@ export interface Settings {
   setStatus: (s: Status, clientId?: string) => void;
 }
 
-/** Sleeps `ms`, or less when `signal` aborts (at once if it has). */
+/** Sleeps `ms`, or less when `signal` aborts (at once if it has). Its listener goes with it:
+ * an app retrying through a long outage or a cluster's takeover sleeps many times on one signal. */
 const sleep = (ms: number, signal: AbortSignal) =>
   new Promise<void>((resolve) => {
     if (signal.aborted) return resolve();
-    const t = setTimeout(resolve, ms);
-    signal.addEventListener("abort", () => (clearTimeout(t), resolve()), { once: true });
+    const done = () => {
+      clearTimeout(t);
+      signal.removeEventListener("abort", done);
+      resolve();
+    };
+    const t = setTimeout(done, ms);
+    signal.addEventListener("abort", done, { once: true });
   });
 
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
