@@ -110,6 +110,11 @@ fn only_the_sidecar_knows_rmcp() {
 }
 
 /// The `[dependencies]` section of `krate`'s manifest (not the dev-dependencies).
+/// `file:line` of every line of `dirs` that contains one of `words`, outside `allowed`.
+fn naming(dirs: &[&str], allowed: &[&str], words: &[&str]) -> Vec<String> {
+    offenders(dirs, allowed, |line| words.iter().any(|w| line.contains(w)))
+}
+
 fn dependencies(krate: &str) -> String {
     let manifest = std::fs::read_to_string(repo().join(krate).join("Cargo.toml")).unwrap();
     manifest
@@ -131,11 +136,11 @@ fn the_daemon_library_knows_no_clap_and_no_sdk() {
             "leo-broker depends on {name}; the CLI's parts belong in cli/"
         );
     }
-    let found = offenders(&["broker/src"], &[], |line| {
-        ["clap::", "use clap", "leo_app::", "use leo_app"]
-            .iter()
-            .any(|w| line.contains(w))
-    });
+    let found = naming(
+        &["broker/src"],
+        &[],
+        &["clap::", "use clap", "leo_app::", "use leo_app"],
+    );
     assert!(
         found.is_empty(),
         "clap or leo_app in the daemon's library:\n{}",
@@ -149,6 +154,32 @@ fn the_daemon_library_knows_no_clap_and_no_sdk() {
     );
     let manifest = std::fs::read_to_string(repo().join("broker/Cargo.toml")).unwrap();
     assert!(!manifest.contains("[[bin]]"), "leo-broker is a library");
+}
+
+/// The storage is a crate below the broker (`leo-store`): it depends on no part of the broker
+/// (Cargo then refuses any import back up), and the live state is read back by one restore
+/// for both databases, whose queries no other file repeats.
+#[test]
+fn the_store_is_below_the_broker_and_restores_in_one_place() {
+    let deps = dependencies("store");
+    for name in ["leo-broker", "leo-app", "axum", "hyper"] {
+        assert!(
+            !deps.lines().any(|l| l.trim_start().starts_with(name)),
+            "leo-store depends on {name}; the storage stays below the broker"
+        );
+    }
+    let allowed = ["store/src/read.rs", "store/src/tests.rs"];
+    let queries = [
+        "FROM live ORDER BY",
+        "FROM clients ORDER BY",
+        "FROM ended ORDER BY",
+    ];
+    let found = naming(&["store/src", "broker/src"], &allowed, &queries);
+    assert!(
+        found.is_empty(),
+        "the state is restored by store/src/read.rs alone:\n{}",
+        found.join("\n")
+    );
 }
 
 #[test]

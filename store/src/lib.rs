@@ -34,6 +34,7 @@ use leo_protocol::requests::Request;
 use tokio::sync::oneshot;
 use tracing::{debug, error, info, warn};
 
+mod error;
 pub mod history;
 pub mod postgres;
 mod read;
@@ -41,6 +42,7 @@ pub mod schema;
 pub mod sqlite;
 mod writer;
 
+pub use error::{DbError, Error};
 pub use read::Restored;
 
 /// The variable that names the PostgreSQL store, over `store.url`.
@@ -288,33 +290,6 @@ impl<'a> Coalesced<'a> {
     }
 }
 
-/// Why the store could not open, or could not record a change.
-#[derive(Debug, Clone, thiserror::Error)]
-pub enum Error {
-    /// The database refused: at open, or this change's commit.
-    #[error(transparent)]
-    Database(Arc<sqlite::Error>),
-    /// PostgreSQL refused (not an outage): at open, or this change's commit.
-    #[error(transparent)]
-    Postgres(Arc<postgres::PgError>),
-    /// PostgreSQL cannot be reached now; the change stays queued and is written when it is
-    /// back (`503 store_unavailable`).
-    #[error("the database is unreachable")]
-    Unavailable(#[source] Arc<postgres::PgError>),
-    /// An earlier commit failed: what it held is lost, so nothing queued after it is
-    /// acknowledged either, until the broker is restarted on a database that can be written.
-    #[error("an earlier change could not be recorded, so no later one is acknowledged")]
-    AfterFailure(#[source] Arc<dyn std::error::Error + Send + Sync>),
-    #[error("the store's writer has stopped")]
-    Stopped,
-}
-
-impl From<sqlite::Error> for Error {
-    fn from(e: sqlite::Error) -> Self {
-        Error::Database(Arc::new(e))
-    }
-}
-
 /// What the writer thread is given: changes, a wait for their commit, or the close.
 pub enum Job {
     Ops(Vec<Op>),
@@ -371,7 +346,8 @@ impl Store {
             check: true,
         };
         let conn = sqlite::open(path, options, schema::MIGRATIONS)?;
-        let restored = read::restore(&conn).map_err(sqlite::Error::doing("read the state"))?;
+        let restored = read::restore(&mut read::Sqlite(&conn))
+            .map_err(sqlite::Error::doing("read the state"))?;
         info!(
             path = %path.display(),
             live = restored.live.len(),
@@ -400,8 +376,7 @@ impl Store {
             instances: store.instances.clone(),
             deposed: store.deposed.clone(),
         };
-        let (restored, epoch) =
-            postgres::open(settings, rx, shared).map_err(|e| Error::Postgres(Arc::new(e)))?;
+        let (restored, epoch) = postgres::open(settings, rx, shared)?;
         let mut store = store;
         store.epoch = Some(epoch);
         Ok((store, restored))

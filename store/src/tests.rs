@@ -409,7 +409,7 @@ fn measure_secure_delete_and_quick_check() {
                     vec![Op::Delivered { id }],
                 ];
                 for ops in steps {
-                    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+                    writer::commit(&mut conn, &ops, 4096).unwrap();
                 }
             }
             let per = t.elapsed().as_micros() as f64 / calls as f64;
@@ -418,7 +418,7 @@ fn measure_secure_delete_and_quick_check() {
     }
     let path = dir.path().join("big.db");
     let mut conn = crate::sqlite::open(&path, options, schema::MIGRATIONS).unwrap();
-    let ops = (0..100_000u64)
+    let ops: Vec<Op> = (0..100_000u64)
         .map(|n| Op::Park(call(&format!("req_{n:08}"), n)))
         .chain((0..100_000u64).map(|n| Op::Mail {
             agent: format!("agent-{}", n % 50),
@@ -427,7 +427,7 @@ fn measure_secure_delete_and_quick_check() {
             )),
         }))
         .collect();
-    writer::commit(&mut conn, &[Job::Ops(ops)], 4096).unwrap();
+    writer::commit(&mut conn, &ops, 4096).unwrap();
     crate::sqlite::checkpoint(&conn);
     drop(conn);
     let size = std::fs::metadata(&path).unwrap().len();
@@ -501,7 +501,7 @@ async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
     ]);
     let refused = store.committed().await.unwrap_err();
     assert!(
-        matches!(refused, Error::Postgres(ref e) if e.is_data()),
+        matches!(refused, Error::Database(ref e) if e.is_data()),
         "{refused:?}"
     );
     let mut bad = call("r_bad", 1);

@@ -1,6 +1,9 @@
-//! The store's side of the writer thread (`crate::sqlite::writer` runs it): applies a batch
-//! of queued changes in one transaction, commits, and only then answers the `Sync` jobs of
-//! that batch. Under load a commit covers many calls; alone, a call waits for one commit.
+//! The writers' policy, written once for both databases ([`Batch`], [`Gate`], [`LINGER`],
+//! [`urgent`]), and the SQLite writer on it (`crate::sqlite::writer` runs the thread): it
+//! applies a batch of queued changes in one transaction, commits, and only then answers the
+//! `Sync` jobs of that batch. Under load a commit covers many calls; alone, a call waits for
+//! one commit. PostgreSQL's writer (`postgres`) takes its batches apart and keeps the gate the
+//! same way, and adds its own rules: the fence, the outage, a change whose data it refuses.
 //!
 //! A commit that fails is rolled back whole, so every change queued with it is lost. Its
 //! waiters get the error, and so does every later waiter: a claim queued after a lost park
@@ -9,12 +12,13 @@
 //! and every operation that accepts work is refused until the broker is restarted.
 
 use std::ops::ControlFlow;
-use std::sync::Arc;
 
 use rusqlite::{Connection, params};
 use tracing::{debug, error};
 
-use super::{Coalesced, Error, Job, Op, StoredCall};
+use tokio::sync::oneshot;
+
+use super::{Coalesced, DbError, Error, Job, Op, StoredCall};
 use crate::sqlite;
 
 /// Most jobs in one transaction.
@@ -35,37 +39,116 @@ pub fn urgent(ops: &[Op]) -> bool {
     ops.iter().any(|op| matches!(op, Op::Park(_)))
 }
 
+/// Who waits for a commit, and is answered how it went.
+pub(crate) type Waiter = oneshot::Sender<Result<(), Error>>;
+
+/// A batch of jobs taken apart: its changes in the order they were made, who waits for their
+/// commit, and the close, if it was asked for.
+pub(crate) struct Batch {
+    pub ops: Vec<Op>,
+    pub waiters: Vec<Waiter>,
+    pub close: Option<Waiter>,
+}
+
+impl Batch {
+    pub(crate) fn of(jobs: Vec<Job>) -> Batch {
+        let mut batch = Batch {
+            ops: Vec::new(),
+            waiters: Vec::new(),
+            close: None,
+        };
+        for job in jobs {
+            match job {
+                Job::Ops(ops) => batch.ops.extend(ops),
+                Job::Sync(done) => batch.waiters.push(done),
+                Job::Close(done) => batch.close = Some(done),
+            }
+        }
+        batch
+    }
+
+    /// Whether it must be committed now rather than linger: somebody waits, the store closes,
+    /// or it parks a call.
+    pub(crate) fn urgent(&self) -> bool {
+        !self.waiters.is_empty() || self.close.is_some() || urgent(&self.ops)
+    }
+
+    /// Answers the waiters with `result`; the close's waiter is left to answer once closed.
+    pub(crate) fn answer(&mut self, result: &Result<(), Error>) {
+        for done in self.waiters.drain(..) {
+            let _ = done.send(result.clone());
+        }
+    }
+}
+
+/// The commit gate: after the first failed commit nothing more is written or acknowledged,
+/// since what it held is lost and a later change may depend on it (a claim queued after a lost
+/// park). Both writers keep their gate; an outage does not shut it, a refusal does.
+#[derive(Default)]
+pub(crate) struct Gate {
+    failed: Option<DbError>,
+}
+
+impl Gate {
+    /// `Ok` while no commit failed; else the error every later waiter gets.
+    pub(crate) fn open(&self) -> Result<(), Error> {
+        match &self.failed {
+            Some(first) => Err(Error::AfterFailure(first.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn is_shut(&self) -> bool {
+        self.failed.is_some()
+    }
+
+    /// A commit failed (`why` says how, for the log): the gate shuts for good; the error for
+    /// the batch's waiters.
+    pub(crate) fn shut(&mut self, e: DbError, why: &str) -> Error {
+        error!(
+            error = %leo_protocol::chain::error_chain(&e),
+            "{why}"
+        );
+        self.failed = Some(e.clone());
+        Error::Database(e)
+    }
+
+    /// A batch that wrote `ops` changes was committed.
+    pub(crate) fn committed(&self, ops: usize) {
+        crate::committed();
+        debug!(ops, "state committed");
+    }
+}
+
+/// The gate's reason when the database refused a commit.
+pub(crate) const CANNOT_RECORD: &str = "cannot record the broker's state; no further change is \
+     acknowledged until the broker is restarted";
+
 /// The writer's state between batches.
 pub struct Writer {
     /// How many ended requests are kept.
     remember: usize,
-    /// The first failed commit; nothing is written or acknowledged after it.
-    failed: Option<Arc<sqlite::Error>>,
+    gate: Gate,
 }
 
 impl Writer {
     pub fn new(remember: usize) -> Writer {
         Writer {
             remember,
-            failed: None,
+            gate: Gate::default(),
         }
     }
 
-    /// Commits the batch's changes (unless a commit failed before) and says how it went.
-    fn commit_batch(&mut self, conn: &mut Connection, jobs: &[Job]) -> Result<(), Error> {
-        if let Some(first) = &self.failed {
-            return Err(Error::AfterFailure(first.clone()));
+    /// Commits the batch's changes (unless the gate is shut) and says how it went.
+    fn commit_batch(&mut self, conn: &mut Connection, ops: &[Op]) -> Result<(), Error> {
+        self.gate.open()?;
+        match commit(conn, ops, self.remember) {
+            Ok(written) => {
+                self.gate.committed(written);
+                Ok(())
+            }
+            Err(e) => Err(self.gate.shut(e.into(), CANNOT_RECORD)),
         }
-        commit(conn, jobs, self.remember).map_err(|e| {
-            error!(
-                error = %leo_protocol::chain::error_chain(&e),
-                "cannot record the broker's state; no further change is acknowledged until \
-                 the broker is restarted"
-            );
-            let e = Arc::new(e);
-            self.failed = Some(e.clone());
-            Error::Database(e)
-        })
     }
 }
 
@@ -84,45 +167,30 @@ impl sqlite::writer::Batches for Writer {
         conn: &mut Connection,
         jobs: Vec<Job>,
     ) -> (bool, ControlFlow<sqlite::writer::Done>) {
-        let result = self.commit_batch(conn, &jobs);
-        let mut close = None;
-        for job in jobs {
-            match job {
-                Job::Sync(done) => {
-                    let _ = done.send(result.clone());
-                }
-                Job::Close(done) => close = Some(done),
-                Job::Ops(_) => {}
-            }
-        }
-        let flow = match close {
+        let mut batch = Batch::of(jobs);
+        let result = self.commit_batch(conn, &batch.ops);
+        batch.answer(&result);
+        let flow = match batch.close {
             Some(done) => ControlFlow::Break(Box::new(move || {
                 let _ = done.send(result);
             }) as sqlite::writer::Done),
             None => ControlFlow::Continue(()),
         };
-        (self.failed.is_none(), flow)
+        (!self.gate.is_shut(), flow)
     }
 }
 
 pub(super) fn commit(
     conn: &mut Connection,
-    jobs: &[Job],
+    ops: &[Op],
     remember: usize,
-) -> Result<(), sqlite::Error> {
-    let ops = jobs
-        .iter()
-        .filter_map(|j| match j {
-            Job::Ops(ops) => Some(ops),
-            Job::Sync(_) | Job::Close(_) => None,
-        })
-        .flatten();
-    let coalesced = Coalesced::new(ops.clone());
+) -> Result<usize, sqlite::Error> {
+    let coalesced = Coalesced::new(ops.iter());
     sqlite::begin(conn).map_err(sqlite::Error::doing("begin a transaction"))?;
     let written = (|| {
         let mut n = 0usize;
         let mut ended = false;
-        for op in ops.filter(|op| !coalesced.skips(op)) {
+        for op in ops.iter().filter(|op| !coalesced.skips(op)) {
             ended |= matches!(op, Op::End { .. });
             apply(conn, op, &coalesced).map_err(sqlite::Error::doing(op_name(op)))?;
             n += 1;
@@ -143,9 +211,7 @@ pub(super) fn commit(
         }
     };
     sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
-    crate::committed();
-    debug!(ops = n, "state committed");
-    Ok(())
+    Ok(n)
 }
 
 pub(super) fn op_name(op: &Op) -> &'static str {

@@ -199,10 +199,7 @@ impl LeaseError {
     fn is_fatal(&self) -> bool {
         match self {
             LeaseError::Look(_) => false,
-            LeaseError::Take(
-                crate::store::Error::Postgres(e) | crate::store::Error::Unavailable(e),
-            ) => !e.is_outage(),
-            LeaseError::Take(_) => true,
+            LeaseError::Take(e) => !e.is_outage(),
         }
     }
 }
@@ -224,12 +221,10 @@ impl super::election::Lease for PgLease {
                 .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
         match opened {
             Ok(opened) => Ok(Ok(opened)),
-            Err(crate::store::Error::Postgres(e)) if matches!(*e, PgError::Held(_)) => {
-                let PgError::Held(leader) = &*e else {
-                    unreachable!("matched Held")
-                };
-                Ok(Err(leader.clone()))
-            }
+            Err(crate::store::Error::Database(e)) if e.is_held() => match e.postgres() {
+                Some(PgError::Held(leader)) => Ok(Err(leader.clone())),
+                _ => unreachable!("is_held is PostgreSQL's Held"),
+            },
             Err(e) => Err(LeaseError::Take(e)),
         }
     }
@@ -352,16 +347,15 @@ fn is_outage(e: &BrokerError) -> bool {
     if let Some(history) = source.downcast_ref::<crate::history::Error>() {
         return history.is_outage();
     }
-    matches!(
-        source.downcast_ref::<crate::store::Error>(),
-        Some(crate::store::Error::Postgres(pg) | crate::store::Error::Unavailable(pg)) if pg.is_outage()
-    )
+    source
+        .downcast_ref::<crate::store::Error>()
+        .is_some_and(crate::store::Error::is_outage)
 }
 
 fn database_error(e: PgError) -> BrokerError {
     BrokerError::Database {
         path: crate::config::store_label().into(),
-        source: crate::store::Error::Postgres(std::sync::Arc::new(e)).into(),
+        source: crate::store::Error::from(e).into(),
     }
 }
 

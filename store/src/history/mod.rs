@@ -8,17 +8,14 @@ pub mod postgres;
 
 use leo_protocol::history::{AuditEntry, CallOutcome, EndedRequest};
 
-use crate::postgres::PgError;
-use crate::sqlite;
+use crate::DbError;
 use db::{AuditRow, CallQuery, CallRow, Table};
 
 /// Why history could not be opened, written or read.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error(transparent)]
-    Database(#[from] sqlite::Error),
-    #[error(transparent)]
-    Postgres(#[from] PgError),
+    Database(DbError),
     #[error("the database is unreachable; try again once it is back")]
     Away,
     #[error("the history writer is busy; try again")]
@@ -31,14 +28,16 @@ impl Error {
     /// Whether the database is out of reach for now (PostgreSQL only): rows are held, reads
     /// answered `store_unavailable`.
     pub fn is_outage(&self) -> bool {
-        matches!(self, Error::Away) || matches!(self, Error::Postgres(e) if e.is_outage())
+        matches!(self, Error::Away) || matches!(self, Error::Database(e) if e.is_outage())
     }
 
     /// Whether PostgreSQL refused a row's data (`PgError::is_data`): that row is at fault.
     pub fn is_data(&self) -> bool {
-        matches!(self, Error::Postgres(e) if e.is_data())
+        matches!(self, Error::Database(e) if e.is_data())
     }
 }
+
+crate::error::from_database!(Error);
 
 /// One database the history is kept in: only its statements. The SQLite file's are `db`,
 /// PostgreSQL's `postgres`; what they are asked to do, and when, is the history's writer's.

@@ -44,7 +44,7 @@ use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod, Runtime};
 use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
 use tracing::{debug, error, info, warn};
 
-use super::writer::{BATCH, LINGER, op_name};
+use super::writer::{BATCH, Batch, CANNOT_RECORD, Gate, LINGER, op_name};
 use super::{Error, Job, Op, Restored};
 
 pub mod lease;
@@ -388,8 +388,8 @@ struct Writer {
     /// Changes not yet committed, in the order they were made (kept across an outage).
     pending: Vec<Op>,
     available: Arc<AtomicBool>,
-    /// The first error the database answered on purpose; nothing is acknowledged after it.
-    failed: Option<Arc<PgError>>,
+    /// Shut by the first error the database answered on purpose, or the lease lost.
+    gate: Gate,
     last_beat: tokio::time::Instant,
     /// Where each heartbeat puts the instances it read.
     instances: Instances,
@@ -408,7 +408,7 @@ impl Writer {
             epoch,
             pending: Vec::new(),
             available,
-            failed: None,
+            gate: Gate::default(),
             last_beat: tokio::time::Instant::now(),
             instances: Instances::default(),
             deposed: tokio_util::sync::CancellationToken::new(),
@@ -454,30 +454,18 @@ impl Writer {
     /// Writes the batch's changes after what is pending and answers its waiters; true when
     /// the batch asked the store to close.
     async fn batch(&mut self, jobs: Vec<Job>) -> bool {
-        let mut waiters = Vec::new();
-        let mut close = None;
-        let mut parks = false;
-        for job in jobs {
-            match job {
-                Job::Ops(ops) => {
-                    parks |= super::writer::urgent(&ops);
-                    self.pending.extend(ops);
-                }
-                Job::Sync(done) => waiters.push(done),
-                Job::Close(done) => close = Some(done),
-            }
-        }
-        if waiters.is_empty() && close.is_none() && !parks && self.pending.len() < BATCH {
+        let mut batch = Batch::of(jobs);
+        let urgent = batch.urgent();
+        self.pending.append(&mut batch.ops);
+        if !urgent && self.pending.len() < BATCH {
             // Nobody waits for these changes (a delivered outcome): they go with the next
             // batch somebody waits for, one round trip for both (see `LINGER`).
             self.lingering.get_or_insert_with(tokio::time::Instant::now);
             return false;
         }
         let result = self.flush().await;
-        for done in waiters {
-            let _ = done.send(result.clone());
-        }
-        match close {
+        batch.answer(&result);
+        match batch.close {
             Some(done) => {
                 self.release().await;
                 let _ = done.send(result);
@@ -491,22 +479,19 @@ impl Writer {
     async fn flush(&mut self) -> Result<(), Error> {
         // Whatever lingered is written now, or kept for the outage's retries (`RETRY`).
         self.lingering = None;
-        if let Some(first) = &self.failed {
-            return Err(Error::AfterFailure(first.clone()));
-        }
+        self.gate.open()?;
         if self.pending.is_empty() && self.available.load(Ordering::Relaxed) {
             return Ok(());
         }
         let result = self.write_pending().await.map_err(|e| self.deposed(e));
         match result {
             Ok(dropped) => {
-                crate::committed();
-                debug!(ops = self.pending.len(), "state committed");
+                self.gate.committed(self.pending.len());
                 self.pending.clear();
                 if !self.available.swap(true, Ordering::Relaxed) {
                     info!("the database answers again; the broker accepts work again");
                 }
-                dropped.map_or(Ok(()), |e| Err(Error::Postgres(Arc::new(e))))
+                dropped.map_or(Ok(()), |e| Err(Error::Database(e.into())))
             }
             Err(e) if e.is_outage() => {
                 if self.available.swap(false, Ordering::Relaxed) {
@@ -516,18 +501,11 @@ impl Writer {
                          (store_unavailable) until it is back"
                     );
                 }
-                Err(Error::Unavailable(Arc::new(e)))
+                Err(Error::Unavailable(e.into()))
             }
             Err(e) => {
-                error!(
-                    error = %leo_protocol::chain::error_chain(&e),
-                    "cannot record the broker's state; no further change is acknowledged \
-                     until the broker is restarted"
-                );
-                let e = Arc::new(e);
-                self.failed = Some(e.clone());
                 self.pending.clear();
-                Err(Error::Postgres(e))
+                Err(self.gate.shut(e.into(), CANNOT_RECORD))
             }
         }
     }
@@ -566,7 +544,7 @@ impl Writer {
     /// With no job for a while: retry what is pending (or probe) while the database is away,
     /// and read the instances again.
     async fn tick(&mut self) {
-        if self.failed.is_some() {
+        if self.gate.is_shut() {
             return;
         }
         if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
@@ -581,7 +559,7 @@ impl Writer {
 
     /// At a clean stop, once everything is written: the lease goes to whoever waits.
     async fn release(&self) {
-        if self.failed.is_some() || !self.pending.is_empty() {
+        if self.gate.is_shut() || !self.pending.is_empty() {
             return;
         }
         let released = async {
