@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::endpoint::{Endpoint, TokenSource, default_home};
 use crate::error::{Error, Result};
+use crate::offers::{Offered, Prompt, Resource, ResourceTemplate};
 use crate::tool::{Handler, Tool};
 
 /// The default bound on calls handled at once.
@@ -43,6 +44,9 @@ pub(crate) struct Group {
     pub tools: Vec<ToolDef>,
     /// The agents the group is offered to (names or `*`/`?` globs); `None`: every agent.
     pub agents: Option<Vec<String>>,
+    pub prompts: Vec<leo_protocol::offers::PromptDef>,
+    pub resources: Vec<leo_protocol::offers::ResourceDef>,
+    pub templates: Vec<leo_protocol::offers::ResourceTemplateDef>,
 }
 
 /// Everything a session needs, shared by its tasks.
@@ -56,6 +60,10 @@ pub(crate) struct Settings {
     pub groups: Vec<Group>,
     /// Tool name → (group, handler, answers at once).
     pub handlers: Handlers,
+    /// What each group offers besides tools, and its handlers, by group name.
+    pub offered: Arc<HashMap<String, Offered>>,
+    /// The app's current link, for `Notifier`.
+    pub notifier: crate::offers::Notifier,
     pub max_concurrent: usize,
     pub cancel_grace: Duration,
     pub backoff: (Duration, Duration),
@@ -79,6 +87,7 @@ pub struct Builder {
     device: Option<String>,
     name: Option<String>,
     groups: Vec<Declared>,
+    offered: HashMap<String, Offered>,
     max_concurrent: Option<usize>,
     cancel_grace: Option<Duration>,
     backoff: Option<(Duration, Duration)>,
@@ -163,6 +172,35 @@ impl Builder {
         self
     }
 
+    /// Offers `prompt` in group `group` (declared with `group` or `group_for`, with the
+    /// group's agents), answered by its handler.
+    pub fn prompt(mut self, group: impl Into<String>, prompt: Prompt) -> Builder {
+        self.offered
+            .entry(group.into())
+            .or_default()
+            .prompts
+            .push(prompt);
+        self
+    }
+
+    /// Offers `resource` in group `group`.
+    pub fn resource(mut self, group: impl Into<String>, resource: Resource) -> Builder {
+        let offered = self.offered.entry(group.into()).or_default();
+        offered.resources.push(resource);
+        self
+    }
+
+    /// Offers the resources of `template` in group `group`.
+    pub fn resource_template(
+        mut self,
+        group: impl Into<String>,
+        template: ResourceTemplate,
+    ) -> Builder {
+        let offered = self.offered.entry(group.into()).or_default();
+        offered.templates.push(template);
+        self
+    }
+
     /// Handles at most `n` calls at once (default 64); requests beyond wait unclaimed.
     pub fn max_concurrent(mut self, n: usize) -> Builder {
         self.max_concurrent = Some(n);
@@ -223,7 +261,8 @@ impl Builder {
             }
             None => program_name(),
         };
-        let (groups, handlers) = checked_groups(self.groups)?;
+        let (mut groups, handlers) = checked_groups(self.groups, &self.offered)?;
+        crate::offers::attach(&mut groups, &self.offered)?;
         let (status, _) = watch::channel(Status::Connecting);
         Ok(App {
             settings: Arc::new(Settings {
@@ -233,6 +272,8 @@ impl Builder {
                 token,
                 groups,
                 handlers,
+                offered: Arc::new(self.offered),
+                notifier: crate::offers::Notifier::default(),
                 max_concurrent: self.max_concurrent.unwrap_or(DEFAULT_MAX_CONCURRENT).max(1),
                 cancel_grace: self.cancel_grace.unwrap_or(DEFAULT_CANCEL_GRACE),
                 backoff: self
@@ -246,7 +287,10 @@ impl Builder {
 
 /// The app's groups as the broker registers them, and the handlers by tool name: each group
 /// named once and holding tools, each tool defined well and named once (without case).
-fn checked_groups(declared: Vec<Declared>) -> Result<(Vec<Group>, Handlers)> {
+fn checked_groups(
+    declared: Vec<Declared>,
+    offered: &HashMap<String, Offered>,
+) -> Result<(Vec<Group>, Handlers)> {
     if declared.is_empty() {
         return Err(Error::Config(
             "an app needs at least one group of tools".into(),
@@ -265,7 +309,7 @@ fn checked_groups(declared: Vec<Declared>) -> Result<(Vec<Group>, Handlers)> {
         if !group_names.insert(name.clone()) {
             return Err(Error::Config(format!("group {name:?} is given twice")));
         }
-        if tools.is_empty() {
+        if tools.is_empty() && !offered.contains_key(&name) {
             return Err(Error::Config(format!("group {name:?} has no tools")));
         }
         if let Some(agents) = &agents {
@@ -294,6 +338,9 @@ fn checked_groups(declared: Vec<Declared>) -> Result<(Vec<Group>, Handlers)> {
             name,
             tools: defs,
             agents,
+            prompts: Vec::new(),
+            resources: Vec::new(),
+            templates: Vec::new(),
         });
     }
     Ok((groups, handlers))
@@ -326,6 +373,12 @@ impl App {
     /// Where the app connects.
     pub fn endpoint(&self) -> &Endpoint {
         &self.settings.endpoint
+    }
+
+    /// A handle that tells agents a resource changed (`Notifier::resource_updated`), for use
+    /// while the app runs.
+    pub fn notifier(&self) -> crate::offers::Notifier {
+        self.settings.notifier.clone()
     }
 
     /// Follows the app's status: connecting, serving (with its `client_id`), waiting to retry.

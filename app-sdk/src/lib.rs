@@ -101,6 +101,7 @@ mod call;
 mod calls;
 mod endpoint;
 mod error;
+mod offers;
 mod reply;
 mod session;
 mod tool;
@@ -114,7 +115,9 @@ pub use error::{Error, Result};
 pub use leo_protocol::ErrorCode;
 pub use leo_protocol::content::AppError;
 pub use leo_protocol::input::{InputAction, InputAnswer};
+pub use leo_protocol::offers::OfferKind;
 pub use leo_protocol::tool::{Execution, ToolAnnotations};
+pub use offers::{Notifier, Prompt, Read, Resource, ResourceTemplate};
 pub use reply::{RawContent, Reply, content};
 /// The derive and trait of `Tool::typed` argument types (`#[derive(JsonSchema)]`).
 pub use schemars::{self, JsonSchema};

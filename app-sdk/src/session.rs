@@ -24,6 +24,7 @@ use hyper::body::Incoming;
 use leo_protocol::ErrorCode;
 use leo_protocol::events::{CancelledEvent, Hello, kind};
 use leo_protocol::names::ClientId;
+use leo_protocol::offers::{OFFER_EVENT, OfferRequest};
 use leo_protocol::requests::{PendingRequest, Request, RequestState};
 use leo_protocol::tool::RegisterBody;
 use serde::de::DeserializeOwned;
@@ -220,6 +221,7 @@ impl Session {
             register(&client, &hello.client_id, group).await?;
         }
         let (ours, recovered) = waiting_for(&client, settings, &hello.client_id).await?;
+        settings.notifier.serving(&link);
         if !recovered.is_empty() {
             info!(
                 count = recovered.len(),
@@ -268,6 +270,9 @@ async fn register(client: &Client, client_id: &ClientId, group: &Group) -> Resul
         group: group.name.clone(),
         tools: group.tools.clone(),
         agents: group.agents.clone(),
+        prompts: group.prompts.clone(),
+        resources: group.resources.clone(),
+        resource_templates: group.templates.clone(),
     };
     let group = group.name.as_str();
     match post_group(client, &body).await {
@@ -313,6 +318,9 @@ async fn withdraw(link: &Link, groups: &[Group]) {
                 group: group.name.clone(),
                 tools: Vec::new(),
                 agents: None,
+                prompts: Vec::new(),
+                resources: Vec::new(),
+                resource_templates: Vec::new(),
             };
             match post_group(&link.client, &body).await {
                 Ok(()) => debug!(group = %group.name, "withdrawn"),
@@ -462,7 +470,7 @@ impl Loop<'_> {
                 }
                 () = recheck.due() => self.recheck(&session.link, &mut recheck).await,
                 frame = session.events.next() => match frame {
-                    Ok(Some(frame)) => self.event(frame),
+                    Ok(Some(frame)) => self.event(frame, &session.link),
                     Ok(None) => return Some(Error::StreamEnded),
                     Err(e) => return Some(e),
                 },
@@ -502,7 +510,7 @@ impl Loop<'_> {
         }
     }
 
-    fn event(&mut self, frame: Frame) {
+    fn event(&mut self, frame: Frame, link: &Arc<Link>) {
         if let Some(id) = frame.id {
             *self.last_event_id = Some(id);
         }
@@ -512,6 +520,10 @@ impl Loop<'_> {
                     self.calls.offer(request);
                 }
                 Ok(_) => {}
+                Err(e) => warn!(error = %e, "skipping an event"),
+            },
+            OFFER_EVENT => match parse::<OfferRequest>(&frame, OFFER_EVENT) {
+                Ok(request) => crate::offers::serve(&self.settings.offered, link, request),
                 Err(e) => warn!(error = %e, "skipping an event"),
             },
             kind::CANCELLED => match parse::<CancelledEvent>(&frame, "client_tool.cancelled") {

@@ -13,6 +13,7 @@ mod concurrency;
 mod features;
 mod hosts;
 mod kills;
+mod offers;
 mod outage;
 mod reconnect;
 mod refusals;

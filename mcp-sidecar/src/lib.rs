@@ -51,6 +51,7 @@ pub mod messages;
 pub mod mode;
 pub mod mrtr;
 pub mod native;
+pub mod offers;
 pub mod offline;
 pub mod outcome;
 pub mod pending;

@@ -95,6 +95,8 @@ pub struct BrokerLink {
     arrivals: broadcast::Sender<Message>,
     /// Ids for calls and fetches alike, unique within the session.
     next_id: AtomicU64,
+    /// Reads of prompts and resources, and their notifications (`offers`).
+    pub offers: crate::offers::LinkOffers,
 }
 
 impl BrokerLink {
@@ -115,6 +117,7 @@ impl BrokerLink {
             settled: watch::channel(false).0,
             arrivals: broadcast::channel(ARRIVALS).0,
             next_id: AtomicU64::new(1),
+            offers: crate::offers::LinkOffers::default(),
         })
     }
 
@@ -200,6 +203,20 @@ impl BrokerLink {
         state.events.insert(id, events_tx);
         debug!(call = id, tool, "call sent");
         Ok((id, rx, events))
+    }
+
+    /// A new id, unique within the session.
+    pub fn next_id(&self) -> u64 {
+        self.next_id.fetch_add(1, Ordering::Relaxed)
+    }
+
+    /// Sends `frame` on the live connection; `Err` says why there is none.
+    pub fn send(&self, frame: SidecarFrame) -> Result<(), String> {
+        let state = self.lock();
+        match &state.conn {
+            Some(conn) => conn.send(frame).map_err(|_| CONNECTION_LOST.to_owned()),
+            None => Err(state.down_reason.clone()),
+        }
     }
 
     /// Answers the broker's question `input` (the user's answer, or why there is none).
@@ -352,6 +369,8 @@ impl BrokerLink {
         state.lost_at = None;
         self.view.send_modify(|v| *v = Arc::new(v.apply(welcome)));
         drop(state);
+        // What apps offer may have changed while the broker was away.
+        self.offers.notify(crate::offers::OfferEvent::Changed);
         self.mark_settled();
         info!("connected to the broker");
     }
@@ -388,6 +407,10 @@ impl BrokerLink {
             BrokerFrame::Welcome { .. } => {
                 warn!("unexpected second welcome; ignored");
             }
+            BrokerFrame::Offers { .. }
+            | BrokerFrame::OfferResult { .. }
+            | BrokerFrame::OffersChanged
+            | BrokerFrame::ResourceUpdated { .. } => self.offers.apply(frame),
             BrokerFrame::Progress {
                 id,
                 progress,
@@ -530,6 +553,7 @@ impl BrokerLink {
             state.lost_at = Some(tokio::time::Instant::now());
         }
         drop(state);
+        self.offers.detached();
         if was_connected {
             self.view.send_modify(|v| *v = Arc::new(v.disconnected()));
             if fail_calls {

@@ -18,6 +18,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use leo_protocol::ipc::{AgentTool, Harness, Mode};
+use leo_protocol::offers::OfferKind;
 use leo_protocol::tool::Execution;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, Implementation, InitializeRequestParams,
@@ -25,6 +26,12 @@ use rmcp::model::{
     ServerConfig,
 };
 use rmcp::model::{CancelTaskParams, GetTaskParams, GetTaskResult, SubscriptionFilter};
+use rmcp::model::{
+    CompleteRequestParams, CompleteResult, GetPromptRequestParams, GetPromptResponse,
+    GetPromptResult, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
 use rmcp::model::{CustomRequest, CustomResult, ErrorCode};
 use rmcp::service::{NotificationContext, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -41,6 +48,7 @@ use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
 use crate::mrtr::Suspended;
 use crate::native::{self, Shown};
+use crate::offers;
 use crate::offline;
 use crate::outcome;
 use crate::shape;
@@ -85,6 +93,10 @@ struct Inner {
     pusher: OnceLock<()>,
     tasks: Tasks,
     suspended: Suspended,
+    /// The resource URIs the harness subscribed to (`offers`).
+    subscriptions: Arc<offers::Subscriptions>,
+    /// Set once the offers' notifier runs.
+    offers_notifier: OnceLock<()>,
 }
 
 impl Sidecar {
@@ -136,6 +148,8 @@ impl Sidecar {
                 pusher: OnceLock::new(),
                 tasks: Tasks::default(),
                 suspended: Suspended::default(),
+                subscriptions: Arc::default(),
+                offers_notifier: OnceLock::new(),
             }),
         }
     }
@@ -262,19 +276,23 @@ impl Inner {
             MESSAGES => messages::fetch(&self.link, ctx).await.into(),
             APP_TOOLS => match self.link.down_reason() {
                 Some(reason) => outcome::tool_error("no_client", &reason).into(),
-                None => outcome::text(fallback::describe(
-                    view.revision,
-                    &self.native_visible(&view),
-                ))
-                .into(),
+                None => {
+                    let tools = fallback::describe(view.revision, &self.native_visible(&view));
+                    let offers = offers::list(&self.link).await;
+                    outcome::text(offers::describe(tools, &offers)).into()
+                }
             },
             APP_CALL => match fallback::parse_call(&arguments) {
                 Err(message) => outcome::tool_error("invalid_arguments", &message).into(),
-                Ok(c) => {
-                    let harness = call::Harness::of(ctx, self.settings.progress_every);
-                    let ended = call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
-                    self.finish(ended.await, ctx).await
-                }
+                Ok(c) => match offers::fallback_kind(&c.tool) {
+                    Some(kind) => offers::fallback_read(&self.link, kind, c.args).await.into(),
+                    None => {
+                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        let ended =
+                            call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
+                        self.finish(ended.await, ctx).await
+                    }
+                },
             },
             _ => {
                 let harness = call::Harness::of(ctx, self.settings.progress_every);
@@ -335,6 +353,12 @@ impl Inner {
 impl ServerHandler for Sidecar {
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
+            .enable_completions()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_list_changed()
+            .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
             .build();
@@ -364,26 +388,26 @@ impl ServerHandler for Sidecar {
         Cow::Borrowed(ProtocolVersion::known_up_to(&newest))
     }
 
-    /// 2026-07-28: tool-list changes are the one kind of notification offered.
+    /// 2026-07-28: tool, prompt and resource list changes, and resource updates (`offers`).
     fn accepted_subscription_filter(
         &self,
         requested: &SubscriptionFilter,
     ) -> Option<SubscriptionFilter> {
-        requested
-            .tools_list_changed
-            .filter(|on| *on)
-            .map(|_| SubscriptionFilter::builder().tools_list_changed().build())
+        offers::accepted_filter(requested)
     }
 
-    /// 2026-07-28: a native session's `list_changed` goes out on the listen stream.
+    /// 2026-07-28: a native session's tool `list_changed`, and the offers' notifications, go
+    /// out on the listen stream.
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let inner = self.inner.clone();
+        let offers = offers::listen(&context, inner.link.offers.subscribe());
         if inner.mode_for(context.request_context()) != Mode::Native {
-            context.cancelled().await;
+            offers.await;
             return Ok(());
         }
         let views = inner.link.subscribe();
-        native::listen(&context, views, move |view| inner.native_visible(view)).await;
+        let tools = native::listen(&context, views, move |view| inner.native_visible(view));
+        tokio::join!(tools, offers);
         Ok(())
     }
 
@@ -398,6 +422,13 @@ impl ServerHandler for Sidecar {
     }
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        if self.inner.offers_notifier.set(()).is_ok() {
+            tokio::spawn(offers::notify(
+                context.peer.clone(),
+                self.inner.link.offers.subscribe(),
+                self.inner.subscriptions.clone(),
+            ));
+        }
         if self.inner.settings.channels && self.inner.pusher.set(()).is_ok() {
             let inner = self.inner.clone();
             tokio::spawn(channel::push_arrivals(
@@ -466,6 +497,84 @@ impl ServerHandler for Sidecar {
             crate::trace::end_call(&cx, r);
         }
         response
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        offers::prompts(&self.inner.link).await
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let params = offers::params_of(&request);
+        let read = offers::read::<GetPromptResult>(&self.inner.link, OfferKind::Prompt, params);
+        read.await.map(Into::into)
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        offers::resources(&self.inner.link).await
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        offers::templates(&self.inner.link).await
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let params = offers::params_of(&request);
+        let read =
+            offers::read::<ReadResourceResult>(&self.inner.link, OfferKind::Resource, params);
+        read.await.map(Into::into)
+    }
+
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.subscriptions.add(request.uri);
+        Ok(())
+    }
+
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.subscriptions.remove(&request.uri);
+        Ok(())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let params = offers::params_of(&request);
+        offers::read(&self.inner.link, OfferKind::Complete, params).await
     }
 
     /// A method rmcp does not know: -32601 saying so, where rmcp's own answer is the bare name.

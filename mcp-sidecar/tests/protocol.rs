@@ -62,11 +62,12 @@ async fn discover_is_refused_and_initialize_declares_list_changed() {
         .await;
     assert_eq!(reply["result"], json!({}), "{reply}");
 
-    for (id, method) in [
-        (6, "foo/bar"),
-        (7, "server/discover"),
-        (8, "resources/list"),
-    ] {
+    // Resources are offered (by apps, none here): an empty list, not -32601.
+    let reply = mcp
+        .request(json!({"jsonrpc": "2.0", "id": 8, "method": "resources/list", "params": {}}))
+        .await;
+    assert_eq!(reply["result"]["resources"], json!([]), "{reply}");
+    for (id, method) in [(6, "foo/bar"), (7, "server/discover")] {
         let reply = mcp
             .request(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}}))
             .await;

@@ -17,6 +17,7 @@ mod http;
 mod interop;
 mod messages;
 mod native;
+mod offers;
 mod protocol;
 mod remote;
 mod restart;

@@ -17,6 +17,9 @@ use leo_protocol::input::{InputAction, InputAnswer, InputOutcome};
 use leo_protocol::ipc::{
     AgentTool, BrokerFrame, BrokerLine, Harness, Message, Mode, Outcome, ResultFrame, SidecarFrame,
 };
+use leo_protocol::offers::{
+    OfferKind, OfferOutcome, PromptArgument, PromptDef, ResourceDef, ResourceTemplateDef,
+};
 use leo_protocol::tool::{Execution, ToolAnnotations};
 use leo_testkit::{Broker, Ipc};
 use serde::Serialize;
@@ -199,6 +202,15 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
                 },
             },
         ),
+        ("sidecar_list_offers", SidecarFrame::ListOffers { id: 1 }),
+        (
+            "sidecar_offer",
+            SidecarFrame::Offer {
+                id: 2,
+                kind: OfferKind::Prompt,
+                params: json!({"name": "greet", "arguments": {"name": "Ada"}}),
+            },
+        ),
     ]
 }
 
@@ -324,7 +336,59 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 requested_schema: json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
             },
         ),
+        ("broker_offers", offers_frame()),
+        (
+            "broker_offer_result",
+            BrokerFrame::OfferResult {
+                id: 2,
+                outcome: OfferOutcome::Result {
+                    result: json!({"description": "A greeting", "messages": [
+                        {"role": "user", "content": {"type": "text", "text": "Say hello to Ada"}},
+                        {"role": "user", "content": {"type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}}
+                    ]}),
+                },
+            },
+        ),
+        ("broker_offers_changed", BrokerFrame::OffersChanged),
+        (
+            "broker_resource_updated",
+            BrokerFrame::ResourceUpdated {
+                uri: "test://notes".into(),
+            },
+        ),
     ]
+}
+
+/// The `offers` frame of `testdata/wire/http/register_offers.request.json`'s registration.
+fn offers_frame() -> BrokerFrame {
+    BrokerFrame::Offers {
+        id: 1,
+        prompts: vec![PromptDef {
+            name: "greet".into(),
+            title: Some("Greet".into()),
+            description: Some("Greets someone".into()),
+            arguments: vec![PromptArgument {
+                name: "name".into(),
+                title: None,
+                description: Some("Who to greet".into()),
+                required: Some(true),
+            }],
+        }],
+        resources: vec![ResourceDef {
+            uri: "test://notes".into(),
+            name: "notes".into(),
+            title: None,
+            description: None,
+            mime_type: Some("text/plain".into()),
+        }],
+        resource_templates: vec![ResourceTemplateDef {
+            uri_template: "test://items/{id}".into(),
+            name: "item".into(),
+            title: None,
+            description: Some("One item".into()),
+            mime_type: None,
+        }],
+    }
 }
 
 #[test]

@@ -113,6 +113,16 @@ pub enum SidecarFrame {
     FetchMessages { id: u64 },
     /// Answers the broker's `input` frame `input`: the user's answer, or why none can come.
     InputAnswer { input: u64, outcome: InputOutcome },
+    /// Asks for the prompts, resources and templates this agent is offered now; answered by
+    /// `offers` with the same `id`.
+    ListOffers { id: u64 },
+    /// A read (`crate::offers`): MCP's params of `kind`'s method, answered by `offer_result`
+    /// with the same `id`.
+    Offer {
+        id: u64,
+        kind: crate::offers::OfferKind,
+        params: Value,
+    },
 }
 
 /// A message to an agent, stamped by the broker (`[message from <from>] <text>`).
@@ -362,6 +372,22 @@ pub enum BrokerFrame {
         message: String,
         requested_schema: Value,
     },
+    /// Answers `list_offers` `id`.
+    Offers {
+        id: u64,
+        prompts: Vec<crate::offers::PromptDef>,
+        resources: Vec<crate::offers::ResourceDef>,
+        resource_templates: Vec<crate::offers::ResourceTemplateDef>,
+    },
+    /// Answers `offer` `id`: MCP's result object as the app sent it, or an error.
+    OfferResult {
+        id: u64,
+        outcome: crate::offers::OfferOutcome,
+    },
+    /// Some app's prompts, resources or templates changed: list them again.
+    OffersChanged,
+    /// The app says the resource at `uri` changed (for `resources/subscribe`).
+    ResourceUpdated { uri: String },
 }
 
 #[cfg(test)]

@@ -38,6 +38,7 @@ pub mod limits;
 pub mod lines;
 pub mod messages;
 pub mod names;
+pub mod offers;
 #[cfg(feature = "otel")]
 pub mod otel;
 pub mod outcome;

@@ -11,7 +11,8 @@ use serde_json::Value;
 use crate::limits::*;
 use crate::schema::{check_input_schema, inline_input_schema};
 
-/// `POST /api/v1/client-tools`: register or replace a group; an empty `tools` withdraws it.
+/// `POST /api/v1/client-tools`: register or replace a group; a body that offers nothing (no
+/// tools, prompts, resources or templates) withdraws it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RegisterBody {
@@ -22,6 +23,25 @@ pub struct RegisterBody {
     /// agent. An agent outside the list neither sees nor can call the group's tools.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agents: Option<Vec<String>>,
+    /// Prompts the group offers (`crate::offers`), with the group's scope.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prompts: Vec<crate::offers::PromptDef>,
+    /// Resources at fixed URIs the group offers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resources: Vec<crate::offers::ResourceDef>,
+    /// Resource templates the group offers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_templates: Vec<crate::offers::ResourceTemplateDef>,
+}
+
+impl RegisterBody {
+    /// True when the body offers nothing: no tools, prompts, resources or templates.
+    pub fn is_withdrawal(&self) -> bool {
+        self.tools.is_empty()
+            && self.prompts.is_empty()
+            && self.resources.is_empty()
+            && self.resource_templates.is_empty()
+    }
 }
 
 /// At most this many entries in a registration's `agents`.

@@ -34,6 +34,16 @@ pub struct Seen {
     pub forms: Mutex<Vec<Value>>,
     /// Custom notifications (`notifications/claude/channel`…), as `(method, params)`.
     pub custom: Mutex<Vec<(String, Value)>>,
+    /// `notifications/prompts/list_changed` received.
+    pub prompts_changed: AtomicUsize,
+    /// The URIs of `notifications/resources/updated`, in order.
+    pub resources_updated: Mutex<Vec<String>>,
+}
+
+impl Seen {
+    pub fn prompts_changed(&self) -> usize {
+        self.prompts_changed.load(Ordering::SeqCst)
+    }
 }
 
 /// The harness side: an rmcp client that records notifications.
@@ -84,6 +94,18 @@ impl ClientHandler for Harness {
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
         self.seen.list_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
+        self.seen.prompts_changed.fetch_add(1, Ordering::SeqCst);
+    }
+
+    async fn on_resource_updated(
+        &self,
+        params: rmcp::model::ResourceUpdatedNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.seen.resources_updated.lock().unwrap().push(params.uri);
     }
 
     async fn on_progress(

@@ -42,6 +42,7 @@ use crate::store::Store;
 mod ask_human;
 mod calls;
 mod mail;
+mod offers;
 mod registration;
 mod relay;
 mod restore;
@@ -138,6 +139,8 @@ impl LocalCall {
 struct Core {
     clients: HashMap<ClientId, ClientInfo>,
     registry: Registry,
+    /// Prompts, resources and templates, beside the tools (`crate::offers`).
+    offers: crate::offers::Catalog,
     requests: Requests,
     owners: Owners,
     ever: EverRegistered,
@@ -232,6 +235,8 @@ pub struct Broker {
     me: Weak<Broker>,
     /// Sessions' outboxes and open questions (`relay`).
     relay: relay::Relay,
+    /// Reads of prompts and resources waiting for their app (`offers`).
+    reads: offers::Reads,
     /// Ended calls and authenticated changes, written off the lock.
     history: History,
     /// Where the live state is recorded (`state/leo.db`).
@@ -299,6 +304,7 @@ impl Broker {
             core: Mutex::new(Core {
                 clients: HashMap::new(),
                 registry: Registry::new(config.client_tools.pin_definitions),
+                offers: crate::offers::Catalog::default(),
                 requests: Requests::new(config.client_tools.remember_settled),
                 owners: Owners::default(),
                 ever,
@@ -323,6 +329,7 @@ impl Broker {
             tasks: TaskTracker::new(),
             me: me.clone(),
             relay: relay::Relay::default(),
+            reads: offers::Reads::default(),
             history,
         });
         // The history records an ending only once the store has committed it.

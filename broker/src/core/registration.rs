@@ -27,7 +27,7 @@ impl Broker {
     }
 
     /// Registers `body`'s group for `caller` (the token's principal, `history::who`).
-    pub fn register(&self, caller: &str, body: RegisterBody) -> Result<Registered, Refusal> {
+    pub fn register(&self, caller: &str, mut body: RegisterBody) -> Result<Registered, Refusal> {
         if body.group == CONSOLE_GROUP {
             return Err(Refusal::new(
                 ErrorCode::NameConflict,
@@ -36,19 +36,27 @@ impl Broker {
                 ),
             ));
         }
+        let offers = crate::offers::OfferSet::take(&mut body)?;
         let specs = Registry::prepare(
             &body.group,
             body.tools,
-            body.agents,
+            body.agents.clone(),
             self.config.client_tools.default_timeout_s,
         )?;
         let mut core = self.lock();
         Self::require_provider(&core, &body.client_id, caller)?;
+        core.offers.check(&body.group, &offers)?;
         let names: Vec<String> = specs.iter().map(|s| s.def.name.clone()).collect();
         let defs: Vec<ToolDef> = specs.iter().map(|s| s.def.clone()).collect();
         let change = core
             .registry
             .register(&body.client_id, &body.group, specs)?;
+        if core
+            .offers
+            .register(&body.client_id, &body.group, body.agents, offers)
+        {
+            self.offers_changed(&core);
+        }
         if names.is_empty() {
             core.owners.release_group(&body.client_id, &body.group);
         }

@@ -80,6 +80,28 @@ impl Broker {
         relay.inputs.retain(|_, (c, _)| *c != conn);
     }
 
+    /// Queues `line` for the sessions `conns`; a session too busy to take it misses it (what
+    /// is pushed this way is a hint its sidecar can do without: a change to list again).
+    pub(super) fn push_to(&self, conns: &[ConnId], line: &Bytes) {
+        let relay = self.relay.lock();
+        for conn in conns {
+            if let Some(outbox) = relay.outboxes.get(conn)
+                && outbox.try_send(line.clone()).is_err()
+            {
+                debug!(conn, "session busy; pushed frame dropped");
+            }
+        }
+    }
+
+    /// Queues `line` for session `conn`, waiting for room; false when the session is gone.
+    pub(super) async fn send_to(&self, conn: ConnId, line: Bytes) -> bool {
+        let outbox = self.relay.lock().outboxes.get(&conn).cloned();
+        match outbox {
+            Some(outbox) => outbox.send(line).await.is_ok(),
+            None => false,
+        }
+    }
+
     /// The live call `id`, if `client_id` is `caller`'s connected provider that claimed it.
     fn claimed_route(
         core: &Core,

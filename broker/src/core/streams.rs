@@ -167,6 +167,10 @@ impl Broker {
             core.owners.release_client(client_id);
         }
         let (change, _) = core.registry.remove_client(client_id);
+        if core.offers.remove_client(client_id) {
+            self.offers_changed(&core);
+        }
+        self.reads_client_gone(client_id);
         Self::hold_for_left(&mut core, client_id);
         self.after_change(&mut core, change, Vec::new());
         drop(core);

@@ -218,6 +218,31 @@ pub async fn progress(
     )?))
 }
 
+/// `POST …/client-offers/requests/{id}/answer`: an app answers a read.
+#[tracing::instrument(name = "offer_answer", skip_all, fields(read = %id))]
+pub async fn offer_answer(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::offers::OfferAnswerBody = json_body(body, limit).await?;
+    Ok(ok(state.broker.answer_offer(&id, body, &caller(&who))?))
+}
+
+/// `POST /api/v1/client-offers/updated`: an app says a resource changed.
+#[tracing::instrument(name = "resource_updated", skip_all)]
+pub async fn resource_updated(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::offers::ResourceUpdatedBody = json_body(body, limit).await?;
+    Ok(ok(state.broker.resource_updated(body, &caller(&who))?))
+}
+
 /// `POST …/requests/{id}/input`: asks the agent's user; answers with what the user did.
 #[tracing::instrument(name = "input", skip_all, fields(request = %id))]
 pub async fn input(

@@ -43,6 +43,11 @@ pub enum Route {
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
     Input,
+    /// `POST /api/v1/client-offers/requests/{id}/answer`: an app answers a read of a prompt,
+    /// a resource or a completion.
+    OfferAnswer,
+    /// `POST /api/v1/client-offers/updated`: an app says a resource changed.
+    ResourceUpdated,
     /// `GET /api/v1/audit`: the trail of authenticated changes.
     Audit,
     /// `POST /api/v1/client-tools/webhooks`: create a webhook provider.
@@ -170,6 +175,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
+    ("POST", OFFER_ANSWER_PATH, Route::OfferAnswer),
+    ("POST", RESOURCE_UPDATED_PATH, Route::ResourceUpdated),
     ("GET", "/api/v1/audit", Route::Audit),
     ("POST", WEBHOOKS_PATH, Route::CreateWebhook),
     ("GET", WEBHOOKS_PATH, Route::ListWebhooks),
@@ -204,6 +211,10 @@ pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
 pub const PROGRESS_PATH: &str = "/api/v1/client-tools/requests/{id}/progress";
 /// The input route's path, likewise.
 pub const INPUT_PATH: &str = "/api/v1/client-tools/requests/{id}/input";
+/// The route by which an app answers a read (`leo_protocol::offers`).
+pub const OFFER_ANSWER_PATH: &str = "/api/v1/client-offers/requests/{id}/answer";
+/// The route by which an app says a resource changed.
+pub const RESOURCE_UPDATED_PATH: &str = "/api/v1/client-offers/updated";
 /// A question for the user: its message and a form of at most 16 KiB, with room for escaping.
 pub const INPUT_BODY: usize = 64 * 1024;
 
@@ -246,6 +257,7 @@ impl Route {
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
             Route::Progress | Route::Input => APPS,
+            Route::OfferAnswer | Route::ResourceUpdated => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
@@ -331,6 +343,9 @@ impl Route {
     pub fn body_limit(self, max_body: usize) -> usize {
         match self {
             Route::RegisterTools | Route::Result | Route::ConsoleAnswer => max_body,
+            // A prompt or a resource, which may hold an image or a blob.
+            Route::OfferAnswer => max_body,
+            Route::ResourceUpdated => SMALL_BODY,
             // A tool call's arguments, or an answer to a question.
             Route::Mcp => max_body,
             Route::CreateWebhook => max_body,

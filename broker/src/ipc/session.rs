@@ -391,6 +391,20 @@ impl Session {
                 self.broker.input_answered(self.id, input, outcome);
                 None
             }
+            SidecarFrame::ListOffers { id } => {
+                let list = self.broker.offers_for(&self.agent);
+                Some(encode_frame(&BrokerFrame::Offers {
+                    id,
+                    prompts: list.prompts,
+                    resources: list.resources,
+                    resource_templates: list.resource_templates,
+                }))
+            }
+            SidecarFrame::Offer { id, kind, params } => {
+                self.broker
+                    .start_read(self.id, &self.agent, id, kind, params);
+                None
+            }
             SidecarFrame::Hello { .. } => Some(error_frame(
                 ErrorCode::InvalidFrame,
                 "at $.type: hello was already received",

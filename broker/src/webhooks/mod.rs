@@ -137,6 +137,9 @@ impl Webhooks {
                 group: w.group.clone(),
                 tools: w.tools.clone(),
                 agents: w.agents.clone(),
+                prompts: Vec::new(),
+                resources: Vec::new(),
+                resource_templates: Vec::new(),
             },
         );
         if registered.is_err() {

@@ -41,6 +41,9 @@ from leo_app import (
     Call,
     InputUnsupported,
     LeoError,
+    Read,
+    ReadError,
+    Refused,
     Reply,
     ToolError,
     _codes,
@@ -697,6 +700,66 @@ class Features(Case):
         a = McpAgent(self.broker, client=NATIVE, **kw)
         self.addCleanup(a.close)
         return a
+
+    def test_prompts_resources_and_completions_reach_the_agent_as_written(self) -> None:
+        app = App("docs", home=self.broker.home)
+        pixel = base64.b64encode(PNG).decode()
+
+        @app.prompt("greet", description="Greets someone",
+                    arguments=[{"name": "name", "description": "Who to greet", "required": True}],
+                    complete=lambda read: {"completion": {"values": ["Ada", "Alan"]}})
+        def greet(read: Read) -> dict[str, Any]:
+            return {"messages": [
+                {"role": "user", "content": {"type": "text", "text": f"Say hello to {read.argument('name')}"}},
+                {"role": "user", "content": {"type": "image", "data": pixel, "mimeType": "image/png"}},
+            ]}
+
+        @app.resource("test://pixel.png", name="pixel", mime_type="image/png")
+        async def blob(read: Read) -> dict[str, Any]:
+            return {"contents": [{"uri": read.uri, "mimeType": "image/png", "blob": pixel}]}
+
+        @app.resource_template("test://items/{id}", name="item")
+        def item(read: Read) -> dict[str, Any]:
+            if read.uri == "test://items/missing":
+                raise ReadError("not_found", "no such item")
+            return {"contents": [{"uri": read.uri, "text": f"item at {read.uri}"}]}
+
+        self.start(app)  # a group of prompts and resources alone, without tools
+        agent = self.native()
+        prompts = agent.rpc("prompts/list", {})["prompts"]
+        self.assertEqual(prompts[0]["name"], "greet")
+        got = agent.rpc("prompts/get", {"name": "greet", "arguments": {"name": "Ada"}})
+        self.assertEqual(got["messages"][0]["content"]["text"], "Say hello to Ada")
+        self.assertEqual(got["messages"][1]["content"]["data"], pixel)
+        resources = agent.rpc("resources/list", {})["resources"]
+        self.assertEqual(resources, [{"uri": "test://pixel.png", "name": "pixel", "mimeType": "image/png"}])
+        templates = agent.rpc("resources/templates/list", {})["resourceTemplates"]
+        self.assertEqual(templates[0]["uriTemplate"], "test://items/{id}")
+        read = agent.rpc("resources/read", {"uri": "test://pixel.png"})
+        self.assertEqual(read["contents"][0]["blob"], pixel)
+        read = agent.rpc("resources/read", {"uri": "test://items/7"})
+        self.assertEqual(read["contents"][0]["text"], "item at test://items/7")
+        with self.assertRaisesRegex(AssertionError, "not_found: no such item"):
+            agent.rpc("resources/read", {"uri": "test://items/missing"})
+        done = agent.rpc("completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "greet"}, "argument": {"name": "name", "value": "A"}})
+        self.assertEqual(done["completion"]["values"], ["Ada", "Alan"])
+        with self.assertRaises(ValueError):
+            app.resource("test://pixel.png", name="again")(blob)
+
+    def test_a_changed_resource_reaches_the_sessions_offered_it(self) -> None:
+        app = App("docs", home=self.broker.home)
+
+        @app.resource("test://notes", name="notes")
+        def notes(read: Read) -> dict[str, Any]:
+            return {"contents": [{"uri": "test://notes", "text": "kept"}]}
+
+        self.start(app)
+        self.native()
+        # Once the agent's leo-mcp has connected, its session is told.
+        wait_until(lambda: app.resource_updated("test://notes") == 1, what="one session told")
+        with self.assertRaisesRegex(Refused, "not_found"):
+            app.resource_updated("test://elsewhere")
 
     def test_title_annotations_and_output_schema_are_listed_natively(self) -> None:
         app = App("mcp", home=self.broker.home)

@@ -1,3 +1,4 @@
+import type { ReadHandler } from "./offers.js";
 import { type ToolOptions } from "./tool.js";
 export interface AppOptions {
     /** The default group of the app's tools. */
@@ -44,6 +45,8 @@ export declare class App {
     private readonly backoffMs;
     private readonly agents;
     private readonly tools;
+    private readonly offers;
+    private serving?;
     private statusNow;
     private clientIdNow?;
     private listeners;
@@ -52,6 +55,47 @@ export declare class App {
     constructor(o: AppOptions);
     /** Declares a tool. */
     tool<A = Record<string, unknown>>(t: ToolOptions<A>): this;
+    /** Offers a prompt: `get` returns MCP's `GetPromptResult` (`{messages}`); `complete`
+     * answers `completion/complete` for its arguments (`{completion: {values}}`). */
+    prompt(p: {
+        name: string;
+        title?: string;
+        description?: string;
+        arguments?: {
+            name: string;
+            description?: string;
+            required?: boolean;
+        }[];
+        group?: string;
+        get: ReadHandler;
+        complete?: ReadHandler;
+    }): this;
+    /** Offers the resource at `uri`: `read` returns MCP's `ReadResourceResult` (`{contents}`). */
+    resource(r: {
+        uri: string;
+        name: string;
+        title?: string;
+        description?: string;
+        mimeType?: string;
+        group?: string;
+        read: ReadHandler;
+    }): this;
+    /** Offers the resources whose URIs match `uriTemplate` (`test://items/{id}`). */
+    resourceTemplate(t: {
+        uriTemplate: string;
+        name: string;
+        title?: string;
+        description?: string;
+        mimeType?: string;
+        group?: string;
+        read: ReadHandler;
+        complete?: ReadHandler;
+    }): this;
+    /** Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+     * templates matches) that it changed; those whose harness subscribed read it again.
+     * Resolves with how many agent sessions were told. */
+    resourceUpdated(uri: string): Promise<number>;
+    private offer;
     get status(): Status;
     /** The broker's id for the current stream, while serving. */
     get clientId(): string | undefined;

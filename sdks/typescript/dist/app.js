@@ -34,6 +34,8 @@ export class App {
     backoffMs;
     agents;
     tools = new Map();
+    offers = [];
+    serving;
     statusNow = "stopped";
     clientIdNow;
     listeners = new Set();
@@ -63,6 +65,38 @@ export class App {
     /** Declares a tool. */
     tool(t) {
         this.tools.set(t.name, toolEntry(t, this.group, this.tools.keys()));
+        return this;
+    }
+    /** Offers a prompt: `get` returns MCP's `GetPromptResult` (`{messages}`); `complete`
+     * answers `completion/complete` for its arguments (`{completion: {values}}`). */
+    prompt(p) {
+        const { group, get, complete, ...def } = p;
+        return this.offer({ group: group ?? this.group, kind: "prompts", def, read: get, complete }, def.name);
+    }
+    /** Offers the resource at `uri`: `read` returns MCP's `ReadResourceResult` (`{contents}`). */
+    resource(r) {
+        const { group, read, mimeType, ...def } = r;
+        return this.offer({ group: group ?? this.group, kind: "resources", def: { ...def, ...(mimeType ? { mime_type: mimeType } : {}) }, read }, def.uri);
+    }
+    /** Offers the resources whose URIs match `uriTemplate` (`test://items/{id}`). */
+    resourceTemplate(t) {
+        const { group, read, complete, mimeType, uriTemplate, ...rest } = t;
+        const def = { uri_template: uriTemplate, ...rest, ...(mimeType ? { mime_type: mimeType } : {}) };
+        return this.offer({ group: group ?? this.group, kind: "resource_templates", def, read, complete }, uriTemplate);
+    }
+    /** Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+     * templates matches) that it changed; those whose harness subscribed read it again.
+     * Resolves with how many agent sessions were told. */
+    resourceUpdated(uri) {
+        if (!this.serving)
+            return Promise.reject(new Error("the app is not running"));
+        return this.serving.resourceUpdated(uri);
+    }
+    offer(o, key) {
+        const same = (x) => x.kind === o.kind && (x.def.name === key || x.def.uri === key || x.def.uri_template === key);
+        if (this.offers.some(same))
+            throw new Error(`${o.kind} ${JSON.stringify(key)} is given twice`);
+        this.offers.push(o);
         return this;
     }
     get status() {
@@ -119,18 +153,19 @@ export class App {
     /** Serves until `signal` aborts (then stops as `stop()` does) or a fatal error
      * (`FatalError`, thrown). */
     async serve(signal) {
-        if (this.tools.size === 0)
-            throw new FatalError("an app needs at least one tool");
+        if (this.tools.size === 0 && this.offers.length === 0)
+            throw new FatalError("an app needs at least one tool, prompt or resource");
         await resolveSchemas(this.tools.values());
-        const s = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
+        const s = (this.serving = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
             endpoint: this.endpoint,
             readToken: () => this.readToken(),
             maxConcurrent: this.maxConcurrent,
             graceMs: this.graceMs,
             backoffMs: this.backoffMs,
             agents: this.agents,
+            offers: this.offers,
             setStatus: (st, id) => this.setStatus(st, id),
-        });
+        }));
         try {
             await s.run();
         }

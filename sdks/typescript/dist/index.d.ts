@@ -3,3 +3,4 @@ export type { Answer, Call } from "./call.js";
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";
 export { type Handler, type JsonSchema, type ToolAnnotations, type ToolOptions, type ZodLike, inlineRefs } from "./tool.js";
 export { FatalError, InputUnsupported, Refused } from "./transport.js";
+export { type Read, ReadError, type ReadHandler } from "./offers.js";

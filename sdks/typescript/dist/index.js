@@ -25,3 +25,4 @@ export { App, defaultHome } from "./app.js";
 export { Reply, ToolError, content } from "./reply.js";
 export { inlineRefs } from "./tool.js";
 export { FatalError, InputUnsupported, Refused } from "./transport.js";
+export { ReadError } from "./offers.js";

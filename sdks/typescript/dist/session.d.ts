@@ -1,3 +1,4 @@
+import { type Offer } from "./offers.js";
 import type { Status } from "./app.js";
 import type { ToolEntry } from "./tool.js";
 import { type Endpoint } from "./transport.js";
@@ -10,6 +11,8 @@ export interface Settings {
     backoffMs: [number, number];
     /** The agents each group is offered to (absent: every agent). */
     agents: Map<string, string[]>;
+    /** Prompts, resources and templates (`offers`). */
+    offers: Offer[];
     setStatus: (s: Status, clientId?: string) => void;
 }
 /** The state that outlives sessions: the book of calls, the last event id, the resume key. */
@@ -36,6 +39,9 @@ export declare class Serving {
     /** The delay before the next such read (doubling while claims fail, reset by one taken). */
     private recheckStep;
     constructor(name: string | undefined, tools: Map<string, ToolEntry>, signal: AbortSignal, s: Settings);
+    /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+     * resolves with how many agent sessions were told. */
+    resourceUpdated(uri: string): Promise<number>;
     run(): Promise<void>;
     /** Each group's tool definitions, by group name. */
     private groups;

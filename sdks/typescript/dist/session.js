@@ -17,6 +17,7 @@
 // broker's store is away) may or may not have been taken: after a short backoff the session
 // reads the pending list again and applies the rule it applies after a reconnect
 // (`offerListed`), re-armed with backoff while the list cannot be read.
+import { answerRead, definitions } from "./offers.js";
 import { Calls } from "./calls.js";
 import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
 import { Client, FatalError, Refused, SseParser, data, describe, endpointText } from "./transport.js";
@@ -81,6 +82,15 @@ export class Serving {
         };
         this.recheckStep = Math.max(s.backoffMs[0], 1);
     }
+    /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+     * resolves with how many agent sessions were told. */
+    async resourceUpdated(uri) {
+        const session = this.session;
+        if (!session)
+            throw new Error("the app is not connected yet");
+        const body = JSON.stringify({ client_id: session.clientId, uri });
+        return data(await session.client.post("/api/v1/client-offers/updated", body)).sessions;
+    }
     async run() {
         const [first, cap] = this.s.backoffMs;
         let step = Math.max(first, 1);
@@ -115,6 +125,9 @@ export class Serving {
         const groups = new Map();
         for (const t of this.tools.values())
             groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
+        for (const o of this.s.offers)
+            if (!groups.has(o.group))
+                groups.set(o.group, []);
         return groups;
     }
     /** The one line said on stderr once the tools are first served, as `leo serve-tool` says
@@ -214,7 +227,7 @@ export class Serving {
             for (const [group, defs] of this.groups()) {
                 try {
                     const agents = this.s.agents.get(group);
-                    const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
+                    const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}), ...definitions(this.s.offers, group) });
                     data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
                 }
                 catch (e) {
@@ -256,6 +269,11 @@ export class Serving {
                 else if (frame.event === "client_tool.cancelled") {
                     this.calls.cancelled(JSON.parse(frame.data).id);
                     this.start();
+                }
+                else if (frame.event === "client_offer.request") {
+                    const r = JSON.parse(frame.data);
+                    if (r.client_id === h.client_id)
+                        void answerRead(this.s.offers, r, client, h.client_id);
                 }
             }
         }

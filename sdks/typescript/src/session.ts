@@ -18,6 +18,7 @@
 // reads the pending list again and applies the rule it applies after a reconnect
 // (`offerListed`), re-armed with backoff while the list cannot be read.
 
+import { type Offer, answerRead, definitions } from "./offers.js";
 import type { Request } from "./call.js";
 import { Calls } from "./calls.js";
 import { FATAL, REGISTER_AGAIN, RESUME_REFUSED } from "./codes.js";
@@ -40,6 +41,8 @@ export interface Settings {
   backoffMs: [number, number];
   /** The agents each group is offered to (absent: every agent). */
   agents: Map<string, string[]>;
+  /** Prompts, resources and templates (`offers`). */
+  offers: Offer[];
   setStatus: (s: Status, clientId?: string) => void;
 }
 
@@ -99,6 +102,15 @@ export class Serving {
     this.recheckStep = Math.max(s.backoffMs[0], 1);
   }
 
+  /** Tells the agents offered `uri` that it changed (`POST /api/v1/client-offers/updated`);
+   * resolves with how many agent sessions were told. */
+  async resourceUpdated(uri: string): Promise<number> {
+    const session = this.session;
+    if (!session) throw new Error("the app is not connected yet");
+    const body = JSON.stringify({ client_id: session.clientId, uri });
+    return data<{ sessions: number }>(await session.client.post("/api/v1/client-offers/updated", body)).sessions;
+  }
+
   async run(): Promise<void> {
     const [first, cap] = this.s.backoffMs;
     let step = Math.max(first, 1);
@@ -130,6 +142,7 @@ export class Serving {
   private groups(): Map<string, Record<string, unknown>[]> {
     const groups = new Map<string, Record<string, unknown>[]>();
     for (const t of this.tools.values()) groups.set(t.group, [...(groups.get(t.group) ?? []), t.def]);
+    for (const o of this.s.offers) if (!groups.has(o.group)) groups.set(o.group, []);
     return groups;
   }
 
@@ -223,7 +236,7 @@ export class Serving {
       for (const [group, defs] of this.groups()) {
         try {
           const agents = this.s.agents.get(group);
-          const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}) });
+          const body = JSON.stringify({ client_id: h.client_id, group, tools: defs, ...(agents ? { agents } : {}), ...definitions(this.s.offers, group) });
           data(await client.post("/api/v1/client-tools", body, undefined, this.signal));
         } catch (e) {
           // The stream closed since hello, or the store is away: reconnect. Any other refusal
@@ -258,6 +271,9 @@ export class Serving {
         } else if (frame.event === "client_tool.cancelled") {
           this.calls.cancelled((JSON.parse(frame.data) as { id: string }).id);
           this.start();
+        } else if (frame.event === "client_offer.request") {
+          const r = JSON.parse(frame.data) as Record<string, unknown>;
+          if (r.client_id === h.client_id) void answerRead(this.s.offers, r, client, h.client_id);
         }
       }
     } finally {

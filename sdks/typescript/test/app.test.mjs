@@ -6,7 +6,7 @@ import assert from "node:assert/strict";
 import { after, before, describe, test } from "node:test";
 import { z } from "zod";
 
-import { App, FatalError, InputUnsupported, Refused, Reply, ToolError, content } from "../dist/index.js";
+import { App, FatalError, InputUnsupported, ReadError, Refused, Reply, ToolError, content } from "../dist/index.js";
 import { Broker, McpAgent, NATIVE, Other, Pipe, leoCall, textOf, waitUntil } from "./support.mjs";
 
 const PNG = Buffer.from("iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg==", "base64");
@@ -483,5 +483,43 @@ describe("settings", () => {
     assert.throws(() => new App({ group: "g" }).tool({ name: "t", description: "", handler: () => "" }));
     const app = new App({ group: "g", home: ctx.broker.home }).tool({ name: "leo_reserved", description: "Reserved", handler: () => "" });
     await assert.rejects(app.start(), (e) => e instanceof FatalError && /invalid_tool/.test(e.message));
+  });
+});
+
+describe("prompts and resources", () => {
+  const ctx = context();
+  test("prompts, resources and completions reach the agent as the app wrote them", async () => {
+    const pixel = PNG.toString("base64");
+    const app = new App({ group: "docs", home: ctx.broker.home })
+      .prompt({ name: "greet", description: "Greets someone", arguments: [{ name: "name", required: true }],
+        get: (read) => ({ messages: [
+          { role: "user", content: { type: "text", text: `Say hello to ${read.params.arguments.name}` } },
+          { role: "user", content: { type: "image", data: pixel, mimeType: "image/png" } },
+        ] }),
+        complete: () => ({ completion: { values: ["Ada", "Alan"] } }) })
+      .resource({ uri: "test://pixel.png", name: "pixel", mimeType: "image/png",
+        read: async (read) => ({ contents: [{ uri: read.params.uri, mimeType: "image/png", blob: pixel }] }) })
+      .resourceTemplate({ uriTemplate: "test://items/{id}", name: "item", read: (read) => {
+        if (read.params.uri === "test://items/missing") throw new ReadError("not_found", "no such item");
+        return { contents: [{ uri: read.params.uri, text: `item at ${read.params.uri}` }] };
+      } });
+    await ctx.start(app); // prompts and resources alone, without a tool
+    const a = await McpAgent.start(ctx.broker, { client: NATIVE });
+    ctx.cleanups.push(() => a.close());
+    assert.equal((await a.rpc("prompts/list", {})).prompts[0].name, "greet");
+    const got = await a.rpc("prompts/get", { name: "greet", arguments: { name: "Ada" } });
+    assert.equal(got.messages[0].content.text, "Say hello to Ada");
+    assert.equal(got.messages[1].content.data, pixel);
+    assert.deepEqual((await a.rpc("resources/list", {})).resources,
+      [{ uri: "test://pixel.png", name: "pixel", mimeType: "image/png" }]);
+    assert.equal((await a.rpc("resources/templates/list", {})).resourceTemplates[0].uriTemplate, "test://items/{id}");
+    assert.equal((await a.rpc("resources/read", { uri: "test://pixel.png" })).contents[0].blob, pixel);
+    assert.equal((await a.rpc("resources/read", { uri: "test://items/7" })).contents[0].text, "item at test://items/7");
+    await assert.rejects(a.rpc("resources/read", { uri: "test://items/missing" }), /not_found: no such item/);
+    const done = await a.rpc("completion/complete", { ref: { type: "ref/prompt", name: "greet" }, argument: { name: "name", value: "A" } });
+    assert.deepEqual(done.completion.values, ["Ada", "Alan"]);
+    assert.throws(() => app.resource({ uri: "test://pixel.png", name: "again", read: () => ({}) }), /given twice/);
+    await waitUntil(async () => (await app.resourceUpdated("test://items/3")) === 1);
+    await assert.rejects(app.resourceUpdated("test://elsewhere"), /not_found/);
   });
 });

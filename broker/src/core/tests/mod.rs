@@ -142,6 +142,9 @@ impl FakeApp {
                     group: group.into(),
                     tools,
                     agents: None,
+                    prompts: Vec::new(),
+                    resources: Vec::new(),
+                    resource_templates: Vec::new(),
                 },
             )
             .unwrap();

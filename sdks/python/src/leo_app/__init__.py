@@ -37,13 +37,15 @@ from .errors import (
     Refused,
     ToolError,
 )
+from .offers import Read, ReadError
 from .reply import Reply
 from .schema import schema_of
 from .tool import Tool
 
 __all__ = [
     "Answer", "App", "Call", "Cancelled", "ConnectError", "FatalError", "InputUnsupported",
-    "LeoError", "ProtocolError", "Refused", "Reply", "Tool", "ToolError", "content",
+    "LeoError", "ProtocolError", "Read", "ReadError", "Refused", "Reply", "Tool", "ToolError",
+    "content",
     "default_home", "schema_of",
 ]
 __version__ = "0.1.0"

@@ -62,6 +62,7 @@ from .errors import (
     Refused,
     ToolError,
 )
+from .offers import Offer, ReadHandler, answer, definitions, template_pattern
 from .reply import Reply, to_reply
 from .tool import Tool, make_tool
 
@@ -165,12 +166,16 @@ class App:
         self.cancel_grace = cancel_grace
         self.backoff = backoff
         self.tools: dict[str, Tool] = {}
+        #: Prompts, resources and templates (`offers`), in the order given.
+        self.offers: list[Offer] = []
         self._status = "stopped"
         self._client_id: str | None = None
         self._status_changed = threading.Condition()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._main: asyncio.Task[None] | None = None
+        #: The serving state while `serve` runs (its session, for `resource_updated`).
+        self._serving: _Serving | None = None
         self._error: BaseException | None = None
         #: Set, on the loop's thread, by a stop request (a signal, `stop()`) before it cancels
         #: the serving task: the loops check it, so a request is never lost even if the
@@ -261,6 +266,88 @@ class App:
             return f
 
         return register(fn) if fn is not None else register
+
+    # -- prompts and resources -------------------------------------------------------------
+
+    def _offer(self, offer: Offer) -> None:
+        if any(o.kind == offer.kind and o.key() == offer.key() for o in self.offers):
+            raise ValueError(f"{offer.kind[:-1].replace('_', ' ')} {offer.key()!r} is given twice")
+        self.offers.append(offer)
+
+    def prompt(
+        self, name: str, *, description: str | None = None, title: str | None = None,
+        arguments: list[dict[str, Any]] | None = None, group: str | None = None,
+        complete: ReadHandler | None = None,
+    ) -> Callable[[ReadHandler], ReadHandler]:
+        """Offers prompt `name`; the decorated function gets a `Read` and returns MCP's
+        `GetPromptResult` as a dict (`{"messages": [...]}`). `arguments` are MCP's
+        (`{"name", "description"?, "required"?}`); `complete` answers `completion/complete`
+        for them (`{"completion": {"values": [...]}}`)."""
+        definition: dict[str, Any] = {"name": name}
+        for key, value in (("title", title), ("description", description), ("arguments", arguments)):
+            if value is not None:
+                definition[key] = value
+
+        def register(f: ReadHandler) -> ReadHandler:
+            self._offer(Offer(group or self.group, "prompts", definition, f, complete))
+            return f
+        return register
+
+    def resource(
+        self, uri: str, *, name: str, description: str | None = None,
+        mime_type: str | None = None, group: str | None = None,
+    ) -> Callable[[ReadHandler], ReadHandler]:
+        """Offers the resource at `uri`; the decorated function returns MCP's
+        `ReadResourceResult` as a dict (`{"contents": [{"uri", "text" or "blob", ...}]}`)."""
+        definition: dict[str, Any] = {"uri": uri, "name": name}
+        for key, value in (("description", description), ("mime_type", mime_type)):
+            if value is not None:
+                definition[key] = value
+
+        def register(f: ReadHandler) -> ReadHandler:
+            self._offer(Offer(group or self.group, "resources", definition, f))
+            return f
+        return register
+
+    def resource_template(
+        self, uri_template: str, *, name: str, description: str | None = None,
+        mime_type: str | None = None, group: str | None = None,
+        complete: ReadHandler | None = None,
+    ) -> Callable[[ReadHandler], ReadHandler]:
+        """Offers the resources whose URIs match `uri_template` (`test://items/{id}`: each
+        `{var}` one or more characters but `/`), read by the decorated function."""
+        definition: dict[str, Any] = {"uri_template": uri_template, "name": name}
+        for key, value in (("description", description), ("mime_type", mime_type)):
+            if value is not None:
+                definition[key] = value
+
+        def register(f: ReadHandler) -> ReadHandler:
+            pattern = template_pattern(uri_template)
+            offer = Offer(group or self.group, "resource_templates", definition, f, complete, pattern)
+            self._offer(offer)
+            return f
+        return register
+
+    def resource_updated(self, uri: str, timeout: float = 20.0) -> int:
+        """Tells the agents offered `uri` (one of this app's resources, or a URI one of its
+        templates matches) that it changed; those whose harness subscribed to it read it again.
+        Returns how many agent sessions were told. From any thread but the app's own loop
+        (there, `await app.resource_updated_async(uri)`)."""
+        loop = self._loop
+        if loop is None:
+            raise LeoError("the app is not running")
+        future = asyncio.run_coroutine_threadsafe(self.resource_updated_async(uri), loop)
+        return future.result(timeout)
+
+    async def resource_updated_async(self, uri: str) -> int:
+        """`resource_updated`, on the app's loop."""
+        serving = self._serving
+        session = serving.session if serving is not None else None
+        if session is None:
+            raise LeoError("the app is not connected yet")
+        body = json.dumps({"client_id": session.client_id, "uri": uri}).encode()
+        data = (await session.client.post("/api/v1/client-offers/updated", body)).data()
+        return int(data["sessions"])
 
     # -- status --------------------------------------------------------------------------
 
@@ -374,10 +461,11 @@ class App:
     async def serve(self) -> None:
         """Serves until cancelled or a fatal error (`FatalError`, raised). Cancelled, it stops
         as `stop()` does."""
-        if not self.tools:
-            raise FatalError("an app needs at least one tool")
+        if not self.tools and not self.offers:
+            raise FatalError("an app needs at least one tool, prompt or resource")
         self._stop_requested = False
         session = _Serving(self, asyncio.get_running_loop())
+        self._serving = session
         try:
             await session.run()
         finally:
@@ -450,6 +538,8 @@ class _Serving:
         #: The pending list read at the last connect, served once the session starts.
         self.listed: list[dict[str, Any]] = []
         self.tasks: dict[str, asyncio.Task[None]] = {}
+        #: Reads of prompts and resources being answered.
+        self.reads: set[asyncio.Future[None]] = set()
         #: The pending list read again after a claim without a definite answer, and the delay
         #: before the next such read (doubling while claims keep failing, reset by one taken).
         self.rechecking: asyncio.Task[None] | None = None
@@ -556,12 +646,15 @@ class _Serving:
         groups: dict[str, list[Tool]] = {}
         for t in self.app.tools.values():
             groups.setdefault(t.group, []).append(t)
+        for o in self.app.offers:
+            groups.setdefault(o.group, [])
         return groups
 
     async def register(self, session: _Session, group: str, tools: list[Tool]) -> None:
         registration: dict[str, Any] = {
             "client_id": session.client_id, "group": group,
             "tools": [t.definition() for t in tools],
+            **definitions(self.app.offers, group),
         }
         if group in self.app.agents:
             registration["agents"] = self.app.agents[group]
@@ -636,6 +729,23 @@ class _Serving:
                 self.on_request(frame.payload)
             elif frame.event == "client_tool.cancelled":
                 self.on_cancelled(frame.payload)
+            elif frame.event == "client_offer.request":
+                self.on_read(frame.payload)
+
+    def on_read(self, payload: bytes) -> None:
+        """A read of a prompt or resource: answered in a task of its own if asked of us."""
+        session = self.session
+        try:
+            request = json.loads(payload)
+        except ValueError as e:
+            log.warning("skipping an event: %s", e)
+            return
+        if session is None or request.get("client_id") != session.client_id:
+            return
+        task = asyncio.ensure_future(
+            answer(self.app.offers, request, session.client.post, session.client_id))
+        self.reads.add(task)
+        task.add_done_callback(self.reads.discard)
 
     def on_request(self, payload: bytes) -> None:
         try:
