@@ -137,7 +137,7 @@ impl Call {
             .data()
     }
 
-    fn claimant(&self, what: &str) -> Result<&Link> {
+    pub(crate) fn claimant(&self, what: &str) -> Result<&Link> {
         self.claimant.as_deref().ok_or_else(|| {
             Error::Config(format!(
                 "tool {:?} answers at once: its calls are not claimed, so it cannot {what}",
@@ -159,7 +159,7 @@ impl Call {
     }
 }
 
-fn json_body<T: serde::Serialize>(body: &T) -> Result<Chunks> {
+pub(crate) fn json_body<T: serde::Serialize>(body: &T) -> Result<Chunks> {
     let bytes = serde_json::to_vec(body).map_err(|e| Error::Config(e.to_string()))?;
     Ok(Chunks::new([Bytes::from(bytes)]))
 }

@@ -350,6 +350,19 @@ pub struct Agent {
     pub deny_tools: Vec<String>,
     /// When present, the only client tools offered to this agent (Leo's own stay offered).
     pub allow_tools: Option<Vec<String>>,
+    /// How this agent's harness is shown tools, whatever its name: `native`, `fallback`, or
+    /// `auto` (the default: `leo-mcp`'s harness table decides). `leo-mcp --mode` still wins.
+    pub mode: AgentMode,
+}
+
+/// `agents.NAME.mode`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentMode {
+    #[default]
+    Auto,
+    Native,
+    Fallback,
 }
 
 /// `api_clients.NAME:`: a scoped token that may only message these agents.
@@ -495,6 +508,16 @@ impl Config {
     }
 
     /// The tools denied to `agent`.
+    /// `agents.NAME.mode`, unless `auto` (then the sidecar's harness table decides).
+    pub fn mode_for(&self, agent: &str) -> Option<leo_protocol::ipc::Mode> {
+        use leo_protocol::ipc::Mode;
+        match self.agents.get(agent)?.mode {
+            AgentMode::Auto => None,
+            AgentMode::Native => Some(Mode::Native),
+            AgentMode::Fallback => Some(Mode::Fallback),
+        }
+    }
+
     pub fn denied_for(&self, agent: &str) -> Vec<String> {
         self.agents
             .get(agent)

@@ -1,5 +1,5 @@
 //! The wire fixtures of the MCP-facing fields and routes (`register_mcp`, structured results,
-//! `progress`, `input`) against the real broker, with the sidecar played over raw IPC and its
+//! `progress`, `input`, `log`, `sample`) against the real broker, with the sidecar played over raw IPC and its
 //! frames compared with `testdata/wire/ipc/`. `UPDATE_WIRE=1` rewrites the response fixtures.
 
 use leo_testkit::{Broker, Ipc, Reply, wire};
@@ -137,6 +137,30 @@ async fn mcp_fixtures_match_the_broker() {
         "http/error_input_unsupported.response.json",
         &asking.await.unwrap().body,
     );
+
+    // A log message: acknowledged, and one log frame to the calling session.
+    wire::check(
+        "http/log.response.json",
+        &post(&http, &format!("{at}/log"), "log", &app.id).await.body,
+    );
+    assert_eq!(ipc.recv_of("log").await, ipc_fixture("broker_log", 2, None));
+
+    // A sampling request: a sample frame, and the sidecar's answer is the HTTP response.
+    let sampling = {
+        let http = http.clone();
+        let id = app.id.clone();
+        let path = format!("{at}/sample");
+        tokio::spawn(async move { post(&http, &path, "sample", &id).await })
+    };
+    let frame = ipc.recv_of("sample").await;
+    let n = frame["sample"].as_u64().expect("a sample number");
+    let mut want = ipc_fixture("broker_sample", 2, None);
+    want["sample"] = json!(n);
+    assert_eq!(frame, want);
+    let mut answer = ipc_fixture("sidecar_sample_answer", 0, None);
+    answer["sample"] = json!(n);
+    ipc.send(&answer).await;
+    wire::check("http/sample.response.json", &sampling.await.unwrap().body);
 }
 
 /// `leo call` is a harness without a form: an app's question is refused at once, and a

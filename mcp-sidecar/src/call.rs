@@ -13,6 +13,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use leo_protocol::ipc::InputOutcome;
+use leo_protocol::sampling::SampleOutcome;
 use rmcp::model::{CallToolResult, ProgressToken, RequestId};
 use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer};
@@ -23,9 +24,11 @@ use tracing::debug;
 
 use crate::elicit;
 use crate::link::{BrokerLink, CallEvent, CallEvents};
+use crate::logging::{self, LogFilter};
 use crate::outcome;
 use crate::outcome::Ending;
 use crate::progress::Ticker;
+use crate::sampling;
 
 /// Forwards `tool(arguments)` and waits for its end.
 pub async fn forward(
@@ -61,6 +64,8 @@ pub struct Harness<'a> {
     /// The request whose stream its questions travel on (over Streamable HTTP, the call's own
     /// response stream, which a client reads where it may never open the standalone one).
     pub origin: Option<RequestId>,
+    /// The session's `logging/setLevel`, which the app's log messages pass through.
+    pub log: LogFilter,
 }
 
 impl<'a> Harness<'a> {
@@ -72,7 +77,14 @@ impl<'a> Harness<'a> {
             progress_every,
             asks_by_result: crate::mrtr::stateless(ctx),
             origin: Some(ctx.id.clone()),
+            log: LogFilter::default(),
         }
+    }
+
+    /// With the session's log level (or, in 2026-07-28, the request's own).
+    pub fn logging(mut self, session: &LogFilter, ctx: &RequestContext<RoleServer>) -> Harness<'a> {
+        self.log = logging::for_request(session, ctx);
+        self
     }
 }
 
@@ -136,6 +148,8 @@ pub async fn wait(
     // Questions asked of the user, each answered when its harness request ends; dropping the
     // set (the call ended) aborts those still open.
     let mut questions: JoinSet<(u64, InputOutcome)> = JoinSet::new();
+    // Sampling requests, likewise.
+    let mut samples: JoinSet<(u64, SampleOutcome)> = JoinSet::new();
     loop {
         tokio::select! {
             biased;
@@ -161,6 +175,22 @@ pub async fn wait(
                         Err(refused) => link.answer_input(input, refused),
                     }
                 }
+                CallEvent::Log { level, logger, data } => {
+                    if harness.log.passes(level) {
+                        logging::send(peer, logging::notification(level, logger, data)).await;
+                    }
+                }
+                CallEvent::Sample { sample, .. } if harness.asks_by_result => {
+                    link.answer_sample(sample, sampling::unsupported(peer));
+                }
+                CallEvent::Sample { sample, params } => {
+                    match sampling::prepare(peer, harness.origin.clone(), params) {
+                        Ok(ask) => {
+                            samples.spawn(async move { (sample, ask.await) });
+                        }
+                        Err(refused) => link.answer_sample(sample, refused),
+                    }
+                }
             },
             ended = &mut live.rx => {
                 return Ended::Result(match ended {
@@ -176,6 +206,11 @@ pub async fn wait(
             Some(answered) = questions.join_next(), if !questions.is_empty() => {
                 if let Ok((input, outcome)) = answered {
                     link.answer_input(input, outcome);
+                }
+            }
+            Some(answered) = samples.join_next(), if !samples.is_empty() => {
+                if let Ok((sample, outcome)) = answered {
+                    link.answer_sample(sample, outcome);
                 }
             }
             progress = ticker.tick() => {

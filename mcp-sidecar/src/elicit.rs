@@ -84,6 +84,18 @@ pub fn answer_of(result: &Value) -> InputOutcome {
     }
 }
 
+/// `request`, tagged with the request it belongs to (`origin`), so that Streamable HTTP sends
+/// it on that request's response stream: it is sent from a task of its own, where rmcp's own
+/// tagging (a task-local) does not reach.
+pub fn tagged(mut request: ServerRequest, origin: Option<RequestId>) -> ServerRequest {
+    if let Some(origin) = origin {
+        request
+            .extensions_mut()
+            .insert(OriginatingRequestId(origin));
+    }
+    request
+}
+
 /// The request to send, or the refusal to answer at once. A question of request `origin` is
 /// tagged with it, so that Streamable HTTP sends it on that request's response stream: the
 /// question runs in a task of its own, where rmcp's own tagging (a task-local) does not reach.
@@ -103,20 +115,21 @@ pub fn prepare(
             format!("the agent's harness ({name}) does not support MCP elicitation"),
         ));
     }
+    let version = peer.peer_info().map(|i| i.protocol_version.clone());
+    let requested_schema = crate::forms::for_revision(requested_schema, version.as_ref())
+        .map_err(|m| refused("input_unsupported", m))?;
     let schema: ElicitationSchema = serde_json::from_value(requested_schema)
         .map_err(|e| refused("invalid_parameter", format!("at $.requested_schema: {e}")))?;
-    let mut request = ServerRequest::ElicitRequest(ElicitRequest::new(
-        ElicitRequestParams::FormElicitationParams {
-            meta: None,
-            message,
-            requested_schema: schema,
-        },
-    ));
-    if let Some(origin) = origin {
-        request
-            .extensions_mut()
-            .insert(OriginatingRequestId(origin));
-    }
+    let request = tagged(
+        ServerRequest::ElicitRequest(ElicitRequest::new(
+            ElicitRequestParams::FormElicitationParams {
+                meta: None,
+                message,
+                requested_schema: schema,
+            },
+        )),
+        origin,
+    );
     let peer = peer.clone();
     Ok(async move {
         match peer.send_request(request).await {

@@ -13,7 +13,9 @@
 //!   `reconnect` the task that keeps the IPC connection up with a capped backoff.
 //! - `stdio` drives stdin/stdout on the IO reactor when they are pipes or sockets; `http`
 //!   (feature `http`) serves the same server over Streamable HTTP at the broker's `/mcp`.
-//! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result.
+//! - `call`, `outcome` and `progress` are one tool call's life, from forwarding to the result;
+//!   `elicit`, `logging` and `sampling` carry the app's questions, log messages and sampling
+//!   requests to the harness meanwhile.
 //! - `messages` is Leo's own tool `leo_messages`, listed in both modes: it returns and
 //!   acknowledges the messages API clients sent to this agent (the pull path every harness has).
 //!   `channel` is the push path for Claude Code channels (`notifications/claude/channel`).
@@ -42,11 +44,13 @@ pub mod discover;
 pub mod elicit;
 pub mod error;
 pub mod fallback;
+pub mod forms;
 pub mod frames;
 pub mod home;
 #[cfg(feature = "http")]
 pub mod http;
 pub mod link;
+pub mod logging;
 pub mod messages;
 pub mod mode;
 pub mod mrtr;
@@ -58,6 +62,7 @@ pub mod pending;
 pub mod progress;
 pub mod reconnect;
 pub mod run;
+pub mod sampling;
 pub mod server;
 pub mod session;
 pub mod shape;

@@ -61,6 +61,15 @@ pub enum CallEvent {
         message: String,
         requested_schema: Value,
     },
+    /// A log message for the harness (`notifications/message`).
+    Log {
+        level: leo_protocol::logging::LogLevel,
+        logger: Option<String>,
+        data: Value,
+    },
+    /// A completion asked of the harness's model; answered with
+    /// `BrokerLink::answer_sample(sample, …)`.
+    Sample { sample: u64, params: Value },
 }
 
 /// A live call's stream of `CallEvent`s.
@@ -226,8 +235,16 @@ impl BrokerLink {
         }
     }
 
-    /// Passes a progress or input frame to its call; a question for a call that is no longer
-    /// waiting is answered `cancelled` at once, so the app is not left waiting.
+    /// Answers the broker's sampling request `sample` (the harness's result, or why none).
+    pub fn answer_sample(&self, sample: u64, outcome: leo_protocol::sampling::SampleOutcome) {
+        if let Some(conn) = &self.lock().conn {
+            let _ = conn.send(SidecarFrame::SampleAnswer { sample, outcome });
+        }
+    }
+
+    /// Passes a progress or input frame to its call; a question (or sampling request) for a
+    /// call that is no longer waiting is answered `cancelled` at once, so the app is not left
+    /// waiting.
     fn to_call(&self, id: u64, event: CallEvent) {
         let state = self.lock();
         let delivered = state
@@ -235,6 +252,11 @@ impl BrokerLink {
             .get(&id)
             .is_some_and(|tx| tx.send(event.clone()).is_ok());
         drop(state);
+        if !delivered && let CallEvent::Sample { sample, .. } = event {
+            let gone = crate::sampling::refused("cancelled", "the call is no longer waiting");
+            self.answer_sample(sample, gone);
+            return;
+        }
         if !delivered && let CallEvent::Input { input, .. } = event {
             self.answer_input(
                 input,
@@ -411,6 +433,17 @@ impl BrokerLink {
             | BrokerFrame::OfferResult { .. }
             | BrokerFrame::OffersChanged
             | BrokerFrame::ResourceUpdated { .. } => self.offers.apply(frame),
+            BrokerFrame::Progress { .. }
+            | BrokerFrame::Input { .. }
+            | BrokerFrame::Log { .. }
+            | BrokerFrame::Sample { .. } => self.call_frame(frame),
+        }
+    }
+
+    /// Passes what an app sends during a call (progress, a question, a log message, a
+    /// sampling request) to its call.
+    fn call_frame(&self, frame: BrokerFrame) {
+        match frame {
             BrokerFrame::Progress {
                 id,
                 progress,
@@ -442,6 +475,27 @@ impl BrokerLink {
                     },
                 )
             }
+            BrokerFrame::Log {
+                id,
+                level,
+                logger,
+                data,
+            } => self.to_call(
+                id,
+                CallEvent::Log {
+                    level,
+                    logger,
+                    data,
+                },
+            ),
+            BrokerFrame::Sample { id, sample, params } => self.to_call(
+                id,
+                CallEvent::Sample {
+                    sample,
+                    params: leo_protocol::sampling::sanitized_params(params),
+                },
+            ),
+            _ => {}
         }
     }
 
@@ -599,6 +653,7 @@ mod tests {
             ever_registered: false,
             denied: vec![],
             otlp_endpoint: None,
+            mode: None,
         }
     }
 

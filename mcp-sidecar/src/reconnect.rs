@@ -202,6 +202,7 @@ mod tests {
             ever_registered: true,
             denied: vec![],
             otlp_endpoint: None,
+            mode: None,
         }
     }
 

@@ -44,6 +44,7 @@ use crate::channel;
 use crate::cli::Settings;
 use crate::fallback::{self, APP_CALL, APP_TOOLS};
 use crate::link::BrokerLink;
+use crate::logging::LogFilter;
 use crate::messages::{self, MESSAGES};
 use crate::mode::SessionMode;
 use crate::mrtr::Suspended;
@@ -93,6 +94,8 @@ struct Inner {
     pusher: OnceLock<()>,
     tasks: Tasks,
     suspended: Suspended,
+    /// The session's `logging/setLevel`.
+    log: LogFilter,
     /// The resource URIs the harness subscribed to (`offers`).
     subscriptions: Arc<offers::Subscriptions>,
     /// Set once the offers' notifier runs.
@@ -122,6 +125,7 @@ impl Sidecar {
                 args,
                 &context,
                 inner.settings.progress_every,
+                inner.log.clone(),
             );
             return Ok(CallToolResponse::Task(task));
         }
@@ -148,6 +152,7 @@ impl Sidecar {
                 pusher: OnceLock::new(),
                 tasks: Tasks::default(),
                 suspended: Suspended::default(),
+                log: LogFilter::default(),
                 subscriptions: Arc::default(),
                 offers_notifier: OnceLock::new(),
             }),
@@ -156,11 +161,17 @@ impl Sidecar {
 }
 
 impl Inner {
+    /// Who request `ctx`'s call reports to.
+    fn harness<'a>(&self, ctx: &'a RequestContext<RoleServer>) -> call::Harness<'a> {
+        call::Harness::of(ctx, self.settings.progress_every).logging(&self.log, ctx)
+    }
+
     /// Records the harness and decides the mode (once).
     fn harness_seen(&self, client: &Implementation) -> Mode {
+        let operator = self.link.view().mode;
         let mode = self
             .mode
-            .decide(self.settings.mode, Some(client.name.as_str()));
+            .decide(self.settings.mode, operator, Some(client.name.as_str()));
         let harness = Harness {
             name: client.name.clone(),
             version: client.version.clone(),
@@ -176,7 +187,9 @@ impl Inner {
             Some(m) => m,
             None => match ctx.client_info() {
                 Some(client) => self.harness_seen(&client),
-                None => self.mode.decide(self.settings.mode, None),
+                None => self
+                    .mode
+                    .decide(self.settings.mode, self.link.view().mode, None),
             },
         }
     }
@@ -287,7 +300,7 @@ impl Inner {
                 Ok(c) => match offers::fallback_kind(&c.tool) {
                     Some(kind) => offers::fallback_read(&self.link, kind, c.args).await.into(),
                     None => {
-                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        let harness = self.harness(ctx);
                         let ended =
                             call::run(&self.link, &c.tool, c.args, harness, ctx.ct.cancelled());
                         self.finish(ended.await, ctx).await
@@ -295,7 +308,7 @@ impl Inner {
                 },
             },
             _ => {
-                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let harness = self.harness(ctx);
                 let ended = call::run(&self.link, name, arguments, harness, ctx.ct.cancelled());
                 self.finish(ended.await, ctx).await
             }
@@ -320,7 +333,7 @@ impl Inner {
                 Ended::Asks(asked) => match self.suspended.suspend(&self.link, *asked) {
                     Ok(response) => return response,
                     Err(live) => {
-                        let harness = call::Harness::of(ctx, self.settings.progress_every);
+                        let harness = self.harness(ctx);
                         ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
                     }
                 },
@@ -337,7 +350,7 @@ impl Inner {
     ) -> CallToolResponse {
         match self.suspended.resume(&self.link, state, responses) {
             Some(live) => {
-                let harness = call::Harness::of(ctx, self.settings.progress_every);
+                let harness = self.harness(ctx);
                 let ended = call::wait(&self.link, live, harness, ctx.ct.cancelled()).await;
                 self.finish(ended, ctx).await
             }
@@ -351,6 +364,7 @@ impl Inner {
 }
 
 impl ServerHandler for Sidecar {
+    #[allow(deprecated)] // `logging` (SEP-2577); MCP 2025-11-25 has it.
     fn get_info(&self) -> ServerConfig {
         let mut capabilities = ServerCapabilities::builder()
             .enable_completions()
@@ -361,6 +375,7 @@ impl ServerHandler for Sidecar {
             .enable_resources_subscribe()
             .enable_tools()
             .enable_tool_list_changed()
+            .enable_logging()
             .build();
         task::declare(&mut capabilities);
         let mut instructions = INSTRUCTIONS.to_owned();
@@ -401,6 +416,13 @@ impl ServerHandler for Sidecar {
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let inner = self.inner.clone();
         let offers = offers::listen(&context, inner.link.offers.subscribe());
+        inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
+        let client = context.request_context().client_info();
+        let operator = inner.link.view().mode;
+        let name = client.as_ref().map(|c| c.name.as_str());
+        if context.accepted().tools_list_changed == Some(true) {
+            inner.mode.subscribed(inner.settings.mode, operator, name);
+        }
         if inner.mode_for(context.request_context()) != Mode::Native {
             offers.await;
             return Ok(());
@@ -417,6 +439,8 @@ impl ServerHandler for Sidecar {
         context: RequestContext<RoleServer>,
     ) -> Result<InitializeResult, McpError> {
         context.peer.set_peer_info(request.clone());
+        // The broker's welcome may carry the operator's mode for this agent.
+        self.inner.link.wait_settled(FIRST_CONNECT_WAIT).await;
         self.inner.harness_seen(&request.client_info);
         self.negotiate_initialize(&request)
     }
@@ -497,6 +521,17 @@ impl ServerHandler for Sidecar {
             crate::trace::end_call(&cx, r);
         }
         response
+    }
+
+    /// `logging/setLevel`: the level the app's log messages must reach to be sent (`logging`).
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.inner.log.set(request.level);
+        Ok(())
     }
 
     async fn list_prompts(

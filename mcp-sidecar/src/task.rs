@@ -59,6 +59,7 @@ impl Tasks {
         arguments: Value,
         ctx: &RequestContext<RoleServer>,
         progress_every: Duration,
+        log: crate::logging::LogFilter,
     ) -> CreateTaskResult {
         let peer = ctx.peer.clone();
         let options = TaskOptions::new()
@@ -75,6 +76,7 @@ impl Tasks {
                     // A task's request has been answered: its questions have no stream but
                     // the standalone one.
                     origin: None,
+                    log,
                 };
                 match call::run(&link, &tool, arguments, harness, tctx.cancelled()).await {
                     Ended::Result(result) => Ok(result),

@@ -8,7 +8,7 @@
 
 use std::collections::BTreeSet;
 
-use leo_protocol::ipc::{AgentTool, BrokerFrame};
+use leo_protocol::ipc::{AgentTool, BrokerFrame, Mode};
 
 /// The tool state of this session.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -23,6 +23,8 @@ pub struct View {
     pub ever_registered: Option<bool>,
     /// `deny_tools` for this agent; `None` until a first `welcome`.
     pub denied: Option<BTreeSet<String>>,
+    /// The operator's mode for this agent (`agents.NAME.mode`), if not `auto`.
+    pub mode: Option<Mode>,
 }
 
 /// The tools with the words a model reads (description, label, the descriptions inside the
@@ -65,6 +67,7 @@ impl View {
                 tools,
                 ever_registered,
                 denied,
+                mode,
                 ..
             } => View {
                 connected: true,
@@ -72,6 +75,7 @@ impl View {
                 tools: sanitized(tools),
                 ever_registered: Some(*ever_registered),
                 denied: Some(denied.iter().cloned().collect()),
+                mode: *mode,
             },
             BrokerFrame::Tools {
                 revision,

@@ -206,7 +206,7 @@ async fn typescript_sdk_client() {
         .post_for(
             &id,
             "input",
-            json!({"message": "x", "requested_schema": {"type": "object", "properties": {"a": {"type": "array"}}}}),
+            json!({"message": "x", "requested_schema": {"type": "object", "properties": {"a": {"type": "object"}}}}),
         )
         .await;
     assert_eq!(bad.code(400), "invalid_parameter");

@@ -429,11 +429,11 @@ async fn post_in(http: &leo_testkit::Http, id: &str, body: &Value) -> leo_testki
     .await
 }
 
-/// Opens a session of a client that can be asked questions, and lists its tools; its id and
+/// Opens a session of a client that can be asked questions and sample, and lists its tools; its id and
 /// the events of the `initialize` stream.
 async fn open_asking(http: &leo_testkit::Http) -> (String, Vec<Event>) {
     let mut init = mcp::initialize("claude-code");
-    init["params"]["capabilities"] = json!({"elicitation": {}});
+    init["params"]["capabilities"] = json!({"elicitation": {}, "sampling": {}});
     let opened = http
         .open("POST", "/mcp", init.to_string().into(), &[])
         .await;
@@ -570,6 +570,52 @@ async fn a_question_travels_on_its_calls_stream() {
         result["result"]["content"][0]["text"], "confirmed",
         "{result}"
     );
+}
+
+/// A sampling request raised during a call travels on that call's stream and the client's
+/// answer is the app's; a log message reaches the session's standalone stream.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sampling_travels_on_its_calls_stream_and_log_messages_reach_the_client() {
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    app.register_ok("demo", json!([plain_tool("summarize")]))
+        .await;
+    let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
+    let (id, _) = open_asking(&http).await;
+    let mut get = get_stream(&http, &id, None).await;
+    let mut call = Raw::of(mcp::start_call(&http, &id, 2, "summarize").await);
+    let request = app.claim_next().await;
+    let log = json!({"level": "warning", "logger": "reader", "data": "slow disk"});
+    app.post_for(&request, "log", log).await.data();
+    let logged = get.until(|m| m["method"] == "notifications/message").await;
+    let note = message(logged.last().unwrap()).unwrap();
+    assert_eq!(
+        note["params"],
+        json!({"level": "warning", "logger": "reader", "data": "slow disk"})
+    );
+    let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Sum up"}}],
+                        "maxTokens": 10});
+    let client = async {
+        let events = call
+            .until(|m| m["method"] == "sampling/createMessage")
+            .await;
+        let asked = message(events.last().unwrap()).unwrap();
+        assert_eq!(asked["params"]["maxTokens"], 10, "{asked}");
+        let answer = json!({"jsonrpc": "2.0", "id": asked["id"], "result": {"role": "assistant",
+            "content": {"type": "text", "text": "short"}, "model": "m1"}});
+        let sent = post_in(&http, &id, &answer).await;
+        assert_eq!(sent.status, 202, "{sent:?}");
+    };
+    let (sampled, ()) = tokio::join!(
+        app.post_for(&request, "sample", json!({"params": params})),
+        client
+    );
+    assert_eq!(sampled.data()["content"]["text"], "short", "{sampled:?}");
+    assert_eq!(sampled.data()["model"], "m1");
+    app.answer(&request, json!([{"type": "text", "text": "done"}]))
+        .await
+        .data();
+    call.until(|m| m["id"] == 2).await;
 }
 
 /// A new standalone stream does not replay what an earlier one delivered.

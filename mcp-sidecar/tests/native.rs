@@ -140,3 +140,24 @@ async fn a_second_app_group_appears_with_a_notification() {
     .await;
     assert_eq!(agent.tool_names_without_messages().await, ["a1"]);
 }
+
+/// `agents.NAME.mode` gives an agent's harness its mode whatever its name: an unknown
+/// harness native, a known native one fallback; `--mode` still wins.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_operator_sets_an_agents_mode_whatever_its_harness() {
+    let broker = Broker::start_with(
+        "agents:\n  scout:\n    mode: native\n  rocket:\n    mode: fallback\n  plain:\n    mode: auto\n",
+    )
+    .await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let fallback_tools = ["leo_app_call", "leo_app_tools"];
+    let unknown = Agent::start(broker.home(), AgentOpts::auto("scout", "some-new-harness")).await;
+    assert_eq!(unknown.tool_names_without_messages().await, ["echo"]);
+    let known = Agent::start(broker.home(), AgentOpts::auto("rocket", "claude-code")).await;
+    assert_eq!(known.tool_names_without_messages().await, fallback_tools);
+    let auto = Agent::start(broker.home(), AgentOpts::auto("plain", "some-new-harness")).await;
+    assert_eq!(auto.tool_names_without_messages().await, fallback_tools);
+    let flag = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
+    assert_eq!(flag.tool_names_without_messages().await, ["echo"]);
+}

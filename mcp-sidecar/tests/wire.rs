@@ -17,9 +17,11 @@ use leo_protocol::input::{InputAction, InputAnswer, InputOutcome};
 use leo_protocol::ipc::{
     AgentTool, BrokerFrame, BrokerLine, Harness, Message, Mode, Outcome, ResultFrame, SidecarFrame,
 };
+use leo_protocol::logging::LogLevel;
 use leo_protocol::offers::{
     OfferKind, OfferOutcome, PromptArgument, PromptDef, ResourceDef, ResourceTemplateDef,
 };
+use leo_protocol::sampling::SampleOutcome;
 use leo_protocol::tool::{Execution, ToolAnnotations};
 use leo_testkit::{Broker, Ipc};
 use serde::Serialize;
@@ -204,6 +206,16 @@ fn sidecar_frames() -> Vec<(&'static str, SidecarFrame)> {
         ),
         ("sidecar_list_offers", SidecarFrame::ListOffers { id: 1 }),
         (
+            "sidecar_sample_answer",
+            SidecarFrame::SampleAnswer {
+                sample: 2,
+                outcome: SampleOutcome::Answer {
+                    result: json!({"role": "assistant", "model": "claude-sonnet", "stopReason": "endTurn",
+                                   "content": {"type": "text", "text": "Build 42 speeds up uploads."}}),
+                },
+            },
+        ),
+        (
             "sidecar_offer",
             SidecarFrame::Offer {
                 id: 2,
@@ -266,6 +278,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 ever_registered: true,
                 denied: vec!["leo_app_call".into()],
                 otlp_endpoint: None,
+                mode: None,
             },
         ),
         (
@@ -278,6 +291,7 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 ever_registered: false,
                 denied: vec![],
                 otlp_endpoint: Some("http://127.0.0.1:4318".into()),
+                mode: None,
             },
         ),
         (
@@ -334,6 +348,25 @@ fn broker_frames() -> Vec<(&'static str, BrokerFrame)> {
                 input: 3,
                 message: "Deploy to production?".into(),
                 requested_schema: json!({"type": "object", "properties": {"confirm": {"type": "boolean"}}, "required": ["confirm"]}),
+            },
+        ),
+        (
+            "broker_log",
+            BrokerFrame::Log {
+                id: 7,
+                level: LogLevel::Warning,
+                logger: Some("uploader".into()),
+                data: json!("the mirror is slow; retrying"),
+            },
+        ),
+        (
+            "broker_sample",
+            BrokerFrame::Sample {
+                id: 7,
+                sample: 2,
+                params: json!({"maxTokens": 100, "systemPrompt": "You write release notes.", "messages": [
+                    {"role": "user", "content": {"type": "text", "text": "Write a one-line release note for build 42."}}
+                ]}),
             },
         ),
         ("broker_offers", offers_frame()),
@@ -531,7 +564,12 @@ fn broker_fixtures_drive_the_sidecar() {
         listed["outputSchema"],
         read("broker_tools_mcp_fields")["tools"][0]["output_schema"]
     );
-    for name in ["broker_progress", "broker_input"] {
+    for name in [
+        "broker_progress",
+        "broker_input",
+        "broker_log",
+        "broker_sample",
+    ] {
         assert!(
             matches!(decode(&bytes(name)), Incoming::Frame(_)),
             "{name} must be readable"

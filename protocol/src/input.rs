@@ -63,7 +63,8 @@ pub struct InputBody {
     /// What the user is asked, shown by the harness.
     pub message: String,
     /// The form: `{"type": "object", "properties": {...}, "required": [...]}` with properties
-    /// of type string, number, integer or boolean (a string may carry `enum`).
+    /// of type string, number, integer or boolean (a string may carry `enum`, or titled
+    /// choices in `oneOf`), or array (a multi select, see `choices`).
     pub requested_schema: Value,
 }
 
@@ -109,7 +110,9 @@ fn property_keywords(kind: &str) -> Option<&'static [&'static str]> {
             "format",
             "enum",
             "enumNames",
+            "oneOf",
         ],
+        "array" => crate::choices::ARRAY_KEYWORDS,
         "number" | "integer" => &[
             "type",
             "title",
@@ -181,11 +184,29 @@ fn check_property(prop: &Value, at: &str) -> Result<(), String> {
     let kind = obj.get("type").and_then(Value::as_str).unwrap_or("");
     let Some(allowed) = property_keywords(kind) else {
         return Err(format!(
-            "at {at}.type: must be \"string\", \"number\", \"integer\" or \"boolean\""
+            "at {at}.type: must be \"string\", \"number\", \"integer\", \"boolean\" or \"array\""
         ));
     };
     if let Some(k) = obj.keys().find(|k| !allowed.contains(&k.as_str())) {
-        return Err(format!("at {at}.{k}: not allowed for a {kind} property"));
+        let article = if kind.starts_with(['a', 'i']) {
+            "an"
+        } else {
+            "a"
+        };
+        return Err(format!(
+            "at {at}.{k}: not allowed for {article} {kind} property"
+        ));
+    }
+    if kind == "array" {
+        return crate::choices::check_multi(obj, at);
+    }
+    if obj.contains_key("oneOf") {
+        if obj.contains_key("enum") {
+            return Err(format!(
+                "at {at}.oneOf: not with enum (one list of choices)"
+            ));
+        }
+        crate::choices::titled(obj.get("oneOf"), &format!("{at}.oneOf"))?;
     }
     check_values(obj, at)
 }
@@ -256,7 +277,7 @@ mod tests {
             (json!({"type": "string"}), "at $.s.type: must be \"object\""),
             (
                 json!({"type": "object", "properties": {"a": {"type": "object"}}}),
-                "at $.s.properties.a.type: must be \"string\", \"number\", \"integer\" or \"boolean\"",
+                "at $.s.properties.a.type: must be \"string\", \"number\", \"integer\", \"boolean\" or \"array\"",
             ),
             (
                 json!({"type": "object", "properties": {"a": {"type": "number", "enum": [1]}}}),
@@ -285,6 +306,66 @@ mod tests {
         ];
         for (schema, want) in cases {
             assert_eq!(check_form(&schema, "$.s"), Err(want.to_owned()), "{schema}");
+        }
+    }
+
+    #[test]
+    fn titled_and_multi_select_choices_are_checked_with_their_paths() {
+        let ok = json!({"type": "object", "properties": {
+            "size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}], "default": "s"},
+            "tags": {"type": "array", "items": {"type": "string", "enum": ["a", "b"]}, "minItems": 1, "default": ["a"]},
+            "envs": {"type": "array", "title": "Where", "items": {"anyOf": [{"const": "prod", "title": "Production"}]}, "maxItems": 1}
+        }});
+        assert_eq!(check_form(&ok, "$.s"), Ok(()));
+        let form = |prop: Value| json!({"type": "object", "properties": {"p": prop}});
+        let cases = [
+            (
+                json!({"type": "string", "oneOf": []}),
+                "at $.s.properties.p.oneOf: expected a non-empty array of {const, title}",
+            ),
+            (
+                json!({"type": "string", "oneOf": [{"const": "a"}]}),
+                "at $.s.properties.p.oneOf[0].title: expected a string",
+            ),
+            (
+                json!({"type": "string", "oneOf": [{"const": 1, "title": "x"}]}),
+                "at $.s.properties.p.oneOf[0].const: expected a string",
+            ),
+            (
+                json!({"type": "string", "enum": ["a"], "oneOf": [{"const": "a", "title": "A"}]}),
+                "at $.s.properties.p.oneOf: not with enum (one list of choices)",
+            ),
+            (
+                json!({"type": "array"}),
+                "at $.s.properties.p.items: required, an object",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "number", "enum": ["a"]}}),
+                "at $.s.properties.p.items.type: must be \"string\"",
+            ),
+            (
+                json!({"type": "array", "items": {"anyOf": [{"const": "a\u{7}", "title": "A"}]}}),
+                "at $.s.properties.p.items.anyOf[0].const: a control character, in a value the answer must match",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string", "enum": ["a"]}, "default": ["z"]}),
+                "at $.s.properties.p.default[0]: not one of the choices",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string", "enum": ["a"]}, "minItems": -1}),
+                "at $.s.properties.p.minItems: expected an integer of at least 0",
+            ),
+            (
+                json!({"type": "array", "items": {"type": "string", "enum": ["a"]}, "uniqueItems": true}),
+                "at $.s.properties.p.uniqueItems: not allowed for an array property",
+            ),
+        ];
+        for (prop, want) in cases {
+            assert_eq!(
+                check_form(&form(prop.clone()), "$.s"),
+                Err(want.to_owned()),
+                "{prop}"
+            );
         }
     }
 

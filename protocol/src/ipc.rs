@@ -113,6 +113,12 @@ pub enum SidecarFrame {
     FetchMessages { id: u64 },
     /// Answers the broker's `input` frame `input`: the user's answer, or why none can come.
     InputAnswer { input: u64, outcome: InputOutcome },
+    /// Answers the broker's `sample` frame `sample`: the harness's completion, or why none
+    /// can come.
+    SampleAnswer {
+        sample: u64,
+        outcome: crate::sampling::SampleOutcome,
+    },
     /// Asks for the prompts, resources and templates this agent is offered now; answered by
     /// `offers` with the same `id`.
     ListOffers { id: u64 },
@@ -330,6 +336,10 @@ pub enum BrokerFrame {
         /// same collector (its own `OTEL_EXPORTER_OTLP_*` variables win).
         #[serde(default, skip_serializing_if = "Option::is_none")]
         otlp_endpoint: Option<String>,
+        /// The operator's mode for this agent (`agents.NAME.mode`); absent: `auto`, the
+        /// harness table decides.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        mode: Option<Mode>,
     },
     /// The tool set changed; coalesced to at most one a second per session.
     Tools {
@@ -372,6 +382,18 @@ pub enum BrokerFrame {
         message: String,
         requested_schema: Value,
     },
+    /// The app logs a message during call `id` (`notifications/message` for the harness).
+    Log {
+        id: u64,
+        level: crate::logging::LogLevel,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        logger: Option<String>,
+        data: Value,
+    },
+    /// The app asks the harness's model for a completion during call `id`
+    /// (`sampling/createMessage`); answered by the sidecar's `sample_answer` frame with the
+    /// same `sample`.
+    Sample { id: u64, sample: u64, params: Value },
     /// Answers `list_offers` `id`.
     Offers {
         id: u64,

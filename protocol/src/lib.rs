@@ -2,7 +2,7 @@
 //! but must be written once.
 //!
 //! The wire: only this crate defines wire types. The HTTP bodies and envelopes (`tool`,
-//! `content`, `requests`, `input`, `messages`, `history`, `webhooks`, `console`, `status`,
+//! `content`, `requests`, `input`, `logging`, `sampling`, `messages`, `history`, `webhooks`, `console`, `status`,
 //! `envelope`, and `jsonrpc`, the JSON-RPC error body of a refused `/mcp` request), the SSE event payloads (`events`), the sidecar IPC frames (`ipc`) and their line
 //! codec (`lines`), the error codes with their HTTP statuses (`codes`), the limits (`limits`),
 //! the checks that decide whether a tool definition, a form or a result is acceptable
@@ -19,6 +19,7 @@
 
 pub mod backoff;
 pub mod chain;
+pub mod choices;
 pub mod codes;
 pub mod console;
 pub mod content;
@@ -36,6 +37,7 @@ pub mod jsonrpc;
 pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
+pub mod logging;
 pub mod messages;
 pub mod names;
 pub mod offers;
@@ -43,6 +45,7 @@ pub mod offers;
 pub mod otel;
 pub mod outcome;
 pub mod requests;
+pub mod sampling;
 pub mod sanitize;
 pub mod schema;
 pub mod sse;

@@ -34,6 +34,10 @@ pub struct Seen {
     pub forms: Mutex<Vec<Value>>,
     /// Custom notifications (`notifications/claude/channel`…), as `(method, params)`.
     pub custom: Mutex<Vec<(String, Value)>>,
+    /// Log messages (`notifications/message` params), in order.
+    pub logs: Mutex<Vec<Value>>,
+    /// Sampling requests (`sampling/createMessage` params), in order.
+    pub samples: Mutex<Vec<Value>>,
     /// `notifications/prompts/list_changed` received.
     pub prompts_changed: AtomicUsize,
     /// The URIs of `notifications/resources/updated`, in order.
@@ -53,11 +57,17 @@ pub struct Harness {
     seen: Arc<Seen>,
     /// What the user answers to every question; `None`: the harness declares no elicitation.
     answers: Option<Value>,
+    /// What the model answers to every sampling request; `None`: no sampling declared.
+    completes: Option<String>,
 }
 
+#[allow(deprecated)] // logging and sampling (SEP-2577); MCP 2025-11-25 has them.
 impl ClientHandler for Harness {
     fn get_info(&self) -> ClientConfig {
         let mut capabilities = ClientCapabilities::default();
+        if self.completes.is_some() {
+            capabilities.sampling = Some(Default::default());
+        }
         if self.answers.is_some() {
             let mut elicitation = ElicitationCapability::default();
             elicitation.form = Some(FormElicitationCapability::default());
@@ -90,6 +100,35 @@ impl ClientHandler for Harness {
             }
             None => ElicitResult::new(ElicitationAction::Decline),
         })
+    }
+
+    async fn create_message(
+        &self,
+        params: rmcp::model::CreateMessageRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::CreateMessageResult, rmcp::ErrorData> {
+        self.seen
+            .samples
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&params).unwrap_or_default());
+        let Some(text) = &self.completes else {
+            return Err(rmcp::ErrorData::invalid_request("no sampling", None));
+        };
+        let message = rmcp::model::SamplingMessage::assistant_text(text.clone());
+        Ok(rmcp::model::CreateMessageResult::new(
+            message,
+            "test-model".into(),
+        ))
+    }
+
+    async fn on_logging_message(
+        &self,
+        params: rmcp::model::LoggingMessageNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        let params = serde_json::to_value(&params).unwrap_or_default();
+        self.seen.logs.lock().unwrap().push(params);
     }
 
     async fn on_tool_list_changed(&self, _context: NotificationContext<RoleClient>) {
@@ -146,6 +185,8 @@ pub struct AgentOpts {
     pub discover_first: bool,
     /// Declare form elicitation and accept every question with this content.
     pub answers: Option<Value>,
+    /// Declare sampling and answer every request with this text.
+    pub completes: Option<String>,
 }
 
 impl AgentOpts {
@@ -157,6 +198,7 @@ impl AgentOpts {
             env: Vec::new(),
             discover_first: false,
             answers: None,
+            completes: None,
         }
     }
 
@@ -187,6 +229,12 @@ impl AgentOpts {
     /// The harness asks its user every question and the user accepts with `content`.
     pub fn answering(mut self, content: Value) -> AgentOpts {
         self.answers = Some(content);
+        self
+    }
+
+    /// The harness declares sampling and its model answers every request with `text`.
+    pub fn completing(mut self, text: &str) -> AgentOpts {
+        self.completes = Some(text.to_owned());
         self
     }
 
@@ -249,6 +297,7 @@ impl Agent {
             name: opts.client_name.clone(),
             seen: seen.clone(),
             answers: opts.answers.clone(),
+            completes: opts.completes.clone(),
         };
         let started = if opts.discover_first {
             let lifecycle = ClientLifecycleMode::Auto {

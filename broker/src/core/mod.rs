@@ -47,6 +47,7 @@ mod registration;
 mod relay;
 mod restore;
 mod results;
+mod sampling;
 mod sessions;
 mod shutdown;
 mod snapshot;

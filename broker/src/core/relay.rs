@@ -5,6 +5,7 @@
 //! `input` frames on that session's outbox (registered by `ipc` when the session starts). A
 //! question's HTTP request waits for the sidecar's `input_answer`, for the call to end, or for
 //! the call's deadline, whichever comes first; nothing here awaits under the core lock.
+//! Log messages and sampling requests (`sample`) take the same road with the same rules.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -16,6 +17,7 @@ use leo_protocol::content::Posted;
 use leo_protocol::input::{InputAnswer, InputBody, InputOutcome, ProgressBody, sanitized_question};
 use leo_protocol::ipc::BrokerFrame;
 use leo_protocol::requests::{AckState, RequestAck};
+use leo_protocol::sampling::SampleOutcome;
 use leo_protocol::sanitize::{Lines, sanitize};
 use tokio::sync::{mpsc, oneshot};
 use tracing::debug;
@@ -32,15 +34,18 @@ pub struct Relay {
 }
 
 #[derive(Debug, Default)]
-struct RelayState {
+pub(super) struct RelayState {
     outboxes: HashMap<ConnId, mpsc::Sender<Bytes>>,
     /// Questions by their number: the session asked, and the waiter.
     inputs: HashMap<u64, (ConnId, oneshot::Sender<InputOutcome>)>,
     next_input: u64,
+    /// Sampling requests by their number, likewise (`sample`).
+    pub(super) samples: HashMap<u64, (ConnId, oneshot::Sender<SampleOutcome>)>,
+    pub(super) next_sample: u64,
 }
 
 impl Relay {
-    fn lock(&self) -> std::sync::MutexGuard<'_, RelayState> {
+    pub(super) fn lock(&self) -> std::sync::MutexGuard<'_, RelayState> {
         // Each section is one insert or remove; a poisoned lock is still consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -48,9 +53,9 @@ impl Relay {
 
 /// Where a live call's frames go: its session and the sidecar's id of the call, and when the
 /// call times out.
-struct Route {
-    conn: ConnId,
-    local_id: u64,
+pub(super) struct Route {
+    pub(super) conn: ConnId,
+    pub(super) local_id: u64,
     deadline: Option<std::time::Instant>,
 }
 
@@ -78,6 +83,12 @@ impl Broker {
         let mut relay = self.relay.lock();
         relay.outboxes.remove(&conn);
         relay.inputs.retain(|_, (c, _)| *c != conn);
+        relay.samples.retain(|_, (c, _)| *c != conn);
+    }
+
+    /// The outbox of session `conn`, while it is connected.
+    pub(super) fn outbox(&self, conn: ConnId) -> Option<mpsc::Sender<Bytes>> {
+        self.relay.lock().outboxes.get(&conn).cloned()
     }
 
     /// Queues `line` for the sessions `conns`; a session too busy to take it misses it (what
@@ -103,7 +114,7 @@ impl Broker {
     }
 
     /// The live call `id`, if `client_id` is `caller`'s connected provider that claimed it.
-    fn claimed_route(
+    pub(super) fn claimed_route(
         core: &Core,
         id: &str,
         client_id: &str,
@@ -146,16 +157,44 @@ impl Broker {
                 .as_deref()
                 .map(|m| sanitize(m, Lines::Join).into_owned()),
         };
-        let outbox = self.relay.lock().outboxes.get(&route.conn).cloned();
-        if let Some(outbox) = outbox
-            && outbox.try_send(encode_line(&frame)).is_err()
+        Ok(self.advise(id, &route, &frame))
+    }
+
+    /// Passes advice (progress, a log message) to `route`'s session; a session too busy to
+    /// take it drops it.
+    pub(super) fn advise(&self, id: &str, route: &Route, frame: &BrokerFrame) -> RequestAck {
+        if let Some(outbox) = self.outbox(route.conn)
+            && outbox.try_send(encode_line(frame)).is_err()
         {
-            debug!(request = id, "session busy; progress report dropped");
+            debug!(request = id, "session busy; advice dropped");
         }
-        Ok(RequestAck {
+        RequestAck {
             id: id.to_owned().into(),
             state: AckState::Claimed,
-        })
+        }
+    }
+
+    /// Sends a request (a question, a sampling request) to `route`'s session and waits for
+    /// its answer on `rx`, the call's end or its deadline.
+    pub(super) async fn send_and_wait<T>(
+        &self,
+        id: &str,
+        route: &Route,
+        frame: &BrokerFrame,
+        rx: oneshot::Receiver<T>,
+    ) -> Result<T, Refusal> {
+        let sent = match self.outbox(route.conn) {
+            Some(outbox) => outbox.send(encode_line(frame)).await.is_ok(),
+            None => false,
+        };
+        if !sent {
+            return Err(Refusal::new(
+                ErrorCode::NoClient,
+                "the agent's session is gone",
+            ));
+        }
+        debug!(request = id, "sent to the harness");
+        self.wait_answer(id, route, rx).await
     }
 
     /// `POST …/requests/{id}/input`: asks the agent's user through the harness and waits for
@@ -170,12 +209,12 @@ impl Broker {
             .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, m))?;
         let route = Self::claimed_route(&self.lock(), id, &body.client_id, caller)?;
         let (tx, rx) = oneshot::channel();
-        let (input, outbox) = {
+        let input = {
             let mut relay = self.relay.lock();
             relay.next_input += 1;
             let input = relay.next_input;
             relay.inputs.insert(input, (route.conn, tx));
-            (input, relay.outboxes.get(&route.conn).cloned())
+            input
         };
         let _forget = Forget {
             relay: &self.relay,
@@ -188,26 +227,19 @@ impl Broker {
             message,
             requested_schema,
         };
-        let sent = match outbox {
-            Some(outbox) => outbox.send(encode_line(&frame)).await.is_ok(),
-            None => false,
-        };
-        if !sent {
-            return Err(Refusal::new(
-                ErrorCode::NoClient,
-                "the agent's session is gone",
-            ));
+        match self.send_and_wait(id, &route, &frame, rx).await? {
+            InputOutcome::Answer(a) => Ok(a),
+            InputOutcome::Refused { error } => Err(refusal_of(error)),
         }
-        debug!(request = id, input, "question sent to the harness");
-        self.wait_answer(id, &route, rx).await
     }
 
-    async fn wait_answer(
+    /// The sidecar's answer on `rx`, or the call's end, or its deadline, whichever comes first.
+    async fn wait_answer<T>(
         &self,
         id: &str,
         route: &Route,
-        mut rx: oneshot::Receiver<InputOutcome>,
-    ) -> Result<InputAnswer, Refusal> {
+        mut rx: oneshot::Receiver<T>,
+    ) -> Result<T, Refusal> {
         let mut changes = self.watch_changes();
         let deadline = async {
             match route.deadline {
@@ -219,8 +251,7 @@ impl Broker {
         loop {
             tokio::select! {
                 answer = &mut rx => return match answer {
-                    Ok(InputOutcome::Answer(a)) => Ok(a),
-                    Ok(InputOutcome::Refused { error }) => Err(refusal_of(error)),
+                    Ok(answer) => Ok(answer),
                     // The session ended; so did the call.
                     Err(_) => Err(self.lock().requests.not_live(id)),
                 },
@@ -311,7 +342,7 @@ fn route_of(call: &Call) -> Route {
 
 /// The sidecar's refusal of a question, with the code it named (`input_unsupported`, or
 /// `invalid_parameter` for a form the harness's SDK could not read).
-fn refusal_of(error: leo_protocol::content::AppError) -> Refusal {
+pub(super) fn refusal_of(error: leo_protocol::content::AppError) -> Refusal {
     let code = match error.code.as_str() {
         "input_unsupported" => ErrorCode::InputUnsupported,
         "invalid_parameter" => ErrorCode::InvalidParameter,

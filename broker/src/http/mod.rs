@@ -85,6 +85,8 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Message => on(method, routes::message),
         Route::Progress => on(method, routes::progress),
         Route::Input => on(method, routes::input),
+        Route::Log => on(method, routes::log),
+        Route::Sample => on(method, routes::sample),
         Route::OfferAnswer => on(method, routes::offer_answer),
         Route::ResourceUpdated => on(method, routes::resource_updated),
         Route::Audit => on(method, history::audit_list),

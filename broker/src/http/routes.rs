@@ -256,6 +256,35 @@ pub async fn input(
     Ok(ok(state.broker.ask_input(&id, body, &caller(&who)).await?))
 }
 
+/// `POST …/requests/{id}/log`: the claimant's log message, passed to the calling harness.
+#[tracing::instrument(name = "log", skip_all, fields(request = %id))]
+pub async fn log(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::logging::LogBody = json_body(body, limit).await?;
+    Ok(ok(state.broker.log_for_call(&id, body, &caller(&who))?))
+}
+
+/// `POST …/requests/{id}/sample`: asks the caller's model; answers with the harness's result.
+#[tracing::instrument(name = "sample", skip_all, fields(request = %id))]
+pub async fn sample(
+    State(state): State<Arc<AppState>>,
+    Extension(who): Extension<Principal>,
+    Path(id): Path<String>,
+    Extension(BodyLimit(limit)): Extension<BodyLimit>,
+    body: Body,
+) -> Result<Response, Refusal> {
+    let body: leo_protocol::sampling::SampleBody = json_body(body, limit).await?;
+    Ok(ok(state
+        .broker
+        .ask_sample(&id, body, &caller(&who))
+        .await?))
+}
+
 /// `POST /api/v1/client-tools/webhooks`: a webhook provider; the answer shows its secret, once.
 /// Audited as `webhook_create` and, for its group, `register`, both by the token's principal.
 #[tracing::instrument(name = "create_webhook", skip_all)]

@@ -43,6 +43,10 @@ pub enum Route {
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
     Input,
+    /// `POST …/requests/{id}/log`: the claimant logs a message for the caller.
+    Log,
+    /// `POST …/requests/{id}/sample`: the claimant asks the caller's model for a completion.
+    Sample,
     /// `POST /api/v1/client-offers/requests/{id}/answer`: an app answers a read of a prompt,
     /// a resource or a completion.
     OfferAnswer,
@@ -175,6 +179,8 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ),
     ("POST", PROGRESS_PATH, Route::Progress),
     ("POST", INPUT_PATH, Route::Input),
+    ("POST", LOG_PATH, Route::Log),
+    ("POST", SAMPLE_PATH, Route::Sample),
     ("POST", OFFER_ANSWER_PATH, Route::OfferAnswer),
     ("POST", RESOURCE_UPDATED_PATH, Route::ResourceUpdated),
     ("GET", "/api/v1/audit", Route::Audit),
@@ -217,6 +223,12 @@ pub const OFFER_ANSWER_PATH: &str = "/api/v1/client-offers/requests/{id}/answer"
 pub const RESOURCE_UPDATED_PATH: &str = "/api/v1/client-offers/updated";
 /// A question for the user: its message and a form of at most 16 KiB, with room for escaping.
 pub const INPUT_BODY: usize = 64 * 1024;
+/// The log route's path.
+pub const LOG_PATH: &str = "/api/v1/client-tools/requests/{id}/log";
+/// The sampling route's path.
+pub const SAMPLE_PATH: &str = "/api/v1/client-tools/requests/{id}/sample";
+/// A sampling request: its params (images included) with room for escaping.
+pub const SAMPLE_BODY: usize = 2 * leo_protocol::sampling::MAX_SAMPLE_BYTES;
 
 /// The login form's body: `token=<64 hex digits>` with room for a browser's encoding.
 pub const LOGIN_BODY: usize = 4 * 1024;
@@ -256,7 +268,7 @@ impl Route {
             Route::Events => &[Kind::Operator, Kind::Device, Kind::Agent],
             Route::RegisterTools | Route::ListTools | Route::Pending => APPS,
             Route::Claim | Route::Result | Route::Status => APPS,
-            Route::Progress | Route::Input => APPS,
+            Route::Progress | Route::Input | Route::Log | Route::Sample => APPS,
             Route::OfferAnswer | Route::ResourceUpdated => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
@@ -350,7 +362,8 @@ impl Route {
             Route::Mcp => max_body,
             Route::CreateWebhook => max_body,
             Route::Message => MESSAGE_BODY,
-            Route::Input => INPUT_BODY,
+            Route::Input | Route::Log => INPUT_BODY,
+            Route::Sample => SAMPLE_BODY,
             Route::Progress => SMALL_BODY,
             Route::Login => LOGIN_BODY,
             Route::Claim

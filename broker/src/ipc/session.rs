@@ -259,6 +259,7 @@ impl Session {
                 ever_registered,
                 denied: self.broker.config().denied_for(&self.agent),
                 otlp_endpoint: self.broker.config().telemetry.otlp_endpoint.clone(),
+                mode: self.broker.config().mode_for(&self.agent),
             })
         };
         self.conn.writer.send(welcome).await
@@ -389,6 +390,10 @@ impl Session {
             }
             SidecarFrame::InputAnswer { input, outcome } => {
                 self.broker.input_answered(self.id, input, outcome);
+                None
+            }
+            SidecarFrame::SampleAnswer { sample, outcome } => {
+                self.broker.sample_answered(self.id, sample, outcome);
                 None
             }
             SidecarFrame::ListOffers { id } => {

@@ -184,11 +184,13 @@ class McpAgent:
     """A harness: speaks MCP over stdio to a real `leo-mcp`, which uses its fallback tools
     (`leo_app_call`) since this client's name is in no capability table, or lists the tools
     natively with `client=NATIVE`. With `elicit` (params -> result) it declares MCP elicitation
-    and answers `elicitation/create` with it; `notifications/progress` are kept by token."""
+    and answers `elicitation/create` with it, and with `sample` likewise sampling and
+    `sampling/createMessage`; `notifications/progress` are kept by token, `notifications/message`
+    in `logs`."""
 
     def __init__(
         self, broker: Broker, agent: str = "pytest", client: str = "leo-app-python-tests",
-        elicit: Any = None,
+        elicit: Any = None, sample: Any = None,
     ):
         env = {**os.environ, "LEO_HOME": broker.home, "RUST_LOG": "warn"}
         self.log_path = Path(broker.home, f"leo-mcp-{agent}.stderr")
@@ -200,6 +202,11 @@ class McpAgent:
         self._answers: dict[int, Any] = {}
         self._lock = threading.Condition()
         self._elicit = elicit
+        self._sample = sample
+        #: Every `sampling/createMessage` params seen, in order.
+        self.sampled: list[dict[str, Any]] = []
+        #: Every `notifications/message` params seen, in order.
+        self.logs: list[dict[str, Any]] = []
         #: Every `elicitation/create` params seen, in order.
         self.asked: list[dict[str, Any]] = []
         #: `notifications/progress` params by progress token, in order.
@@ -207,7 +214,10 @@ class McpAgent:
         threading.Thread(target=self._read, daemon=True).start()
         self.rpc("initialize", {
             "protocolVersion": "2025-06-18",
-            "capabilities": {"elicitation": {}} if elicit is not None else {},
+            "capabilities": {
+                **({"elicitation": {}} if elicit is not None else {}),
+                **({"sampling": {}} if sample is not None else {}),
+            },
             "clientInfo": {"name": client, "version": "1"},
         })
         self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -234,6 +244,14 @@ class McpAgent:
                     self.asked.append(msg["params"])
                 result = self._elicit(msg["params"]) if self._elicit else {"action": "cancel"}
                 self._send({"jsonrpc": "2.0", "id": msg["id"], "result": result})
+            elif msg.get("method") == "notifications/message":
+                with self._lock:
+                    self.logs.append(msg["params"])
+                    self._lock.notify_all()
+            elif msg.get("method") == "sampling/createMessage" and "id" in msg and self._sample:
+                with self._lock:
+                    self.sampled.append(msg["params"])
+                self._send({"jsonrpc": "2.0", "id": msg["id"], "result": self._sample(msg["params"])})
             elif "id" in msg and "method" in msg:
                 self._send({"jsonrpc": "2.0", "id": msg["id"], "result": {}})  # ping, roots…
 

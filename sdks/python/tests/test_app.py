@@ -916,7 +916,7 @@ class Features(Case):
         async def bad_form(call: Call) -> str:
             "Asks with a form outside the subset"
             try:
-                await call.ask("x", {"type": "object", "properties": {"a": {"type": "array"}}})
+                await call.ask("x", {"type": "object", "properties": {"a": {"type": "object"}}})
             except InputUnsupported:
                 return "unsupported"
             except LeoError as e:
@@ -942,6 +942,71 @@ class Features(Case):
                       text_of(asker.native("bad_form", {})))
         plain = self.agent()  # declares no elicitation (and runs in fallback mode)
         self.assertEqual(json.loads(text_of(plain.call("confirm", {}))), {"fallback": "input_unsupported"})
+
+    def test_an_older_harness_gets_titled_choices_spelled_its_way_and_no_multi_select(self) -> None:
+        app = App("mcp", home=self.broker.home)
+        titled = {"type": "object", "properties": {"size": {"type": "string", "oneOf": [
+            {"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}]}}}
+        multi = {"type": "object", "properties": {"tags": {"type": "array", "items": {
+            "type": "string", "enum": ["fast", "safe"]}}}}
+
+        @app.tool
+        async def choose(call: Call) -> str:
+            "Asks with titled choices, then with a multi select"
+            answer = await call.ask("Size?", titled)
+            try:
+                await call.ask("Tags?", multi)
+            except InputUnsupported as e:
+                return f"{answer.content}; {e.message}"
+            return "asked twice"
+
+        self.start(app)
+        asker = self.native(elicit=lambda params: {"action": "accept", "content": {"size": "l"}})
+        said = text_of(asker.native("choose", {}))
+        # The harness speaks 2025-06-18: the same choices as enum and enumNames.
+        self.assertEqual(asker.asked[0]["requestedSchema"]["properties"]["size"], {
+            "type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]})
+        self.assertEqual(len(asker.asked), 1)
+        self.assertTrue(said.startswith("{'size': 'l'}; at $.requested_schema.properties.tags: "
+                                        "a multi select needs"), said)
+
+    def test_log_messages_pass_the_harness_level_and_sampling_reaches_its_model(self) -> None:
+        app = App("mcp", home=self.broker.home)
+
+        @app.tool
+        async def summarize(call: Call) -> str:
+            "Logs, then asks the model"
+            call.log("info", "reading", logger="reader")
+            call.log("warning", {"disk": "slow"})
+            try:
+                result = await call.sample({
+                    "messages": [{"role": "user", "content": {"type": "text", "text": "Summarize"}}],
+                    "maxTokens": 20,
+                })
+            except InputUnsupported as e:
+                return f"cannot sample: {e.code}"
+            return "model said: " + result["content"]["text"]
+
+        @app.tool
+        def summarize_plain(call: Call) -> str:
+            "Samples from a thread"
+            result = call.sample_blocking({"messages": [{"role": "user", "content": {
+                "type": "text", "text": "Again"}}], "maxTokens": 5})
+            return result["model"]
+
+        self.start(app)
+        model = {"role": "assistant", "content": {"type": "text", "text": "short"}, "model": "m1"}
+        asker = self.native(sample=lambda params: model)
+        asker.rpc("logging/setLevel", {"level": "warning"})
+        self.assertEqual(text_of(asker.native("summarize", {})), "model said: short")
+        self.assertEqual(asker.sampled[0]["maxTokens"], 20)
+        wait_until(lambda: asker.logs, what="a log message")
+        self.assertEqual(asker.logs, [{"level": "warning", "data": {"disk": "slow"}}])
+        self.assertEqual(text_of(asker.native("summarize_plain", {})), "m1")
+        plain = self.native()  # declares no sampling; no level set, so every message passes
+        self.assertEqual(text_of(plain.native("summarize", {})), "cannot sample: input_unsupported")
+        wait_until(lambda: len(plain.logs) == 2, what="both log messages")
+        self.assertEqual(plain.logs[0], {"level": "info", "logger": "reader", "data": "reading"})
 
 
 class Withdraw(Case):

@@ -34,7 +34,25 @@ export interface Call {
      * the path) for a schema outside the subset, and an `Error` for a tool that answers at once.
      */
     ask(message: string, requestedSchema: JsonSchema): Promise<Answer>;
+    /**
+     * Logs `data` (a string, or any JSON) at `level` for the agent's harness (MCP
+     * `notifications/message`, sent when it reaches the level the harness chose with
+     * `logging/setLevel`; every level until it chooses). `logger` names the part of the app that
+     * speaks. Like `progress`: posted in order with the reports, never rejects, need not be
+     * awaited. Throws at once for a tool that `answersAtOnce` or an unknown level.
+     */
+    log(level: LogLevel, data: unknown, logger?: string): Promise<void>;
+    /**
+     * Asks the harness's model for a completion: `params` are MCP's `sampling/createMessage`
+     * params (`messages`, `maxTokens`, and any of `systemPrompt`, `modelPreferences`, …).
+     * Resolves with the harness's `CreateMessageResult` (`role`, `content`, `model`,
+     * `stopReason`). Rejects as `ask` does: `InputUnsupported` when the harness cannot sample.
+     */
+    sample(params: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
+/** The levels of `call.log`, least severe first (RFC 5424, as MCP names them). */
+export declare const LOG_LEVELS: readonly ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
+export type LogLevel = (typeof LOG_LEVELS)[number];
 /** The user's answer to `call.ask`: `content` holds the form's values with `accept`. */
 export interface Answer {
     action: "accept" | "decline" | "cancel";
@@ -79,8 +97,14 @@ export declare class LiveCall implements Call {
     constructor(r: Request, run: Running, s: Link, atOnce: boolean);
     private needClaim;
     progress(progress: number, total?: number, message?: string): Promise<void>;
-    private sendProgress;
+    log(level: LogLevel, data: unknown, logger?: string): Promise<void>;
+    /** Queues a report or log message after the ones before it. */
+    private advise;
+    private sendAdvice;
     /** Waits (bounded) for the reports still on their way, before the reply is posted. */
     flush(): Promise<void>;
     ask(message: string, requestedSchema: JsonSchema): Promise<Answer>;
+    sample(params: Record<string, unknown>): Promise<Record<string, unknown>>;
+    /** Posts a request for the harness and resolves with the answer's data (bounded by the call). */
+    private waitFor;
 }

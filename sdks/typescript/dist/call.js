@@ -4,6 +4,8 @@ import { LOST_RACE } from "./codes.js";
 import { InputUnsupported, Refused, data, refusal } from "./transport.js";
 const MAX_PROGRESS_MESSAGE = 4096;
 const PROGRESS_FLUSH_MS = 10_000;
+/** The levels of `call.log`, least severe first (RFC 5424, as MCP names them). */
+export const LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"];
 /** A call as its handler sees it, with the means to report progress and ask the user on the
  * session that claimed it (methods on the prototype: nothing is made per call but the object). */
 export class LiveCall {
@@ -50,19 +52,32 @@ export class LiveCall {
             body.total = checkNumber("total", total);
         if (message !== undefined)
             body.message = String(message).slice(0, MAX_PROGRESS_MESSAGE);
+        return this.advise("progress", body);
+    }
+    log(level, data, logger) {
+        this.needClaim("log");
+        if (!LOG_LEVELS.includes(level))
+            throw new RangeError(`level must be one of ${LOG_LEVELS.join(", ")}, not ${String(level)}`);
+        const body = { client_id: this.s.clientId, level, data };
+        if (logger !== undefined)
+            body.logger = String(logger);
+        return this.advise("log", body);
+    }
+    /** Queues a report or log message after the ones before it. */
+    advise(route, body) {
         const json = JSON.stringify(body);
-        const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendProgress(json));
+        const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendAdvice(route, json));
         this.tail = (this.tail ?? Promise.resolve()).then(send);
         return this.tail;
     }
-    async sendProgress(json) {
+    async sendAdvice(route, json) {
         try {
-            const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/progress`, json);
+            const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/${route}`, json);
             if (a.status === 200)
                 return;
             const e = refusal(a);
             if (!(e instanceof Refused && LOST_RACE.has(e.code)))
-                console.warn(`leo-app: the broker refused progress of ${this.id}: ${e.message}`);
+                console.warn(`leo-app: the broker refused ${route} of ${this.id}: ${e.message}`);
         }
         catch {
             // the session is gone, and the call with it
@@ -76,8 +91,15 @@ export class LiveCall {
     }
     async ask(message, requestedSchema) {
         this.needClaim("ask the user");
-        const json = JSON.stringify({ client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
-        const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/input`, json, null);
+        return this.waitFor("input", { client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
+    }
+    async sample(params) {
+        this.needClaim("sample");
+        return this.waitFor("sample", { client_id: this.s.clientId, params });
+    }
+    /** Posts a request for the harness and resolves with the answer's data (bounded by the call). */
+    async waitFor(route, body) {
+        const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/${route}`, JSON.stringify(body), null);
         if (a.status === 200)
             return data(a);
         const e = refusal(a);

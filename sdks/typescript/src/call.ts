@@ -43,7 +43,26 @@ export interface Call {
    * the path) for a schema outside the subset, and an `Error` for a tool that answers at once.
    */
   ask(message: string, requestedSchema: JsonSchema): Promise<Answer>;
+  /**
+   * Logs `data` (a string, or any JSON) at `level` for the agent's harness (MCP
+   * `notifications/message`, sent when it reaches the level the harness chose with
+   * `logging/setLevel`; every level until it chooses). `logger` names the part of the app that
+   * speaks. Like `progress`: posted in order with the reports, never rejects, need not be
+   * awaited. Throws at once for a tool that `answersAtOnce` or an unknown level.
+   */
+  log(level: LogLevel, data: unknown, logger?: string): Promise<void>;
+  /**
+   * Asks the harness's model for a completion: `params` are MCP's `sampling/createMessage`
+   * params (`messages`, `maxTokens`, and any of `systemPrompt`, `modelPreferences`, …).
+   * Resolves with the harness's `CreateMessageResult` (`role`, `content`, `model`,
+   * `stopReason`). Rejects as `ask` does: `InputUnsupported` when the harness cannot sample.
+   */
+  sample(params: Record<string, unknown>): Promise<Record<string, unknown>>;
 }
+
+/** The levels of `call.log`, least severe first (RFC 5424, as MCP names them). */
+export const LOG_LEVELS = ["debug", "info", "notice", "warning", "error", "critical", "alert", "emergency"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** The user's answer to `call.ask`: `content` holds the form's values with `accept`. */
 export interface Answer {
@@ -117,18 +136,31 @@ export class LiveCall implements Call {
     const body: Record<string, unknown> = { client_id: this.s.clientId, progress: checkNumber("progress", progress) };
     if (total !== undefined) body.total = checkNumber("total", total);
     if (message !== undefined) body.message = String(message).slice(0, MAX_PROGRESS_MESSAGE);
+    return this.advise("progress", body);
+  }
+
+  log(level: LogLevel, data: unknown, logger?: string): Promise<void> {
+    this.needClaim("log");
+    if (!LOG_LEVELS.includes(level)) throw new RangeError(`level must be one of ${LOG_LEVELS.join(", ")}, not ${String(level)}`);
+    const body: Record<string, unknown> = { client_id: this.s.clientId, level, data };
+    if (logger !== undefined) body.logger = String(logger);
+    return this.advise("log", body);
+  }
+
+  /** Queues a report or log message after the ones before it. */
+  private advise(route: string, body: Record<string, unknown>): Promise<void> {
     const json = JSON.stringify(body);
-    const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendProgress(json));
+    const send = () => (this.run.ended || this.signal.aborted ? undefined : this.sendAdvice(route, json));
     this.tail = (this.tail ?? Promise.resolve()).then(send);
     return this.tail;
   }
 
-  private async sendProgress(json: string): Promise<void> {
+  private async sendAdvice(route: string, json: string): Promise<void> {
     try {
-      const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/progress`, json);
+      const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/${route}`, json);
       if (a.status === 200) return;
       const e = refusal(a);
-      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: the broker refused progress of ${this.id}: ${e.message}`);
+      if (!(e instanceof Refused && LOST_RACE.has(e.code))) console.warn(`leo-app: the broker refused ${route} of ${this.id}: ${e.message}`);
     } catch {
       // the session is gone, and the call with it
     }
@@ -143,9 +175,18 @@ export class LiveCall implements Call {
 
   async ask(message: string, requestedSchema: JsonSchema): Promise<Answer> {
     this.needClaim("ask the user");
-    const json = JSON.stringify({ client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
-    const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/input`, json, null);
-    if (a.status === 200) return data<Answer>(a);
+    return this.waitFor<Answer>("input", { client_id: this.s.clientId, message: String(message), requested_schema: requestedSchema });
+  }
+
+  async sample(params: Record<string, unknown>): Promise<Record<string, unknown>> {
+    this.needClaim("sample");
+    return this.waitFor<Record<string, unknown>>("sample", { client_id: this.s.clientId, params });
+  }
+
+  /** Posts a request for the harness and resolves with the answer's data (bounded by the call). */
+  private async waitFor<T>(route: string, body: Record<string, unknown>): Promise<T> {
+    const a = await this.s.client.post(`/api/v1/client-tools/requests/${this.id}/${route}`, JSON.stringify(body), null);
+    if (a.status === 200) return data<T>(a);
     const e = refusal(a);
     if (e instanceof Refused && e.code === "input_unsupported") throw new InputUnsupported(e.brokerMessage, e.status);
     throw e;

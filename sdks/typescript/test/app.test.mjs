@@ -363,8 +363,8 @@ describe("mcp features", () => {
   // One broker for the three tests, so each has a group of its own: the first app to claim a
   // call of an agent's group owns that group for the agent.
   const ctx = context();
-  const native = async (elicit) => {
-    const a = await McpAgent.start(ctx.broker, { client: NATIVE, elicit });
+  const native = async (elicit, sample) => {
+    const a = await McpAgent.start(ctx.broker, { client: NATIVE, elicit, sample });
     ctx.cleanups.push(() => a.close());
     return a;
   };
@@ -449,7 +449,7 @@ describe("mcp features", () => {
       } })
       .tool({ name: "bad_form", description: "Asks with a form outside the subset", handler: async (_args, call) => {
         try {
-          await call.ask("x", { type: "object", properties: { a: { type: "array" } } });
+          await call.ask("x", { type: "object", properties: { a: { type: "object" } } });
           return "asked";
         } catch (e) {
           return e instanceof Refused && !(e instanceof InputUnsupported) ? e.message : `unexpected ${e}`;
@@ -468,6 +468,30 @@ describe("mcp features", () => {
     assert.match(textOf(await asker.native("bad_form")), /invalid_parameter: at \$\.requested_schema\.properties\.a\.type/);
     const plain = await ctx.agent(); // declares no elicitation (and runs in fallback mode)
     assert.equal(textOf(await plain.call("confirm")), "fallback: input_unsupported");
+  });
+
+  test("log messages pass the harness's level and sampling reaches its model", async () => {
+    const app = new App({ group: "mcp4", home: ctx.broker.home })
+      .tool({ name: "summarize", description: "Logs, then asks the model", handler: async (_args, call) => {
+        call.log("info", "reading", "reader");
+        call.log("warning", { disk: "slow" });
+        assert.throws(() => call.log("loud", "x"), RangeError);
+        try {
+          const r = await call.sample({ messages: [{ role: "user", content: { type: "text", text: "Summarize" } }], maxTokens: 20 });
+          return `model said: ${r.content.text}`;
+        } catch (e) {
+          return e instanceof InputUnsupported ? `cannot sample: ${e.code}` : `failed: ${e.message}`;
+        }
+      } });
+    await ctx.start(app);
+    const asker = await native(undefined, () => ({ role: "assistant", content: { type: "text", text: "short" }, model: "m1" }));
+    await asker.rpc("logging/setLevel", { level: "warning" });
+    assert.equal(textOf(await asker.native("summarize")), "model said: short");
+    assert.equal(asker.sampled[0].maxTokens, 20);
+    assert.deepEqual(await asker.logged(1), [{ level: "warning", data: { disk: "slow" } }]);
+    const plain = await native(); // declares no sampling; no level set, so every message passes
+    assert.equal(textOf(await plain.native("summarize")), "cannot sample: input_unsupported");
+    assert.deepEqual((await plain.logged(2))[0], { level: "info", logger: "reader", data: "reading" });
   });
 });
 

@@ -128,9 +128,10 @@ export const NATIVE = "claude-code";
 
 /** A harness speaking MCP over stdio to a real leo-mcp (fallback mode: `leo_app_call`, or native
  * with `client: NATIVE`). With `elicit` (params => result) it declares MCP elicitation and
- * answers `elicitation/create`; `notifications/progress` are kept by token. */
+ * answers `elicitation/create`, and with `sample` likewise sampling and `sampling/createMessage`;
+ * `notifications/progress` are kept by token, `notifications/message` in `logs`. */
 export class McpAgent {
-  constructor(broker, agent = "nodetest", elicit = undefined) {
+  constructor(broker, agent = "nodetest", elicit = undefined, sample = undefined) {
     const log = openSync(join(broker.home, `leo-mcp-${agent}.stderr`), "a");
     this.proc = spawn(LEO_MCP, ["--agent", agent], {
       env: { ...process.env, LEO_HOME: broker.home, RUST_LOG: "warn" }, stdio: ["pipe", "pipe", log],
@@ -140,6 +141,8 @@ export class McpAgent {
     this.asked = [];
     this.progress = new Map();
     this.heard = [];
+    this.logs = [];
+    this.sampled = [];
     createInterface({ input: this.proc.stdout }).on("line", async (l) => {
       const m = JSON.parse(l);
       const w = this.waiting.get(m.id);
@@ -151,12 +154,19 @@ export class McpAgent {
       } else if (m.method === "elicitation/create" && "id" in m) {
         this.asked.push(m.params);
         this.send({ jsonrpc: "2.0", id: m.id, result: elicit ? await elicit(m.params) : { action: "cancel" } });
+      } else if (m.method === "notifications/message") {
+        this.logs.push(m.params);
+        this.heard.splice(0).forEach((h) => h());
+      } else if (m.method === "sampling/createMessage" && "id" in m && sample) {
+        this.sampled.push(m.params);
+        this.send({ jsonrpc: "2.0", id: m.id, result: await sample(m.params) });
       } else if ("id" in m && "method" in m) this.send({ jsonrpc: "2.0", id: m.id, result: {} });
     });
   }
-  static async start(broker, { agent = "nodetest", client = "leo-app-node-tests", elicit } = {}) {
-    const a = new McpAgent(broker, agent, elicit);
-    await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities: elicit ? { elicitation: {} } : {}, clientInfo: { name: client, version: "1" } });
+  static async start(broker, { agent = "nodetest", client = "leo-app-node-tests", elicit, sample } = {}) {
+    const a = new McpAgent(broker, agent, elicit, sample);
+    const capabilities = { ...(elicit ? { elicitation: {} } : {}), ...(sample ? { sampling: {} } : {}) };
+    await a.rpc("initialize", { protocolVersion: "2025-06-18", capabilities, clientInfo: { name: client, version: "1" } });
     a.send({ jsonrpc: "2.0", method: "notifications/initialized" });
     return a;
   }
@@ -186,6 +196,15 @@ export class McpAgent {
       await new Promise((r) => { this.heard.push(r); setTimeout(r, 200); });
     }
     return this.progress.get(token);
+  }
+  /** Waits for `count` log messages. */
+  async logged(count) {
+    const end = Date.now() + WAIT;
+    while (this.logs.length < count) {
+      if (Date.now() > end) throw new Error(`${count} log messages: ${JSON.stringify(this.logs)}`);
+      await new Promise((r) => { this.heard.push(r); setTimeout(r, 200); });
+    }
+    return this.logs;
   }
   cancel(id) { this.send({ jsonrpc: "2.0", method: "notifications/cancelled", params: { requestId: id, reason: "gave up" } }); }
   close() { this.proc.kill("SIGKILL"); }

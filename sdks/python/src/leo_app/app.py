@@ -1030,37 +1030,55 @@ class _CallIO:
         return self.session.client_id
 
     async def progress(self, call: Call, body: bytes) -> None:
-        """Posts one report; never raises (a report is advice, and the call may have ended)."""
-        path = f"/api/v1/client-tools/requests/{call.id}/progress"
+        await self._advise(call, "progress", body)
+
+    async def log(self, call: Call, body: bytes) -> None:
+        await self._advise(call, "log", body)
+
+    async def _advise(self, call: Call, route: str, body: bytes) -> None:
+        """Posts one report or log message; never raises (it is advice, and the call may have
+        ended)."""
+        path = f"/api/v1/client-tools/requests/{call.id}/{route}"
         try:
             answer = await self.session.client.post(path, body)
         except (LeoError, OSError, asyncio.TimeoutError) as e:
-            log.debug("progress of %s not sent: %s", call.id, _describe(e))
+            log.debug("%s of %s not sent: %s", route, call.id, _describe(e))
             return
         if answer.status != 200:
             refusal = answer.refusal()
             if getattr(refusal, "code", None) in LOST_RACE:
-                log.debug("progress of %s dropped: the call ended (%s)", call.id, refusal)
+                log.debug("%s of %s dropped: the call ended (%s)", route, call.id, refusal)
             else:
-                log.warning("the broker refused progress of %s: %s", call.id, refusal)
+                log.warning("the broker refused %s of %s: %s", route, call.id, refusal)
 
     async def ask(self, call: Call, body: bytes) -> Answer:
         """Posts the question and waits for the user (the broker bounds it by the call)."""
-        path = f"/api/v1/client-tools/requests/{call.id}/input"
+        data = await self._wait(call, "input", body)
+        try:
+            return Answer(str(data["action"]), data.get("content"))
+        except (KeyError, TypeError, AttributeError) as e:
+            raise ProtocolError(f"the answer to a question: {e}") from None
+
+    async def sample(self, call: Call, body: bytes) -> dict[str, Any]:
+        """Posts the sampling request and waits for the harness (bounded by the call)."""
+        data = await self._wait(call, "sample", body)
+        if not isinstance(data, dict):
+            raise ProtocolError("the answer to a sampling request is not an object")
+        return data
+
+    async def _wait(self, call: Call, route: str, body: bytes) -> Any:
+        """Posts a request for the harness and returns the answer's data."""
+        path = f"/api/v1/client-tools/requests/{call.id}/{route}"
         answer = await self.session.client.post(path, body, timeout=None)
         if answer.status == 200:
-            data = answer.data()
-            try:
-                return Answer(str(data["action"]), data.get("content"))
-            except (KeyError, TypeError, AttributeError) as e:
-                raise ProtocolError(f"the answer to a question: {e}") from None
+            return answer.data()
         refusal = answer.refusal()
         if not isinstance(refusal, Refused):
             raise refusal
         if refusal.code == "input_unsupported":
             raise InputUnsupported(refusal.code, refusal.message, refusal.status)
         if refusal.code in LOST_RACE or refusal.code == "timeout":
-            raise Cancelled(f"the call ended before the user answered ({refusal})")
+            raise Cancelled(f"the call ended before the harness answered ({refusal})")
         raise refusal
 
 

@@ -29,6 +29,8 @@ from .errors import Cancelled, LeoError
 
 #: A progress message is cut to this many characters (the broker's limit).
 MAX_PROGRESS_MESSAGE = 4096
+#: The levels of `Call.log`, least severe first (RFC 5424, as MCP names them).
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 #: How long a reply waits for the progress reports still on their way.
 PROGRESS_FLUSH = 10.0
 
@@ -52,6 +54,10 @@ class CallIO(Protocol):
     async def progress(self, call: Call, body: bytes) -> None: ...
 
     async def ask(self, call: Call, body: bytes) -> Answer: ...
+
+    async def log(self, call: Call, body: bytes) -> None: ...
+
+    async def sample(self, call: Call, body: bytes) -> dict[str, Any]: ...
 
     def client_id(self) -> str: ...
 
@@ -186,16 +192,36 @@ class Call:
             body["total"] = _number("total", total)
         if message is not None:
             body["message"] = str(message)[:MAX_PROGRESS_MESSAGE]
+        self._advise(io.progress, body)
+
+    def log(self, level: str, data: Any, logger: str | None = None) -> None:
+        """Logs `data` (a string, or any JSON) at `level` (`debug`, `info`, `notice`,
+        `warning`, `error`, `critical`, `alert`, `emergency`) for the agent's harness: MCP
+        `notifications/message`, sent when it reaches the level the harness chose with
+        `logging/setLevel` (every level until it chooses). `logger` names the part of the app
+        that speaks. Like `progress`, it returns at once, messages and reports go in order, and
+        one for a call that ended is dropped quietly. Raises `ValueError` for an unknown level,
+        `LeoError` for a tool that answers at once."""
+        io = self._need_claim("log")
+        if level not in LOG_LEVELS:
+            raise ValueError(f"level must be one of {', '.join(LOG_LEVELS)}, not {level!r}")
+        body: dict[str, Any] = {"client_id": io.client_id(), "level": level, "data": data}
+        if logger is not None:
+            body["logger"] = str(logger)
+        self._advise(io.log, body)
+
+    def _advise(self, post: Any, body: dict[str, Any]) -> None:
+        """Queues a report or log message on the app's loop, from any thread."""
         data = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode()
         if self._on_loop():
-            self._queue_progress(io, data)
+            self._queue_progress(post, data)
         else:
             try:
-                self._loop.call_soon_threadsafe(self._queue_progress, io, data)
+                self._loop.call_soon_threadsafe(self._queue_progress, post, data)
             except RuntimeError:
                 pass  # the app's loop has ended, and the call with it
 
-    def _queue_progress(self, io: CallIO, data: bytes) -> None:
+    def _queue_progress(self, post: Any, data: bytes) -> None:
         """On the loop: each report waits for the one before it, so they arrive in order."""
         before = self._progress_tail
 
@@ -203,7 +229,7 @@ class Call:
             if before is not None:
                 await asyncio.wait([before])
             if not self.cancel_event.is_set():
-                await io.progress(self, data)
+                await post(self, data)
 
         self._progress_tail = self._loop.create_task(send())
 
@@ -229,6 +255,28 @@ class Call:
             return await io.ask(self, body)
         # Called from another event loop (a plain handler running its own): ask on the app's.
         return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(io.ask(self, body), self._loop))
+
+    async def sample(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Asks the harness's model for a completion: `params` are MCP's
+        `sampling/createMessage` params (`messages`, `maxTokens`, and any of `systemPrompt`,
+        `modelPreferences`, …). Returns the harness's `CreateMessageResult` as a dict (`role`,
+        `content`, `model`, `stopReason`). Raises `InputUnsupported` when the harness cannot
+        sample, `Cancelled` when the call ends first, `Refused` (`invalid_parameter`, with the
+        path) for params the broker or the harness's SDK cannot read, and `LeoError` for a tool
+        that answers at once."""
+        io = self._need_claim("sample")
+        body = json.dumps({"client_id": io.client_id(), "params": params},
+                          ensure_ascii=False, separators=(",", ":")).encode()
+        if self._on_loop():
+            return await io.sample(self, body)
+        return await asyncio.wrap_future(asyncio.run_coroutine_threadsafe(io.sample(self, body), self._loop))
+
+    def sample_blocking(self, params: dict[str, Any]) -> dict[str, Any]:
+        """`sample` for a plain (thread) handler: blocks until the harness answers."""
+        self._need_claim("sample")
+        if self._on_loop():
+            raise LeoError("sample_blocking would block the app's event loop: use await call.sample(...)")
+        return asyncio.run_coroutine_threadsafe(self.sample(params), self._loop).result()
 
     def ask_blocking(self, message: str, requested_schema: dict[str, Any]) -> Answer:
         """`ask` for a plain (thread) handler: blocks until the user answers or the call ends."""
