@@ -292,7 +292,7 @@ mod tests {
 
     #[test]
     fn a_cluster_swaps_its_tokens_in_place() {
-        use crate::cluster::tokens::{Entry, Kind};
+        use crate::store::postgres::tokens::{Entry, Kind};
         let entry = |kind, name: &str, token: &str| Entry {
             kind,
             name: name.into(),

@@ -31,7 +31,7 @@ pub struct Config {
 }
 
 /// `cluster:`: several instances on one PostgreSQL database (see `cluster`).
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ClusterConfig {
     /// The URL other instances reach this one at when it leads (`https://leo-a.internal:8370`).
@@ -46,6 +46,61 @@ pub struct ClusterConfig {
     /// token and the cluster's key, and the `instances` row that names the leader's URL is
     /// only as safe as the database.
     pub plain_http_on_loopback: bool,
+    /// How often the leader renews its lease, and a follower says it is alive.
+    pub heartbeat_ms: u64,
+    /// How long a lease lasts without renewal: how long a leader whose host vanished (or that
+    /// froze) keeps its followers waiting.
+    pub lease_ms: u64,
+    /// How often a follower looks at the lease.
+    pub poll_ms: u64,
+}
+
+impl Default for ClusterConfig {
+    fn default() -> ClusterConfig {
+        ClusterConfig {
+            advertise_url: None,
+            ca_file: None,
+            plain_http_on_loopback: false,
+            heartbeat_ms: 5_000,
+            lease_ms: 15_000,
+            poll_ms: 1_000,
+        }
+    }
+}
+
+/// The shortest interval `cluster.heartbeat_ms`, `cluster.lease_ms` and `cluster.poll_ms` may
+/// name: each is a round trip to the database.
+const MIN_CLUSTER_MS: u64 = 10;
+
+impl ClusterConfig {
+    /// The election's intervals make sense together: a leader renews before its lease lapses,
+    /// and a follower looks at least once per lease.
+    fn check(&self) -> std::result::Result<(), String> {
+        for (key, ms) in [
+            ("heartbeat_ms", self.heartbeat_ms),
+            ("lease_ms", self.lease_ms),
+            ("poll_ms", self.poll_ms),
+        ] {
+            if ms < MIN_CLUSTER_MS {
+                return Err(format!("cluster.{key}: must be at least {MIN_CLUSTER_MS}"));
+            }
+        }
+        if self.heartbeat_ms >= self.lease_ms {
+            return Err(format!(
+                "cluster.heartbeat_ms: must be shorter than cluster.lease_ms ({}), so that a \
+                 leader renews its lease before it lapses",
+                self.lease_ms
+            ));
+        }
+        if self.poll_ms > self.lease_ms {
+            return Err(format!(
+                "cluster.poll_ms: must be at most cluster.lease_ms ({}), so that a follower \
+                 looks at the lease at least once while it lasts",
+                self.lease_ms
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `telemetry:`: OpenTelemetry traces over OTLP/HTTP (see `telemetry`).
@@ -390,6 +445,7 @@ impl Config {
         if let Some(url) = &self.telemetry.otlp_endpoint {
             check_otlp_endpoint(url)?;
         }
+        self.cluster.check()?;
         if self.history.max_rows == Some(0) {
             return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
         }
@@ -584,6 +640,38 @@ mod tests {
         std::fs::write(&path, "store:\n  ur: x\n").unwrap();
         let e = store_of(&path).unwrap_err().to_string();
         assert!(e.contains("store.ur: unknown field"), "{e}");
+    }
+
+    #[test]
+    fn the_elections_intervals_default_to_5_15_1_s_and_are_checked_together() {
+        let c = Config::parse("").unwrap();
+        let ms = (
+            c.cluster.heartbeat_ms,
+            c.cluster.lease_ms,
+            c.cluster.poll_ms,
+        );
+        assert_eq!(ms, (5_000, 15_000, 1_000));
+        let c = Config::parse("cluster:\n  heartbeat_ms: 200\n  lease_ms: 900\n  poll_ms: 50\n");
+        assert_eq!(c.map(|c| c.cluster.lease_ms), Ok(900));
+        refused_saying(&[
+            (
+                "cluster:\n  lease_ms: 5000\n",
+                "cluster.heartbeat_ms: must be shorter than cluster.lease_ms (5000)",
+            ),
+            (
+                "cluster:\n  heartbeat_ms: 20000\n",
+                "cluster.heartbeat_ms: must be shorter",
+            ),
+            (
+                "cluster:\n  poll_ms: 16000\n",
+                "cluster.poll_ms: must be at most cluster.lease_ms (15000)",
+            ),
+            (
+                "cluster:\n  poll_ms: 0\n",
+                "cluster.poll_ms: must be at least 10",
+            ),
+            ("cluster:\n  lease_ms: -1\n", "cluster.lease_ms: "),
+        ]);
     }
 
     #[test]

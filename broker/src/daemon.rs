@@ -45,7 +45,7 @@ pub fn prepare(home: Home) -> Result<Prepared> {
             path: home.config(),
             message,
         })?;
-    let url = cluster::tokens::store_url(&home, &config)?;
+    let url = config.store.postgres_url(&home.config())?;
     let tls = load_tls(&home, &config)?;
     let (tokens, agent_keys, live) = match url {
         None => {

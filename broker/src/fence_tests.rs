@@ -63,6 +63,8 @@ async fn a_deposed_leader_commits_nothing_in_any_shared_table() {
             },
             key: "k".repeat(64),
             remember: 4,
+            heartbeat: std::time::Duration::from_secs(5),
+            lease: std::time::Duration::from_secs(15),
         };
         tokio::task::spawn_blocking(move || Store::open_postgres(&a, settings))
             .await

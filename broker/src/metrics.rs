@@ -27,8 +27,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::core::Broker;
-
 /// Tool names with series of their own at once, at most: twice as many as can be registered at
 /// once, so live tools keep theirs while names that went away age out.
 pub const MAX_TOOL_SERIES: usize = 2 * leo_protocol::limits::MAX_TOOLS_PER_BROKER;
@@ -263,11 +261,12 @@ impl Metrics {
         );
     }
 
-    /// The page: the counters, and the broker's state as of now.
-    pub fn render(&self, broker: &Broker) -> String {
+    /// The page: the counters, and the broker's state as of now (`status`, and how many
+    /// history records were dropped). Given by the caller, so that the metrics, which the
+    /// core and the history count into, import neither.
+    pub fn render(&self, status: &leo_protocol::status::Status, history_dropped: u64) -> String {
         let mut registry = Registry::with_prefix("leo");
         self.register_counters(&mut registry);
-        let status = broker.status();
         let gauge = |registry: &mut Registry, name: &str, help: &str, value: i64| {
             let g: Gauge = Gauge::default();
             g.set(value);
@@ -303,7 +302,7 @@ impl Metrics {
         if let Some(id) = instance {
             Self::register_instance(&mut registry, &id, "leader");
         }
-        let dropped = i64::try_from(broker.history().dropped()).unwrap_or(i64::MAX);
+        let dropped = i64::try_from(history_dropped).unwrap_or(i64::MAX);
         gauge(
             &mut registry,
             "history_dropped_records",

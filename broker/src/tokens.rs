@@ -18,13 +18,17 @@ use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError, RwLock};
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
 
 use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_secret_new};
+
+/// How often a book of tokens looks at its source again: this home's files, or the
+/// cluster's table (`cluster::tokens`). A revoked token stops working within about this.
+pub const POLL: Duration = Duration::from_secs(1);
 
 /// Who a token belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -122,7 +126,7 @@ impl Files {
             return;
         }
         let mut seen = self.stamp.lock().unwrap_or_else(PoisonError::into_inner);
-        let poll = u64::try_from(crate::cluster::tokens::POLL.as_millis()).unwrap_or(1000);
+        let poll = u64::try_from(POLL.as_millis()).unwrap_or(1000);
         self.next_look
             .store(at.saturating_add(poll), Ordering::Relaxed);
         // Looked at before the files are read: a change made meanwhile is seen next time.
@@ -355,8 +359,8 @@ impl Tokens {
     }
 
     /// The set of the cluster's `entries`, as the database holds them.
-    pub fn from_entries(entries: &[crate::cluster::tokens::Entry]) -> Tokens {
-        use crate::cluster::tokens::Kind;
+    pub fn from_entries(entries: &[crate::store::postgres::tokens::Entry]) -> Tokens {
+        use crate::store::postgres::tokens::Kind;
         let mut tokens = Tokens::default();
         for e in entries {
             let who = match e.kind {
@@ -454,7 +458,7 @@ mod tests {
         fs::remove_file(&loose).unwrap();
         fs::remove_file(home.device_token("phone")).unwrap();
         // Revoked within a second of the last look.
-        let deadline = Instant::now() + 2 * crate::cluster::tokens::POLL;
+        let deadline = Instant::now() + 2 * POLL;
         while book.lookup(&phone).is_some() {
             assert!(
                 Instant::now() < deadline,

@@ -286,3 +286,405 @@ fn the_database_is_reached_through_one_handle() {
         found.join("\n")
     );
 }
+
+// The house drawn from the imports: every `use crate::…`, `use super::…` and inline
+// `crate::…`/`super::…`/child-module path of a source file is an arrow to the file of the
+// module it names. Test modules (`#[cfg(test)] mod …`, and files named `tests.rs` or `…_tests.rs`) are not drawn:
+// a test may reach anywhere. The house is judged by its rooms: a top-level module (a file,
+// or a directory of files whose `mod.rs` and children may import each other), or a
+// module [`LAYERS`] names on its own (`cluster::gate`).
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The library roots whose imports are drawn, each with the name its paths use for itself.
+const HOUSES: &[&str] = &["broker/src", "store/src"];
+
+/// The layers of the house, lowest first: a file may import its own layer and those below.
+/// A module is in the layer of the longest prefix listed here.
+const LAYERS: &[&[&str]] = &[
+    // What everything may use: errors, refusals, names.
+    &["error", "refusal", "lints", "suggest", "messages", "accept"],
+    // The home: its layout, `config.yaml`, its state files and its token files.
+    &["config", "home", "state_file", "tokens", "agent_tokens"],
+    // The state machines.
+    &["registry", "requests", "ownership", "events", "offers"],
+    // The core that drives them, what it records of each call (`history`, over the storage
+    // crate's backends) and what observes it (metrics, traces).
+    &["core", "history", "metrics", "telemetry"],
+    // The doors, and the leader's side of forwarding, which they read.
+    &["http", "ipc", "webhooks", "cluster::gate"],
+    // One core on its listeners.
+    &["server"],
+    // Several instances on one database.
+    &["cluster"],
+    // The choice between one broker and a cluster.
+    &["daemon"],
+];
+
+/// How many arrows may run from a lower layer to a higher one.
+const MAX_UPWARD: usize = 3;
+
+/// Arrows not drawn yet, each with why: the general database helper that the cluster's tokens
+/// still lend to the history and the webhooks (`cluster::tokens::on_database`), which goes
+/// with the one database handle per instance. Only these module-to-module arrows are
+/// skipped; any other arrow between the same rooms still counts.
+const NOT_YET: &[(&str, &str)] = &[];
+
+/// `a::b` for `src/a/b.rs` and `src/a/b/mod.rs`; `""` for `lib.rs`.
+fn module_of(path: &str) -> String {
+    let path = path.strip_suffix(".rs").unwrap_or(path);
+    let path = path.strip_suffix("/mod").unwrap_or(path);
+    if path == "lib" {
+        String::new()
+    } else {
+        path.replace('/', "::")
+    }
+}
+
+/// `text` without comments and without its inline test module (everything from a
+/// `#[cfg(test)]` that opens a `mod … {`).
+fn code_of(text: &str) -> String {
+    let lines: Vec<&str> = text.lines().collect();
+    let mut out = String::new();
+    for (i, line) in lines.iter().enumerate() {
+        let next = lines.get(i + 1).map_or("", |l| l.trim());
+        if line.trim() == "#[cfg(test)]" && next.starts_with("mod ") && next.ends_with('{') {
+            break;
+        }
+        let code = line.split("//").next().unwrap_or("");
+        out.push_str(code);
+        out.push('\n');
+    }
+    out
+}
+
+/// The paths a `use` tree names: `a::{b, c::{d, e}}` is `a::b`, `a::c::d`, `a::c::e`.
+fn use_paths(tree: &str) -> Vec<String> {
+    let tree: String = tree.split_whitespace().collect::<Vec<_>>().join(" ");
+    let Some(open) = tree.find('{') else {
+        let path = tree.split(" as ").next().unwrap_or(&tree);
+        return vec![path.trim().to_owned()];
+    };
+    let prefix = tree[..open].trim().trim_end_matches("::");
+    let inner = &tree[open + 1..tree.rfind('}').unwrap_or(tree.len())];
+    let (mut parts, mut depth, mut current) = (Vec::new(), 0, String::new());
+    for c in inner.chars() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(std::mem::take(&mut current));
+                continue;
+            }
+            _ => {}
+        }
+        current.push(c);
+    }
+    parts.push(current);
+    parts
+        .iter()
+        .filter(|p| !p.trim().is_empty())
+        .flat_map(|p| use_paths(p))
+        .map(|p| match (prefix.is_empty(), p.as_str()) {
+            (true, _) => p,
+            (false, "self") => prefix.to_owned(),
+            (false, _) => format!("{prefix}::{p}"),
+        })
+        .collect()
+}
+
+/// Every path of `code` that starts with `crate::`, `super::` or `self::`, or with an
+/// identifier followed by `::` (a child module, when it is one), written out in full: the
+/// trees of its `use` declarations (each begins a line) and the paths written inline.
+fn paths_in(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let mut lines = code.lines();
+    while let Some(line) = lines.next() {
+        let declared = line
+            .trim_start()
+            .strip_prefix("pub")
+            .map_or(line.trim_start(), |rest| {
+                rest.trim_start_matches(|c: char| c != ' ').trim_start()
+            });
+        let Some(tree) = declared.strip_prefix("use ") else {
+            found.extend(inline_paths(line));
+            continue;
+        };
+        let mut tree = tree.to_owned();
+        while !tree.contains(';') {
+            let Some(more) = lines.next() else { break };
+            tree.push_str(more);
+        }
+        found.extend(use_paths(tree.split(';').next().unwrap_or_default()));
+    }
+    found
+}
+
+/// The `a::b::c` runs of `code`, each as written.
+fn inline_paths(code: &str) -> Vec<String> {
+    let mut found = Vec::new();
+    let bytes = code.as_bytes();
+    let ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < bytes.len() {
+        if ident(bytes[i]) && (i == 0 || !ident(bytes[i - 1]) && bytes[i - 1] != b':') {
+            let start = i;
+            let mut end = i;
+            loop {
+                while end < bytes.len() && ident(bytes[end]) {
+                    end += 1;
+                }
+                if code[end..].starts_with("::") && bytes.get(end + 2).is_some_and(|&b| ident(b)) {
+                    end += 2;
+                } else {
+                    break;
+                }
+            }
+            if code[start..end].contains("::") {
+                found.push(code[start..end].to_owned());
+            }
+            i = end.max(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// The import graph of `house` (`module -> modules it imports`), by module path.
+fn import_graph(house: &str) -> BTreeMap<String, BTreeSet<String>> {
+    let files: Vec<(String, String)> = sources(house)
+        .into_iter()
+        .map(|(path, text)| {
+            let rel = path
+                .strip_prefix(house)
+                .unwrap_or(&path)
+                .trim_start_matches('/');
+            (rel.to_owned(), text)
+        })
+        .collect();
+    let modules: BTreeSet<String> = files.iter().map(|(p, _)| module_of(p)).collect();
+    let resolve = |segments: &[&str]| {
+        (1..=segments.len())
+            .rev()
+            .map(|n| segments[..n].join("::"))
+            .find(|m| modules.contains(m))
+    };
+    let mut graph = BTreeMap::new();
+    for (path, text) in &files {
+        let test = path.ends_with("tests.rs") || path.contains("/tests/");
+        if path == "lib.rs" || test {
+            continue;
+        }
+        let me = module_of(path);
+        let parent: Vec<&str> = if path.ends_with("mod.rs") {
+            me.split("::").collect()
+        } else {
+            me.split("::").collect::<Vec<_>>()[..me.matches("::").count()].to_vec()
+        };
+        let mut arrows = BTreeSet::new();
+        for written in paths_in(&code_of(text)) {
+            let mut segments: Vec<&str> = written.split("::").collect();
+            let full: Vec<&str> = match segments[0] {
+                "crate" => segments.split_off(1),
+                "super" | "self" => {
+                    let mut base = if segments[0] == "self" {
+                        me.split("::").collect()
+                    } else {
+                        parent.clone()
+                    };
+                    let mut rest = &segments[1..];
+                    while rest.first() == Some(&"super") {
+                        base.pop();
+                        rest = &rest[1..];
+                    }
+                    base.extend_from_slice(rest);
+                    base
+                }
+                // A child module of this file's module, if one is so named.
+                child => {
+                    let mut base: Vec<&str> = me.split("::").filter(|s| !s.is_empty()).collect();
+                    if !path.ends_with("mod.rs") && me.is_empty() {
+                        continue;
+                    }
+                    base.push(child);
+                    if !modules.contains(&base.join("::")) {
+                        continue;
+                    }
+                    base.extend_from_slice(&segments[1..]);
+                    base
+                }
+            };
+            let full: Vec<&str> = full.into_iter().filter(|s| *s != "self").collect();
+            if let Some(target) = resolve(&full)
+                && !target.is_empty()
+                && target != me
+            {
+                arrows.insert(target);
+            }
+        }
+        arrows.retain(|to| !NOT_YET.contains(&(me.as_str(), to.as_str())));
+        graph.insert(me, arrows);
+    }
+    graph
+}
+
+/// The layer of `module`: the index in [`LAYERS`] of its longest listed prefix.
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS
+        .iter()
+        .enumerate()
+        .flat_map(|(i, names)| names.iter().map(move |n| (i, *n)))
+        .filter(|(_, n)| module == *n || module.starts_with(&format!("{n}::")))
+        .max_by_key(|(_, n)| n.len())
+        .map(|(i, _)| i)
+}
+
+/// The room of `module`: the longest name of [`LAYERS`] it is in, else its top-level module.
+fn room_of(module: &str) -> String {
+    LAYERS
+        .iter()
+        .flat_map(|names| names.iter())
+        .filter(|n| module == **n || module.starts_with(&format!("{n}::")))
+        .max_by_key(|n| n.len())
+        .map_or_else(
+            || module.split("::").next().unwrap_or(module).to_owned(),
+            |n| (*n).to_owned(),
+        )
+}
+
+/// `graph` between rooms: an arrow for each import from one room into another.
+fn between_rooms(graph: &BTreeMap<String, BTreeSet<String>>) -> BTreeMap<String, BTreeSet<String>> {
+    let mut rooms: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (from, to) in graph {
+        let room = room_of(from);
+        let arrows = rooms.entry(room.clone()).or_default();
+        arrows.extend(to.iter().map(|t| room_of(t)).filter(|t| *t != room));
+    }
+    rooms
+}
+
+/// A circle of more than two rooms in `graph`, if there is one.
+fn long_circle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn walk<'a>(
+        graph: &'a BTreeMap<String, BTreeSet<String>>,
+        start: &'a str,
+        path: &mut Vec<&'a str>,
+        seen: &mut BTreeSet<&'a str>,
+    ) -> bool {
+        let here = path[path.len() - 1];
+        for next in graph.get(here).into_iter().flatten() {
+            if next == start && path.len() > 2 {
+                return true;
+            }
+            // Each circle is found from its least module only.
+            if next.as_str() > start && seen.insert(next.as_str()) {
+                path.push(next);
+                if walk(graph, start, path, seen) {
+                    return true;
+                }
+                path.pop();
+            }
+        }
+        false
+    }
+    for start in graph.keys() {
+        let (mut path, mut seen) = (vec![start.as_str()], BTreeSet::new());
+        if walk(graph, start, &mut path, &mut seen) {
+            return Some(path.into_iter().map(str::to_owned).collect());
+        }
+    }
+    None
+}
+
+#[test]
+fn the_import_graph_reads_use_trees_and_inline_paths() {
+    assert_eq!(
+        use_paths("crate::{a::b, c::{d, e as f}, g}"),
+        ["crate::a::b", "crate::c::d", "crate::c::e", "crate::g"]
+    );
+    assert_eq!(
+        use_paths("super::x::{self, Y}"),
+        ["super::x", "super::x::Y"]
+    );
+    let code = "use crate::a::B;\nfn f() { crate::c::d(); lease::look(); x.y::<u8>() }";
+    assert_eq!(
+        paths_in(code),
+        ["crate::a::B", "crate::c::d", "lease::look"]
+    );
+    let mut g = BTreeMap::new();
+    g.insert("a".to_owned(), BTreeSet::from(["b".to_owned()]));
+    g.insert(
+        "b".to_owned(),
+        BTreeSet::from(["a".to_owned(), "c".to_owned()]),
+    );
+    g.insert("c".to_owned(), BTreeSet::new());
+    assert_eq!(
+        long_circle(&g),
+        None,
+        "two files importing each other are allowed"
+    );
+    g.get_mut("c").unwrap().insert("a".to_owned());
+    assert_eq!(long_circle(&g).unwrap(), ["a", "b", "c"]);
+}
+
+/// The house has no circle of more than two rooms, and at most [`MAX_UPWARD`] arrows run
+/// from a lower layer (see [`LAYERS`]) to a higher one; every room has a layer.
+#[test]
+fn the_house_has_no_long_circle_and_few_arrows_up() {
+    for house in HOUSES {
+        if !repo().join(house).is_dir() {
+            continue;
+        }
+        let graph = between_rooms(&import_graph(house));
+        assert!(graph.len() > 5, "{house}: {} rooms", graph.len());
+        if let Some(circle) = long_circle(&graph) {
+            panic!("{house}: a circle of imports: {}", circle.join(" -> "));
+        }
+        if *house != "broker/src" {
+            continue;
+        }
+        let unplaced: Vec<&String> = graph.keys().filter(|m| layer_of(m).is_none()).collect();
+        assert!(
+            unplaced.is_empty(),
+            "rooms without a layer: {unplaced:?}; name each in LAYERS, under what it imports"
+        );
+        let upward: Vec<String> = graph
+            .iter()
+            .flat_map(|(from, to)| to.iter().map(move |t| (from, t)))
+            .filter(|(from, to)| layer_of(to) > layer_of(from))
+            .map(|(from, to)| format!("{from} -> {to}"))
+            .collect();
+        assert!(
+            upward.len() <= MAX_UPWARD,
+            "{} arrows run up (at most {MAX_UPWARD}):\n{}",
+            upward.len(),
+            upward.join("\n")
+        );
+    }
+}
+
+/// The crates that speak to a database: only the storage crate (`store/`) may name them.
+const DATABASE_CRATES: &[&str] = &[
+    "rusqlite",
+    "tokio-postgres",
+    "deadpool-postgres",
+    "postgres-types",
+    "sqlx",
+];
+
+/// The core depends on no database crate: Cargo, not a reading of the source, keeps SQL out
+/// of `leo-broker`, which reaches its stores through `leo-store`.
+#[test]
+fn the_broker_depends_on_no_database_crate() {
+    let deps = dependencies("broker");
+    let named: Vec<&str> = DATABASE_CRATES
+        .iter()
+        .copied()
+        .filter(|name| deps.lines().any(|l| l.trim_start().starts_with(name)))
+        .collect();
+    assert!(
+        named.is_empty(),
+        "leo-broker depends on {named:?}; the database is leo-store's"
+    );
+}

@@ -327,6 +327,8 @@ pub struct Store {
     instances: postgres::Instances,
     /// Cancelled when the database says another instance leads now (PostgreSQL only).
     deposed: tokio_util::sync::CancellationToken,
+    /// The epoch this instance leads the database in (PostgreSQL only).
+    epoch: Option<i64>,
 }
 
 impl Store {
@@ -377,7 +379,9 @@ impl Store {
             instances: store.instances.clone(),
             deposed: store.deposed.clone(),
         };
-        let restored = postgres::open(db, settings, rx, shared)?;
+        let (restored, epoch) = postgres::open(db, settings, rx, shared)?;
+        let mut store = store;
+        store.epoch = Some(epoch);
         Ok((store, restored))
     }
 
@@ -388,7 +392,14 @@ impl Store {
             available: Arc::new(std::sync::atomic::AtomicBool::new(true)),
             instances: postgres::Instances::default(),
             deposed: tokio_util::sync::CancellationToken::new(),
+            epoch: None,
         }
+    }
+
+    /// The epoch this instance leads the database in (see `postgres::lease`); `None` for
+    /// SQLite.
+    pub fn epoch(&self) -> Option<i64> {
+        self.epoch
     }
 
     /// Resolves once another instance took the database's lease from this one (see

@@ -136,6 +136,16 @@ impl Database {
         )
     }
 
+    /// [`Database::config`] with a short lease (`cluster.lease_ms`, renewed every second):
+    /// for the tests that wait one out (a killed or frozen leader), kept long enough that a
+    /// loaded machine does not depose a leader that is only slow.
+    pub fn config_with_short_lease(&self) -> String {
+        format!(
+            "{}  heartbeat_ms: 1000\n  lease_ms: 5000\n  poll_ms: 250\n",
+            self.config()
+        )
+    }
+
     /// A client on this database.
     pub async fn client(&self) -> tokio_postgres::Client {
         connect(&self.url).await.unwrap_or_else(|e| panic!("{e}"))

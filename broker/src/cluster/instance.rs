@@ -16,12 +16,12 @@
 //! - **Waiting** for the database: it is tried at once, the listeners left idle (what connects
 //!   waits in their backlog, see [`Doors`]). While it cannot be reached (down or unreachable
 //!   at start) the front answers `503 store_unavailable` and closes sidecar connections, so
-//!   nothing is accepted that could not be kept, and the database is tried every [`POLL`]
+//!   nothing is accepted that could not be kept, and the database is tried every poll (`cluster.poll_ms`)
 //!   until it answers, its schema is brought up to date (once, under a lock) and the cluster's
 //!   tokens taken (`cluster_tokens`; at `prepare` already if it answered then). An error the
 //!   database answers on purpose (a schema newer than this broker; a wrong role or password, a
 //!   missing database, a role without rights: `PgError::at_start`) stops the instance.
-//! - **Following**: it looks at the lease every [`POLL`]; while another instance leads, the
+//! - **Following**: it looks at the lease every poll (`cluster::election`); while another instance leads, the
 //!   front forwards to the leader's advertised URL (`cluster.advertise_url`, or the one derived
 //!   from the TCP listener). Once the lease is free it opens the store (taking the lease and
 //!   restoring the live state), stops the front (closing what it forwarded: that leader is
@@ -38,11 +38,13 @@
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
+use std::time::Duration;
 
 use leo_protocol::chain::error_chain;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
+use super::election::{Elector, Role, Timing};
 use super::front::{Front, FrontConfig, Upstream};
 use super::gate::ClusterKey;
 use super::tokens::Shared as Tokens;
@@ -52,7 +54,7 @@ use crate::home::Home;
 use crate::http::health::FollowerView;
 use crate::server::{Base, Ended, Kept, Leading, Listeners, Term};
 use crate::state_file::EverRegistered;
-use crate::store::postgres::lease::{self, Leader, Look, Me, POLL};
+use crate::store::postgres::lease::{self, Leader, Look, Me};
 use crate::store::postgres::{self, Database, PgError};
 
 /// What an instance joins its cluster with.
@@ -68,6 +70,8 @@ pub(crate) struct Settings {
     plain_loopback: bool,
     /// How the leader's certificate is checked.
     connector: leo_protocol::tls::Connector,
+    /// The election's clock (`cluster.heartbeat_ms`, `lease_ms`, `poll_ms`).
+    timing: Timing,
 }
 
 impl Settings {
@@ -99,6 +103,7 @@ impl Settings {
         };
         let connector = leo_protocol::tls::Connector::new(ca.as_deref())
             .map_err(|e| refuse(format!("cluster.ca_file: {e}")))?;
+        let timing = Timing::of(&config.cluster);
         Ok(Settings {
             db,
             store: postgres::Settings {
@@ -108,10 +113,13 @@ impl Settings {
                 },
                 key: crate::tokens::generate()?,
                 remember: config.client_tools.remember_settled,
+                heartbeat: timing.heartbeat,
+                lease: timing.lease,
             },
             advertise: config.cluster.advertise_url.clone(),
             plain_loopback,
             connector,
+            timing,
         })
     }
 }
@@ -164,7 +172,90 @@ impl Doors {
 }
 
 /// What `follow` ends with: the listeners back, and the store this instance now leads.
-type Led = (Listeners, crate::store::Store, crate::store::Restored);
+type Led = (Listeners, Opened);
+
+/// The store this instance opened as it took the lease, and what it held.
+type Opened = (crate::store::Store, crate::store::Restored);
+
+/// The database's lease, as the election sees it (`store::postgres::lease`). Taking it opens
+/// the store, which takes the lease and restores the live state under it.
+struct PgLease {
+    db: Database,
+    store: postgres::Settings,
+}
+
+/// Why the lease could not be looked at or taken.
+#[derive(Debug, thiserror::Error)]
+enum LeaseError {
+    #[error(transparent)]
+    Look(#[from] PgError),
+    #[error(transparent)]
+    Take(crate::store::Error),
+}
+
+impl LeaseError {
+    /// Whether the instance may wait it out: only a store it could not open stops it, when
+    /// the database answered on purpose (a schema newer than this broker, a row it cannot
+    /// read).
+    fn is_fatal(&self) -> bool {
+        match self {
+            LeaseError::Look(_) => false,
+            LeaseError::Take(e) => !e.is_outage(),
+        }
+    }
+}
+
+impl super::election::Lease for PgLease {
+    type Error = LeaseError;
+    type Taken = Opened;
+
+    async fn look(&self, alive: bool) -> std::result::Result<Look, LeaseError> {
+        let (me, lease) = (self.store.me.clone(), self.store.lease);
+        Ok(self
+            .db
+            .run(move |client| async move { lease::look(&client, &me, alive, lease).await })
+            .await?)
+    }
+
+    async fn take(&self) -> std::result::Result<std::result::Result<Opened, Leader>, LeaseError> {
+        let (db, settings) = (self.db.clone(), self.store.clone());
+        // The opening waits for the restore; it runs on the database's runtime, waited for
+        // here on a blocking thread.
+        let opened =
+            tokio::task::spawn_blocking(move || crate::store::Store::open_postgres(&db, settings))
+                .await
+                .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()));
+        match opened {
+            Ok(opened) => Ok(Ok(opened)),
+            Err(crate::store::Error::Database(e)) if e.is_held() => match e.postgres() {
+                Some(PgError::Held(leader)) => Ok(Err(leader.clone())),
+                _ => unreachable!("is_held is PostgreSQL's Held"),
+            },
+            Err(e) => Err(LeaseError::Take(e)),
+        }
+    }
+
+    async fn renew(&self, epoch: i64) -> std::result::Result<Option<String>, LeaseError> {
+        let me = self.store.me.id.clone();
+        let renewed = self
+            .db
+            .run(move |client| async move { lease::renew(&client, &me, epoch).await })
+            .await;
+        match renewed {
+            Ok(()) => Ok(None),
+            Err(PgError::LeaseLost { holder }) => Ok(Some(holder)),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn release(&self) -> std::result::Result<(), LeaseError> {
+        let (me, lease) = (self.store.me.id.clone(), self.store.lease);
+        Ok(self
+            .db
+            .run(move |client| async move { lease::release(&client, &me, lease).await })
+            .await?)
+    }
+}
 
 /// What an instance is prepared with: how it joins, the cluster's tokens (taken from the
 /// database at start if it answered), and `state/client-tools.json` as read at start.
@@ -200,6 +291,8 @@ struct Instance {
     /// What the first term serves with; later terms read the file again.
     ever: Option<EverRegistered>,
     settings: Settings,
+    /// This instance's side of the election, on the instance's database handle.
+    elector: Elector<PgLease>,
     /// Cancelled when the run ends: what follows the cluster's tokens stops with it.
     done: CancellationToken,
 }
@@ -231,9 +324,14 @@ pub(crate) async fn run(
     };
     let done = CancellationToken::new();
     let _end = done.clone().drop_guard();
+    let lease = PgLease {
+        db: settings.db.clone(),
+        store: settings.store.clone(),
+    };
     let mut me = Instance {
         p,
         ever: Some(ever),
+        elector: Elector::new(lease, settings.timing),
         settings,
         done,
     };
@@ -255,7 +353,7 @@ async fn reach(db: &Database) -> std::result::Result<(), PgError> {
 }
 
 impl Instance {
-    /// Waits until the database answers (see [`Stage::Waiting`]), trying it every [`POLL`].
+    /// Waits until the database answers (see [`Stage::Waiting`]), trying it every poll.
     async fn wait(
         &mut self,
         mut doors: Doors,
@@ -286,39 +384,28 @@ impl Instance {
                 Err(e) => return Err(e.into()),
             }
             tokio::select! {
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(self.elector.timing().poll) => {}
                 () = stop.as_mut() => return Ok(self.leave(doors, false).await),
             }
         }
     }
 
-    /// Forwards to the leader until this instance takes the lease or `stop` resolves.
+    /// Forwards to the leader until this instance takes the lease (`Elector::look`) or `stop`
+    /// resolves.
     async fn follow(
-        &self,
+        &mut self,
         mut doors: Doors,
         mut stop: Pin<&mut impl Future<Output = ()>>,
     ) -> Result<Stage> {
         let mut following: Option<(Leader, String)> = None;
         let mut unreachable = false;
-        let mut said_alive: Option<tokio::time::Instant> = None;
         loop {
-            // A follower says it is alive every heartbeat, as the leader does.
-            let alive = said_alive.is_none_or(|t| t.elapsed() >= lease::HEARTBEAT);
-            let me = self.settings.store.me.clone();
-            let looked = (self.settings.db)
-                .run(move |client| async move { lease::look(&client, &me, alive).await })
-                .await;
-            if alive && looked.is_ok() {
-                said_alive = Some(tokio::time::Instant::now());
-            }
-            match looked {
-                Ok(Look::Free) => {
-                    if let Some((store, restored)) = try_lead(&self.settings).await? {
-                        let listeners = doors.listeners().await?;
-                        return Ok(Stage::Leading((listeners, store, restored)));
-                    }
+            match self.elector.look().await {
+                Ok(Role::Leads(opened)) => {
+                    let listeners = doors.listeners().await?;
+                    return Ok(Stage::Leading((listeners, opened)));
                 }
-                Ok(Look::Held(leader)) => {
+                Ok(Role::Follows(leader)) => {
                     let front = doors.front(&self.p, &self.settings)?;
                     if unreachable {
                         // Pointed again: its `/readyz` said the database was away.
@@ -336,6 +423,13 @@ impl Instance {
                     }
                     unreachable = false;
                 }
+                Err(e) if e.is_fatal() => {
+                    let path = crate::config::store_label().into();
+                    return Err(match e {
+                        LeaseError::Take(e) => BrokerError::store(path, e),
+                        LeaseError::Look(e) => BrokerError::Postgres(std::sync::Arc::new(e)),
+                    });
+                }
                 Err(e) => {
                     let front = doors.front(&self.p, &self.settings)?;
                     front.view(unreachable_view(following.as_ref().map(|(l, _)| l)));
@@ -346,7 +440,7 @@ impl Instance {
                 }
             }
             tokio::select! {
-                () = tokio::time::sleep(POLL) => {}
+                () = tokio::time::sleep(self.elector.timing().poll) => {}
                 () = stop.as_mut() => return Ok(self.leave(doors, true).await),
             }
         }
@@ -373,7 +467,8 @@ impl Instance {
     /// away before the core could start (its lease then lapses, or is taken again by this
     /// instance once the database is back: `lease::look` calls a lease of its own free).
     async fn lead(&mut self, led: Led, stop: Pin<&mut impl Future<Output = ()>>) -> Result<Stage> {
-        let (listeners, store, restored) = led;
+        let (listeners, (store, restored)) = led;
+        let (epoch, deposed) = (store.epoch().unwrap_or_default(), store.deposition());
         let kept = listeners.dup()?;
         let key = match cluster_keys(&self.settings.db).await {
             Ok((key, previous)) => ClusterKey::new(&key, previous.as_deref()),
@@ -391,9 +486,11 @@ impl Instance {
             Err(e) => return Err(e),
         };
         let watching = CancellationToken::new();
+        let poll = self.elector.timing().poll;
         tokio::spawn(watch_keys(
             self.settings.db.clone(),
             key.clone(),
+            poll,
             watching.clone(),
         ));
         let term = Term {
@@ -408,7 +505,18 @@ impl Instance {
                 db: self.settings.db.clone(),
             }),
         };
-        let served = crate::server::serve(&self.p, term, listeners, stop).await;
+        // The lease is renewed while the core serves; once another instance holds it, the
+        // core gives up as a fenced write would have made it (`Store::deposition`).
+        let holding = async {
+            let holder = self.elector.hold(epoch).await;
+            warn!(%holder, "another instance took the lease");
+            deposed.cancel();
+            std::future::pending::<()>().await;
+        };
+        let served = tokio::select! {
+            served = crate::server::serve(&self.p, term, listeners, stop) => served,
+            () = holding => unreachable!("holding the lease ends only with the core"),
+        };
         watching.cancel();
         match served {
             Ok(Ended::Stopped) => Ok(Stage::Stopped),
@@ -441,13 +549,7 @@ impl Instance {
         self.p.lock.stopping();
         doors.close().await;
         if joined {
-            let me = self.settings.store.me.id.clone();
-            let released = (self.settings.db)
-                .run(move |client| async move { lease::release(&client, &me).await })
-                .await;
-            if let Err(e) = released {
-                warn!(error = %leo_protocol::chain::error_chain(&e), "could not say this instance left");
-            }
+            let _ = self.elector.release().await;
         }
         self.p.lock.remove_sockets();
         info!("stopped");
@@ -480,14 +582,14 @@ async fn cluster_keys(db: &Database) -> Result<(String, Option<String>)> {
     keys.ok_or_else(|| PgError::Unreadable("the cluster has no key".into()).into())
 }
 
-/// Keeps a leader's `key` as the database has it, every [`POLL`], until `done`: a key
+/// Keeps a leader's `key` as the database has it, every `poll`, until `done`: a key
 /// rotated by `leo cluster rotate-key` is accepted at once, and the old one no longer once its
 /// grace ended. A database away keeps the keys last read.
-async fn watch_keys(db: Database, key: ClusterKey, done: CancellationToken) {
+async fn watch_keys(db: Database, key: ClusterKey, poll: Duration, done: CancellationToken) {
     loop {
         tokio::select! {
             () = done.cancelled() => return,
-            () = tokio::time::sleep(POLL) => {}
+            () = tokio::time::sleep(poll) => {}
         }
         if let Ok((current, previous)) = cluster_keys(&db).await {
             key.set(&current, previous.as_deref());
@@ -535,33 +637,6 @@ fn upstream(leader: &Leader, key: &str, plain_loopback: bool) -> Option<Upstream
             |e| warn!(leader = %leader, error = %error_chain(&e), "cannot forward to the leader"),
         )
         .ok()
-}
-
-/// Opens the store, which takes the lease: `None` when another instance took it first.
-async fn try_lead(
-    settings: &Settings,
-) -> Result<Option<(crate::store::Store, crate::store::Restored)>> {
-    let (db, store_settings) = (settings.db.clone(), settings.store.clone());
-    // The opening waits for the restore; it runs on the database's runtime, waited for here
-    // on a blocking thread.
-    let opened = tokio::task::spawn_blocking(move || {
-        crate::store::Store::open_postgres(&db, store_settings)
-    })
-    .await
-    .map_err(|e| BrokerError::State {
-        path: crate::config::store_label().into(),
-        message: format!("opening the store stopped: {e}"),
-    })?;
-    match opened {
-        Ok(opened) => Ok(Some(opened)),
-        Err(crate::store::Error::Database(e)) if e.is_held() => Ok(None),
-        Err(crate::store::Error::Database(e)) if e.is_outage() => {
-            // The database went away between the look and the take: look again later.
-            warn!(error = %leo_protocol::chain::error_chain(&e), "cannot take the lease now");
-            Ok(None)
-        }
-        Err(e) => Err(BrokerError::store(crate::config::store_label().into(), e)),
-    }
 }
 
 fn start_front(p: &Base, settings: &Settings, listeners: Listeners) -> Result<Front> {

@@ -6,6 +6,9 @@
 //!
 //! - [`instance`]: one instance's life in its cluster (waiting for the database, following,
 //!   leading), which `daemon` runs on the bound listeners;
+//! - [`election`]: who leads, as a state machine over a lease (the database's in production,
+//!   a fake one in its tests), timed by [`election::Timing`] (`cluster.heartbeat_ms`,
+//!   `cluster.lease_ms`, `cluster.poll_ms`);
 //! - [`front`]: a follower's listeners, served as a reverse proxy to the leader;
 //! - [`gate`]: the leader's side of forwarding (the cluster's key, [`gate::Forwarded`]), a
 //!   leaf that the leader's routers import;
@@ -14,6 +17,7 @@
 //! The direction of imports: `cluster` uses `server` (to run a core for each term it leads)
 //! and `http` (the front's servers); `server` and `http` import only [`gate`] from here.
 
+pub(crate) mod election;
 pub(crate) mod front;
 pub mod gate;
 pub(crate) mod instance;

@@ -36,18 +36,10 @@ use crate::error::{BrokerError, Result};
 use crate::home::{Home, write_atomic};
 pub use crate::store::postgres::tokens::{Entry, Kind};
 use crate::store::postgres::{Database, PgError, tokens as sql};
-use crate::tokens::{TokenBook, Tokens, load_or_create, read_token_file};
-
-/// How often a running broker reads the cluster's tokens again.
-pub const POLL: Duration = Duration::from_secs(1);
+use crate::tokens::{POLL, TokenBook, Tokens, load_or_create, read_token_file};
 
 fn database_error(e: PgError) -> BrokerError {
     e.into()
-}
-
-/// The PostgreSQL URL of `home`'s store (`LEO_STORE_URL`, else `store.url`), if it has one.
-pub fn store_url(home: &Home, config: &Config) -> Result<Option<String>> {
-    config.store.postgres_url(&home.config())
 }
 
 /// What `leo doctor` says of the database connection at `url`: a warning when it reaches
@@ -203,7 +195,7 @@ impl Shared {
 fn fill_and_read(
     ours: Vec<Entry>,
 ) -> impl FnOnce(
-    deadpool_postgres::Object,
+    crate::store::postgres::Object,
 ) -> futures_util::future::BoxFuture<
     'static,
     std::result::Result<(bool, Vec<Entry>), PgError>,

@@ -46,11 +46,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use crate::store::sqlite::Connection;
 use leo_protocol::console::{CHART_MINUTES, MinuteCalls};
 use leo_protocol::content::{AppError, Posted, content_size};
 use leo_protocol::events::CancelReason;
 use leo_protocol::history::{AuditList, CallOutcome, EndedList};
-use rusqlite::Connection;
 use tokio::sync::oneshot;
 use tracing::{debug, info, warn};
 
@@ -960,6 +960,8 @@ mod tests {
             },
             key: "k".repeat(64),
             remember: 4,
+            heartbeat: std::time::Duration::from_secs(5),
+            lease: std::time::Duration::from_secs(15),
         };
         let (store, _) = crate::store::Store::open_postgres(&database, settings).unwrap();
         let history =

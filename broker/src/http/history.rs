@@ -205,7 +205,8 @@ pub async fn metrics(State(state): State<Arc<AppState>>, uri: Uri) -> Result<Res
 /// The metrics page of `broker`.
 pub fn metrics_page(broker: &crate::core::Broker) -> Response {
     use axum::response::IntoResponse;
-    let body = crate::metrics::global().render(broker);
+    let dropped = broker.history().dropped();
+    let body = crate::metrics::global().render(&broker.status(), dropped);
     ([(axum::http::header::CONTENT_TYPE, METRICS_TYPE)], body).into_response()
 }
 

@@ -5,7 +5,9 @@
 //! restores the live state, decides claims, results, timeouts and cancels, and writes them),
 //! and every other instance forwards what it receives to it (`cluster`). The database says who
 //! leads: the one row of `cluster` names the leader and its epoch, and the leader's row of
-//! `instances` holds its lease, renewed every [`HEARTBEAT`] and held for [`LEASE`]. An instance
+//! `instances` holds its lease, renewed every heartbeat and held for the lease's length
+//! (`cluster.heartbeat_ms`, `cluster.lease_ms`; the rules of when are `cluster::election`'s,
+//! and each function here that judges a lease fresh is given its length). An instance
 //! that finds no fresh leader (none yet, the leader stopped, was killed or lost its host, or it
 //! is the leader itself, restarted with the same `LEO_HOME`) takes the lease: the epoch goes
 //! up by one, under a transaction-level advisory lock so two instances cannot both take it.
@@ -26,12 +28,6 @@ use tracing::info;
 
 use super::PgError;
 
-/// How often the leader renews its lease, and a follower says it is alive.
-pub const HEARTBEAT: Duration = Duration::from_secs(5);
-/// How long a lease lasts without renewal: three heartbeats.
-pub const LEASE: Duration = Duration::from_secs(15);
-/// How often a follower looks at the lease again.
-pub const POLL: Duration = Duration::from_secs(1);
 /// The advisory lock the lease is checked and taken under (`leo` + 1).
 const LEASE_LOCK: i64 = super::schema::SCHEMA_LOCK + 1;
 /// The SQLSTATE `leo_fence` raises when the writer no longer leads.
@@ -89,10 +85,11 @@ fn read_leader(row: Option<tokio_postgres::Row>, me: &str) -> Look {
     }
 }
 
-/// Says who leads; a follower (`Held`) records meanwhile that it is alive when `alive`.
-pub async fn look(client: &Client, me: &Me, alive: bool) -> Result<Look, PgError> {
+/// Says who leads (a lease renewed within `lease` is fresh); a follower (`Held`) records
+/// meanwhile that it is alive when `alive`.
+pub async fn look(client: &Client, me: &Me, alive: bool, lease: Duration) -> Result<Look, PgError> {
     let row = client
-        .query_opt(LEADER, &[&LEASE.as_secs_f64()])
+        .query_opt(LEADER, &[&lease.as_secs_f64()])
         .await
         .map_err(PgError::doing("read the lease"))?;
     let look = read_leader(row, &me.id);
@@ -132,13 +129,14 @@ async fn present(
         .map_err(PgError::doing("record this instance"))
 }
 
-/// Takes the lease for `me` unless another instance holds a fresh one (`Err(holder)` then);
-/// `Ok(epoch)`, the epoch this instance leads in. `key` becomes the cluster's key if it has
-/// none yet.
+/// Takes the lease for `me` unless another instance holds a fresh one (renewed within
+/// `lease`; `Err(holder)` then); `Ok(epoch)`, the epoch this instance leads in. `key` becomes
+/// the cluster's key if it has none yet.
 pub async fn try_take(
     client: &mut Client,
     me: &Me,
     key: &str,
+    lease: Duration,
 ) -> Result<Result<i64, Leader>, PgError> {
     let tx = client
         .transaction()
@@ -154,7 +152,7 @@ pub async fn try_take(
     .await
     .map_err(PgError::doing("make the cluster's key"))?;
     let row = tx
-        .query_opt(LEADER, &[&LEASE.as_secs_f64()])
+        .query_opt(LEADER, &[&lease.as_secs_f64()])
         .await
         .map_err(PgError::doing("read the lease"))?;
     if let Look::Held(leader) = read_leader(row, &me.id) {
@@ -197,13 +195,13 @@ pub async fn renew(client: &Client, me: &str, epoch: i64) -> Result<(), PgError>
 }
 
 /// Gives the lease up at a clean stop (or says a follower left), so a follower takes over at
-/// its next look instead of after [`LEASE`].
-pub async fn release(client: &Client, me: &str) -> Result<(), PgError> {
+/// its next look instead of after the `lease`.
+pub async fn release(client: &Client, me: &str, lease: Duration) -> Result<(), PgError> {
     client
         .execute(
             "WITH gone AS (UPDATE cluster SET leader = NULL WHERE leader = $1)
              UPDATE instances SET seen_at = now() - make_interval(secs => $2) WHERE id = $1",
-            &[&me, &LEASE.as_secs_f64()],
+            &[&me, &lease.as_secs_f64()],
         )
         .await
         .map(drop)
@@ -241,9 +239,11 @@ pub async fn rotate_key(
         .map_err(PgError::doing("replace the cluster's key"))
 }
 
-/// Every instance that has used the database, in the order they started, with its role.
+/// Every instance that has used the database, in the order they started, with its role (one
+/// not seen within `lease` is gone).
 pub async fn instances(
     client: &Client,
+    lease: Duration,
 ) -> Result<Vec<leo_protocol::status::InstanceStatus>, PgError> {
     let rows = client
         .query(
@@ -252,7 +252,7 @@ pub async fn instances(
                          WHEN i.id = c.leader THEN 'leader' ELSE 'follower' END,
                     to_char(i.seen_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"')
              FROM instances i LEFT JOIN cluster c ON true ORDER BY i.started_at",
-            &[&LEASE.as_secs_f64()],
+            &[&lease.as_secs_f64()],
         )
         .await
         .map_err(PgError::doing("read the instances"))?;

@@ -47,6 +47,8 @@ use super::writer::{BATCH, Batch, CANNOT_RECORD, Gate, LINGER, op_name};
 use super::{Error, Job, Op, Restored};
 
 pub use database::{Database, Lead, PgError, describe};
+/// A pooled connection, as [`Database::run`] lends it.
+pub use deadpool_postgres::Object;
 
 mod database;
 pub mod lease;
@@ -58,11 +60,6 @@ mod write;
 
 /// How often a store that lost its database tries again; also the heartbeat's check.
 pub const RETRY: Duration = Duration::from_millis(500);
-/// How often an instance writes that it is alive (`instances.seen_at`); see `lease`.
-pub const HEARTBEAT: Duration = lease::HEARTBEAT;
-/// The gate's reason when the heartbeat finds another instance leads.
-const LEASE_LOST: &str =
-    "this instance lost its lease on the database; no further change is acknowledged";
 
 /// The instances sharing the database, as the writer last read them, for the status snapshot.
 pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
@@ -83,6 +80,10 @@ pub struct Settings {
     pub key: String,
     /// How many ended requests are kept.
     pub remember: usize,
+    /// How often the instances sharing the database are read again (`cluster.heartbeat_ms`).
+    pub heartbeat: Duration,
+    /// How long a lease lasts without renewal (`cluster.lease_ms`).
+    pub lease: Duration,
 }
 
 #[cfg(test)]
@@ -96,29 +97,32 @@ impl Settings {
             },
             key: "k".repeat(64),
             remember: 4,
+            heartbeat: Duration::from_secs(5),
+            lease: Duration::from_secs(15),
         }
     }
 }
 
 /// Takes the lease (the schema migrated at the database's first connection), records this
 /// instance and reads what was live; then the writer runs on the database's runtime until the
-/// store closes. Blocks until the state is read: call it off the broker's runtime.
+/// store closes. Blocks until the state is read: what it held, and the epoch this instance
+/// leads in. Call it off the broker's runtime.
 pub(crate) fn open(
     db: &Database,
     settings: Settings,
     rx: UnboundedReceiver<Job>,
     shared: Shared,
-) -> Result<Restored, PgError> {
+) -> Result<(Restored, i64), PgError> {
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
     let db = db.clone();
     db.clone().spawn(async move {
         match start(&db, &settings).await {
             Ok((epoch, restored)) => {
-                let _ = ready.send(Ok(restored));
+                let _ = ready.send(Ok((restored, epoch)));
                 let mut writer = Writer::new(db.pool(), settings, epoch, shared.available);
                 writer.instances = shared.instances;
                 writer.deposed = shared.deposed;
-                writer.heartbeat().await;
+                writer.look_around().await;
                 writer.run(rx).await;
             }
             Err(e) => {
@@ -133,7 +137,7 @@ pub(crate) fn open(
 /// restores.
 async fn start(db: &Database, settings: &Settings) -> Result<(i64, Restored), PgError> {
     let mut client = db.client().await?;
-    let epoch = lease::try_take(&mut client, &settings.me, &settings.key)
+    let epoch = lease::try_take(&mut client, &settings.me, &settings.key, settings.lease)
         .await?
         .map_err(PgError::Held)?;
     db.set_lead(Lead {
@@ -198,7 +202,9 @@ impl Writer {
     async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
         loop {
             let mut wait = if self.available.load(Ordering::Relaxed) {
-                HEARTBEAT.saturating_sub(self.last_beat.elapsed())
+                self.settings
+                    .heartbeat
+                    .saturating_sub(self.last_beat.elapsed())
             } else {
                 RETRY
             };
@@ -318,7 +324,7 @@ impl Writer {
     }
 
     /// With no job for a while: retry what is pending (or probe) while the database is away,
-    /// and write the heartbeat.
+    /// and read the instances again.
     async fn tick(&mut self) {
         if self.gate.is_shut() {
             return;
@@ -326,8 +332,10 @@ impl Writer {
         if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
             let _ = self.flush().await;
         }
-        if self.last_beat.elapsed() >= HEARTBEAT || !self.available.load(Ordering::Relaxed) {
-            self.heartbeat().await;
+        if self.last_beat.elapsed() >= self.settings.heartbeat
+            || !self.available.load(Ordering::Relaxed)
+        {
+            self.look_around().await;
         }
     }
 
@@ -338,7 +346,7 @@ impl Writer {
         }
         let released = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::release(&client, &self.settings.me.id).await
+            lease::release(&client, &self.settings.me.id, self.settings.lease).await
         }
         .await;
         if let Err(e) = released {
@@ -360,35 +368,29 @@ impl Writer {
         }
     }
 
-    async fn heartbeat(&mut self) {
-        let beat = async {
+    /// Reads the instances sharing the database, for the status snapshot, and notices an
+    /// outage while nothing is written. (The lease is renewed by the election, see
+    /// `cluster::election`; a write of a deposed leader is refused by its fence.)
+    async fn look_around(&mut self) {
+        let found = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::renew(&client, &self.settings.me.id, self.epoch).await?;
-            let found = lease::instances(&client).await?;
-            if let Ok(mut instances) = self.instances.lock() {
-                *instances = found;
-            }
-            Ok::<(), PgError>(())
+            lease::instances(&client, self.settings.lease).await
         }
         .await;
         self.last_beat = tokio::time::Instant::now();
-        match beat {
-            Err(e) if !e.is_outage() => {
-                // Another instance holds the database now: acknowledging anything more could
-                // settle a call twice.
-                if e.is_fenced() {
-                    self.deposed.cancel();
+        match found {
+            Ok(found) => {
+                if let Ok(mut instances) = self.instances.lock() {
+                    *instances = found;
                 }
-                self.gate.shut(e.into(), LEASE_LOST);
-                self.available.store(true, Ordering::Relaxed);
             }
-            Err(e) if self.available.swap(false, Ordering::Relaxed) => {
+            Err(e) if e.is_outage() && self.available.swap(false, Ordering::Relaxed) => {
                 warn!(
                     error = %leo_protocol::chain::error_chain(&e),
                     "the database is unreachable; the broker refuses new work until it is back"
                 );
             }
-            _ => {}
+            Err(_) => {}
         }
     }
 }

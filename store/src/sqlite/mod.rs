@@ -15,10 +15,14 @@ use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, ErrorCode, TransactionBehavior};
+use rusqlite::{ErrorCode, TransactionBehavior};
 use tracing::{debug, warn};
 
 pub mod writer;
+
+/// The connection a [`writer::Batches`] writes on, named here so the broker's history (the
+/// one user outside this crate) needs no SQLite crate of its own.
+pub use rusqlite::Connection;
 
 /// How long a statement waits for another connection's lock, and the WAL switch retries.
 const BUSY: Duration = Duration::from_secs(5);

@@ -55,11 +55,7 @@ pub fn config(home: &Home, checks: &mut Vec<Check>) -> Option<Config> {
 /// With a PostgreSQL store: a warning when the database is reached beyond this host without
 /// TLS on every connection.
 pub fn database(home: &Home, config: Option<&Config>, checks: &mut Vec<Check>) {
-    let Some(url) = config.and_then(|c| {
-        leo_broker::cluster::tokens::store_url(home, c)
-            .ok()
-            .flatten()
-    }) else {
+    let Some(url) = config.and_then(|c| c.store.postgres_url(&home.config()).ok().flatten()) else {
         return;
     };
     checks.push(
