@@ -30,6 +30,9 @@ use tracing::{debug, warn};
 
 use super::{lease, schema};
 
+/// How long a connection may idle inside a transaction before the server ends it (see
+/// `pool`): far above any batch's, below the default lease.
+const IDLE_IN_TRANSACTION: Duration = Duration::from_secs(5);
 /// How long a connection attempt or a wait for a pooled connection may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Connections in the instance's one pool: the store's writer, the history's, the lease's
@@ -414,6 +417,16 @@ fn pool(
 ) -> Result<Pool, PgError> {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
+    // A transaction left open by an instance that stopped running mid-batch (frozen, or its
+    // host cut off) keeps the fence's `FOR SHARE` on the cluster's row, which the next take
+    // waits for: the server ends such a session once it idles that long in its transaction,
+    // so a take waits for a vanished leader's batch at most this long, never for ever.
+    let options = format!(
+        "{} -c idle_in_transaction_session_timeout={}",
+        config.get_options().unwrap_or_default(),
+        IDLE_IN_TRANSACTION.as_millis()
+    );
+    config.options(options.trim());
     let manager = Manager::from_connect(
         config,
         QuietNotices { handle, tls },
