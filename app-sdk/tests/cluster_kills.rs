@@ -37,9 +37,12 @@ const KILLS: usize = 5;
 /// A bound on the whole run: a call that never ends fails the test instead of hanging it.
 const WHOLE_RUN: Duration = Duration::from_secs(240);
 /// How long a harness whose call was refused at once waits before its next: long enough that
-/// a takeover (the lease, 15 s) does not use up most of the calls.
+/// a takeover (a poll and the restore for a killed leader; the lease while PostgreSQL restarts)
+/// does not use up most of the calls.
 const REFUSED: Duration = Duration::from_secs(2);
-/// A bound on waiting for a leader after a kill: the lease (15 s), the restore, and slack.
+/// A bound on waiting for a leader after a kill: a killed leader is replaced at a follower's
+/// next poll, but one killed with PostgreSQL away is only once its lease (15 s) lapsed; and
+/// slack.
 const TAKEOVER: Duration = Duration::from_secs(45);
 
 /// A unix socket that forwards each connection to the API socket of an instance: the one it

@@ -5,8 +5,10 @@
 //! The rules, each written here once:
 //! - a follower looks at the lease every [`Timing::poll`], and says it is alive every
 //!   [`Timing::heartbeat`] (so `leo cluster status` lists it);
-//! - a lease not renewed for [`Timing::lease`] is free, and so is one given up at a clean
-//!   stop; a follower that finds it free takes it (the epoch goes up by one) and leads;
+//! - a lease not renewed for [`Timing::lease`] is free (its holder's host vanished, or it is
+//!   frozen), and so is one whose holder's process died (its connection to the database
+//!   closed: `lease`'s alive lock) and one given up at a clean stop; a follower that finds it
+//!   free takes it (the epoch goes up by one) and leads;
 //! - the leader renews its lease every heartbeat; a renewal that cannot reach the database is
 //!   tried again at the next one (while the database is away nothing is committed anyway:
 //!   every write batch is fenced by the epoch), and a renewal that finds another instance
@@ -49,8 +51,8 @@ pub(crate) trait Lease {
     type Error: Display;
     /// What taking the lease gives: in production the store, opened under the lease.
     type Taken;
-    /// Who leads now (`Free` when nobody holds a fresh lease, or this instance does); records
-    /// meanwhile that this instance is alive when `alive`.
+    /// Who leads now (`Free` when nobody holds a fresh lease, its holder's process died, or
+    /// this instance holds it); records meanwhile that this instance is alive when `alive`.
     async fn look(&self, alive: bool) -> Result<Look, Self::Error>;
     /// Takes the lease unless another instance holds a fresh one (what leading needs, in a
     /// new epoch), or says who holds it.
@@ -155,6 +157,8 @@ mod tests {
         renewed: Option<Instant>,
         /// Instances whose connection is cut: every statement of theirs fails.
         cut: Vec<String>,
+        /// Instances whose process died: their connections closed, their alive lock with them.
+        dead: Vec<String>,
         /// Who renewed, once per renewal.
         renewals: Vec<String>,
     }
@@ -177,7 +181,7 @@ mod tests {
         fn held(&self, rows: &Rows) -> Option<Leader> {
             let fresh = rows.renewed.is_some_and(|t| t.elapsed() < self.lease);
             match &rows.leader {
-                Some(id) if fresh && *id != self.me => Some(Leader {
+                Some(id) if fresh && *id != self.me && !rows.dead.contains(id) => Some(Leader {
                     id: id.clone(),
                     url: None,
                 }),
@@ -298,10 +302,10 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_killed_leader_is_replaced_once_its_lease_lapses_and_not_before() {
+    async fn a_frozen_leader_is_replaced_once_its_lease_lapses_and_not_before() {
         let rows = Arc::default();
         let (epoch, a) = leading(elector(&rows, "a")).await;
-        // Killed between two renewals.
+        // Frozen between two renewals: its connection, and its alive lock, stay.
         tokio::time::sleep(TIMING.heartbeat * 3 + Duration::from_millis(1_700)).await;
         a.abort();
         let mut b = elector(&rows, "b");
@@ -311,6 +315,21 @@ mod tests {
             after >= TIMING.lease - TIMING.heartbeat && after <= TIMING.lease + TIMING.poll,
             "taken over {after:?} after the kill"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_killed_leader_is_replaced_at_the_next_poll_not_after_its_lease() {
+        let rows: Arc<Mutex<Rows>> = Arc::default();
+        let (epoch, a) = leading(elector(&rows, "a")).await;
+        let mut b = elector(&rows, "b");
+        assert!(matches!(b.look().await, Ok(Role::Follows(_))));
+        // Killed just after a renewal: its lease has all its length to run.
+        tokio::time::sleep(TIMING.heartbeat + Duration::from_millis(1)).await;
+        a.abort();
+        rows.lock().unwrap().dead.push("a".into());
+        let (taken, after) = follow_until_leading(&mut b).await;
+        assert_eq!(taken, epoch + 1);
+        assert!(after <= TIMING.poll, "taken over {after:?} after the kill");
     }
 
     #[tokio::test(start_paused = true)]

@@ -182,6 +182,26 @@ type Opened = (crate::store::Store, crate::store::Restored);
 struct PgLease {
     db: Database,
     store: postgres::Settings,
+    /// The connection of its own this instance holds its alive lock on (`lease::hold_alive`)
+    /// from its first take on: not a pooled one, which would be lent to other work and keep
+    /// the lock after this instance dropped it, or drop it while it leads. Its process's
+    /// death closes it, and frees the lease at once.
+    alive: tokio::sync::Mutex<Option<postgres::Dedicated>>,
+}
+
+impl PgLease {
+    /// Holds this instance's alive lock, on a new connection if the last one closed.
+    async fn keep_alive(&self) -> std::result::Result<(), PgError> {
+        let mut alive = self.alive.lock().await;
+        if alive.as_ref().is_some_and(|client| !client.is_closed()) {
+            return Ok(());
+        }
+        *alive = None;
+        let client = self.db.dedicated(None).await?;
+        lease::hold_alive(&client, &self.store.me.id).await?;
+        *alive = Some(client);
+        Ok(())
+    }
 }
 
 /// Why the lease could not be looked at or taken.
@@ -218,6 +238,8 @@ impl super::election::Lease for PgLease {
     }
 
     async fn take(&self) -> std::result::Result<std::result::Result<Opened, Leader>, LeaseError> {
+        // Held before the take: a lease taken without it would look free to the others.
+        self.keep_alive().await?;
         let (db, settings) = (self.db.clone(), self.store.clone());
         // The opening waits for the restore; it runs on the database's runtime, waited for
         // here on a blocking thread.
@@ -236,6 +258,7 @@ impl super::election::Lease for PgLease {
     }
 
     async fn renew(&self, epoch: i64) -> std::result::Result<Option<String>, LeaseError> {
+        self.keep_alive().await?;
         let me = self.store.me.id.clone();
         let renewed = self
             .db
@@ -250,10 +273,11 @@ impl super::election::Lease for PgLease {
 
     async fn release(&self) -> std::result::Result<(), LeaseError> {
         let (me, lease) = (self.store.me.id.clone(), self.store.lease);
-        Ok(self
-            .db
+        self.db
             .run(move |client| async move { lease::release(&client, &me, lease).await })
-            .await?)
+            .await?;
+        *self.alive.lock().await = None;
+        Ok(())
     }
 }
 
@@ -295,6 +319,8 @@ struct Instance {
     elector: Elector<PgLease>,
     /// Cancelled when the run ends: what follows the cluster's tokens stops with it.
     done: CancellationToken,
+    /// Notified when an instance gives the lease up (`listen`): a follower looks at once.
+    wake: std::sync::Arc<tokio::sync::Notify>,
 }
 
 /// Serves `listeners` as an instance of the cluster until `stop` resolves: waiting for the
@@ -327,13 +353,22 @@ pub(crate) async fn run(
     let lease = PgLease {
         db: settings.db.clone(),
         store: settings.store.clone(),
+        alive: tokio::sync::Mutex::new(None),
     };
+    let wake = std::sync::Arc::new(tokio::sync::Notify::new());
+    tokio::spawn(listen(
+        settings.db.clone(),
+        wake.clone(),
+        settings.timing.poll,
+        done.clone(),
+    ));
     let mut me = Instance {
         p,
         ever: Some(ever),
         elector: Elector::new(lease, settings.timing),
         settings,
         done,
+        wake,
     };
     let mut stop = std::pin::pin!(stop);
     let mut stage = Stage::Waiting(doors, tokens);
@@ -441,6 +476,7 @@ impl Instance {
             }
             tokio::select! {
                 () = tokio::time::sleep(self.elector.timing().poll) => {}
+                () = self.wake.notified() => {}
                 () = stop.as_mut() => return Ok(self.leave(doors, true).await),
             }
         }
@@ -554,6 +590,41 @@ impl Instance {
         self.p.lock.remove_sockets();
         info!("stopped");
         Stage::Stopped
+    }
+}
+
+/// Listens for a lease given up (`lease::listen`) until `done`, notifying `wake` at each, on
+/// a connection of its own (a pooled one would be lent to other work and hear nothing), made
+/// again every `poll` while the database is away.
+async fn listen(
+    db: Database,
+    wake: std::sync::Arc<tokio::sync::Notify>,
+    poll: Duration,
+    done: CancellationToken,
+) {
+    loop {
+        let (heard, mut notifications) = tokio::sync::mpsc::unbounded_channel();
+        let listening = async {
+            let client = db.dedicated(Some(heard)).await?;
+            lease::listen(&client).await?;
+            Ok::<_, PgError>(client)
+        };
+        if let Ok(_client) = listening.await {
+            // The channel ends with the connection, which holds its sender.
+            loop {
+                tokio::select! {
+                    heard = notifications.recv() => match heard {
+                        Some(_) => wake.notify_one(),
+                        None => break,
+                    },
+                    () = done.cancelled() => return,
+                }
+            }
+        }
+        tokio::select! {
+            () = tokio::time::sleep(poll) => {}
+            () = done.cancelled() => return,
+        }
     }
 }
 

@@ -11,9 +11,12 @@
 //! runtime only awaits the answer ([`Database::run`]); a caller on a plain thread (the
 //! history's writer, the `leo` commands) blocks on it ([`Database::blocking`]).
 //!
-//! **The lease holds no session.** The lease and its fence are rows and a transaction-level
-//! advisory lock (`lease`), so they take pooled connections like everything else; nothing
-//! needs a connection of its own for the life of a leadership.
+//! **Two connections are not pooled** ([`Database::dedicated`]): the one a leader holds its
+//! alive lock on (`lease::hold_alive`), and the one a follower listens for a lease given up
+//! on (`lease::listen`). A pooled connection would be handed to other work and recycled: a
+//! session-level lock would then be held by whatever borrowed it next and outlive the
+//! leadership, and a `LISTEN` would hear for nobody. The lease itself and its fence are
+//! rows and transaction-level advisory locks, on pooled connections like everything else.
 //!
 //! **Every write the cluster shares is fenced.** [`Database::fenced`] runs a write in a
 //! transaction whose first statement is `leo_fence(me, epoch)` with this instance's lead
@@ -235,6 +238,9 @@ struct Inner {
     /// The database's runtime, driven by its thread until `stop` drops.
     handle: Handle,
     migrated: tokio::sync::OnceCell<()>,
+    /// How a connection is made: for the pool, and for [`Database::dedicated`].
+    connect: QuietNotices,
+    config: tokio_postgres::Config,
     lead: Mutex<Option<Lead>>,
     /// The database and hosts, for logs: never the password.
     described: String,
@@ -286,12 +292,20 @@ impl Database {
                 rt.shutdown_timeout(Duration::from_millis(100));
             })
             .map_err(PgError::Thread)?;
-        let pool = pool(config, handle.clone(), connector)?;
+        let config = configured(config);
+        let connect = QuietNotices {
+            handle: handle.clone(),
+            tls: connector,
+            notify: None,
+        };
+        let pool = pool(config.clone(), connect.clone())?;
         Ok(Database {
             inner: Arc::new(Inner {
                 pool,
                 handle,
                 migrated: tokio::sync::OnceCell::new(),
+                connect,
+                config,
                 lead: Mutex::new(None),
                 described,
                 _stop: stop,
@@ -318,6 +332,28 @@ impl Database {
             .get_or_try_init(|| schema::migrate(&mut client))
             .await?;
         Ok(client)
+    }
+
+    /// A connection of its own, outside the pool (see the module's doc): it closes when the
+    /// client is dropped. The notifications it receives (after a `LISTEN`) go to `notify`.
+    pub async fn dedicated(
+        &self,
+        notify: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
+    ) -> Result<tokio_postgres::Client, PgError> {
+        let connect = QuietNotices {
+            notify,
+            ..self.inner.connect.clone()
+        };
+        let config = self.inner.config.clone();
+        self.inner
+            .handle
+            .spawn(async move {
+                use deadpool_postgres::Connect;
+                connect.connect(&config).await.map(|(client, _)| client)
+            })
+            .await
+            .map_err(|_| PgError::Stopped)?
+            .map_err(PgError::doing("open a connection of its own"))
     }
 
     /// Runs `work` on a connection, on the database's runtime; the caller only awaits its end.
@@ -408,13 +444,9 @@ impl Database {
     }
 }
 
-/// A pool of connections to the database of `config`, named `leo` on the server, each driven
-/// on the runtime of `handle`.
-fn pool(
-    mut config: tokio_postgres::Config,
-    handle: Handle,
-    tls: Option<MakeRustlsConnect>,
-) -> Result<Pool, PgError> {
+/// `config` as every connection of the instance uses it: named `leo` on the server, and ended
+/// by the server when it idles in a transaction (below).
+fn configured(mut config: tokio_postgres::Config) -> tokio_postgres::Config {
     config.connect_timeout(CONNECT_TIMEOUT);
     config.application_name("leo");
     // A transaction left open by an instance that stopped running mid-batch (frozen, or its
@@ -427,9 +459,14 @@ fn pool(
         IDLE_IN_TRANSACTION.as_millis()
     );
     config.options(options.trim());
+    config
+}
+
+/// A pool of connections to the database of `config`, each made by `connect`.
+fn pool(config: tokio_postgres::Config, connect: QuietNotices) -> Result<Pool, PgError> {
     let manager = Manager::from_connect(
         config,
-        QuietNotices { handle, tls },
+        connect,
         ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
         },
@@ -447,10 +484,13 @@ fn pool(
 /// whoever asked: tokio-postgres logs the server's notices at INFO (`relation … already
 /// exists, skipping` on every start), which are the server's chatter, not the broker's news;
 /// they are logged at DEBUG here.
+#[derive(Clone)]
 struct QuietNotices {
     handle: Handle,
     /// `None` for `sslmode=disable`.
     tls: Option<MakeRustlsConnect>,
+    /// Where a dedicated connection's notifications go (`None`: dropped).
+    notify: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
 }
 
 impl deadpool_postgres::Connect for QuietNotices {
@@ -466,11 +506,17 @@ impl deadpool_postgres::Connect for QuietNotices {
             let (client, task) = match &self.tls {
                 Some(tls) => {
                     let (client, connection) = config.connect(tls.clone()).await?;
-                    (client, self.handle.spawn(drive(connection)))
+                    (
+                        client,
+                        self.handle.spawn(drive(connection, self.notify.clone())),
+                    )
                 }
                 None => {
                     let (client, connection) = config.connect(tokio_postgres::NoTls).await?;
-                    (client, self.handle.spawn(drive(connection)))
+                    (
+                        client,
+                        self.handle.spawn(drive(connection, self.notify.clone())),
+                    )
                 }
             };
             Ok((client, task))
@@ -478,9 +524,12 @@ impl deadpool_postgres::Connect for QuietNotices {
     }
 }
 
-/// Drives one connection until it ends, its notices logged at DEBUG.
-async fn drive<S, T>(mut connection: tokio_postgres::Connection<S, T>)
-where
+/// Drives one connection until it ends, its notices logged at DEBUG and its notifications
+/// sent to `notify`.
+async fn drive<S, T>(
+    mut connection: tokio_postgres::Connection<S, T>,
+    notify: Option<tokio::sync::mpsc::UnboundedSender<tokio_postgres::Notification>>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
     T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -488,6 +537,11 @@ where
         match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
             Some(Ok(tokio_postgres::AsyncMessage::Notice(notice))) => {
                 debug!(severity = notice.severity(), "{}", notice.message());
+            }
+            Some(Ok(tokio_postgres::AsyncMessage::Notification(n))) => {
+                if let Some(notify) = &notify {
+                    let _ = notify.send(n);
+                }
             }
             Some(Ok(_)) => {}
             Some(Err(error)) => {

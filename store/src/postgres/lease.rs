@@ -12,6 +12,18 @@
 //! is the leader itself, restarted with the same `LEO_HOME`) takes the lease: the epoch goes
 //! up by one, under a transaction-level advisory lock so two instances cannot both take it.
 //!
+//! **A dead leader is seen at once.** A lease lapses only after its length, which is what a
+//! leader whose host vanished (its TCP silent) needs; a leader whose *process* died is seen
+//! sooner. For as long as it leads, a leader holds a session-level advisory lock of its own
+//! ([`ALIVE`], keyed by its id: [`hold_alive`]) on a connection of its own, and PostgreSQL
+//! releases that lock the moment the connection closes, which a killed process's does at
+//! once. So a lease whose holder no longer holds its lock is free ([`LEADER`] tries the lock:
+//! taken, it is the dead leader's to take), and a follower takes over at its next look. A
+//! leader that is merely frozen (stopped, or swapping) keeps its connection and its lock: its
+//! lease lapses as a vanished host's does, and the fence below keeps it from committing when
+//! it wakes. A clean stop also says so: `release` sends `NOTIFY leo_lease` ([`WAKE`]), which
+//! the followers listen for, so they look at once instead of at their next poll.
+//!
 //! **The fence.** A leader cut off from the database for longer than the lease may still be
 //! running when another instance takes over. So every write batch of the leader runs
 //! `leo_fence(me, epoch)` as its first statement, in its own transaction: it fails the
@@ -30,6 +42,11 @@ use super::PgError;
 
 /// The advisory lock the lease is checked and taken under (`leo` + 1).
 const LEASE_LOCK: i64 = super::schema::SCHEMA_LOCK + 1;
+/// The class of the advisory lock a leader holds while it leads: the two-key form, the
+/// second key `hashtext` of its id, apart from the one-key locks above.
+pub const ALIVE: i32 = 0x006c_656f;
+/// The channel a leader giving its lease up notifies, and the followers listen on.
+pub const WAKE: &str = "leo_lease";
 /// The SQLSTATE `leo_fence` raises when the writer no longer leads.
 pub const FENCED: &str = "LEO01";
 /// The first statement of every write batch (see the module's doc).
@@ -67,9 +84,17 @@ pub enum Look {
     Held(Leader),
 }
 
-/// The leader, unless the lease is free (or this instance's own).
-const LEADER: &str =
-    "SELECT c.leader, i.url, COALESCE(i.seen_at > now() - make_interval(secs => $1), false)
+/// The leader, unless the lease is free (or this instance's own): a lease is fresh while it
+/// was renewed within `$1` seconds and its holder's connection still holds its [`ALIVE`]
+/// lock. The lock is tried, not read from `pg_locks`: a transaction-level try takes it only
+/// when nobody holds it, and lets it go at once (at the statement's end, or the take's). A
+/// lock missing counts only once the leader renewed since the server started: a restart of
+/// PostgreSQL closes every connection, and a leader takes its lock again before its next
+/// renewal (so until then, the lease alone says whether it lives).
+const LEADER: &str = "SELECT c.leader, i.url,
+            COALESCE(i.seen_at > now() - make_interval(secs => $1), false)
+            AND (i.seen_at < pg_postmaster_start_time()
+                 OR NOT COALESCE(pg_try_advisory_xact_lock($2, hashtext(c.leader)), true))
      FROM cluster c LEFT JOIN instances i ON i.id = c.leader";
 
 fn read_leader(row: Option<tokio_postgres::Row>, me: &str) -> Look {
@@ -89,7 +114,7 @@ fn read_leader(row: Option<tokio_postgres::Row>, me: &str) -> Look {
 /// meanwhile that it is alive when `alive`.
 pub async fn look(client: &Client, me: &Me, alive: bool, lease: Duration) -> Result<Look, PgError> {
     let row = client
-        .query_opt(LEADER, &[&lease.as_secs_f64()])
+        .query_opt(LEADER, &[&lease.as_secs_f64(), &ALIVE])
         .await
         .map_err(PgError::doing("read the lease"))?;
     let look = read_leader(row, &me.id);
@@ -152,7 +177,7 @@ pub async fn try_take(
     .await
     .map_err(PgError::doing("make the cluster's key"))?;
     let row = tx
-        .query_opt(LEADER, &[&lease.as_secs_f64()])
+        .query_opt(LEADER, &[&lease.as_secs_f64(), &ALIVE])
         .await
         .map_err(PgError::doing("read the lease"))?;
     if let Look::Held(leader) = read_leader(row, &me.id) {
@@ -175,6 +200,25 @@ pub async fn try_take(
     Ok(Ok(epoch))
 }
 
+/// Takes `me`'s [`ALIVE`] lock on `client`, a connection of this instance's own that it keeps
+/// for as long as it leads (see the module's doc). It waits rather than tries: the only
+/// other holder can be a follower's look, for one statement.
+pub async fn hold_alive(client: &tokio_postgres::Client, me: &str) -> Result<(), PgError> {
+    client
+        .execute("SELECT pg_advisory_lock($1, hashtext($2))", &[&ALIVE, &me])
+        .await
+        .map(drop)
+        .map_err(PgError::doing("take this instance's alive lock"))
+}
+
+/// Listens on `client`, a connection of its own, for a lease given up ([`WAKE`]).
+pub async fn listen(client: &tokio_postgres::Client) -> Result<(), PgError> {
+    client
+        .batch_execute(&format!("LISTEN {WAKE}"))
+        .await
+        .map_err(PgError::doing("listen for a lease given up"))
+}
+
 /// Renews `me`'s lease in `epoch`; `LeaseLost` when another instance took it since.
 pub async fn renew(client: &Client, me: &str, epoch: i64) -> Result<(), PgError> {
     let deposed = client
@@ -194,8 +238,8 @@ pub async fn renew(client: &Client, me: &str, epoch: i64) -> Result<(), PgError>
     }
 }
 
-/// Gives the lease up at a clean stop (or says a follower left), so a follower takes over at
-/// its next look instead of after the `lease`.
+/// Gives the lease up at a clean stop (or says a follower left), and wakes the followers
+/// ([`WAKE`]), so one takes over at once instead of after the `lease`.
 pub async fn release(client: &Client, me: &str, lease: Duration) -> Result<(), PgError> {
     client
         .execute(
@@ -204,8 +248,13 @@ pub async fn release(client: &Client, me: &str, lease: Duration) -> Result<(), P
             &[&me, &lease.as_secs_f64()],
         )
         .await
+        .map_err(PgError::doing("release the lease"))?;
+    // A follower leaving wakes the others too: they look, and find the same leader.
+    client
+        .execute("SELECT pg_notify($1, $2)", &[&WAKE, &me])
+        .await
         .map(drop)
-        .map_err(PgError::doing("release the lease"))
+        .map_err(PgError::doing("wake the followers"))
 }
 
 /// The key instances of this database forward requests with, and the one it replaced while

@@ -49,6 +49,8 @@ use super::{Error, Job, Op, Restored};
 pub use database::{Database, Lead, PgError, describe};
 /// A pooled connection, as [`Database::run`] lends it.
 pub use deadpool_postgres::Object;
+/// A connection outside the pool (`Database::dedicated`).
+pub use tokio_postgres::Client as Dedicated;
 
 mod database;
 pub mod lease;
