@@ -520,7 +520,7 @@ async fn killing_claude_code_cancels_its_call_over_http() {
 /// prompt's messages become the user's turn. It reads resources through its own tools,
 /// `ListMcpResourcesTool` and `ReadMcpResourceTool` (the scripted model calls both). An
 /// `@leo:URI` mention in a print-mode prompt is not expanded (no `resources/read` is sent and
-/// the model gets the text as typed): the CLI resolves mentions only in its interactive input.
+/// the model gets the text as typed); the interactive input's `@` mentions need a person.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn claude_code_gets_an_apps_prompt_and_resource() {
     let Some(home) = CliHome::new(None) else {
