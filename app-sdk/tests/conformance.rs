@@ -5,8 +5,9 @@
 //! The suite's CLI sends no `Authorization` header and needs Node 22's `fs.globSync`;
 //! `tests/conformance/run.mjs` adds the agent's token through a loopback proxy and
 //! `globsync.mjs` gives Node 20 the `glob` package's `globSync`. The suite names its client
-//! `conformance-test-client`, which no harness table knows: the suite runs once for an agent
-//! configured `mode: native` and once for one in `mode: auto`.
+//! `conformance-test-client`, which no harness table knows, so an operator names its mode: the
+//! suite runs once for an agent configured `mode: native` in `config.yaml`, and once for an
+//! agent whose own token records it (`leo agent add conformance --mode native`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -60,12 +61,6 @@ const SCENARIOS: &[&str] = &[
     "prompts-get-with-image",
     "dns-rebinding-protection",
 ];
-
-/// The scenario that fails in auto mode, and its one failing check: `json-schema-2020-12`
-/// looks for its tool in `tools/list`, where an unknown 2025-11-25 client in `mode: auto` is
-/// listed the fallback pair. (Its `$defs` check passes in native mode: the broker keeps the
-/// root's `$defs`, each definition inlined, beside the inlined properties.)
-const AUTO_FAILING: (&str, &str) = ("json-schema-2020-12", "json-schema-2020-12-tool-found");
 
 fn text_tool(name: &str, blocks: Value) -> Tool {
     Tool::new(name, format!("Conformance tool {name}"), move |_: Call| {
@@ -399,27 +394,27 @@ fn walk(dir: &std::path::Path) -> Vec<PathBuf> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn server_scenarios_in_native_mode() {
-    suite("native", None).await;
+    let broker = Broker::start_with("agents:\n  conformance:\n    mode: native\n").await;
+    let token = broker.add_agent("conformance");
+    suite(&broker, token).await;
 }
 
-/// In `mode: auto` the suite's client, a 2025-11-25 client no harness table knows, is listed the
-/// fallback pair, yet calls the reference tools by name and gets their answers: every scenario
-/// passes as in native mode but `json-schema-2020-12`, which finds its tool missing from
-/// `tools/list`.
+/// The mode recorded with the agent's own token, the way an operator sets up a client that
+/// re-lists but that no harness table knows: no `config.yaml` at all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn server_scenarios_in_auto_mode() {
-    suite("auto", Some(AUTO_FAILING)).await;
+async fn server_scenarios_with_the_mode_on_the_agents_token() {
+    let broker = Broker::start().await;
+    let token = broker.add_agent_with("conformance", &["--mode", "native"]);
+    suite(&broker, token).await;
 }
 
-/// Runs every server scenario for agent `conformance` in `mode` and asserts that all pass but
-/// the scenario `failing` names, which fails on its one check alone.
-async fn suite(mode: &str, failing: Option<(&str, &str)>) {
+/// Runs every server scenario for agent `conformance` (its `token`) and asserts that all pass,
+/// with no failed check.
+async fn suite(broker: &Broker, token: String) {
     if !require::node_package(Prereq::Node, DIR, "@modelcontextprotocol/conformance") {
         return;
     }
-    let broker = Broker::start_with(&format!("agents:\n  conformance:\n    mode: {mode}\n")).await;
-    let token = broker.add_agent("conformance");
-    let app = Running::start(reference_app(&broker)).await;
+    let app = Running::start(reference_app(broker)).await;
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/conformance");
     let results = broker.home().join("conformance");
     let run = tokio::process::Command::new("node")
@@ -444,26 +439,10 @@ async fn suite(mode: &str, failing: Option<(&str, &str)>) {
     );
     let (mut passed, failed) = outcomes(&stdout);
     passed.sort();
-    let mut want: Vec<&str> = SCENARIOS
-        .iter()
-        .copied()
-        .filter(|s| failing.is_none_or(|(f, _)| f != *s))
-        .collect();
+    let mut want: Vec<&str> = SCENARIOS.to_vec();
     want.sort_unstable();
     assert_eq!(passed, want, "{log}");
-    let failed_ids: Vec<String> = checks
-        .lines()
-        .map(|l| l.split(": ").nth(1).unwrap_or("").to_owned())
-        .collect();
-    match failing {
-        None => {
-            assert_eq!(passed.len(), 32, "{log}");
-            assert!(failed.is_empty() && failed_ids.is_empty(), "{log}");
-        }
-        Some((scenario, check)) => {
-            assert_eq!(failed, [scenario], "{log}");
-            assert_eq!(failed_ids, [format!("{check:?}")], "{log}");
-        }
-    }
+    assert_eq!(passed.len(), 32, "{log}");
+    assert!(failed.is_empty() && checks.is_empty(), "{log}");
     app.stop().await.unwrap();
 }
