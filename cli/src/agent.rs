@@ -47,7 +47,7 @@ pub fn run(home: &Home, command: &AgentCommand) -> crate::error::Result<String> 
 /// `leo agent grants`: the broker's OAuth grants, one line each.
 fn grants(home: &Home) -> crate::error::Result<String> {
     let api = crate::commands::api::Api::new(home);
-    let list: leo_protocol::oauth::Grants = api.get("/api/v1/oauth/grants")?;
+    let list: leo_protocol::oauth::Grants = api.get(leo_protocol::oauth::GRANTS_PATH)?;
     if list.grants.is_empty() {
         return Ok("No OAuth grants.\n".to_owned());
     }
@@ -65,7 +65,8 @@ fn grants(home: &Home) -> crate::error::Result<String> {
 fn revoke(home: &Home, grant: &str) -> crate::error::Result<String> {
     let api = crate::commands::api::Api::new(home);
     let route = format!(
-        "/api/v1/oauth/grants/{}",
+        "{}/{}",
+        leo_protocol::oauth::GRANTS_PATH,
         form_urlencoded::byte_serialize(grant.as_bytes()).collect::<String>()
     );
     let done: leo_protocol::oauth::Revoked = api.delete(&route)?;

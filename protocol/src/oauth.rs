@@ -8,6 +8,8 @@ use serde::{Deserialize, Serialize};
 /// The path of the protected resource metadata (RFC 9728 §3); `/mcp`'s own is this path with
 /// `/mcp` appended.
 pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+/// The protected resource metadata of `/mcp` itself (RFC 9728 §3.1, the path-suffixed form).
+pub const MCP_RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource/mcp";
 /// The path of the authorization server metadata (RFC 8414 §3).
 pub const SERVER_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
 /// Dynamic Client Registration.
@@ -18,6 +20,8 @@ pub const AUTHORIZE_PATH: &str = "/oauth/authorize";
 pub const TOKEN_PATH: &str = "/oauth/token";
 /// The console's consent page of one authorization request.
 pub const CONSENT_PATH: &str = "/console/oauth/consent/{id}";
+/// The operator's list of grants; a grant is this path and its id.
+pub const GRANTS_PATH: &str = "/api/v1/oauth/grants";
 /// What an access token starts with, so a door can tell it from Leo's other tokens.
 pub const ACCESS_PREFIX: &str = "leo_at_";
 /// What a refresh token starts with.

@@ -18,8 +18,8 @@ use axum::response::{IntoResponse, Redirect, Response};
 use leo_protocol::ErrorCode;
 use leo_protocol::names::AgentName;
 use leo_protocol::oauth::{
-    AUTHORIZE_PATH, ClientMetadata, Decided, Decision, Grants, OAuthError, REGISTER_PATH,
-    RESOURCE_METADATA_PATH, Registered, ResourceMetadata, Revoked, ServerMetadata, TOKEN_PATH,
+    AUTHORIZE_PATH, ClientMetadata, Decided, Decision, Grants, MCP_RESOURCE_METADATA_PATH,
+    OAuthError, REGISTER_PATH, Registered, ResourceMetadata, Revoked, ServerMetadata, TOKEN_PATH,
     Tokens,
 };
 
@@ -54,11 +54,7 @@ pub fn resource_url(state: &AppState, headers: &HeaderMap) -> String {
 /// The `WWW-Authenticate` of a `401` from `/mcp` (RFC 9728 §5.1), with the RFC 6750 error
 /// when a token was presented.
 pub fn challenge(state: &AppState, headers: &HeaderMap, invalid: bool) -> String {
-    let url = format!(
-        "{}{RESOURCE_METADATA_PATH}{}",
-        base_url(state, headers),
-        super::rules::MCP_PATH
-    );
+    let url = format!("{}{MCP_RESOURCE_METADATA_PATH}", base_url(state, headers));
     if invalid {
         format!("Bearer error=\"invalid_token\", resource_metadata=\"{url}\"")
     } else {

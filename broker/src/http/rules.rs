@@ -7,6 +7,7 @@
 //! and drives every rule with arbitrary request heads. `auth` applies them to real requests.
 
 use leo_protocol::names::AgentName;
+use leo_protocol::oauth;
 use std::collections::HashSet;
 
 /// The routes, as the policy table names them.
@@ -219,26 +220,22 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", READYZ_PATH, Route::Ready),
     (
         "GET",
-        "/.well-known/oauth-protected-resource",
+        oauth::RESOURCE_METADATA_PATH,
         Route::ResourceMetadata,
     ),
     (
         "GET",
-        "/.well-known/oauth-protected-resource/mcp",
+        oauth::MCP_RESOURCE_METADATA_PATH,
         Route::ResourceMetadata,
     ),
-    (
-        "GET",
-        "/.well-known/oauth-authorization-server",
-        Route::ServerMetadata,
-    ),
-    ("POST", "/oauth/register", Route::OAuthRegister),
-    ("GET", "/oauth/authorize", Route::OAuthAuthorize),
-    ("POST", "/oauth/token", Route::OAuthToken),
-    ("GET", "/console/oauth/consent/{id}", Route::ConsentPage),
-    ("POST", "/console/oauth/consent/{id}", Route::ConsentDecide),
+    ("GET", oauth::SERVER_METADATA_PATH, Route::ServerMetadata),
+    ("POST", oauth::REGISTER_PATH, Route::OAuthRegister),
+    ("GET", oauth::AUTHORIZE_PATH, Route::OAuthAuthorize),
+    ("POST", oauth::TOKEN_PATH, Route::OAuthToken),
+    ("GET", oauth::CONSENT_PATH, Route::ConsentPage),
+    ("POST", oauth::CONSENT_PATH, Route::ConsentDecide),
     ("GET", "/console/consent.js", Route::ConsoleAsset),
-    ("GET", "/api/v1/oauth/grants", Route::OAuthGrants),
+    ("GET", oauth::GRANTS_PATH, Route::OAuthGrants),
     ("DELETE", "/api/v1/oauth/grants/{id}", Route::RevokeGrant),
 ];
 
