@@ -15,6 +15,12 @@
 //! With a PostgreSQL store the tokens are the cluster's (`cluster_tokens`): the shared one and
 //! the agents' own come from the database's set, swapped in within a second of a change on any
 //! instance, and the files of `state/agents/` are only this host's copy for `leo-mcp`.
+//!
+//! An agent's own token may carry the mode its harness is shown tools in
+//! (`leo agent add NAME --mode native|fallback|auto` writes `state/agents/NAME.mode`): since
+//! that token alone opens NAME's sessions, the mode is the token's. It is read at each `hello`
+//! too, and wins over the config's `agents.NAME.mode` (`mode_of`). The file is this host's
+//! even with a PostgreSQL store: the instance that serves the session reads its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,6 +29,7 @@ use leo_protocol::ErrorCode;
 use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
 
+use crate::config::AgentMode;
 use crate::error::BrokerError;
 use crate::refusal::Refusal;
 use crate::tokens::{Principal, TokenBook, read_token_file};
@@ -159,6 +166,30 @@ impl AgentKeys {
         found
     }
 
+    /// The mode recorded with `agent`'s own token, if it has one with a mode. A mode file the
+    /// broker cannot read or parse records nothing (the config's mode applies), with a warning.
+    pub fn mode_of(&self, agent: &AgentName) -> Option<AgentMode> {
+        let owned = match &self.cluster {
+            Some(book) => book.with(|t| t.own_token(agent).is_some()),
+            None => self.dir.join(format!("{agent}.token")).exists(),
+        };
+        if !owned {
+            return None;
+        }
+        let path = self.dir.join(format!("{agent}.mode"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(%agent, path = %path.display(), error = %e, "cannot read the agent's mode");
+                return None;
+            }
+        };
+        AgentMode::parse(text.trim())
+            .inspect_err(|e| tracing::warn!(%agent, path = %path.display(), "{e}"))
+            .ok()
+    }
+
     /// Why `presented` may not open a session under `agent`, if it may not.
     fn why_not(&self, agent: &AgentName, presented: &str) -> Result<(), String> {
         let path = self.dir.join(format!("{agent}.token"));
@@ -292,6 +323,23 @@ mod tests {
         assert!(e.message.contains("chmod 600"), "{}", e.message);
         assert!(keys.check(&name("scout"), &shared).is_err());
         assert_eq!(keys.owner_of(&scout), None);
+    }
+
+    #[test]
+    fn the_mode_is_an_own_tokens_and_a_bad_record_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = AgentKeys::new("s".repeat(64).into(), dir.path().to_owned());
+        let write = |file: &str, text: &str| std::fs::write(dir.path().join(file), text).unwrap();
+        // A mode file without the token records nothing: the mode is the token's.
+        write("scout.mode", "native\n");
+        assert_eq!(keys.mode_of(&name("scout")), None);
+        crate::home::write_secret_new(&dir.path().join("scout.token"), &"a".repeat(64)).unwrap();
+        assert_eq!(keys.mode_of(&name("scout")), Some(AgentMode::Native));
+        write("scout.mode", "auto");
+        assert_eq!(keys.mode_of(&name("scout")), Some(AgentMode::Auto));
+        write("scout.mode", "sometimes\n");
+        assert_eq!(keys.mode_of(&name("scout")), None);
+        assert_eq!(keys.mode_of(&name("rocket")), None);
     }
 
     #[test]

@@ -386,7 +386,7 @@ pub struct Agent {
     pub mode: AgentMode,
 }
 
-/// `agents.NAME.mode`.
+/// `agents.NAME.mode`, or the mode recorded with an agent's own token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentMode {
@@ -394,6 +394,38 @@ pub enum AgentMode {
     Auto,
     Native,
     Fallback,
+}
+
+impl AgentMode {
+    /// The mode the `welcome` frame gives, `None` for `auto` (the harness table decides).
+    pub fn chosen(self) -> Option<leo_protocol::ipc::Mode> {
+        use leo_protocol::ipc::Mode;
+        match self {
+            AgentMode::Auto => None,
+            AgentMode::Native => Some(Mode::Native),
+            AgentMode::Fallback => Some(Mode::Fallback),
+        }
+    }
+
+    /// Reads `native`, `fallback` or `auto`.
+    pub fn parse(text: &str) -> Result<AgentMode, String> {
+        match text {
+            "auto" => Ok(AgentMode::Auto),
+            "native" => Ok(AgentMode::Native),
+            "fallback" => Ok(AgentMode::Fallback),
+            other => Err(format!(
+                "mode {other:?} is not one of native, fallback, auto"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentMode::Auto => "auto",
+            AgentMode::Native => "native",
+            AgentMode::Fallback => "fallback",
+        }
+    }
 }
 
 /// `api_clients.NAME:`: a scoped token that may only message these agents.
@@ -549,12 +581,7 @@ impl Config {
     /// The tools denied to `agent`.
     /// `agents.NAME.mode`, unless `auto` (then the sidecar's harness table decides).
     pub fn mode_for(&self, agent: &str) -> Option<leo_protocol::ipc::Mode> {
-        use leo_protocol::ipc::Mode;
-        match self.agents.get(agent)?.mode {
-            AgentMode::Auto => None,
-            AgentMode::Native => Some(Mode::Native),
-            AgentMode::Fallback => Some(Mode::Fallback),
-        }
+        self.agents.get(agent)?.mode.chosen()
     }
 
     pub fn denied_for(&self, agent: &str) -> Vec<String> {

@@ -4,8 +4,9 @@
 //! token is the cluster's (`crate::cluster`): every instance applies it within seconds.
 
 use clap::Subcommand;
+use leo_broker::config::AgentMode;
 use leo_broker::error::BrokerError;
-use leo_broker::home::{Home, write_secret_new};
+use leo_broker::home::{Home, write_atomic, write_secret_new};
 use leo_protocol::names::AgentName;
 
 #[derive(Subcommand)]
@@ -19,6 +20,18 @@ pub enum AgentCommand {
         /// a container reaches this broker: print each harness's setup line for it.
         #[arg(long, value_name = "URL", value_parser = parse_remote)]
         remote: Option<String>,
+        /// How this agent's harness is shown client tools, whatever its name: `native`,
+        /// `fallback` or `auto` (state/agents/NAME.mode; wins over agents.NAME.mode).
+        #[arg(long, value_name = "MODE", value_parser = AgentMode::parse)]
+        mode: Option<AgentMode>,
+    },
+    /// Set the mode recorded with an agent's own token: `native`, `fallback` or `auto`; the
+    /// agent's next session is shown client tools that way.
+    Mode {
+        #[arg(value_parser = parse_name)]
+        name: AgentName,
+        #[arg(value_parser = AgentMode::parse)]
+        mode: AgentMode,
     },
     /// List the agents that have their own token.
     List,
@@ -36,7 +49,23 @@ pub enum AgentCommand {
 /// Runs one `leo agent` command; what it says goes to stdout.
 pub fn run(home: &Home, command: &AgentCommand) -> crate::error::Result<String> {
     Ok(match command {
-        AgentCommand::Add { name, remote } => add(home, name, remote.as_deref())?,
+        AgentCommand::Add { name, remote, mode } => {
+            let mut out = add(home, name, remote.as_deref())?;
+            if let Some(mode) = mode {
+                out.push_str(&set_mode(home, name, *mode)?);
+            }
+            out
+        }
+        AgentCommand::Mode { name, mode } => {
+            if !has_own_token(home, name)? {
+                return Err(BrokerError::Usage(format!(
+                    "agent {name:?} has no token of its own; give it one with leo agent add {name} --mode {}",
+                    mode.as_str()
+                ))
+                .into());
+            }
+            set_mode(home, name, *mode)?
+        }
         AgentCommand::List => list(home)?,
         AgentCommand::Rm { name } => rm(home, name)?,
         AgentCommand::Grants => grants(home)?,
@@ -218,6 +247,33 @@ fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, Br
     Ok(out)
 }
 
+/// Records `mode` with NAME's own token (`state/agents/NAME.mode`, this host's file even in a
+/// cluster: the broker reads it at each `hello`).
+fn set_mode(home: &Home, name: &AgentName, mode: AgentMode) -> Result<String, BrokerError> {
+    let name: &str = name;
+    let path = home.own_agent_mode(name);
+    write_atomic(&path, format!("{}\n", mode.as_str()).as_bytes())?;
+    let mut out = format!(
+        "Agent {name:?}'s harness is shown client tools in mode {} from its next session on          ({}; it wins over agents.{name}.mode in config.yaml).\n",
+        mode.as_str(),
+        path.display()
+    );
+    let detail = Some(mode.as_str().to_owned());
+    crate::admin::audited(home, "agent_mode", name, detail, &mut out);
+    Ok(out)
+}
+
+/// Whether NAME has a token of its own.
+fn has_own_token(home: &Home, name: &str) -> Result<bool, BrokerError> {
+    Ok(match crate::cluster::of(home)? {
+        Some(cluster) => cluster
+            .list(leo_broker::cluster::tokens::Kind::OwnAgent)?
+            .iter()
+            .any(|e| e.name == name),
+        None => home.own_agent_token(name).exists(),
+    })
+}
+
 /// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
 fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
     let name: &str = name;
@@ -234,6 +290,14 @@ fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
     }
     if cluster.is_none() {
         std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    }
+    // The mode was the token's: it goes with it.
+    let mode = home.own_agent_mode(name);
+    match std::fs::remove_file(&mode) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(BrokerError::io("remove", &mode, e));
+        }
+        _ => {}
     }
     let mut out = format!(
         "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \
