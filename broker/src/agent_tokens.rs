@@ -35,12 +35,28 @@ use crate::refusal::Refusal;
 use crate::tokens::{Principal, TokenBook, read_token_file};
 
 /// The shared agent token and the folder of per-agent ones, or the cluster's set of both.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentKeys {
     shared: Arc<str>,
     dir: PathBuf,
     /// The cluster's tokens (PostgreSQL store): used instead of `shared` and the files.
     cluster: Option<TokenBook>,
+    /// OAuth access tokens (`oauth`), which open their grant's agent while they are valid.
+    oauth: Option<Arc<dyn AccessTokens>>,
+}
+
+impl std::fmt::Debug for AgentKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentKeys")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Access tokens issued by OAuth: whether one opens `agent`'s sessions now. A trait so that
+/// this low layer names nothing of the authorization server.
+pub trait AccessTokens: Send + Sync {
+    fn opens(&self, token: &str, agent: &AgentName) -> bool;
 }
 
 impl AgentKeys {
@@ -49,7 +65,14 @@ impl AgentKeys {
             shared,
             dir,
             cluster: None,
+            oauth: None,
         }
+    }
+
+    /// The same keys, with OAuth access tokens opening their agents' sessions too.
+    pub fn with_oauth(mut self, oauth: Arc<dyn AccessTokens>) -> AgentKeys {
+        self.oauth = Some(oauth);
+        self
     }
 
     /// The keys of a cluster: the shared agent token and the agents' own are `book`'s
@@ -59,6 +82,7 @@ impl AgentKeys {
             shared: Arc::from(""),
             dir,
             cluster: Some(book),
+            oauth: None,
         }
     }
 
@@ -93,6 +117,16 @@ impl AgentKeys {
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
     /// name, never a path). The refusal names the hello's field (`at $.token`).
     pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
+        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
+            // `/mcp` checked this token's resource and agent; a session's hello presents it
+            // again, and it must still be valid and for this agent.
+            return match &self.oauth {
+                Some(oauth) if oauth.opens(presented, agent) => Ok(()),
+                _ => Err(unauthorized(
+                    "at $.token: not a valid access token for this agent",
+                )),
+            };
+        }
         self.why_not(agent, presented)
             .map_err(|why| unauthorized(&format!("at $.token: {why}")))
     }

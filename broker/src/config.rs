@@ -28,6 +28,7 @@ pub struct Config {
     pub store: Store,
     pub telemetry: TelemetryConfig,
     pub cluster: ClusterConfig,
+    pub auth: AuthConfig,
 }
 
 /// `cluster:`: several instances on one PostgreSQL database (see `cluster`).
@@ -100,6 +101,36 @@ impl ClusterConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `auth:`: OAuth 2.1 at `/mcp`, with the broker as its own authorization server
+/// (docs/configuration.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Serve the OAuth endpoints and accept their access tokens at `/mcp`.
+    pub oauth: bool,
+    /// Accept Dynamic Client Registration (RFC 7591) from anyone who reaches the listener.
+    pub dynamic_registration: bool,
+    /// How long an access token opens `/mcp`.
+    pub access_ttl_s: u64,
+    /// How long a refresh token may be exchanged.
+    pub refresh_ttl_s: u64,
+    /// The broker's URL as clients reach it (`https://leo.example`): the issuer, and the base
+    /// of `/mcp`'s resource URL. Unset, both are made of each request's Host.
+    pub public_url: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            oauth: true,
+            dynamic_registration: true,
+            access_ttl_s: 3600,
+            refresh_ttl_s: 30 * 24 * 3600,
+            public_url: None,
+        }
     }
 }
 
@@ -440,6 +471,14 @@ impl Config {
         }
         if self.web.max_connections == 0 || self.web.header_timeout_s == 0 {
             return Err("web.max_connections and web.header_timeout_s: must be at least 1".into());
+        }
+        if self.auth.access_ttl_s == 0 || self.auth.refresh_ttl_s == 0 {
+            return Err("auth.access_ttl_s and auth.refresh_ttl_s: must be at least 1".into());
+        }
+        if let Some(url) = &self.auth.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err("auth.public_url: must be an http:// or https:// URL".into());
         }
         if self.web.max_sessions_per_agent == 0 {
             return Err("web.max_sessions_per_agent: must be at least 1".into());

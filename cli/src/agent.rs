@@ -40,30 +40,69 @@ pub enum AgentCommand {
         #[arg(value_parser = parse_name)]
         name: AgentName,
     },
+    /// List the OAuth grants in force: which client acts as which agent, approved by whom.
+    Grants,
+    /// Revoke an OAuth grant (its id from `leo agent grants`): its tokens stop working at once.
+    Revoke { grant: String },
 }
 
 /// Runs one `leo agent` command; what it says goes to stdout.
-pub fn run(home: &Home, command: &AgentCommand) -> Result<String, BrokerError> {
-    match command {
+pub fn run(home: &Home, command: &AgentCommand) -> crate::error::Result<String> {
+    Ok(match command {
         AgentCommand::Add { name, remote, mode } => {
             let mut out = add(home, name, remote.as_deref())?;
             if let Some(mode) = mode {
                 out.push_str(&set_mode(home, name, *mode)?);
             }
-            Ok(out)
+            out
         }
         AgentCommand::Mode { name, mode } => {
             if !has_own_token(home, name)? {
                 return Err(BrokerError::Usage(format!(
                     "agent {name:?} has no token of its own; give it one with leo agent add {name} --mode {}",
                     mode.as_str()
-                )));
+                ))
+                .into());
             }
-            set_mode(home, name, *mode)
+            set_mode(home, name, *mode)?
         }
-        AgentCommand::List => list(home),
-        AgentCommand::Rm { name } => rm(home, name),
+        AgentCommand::List => list(home)?,
+        AgentCommand::Rm { name } => rm(home, name)?,
+        AgentCommand::Grants => grants(home)?,
+        AgentCommand::Revoke { grant } => revoke(home, grant)?,
+    })
+}
+
+/// `leo agent grants`: the broker's OAuth grants, one line each.
+fn grants(home: &Home) -> crate::error::Result<String> {
+    let api = crate::commands::api::Api::new(home);
+    let list: leo_protocol::oauth::Grants = api.get(leo_protocol::oauth::GRANTS_PATH)?;
+    if list.grants.is_empty() {
+        return Ok("No OAuth grants.\n".to_owned());
     }
+    let mut out = String::new();
+    for g in list.grants {
+        out.push_str(&format!(
+            "{}  agent {}  client {:?} ({})  approved by {}\n",
+            g.id, g.agent, g.client_name, g.client_id, g.approved_by
+        ));
+    }
+    Ok(out)
+}
+
+/// `leo agent revoke GRANT`: the grant and its tokens end at once.
+fn revoke(home: &Home, grant: &str) -> crate::error::Result<String> {
+    let api = crate::commands::api::Api::new(home);
+    let route = format!(
+        "{}/{}",
+        leo_protocol::oauth::GRANTS_PATH,
+        form_urlencoded::byte_serialize(grant.as_bytes()).collect::<String>()
+    );
+    let done: leo_protocol::oauth::Revoked = api.delete(&route)?;
+    Ok(format!(
+        "Revoked grant {}: its client must ask for consent again.\n",
+        done.revoked
+    ))
 }
 
 /// `NAME` of `leo agent add|rm`, as clap's value parser: the name is checked where it comes in.
@@ -113,6 +152,7 @@ fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String 
          harness instead, for example:\n\
          \x20 claude mcp add --transport stdio --scope user {SERVER} -e LEO_URL={url} -e LEO_AGENT_TOKEN={token}{leo_mcp_ca} -- leo-mcp --agent {name}\n"
     );
+    out.push_str(&oauth_lines(&mcp));
     if let Some(ca) = ca {
         if ca == STAND_IN_CA {
             out.push_str(&format!(
@@ -132,6 +172,20 @@ fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String 
         );
     }
     out
+}
+
+/// The setup lines without a token, for a harness that logs in by OAuth: it opens a browser
+/// on the broker's consent page, where the operator approves it and names its agent.
+fn oauth_lines(mcp: &str) -> String {
+    format!(
+        "Or with no token at all, by OAuth: the harness opens a browser on this broker's consent \
+         page, where you log in with the operator token, name its agent and approve \
+         (docs/remote-agents.md):\n\
+         \x20 Claude Code: claude mcp add --transport http --scope user {SERVER} {mcp}   (then /mcp in a session)\n\
+         \x20 codex:       codex mcp add {SERVER} --url {mcp}   (then codex mcp login {SERVER})\n\
+         \x20 opencode:    opencode mcp add {SERVER} --url {mcp}\n\
+         \x20 Claude Desktop: Settings, Connectors, Add custom connector, URL {mcp}\n"
+    )
 }
 
 /// The CA file the setup lines for `url` name: `leo tls init`'s when it made one, else a
