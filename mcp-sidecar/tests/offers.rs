@@ -1,11 +1,12 @@
 //! Prompts, resources, templates and completions through `leo-mcp` on the official Python MCP
 //! SDK client (`tests/interop/offers.py`), over stdio and over the broker's `/mcp`, in the
-//! initialize era and in 2026-07-28. The test plays the app over HTTP/SSE.
+//! initialize era and in 2026-07-28; then log messages and sampling during a tool call. The
+//! test plays the apps over HTTP/SSE.
 
-use leo_testkit::{Broker, Script, require};
+use leo_testkit::{Broker, Reply, Script, require};
 use serde_json::{Value, json};
 
-use crate::support::{App, interop_command};
+use crate::support::{App, interop_command, tool};
 
 const PIXEL: &str = "iVBORw0KGgo=";
 
@@ -59,12 +60,64 @@ pub(crate) async fn serve_offers(broker: &Broker) -> String {
     id
 }
 
+/// The app of `summarize`: during the call it logs at `info` and at `warning`, asks the harness's
+/// model for a summary and answers with the sample's text, or with the refusal's code where the
+/// harness cannot be asked. The sampling route's reply.
+async fn summarize(app: &mut App) -> Reply {
+    let id = app.claim_next().await;
+    for (level, data) in [("info", "chatty"), ("warning", "slow disk")] {
+        let log = json!({"level": level, "logger": "reader", "data": data});
+        app.post_for(&id, "log", log).await.data();
+    }
+    let params = json!({"messages": [{"role": "user",
+        "content": {"type": "text", "text": "Sum up: a long text"}}], "maxTokens": 20});
+    let sampled = app.post_for(&id, "sample", json!({"params": params})).await;
+    let text = match sampled.status {
+        200 => sampled.data()["content"]["text"]
+            .as_str()
+            .unwrap()
+            .to_owned(),
+        _ => sampled.body["code"].as_str().unwrap_or_default().to_owned(),
+    };
+    let content = json!([{"type": "text", "text": text}]);
+    app.answer(&id, content).await.data();
+    sampled
+}
+
+/// The client heard the `warning` but not the `info` message, its model was asked with the app's
+/// messages and the result holds the sampled text; a 2026-07-28 request is never asked to sample
+/// (that revision has no server-to-client requests, and Leo does not carry sampling in
+/// `input_required`: docs/protocol.md), so there the app gets `input_unsupported` at once.
+fn check_summary(era: &str, sampled: &Reply, summarized: &Value) {
+    let logged = json!([{"level": "warning", "logger": "reader", "data": "slow disk"}]);
+    assert_eq!(summarized["logged"], logged, "{summarized}");
+    let text = &summarized["result"]["content"][0]["text"];
+    if era == "modern" {
+        assert_eq!(sampled.code(409), "input_unsupported", "{sampled:?}");
+        assert_eq!(summarized["sampled"], json!([]), "{summarized}");
+        assert_eq!(text, "input_unsupported", "{summarized}");
+        return;
+    }
+    assert_eq!(sampled.data()["model"], "py-model", "{sampled:?}");
+    let asked = &summarized["sampled"][0];
+    assert_eq!(
+        asked["messages"][0]["content"]["text"],
+        "Sum up: a long text"
+    );
+    assert_eq!(asked["maxTokens"], 20, "{summarized}");
+    assert_eq!(text, "a short summary", "{summarized}");
+}
+
 async fn run(transport: &str, era: &str) {
     let Some(python) = require::python(&["mcp"]) else {
         return;
     };
     let broker = Broker::start().await;
     let client_id = serve_offers(&broker).await;
+    let mut writer = App::connect(&broker.http()).await;
+    writer
+        .register_ok("writer", json!([tool("summarize")]))
+        .await;
     let mut cmd = interop_command(python, "offers.py", broker.home());
     cmd.args([transport, era]);
     if transport == "http" {
@@ -139,6 +192,8 @@ async fn run(transport: &str, era: &str) {
         let updated = script.step("updated").await;
         assert_eq!(updated["uris"], json!(["test://notes"]));
     }
+    let sampled = summarize(&mut writer).await;
+    check_summary(era, &sampled, &script.step("summarized").await);
     script.step("done").await;
     let log = script.log();
     assert!(script.exit().await.success(), "{log}");

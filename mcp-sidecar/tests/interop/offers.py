@@ -7,7 +7,10 @@ Run by the Rust test `offers::python_sdk_*`, which plays the app. `stdio` launch
 $LEO_AGENT_TOKEN`. `legacy` is the initialize era (mode="legacy"), where the script
 subscribes to a resource with resources/subscribe; `modern` is 2026-07-28 (mode="auto", leo-mcp
 with --discover on stdio), where it opens a subscriptions/listen stream for it. Either way it
-then waits for the resource's update, which the test has the app announce. Prints {"step": ...} lines.
+then waits for the resource's update, which the test has the app announce. Last it declares
+sampling, chooses the log level `warning` (logging/setLevel in the initialize era, the request's
+`_meta` opt-in in 2026-07-28) and calls `summarize`, during which the app logs and samples.
+Prints {"step": ...} lines.
 """
 
 import json
@@ -45,6 +48,30 @@ async def reads(client):
     say("complete", result=dump(await client.complete(ref, {"name": "name", "value": "A"})))
 
 
+# What the harness's model was asked, and the log messages the client heard.
+sampled, logged = [], []
+
+
+async def sample(_context, params):
+    """The harness's model: a fixed completion; what it was asked is reported by `summarized`."""
+    sampled.append(dump(params))
+    text = types.TextContent(type="text", text="a short summary")
+    return types.CreateMessageResult(role="assistant", content=text, model="py-model")
+
+
+async def record_log(params):
+    logged.append(dump(params))
+
+
+async def summarize(client):
+    if ERA == "legacy":
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            await client.set_logging_level("warning")
+    result = await client.call_tool("summarize", {"text": "a long text"})
+    say("summarized", result=dump(result), sampled=sampled, logged=logged)
+
+
 async def main():
     updated = anyio.Event()
     uris = []
@@ -68,7 +95,17 @@ async def main():
         headers = {"Authorization": f"Bearer {os.environ['LEO_AGENT_TOKEN']}"}
         http = create_mcp_http_client(headers=headers)
         transport = streamable_http_client(os.environ["LEO_MCP_URL"], http_client=http)
-    async with Client(transport, mode=mode, client_info=info, message_handler=on_message) as client:
+    # 2026-07-28 has no session level: `log_level` stamps the opt-in on every request.
+    log_level = None if ERA == "legacy" else "warning"
+    async with Client(
+        transport,
+        mode=mode,
+        client_info=info,
+        message_handler=on_message,
+        sampling_callback=sample,
+        logging_callback=record_log,
+        log_level=log_level,
+    ) as client:
         say("connected", protocol=client.protocol_version)
         await reads(client)
         if ERA == "legacy":
@@ -89,6 +126,7 @@ async def main():
                         if type(event).__name__ == "ResourceUpdated":
                             say("updated", uris=[event.uri])
                             break
+        await summarize(client)
     if http is not None:
         await http.aclose()
     say("done")
