@@ -366,16 +366,7 @@ impl Store {
         );
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
         let store = Store::with(Some(tx));
-        let writer = writer::Writer::new(write::Sqlite::new(conn, remember), store.shared());
-        // The writer's statements block: a thread of its own runs its loop.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .build()
-            .map_err(sqlite::Error::Thread)?;
-        std::thread::Builder::new()
-            .name("leo-store".into())
-            .spawn(move || rt.block_on(writer.run(rx)))
-            .map_err(sqlite::Error::Thread)?;
+        write::spawn(conn, remember, store.shared(), rx)?;
         Ok((store, restored))
     }
 

@@ -12,13 +12,33 @@ use std::time::Duration;
 
 use rusqlite::{Connection, params};
 
-use super::{CHECKPOINT_EVERY, Coalesced, DbError, Op, StoredCall};
+use super::{CHECKPOINT_EVERY, Coalesced, DbError, Job, Op, StoredCall};
 use crate::sqlite;
 use crate::sqlite::writer::Checkpointer;
-use crate::writer::{Backend, Refused};
+use crate::writer::{Backend, Refused, Shared, Writer};
+
+/// Starts the one writer over `conn` on a thread of its own (`leo-store`): the statements
+/// block, so its loop runs there, on a current-thread runtime that only keeps its clock.
+pub(crate) fn spawn(
+    conn: Connection,
+    remember: usize,
+    shared: Shared,
+    rx: tokio::sync::mpsc::UnboundedReceiver<Job>,
+) -> sqlite::Result<()> {
+    let writer = Writer::new(Sqlite::new(conn, remember), shared);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .build()
+        .map_err(sqlite::Error::Thread)?;
+    std::thread::Builder::new()
+        .name("leo-store".into())
+        .spawn(move || rt.block_on(writer.run(rx)))
+        .map(drop)
+        .map_err(sqlite::Error::Thread)
+}
 
 /// The store's connection, and what its upkeep needs.
-pub(crate) struct Sqlite {
+struct Sqlite {
     conn: Connection,
     /// How many ended requests are kept.
     remember: usize,
@@ -29,7 +49,7 @@ pub(crate) struct Sqlite {
 
 impl Sqlite {
     /// The backend on `conn` (the checkpoint thread starts now).
-    pub(crate) fn new(conn: Connection, remember: usize) -> Sqlite {
+    fn new(conn: Connection, remember: usize) -> Sqlite {
         let checkpointer = Checkpointer::start(&conn, "leo-store", sqlite::writer::CHECKPOINT_GAP);
         Sqlite {
             conn,

@@ -1,4 +1,6 @@
-//! The writer thread both databases run: it owns the connection, blocks for the first job,
+//! The writer thread of `state/history.db` (the history's, whose rules are the broker's
+//! `history::Writer`; the live store's one writer is `crate::writer`, over this module's
+//! [`Checkpointer`]): it owns the connection, blocks for the first job,
 //! takes whatever else has queued by then (up to a batch), hands the batch to its `Batches`
 //! (which writes it in one transaction and answers its waiters), and keeps the file: on a
 //! period it runs the upkeep (`Batches::upkeep`) and checkpoints the WAL when anything was
