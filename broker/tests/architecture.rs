@@ -800,7 +800,7 @@ fn holder(lines: &[String], at: usize) -> Option<usize> {
 fn item(lines: &[String], at: usize) -> (String, String) {
     let first = lines[at].trim_start();
     let name = first
-        .split(|c: char| c == ' ' || c == '(' || c == ':' || c == '<')
+        .split([' ', '(', ':', '<'])
         .skip_while(|w| *w != "fn" && *w != "const")
         .nth(1)
         .unwrap_or_default()
