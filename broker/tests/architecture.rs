@@ -268,7 +268,9 @@ fn every_crate_has_one_test_binary_that_holds_every_test_file() {
 fn the_database_is_reached_through_one_handle() {
     let found = offenders(
         &["broker/src", "store/src"],
-        &["store/src/postgres/database.rs"],
+        // SQLite's writer thread runs the one writer's loop on a runtime that only keeps its
+        // clock: no pool, no connection to PostgreSQL.
+        &["store/src/postgres/database.rs", "store/src/write.rs"],
         |line| {
             [
                 "new_current_thread",
@@ -694,4 +696,346 @@ fn the_broker_depends_on_no_database_crate() {
         named.is_empty(),
         "leo-broker depends on {named:?}; the database is leo-store's"
     );
+}
+
+// Every PostgreSQL write passes the fence. A write statement runs on a `Tx`, which only
+// `store::postgres::fence` makes: through `Fenced` (a transaction whose first statement is the
+// fence) or `Unfenced` (a write made whoever leads, naming why). Cargo keeps anyone else from
+// making one; this reading checks the rest: each write statement of the PostgreSQL code sits
+// in a function that takes such a handle (or in a constant or a function whose every use
+// does), and the unfenced writes are exactly those listed here.
+
+/// A write handle, as a signature names it.
+const WRITE_HANDLES: &[&str] = &["Fenced<", "Unfenced<", "Tx<"];
+
+/// Tables written outside the fence, each by the one file that may: the lease's own rows
+/// (taking the lease is what the fence checks against) and the schema's version (written by
+/// the migration, under its lock).
+const LEASE_TABLES: &[(&str, &str)] = &[
+    ("cluster", "store/src/postgres/lease.rs"),
+    ("instances", "store/src/postgres/lease.rs"),
+    ("leo_schema", "store/src/postgres/schema.rs"),
+];
+
+/// Every write made whoever leads (`Unfenced`), as `file: function`, with why.
+const UNFENCED_WRITES: &[(&str, &str)] = &[
+    // `leo client|device|agent` audit their change on any host.
+    (
+        "store/src/history/postgres.rs: record",
+        "the operator's command",
+    ),
+    // The first instance on a new database fills it, before any instance leads.
+    ("store/src/postgres/tokens.rs: fill", "a new database"),
+    // `leo client|device|agent add|remove` on any host.
+    (
+        "store/src/postgres/tokens.rs: insert",
+        "the operator's command",
+    ),
+    (
+        "store/src/postgres/tokens.rs: delete",
+        "the operator's command",
+    ),
+];
+
+/// The code of the PostgreSQL side: every library source of the storage and the broker but
+/// SQLite's (a file that uses `rusqlite`) and the test files, as lines without comments.
+fn postgres_code() -> Vec<(String, Vec<String>)> {
+    ["store/src", "broker/src"]
+        .iter()
+        .flat_map(|dir| sources(dir))
+        .filter(|(path, text)| {
+            !text.contains("rusqlite")
+                && !path.ends_with("tests.rs")
+                && !path.ends_with("_tests.rs")
+        })
+        .map(|(path, text)| (path, code_of(&text).lines().map(str::to_owned).collect()))
+        .collect()
+}
+
+/// The write statements of `lines`: the line each begins on, and the table it writes. A
+/// statement is a string literal that begins with `INSERT INTO`, `UPDATE` or `DELETE FROM`,
+/// or a `WITH` whose first part is one of those.
+fn write_statements(lines: &[String]) -> Vec<(usize, String)> {
+    let mut found = Vec::new();
+    for (n, line) in lines.iter().enumerate() {
+        for (at, _) in line.match_indices('"') {
+            let rest = &line[at + 1..];
+            let rest = match rest.strip_prefix("WITH ") {
+                Some(with) => match ["(INSERT INTO ", "(UPDATE ", "(DELETE FROM "]
+                    .iter()
+                    .filter_map(|k| with.find(k).map(|i| &with[i + 1..]))
+                    .next()
+                {
+                    Some(inner) => inner,
+                    None => continue,
+                },
+                None => rest,
+            };
+            let table = ["INSERT INTO ", "UPDATE ", "DELETE FROM "]
+                .iter()
+                .find_map(|k| rest.strip_prefix(k));
+            if let Some(table) = table {
+                let name: String = table
+                    .chars()
+                    .take_while(|c| c.is_alphanumeric() || "_{}".contains(*c))
+                    .collect();
+                found.push((n, name));
+            }
+        }
+    }
+    found
+}
+
+/// The item (a `fn` or a `const`) the line `at` is in: the nearest one that begins above it.
+fn holder(lines: &[String], at: usize) -> Option<usize> {
+    (0..=at).rev().find(|&i| {
+        let line = lines[i].trim_start();
+        let t = ["pub(crate) ", "pub(super) ", "pub "]
+            .iter()
+            .find_map(|p| line.strip_prefix(p))
+            .unwrap_or(line);
+        let f = t
+            .strip_prefix("const ")
+            .filter(|r| r.starts_with("fn "))
+            .unwrap_or(t);
+        let f = f.strip_prefix("async ").unwrap_or(f);
+        f.starts_with("fn ") || t.starts_with("const ")
+    })
+}
+
+/// The item's name and its signature (its lines up to the body or the value).
+fn item(lines: &[String], at: usize) -> (String, String) {
+    let first = lines[at].trim_start();
+    let name = first
+        .split([' ', '(', ':', '<'])
+        .skip_while(|w| *w != "fn" && *w != "const")
+        .nth(1)
+        .unwrap_or_default()
+        .to_owned();
+    let constant = !first.contains("fn ");
+    let mut signature = String::new();
+    for line in &lines[at..] {
+        signature.push_str(line);
+        if constant || line.contains('{') {
+            break;
+        }
+    }
+    (name, signature)
+}
+
+/// Why the item at `at` may hold a write statement: it takes a write handle, or it is a
+/// constant or function whose every use (in `lines`, to `depth` steps) is in one that does;
+/// `Err` names the item that does not.
+fn reaches_a_handle(lines: &[String], at: usize, depth: usize) -> Result<(), String> {
+    let (name, signature) = item(lines, at);
+    if WRITE_HANDLES.iter().any(|h| signature.contains(h)) {
+        return Ok(());
+    }
+    let constant = !signature.contains("fn ");
+    let word = |line: &str| {
+        line.match_indices(name.as_str()).any(|(i, _)| {
+            let before = line[..i].chars().last();
+            let after = line[i + name.len()..].chars().next();
+            !before.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && !after.is_some_and(|c| c.is_alphanumeric() || c == '_')
+                && (constant || after == Some('('))
+        })
+    };
+    let uses: Vec<usize> = (0..lines.len())
+        .filter(|&n| n != at && word(&lines[n]))
+        .filter_map(|n| holder(lines, n))
+        .filter(|&h| h != at)
+        .collect();
+    if depth == 0 || uses.is_empty() {
+        return Err(name);
+    }
+    uses.iter()
+        .try_for_each(|&h| reaches_a_handle(lines, h, depth - 1))
+        .map_err(|e| format!("{name}, used by {e}"))
+}
+
+/// The offences of one file: write statements outside a handle, and tables of the lease
+/// written elsewhere than their file.
+fn unfenced_writes(path: &str, lines: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for (n, table) in write_statements(lines) {
+        let at = format!("{path}:{}", n + 1);
+        if let Some((_, file)) = LEASE_TABLES.iter().find(|(t, _)| *t == table) {
+            if path != *file {
+                found.push(format!("{at}: writes {table}, which only {file} may"));
+            }
+            continue;
+        }
+        match holder(lines, n).map(|h| reaches_a_handle(lines, h, 2)) {
+            Some(Ok(())) => {}
+            Some(Err(name)) => found.push(format!(
+                "{at}: {table} is written in `{name}`, which takes no Fenced, Unfenced or Tx"
+            )),
+            None => found.push(format!("{at}: {table} is written outside any function")),
+        }
+    }
+    found
+}
+
+#[test]
+fn every_postgres_write_passes_the_fence() {
+    // The reading finds what it is for: a write on a plain connection, and one through a
+    // constant used by a function without a handle.
+    let lines = |text: &str| text.lines().map(str::to_owned).collect::<Vec<_>>();
+    let sloppy = lines(
+        "const GONE: &str = \"DELETE FROM webhooks\";\n\
+         async fn forget(client: &Client) {\n    client.execute(GONE, &[]).await;\n}\n\
+         pub async fn add(client: &Client) {\n    client.execute(\"INSERT INTO tokens (a) VALUES ($1)\", &[]).await;\n}\n\
+         async fn fenced(tx: &Fenced<'_>) {\n    tx.execute(\"UPDATE mail SET a = 1\", &[]).await;\n}\n\
+         async fn lease(c: &Client) {\n    c.execute(\"WITH gone AS (UPDATE cluster SET leader = NULL) SELECT 1\", &[]).await;\n}",
+    );
+    let caught = unfenced_writes("x.rs", &sloppy);
+    assert_eq!(caught.len(), 3, "{caught:#?}");
+    assert!(
+        caught[0].contains("GONE") && caught[1].contains("`add`"),
+        "{caught:#?}"
+    );
+    assert!(
+        caught[2].contains("only store/src/postgres/lease.rs"),
+        "{caught:#?}"
+    );
+
+    let code = postgres_code();
+    let mut statements = 0;
+    let mut found = Vec::new();
+    let mut unfenced = Vec::new();
+    for (path, lines) in &code {
+        statements += write_statements(lines).len();
+        found.extend(unfenced_writes(path, lines));
+        for (n, line) in lines.iter().enumerate() {
+            if line.contains("Unfenced::on(") || line.contains("Unfenced::within(") {
+                let name = holder(lines, n)
+                    .map(|h| item(lines, h).0)
+                    .unwrap_or_default();
+                unfenced.push(format!("{path}: {name}"));
+            }
+        }
+    }
+    assert!(
+        statements >= 25,
+        "the reading found only {statements} write statements"
+    );
+    assert!(
+        found.is_empty(),
+        "a PostgreSQL write that may bypass the fence; run it on the handle \
+         Database::fenced gives:\n{}",
+        found.join("\n")
+    );
+    unfenced.sort();
+    let mut listed: Vec<&str> = UNFENCED_WRITES.iter().map(|(w, _)| *w).collect();
+    listed.sort();
+    assert_eq!(
+        unfenced, listed,
+        "the writes made whoever leads (Unfenced) are not the ones listed; a leader's write \
+         goes through the fence"
+    );
+}
+
+// No blocking database call on the runtime thread. A call that waits for the database's
+// thread (`Database::blocking`, `Database::block_on`), for the store's writer
+// (`Store::committed_blocking`, and `Store::open_postgres`, which waits for the restore), or
+// a runtime's `block_on`, blocks the thread it runs on: every one is made in a function listed
+// here with the thread it runs on, none of them the broker's runtime. A new one fails this
+// until it is listed, with its thread.
+
+/// The calls that block their thread.
+const BLOCKING_CALLS: &[&str] = &[
+    ".blocking(",
+    ".block_on(",
+    "committed_blocking(",
+    "blocking_recv(",
+    "Store::open_postgres(",
+];
+
+/// Every function that makes a blocking call, as `file: function`, with the thread it runs on.
+const BLOCKING_PLACES: &[(&str, &str)] = &[
+    (
+        "broker/src/cluster/instance.rs: take",
+        "a blocking-pool thread (spawn_blocking)",
+    ),
+    (
+        "broker/src/cluster/tokens.rs: add",
+        "a `leo` command, which runs no runtime",
+    ),
+    ("broker/src/cluster/tokens.rs: list", "a `leo` command"),
+    (
+        "broker/src/cluster/tokens.rs: prepare",
+        "`leo serve` before its runtime starts",
+    ),
+    ("broker/src/cluster/tokens.rs: remove", "a `leo` command"),
+    (
+        "broker/src/cluster/tokens.rs: rotate_key",
+        "a `leo` command",
+    ),
+    (
+        "broker/src/core/mod.rs: committed_blocking",
+        "the history's writer thread",
+    ),
+    (
+        "broker/src/core/mod.rs: new",
+        "the history's writer thread (after_commits)",
+    ),
+    (
+        "store/src/history/postgres.rs: on",
+        "the history's writer thread (leo-history-pg)",
+    ),
+    ("store/src/history/postgres.rs: record", "a `leo` command"),
+    (
+        "store/src/lib.rs: committed_blocking",
+        "its callers' (above)",
+    ),
+    (
+        "store/src/postgres/database.rs: block_on",
+        "its callers' (above)",
+    ),
+    (
+        "store/src/postgres/database.rs: open",
+        "the database's own thread (leo-database)",
+    ),
+    (
+        "store/src/write.rs: spawn",
+        "the SQLite writer's own thread (leo-store)",
+    ),
+];
+
+#[test]
+fn no_blocking_database_call_on_the_runtime_thread() {
+    let mut places = BTreeSet::new();
+    for dir in ["broker/src", "store/src"] {
+        for (path, text) in sources(dir) {
+            if path.ends_with("tests.rs") || path.ends_with("_tests.rs") {
+                continue;
+            }
+            let lines: Vec<String> = code_of(&text).lines().map(str::to_owned).collect();
+            assert!(
+                !lines.iter().any(|l| l.contains("fn on_database")),
+                "{path}: a general database helper beside Database"
+            );
+            for (n, line) in lines.iter().enumerate() {
+                if BLOCKING_CALLS.iter().any(|c| line.contains(c)) {
+                    let name = holder(&lines, n).map(|h| item(&lines, h).0);
+                    places.insert(format!("{path}: {}", name.unwrap_or_default()));
+                }
+            }
+        }
+    }
+    let listed: BTreeSet<String> = BLOCKING_PLACES.iter().map(|(p, _)| p.to_string()).collect();
+    assert_eq!(
+        places, listed,
+        "the functions that block their thread on the database are not the ones listed; run \
+         the call on the database's runtime (Database::run, awaited), or list it with the \
+         thread it runs on, which is never the broker's runtime"
+    );
+    // `leo serve` prepares (the cluster's tokens, waited for) before its runtime runs.
+    let serve = code_of(&std::fs::read_to_string(repo().join("cli/src/broker.rs")).unwrap());
+    let prepared = serve.find("daemon::prepare(").expect("leo serve prepares");
+    let runs = serve
+        .find(".block_on(")
+        .expect("leo serve runs its runtime");
+    assert!(prepared < runs, "leo serve prepares inside its runtime");
 }

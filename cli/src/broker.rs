@@ -28,8 +28,10 @@ pub fn run(home: Home, port: Option<u16>, bind: Option<IpAddr>) -> anyhow::Resul
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
+    // Prepared before the runtime runs anything: with PostgreSQL the start waits for the
+    // database (the cluster's tokens), which must not hold the runtime's one thread.
+    let mut prepared = daemon::prepare(home)?;
     runtime.block_on(async move {
-        let mut prepared = daemon::prepare(home)?;
         let base = &mut prepared.base;
         if port.is_some() || bind.is_some() {
             let mut config = (*base.config).clone();

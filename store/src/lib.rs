@@ -24,8 +24,8 @@
 //! is [`Store::available`], false while the database cannot be reached.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, mpsc};
 
 use leo_protocol::ipc::{Message, RawOutcome};
 use leo_protocol::names::{ClientId, RequestId};
@@ -41,6 +41,7 @@ pub mod postgres;
 mod read;
 pub mod schema;
 pub mod sqlite;
+mod write;
 mod writer;
 
 pub use error::{DbError, Error};
@@ -215,6 +216,29 @@ pub(crate) struct EndRow<'a> {
 }
 
 impl Op {
+    /// What the change does, for logs and errors.
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Op::Park(_) => "record a parked call",
+            Op::Claim { .. } => "record a claim",
+            Op::Unclaim { .. } => "record a claim given back",
+            Op::End { .. } => "record an ending",
+            Op::Delivered { .. } => "record a delivered outcome",
+            Op::Mail { .. } => "record a message",
+            Op::MailTaken { .. } => "record a mailbox read",
+            Op::MailTrim { .. } => "trim a mailbox",
+            Op::Client(_) => "record a client",
+            Op::ClientGone { .. } => "record a client gone",
+            Op::Owner { .. } => "record an owner",
+            Op::OwnersReleased { .. } => "release owners",
+            Op::Seen(_) => "record an offered definition",
+            Op::Unseen { .. } => "forget an offered definition",
+            Op::Registered { .. } => "record a registration",
+            Op::Unregistered { .. } => "forget a registration",
+            Op::RegistrationsCleared => "forget the registrations before the start",
+        }
+    }
+
     /// The row an ending writes; `None` for any other change.
     pub(crate) fn end_row(&self) -> Option<EndRow<'_>> {
         let Op::End {
@@ -303,24 +327,10 @@ pub enum Job {
 /// (when anything was written since): the longest an ended call's contents stay on disk.
 pub const CHECKPOINT_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
 
-/// Where jobs go: SQLite's writer thread, or the PostgreSQL store's.
-enum Sink {
-    Sqlite(mpsc::Sender<Job>),
-    Postgres(tokio::sync::mpsc::UnboundedSender<Job>),
-}
-
-impl Sink {
-    fn send(&self, job: Job) -> Result<(), ()> {
-        match self {
-            Sink::Sqlite(tx) => tx.send(job).map_err(drop),
-            Sink::Postgres(tx) => tx.send(job).map_err(drop),
-        }
-    }
-}
-
 /// The handle the broker holds: queue changes, wait for their commit.
 pub struct Store {
-    tx: Option<Sink>,
+    /// Where jobs go: the one writer (`writer`), over either database.
+    tx: Option<tokio::sync::mpsc::UnboundedSender<Job>>,
     closed: std::sync::atomic::AtomicBool,
     /// False while the database cannot be reached (PostgreSQL only).
     available: Arc<std::sync::atomic::AtomicBool>,
@@ -355,16 +365,10 @@ impl Store {
             messages = restored.mail.len(),
             "state database opened"
         );
-        let (tx, rx) = mpsc::channel();
-        let settings = sqlite::writer::Settings {
-            name: "leo-store",
-            batch: writer::BATCH,
-            every: CHECKPOINT_EVERY,
-            linger: writer::LINGER,
-            checkpoint_gap: sqlite::writer::CHECKPOINT_GAP,
-        };
-        sqlite::writer::spawn(settings, conn, rx, writer::Writer::new(remember))?;
-        Ok((Store::with(Some(Sink::Sqlite(tx))), restored))
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        let store = Store::with(Some(tx));
+        write::spawn(conn, remember, store.shared(), rx)?;
+        Ok((store, restored))
     }
 
     /// Opens the PostgreSQL store (`store.url`): connects, migrates under the schema lock,
@@ -374,19 +378,23 @@ impl Store {
         settings: postgres::Settings,
     ) -> Result<(Store, Restored), Error> {
         let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        let store = Store::with(Some(Sink::Postgres(tx)));
-        let shared = postgres::Shared {
-            available: store.available.clone(),
-            instances: store.instances.clone(),
-            deposed: store.deposed.clone(),
-        };
-        let (restored, epoch) = postgres::open(db, settings, rx, shared)?;
+        let store = Store::with(Some(tx));
+        let (restored, epoch) =
+            postgres::open(db, settings, rx, store.shared(), store.instances.clone())?;
         let mut store = store;
         store.epoch = Some(epoch);
         Ok((store, restored))
     }
 
-    fn with(tx: Option<Sink>) -> Store {
+    /// What the writer shares with this handle.
+    fn shared(&self) -> writer::Shared {
+        writer::Shared {
+            available: self.available.clone(),
+            deposed: self.deposed.clone(),
+        }
+    }
+
+    fn with(tx: Option<tokio::sync::mpsc::UnboundedSender<Job>>) -> Store {
         Store {
             tx,
             closed: std::sync::atomic::AtomicBool::new(false),

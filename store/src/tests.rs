@@ -409,7 +409,7 @@ fn measure_secure_delete_and_quick_check() {
                     vec![Op::Delivered { id }],
                 ];
                 for ops in steps {
-                    writer::commit(&mut conn, &ops, 4096).unwrap();
+                    write::commit(&mut conn, &ops, 4096).unwrap();
                 }
             }
             let per = t.elapsed().as_micros() as f64 / calls as f64;
@@ -427,7 +427,7 @@ fn measure_secure_delete_and_quick_check() {
             )),
         }))
         .collect();
-    writer::commit(&mut conn, &ops, 4096).unwrap();
+    write::commit(&mut conn, &ops, 4096).unwrap();
     crate::sqlite::checkpoint(&conn);
     drop(conn);
     let size = std::fs::metadata(&path).unwrap().len();

@@ -1,25 +1,45 @@
-//! The writers' policy, written once for both databases ([`Batch`], [`Gate`], [`LINGER`],
-//! [`urgent`]), and the SQLite writer on it (`crate::sqlite::writer` runs the thread): it
-//! applies a batch of queued changes in one transaction, commits, and only then answers the
-//! `Sync` jobs of that batch. Under load a commit covers many calls; alone, a call waits for
-//! one commit. PostgreSQL's writer (`postgres`) takes its batches apart and keeps the gate the
-//! same way, and adds its own rules: the fence, the outage, a change whose data it refuses.
+//! The live store's one writer, for both databases: it owns the policy, and a [`Backend`]
+//! (SQLite's `write::Sqlite`, PostgreSQL's `postgres::Pg`) only writes what it is given and
+//! says how that went. The rules, written here once:
 //!
-//! A commit that fails is rolled back whole, so every change queued with it is lost. Its
-//! waiters get the error, and so does every later waiter: a claim queued after a lost park
-//! must not be acknowledged as if the call were on disk. From the first failure on nothing
-//! more is written (the file keeps the state of the last good commit, which a restart reads)
-//! and every operation that accepts work is refused until the broker is restarted.
+//! - **Batches.** The writer takes whatever has queued (up to [`BATCH`] jobs) and writes the
+//!   changes in one transaction, then answers the `Sync` jobs of that batch. Under load a
+//!   commit covers many calls; alone, a call waits for one commit.
+//! - **Linger.** Changes nobody waits for (the note that an outcome was delivered) wait up to
+//!   [`LINGER`] for a batch somebody waits for, and share its commit; a park never waits
+//!   ([`urgent`]).
+//! - **The commit gate.** A commit that fails is rolled back whole, so every change queued with
+//!   it is lost. Its waiters get the error, and so does every later waiter: a claim queued
+//!   after a lost park must not be acknowledged as if the call were on disk. From the first
+//!   failure on nothing more is written (the database keeps the state of the last good commit,
+//!   which a restart reads) and every operation that accepts work is refused until the broker
+//!   is restarted ([`Gate`]).
+//! - **The backend's answers.** A backend says why a commit failed ([`Refused`]), and the
+//!   writer decides: out of reach (PostgreSQL down or cut off) holds the changes, in order,
+//!   answers the waiters `Unavailable`, marks the store unavailable and tries again every
+//!   [`RETRY`] (the gate stays open); fenced (another instance leads) shuts the gate as
+//!   deposed and cancels the store's deposition; one change's data refused drops that change,
+//!   writes the rest and answers the batch's waiters an error; anything else shuts the gate.
+//!   SQLite only ever answers the last.
+//! - **Close.** A `Close` job writes what is queued, lets the backend close (a clean close
+//!   with everything written gives PostgreSQL's lease up; SQLite checkpoints and closes the
+//!   file), and only then answers.
+//!
+//! The loop is async: PostgreSQL's runs on the database's runtime, SQLite's on a
+//! current-thread runtime of its own thread (its statements block that thread, never the
+//! broker's). Its timing is tokio's clock, so its tests run under paused time.
 
-use std::ops::ControlFlow;
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
 
-use rusqlite::{Connection, params};
-use tracing::{debug, error};
-
+use tokio::sync::mpsc::UnboundedReceiver;
 use tokio::sync::oneshot;
+use tokio::time::Instant;
+use tracing::{debug, error, info, warn};
 
-use super::{Coalesced, DbError, Error, Job, Op, StoredCall};
-use crate::sqlite;
+use super::{DbError, Error, Job, Op};
 
 /// Most jobs in one transaction.
 pub const BATCH: usize = 4096;
@@ -30,13 +50,46 @@ pub const BATCH: usize = 4096;
 /// again to a sidecar that resumes its call, so it needs no commit of its own. A park is not
 /// such a change: the call is published to the apps at once, and one killed before its park
 /// is committed would be lost to a harness that keeps waiting for it across the restart (a
-/// `leo-mcp` re-attaches its calls), so a park is committed at once, as before (see
-/// [`urgent`]).
-pub const LINGER: std::time::Duration = std::time::Duration::from_millis(20);
+/// `leo-mcp` re-attaches its calls), so a park is committed at once (see [`urgent`]).
+pub const LINGER: Duration = Duration::from_millis(20);
+
+/// How often a writer whose database is out of reach tries again (PostgreSQL only).
+pub const RETRY: Duration = Duration::from_millis(500);
 
 /// Whether a batch holding `ops` must be committed without lingering: it parks a call.
 pub fn urgent(ops: &[Op]) -> bool {
     ops.iter().any(|op| matches!(op, Op::Park(_)))
+}
+
+/// Why a backend's commit failed, as the backend judges it: the writer decides what follows
+/// (see the module's doc). Nothing of a refused commit is kept.
+#[derive(Debug)]
+pub(crate) enum Refused {
+    /// The database cannot be reached for now.
+    Away(DbError),
+    /// Another instance leads the database: nothing this one writes is committed again.
+    Fenced(DbError),
+    /// The database cannot hold the data of change `op` (an index into the ops committed).
+    Data { op: usize, error: DbError },
+    /// Any other refusal.
+    Failed(DbError),
+}
+
+/// One database under the writer: only its statements and its upkeep.
+pub(crate) trait Backend: Send + 'static {
+    /// Writes `ops`, in order, in one transaction and commits it; how many changes it wrote.
+    fn commit(&mut self, ops: &[Op]) -> impl Future<Output = Result<usize, Refused>> + Send;
+
+    /// How often [`Backend::tick`] runs.
+    fn every(&self) -> Duration;
+
+    /// Upkeep between batches, every [`Backend::every`] (and every [`RETRY`] while the
+    /// database is away): SQLite checkpoints, PostgreSQL reads the instances sharing the
+    /// database. An error is an outage the upkeep found.
+    fn tick(&mut self) -> impl Future<Output = Result<(), DbError>> + Send;
+
+    /// The writer stops; `clean` when a close was asked and everything was written.
+    fn close(self, clean: bool) -> impl Future<Output = ()> + Send;
 }
 
 /// Who waits for a commit, and is answered how it went.
@@ -83,7 +136,7 @@ impl Batch {
 
 /// The commit gate: after the first failed commit nothing more is written or acknowledged,
 /// since what it held is lost and a later change may depend on it (a claim queued after a lost
-/// park). Both writers keep their gate; an outage does not shut it, a refusal does.
+/// park). An outage does not shut it; a refusal or the fence does.
 #[derive(Default)]
 pub(crate) struct Gate {
     failed: Option<DbError>,
@@ -104,283 +157,220 @@ impl Gate {
 
     /// A commit failed (`why` says how, for the log): the gate shuts for good; the error for
     /// the batch's waiters.
-    pub(crate) fn shut(&mut self, e: DbError, why: &str) -> Error {
-        error!(
-            error = %leo_protocol::chain::error_chain(&e),
-            "{why}"
-        );
+    fn shut(&mut self, e: DbError, why: &str) -> Error {
+        error!(error = %leo_protocol::chain::error_chain(&e), "{why}");
         self.failed = Some(e.clone());
         Error::Database(e)
-    }
-
-    /// A batch that wrote `ops` changes was committed.
-    pub(crate) fn committed(&self, ops: usize) {
-        crate::committed();
-        debug!(ops, "state committed");
     }
 }
 
 /// The gate's reason when the database refused a commit.
-pub(crate) const CANNOT_RECORD: &str = "cannot record the broker's state; no further change is \
+const CANNOT_RECORD: &str = "cannot record the broker's state; no further change is \
      acknowledged until the broker is restarted";
 
-/// The writer's state between batches.
-pub struct Writer {
-    /// How many ended requests are kept.
-    remember: usize,
+/// The gate's reason when the fence refused a commit.
+const DEPOSED: &str = "another instance leads the database now; this instance commits and \
+     acknowledges nothing more";
+
+/// What the writer shares with the `Store` handle.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    /// False while the database cannot be reached.
+    pub available: Arc<AtomicBool>,
+    /// Cancelled when the fence finds another instance leads.
+    pub deposed: tokio_util::sync::CancellationToken,
+}
+
+/// The writer: the policy's state between batches, over one backend.
+pub(crate) struct Writer<B> {
+    backend: B,
+    /// Changes not yet committed, in the order they were made (kept across an outage).
+    pending: Vec<Op>,
     gate: Gate,
+    shared: Shared,
+    /// When the oldest change in `pending` that nobody waits for was queued: it is written
+    /// with the next batch somebody waits for, or alone `LINGER` after this.
+    lingering: Option<Instant>,
 }
 
-impl Writer {
-    pub fn new(remember: usize) -> Writer {
+impl<B: Backend> Writer<B> {
+    pub(crate) fn new(backend: B, shared: Shared) -> Writer<B> {
         Writer {
-            remember,
+            backend,
+            pending: Vec::new(),
             gate: Gate::default(),
+            shared,
+            lingering: None,
         }
     }
 
-    /// Commits the batch's changes (unless the gate is shut) and says how it went.
-    fn commit_batch(&mut self, conn: &mut Connection, ops: &[Op]) -> Result<(), Error> {
-        self.gate.open()?;
-        match commit(conn, ops, self.remember) {
-            Ok(written) => {
-                self.gate.committed(written);
-                Ok(())
+    /// Runs until a `Close` job is answered or every sender is gone.
+    pub(crate) async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
+        let mut ticked = Instant::now();
+        let close = loop {
+            let timed_out = match tokio::time::timeout(self.wait(ticked), rx.recv()).await {
+                Ok(Some(first)) => {
+                    if let Some(close) = self.batch(take(&mut rx, first)).await {
+                        break Some(close);
+                    }
+                    false
+                }
+                Ok(None) => break None,
+                Err(_) => {
+                    self.idle().await;
+                    true
+                }
+            };
+            let away = timed_out && !self.available();
+            if away || ticked.elapsed() >= self.backend.every() {
+                self.tick().await;
+                ticked = Instant::now();
             }
-            Err(e) => Err(self.gate.shut(e.into(), CANNOT_RECORD)),
-        }
-    }
-}
-
-impl sqlite::writer::Batches for Writer {
-    type Job = Job;
-
-    fn urgent(&self, job: &Job) -> bool {
-        match job {
-            Job::Ops(ops) => urgent(ops),
-            Job::Sync(_) | Job::Close(_) => true,
-        }
-    }
-
-    fn batch(
-        &mut self,
-        conn: &mut Connection,
-        jobs: Vec<Job>,
-    ) -> (bool, ControlFlow<sqlite::writer::Done>) {
-        let mut batch = Batch::of(jobs);
-        let result = self.commit_batch(conn, &batch.ops);
-        batch.answer(&result);
-        let flow = match batch.close {
-            Some(done) => ControlFlow::Break(Box::new(move || {
-                let _ = done.send(result);
-            }) as sqlite::writer::Done),
-            None => ControlFlow::Continue(()),
         };
-        (!self.gate.is_shut(), flow)
-    }
-}
-
-pub(super) fn commit(
-    conn: &mut Connection,
-    ops: &[Op],
-    remember: usize,
-) -> Result<usize, sqlite::Error> {
-    let coalesced = Coalesced::new(ops.iter());
-    sqlite::begin(conn).map_err(sqlite::Error::doing("begin a transaction"))?;
-    let written = (|| {
-        let mut n = 0usize;
-        let mut ended = false;
-        for op in ops.iter().filter(|op| !coalesced.skips(op)) {
-            ended |= matches!(op, Op::End { .. });
-            apply(conn, op, &coalesced).map_err(sqlite::Error::doing(op_name(op)))?;
-            n += 1;
+        let clean = close.is_some() && !self.gate.is_shut() && self.pending.is_empty();
+        self.backend.close(clean).await;
+        if let Some((done, result)) = close {
+            let _ = done.send(result);
         }
-        if ended {
-            // Only the last `remember` endings are kept, as in memory.
-            conn.prepare_cached("DELETE FROM ended WHERE n <= (SELECT MAX(n) FROM ended) - ?1")
-                .and_then(|mut s| s.execute(params![remember as i64]))
-                .map_err(sqlite::Error::doing("trim the ended requests"))?;
+    }
+
+    fn available(&self) -> bool {
+        self.shared.available.load(Ordering::Relaxed)
+    }
+
+    /// How long to wait for a job: until the next tick (the next retry while the database is
+    /// away), or until what lingers must be written.
+    fn wait(&self, ticked: Instant) -> Duration {
+        let mut wait = if self.available() {
+            self.backend.every().saturating_sub(ticked.elapsed())
+        } else {
+            RETRY
+        };
+        if let Some(since) = self.lingering {
+            wait = wait.min(LINGER.saturating_sub(since.elapsed()));
         }
-        Ok(n)
-    })();
-    let n = match written {
-        Ok(n) => n,
-        Err(e) => {
-            sqlite::rollback(conn);
-            return Err(e);
+        wait
+    }
+
+    /// Queues the batch's changes after what is pending and, unless they may linger, writes
+    /// them all and answers the waiters; the close's waiter and its answer, if it asked.
+    async fn batch(&mut self, jobs: Vec<Job>) -> Option<(Waiter, Result<(), Error>)> {
+        let mut batch = Batch::of(jobs);
+        let urgent = batch.urgent();
+        self.pending.append(&mut batch.ops);
+        if !urgent && self.pending.len() < BATCH {
+            self.lingering.get_or_insert_with(Instant::now);
+            return None;
         }
-    };
-    sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
-    Ok(n)
-}
+        let result = self.flush().await;
+        batch.answer(&result);
+        batch.close.map(|done| (done, result))
+    }
 
-pub(super) fn op_name(op: &Op) -> &'static str {
-    match op {
-        Op::Park(_) => "record a parked call",
-        Op::Claim { .. } => "record a claim",
-        Op::Unclaim { .. } => "record a claim given back",
-        Op::End { .. } => "record an ending",
-        Op::Delivered { .. } => "record a delivered outcome",
-        Op::Mail { .. } => "record a message",
-        Op::MailTaken { .. } => "record a mailbox read",
-        Op::MailTrim { .. } => "trim a mailbox",
-        Op::Client(_) => "record a client",
-        Op::ClientGone { .. } => "record a client gone",
-        Op::Owner { .. } => "record an owner",
-        Op::OwnersReleased { .. } => "release owners",
-        Op::Seen(_) => "record an offered definition",
-        Op::Unseen { .. } => "forget an offered definition",
-        Op::Registered { .. } => "record a registration",
-        Op::Unregistered { .. } => "forget a registration",
-        Op::RegistrationsCleared => "forget the registrations before the start",
+    /// No job came for a while: write what lingered or was held by an outage, or probe the
+    /// database while it is away.
+    async fn idle(&mut self) {
+        if !self.gate.is_shut() && (!self.pending.is_empty() || !self.available()) {
+            let _ = self.flush().await;
+        }
+    }
+
+    /// Commits what is pending; `Ok` when nothing is left pending.
+    async fn flush(&mut self) -> Result<(), Error> {
+        self.lingering = None;
+        if let Err(shut) = self.gate.open() {
+            self.pending.clear();
+            return Err(shut);
+        }
+        if self.pending.is_empty() && self.available() {
+            return Ok(());
+        }
+        match self.write_pending().await {
+            Ok((written, dropped)) => {
+                crate::committed();
+                debug!(ops = written, "state committed");
+                self.pending.clear();
+                if !self.shared.available.swap(true, Ordering::Relaxed) {
+                    info!("the database answers again; the broker accepts work again");
+                }
+                dropped.map_or(Ok(()), |e| Err(Error::Database(e)))
+            }
+            Err(refused) => Err(self.refused(refused)),
+        }
+    }
+
+    /// Commits what is pending, after dropping each change whose data the database refuses;
+    /// how many changes were written, and the last such refusal, if any, for the waiters.
+    async fn write_pending(&mut self) -> Result<(usize, Option<DbError>), Refused> {
+        let mut dropped = None;
+        // Ends: every round commits, fails for good, or drops one pending change.
+        loop {
+            match self.backend.commit(&self.pending).await {
+                Ok(written) => return Ok((written, dropped)),
+                Err(Refused::Data { op, error }) if op < self.pending.len() => {
+                    let op = self.pending.remove(op);
+                    error!(
+                        change = op.name(),
+                        error = %leo_protocol::chain::error_chain(&error),
+                        "the database cannot hold this change; it is dropped and the rest \
+                         written (the waiters of its batch are refused)"
+                    );
+                    dropped = Some(error);
+                }
+                Err(other) => return Err(other),
+            }
+        }
+    }
+
+    /// What a refused commit means for the writer, and the error for its waiters.
+    fn refused(&mut self, refused: Refused) -> Error {
+        let e = match refused {
+            Refused::Away(e) => {
+                if self.shared.available.swap(false, Ordering::Relaxed) {
+                    error!(
+                        error = %leo_protocol::chain::error_chain(&e),
+                        "the database is unreachable; the broker refuses new work \
+                         (store_unavailable) until it is back"
+                    );
+                }
+                return Error::Unavailable(e);
+            }
+            Refused::Fenced(e) => {
+                self.pending.clear();
+                self.shared.deposed.cancel();
+                return self.gate.shut(e, DEPOSED);
+            }
+            Refused::Data { error, .. } => error,
+            Refused::Failed(e) => e,
+        };
+        self.pending.clear();
+        self.gate.shut(e, CANNOT_RECORD)
+    }
+
+    /// The backend's upkeep; an outage it finds makes the store unavailable.
+    async fn tick(&mut self) {
+        if let Err(e) = self.backend.tick().await
+            && self.shared.available.swap(false, Ordering::Relaxed)
+        {
+            warn!(
+                error = %leo_protocol::chain::error_chain(&e),
+                "the database is unreachable; the broker refuses new work until it is back"
+            );
+        }
     }
 }
 
-fn apply(tx: &Connection, op: &Op, coalesced: &Coalesced<'_>) -> rusqlite::Result<()> {
-    match op {
-        Op::Park(call) => park(tx, call),
-        Op::Claim { id, by } => tx
-            .prepare_cached("UPDATE live SET claimed_by = ?2 WHERE id = ?1")?
-            .execute(params![id, by])
-            .map(drop),
-        Op::Unclaim { id } => tx
-            .prepare_cached("UPDATE live SET claimed_by = NULL WHERE id = ?1")?
-            .execute(params![id])
-            .map(drop),
-        Op::End { id, .. } => end(tx, op, coalesced.has_live_row(id.as_str())),
-        Op::Delivered { id } => tx
-            .prepare_cached("UPDATE ended SET outcome = NULL WHERE id = ?1")?
-            .execute(params![id])
-            .map(drop),
-        Op::Mail { agent, message } => tx
-            .prepare_cached("INSERT INTO mail (agent, text, sender, at) VALUES (?1, ?2, ?3, ?4)")?
-            .execute(params![agent, message.text, message.from, message.at])
-            .map(drop),
-        Op::MailTaken { agent } => tx
-            .prepare_cached("DELETE FROM mail WHERE agent = ?1")?
-            .execute(params![agent])
-            .map(drop),
-        Op::MailTrim { agent, keep } => tx
-            .prepare_cached(
-                "DELETE FROM mail WHERE agent = ?1 AND n NOT IN
-                 (SELECT n FROM mail WHERE agent = ?1 ORDER BY n DESC LIMIT ?2)",
-            )?
-            .execute(params![agent, *keep as i64])
-            .map(drop),
-        Op::Client(c) => tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO clients (client_id, resume_key, principal, name)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![
-                c.client_id.as_str(),
-                c.resume_key,
-                c.principal,
-                c.name
-            ])
-            .map(drop),
-        Op::ClientGone { client_id } => tx
-            .prepare_cached("DELETE FROM clients WHERE client_id = ?1")?
-            .execute(params![client_id])
-            .map(drop),
-        Op::Owner {
-            agent,
-            group,
-            client_id,
-        } => tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO owners (agent, grp, client_id) VALUES (?1, ?2, ?3)",
-            )?
-            .execute(params![agent, group, client_id])
-            .map(drop),
-        Op::OwnersReleased { client_id, group } => tx
-            .prepare_cached("DELETE FROM owners WHERE client_id = ?1 AND (?2 IS NULL OR grp = ?2)")?
-            .execute(params![client_id, group])
-            .map(drop),
-        Op::Seen(_)
-        | Op::Unseen { .. }
-        | Op::Registered { .. }
-        | Op::Unregistered { .. }
-        | Op::RegistrationsCleared => registry(tx, op),
+/// The batch that starts with `first`: whatever else has queued by now, up to [`BATCH`] jobs.
+fn take(rx: &mut UnboundedReceiver<Job>, first: Job) -> Vec<Job> {
+    let mut jobs = vec![first];
+    while jobs.len() < BATCH {
+        match rx.try_recv() {
+            Ok(job) => jobs.push(job),
+            Err(_) => break,
+        }
     }
+    jobs
 }
 
-/// The registry's changes: the definitions agents were offered, and who serves what.
-fn registry(tx: &Connection, op: &Op) -> rusqlite::Result<()> {
-    match op {
-        Op::Seen(d) => tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO definitions (name, grp, digest, definition)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![d.name, d.group, d.digest, d.definition])
-            .map(drop),
-        Op::Unseen { name } => tx
-            .prepare_cached("DELETE FROM definitions WHERE name = ?1")?
-            .execute(params![name])
-            .map(drop),
-        Op::Registered {
-            client_id,
-            group,
-            tools,
-            via,
-        } => tx
-            .prepare_cached(
-                "INSERT OR REPLACE INTO registrations (client_id, grp, tools, via)
-                 VALUES (?1, ?2, ?3, ?4)",
-            )?
-            .execute(params![client_id, group, tools, via])
-            .map(drop),
-        Op::Unregistered { client_id, group } => tx
-            .prepare_cached(
-                "DELETE FROM registrations WHERE client_id = ?1 AND (?2 IS NULL OR grp = ?2)",
-            )?
-            .execute(params![client_id, group])
-            .map(drop),
-        Op::RegistrationsCleared => tx.execute("DELETE FROM registrations", []).map(drop),
-        _ => Ok(()),
-    }
-}
-
-/// `Op::End`: the call leaves `live` (if it has a row there) and is remembered in `ended`, its
-/// outcome by name.
-fn end(tx: &Connection, op: &Op, live_row: bool) -> rusqlite::Result<()> {
-    let Some(e) = op.end_row() else {
-        return Ok(());
-    };
-    if live_row {
-        tx.prepare_cached("DELETE FROM live WHERE id = ?1")?
-            .execute(params![e.id])?;
-    }
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO ended (id, how, agent, session, local_id, outcome)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
-    )?
-    .execute(params![
-        e.id, e.how, e.agent, e.session, e.local_id, e.outcome
-    ])
-    .map(drop)
-}
-
-fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
-    let r = &c.request;
-    tx.prepare_cached(
-        "INSERT OR REPLACE INTO live (id, agent, session, local_id, grp, tool, arguments,
-         timeout_s, deadline_ms, created_at, claimed_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
-    )?
-    .execute(params![
-        r.id.as_str(),
-        r.agent,
-        r.session,
-        c.local_id as i64,
-        r.group,
-        r.tool,
-        r.arguments.get(),
-        r.timeout_s.map(|t| t as i64),
-        c.deadline_ms,
-        r.created_at,
-        c.claimed_by.as_deref(),
-    ])
-    .map(drop)
-}
+#[cfg(test)]
+mod tests;

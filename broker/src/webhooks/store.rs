@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tracing::warn;
 
 use crate::error::{BrokerError, Result};
-use crate::store::postgres::{Database, PgError};
+use crate::store::postgres::{Database, Fenced, PgError};
 
 /// One webhook provider as stored.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -167,32 +167,36 @@ impl Store {
                     message: format!("cannot write webhook {}: {e}", hook.name),
                 })?;
                 let name = hook.name.clone();
-                db.fenced(move |tx| {
-                    Box::pin(async move {
-                        tx.execute(
-                            "INSERT INTO webhooks (name, body) VALUES ($1, $2)",
-                            &[&name, &body],
-                        )
-                        .await
-                        .map_err(PgError::doing("add the webhook"))
-                    })
-                })
-                .await?;
+                db.fenced(move |tx| Box::pin(async move { insert(tx, &name, &body).await }))
+                    .await?;
             }
             Change::Removed(name) => {
                 let name = name.to_owned();
-                db.fenced(move |tx| {
-                    Box::pin(async move {
-                        tx.execute("DELETE FROM webhooks WHERE name = $1", &[&name])
-                            .await
-                            .map_err(PgError::doing("remove the webhook"))
-                    })
-                })
-                .await?;
+                db.fenced(move |tx| Box::pin(async move { delete(tx, &name).await }))
+                    .await?;
             }
         }
         Ok(())
     }
+}
+
+/// The one row of the cluster's webhook `name`, added (a leader's write, fenced).
+async fn insert(tx: &Fenced<'_>, name: &str, body: &str) -> std::result::Result<(), PgError> {
+    tx.execute(
+        "INSERT INTO webhooks (name, body) VALUES ($1, $2)",
+        &[&name, &body],
+    )
+    .await
+    .map(drop)
+    .map_err(PgError::doing("add the webhook"))
+}
+
+/// The one row of the cluster's webhook `name`, removed (a leader's write, fenced).
+async fn delete(tx: &Fenced<'_>, name: &str) -> std::result::Result<(), PgError> {
+    tx.execute("DELETE FROM webhooks WHERE name = $1", &[&name])
+        .await
+        .map(drop)
+        .map_err(PgError::doing("remove the webhook"))
 }
 
 #[cfg(test)]

@@ -19,7 +19,8 @@ use tokio_postgres::types::ToSql;
 
 use super::db::{AuditRow, CallQuery, CallRow, Table};
 use super::{Error, Log};
-use crate::postgres::{Database, Lead, PgError, lease};
+use crate::postgres::fence;
+use crate::postgres::{Database, Fenced, PgError, Tx, Unfenced};
 
 /// The history's connection to the database: the instance's one handle, driven by the thread
 /// that owns this.
@@ -52,11 +53,14 @@ impl Pg {
 impl Log for Pg {
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
         // A broker's rows are its lead's: none yet (never in practice) is refused too.
-        let lead = self.db.lead().ok_or_else(|| PgError::LeaseLost {
-            holder: "this instance has not taken the lease".into(),
-        })?;
+        let lead = self.db.leading()?;
         let instance = self.instance.clone();
-        self.on(async |c| write(c, &instance, Some(&lead), calls, audits).await)
+        self.on(async |c| {
+            let began = fence::begin(c, &lead).await?;
+            let new = write(&began.handle(), &instance, calls, audits).await?;
+            began.commit().await?;
+            Ok(new)
+        })
     }
 
     fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error> {
@@ -73,7 +77,14 @@ impl Log for Pg {
         cutoff_ms: i64,
         max_rows: Option<u64>,
     ) -> Result<usize, Error> {
-        self.on(async |c| prune(c, table, cutoff_ms, max_rows).await)
+        // Old rows go whichever instance prunes, but only the one that leads writes.
+        let lead = self.db.leading()?;
+        self.on(async |c| {
+            let began = fence::begin(c, &lead).await?;
+            let gone = prune(&began.handle(), table, cutoff_ms, max_rows).await?;
+            began.commit().await?;
+            Ok(gone)
+        })
     }
 
     fn count(&mut self, table: Table) -> Result<u64, Error> {
@@ -88,10 +99,9 @@ impl Log for Pg {
 /// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store):
 /// the operator's own command, on whichever host, so not a leader's write and not fenced.
 pub fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), PgError> {
-    db.blocking(move |mut client| async move {
-        write(&mut client, &instance, None, &[], &[row])
-            .await
-            .map(drop)
+    db.blocking(move |client| async move {
+        let tx = Unfenced::on(&client, fence::OPERATOR);
+        write(&tx, &instance, &[], &[row]).await.map(drop)
     })
 }
 
@@ -130,24 +140,15 @@ const INSERT_AUDITS: &str = "INSERT INTO audit (instance, at, at_ms, principal, 
         WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, n)
     ORDER BY n";
 
-/// Writes `calls` and `audits` as `instance`'s in one transaction, in their order, fenced by
-/// `lead` when a leader writes them (see `lease`); for each call, whether it was new.
+/// Writes `calls` and `audits` as `instance`'s, in their order, on `tx`: in the transaction a
+/// leader's fence began (see `lease`), or alone for the operator's one audit entry; for each
+/// call, whether it was new.
 async fn write(
-    client: &mut Client,
+    tx: &Tx<'_>,
     instance: &str,
-    lead: Option<&Lead>,
     calls: &[CallRow],
     audits: &[AuditRow],
 ) -> Result<Vec<bool>, PgError> {
-    let tx = client
-        .transaction()
-        .await
-        .map_err(PgError::doing("begin writing the history"))?;
-    if let Some(lead) = lead {
-        tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
-            .await
-            .map_err(PgError::doing("check that this instance leads"))?;
-    }
     let mut new = Vec::with_capacity(calls.len());
     if !calls.is_empty() {
         let statement = tx
@@ -171,9 +172,6 @@ async fn write(
             .await
             .map_err(PgError::doing("write the audit trail"))?;
     }
-    tx.commit()
-        .await
-        .map_err(PgError::doing("commit the history"))?;
     Ok(new)
 }
 
@@ -372,7 +370,7 @@ fn table_of(table: Table) -> (&'static str, &'static str) {
 
 /// Deletes rows older than `cutoff_ms` and all but the newest `max_rows`; how many.
 async fn prune(
-    client: &Client,
+    client: &Fenced<'_>,
     table: Table,
     cutoff_ms: i64,
     max_rows: Option<u64>,
@@ -474,7 +472,7 @@ mod tests {
             "INSERT INTO cluster (one, key, leader, epoch) VALUES (true, 'k', 'i_a', 1)",
         ))
         .unwrap();
-        db.set_lead(Lead {
+        db.set_lead(crate::postgres::Lead {
             me: "i_a".into(),
             epoch: 1,
         });

@@ -31,6 +31,7 @@ use tokio::runtime::Handle;
 use tokio_postgres_rustls::MakeRustlsConnect;
 use tracing::{debug, warn};
 
+use super::fence::{self, Fenced};
 use super::{lease, schema};
 
 /// How long a connection may idle inside a transaction before the server ends it (see
@@ -418,29 +419,26 @@ impl Database {
     where
         T: Send + 'static,
         F: for<'t> FnOnce(
-                &'t deadpool_postgres::Transaction<'t>,
+                &'t Fenced<'t>,
             ) -> futures_util::future::BoxFuture<'t, Result<T, PgError>>
             + Send
             + 'static,
     {
-        let lead = self.lead().ok_or_else(|| PgError::LeaseLost {
-            holder: "this instance has not taken the lease".into(),
-        })?;
+        let lead = self.leading()?;
         self.run(move |mut client| async move {
-            let tx = client
-                .transaction()
-                .await
-                .map_err(PgError::doing("begin a write"))?;
-            tx.execute(lease::FENCE, &[&lead.me, &lead.epoch])
-                .await
-                .map_err(PgError::doing("check that this instance leads"))?;
-            let out = work(&tx).await?;
-            tx.commit()
-                .await
-                .map_err(PgError::doing("commit a write"))?;
+            let began = fence::begin(&mut client, &lead).await?;
+            let out = work(&began.handle()).await?;
+            began.commit().await?;
             Ok(out)
         })
         .await
+    }
+
+    /// The lead this instance writes in; refused when it never took the lease.
+    pub(crate) fn leading(&self) -> Result<Lead, PgError> {
+        self.lead().ok_or_else(|| PgError::LeaseLost {
+            holder: "this instance has not taken the lease".into(),
+        })
     }
 }
 

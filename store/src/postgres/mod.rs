@@ -36,23 +36,24 @@
 //! [`Error::Unavailable`]: super::Error::Unavailable
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use deadpool_postgres::Pool;
-use tokio::sync::mpsc::{UnboundedReceiver, error::TryRecvError};
-use tracing::{error, info, warn};
+use tokio::sync::mpsc::UnboundedReceiver;
+use tracing::{info, warn};
 
-use super::writer::{BATCH, Batch, CANNOT_RECORD, Gate, LINGER, op_name};
-use super::{Error, Job, Op, Restored};
+use super::writer::{Backend, Refused, Shared, Writer};
+use super::{DbError, Job, Op, Restored};
 
 pub use database::{Database, Lead, PgError, describe};
 /// A pooled connection, as [`Database::run`] lends it.
 pub use deadpool_postgres::Object;
+pub use fence::{Fenced, Tx, Unfenced};
 /// A connection outside the pool (`Database::dedicated`).
 pub use tokio_postgres::Client as Dedicated;
 
 mod database;
+pub(crate) mod fence;
 pub mod lease;
 mod read;
 pub mod schema;
@@ -60,18 +61,11 @@ pub mod tls;
 pub mod tokens;
 mod write;
 
-/// How often a store that lost its database tries again; also the heartbeat's check.
-pub const RETRY: Duration = Duration::from_millis(500);
+/// How often a store that lost its database tries again.
+pub use super::writer::RETRY;
 
 /// The instances sharing the database, as the writer last read them, for the status snapshot.
 pub type Instances = Arc<std::sync::Mutex<Vec<leo_protocol::status::InstanceStatus>>>;
-
-/// What the writer shares with the `Store` handle.
-pub(crate) struct Shared {
-    pub available: Arc<AtomicBool>,
-    pub instances: Instances,
-    pub deposed: tokio_util::sync::CancellationToken,
-}
 
 /// What the PostgreSQL store is opened with.
 #[derive(Debug, Clone)]
@@ -106,14 +100,15 @@ impl Settings {
 }
 
 /// Takes the lease (the schema migrated at the database's first connection), records this
-/// instance and reads what was live; then the writer runs on the database's runtime until the
-/// store closes. Blocks until the state is read: what it held, and the epoch this instance
-/// leads in. Call it off the broker's runtime.
+/// instance and reads what was live; then the one writer runs over [`Pg`] on the database's
+/// runtime until the store closes. Blocks until the state is read: what it held, and the epoch
+/// this instance leads in. Call it off the broker's runtime.
 pub(crate) fn open(
     db: &Database,
     settings: Settings,
     rx: UnboundedReceiver<Job>,
     shared: Shared,
+    instances: Instances,
 ) -> Result<(Restored, i64), PgError> {
     let (ready, opened) = std::sync::mpsc::sync_channel(1);
     let db = db.clone();
@@ -121,11 +116,14 @@ pub(crate) fn open(
         match start(&db, &settings).await {
             Ok((epoch, restored)) => {
                 let _ = ready.send(Ok((restored, epoch)));
-                let mut writer = Writer::new(db.pool(), settings, epoch, shared.available);
-                writer.instances = shared.instances;
-                writer.deposed = shared.deposed;
-                writer.look_around().await;
-                writer.run(rx).await;
+                let mut pg = Pg {
+                    pool: db.pool(),
+                    settings,
+                    epoch,
+                    instances,
+                };
+                let _ = pg.tick().await;
+                Writer::new(pg, shared).run(rx).await;
             }
             Err(e) => {
                 let _ = ready.send(Err(e));
@@ -164,235 +162,92 @@ fn hostname() -> String {
         .unwrap_or_else(|_| "unknown".into())
 }
 
-/// The writer's state between batches.
-struct Writer {
+/// PostgreSQL's backend of the one writer: a batch is one fenced transaction (`write`), its
+/// failure judged by the database's answer; the upkeep reads the instances sharing the
+/// database, and a clean close gives the lease to whoever waits.
+struct Pg {
     pool: Pool,
     settings: Settings,
     /// The epoch this instance leads in: every batch is fenced by it (see `lease`).
     epoch: i64,
-    /// Changes not yet committed, in the order they were made (kept across an outage).
-    pending: Vec<Op>,
-    available: Arc<AtomicBool>,
-    /// Shut by the first error the database answered on purpose, or the lease lost.
-    gate: Gate,
-    last_beat: tokio::time::Instant,
-    /// Where each heartbeat puts the instances it read.
+    /// Where each upkeep puts the instances it read.
     instances: Instances,
-    /// Cancelled when the fence or the renewal finds another instance leads.
-    deposed: tokio_util::sync::CancellationToken,
-    /// When the oldest change in `pending` that nobody waits for was queued: it is written
-    /// with the next batch somebody waits for, or alone `LINGER` after this.
-    lingering: Option<tokio::time::Instant>,
 }
 
-impl Writer {
-    fn new(pool: Pool, settings: Settings, epoch: i64, available: Arc<AtomicBool>) -> Writer {
-        Writer {
-            pool,
-            settings,
-            epoch,
-            pending: Vec::new(),
-            available,
-            gate: Gate::default(),
-            last_beat: tokio::time::Instant::now(),
-            instances: Instances::default(),
-            deposed: tokio_util::sync::CancellationToken::new(),
-            lingering: None,
-        }
-    }
-
-    async fn run(mut self, mut rx: UnboundedReceiver<Job>) {
-        loop {
-            let mut wait = if self.available.load(Ordering::Relaxed) {
-                self.settings
-                    .heartbeat
-                    .saturating_sub(self.last_beat.elapsed())
-            } else {
-                RETRY
-            };
-            if let Some(since) = self.lingering {
-                wait = wait.min(LINGER.saturating_sub(since.elapsed()));
-            }
-            let first = match tokio::time::timeout(wait, rx.recv()).await {
-                Ok(Some(job)) => Some(job),
-                Ok(None) => break,
-                Err(_) => None,
-            };
-            let Some(first) = first else {
-                self.tick().await;
-                continue;
-            };
-            let mut jobs = vec![first];
-            while jobs.len() < BATCH {
-                match rx.try_recv() {
-                    Ok(job) => jobs.push(job),
-                    Err(TryRecvError::Empty | TryRecvError::Disconnected) => break,
-                }
-            }
-            if self.batch(jobs).await {
-                break;
-            }
-        }
-    }
-
-    /// Writes the batch's changes after what is pending and answers its waiters; true when
-    /// the batch asked the store to close.
-    async fn batch(&mut self, jobs: Vec<Job>) -> bool {
-        let mut batch = Batch::of(jobs);
-        let urgent = batch.urgent();
-        self.pending.append(&mut batch.ops);
-        if !urgent && self.pending.len() < BATCH {
-            // Nobody waits for these changes (a delivered outcome): they go with the next
-            // batch somebody waits for, one round trip for both (see `LINGER`).
-            self.lingering.get_or_insert_with(tokio::time::Instant::now);
-            return false;
-        }
-        let result = self.flush().await;
-        batch.answer(&result);
-        match batch.close {
-            Some(done) => {
-                self.release().await;
-                let _ = done.send(result);
-                true
-            }
-            None => false,
-        }
-    }
-
-    /// Commits what is pending; `Ok` when nothing is left pending.
-    async fn flush(&mut self) -> Result<(), Error> {
-        // Whatever lingered is written now, or kept for the outage's retries (`RETRY`).
-        self.lingering = None;
-        self.gate.open()?;
-        if self.pending.is_empty() && self.available.load(Ordering::Relaxed) {
-            return Ok(());
-        }
-        let result = self.write_pending().await.map_err(|e| self.deposed(e));
-        match result {
-            Ok(dropped) => {
-                self.gate.committed(self.pending.len());
-                self.pending.clear();
-                if !self.available.swap(true, Ordering::Relaxed) {
-                    info!("the database answers again; the broker accepts work again");
-                }
-                dropped.map_or(Ok(()), |e| Err(Error::Database(e.into())))
-            }
-            Err(e) if e.is_outage() => {
-                if self.available.swap(false, Ordering::Relaxed) {
-                    error!(
-                        error = %leo_protocol::chain::error_chain(&e),
-                        "the database is unreachable; the broker refuses new work \
-                         (store_unavailable) until it is back"
-                    );
-                }
-                Err(Error::Unavailable(e.into()))
-            }
-            Err(e) => {
-                self.pending.clear();
-                Err(self.gate.shut(e.into(), CANNOT_RECORD))
-            }
-        }
-    }
-
-    /// Commits what is pending, after dropping each change whose data the database refuses
-    /// (`PgError::is_data`); the last such refusal, if any, for the batch's waiters.
-    async fn write_pending(&mut self) -> Result<Option<PgError>, PgError> {
-        let mut dropped = None;
-        // Ends: every round commits, fails for good, or drops one pending change.
-        loop {
-            let result = async {
-                let client = self.pool.get().await.map_err(PgError::Connect)?;
-                let fence = (self.settings.me.id.as_str(), self.epoch);
-                write::commit(&client, fence, &self.pending, self.settings.remember).await
-            }
-            .await;
-            match result {
-                Ok(()) => return Ok(dropped),
-                Err(write::Failed { error, op: Some(i) })
-                    if error.is_data() && i < self.pending.len() =>
-                {
-                    let op = self.pending.remove(i);
-                    error!(
-                        change = op_name(&op),
-                        error = %leo_protocol::chain::error_chain(&error),
-                        "the database cannot hold this change; it is dropped and the rest \
-                         written (the waiters of its batch are refused)"
-                    );
-                    dropped = Some(error);
-                }
-                Err(failed) => return Err(failed.error),
-            }
-        }
-    }
-
-    /// With no job for a while: retry what is pending (or probe) while the database is away,
-    /// and read the instances again.
-    async fn tick(&mut self) {
-        if self.gate.is_shut() {
-            return;
-        }
-        if !self.pending.is_empty() || !self.available.load(Ordering::Relaxed) {
-            let _ = self.flush().await;
-        }
-        if self.last_beat.elapsed() >= self.settings.heartbeat
-            || !self.available.load(Ordering::Relaxed)
-        {
-            self.look_around().await;
-        }
-    }
-
-    /// At a clean stop, once everything is written: the lease goes to whoever waits.
-    async fn release(&self) {
-        if self.gate.is_shut() || !self.pending.is_empty() {
-            return;
-        }
-        let released = async {
+impl Backend for Pg {
+    async fn commit(&mut self, ops: &[Op]) -> Result<usize, Refused> {
+        let written = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
-            lease::release(&client, &self.settings.me.id, self.settings.lease).await
-        }
-        .await;
-        if let Err(e) = released {
-            warn!(error = %leo_protocol::chain::error_chain(&e), "the lease was not given up");
+            let fence = (self.settings.me.id.as_str(), self.epoch);
+            write::commit(&client, fence, ops, self.settings.remember).await
+        };
+        match written.await {
+            Ok(()) => Ok(ops.len()),
+            Err(failed) => Err(judge(failed)),
         }
     }
 
-    /// A batch the fence refused is the lost lease it means.
-    fn deposed(&self, e: PgError) -> PgError {
-        if !e.is_fenced() {
-            return e;
-        }
-        self.deposed.cancel();
-        match e {
-            PgError::LeaseLost { .. } => e,
-            _ => PgError::LeaseLost {
-                holder: "the fence refused a write".into(),
-            },
-        }
+    fn every(&self) -> Duration {
+        self.settings.heartbeat
     }
 
     /// Reads the instances sharing the database, for the status snapshot, and notices an
     /// outage while nothing is written. (The lease is renewed by the election, see
     /// `cluster::election`; a write of a deposed leader is refused by its fence.)
-    async fn look_around(&mut self) {
+    async fn tick(&mut self) -> Result<(), DbError> {
         let found = async {
             let client = self.pool.get().await.map_err(PgError::Connect)?;
             lease::instances(&client, self.settings.lease).await
-        }
-        .await;
-        self.last_beat = tokio::time::Instant::now();
-        match found {
+        };
+        match found.await {
             Ok(found) => {
                 if let Ok(mut instances) = self.instances.lock() {
                     *instances = found;
                 }
+                Ok(())
             }
-            Err(e) if e.is_outage() && self.available.swap(false, Ordering::Relaxed) => {
-                warn!(
-                    error = %leo_protocol::chain::error_chain(&e),
-                    "the database is unreachable; the broker refuses new work until it is back"
-                );
-            }
-            Err(_) => {}
+            Err(e) if e.is_outage() => Err(e.into()),
+            Err(_) => Ok(()),
         }
+    }
+
+    /// At a clean stop, once everything is written: the lease goes to whoever waits.
+    async fn close(self, clean: bool) {
+        if !clean {
+            return;
+        }
+        let released = async {
+            let client = self.pool.get().await.map_err(PgError::Connect)?;
+            lease::release(&client, &self.settings.me.id, self.settings.lease).await
+        };
+        if let Err(e) = released.await {
+            warn!(error = %leo_protocol::chain::error_chain(&e), "the lease was not given up");
+        }
+    }
+}
+
+/// What a batch the database did not commit means, as the writer is told: out of reach, the
+/// fence (the lost lease it means), one change's data it cannot hold (`PgError::is_data`), or
+/// any other refusal.
+fn judge(failed: write::Failed) -> Refused {
+    let write::Failed { error, op } = failed;
+    if error.is_outage() {
+        return Refused::Away(error.into());
+    }
+    if error.is_fenced() {
+        let lost = match error {
+            PgError::LeaseLost { .. } => error,
+            _ => PgError::LeaseLost {
+                holder: "the fence refused a write".into(),
+            },
+        };
+        return Refused::Fenced(lost.into());
+    }
+    match op {
+        Some(op) if error.is_data() => Refused::Data {
+            op,
+            error: error.into(),
+        },
+        _ => Refused::Failed(error.into()),
     }
 }

@@ -3,9 +3,9 @@
 //! the broker's `cluster::tokens`; this is only its SQL and the shape of a row.
 
 use deadpool_postgres::Client;
-use tokio_postgres::GenericClient;
 
-use super::PgError;
+use super::fence::OPERATOR;
+use super::{PgError, Tx, Unfenced};
 
 /// What a token opens.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -109,9 +109,13 @@ pub async fn fill(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
     if already {
         return Ok(false);
     }
+    let fill = Unfenced::within(
+        &tx,
+        "the first instance fills a new database, before any leads",
+    );
     for entry in local {
         // A row a `leo` command wrote before any broker started stays as it is.
-        add(&*tx, entry)
+        add(&fill, entry)
             .await
             .map_err(PgError::doing("fill the cluster's tokens"))?;
     }
@@ -123,7 +127,7 @@ pub async fn fill(client: &mut Client, local: &[Entry]) -> Result<bool, PgError>
 
 /// Adds `entry`; false when its kind and name (or, never in practice, its token) exist.
 pub async fn insert(client: &Client, entry: &Entry) -> Result<bool, PgError> {
-    add(&***client, entry)
+    add(&Unfenced::on(client, OPERATOR), entry)
         .await
         .map(|n| n == 1)
         .map_err(PgError::doing("add the token"))
@@ -131,29 +135,31 @@ pub async fn insert(client: &Client, entry: &Entry) -> Result<bool, PgError> {
 
 /// The one INSERT of a token row, in a transaction (`fill`) or not (`insert`); an existing
 /// kind and name is left as it is.
-async fn add(client: &impl GenericClient, entry: &Entry) -> Result<u64, tokio_postgres::Error> {
-    client
-        .execute(
-            "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
+async fn add(tx: &Tx<'_>, entry: &Entry) -> Result<u64, tokio_postgres::Error> {
+    tx.execute(
+        "INSERT INTO tokens (kind, name, token, can_message) VALUES ($1, $2, $3, $4)
              ON CONFLICT DO NOTHING",
-            &[
-                &entry.kind.as_str(),
-                &entry.name,
-                &entry.token,
-                &entry.can_message,
-            ],
-        )
-        .await
+        &[
+            &entry.kind.as_str(),
+            &entry.name,
+            &entry.token,
+            &entry.can_message,
+        ],
+    )
+    .await
 }
 
 /// Removes the token of `kind` named `name`; false when there was none.
 pub async fn delete(client: &Client, kind: Kind, name: &str) -> Result<bool, PgError> {
-    client
-        .execute(
-            "DELETE FROM tokens WHERE kind = $1 AND name = $2",
-            &[&kind.as_str(), &name],
-        )
-        .await
-        .map(|n| n == 1)
-        .map_err(PgError::doing("remove the token"))
+    remove(&Unfenced::on(client, OPERATOR), kind, name).await
+}
+
+async fn remove(tx: &Unfenced<'_>, kind: Kind, name: &str) -> Result<bool, PgError> {
+    tx.execute(
+        "DELETE FROM tokens WHERE kind = $1 AND name = $2",
+        &[&kind.as_str(), &name],
+    )
+    .await
+    .map(|n| n == 1)
+    .map_err(PgError::doing("remove the token"))
 }

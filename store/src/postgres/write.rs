@@ -1,5 +1,5 @@
 //! What one batch of queued changes writes, in one transaction: the statements of
-//! `store::writer`, in PostgreSQL's words (`ON CONFLICT` for `INSERT OR REPLACE`), one
+//! SQLite's `write`, in PostgreSQL's words (`ON CONFLICT` for `INSERT OR REPLACE`), one
 //! statement per change.
 //!
 //! **One round trip per batch.** `BEGIN`, the fence (`lease::FENCE`: the transaction fails
@@ -9,15 +9,15 @@
 //! in the order the core made the changes. If one fails, the server aborts the transaction and
 //! answers the `COMMIT` with a rollback, so nothing of the batch is kept, as in SQLite; the
 //! batch is answered with that first error, and the change it came from ([`Failed::op`]), so
-//! the writer can drop a change the database cannot hold and write the rest. Statements are prepared once per connection (the
-//! pool's cache), before the first batch that needs them.
+//! the writer can drop a change the database cannot hold and write the rest. Statements are
+//! prepared once per connection (the pool's cache), before the first batch that needs them.
 
 use std::collections::HashMap;
 
 use futures_util::future::try_join_all;
 use tokio_postgres::Statement;
 
-use super::PgError;
+use super::{Fenced, PgError};
 use crate::{Coalesced, Op, StoredCall};
 
 /// A batch the database did not commit: why, and which of its changes the database refused
@@ -52,49 +52,56 @@ pub async fn commit(
         .enumerate()
         .filter(|(_, op)| !coalesced.skips(op))
         .collect();
-    let mut prepared: HashMap<&'static str, Statement> = HashMap::new();
+    let (opened, tx) = Fenced::pipelined(client, fence).await?;
     let ended = ops.iter().any(|(_, op)| matches!(op, Op::End { .. }));
-    let trim = ended.then_some(TRIM);
-    let fenced = std::iter::once(super::lease::FENCE);
-    for sql in fenced.chain(ops.iter().map(|(_, op)| sql(op))).chain(trim) {
+    let trim = ended.then_some(remember as i64);
+    let prepared = prepare(&tx, &ops, trim.is_some()).await?;
+    pipeline(opened, &tx, &prepared, &ops, trim).await
+}
+
+/// The batch's statements, each prepared once per connection (the pool's cache).
+async fn prepare(
+    tx: &Fenced<'_>,
+    ops: &[(usize, &Op)],
+    trim: bool,
+) -> Result<HashMap<&'static str, Statement>, PgError> {
+    let mut prepared = HashMap::new();
+    let trim = trim.then_some(TRIM);
+    for sql in ops.iter().map(|(_, op)| sql(op)).chain(trim) {
         if !prepared.contains_key(sql) {
-            let statement = client
+            let statement = tx
                 .prepare_cached(sql)
                 .await
                 .map_err(PgError::doing("prepare a statement"))?;
             prepared.insert(sql, statement);
         }
     }
-    let remember = remember as i64;
-    let client: &tokio_postgres::Client = client;
-    let begin = async {
-        client
-            .batch_execute("BEGIN")
-            .await
-            .map_err(PgError::doing("begin a transaction"))
-            .map_err(Failed::from)
-    };
-    let checked = async {
-        client
-            .execute(&prepared[super::lease::FENCE], &[&fence.0, &fence.1])
-            .await
-            .map(drop)
-            .map_err(PgError::doing("check that this instance leads"))
-            .map_err(Failed::from)
-    };
+    Ok(prepared)
+}
+
+/// Sends the opening (`BEGIN` and the fence), every change's statement, the trim (keeping the
+/// last `trim` endings) and `COMMIT` together: `try_join!` polls them first in that order.
+async fn pipeline(
+    opened: impl Future<Output = Result<(), PgError>>,
+    tx: &Fenced<'_>,
+    prepared: &HashMap<&'static str, Statement>,
+    ops: &[(usize, &Op)],
+    trim: Option<i64>,
+) -> Result<(), Failed> {
+    let opened = async { opened.await.map_err(Failed::from) };
     let changes = try_join_all(ops.iter().map(|&(i, op)| {
         let statement = &prepared[sql(op)];
         async move {
-            apply(client, statement, op).await.map_err(|source| Failed {
-                error: PgError::doing(op_name(op))(source),
+            apply(tx, statement, op).await.map_err(|source| Failed {
+                error: PgError::doing(op.name())(source),
                 op: Some(i),
             })
         }
     }));
     let trimmed = async {
         match trim {
-            Some(sql) => client
-                .execute(&prepared[sql], &[&remember])
+            Some(remember) => tx
+                .execute(&prepared[TRIM], &[&remember])
                 .await
                 .map(drop)
                 .map_err(PgError::doing("trim the ended requests"))
@@ -102,18 +109,8 @@ pub async fn commit(
             None => Ok(()),
         }
     };
-    let end = async {
-        client
-            .batch_execute("COMMIT")
-            .await
-            .map_err(PgError::doing("commit"))
-            .map_err(Failed::from)
-    };
-    futures_util::try_join!(begin, checked, changes, trimmed, end).map(drop)
-}
-
-fn op_name(op: &Op) -> &'static str {
-    crate::writer::op_name(op)
+    let end = async { tx.commit().await.map_err(Failed::from) };
+    futures_util::try_join!(opened, changes, trimmed, end).map(drop)
 }
 
 /// The one statement that writes `op`.
@@ -178,7 +175,7 @@ fn sql(op: &Op) -> &'static str {
 
 /// Sends `op`'s statement with its parameters (at the first poll) and waits for its answer.
 async fn apply(
-    client: &tokio_postgres::Client,
+    client: &Fenced<'_>,
     statement: &Statement,
     op: &Op,
 ) -> Result<(), tokio_postgres::Error> {
@@ -224,7 +221,7 @@ async fn apply(
 }
 
 async fn park(
-    client: &tokio_postgres::Client,
+    client: &Fenced<'_>,
     statement: &Statement,
     c: &StoredCall,
 ) -> Result<(), tokio_postgres::Error> {

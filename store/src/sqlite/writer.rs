@@ -1,4 +1,6 @@
-//! The writer thread both databases run: it owns the connection, blocks for the first job,
+//! The writer thread of `state/history.db` (the history's, whose rules are the broker's
+//! `history::Writer`; the live store's one writer is `crate::writer`, over this module's
+//! [`Checkpointer`]): it owns the connection, blocks for the first job,
 //! takes whatever else has queued by then (up to a batch), hands the batch to its `Batches`
 //! (which writes it in one transaction and answers its waiters), and keeps the file: on a
 //! period it runs the upkeep (`Batches::upkeep`) and checkpoints the WAL when anything was
@@ -87,7 +89,7 @@ pub fn spawn<B: Batches>(
 }
 
 fn run<B: Batches>(settings: Settings, mut conn: Connection, rx: &Receiver<B::Job>, mut b: B) {
-    let checkpointer = Checkpointer::start(&conn, &settings);
+    let checkpointer = Checkpointer::start(&conn, settings.name, settings.checkpoint_gap);
     let mut last = Instant::now();
     let mut dirty = b.upkeep(&mut conn);
     let done = loop {
@@ -194,16 +196,16 @@ pub const CHECKPOINT_GAP: Duration = Duration::from_millis(100);
 /// once commits came (at most one checkpoint per `Settings::checkpoint_gap`). Its checkpoints are
 /// `PASSIVE`: they never wait for the writer, nor make it wait, so the WAL stays small without
 /// a commit paying for it; the writer's connection has the automatic checkpoint off.
-struct Checkpointer {
+pub(crate) struct Checkpointer {
     tx: SyncSender<()>,
     thread: std::thread::JoinHandle<()>,
 }
 
 impl Checkpointer {
-    /// Starts one for the file `conn` writes; `None` (and the automatic checkpoint left on)
-    /// when a second connection cannot be had.
-    fn start(conn: &Connection, settings: &Settings) -> Option<Checkpointer> {
-        let gap = settings.checkpoint_gap;
+    /// Starts one for the file `conn` writes, its thread named after the writer's `name`,
+    /// letting commits gather for `gap`; `None` (and the automatic checkpoint left on) when a
+    /// second connection cannot be had.
+    pub(crate) fn start(conn: &Connection, name: &str, gap: Duration) -> Option<Checkpointer> {
         let path = conn.path().filter(|p| !p.is_empty())?.to_owned();
         let opened = Connection::open(&path).and_then(|c| {
             c.busy_timeout(Duration::from_secs(5))?;
@@ -218,7 +220,7 @@ impl Checkpointer {
         };
         let (tx, rx) = std::sync::mpsc::sync_channel(1);
         let thread = std::thread::Builder::new()
-            .name(format!("{}-checkpoint", settings.name))
+            .name(format!("{name}-checkpoint"))
             .spawn(move || {
                 while rx.recv().is_ok() {
                     // Commits gather for `gap`; the writer's stop cuts it short.
@@ -247,14 +249,14 @@ impl Checkpointer {
     }
 
     /// A commit wrote to the WAL (never waits).
-    fn wrote(&self) {
+    pub(crate) fn wrote(&self) {
         if let Err(TrySendError::Disconnected(())) = self.tx.try_send(()) {
             warn!("the checkpoint thread stopped");
         }
     }
 
     /// Ends the thread once its last checkpoint is made.
-    fn stop(self) {
+    pub(crate) fn stop(self) {
         drop(self.tx);
         let _ = self.thread.join();
     }
