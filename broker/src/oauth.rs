@@ -177,7 +177,7 @@ impl OAuth {
             Some(Persist::Postgres(db)) => db
                 .fenced(move |tx| {
                     Box::pin(async move {
-                        leo_store::oauth::apply_postgres(&**tx, &changes)
+                        leo_store::oauth::apply_postgres(tx, &changes)
                             .await
                             .map_err(leo_store::postgres::PgError::doing("write an OAuth change"))
                     })

@@ -294,7 +294,7 @@ pub async fn load_postgres(client: &impl GenericClient, now_ms: i64) -> Result<S
 
 /// Writes `changes` in the transaction `tx` (the caller's, fenced by the leader's lead).
 pub async fn apply_postgres(
-    tx: &impl GenericClient,
+    tx: &crate::postgres::fence::Fenced<'_>,
     changes: &[Change],
 ) -> Result<(), tokio_postgres::Error> {
     for change in changes {
