@@ -440,6 +440,7 @@ fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<ClientId>) -
         local_id: call.local_id,
         deadline_ms,
         claimed_by,
+        approval: None,
     }
 }
 

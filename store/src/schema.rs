@@ -68,6 +68,8 @@ pub const MIGRATIONS: &[&str] = &[
         via TEXT,
         PRIMARY KEY (client_id, grp)
     );",
+    // 4: a live call's approval (see `StoredCall::approval`).
+    "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];
 
 /// The schema version this broker writes.

@@ -219,6 +219,7 @@ pub(super) fn op_name(op: &Op) -> &'static str {
         Op::Park(_) => "record a parked call",
         Op::Claim { .. } => "record a claim",
         Op::Unclaim { .. } => "record a claim given back",
+        Op::Approval { .. } => "record an approval",
         Op::End { .. } => "record an ending",
         Op::Delivered { .. } => "record a delivered outcome",
         Op::Mail { .. } => "record a message",
@@ -246,6 +247,16 @@ fn apply(tx: &Connection, op: &Op, coalesced: &Coalesced<'_>) -> rusqlite::Resul
         Op::Unclaim { id } => tx
             .prepare_cached("UPDATE live SET claimed_by = NULL WHERE id = ?1")?
             .execute(params![id])
+            .map(drop),
+        Op::Approval {
+            id,
+            approval,
+            arguments,
+        } => tx
+            .prepare_cached(
+                "UPDATE live SET approval = ?2, arguments = COALESCE(?3, arguments) WHERE id = ?1",
+            )?
+            .execute(params![id, approval, arguments])
             .map(drop),
         Op::End { id, .. } => end(tx, op, coalesced.has_live_row(id.as_str())),
         Op::Delivered { id } => tx
@@ -366,8 +377,8 @@ fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
     let r = &c.request;
     tx.prepare_cached(
         "INSERT OR REPLACE INTO live (id, agent, session, local_id, grp, tool, arguments,
-         timeout_s, deadline_ms, created_at, claimed_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         timeout_s, deadline_ms, created_at, claimed_by, approval)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
     )?
     .execute(params![
         r.id.as_str(),
@@ -381,6 +392,7 @@ fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
         c.deadline_ms,
         r.created_at,
         c.claimed_by.as_deref(),
+        c.approval,
     ])
     .map(drop)
 }

@@ -176,6 +176,8 @@ pub const MIGRATIONS: &[&str] = &[
     // `leo cluster rotate-key`: the key before the current one, which leaders still accept
     // until `previous_until`, while followers take the new one up.
     "ALTER TABLE cluster ADD COLUMN previous_key TEXT, ADD COLUMN previous_until TIMESTAMPTZ;",
+    // A live call's approval (see `store::StoredCall::approval`).
+    "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];
 
 /// The schema version this broker writes.
