@@ -15,6 +15,12 @@
 //! With a PostgreSQL store the tokens are the cluster's (`cluster_tokens`): the shared one and
 //! the agents' own come from the database's set, swapped in within a second of a change on any
 //! instance, and the files of `state/agents/` are only this host's copy for `leo-mcp`.
+//!
+//! An agent's own token may carry the mode its harness is shown tools in
+//! (`leo agent add NAME --mode native|fallback|auto` writes `state/agents/NAME.mode`): since
+//! that token alone opens NAME's sessions, the mode is the token's. It is read at each `hello`
+//! too, and wins over the config's `agents.NAME.mode` (`mode_of`). The file is this host's
+//! even with a PostgreSQL store: the instance that serves the session reads its own.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -23,17 +29,34 @@ use leo_protocol::ErrorCode;
 use leo_protocol::names::AgentName;
 use subtle::ConstantTimeEq;
 
+use crate::config::AgentMode;
 use crate::error::BrokerError;
 use crate::refusal::Refusal;
 use crate::tokens::{Principal, TokenBook, read_token_file};
 
 /// The shared agent token and the folder of per-agent ones, or the cluster's set of both.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentKeys {
     shared: Arc<str>,
     dir: PathBuf,
     /// The cluster's tokens (PostgreSQL store): used instead of `shared` and the files.
     cluster: Option<TokenBook>,
+    /// OAuth access tokens (`oauth`), which open their grant's agent while they are valid.
+    oauth: Option<Arc<dyn AccessTokens>>,
+}
+
+impl std::fmt::Debug for AgentKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentKeys")
+            .field("dir", &self.dir)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Access tokens issued by OAuth: whether one opens `agent`'s sessions now. A trait so that
+/// this low layer names nothing of the authorization server.
+pub trait AccessTokens: Send + Sync {
+    fn opens(&self, token: &str, agent: &AgentName) -> bool;
 }
 
 impl AgentKeys {
@@ -42,7 +65,14 @@ impl AgentKeys {
             shared,
             dir,
             cluster: None,
+            oauth: None,
         }
+    }
+
+    /// The same keys, with OAuth access tokens opening their agents' sessions too.
+    pub fn with_oauth(mut self, oauth: Arc<dyn AccessTokens>) -> AgentKeys {
+        self.oauth = Some(oauth);
+        self
     }
 
     /// The keys of a cluster: the shared agent token and the agents' own are `book`'s
@@ -52,6 +82,7 @@ impl AgentKeys {
             shared: Arc::from(""),
             dir,
             cluster: Some(book),
+            oauth: None,
         }
     }
 
@@ -86,6 +117,16 @@ impl AgentKeys {
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
     /// name, never a path). The refusal names the hello's field (`at $.token`).
     pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
+        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
+            // `/mcp` checked this token's resource and agent; a session's hello presents it
+            // again, and it must still be valid and for this agent.
+            return match &self.oauth {
+                Some(oauth) if oauth.opens(presented, agent) => Ok(()),
+                _ => Err(unauthorized(
+                    "at $.token: not a valid access token for this agent",
+                )),
+            };
+        }
         self.why_not(agent, presented)
             .map_err(|why| unauthorized(&format!("at $.token: {why}")))
     }
@@ -123,6 +164,30 @@ impl AgentKeys {
             }
         }
         found
+    }
+
+    /// The mode recorded with `agent`'s own token, if it has one with a mode. A mode file the
+    /// broker cannot read or parse records nothing (the config's mode applies), with a warning.
+    pub fn mode_of(&self, agent: &AgentName) -> Option<AgentMode> {
+        let owned = match &self.cluster {
+            Some(book) => book.with(|t| t.own_token(agent).is_some()),
+            None => self.dir.join(format!("{agent}.token")).exists(),
+        };
+        if !owned {
+            return None;
+        }
+        let path = self.dir.join(format!("{agent}.mode"));
+        let text = match std::fs::read_to_string(&path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(%agent, path = %path.display(), error = %e, "cannot read the agent's mode");
+                return None;
+            }
+        };
+        AgentMode::parse(text.trim())
+            .inspect_err(|e| tracing::warn!(%agent, path = %path.display(), "{e}"))
+            .ok()
     }
 
     /// Why `presented` may not open a session under `agent`, if it may not.
@@ -258,6 +323,23 @@ mod tests {
         assert!(e.message.contains("chmod 600"), "{}", e.message);
         assert!(keys.check(&name("scout"), &shared).is_err());
         assert_eq!(keys.owner_of(&scout), None);
+    }
+
+    #[test]
+    fn the_mode_is_an_own_tokens_and_a_bad_record_is_none() {
+        let dir = tempfile::tempdir().unwrap();
+        let keys = AgentKeys::new("s".repeat(64).into(), dir.path().to_owned());
+        let write = |file: &str, text: &str| std::fs::write(dir.path().join(file), text).unwrap();
+        // A mode file without the token records nothing: the mode is the token's.
+        write("scout.mode", "native\n");
+        assert_eq!(keys.mode_of(&name("scout")), None);
+        crate::home::write_secret_new(&dir.path().join("scout.token"), &"a".repeat(64)).unwrap();
+        assert_eq!(keys.mode_of(&name("scout")), Some(AgentMode::Native));
+        write("scout.mode", "auto");
+        assert_eq!(keys.mode_of(&name("scout")), Some(AgentMode::Auto));
+        write("scout.mode", "sometimes\n");
+        assert_eq!(keys.mode_of(&name("scout")), None);
+        assert_eq!(keys.mode_of(&name("rocket")), None);
     }
 
     #[test]

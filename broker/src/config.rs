@@ -29,6 +29,7 @@ pub struct Config {
     pub telemetry: TelemetryConfig,
     pub cluster: ClusterConfig,
     pub approvals: ApprovalsConfig,
+    pub auth: AuthConfig,
 }
 
 /// `approvals:`: which calls a person approves before any app sees them, who may approve, and
@@ -203,6 +204,36 @@ impl ClusterConfig {
             ));
         }
         Ok(())
+    }
+}
+
+/// `auth:`: OAuth 2.1 at `/mcp`, with the broker as its own authorization server
+/// (docs/configuration.md).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AuthConfig {
+    /// Serve the OAuth endpoints and accept their access tokens at `/mcp`.
+    pub oauth: bool,
+    /// Accept Dynamic Client Registration (RFC 7591) from anyone who reaches the listener.
+    pub dynamic_registration: bool,
+    /// How long an access token opens `/mcp`.
+    pub access_ttl_s: u64,
+    /// How long a refresh token may be exchanged.
+    pub refresh_ttl_s: u64,
+    /// The broker's URL as clients reach it (`https://leo.example`): the issuer, and the base
+    /// of `/mcp`'s resource URL. Unset, both are made of each request's Host.
+    pub public_url: Option<String>,
+}
+
+impl Default for AuthConfig {
+    fn default() -> AuthConfig {
+        AuthConfig {
+            oauth: true,
+            dynamic_registration: true,
+            access_ttl_s: 3600,
+            refresh_ttl_s: 30 * 24 * 3600,
+            public_url: None,
+        }
     }
 }
 
@@ -458,7 +489,7 @@ pub struct Agent {
     pub mode: AgentMode,
 }
 
-/// `agents.NAME.mode`.
+/// `agents.NAME.mode`, or the mode recorded with an agent's own token.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum AgentMode {
@@ -466,6 +497,38 @@ pub enum AgentMode {
     Auto,
     Native,
     Fallback,
+}
+
+impl AgentMode {
+    /// The mode the `welcome` frame gives, `None` for `auto` (the harness table decides).
+    pub fn chosen(self) -> Option<leo_protocol::ipc::Mode> {
+        use leo_protocol::ipc::Mode;
+        match self {
+            AgentMode::Auto => None,
+            AgentMode::Native => Some(Mode::Native),
+            AgentMode::Fallback => Some(Mode::Fallback),
+        }
+    }
+
+    /// Reads `native`, `fallback` or `auto`.
+    pub fn parse(text: &str) -> Result<AgentMode, String> {
+        match text {
+            "auto" => Ok(AgentMode::Auto),
+            "native" => Ok(AgentMode::Native),
+            "fallback" => Ok(AgentMode::Fallback),
+            other => Err(format!(
+                "mode {other:?} is not one of native, fallback, auto"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AgentMode::Auto => "auto",
+            AgentMode::Native => "native",
+            AgentMode::Fallback => "fallback",
+        }
+    }
 }
 
 /// `api_clients.NAME:`: a scoped token that may only message these agents.
@@ -511,6 +574,14 @@ impl Config {
         }
         if self.web.max_connections == 0 || self.web.header_timeout_s == 0 {
             return Err("web.max_connections and web.header_timeout_s: must be at least 1".into());
+        }
+        if self.auth.access_ttl_s == 0 || self.auth.refresh_ttl_s == 0 {
+            return Err("auth.access_ttl_s and auth.refresh_ttl_s: must be at least 1".into());
+        }
+        if let Some(url) = &self.auth.public_url
+            && !(url.starts_with("https://") || url.starts_with("http://"))
+        {
+            return Err("auth.public_url: must be an http:// or https:// URL".into());
         }
         if self.web.max_sessions_per_agent == 0 {
             return Err("web.max_sessions_per_agent: must be at least 1".into());
@@ -614,12 +685,7 @@ impl Config {
     /// The tools denied to `agent`.
     /// `agents.NAME.mode`, unless `auto` (then the sidecar's harness table decides).
     pub fn mode_for(&self, agent: &str) -> Option<leo_protocol::ipc::Mode> {
-        use leo_protocol::ipc::Mode;
-        match self.agents.get(agent)?.mode {
-            AgentMode::Auto => None,
-            AgentMode::Native => Some(Mode::Native),
-            AgentMode::Fallback => Some(Mode::Fallback),
-        }
+        self.agents.get(agent)?.mode.chosen()
     }
 
     pub fn denied_for(&self, agent: &str) -> Vec<String> {

@@ -46,6 +46,7 @@ pub(crate) mod ipc;
 pub(crate) mod lints;
 pub(crate) mod messages;
 pub(crate) mod metrics;
+pub(crate) mod oauth;
 pub(crate) mod offers;
 pub(crate) mod ownership;
 pub(crate) mod refusal;

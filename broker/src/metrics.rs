@@ -103,8 +103,19 @@ pub struct Metrics {
     rejected: Family<RejectedLabels, Counter>,
     /// Each open stream's queued bytes, dropped with the stream.
     backlogs: Mutex<Vec<Weak<AtomicUsize>>>,
-    /// This instance's id when it leads a cluster (PostgreSQL), for `leo_instance_info`.
-    instance: Mutex<Option<String>>,
+    /// This instance's id when it leads a cluster (PostgreSQL), for `leo_instance_info`, and
+    /// when it took and last renewed the lease.
+    instance: Mutex<Option<Leading>>,
+}
+
+/// What the leader's page says of its lease: `leo_cluster_last_takeover_timestamp_seconds`
+/// (when this instance took it: the last takeover, as far as the cluster is concerned) and
+/// `leo_cluster_lease_age_seconds` (since its last renewal: past the lease, followers may
+/// take it).
+struct Leading {
+    id: String,
+    taken: std::time::SystemTime,
+    renewed: std::time::Instant,
 }
 
 /// The counters.
@@ -205,7 +216,47 @@ impl Metrics {
     /// `leo_instance_info{instance=id,role="leader"}`.
     pub fn set_instance(&self, id: &str) {
         if let Ok(mut instance) = self.instance.lock() {
-            *instance = Some(id.to_owned());
+            *instance = Some(Leading {
+                id: id.to_owned(),
+                taken: std::time::SystemTime::now(),
+                renewed: std::time::Instant::now(),
+            });
+        }
+    }
+
+    /// The lease this instance leads with was renewed just now.
+    pub fn lease_renewed(&self) {
+        if let Ok(mut instance) = self.instance.lock()
+            && let Some(leading) = instance.as_mut()
+        {
+            leading.renewed = std::time::Instant::now();
+        }
+    }
+
+    /// Registers the lease's two gauges for the leader's page.
+    fn register_lease(registry: &mut Registry, leading: &Leading) {
+        let seconds = |name: &str, help: &str, value: f64| {
+            let g: Gauge<f64, std::sync::atomic::AtomicU64> = Gauge::default();
+            g.set(value);
+            (name.to_owned(), help.to_owned(), g)
+        };
+        let taken = leading
+            .taken
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        for (name, help, gauge) in [
+            seconds(
+                "cluster_last_takeover_timestamp_seconds",
+                "When this instance took the lease (Unix time)",
+                taken,
+            ),
+            seconds(
+                "cluster_lease_age_seconds",
+                "Seconds since this leader last renewed its lease",
+                leading.renewed.elapsed().as_secs_f64(),
+            ),
+        ] {
+            registry.register(name, help, gauge);
         }
     }
 
@@ -298,9 +349,11 @@ impl Metrics {
             "Bytes of events queued for slow event streams",
             self.backlog_bytes(),
         );
-        let instance = self.instance.lock().ok().and_then(|i| i.clone());
-        if let Some(id) = instance {
-            Self::register_instance(&mut registry, &id, "leader");
+        if let Ok(instance) = self.instance.lock()
+            && let Some(leading) = instance.as_ref()
+        {
+            Self::register_instance(&mut registry, &leading.id, "leader");
+            Self::register_lease(&mut registry, leading);
         }
         let dropped = i64::try_from(history_dropped).unwrap_or(i64::MAX);
         gauge(

@@ -286,11 +286,12 @@ pub(crate) async fn serve(
         }
     }
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), hooks, stored_hooks);
-    let sidecars = crate::ipc::Door::new(
-        broker.clone(),
-        p.agent_keys.clone(),
-        p.config.web.max_sessions_per_agent,
-    );
+    let oauth = start_oauth(p, db).await?;
+    let keys = match &oauth {
+        Some(o) => p.agent_keys.clone().with_oauth(o.clone()),
+        None => p.agent_keys.clone(),
+    };
+    let sidecars = crate::ipc::Door::new(broker.clone(), keys, p.config.web.max_sessions_per_agent);
     let mcp = p.mcp.as_ref().map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),
@@ -307,6 +308,8 @@ pub(crate) async fn serve(
             url: l.url.clone(),
         }),
         webhooks,
+        oauth,
+        public_url: p.config.auth.public_url.clone(),
         tokens: p.tokens.clone(),
         max_body: p.config.web.max_body_bytes,
         sessions: crate::http::console::session::Sessions::new(Duration::from_secs(
@@ -328,6 +331,41 @@ pub(crate) async fn serve(
         Ended::Deposed => step_down(&broker, servers).await,
     }
     Ok(ended)
+}
+
+/// The OAuth book of this core (`auth.oauth`), read from where the store keeps it: the
+/// cluster's database, or `state/leo.db`.
+async fn start_oauth(
+    p: &Base,
+    db: Option<&crate::store::postgres::Database>,
+) -> Result<Option<Arc<crate::oauth::OAuth>>> {
+    let auth = &p.config.auth;
+    if !auth.oauth {
+        return Ok(None);
+    }
+    let settings = crate::oauth::Settings {
+        dynamic_registration: auth.dynamic_registration,
+        access_ttl: Duration::from_secs(auth.access_ttl_s),
+        refresh_ttl: Duration::from_secs(auth.refresh_ttl_s),
+    };
+    let persist = match db {
+        Some(db) => crate::oauth::Persist::Postgres(db.clone()),
+        None => {
+            let path = p.home.database();
+            let db = crate::store::oauth::Sqlite::open(&path).map_err(|e| BrokerError::State {
+                path: path.clone(),
+                message: format!("cannot open the OAuth tables: {e}"),
+            })?;
+            crate::oauth::Persist::Sqlite(Arc::new(db))
+        }
+    };
+    let oauth = crate::oauth::OAuth::load(settings, persist)
+        .await
+        .map_err(|message| BrokerError::State {
+            path: p.home.database(),
+            message: format!("cannot read the OAuth grants: {message}"),
+        })?;
+    Ok(Some(Arc::new(oauth)))
 }
 
 /// The HTTP servers: TCP and `metrics.bind`, both through the one bounded accept loop with

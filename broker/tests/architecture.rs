@@ -307,7 +307,14 @@ const LAYERS: &[&[&str]] = &[
     // The home: its layout, `config.yaml`, its state files and its token files.
     &["config", "home", "state_file", "tokens", "agent_tokens"],
     // The state machines.
-    &["registry", "requests", "ownership", "events", "offers"],
+    &[
+        "registry",
+        "requests",
+        "ownership",
+        "events",
+        "offers",
+        "oauth",
+    ],
     // The core that drives them, what it records of each call (`history`, over the storage
     // crate's backends) and what observes it (metrics, traces).
     &["core", "history", "metrics", "telemetry"],

@@ -156,9 +156,25 @@ async fn a_call_crosses_three_instances_and_is_answered_once() {
     assert_eq!(page.status, 200);
     let text = page.body.as_str().unwrap_or_default();
     assert!(text.contains("role=\"follower\""), "{text}");
+    assert!(!text.contains("leo_cluster_lease_age_seconds"), "{text}");
     let page = a.http().get("/metrics").await;
     let text = page.body.as_str().unwrap_or_default();
     assert!(text.contains("role=\"leader\""), "{text}");
+    // The leader's page says when it took the lease and how fresh the lease is.
+    let gauge = |name: &str| -> f64 {
+        let line = text.lines().find(|l| l.starts_with(name));
+        let value = line.and_then(|l| l.rsplit(' ').next()?.parse().ok());
+        value.unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH);
+    let now = now.map_or(0.0, |d| d.as_secs_f64());
+    let taken = gauge("leo_cluster_last_takeover_timestamp_seconds");
+    assert!(
+        taken > now - 600.0 && taken <= now + 1.0,
+        "{taken} vs {now}"
+    );
+    let age = gauge("leo_cluster_lease_age_seconds");
+    assert!((0.0..15.0).contains(&age), "{age}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

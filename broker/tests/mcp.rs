@@ -109,7 +109,12 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     // Tokens: none, unknown, of the wrong kind, the shared one without its agent.
     let r = good.with_token(None).post("/mcp", &init).await;
     refused(&r, 401, "unauthorized");
-    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    // RFC 9728 §5.1: the challenge names where an OAuth client learns how to get a token.
+    let metadata = format!(
+        "Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource/mcp\"",
+        broker.addr
+    );
+    assert_eq!(r.header("www-authenticate"), Some(metadata.as_str()));
     let r = good
         .with_token(Some(&"0".repeat(64)))
         .post("/mcp", &init)
@@ -123,7 +128,11 @@ async fn bad_requests_are_refused_clearly_and_disturb_no_session() {
     wire::check("http/mcp_refusal.response.json", &r.body);
     let r = mcp::client(broker.addr, &shared).post("/mcp", &init).await;
     assert!(refused(&r, 401, "unauthorized").contains("Leo-Agent"));
-    assert_eq!(r.header("www-authenticate"), Some("Bearer"));
+    let challenge = r.header("www-authenticate").unwrap();
+    assert!(
+        challenge.starts_with("Bearer error=\"invalid_token\""),
+        "{challenge}"
+    );
     let r = mcp::client(broker.addr, &shared)
         .with_header("leo-agent", "no/such")
         .post("/mcp", &init)

@@ -27,6 +27,7 @@ mod lifecycle;
 mod logs;
 mod mcp;
 mod mcp_fixtures;
+mod oauth;
 mod offers;
 mod ownership;
 mod postgres;

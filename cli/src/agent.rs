@@ -4,8 +4,9 @@
 //! token is the cluster's (`crate::cluster`): every instance applies it within seconds.
 
 use clap::Subcommand;
+use leo_broker::config::AgentMode;
 use leo_broker::error::BrokerError;
-use leo_broker::home::{Home, write_secret_new};
+use leo_broker::home::{Home, write_atomic, write_secret_new};
 use leo_protocol::names::AgentName;
 
 #[derive(Subcommand)]
@@ -19,6 +20,18 @@ pub enum AgentCommand {
         /// a container reaches this broker: print each harness's setup line for it.
         #[arg(long, value_name = "URL", value_parser = parse_remote)]
         remote: Option<String>,
+        /// How this agent's harness is shown client tools, whatever its name: `native`,
+        /// `fallback` or `auto` (state/agents/NAME.mode; wins over agents.NAME.mode).
+        #[arg(long, value_name = "MODE", value_parser = AgentMode::parse)]
+        mode: Option<AgentMode>,
+    },
+    /// Set the mode recorded with an agent's own token: `native`, `fallback` or `auto`; the
+    /// agent's next session is shown client tools that way.
+    Mode {
+        #[arg(value_parser = parse_name)]
+        name: AgentName,
+        #[arg(value_parser = AgentMode::parse)]
+        mode: AgentMode,
     },
     /// List the agents that have their own token.
     List,
@@ -27,15 +40,69 @@ pub enum AgentCommand {
         #[arg(value_parser = parse_name)]
         name: AgentName,
     },
+    /// List the OAuth grants in force: which client acts as which agent, approved by whom.
+    Grants,
+    /// Revoke an OAuth grant (its id from `leo agent grants`): its tokens stop working at once.
+    Revoke { grant: String },
 }
 
 /// Runs one `leo agent` command; what it says goes to stdout.
-pub fn run(home: &Home, command: &AgentCommand) -> Result<String, BrokerError> {
-    match command {
-        AgentCommand::Add { name, remote } => add(home, name, remote.as_deref()),
-        AgentCommand::List => list(home),
-        AgentCommand::Rm { name } => rm(home, name),
+pub fn run(home: &Home, command: &AgentCommand) -> crate::error::Result<String> {
+    Ok(match command {
+        AgentCommand::Add { name, remote, mode } => {
+            let mut out = add(home, name, remote.as_deref())?;
+            if let Some(mode) = mode {
+                out.push_str(&set_mode(home, name, *mode)?);
+            }
+            out
+        }
+        AgentCommand::Mode { name, mode } => {
+            if !has_own_token(home, name)? {
+                return Err(BrokerError::Usage(format!(
+                    "agent {name:?} has no token of its own; give it one with leo agent add {name} --mode {}",
+                    mode.as_str()
+                ))
+                .into());
+            }
+            set_mode(home, name, *mode)?
+        }
+        AgentCommand::List => list(home)?,
+        AgentCommand::Rm { name } => rm(home, name)?,
+        AgentCommand::Grants => grants(home)?,
+        AgentCommand::Revoke { grant } => revoke(home, grant)?,
+    })
+}
+
+/// `leo agent grants`: the broker's OAuth grants, one line each.
+fn grants(home: &Home) -> crate::error::Result<String> {
+    let api = crate::commands::api::Api::new(home);
+    let list: leo_protocol::oauth::Grants = api.get(leo_protocol::oauth::GRANTS_PATH)?;
+    if list.grants.is_empty() {
+        return Ok("No OAuth grants.\n".to_owned());
     }
+    let mut out = String::new();
+    for g in list.grants {
+        out.push_str(&format!(
+            "{}  agent {}  client {:?} ({})  approved by {}\n",
+            g.id, g.agent, g.client_name, g.client_id, g.approved_by
+        ));
+    }
+    Ok(out)
+}
+
+/// `leo agent revoke GRANT`: the grant and its tokens end at once.
+fn revoke(home: &Home, grant: &str) -> crate::error::Result<String> {
+    let api = crate::commands::api::Api::new(home);
+    let route = format!(
+        "{}/{}",
+        leo_protocol::oauth::GRANTS_PATH,
+        form_urlencoded::byte_serialize(grant.as_bytes()).collect::<String>()
+    );
+    let done: leo_protocol::oauth::Revoked = api.delete(&route)?;
+    Ok(format!(
+        "Revoked grant {}: its client must ask for consent again.\n",
+        done.revoked
+    ))
 }
 
 /// `NAME` of `leo agent add|rm`, as clap's value parser: the name is checked where it comes in.
@@ -85,6 +152,7 @@ fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String 
          harness instead, for example:\n\
          \x20 claude mcp add --transport stdio --scope user {SERVER} -e LEO_URL={url} -e LEO_AGENT_TOKEN={token}{leo_mcp_ca} -- leo-mcp --agent {name}\n"
     );
+    out.push_str(&oauth_lines(&mcp));
     if let Some(ca) = ca {
         if ca == STAND_IN_CA {
             out.push_str(&format!(
@@ -104,6 +172,20 @@ fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String 
         );
     }
     out
+}
+
+/// The setup lines without a token, for a harness that logs in by OAuth: it opens a browser
+/// on the broker's consent page, where the operator approves it and names its agent.
+fn oauth_lines(mcp: &str) -> String {
+    format!(
+        "Or with no token at all, by OAuth: the harness opens a browser on this broker's consent \
+         page, where you log in with the operator token, name its agent and approve \
+         (docs/remote-agents.md):\n\
+         \x20 Claude Code: claude mcp add --transport http --scope user {SERVER} {mcp}   (then /mcp in a session)\n\
+         \x20 codex:       codex mcp add {SERVER} --url {mcp}   (then codex mcp login {SERVER})\n\
+         \x20 opencode:    opencode mcp add {SERVER} --url {mcp}\n\
+         \x20 Claude Desktop: Settings, Connectors, Add custom connector, URL {mcp}\n"
+    )
 }
 
 /// The CA file the setup lines for `url` name: `leo tls init`'s when it made one, else a
@@ -165,6 +247,33 @@ fn add(home: &Home, name: &AgentName, remote: Option<&str>) -> Result<String, Br
     Ok(out)
 }
 
+/// Records `mode` with NAME's own token (`state/agents/NAME.mode`, this host's file even in a
+/// cluster: the broker reads it at each `hello`).
+fn set_mode(home: &Home, name: &AgentName, mode: AgentMode) -> Result<String, BrokerError> {
+    let name: &str = name;
+    let path = home.own_agent_mode(name);
+    write_atomic(&path, format!("{}\n", mode.as_str()).as_bytes())?;
+    let mut out = format!(
+        "Agent {name:?}'s harness is shown client tools in mode {} from its next session on          ({}; it wins over agents.{name}.mode in config.yaml).\n",
+        mode.as_str(),
+        path.display()
+    );
+    let detail = Some(mode.as_str().to_owned());
+    crate::admin::audited(home, "agent_mode", name, detail, &mut out);
+    Ok(out)
+}
+
+/// Whether NAME has a token of its own.
+fn has_own_token(home: &Home, name: &str) -> Result<bool, BrokerError> {
+    Ok(match crate::cluster::of(home)? {
+        Some(cluster) => cluster
+            .list(leo_broker::cluster::tokens::Kind::OwnAgent)?
+            .iter()
+            .any(|e| e.name == name),
+        None => home.own_agent_token(name).exists(),
+    })
+}
+
 /// `leo agent rm NAME`: the shared agent token opens NAME's sessions again.
 fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
     let name: &str = name;
@@ -181,6 +290,14 @@ fn rm(home: &Home, name: &AgentName) -> Result<String, BrokerError> {
     }
     if cluster.is_none() {
         std::fs::remove_file(&path).map_err(|e| BrokerError::io("remove", &path, e))?;
+    }
+    // The mode was the token's: it goes with it.
+    let mode = home.own_agent_mode(name);
+    match std::fs::remove_file(&mode) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(BrokerError::io("remove", &mode, e));
+        }
+        _ => {}
     }
     let mut out = format!(
         "Removed the own token of agent {name:?}: new sessions as {name:?} open with the shared \

@@ -11,7 +11,8 @@
 // probe_error; features/measure.sh names its own), then ends the turn. Every request
 // is summarised in $HARNESS_PROBE_OUT as a `source: model` record: which probe tools were
 // offered, and what came back as tool results (the image and the tool error, as the harness
-// passed them on).
+// passed them on); the first request that offers tools is also recorded as `model_asked`, with
+// the text blocks of its user messages (what a prompt command, say, put there).
 import { spawn } from 'node:child_process';
 import { appendFileSync } from 'node:fs';
 import { createServer } from 'node:http';
@@ -35,6 +36,15 @@ let first = true;
 const toolUseIds = new Map();
 const reported = new Set();
 const offeredSeen = new Set();
+
+let asked = false;
+
+/** The texts of the user messages of a request: string contents and text blocks. */
+function userTexts(body) {
+  return (body.messages ?? [])
+    .filter((m) => m.role === 'user')
+    .flatMap((m) => (typeof m.content === 'string' ? [m.content] : (m.content ?? []).filter((b) => b.type === 'text').map((b) => String(b.text))));
+}
 
 function summarise(body) {
   const offered = (body.tools ?? []).map((t) => t.name).filter((n) => shortName(n));
@@ -114,6 +124,10 @@ const server = createServer(async (req, res) => {
   }
   for (const r of summary.results) {
     if (r.tool) side('model_saw', { tool: r.tool, is_error: r.is_error, blocks: r.blocks });
+  }
+  if (hasTools && !asked) {
+    asked = true;
+    side('model_asked', { texts: userTexts(body).map((t) => t.slice(0, textMax)) });
   }
   // Side requests (titles, summaries) carry no tools: answer them at once.
   let result = { stop_reason: 'end_turn', content: [{ type: 'text', text: 'ok' }] };

@@ -177,7 +177,8 @@ pub async fn wait(
                 }
                 CallEvent::Log { level, logger, data } => {
                     if harness.log.passes(level) {
-                        logging::send(peer, logging::notification(level, logger, data)).await;
+                        let note = logging::notification(level, logger, data);
+                        logging::send(peer, harness.origin.clone(), note).await;
                     }
                 }
                 CallEvent::Sample { sample, .. } if harness.asks_by_result => {

@@ -4,9 +4,10 @@
 //! The level is the session's (one per MCP session, shared by its calls); until the harness
 //! sets one, every message passes: MCP leaves the default to the server, and an app that logs
 //! means to be heard. A 2026-07-28 request has no session level: it opts in with
-//! `io.modelcontextprotocol/logLevel` in its `_meta`, and without it hears nothing (SEP-2575). The messages are sent from the call's own handler, so over stdio they
-//! come in order with the call's progress; over Streamable HTTP rmcp sends notifications other
-//! than progress on the session's standalone stream.
+//! `io.modelcontextprotocol/logLevel` in its `_meta`, and without it hears nothing (SEP-2575).
+//! The messages are sent from the call's own handler, so over stdio they come in order with the
+//! call's progress; over Streamable HTTP they travel on the call's own stream, before its
+//! result (`streams`), so a client that never opens the standalone stream hears them too.
 #![allow(deprecated)] // rmcp marks logging deprecated (SEP-2577); MCP 2025-11-25 has it.
 
 use std::sync::Arc;
@@ -14,8 +15,11 @@ use std::sync::atomic::{AtomicU8, Ordering};
 
 use leo_protocol::logging::{LogLevel, sanitized_data};
 use leo_protocol::sanitize::{Lines, sanitize};
-use rmcp::model::{LoggingLevel, LoggingMessageNotificationParam, ProtocolVersion};
-use rmcp::service::RequestContext;
+use rmcp::model::{
+    LoggingLevel, LoggingMessageNotification, LoggingMessageNotificationParam, ProtocolVersion,
+    RequestId, ServerNotification,
+};
+use rmcp::service::{OriginatingRequestId, RequestContext};
 use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 
@@ -99,9 +103,20 @@ pub fn notification(
     param
 }
 
-/// Sends `note` to the harness; a client gone meanwhile misses it (the call ends anyway).
-pub async fn send(peer: &Peer<RoleServer>, note: LoggingMessageNotificationParam) {
-    if peer.notify_logging_message(note).await.is_err() {
+/// Sends `note` of request `origin`'s call to the harness; a client gone meanwhile misses it
+/// (the call ends anyway). The notification is tagged with `origin`, so that over Streamable
+/// HTTP it travels on that request's stream (`streams::Routed`); stdio has one stream anyway.
+pub async fn send(
+    peer: &Peer<RoleServer>,
+    origin: Option<RequestId>,
+    note: LoggingMessageNotificationParam,
+) {
+    let mut notification = LoggingMessageNotification::new(note);
+    if let Some(origin) = origin {
+        notification.extensions.insert(OriginatingRequestId(origin));
+    }
+    let notification = ServerNotification::LoggingMessageNotification(notification);
+    if peer.send_notification(notification).await.is_err() {
         tracing::debug!("cannot send a log message; the client may be gone");
     }
 }

@@ -238,15 +238,17 @@ async fn a_schema_with_local_refs_is_listed_inlined_and_checks_calls() {
     );
 
     let tools = agent.tools().await;
+    // `$defs` is listed too, each definition inlined: no `$ref` is left anywhere.
+    let point = json!({"type": "object", "required": ["x"],
+                       "properties": {"x": {"type": "integer", "minimum": 0}}});
     let listed = tools
         .iter()
         .find(|t| t.name == "place")
         .expect("place listed");
     assert_eq!(
         serde_json::Value::Object((*listed.input_schema).clone()),
-        json!({"type": "object", "required": ["at"], "properties": {"at": {
-            "type": "object", "required": ["x"],
-            "properties": {"x": {"type": "integer", "minimum": 0}}}}})
+        json!({"type": "object", "required": ["at"], "properties": {"at": point.clone()},
+               "$defs": {"point": point, "coord": {"type": "integer", "minimum": 0}}})
     );
     // The referenced definition checks the arguments.
     let result = agent.call("place", json!({"at": {"x": -1}})).await;

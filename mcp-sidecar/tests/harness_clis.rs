@@ -71,16 +71,24 @@ fn codex_exec(dir: &Path) -> String {
     )
 }
 
+/// `sh` lines that run `claude -p PROMPT` against its scripted model server in `dir`, with
+/// `wrap` as the MCP server command.
+fn claude_script(dir: &Path, wrap: &Path, prompt: &str) -> String {
+    let clients = require::repo_root().join("harness-probe/clients");
+    let (d, w, c) = (dir.display(), wrap.display(), clients.display());
+    format!(
+        r#"printf '{{"mcpServers": {{"leo": {{"type": "stdio", "command": "{w}", "args": []}}}}}}' >"{d}/mcp.json"
+ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "{prompt}" --mcp-config "{d}/mcp.json" --strict-mcp-config --allowedTools mcp__leo"#
+    )
+}
+
 /// `sh` lines that run `cli` against its scripted model server in `dir`, with `wrap` as the
 /// MCP server command.
 fn script(cli: Cli, dir: &Path, wrap: &Path) -> String {
     let clients = require::repo_root().join("harness-probe/clients");
     let (d, w, c) = (dir.display(), wrap.display(), clients.display());
     match cli {
-        Cli::Claude => format!(
-            r#"printf '{{"mcpServers": {{"leo": {{"type": "stdio", "command": "{w}", "args": []}}}}}}' >"{d}/mcp.json"
-ENABLE_TOOL_SEARCH=false exec node "{c}/fake-anthropic.mjs" -- claude -p "Call the tool." --mcp-config "{d}/mcp.json" --strict-mcp-config --allowedTools mcp__leo"#
-        ),
+        Cli::Claude => claude_script(dir, wrap, "Call the tool."),
         Cli::Codex => format!(
             r#"mkdir -p "{d}/codex-home"
 printf '[mcp_servers.leo]\ncommand = "{w}"\nstartup_timeout_sec = 30\n' >"{d}/codex-home/config.toml"
@@ -504,4 +512,49 @@ async fn killing_claude_code_cancels_its_call_over_http() {
     assert_eq!(ended["outcome"], "cancelled", "{ended}");
     assert_eq!(ended["reason"], "cancelled_by_agent", "{ended}");
     assert!(ended["claimed_at"].is_string(), "{ended}");
+}
+
+/// An app's prompt and resource reach Claude Code's model through `leo-mcp`. In print mode
+/// (`claude -p`) the pinned CLI runs an MCP prompt as its `/mcp__leo__NAME ARGS` command: it
+/// sends `prompts/get` with the words after the command as the arguments, in order, and the
+/// prompt's messages become the user's turn. It reads resources through its own tools,
+/// `ListMcpResourcesTool` and `ReadMcpResourceTool` (the scripted model calls both). An
+/// `@leo:URI` mention in a print-mode prompt is not expanded (no `resources/read` is sent and
+/// the model gets the text as typed); the interactive input's `@` mentions need a person.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_code_gets_an_apps_prompt_and_resource() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    crate::offers::serve_offers(&broker).await;
+    let wrap = wrapper(Cli::Claude, &broker, home.path());
+    let lines_of = claude_script(home.path(), &wrap, "/mcp__leo__greet Ada");
+    let args = json!({"ListMcpResourcesTool": {"server": "leo"},
+                      "ReadMcpResourceTool": {"server": "leo", "uri": "test://notes"}});
+    let mut child = cli_command(&home, &lines_of, "ListMcpResourcesTool,ReadMcpResourceTool")
+        .env("HARNESS_PROBE_ARGS", args.to_string())
+        .spawn()
+        .expect("sh");
+    finished(&mut child, &home, Cli::Claude).await;
+    let saw = lines(&home.path().join("model.jsonl"));
+    let record = |event: &str, tool: Option<&str>| {
+        saw.iter()
+            .find(|r| r["event"] == event && tool.is_none_or(|t| r["tool"] == t))
+            .map(Value::to_string)
+            .unwrap_or_else(|| panic!("no {event} {tool:?}: {saw:?}\n{}", output(&home)))
+    };
+    let asked = record("model_asked", None);
+    assert!(asked.contains("Say hello to Ada"), "{asked}");
+    let listed = record("model_saw", Some("ListMcpResourcesTool"));
+    assert!(listed.contains("test://pixel.png"), "{listed}");
+    let read = record("model_saw", Some("ReadMcpResourceTool"));
+    assert!(read.contains("text of test://notes"), "{read}");
+    let sent = lines(&home.path().join("in.jsonl"));
+    let get = sent.iter().find(|m| m["method"] == "prompts/get");
+    assert_eq!(
+        get.map(|m| &m["params"]["arguments"]),
+        Some(&json!({"name": "Ada"})),
+        "{sent:?}"
+    );
 }

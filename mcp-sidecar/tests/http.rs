@@ -573,26 +573,40 @@ async fn a_question_travels_on_its_calls_stream() {
 }
 
 /// A sampling request raised during a call travels on that call's stream and the client's
-/// answer is the app's; a log message reaches the session's standalone stream.
+/// answer is the app's; the call's log messages travel there too, to a client that never opened
+/// the standalone stream, filtered by the level it set with `logging/setLevel`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sampling_travels_on_its_calls_stream_and_log_messages_reach_the_client() {
+async fn sampling_and_log_messages_travel_on_their_calls_stream() {
     let broker = Broker::start().await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("demo", json!([plain_tool("summarize")]))
         .await;
     let http = mcp::client(broker.addr, &broker.agent_token()).with_header("leo-agent", "raw");
     let (id, _) = open_asking(&http).await;
-    let mut get = get_stream(&http, &id, None).await;
+    let level = json!({"jsonrpc": "2.0", "id": 3, "method": "logging/setLevel",
+                       "params": {"level": "warning"}});
+    let set = post_in(&http, &id, &level).await;
+    assert_eq!(mcp::response_of(&set, 3)["result"], json!({}), "{set:?}");
     let mut call = Raw::of(mcp::start_call(&http, &id, 2, "summarize").await);
     let request = app.claim_next().await;
-    let log = json!({"level": "warning", "logger": "reader", "data": "slow disk"});
-    app.post_for(&request, "log", log).await.data();
-    let logged = get.until(|m| m["method"] == "notifications/message").await;
+    for (level, data) in [("info", "chatty"), ("warning", "slow disk")] {
+        let log = json!({"level": level, "logger": "reader", "data": data});
+        app.post_for(&request, "log", log).await.data();
+    }
+    let logged = call.until(|m| m["method"] == "notifications/message").await;
     let note = message(logged.last().unwrap()).unwrap();
     assert_eq!(
         note["params"],
         json!({"level": "warning", "logger": "reader", "data": "slow disk"})
     );
+    let heard = |events: &[Event]| {
+        events
+            .iter()
+            .filter_map(message)
+            .filter(|m| m["method"] == "notifications/message")
+            .count()
+    };
+    assert_eq!(heard(&logged), 1, "the info message passed: {logged:?}");
     let params = json!({"messages": [{"role": "user", "content": {"type": "text", "text": "Sum up"}}],
                         "maxTokens": 10});
     let client = async {
@@ -612,10 +626,17 @@ async fn sampling_travels_on_its_calls_stream_and_log_messages_reach_the_client(
     );
     assert_eq!(sampled.data()["content"]["text"], "short", "{sampled:?}");
     assert_eq!(sampled.data()["model"], "m1");
+    // A message sent just before the result comes before it, on the same stream.
+    let log = json!({"level": "error", "data": "last words"});
+    app.post_for(&request, "log", log).await.data();
     app.answer(&request, json!([{"type": "text", "text": "done"}]))
         .await
         .data();
-    call.until(|m| m["id"] == 2).await;
+    let ended = call.until(|m| m["id"] == 2).await;
+    let last: Vec<Value> = ended.iter().filter_map(message).collect();
+    let at = last.len() - 1;
+    assert_eq!(last[at - 1]["params"]["data"], "last words", "{last:?}");
+    assert_eq!(heard(&ended), 1, "{ended:?}");
 }
 
 /// A new standalone stream does not replay what an earlier one delivered.

@@ -161,3 +161,87 @@ async fn the_operator_sets_an_agents_mode_whatever_its_harness() {
     let flag = Agent::start(broker.home(), AgentOpts::native("rocket")).await;
     assert_eq!(flag.tool_names_without_messages().await, ["echo"]);
 }
+
+/// Runs `leo ARGS…` on the broker's home and returns what it printed.
+fn leo(broker: &Broker, args: &[&str]) -> String {
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(args)
+        .env("LEO_HOME", broker.home())
+        .output()
+        .expect("run leo");
+    assert!(out.status.success(), "leo {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The tool names a new `/mcp` session of a client named `client` is listed, with `token`.
+async fn listed_over_http(broker: &Broker, token: &str, client: &str) -> Vec<String> {
+    let http = leo_testkit::mcp::client(broker.addr, token);
+    let id = leo_testkit::mcp::open_session(&http, client).await;
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let reply = http
+        .send(
+            "POST",
+            "/mcp",
+            list.to_string().into(),
+            &leo_testkit::mcp::in_session(&id),
+        )
+        .await;
+    let listed = leo_testkit::mcp::response_of(&reply, 2);
+    let mut names: Vec<String> = listed["result"]["tools"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{listed}"))
+        .iter()
+        .filter_map(|t| t["name"].as_str().map(str::to_owned))
+        .filter(|n| n.starts_with("leo_app_") || !n.starts_with("leo_"))
+        .collect();
+    names.sort();
+    names
+}
+
+/// The mode recorded with an agent's own token (`leo agent add NAME --mode`, `leo agent mode`)
+/// gives its harness its mode over `/mcp` and through `leo-mcp`, wins over `agents.NAME.mode`,
+/// applies from the next session on, and goes with the token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_mode_recorded_with_an_agents_token_wins_over_the_configs() {
+    let broker = Broker::start_with("agents:\n  scout:\n    mode: fallback\n").await;
+    let app = App::connect(&broker.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let fallback_tools = ["leo_app_call", "leo_app_tools"];
+    let added = leo(&broker, &["agent", "add", "scout", "--mode", "native"]);
+    assert!(added.contains("mode native"), "{added}");
+    let token = std::fs::read_to_string(broker.home().join("state/agents/scout.token")).unwrap();
+    let token = token.trim();
+    assert_eq!(
+        listed_over_http(&broker, token, "some-new-harness").await,
+        ["echo"]
+    );
+    let stdio = Agent::start(broker.home(), AgentOpts::auto("scout", "some-new-harness")).await;
+    assert_eq!(stdio.tool_names_without_messages().await, ["echo"]);
+
+    leo(&broker, &["agent", "mode", "scout", "fallback"]);
+    assert_eq!(
+        listed_over_http(&broker, token, "claude-code").await,
+        fallback_tools
+    );
+    leo(&broker, &["agent", "mode", "scout", "auto"]);
+    assert_eq!(
+        listed_over_http(&broker, token, "claude-code").await,
+        ["echo"]
+    );
+    // Without its own token the agent's mode is the config's again.
+    leo(&broker, &["agent", "rm", "scout"]);
+    assert!(!broker.home().join("state/agents/scout.mode").exists());
+    let known = Agent::start(broker.home(), AgentOpts::auto("scout", "claude-code")).await;
+    assert_eq!(known.tool_names_without_messages().await, fallback_tools);
+    // `leo agent mode` needs the agent's own token.
+    let out = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["agent", "mode", "scout", "native"])
+        .env("LEO_HOME", broker.home())
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("has no token of its own"),
+        "{out:?}"
+    );
+}

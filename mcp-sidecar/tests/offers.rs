@@ -31,7 +31,7 @@ fn answer(kind: &str, params: &Value) -> Value {
 }
 
 /// Registers the offers and answers every read until the test ends.
-async fn serve_offers(broker: &Broker) -> String {
+pub(crate) async fn serve_offers(broker: &Broker) -> String {
     let mut app = App::connect(&broker.http()).await;
     let body = json!({"client_id": app.id, "group": "docs", "tools": [],
         "prompts": [{"name": "greet", "description": "Greets someone",

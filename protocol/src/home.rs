@@ -89,6 +89,11 @@ impl Home {
     pub fn own_agent_token(&self, name: &str) -> PathBuf {
         self.agents().join(format!("{name}.token"))
     }
+    /// The mode recorded with agent `name`'s own token (`leo agent add NAME --mode`), whether
+    /// or not it exists.
+    pub fn own_agent_mode(&self, name: &str) -> PathBuf {
+        self.agents().join(format!("{name}.mode"))
+    }
     /// The registered groups the broker keeps across restarts.
     pub fn client_tools(&self) -> PathBuf {
         self.state().join("client-tools.json")

@@ -41,6 +41,7 @@ pub mod lines;
 pub mod logging;
 pub mod messages;
 pub mod names;
+pub mod oauth;
 pub mod offers;
 #[cfg(feature = "otel")]
 pub mod otel;

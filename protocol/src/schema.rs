@@ -63,7 +63,8 @@
 //!   with `unknown keyword "…"` at the path of that keyword. `$ref`, and `$defs` or
 //!   `definitions` at the root, are accepted only by [`inline_input_schema`], which registration
 //!   uses: it checks them, inlines every ref (module `refs`), and checks the result against the
-//!   strict subset, so what a harness receives never holds a ref.
+//!   strict subset but for the root's `$defs`/`definitions`, which stay with each definition
+//!   inlined, so what a harness receives never holds a ref.
 //! - The root is depth 1. A schema at depth 17 is reported at its own path with `schema nested
 //!   deeper than 16 levels`, before its content is looked at, so recursion never goes deeper
 //!   than one level past the limit. Schemas are counted in the order they are checked, and the
@@ -112,28 +113,31 @@ const ROOT_TYPE_MESSAGE: &str = "root schema must have \"type\": \"object\"";
 
 /// Checks `schema` against the subset. Does NOT check the byte size (caller does).
 pub fn check_input_schema(schema: &Value) -> Result<(), SchemaError> {
-    check_root(schema)?;
-    Checker {
-        schemas: 0,
-        refs: false,
-    }
-    .schema(schema, "$", 1)
+    check(schema, false, false)
 }
 
 /// Checks `schema` against the subset as an app may register it, with local refs: `$defs` (or
 /// `definitions`) at the root and `$ref` strings anywhere a schema may be; then returns the
-/// schema with every ref inlined (see [`refs`]), which is checked against the strict subset.
+/// schema with every ref inlined (see [`refs`]), which is checked against the strict subset
+/// but for the root's `$defs`/`definitions`, kept with each definition inlined.
 /// Does NOT check the byte size of either form (caller does).
 pub fn inline_input_schema(schema: &Value) -> Result<Value, SchemaError> {
+    check(schema, true, true)?;
+    let inlined = refs::inline(schema)?;
+    check(&inlined, false, true)?;
+    Ok(inlined)
+}
+
+/// Checks `schema` against the subset, with `$ref` accepted when `refs` says so and the
+/// root's `$defs`/`definitions` when `defs` does.
+fn check(schema: &Value, refs: bool, defs: bool) -> Result<(), SchemaError> {
     check_root(schema)?;
     Checker {
         schemas: 0,
-        refs: true,
+        refs,
+        defs,
     }
-    .schema(schema, "$", 1)?;
-    let inlined = refs::inline(schema)?;
-    check_input_schema(&inlined)?;
-    Ok(inlined)
+    .schema(schema, "$", 1)
 }
 
 /// The root must be an object schema whose `type` is exactly `"object"`.
@@ -152,8 +156,10 @@ fn check_root(schema: &Value) -> Result<(), SchemaError> {
 struct Checker {
     /// How many schemas have been entered, the one being checked included.
     schemas: usize,
-    /// Whether `$ref`, and `$defs`/`definitions` at the root, are accepted.
+    /// Whether `$ref` is accepted.
     refs: bool,
+    /// Whether `$defs`/`definitions` are accepted at the root.
+    defs: bool,
 }
 
 impl Checker {
@@ -254,7 +260,7 @@ impl Checker {
                 Value::String(_) => Ok(()),
                 _ => Err(error(path, "expected a string")),
             },
-            "$defs" | "definitions" if self.refs && depth == 1 => {
+            "$defs" | "definitions" if self.defs && depth == 1 => {
                 let Some(defs) = value.as_object() else {
                     return Err(error(path, "expected an object"));
                 };

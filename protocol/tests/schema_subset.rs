@@ -537,8 +537,15 @@ fn local_refs_are_inlined_nested_and_with_siblings() {
         }
     });
     let point = json!({"type": "object", "properties": {"x": {"type": "number", "minimum": 0}}});
+    // `$defs` and `definitions` stay, each definition inlined, beside the inlined properties.
     let want = json!({
         "type": "object",
+        "$defs": {
+            "point": point,
+            "coord": {"type": "number", "minimum": 0},
+            "a/b": {"type": "string"}
+        },
+        "definitions": {"old": {"type": "boolean"}},
         "properties": {
             "p": point,
             "q": {"description": "a point", "allOf": [point]},
@@ -548,7 +555,26 @@ fn local_refs_are_inlined_nested_and_with_siblings() {
             "d": {"const": {"$ref": "#/nowhere"}}
         }
     });
-    assert_eq!(inlined(&schema), Ok(want));
+    let got = inlined(&schema).unwrap();
+    assert_eq!(got, want);
+    assert!(!got.to_string().contains("\"$ref\":\"#/$defs"), "{got}");
+    // The inlined form passes the check again (its kept definitions hold no ref), and
+    // inlining it once more changes nothing.
+    assert_eq!(inlined(&got), Ok(want));
+    // An unused definition is kept too, and a definition that uses itself is a cycle at its
+    // own ref, even when no property uses it.
+    let unused = json!({"type": "object", "$defs": {"u": {"type": "string"}}});
+    assert_eq!(inlined(&unused), Ok(unused.clone()));
+    let selfish = json!({"type": "object", "$defs": {"a": {"items": {"$ref": "#/$defs/a"}}}});
+    assert_eq!(
+        inlined(&selfish),
+        Err(r##"at $.$defs.a.items.$ref: $ref "#/$defs/a" is a cycle"##.to_owned())
+    );
+    // The strict check used for output schemas still refuses `$defs`.
+    assert_eq!(
+        check_input_schema(&unused).map_err(|e| e.to_string()),
+        Err(r#"at $.$defs: unknown keyword "$defs""#.to_owned())
+    );
     // Without refs the schema is returned as it was.
     let plain = json!({"type": "object", "properties": {"a": {"type": "string"}}});
     assert_eq!(inlined(&plain), Ok(plain.clone()));
@@ -664,6 +690,7 @@ fn tool_check_refuses_a_schema_too_big_once_inlined_and_stores_the_inlined_form(
     small.check("$.tools[0]").unwrap();
     assert_eq!(
         small.input_schema,
-        json!({"type": "object", "properties": {"a": {"type": "string"}}})
+        json!({"type": "object", "$defs": {"s": {"type": "string"}},
+               "properties": {"a": {"type": "string"}}})
     );
 }

@@ -36,6 +36,7 @@ use tracing::{debug, error, info, warn};
 
 mod error;
 pub mod history;
+pub mod oauth;
 pub mod postgres;
 mod read;
 pub mod schema;

@@ -68,7 +68,34 @@ pub const MIGRATIONS: &[&str] = &[
         via TEXT,
         PRIMARY KEY (client_id, grp)
     );",
-    // 4: a live call's approval (see `StoredCall::approval`).
+    // 4: OAuth (`oauth`): the clients that registered (or whose metadata document was read),
+    // the grants an approver consented to, and their tokens, kept only as SHA-256 hashes.
+    "CREATE TABLE oauth_clients (
+        client_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        redirect_uris TEXT NOT NULL,
+        secret_hash TEXT,
+        how TEXT NOT NULL,
+        created_ms INTEGER NOT NULL
+    );
+    CREATE TABLE oauth_grants (
+        id TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        created_ms INTEGER NOT NULL,
+        revoked INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE TABLE oauth_tokens (
+        hash TEXT PRIMARY KEY,
+        grant_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        expires_ms INTEGER NOT NULL,
+        used INTEGER NOT NULL DEFAULT 0
+    );
+    CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);",
+    // 5: a live call's approval (see `StoredCall::approval`).
     "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];
 

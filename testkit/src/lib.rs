@@ -223,8 +223,14 @@ impl Broker {
 
     /// `leo agent add NAME` on this home: NAME's own token, which alone opens its sessions.
     pub fn add_agent(&self, name: &str) -> String {
+        self.add_agent_with(name, &[])
+    }
+
+    /// [`Broker::add_agent`] with more arguments to `leo agent add` (e.g. `--mode native`).
+    pub fn add_agent_with(&self, name: &str, more: &[&str]) -> String {
         let out = std::process::Command::new(bin("leo"))
             .args(["agent", "add", name])
+            .args(more)
             .env("LEO_HOME", self.home())
             .output()
             .expect("run leo agent add");

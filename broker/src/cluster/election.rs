@@ -121,7 +121,10 @@ impl<L: Lease> Elector<L> {
         loop {
             tokio::time::sleep(self.timing.heartbeat).await;
             match self.lease.renew(epoch).await {
-                Ok(None) => failing = false,
+                Ok(None) => {
+                    failing = false;
+                    crate::metrics::global().lease_renewed();
+                }
                 Ok(Some(holder)) => return holder,
                 Err(e) => {
                     if !failing {

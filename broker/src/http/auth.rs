@@ -251,6 +251,9 @@ fn own_agent(state: &AppState, route: Option<Route>, token: &str) -> Option<Agen
 fn refuse(kind: Kind, route: Option<Route>, req: &Request<Body>, path: &str) -> Response {
     match (kind, route) {
         (Kind::Anonymous, Some(Route::ConsolePage)) => to_login(),
+        (Kind::Anonymous, Some(Route::ConsentPage)) => {
+            super::console::pages::to_login_then(req.uri().path())
+        }
         (Kind::Anonymous, Some(r)) if r.console() => Refusal::new(
             ErrorCode::Unauthorized,
             "no console login (log in at /login)",

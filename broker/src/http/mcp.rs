@@ -116,7 +116,21 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
                 tracing::info_span!("mcp", agent = %caller.agent, method = %request.method());
             tracing::Instrument::instrument(mount.serve(caller, request), span).await
         }
-        Err(e) => refusal(e),
+        Err(e) => {
+            let unauthorized = e.code == ErrorCode::Unauthorized;
+            let mut response = refusal(e);
+            if unauthorized && state.oauth.is_some() {
+                // RFC 9728 §5.1: where an MCP client finds how to get a token.
+                let invalid = bearer(request.headers()).is_some();
+                let value = super::oauth::challenge(&state, request.headers(), invalid);
+                if let Ok(value) = header::HeaderValue::from_str(&value) {
+                    response
+                        .headers_mut()
+                        .insert(header::WWW_AUTHENTICATE, value);
+                }
+            }
+            response
+        }
     }
 }
 
@@ -133,12 +147,25 @@ fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Calle
         ));
     };
     let named = super::auth::named_agent(headers)?;
+    if token.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
+        return oauth_caller(state, headers, token, named.as_ref());
+    }
     // A token the table does not know may still be an agent's own (`state/agents/`).
     match state.tokens.lookup(token) {
         Some(who) if !Route::Mcp.allows(kind_of(&who)) => return Err(wrong_kind(&who)),
         _ => {}
     }
     let agent = state.sidecars.identify(token, named.as_ref())?;
+    checked(state, headers, agent, token)
+}
+
+/// The caller, once its token named `agent`: the body limit.
+fn checked(
+    state: &AppState,
+    headers: &HeaderMap,
+    agent: AgentName,
+    token: &str,
+) -> Result<Caller, Refusal> {
     let limit = Route::Mcp.body_limit(state.max_body);
     let declared = headers
         .get(header::CONTENT_LENGTH)
@@ -152,6 +179,36 @@ fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Calle
         token: token.to_owned(),
         hold: None,
     })
+}
+
+/// An OAuth access token: valid, unexpired, for this resource (its `aud`), it opens its
+/// grant's agent, and no other that `Leo-Agent` names.
+fn oauth_caller(
+    state: &AppState,
+    headers: &HeaderMap,
+    token: &str,
+    named: Option<&AgentName>,
+) -> Result<Caller, Refusal> {
+    let Some(oauth) = &state.oauth else {
+        return Err(Refusal::new(
+            ErrorCode::Unauthorized,
+            "this broker accepts no OAuth access tokens (auth.oauth is off)",
+        ));
+    };
+    let resource = super::oauth::resource_url(state, headers);
+    let access = oauth
+        .verify(token, &resource)
+        .map_err(|e| Refusal::new(ErrorCode::Unauthorized, e.description))?;
+    if let Some(agent) = named.filter(|a| **a != access.agent) {
+        return Err(Refusal::new(
+            ErrorCode::Forbidden,
+            format!(
+                "this access token opens agent {:?}, not {agent:?}",
+                access.agent.as_str()
+            ),
+        ));
+    }
+    checked(state, headers, access.agent, token)
 }
 
 /// The refusal of a token that is not an agent's, by the policy table.

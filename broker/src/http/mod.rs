@@ -12,6 +12,7 @@ pub mod health;
 pub(crate) mod history;
 pub(crate) mod ipc;
 pub mod mcp;
+pub(crate) mod oauth;
 pub(crate) mod reply;
 mod routes;
 pub mod rules;
@@ -44,6 +45,10 @@ pub struct AppState {
     pub mcp: Option<Arc<dyn mcp::Mount>>,
     /// The TCP listener serves HTTPS (`web.tls`): a browser's own origin is `https://<Host>`.
     pub https: bool,
+    /// The OAuth authorization server (`auth.oauth`), whose access tokens open `/mcp`.
+    pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// `auth.public_url`: the issuer and the base of `/mcp`'s resource URL.
+    pub public_url: Option<String>,
     /// This instance, when it leads a cluster (`/readyz` names it); `None` for a single broker.
     pub instance: Option<health::Instance>,
 }
@@ -112,6 +117,15 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Approvals => on(method, approvals::list),
         Route::ApproveCall => on(method, approvals::approve),
         Route::DenyCall => on(method, approvals::deny),
+        Route::ResourceMetadata => on(method, oauth::resource_metadata),
+        Route::ServerMetadata => on(method, oauth::server_metadata),
+        Route::OAuthRegister => on(method, oauth::register),
+        Route::OAuthAuthorize => on(method, oauth::authorize),
+        Route::OAuthToken => on(method, oauth::token),
+        Route::ConsentPage => on(method, oauth::consent_page),
+        Route::ConsentDecide => on(method, oauth::consent_decide),
+        Route::OAuthGrants => on(method, oauth::grants),
+        Route::RevokeGrant => on(method, oauth::revoke),
     }
 }
 
@@ -157,7 +171,7 @@ pub fn router(state: Arc<AppState>) -> Router {
 /// The router for TCP: the API and the console; the Host check runs before anything else,
 /// auth included.
 pub fn tcp_router(state: Arc<AppState>, host: Arc<HostCheck>) -> Router {
-    let mcp = routes_where(|route| route == Route::Mcp);
+    let mcp = routes_where(|route| route == Route::Mcp || route.oauth_public());
     finish(api_routes().merge(console::routes()).merge(mcp), state)
         .layer(axum::middleware::from_fn_with_state(host, auth::check_host))
 }

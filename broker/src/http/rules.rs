@@ -7,6 +7,7 @@
 //! and drives every rule with arbitrary request heads. `auth` applies them to real requests.
 
 use leo_protocol::names::AgentName;
+use leo_protocol::oauth;
 use std::collections::HashSet;
 
 /// The routes, as the policy table names them.
@@ -78,6 +79,24 @@ pub enum Route {
     ApproveCall,
     /// `POST /api/v1/approvals/{id}/deny`.
     DenyCall,
+    /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728).
+    ResourceMetadata,
+    /// `GET /.well-known/oauth-authorization-server` (RFC 8414).
+    ServerMetadata,
+    /// `POST /oauth/register`: Dynamic Client Registration (RFC 7591).
+    OAuthRegister,
+    /// `GET /oauth/authorize`: sends the person to the consent page.
+    OAuthAuthorize,
+    /// `POST /oauth/token`.
+    OAuthToken,
+    /// `GET /console/oauth/consent/{id}`: the consent page.
+    ConsentPage,
+    /// `POST /console/oauth/consent/{id}`: approve or deny.
+    ConsentDecide,
+    /// `GET /api/v1/oauth/grants`.
+    OAuthGrants,
+    /// `DELETE /api/v1/oauth/grants/{id}`.
+    RevokeGrant,
 }
 
 /// Kinds of caller, for the table.
@@ -208,6 +227,25 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/api/v1/approvals", Route::Approvals),
     ("POST", "/api/v1/approvals/{id}/approve", Route::ApproveCall),
     ("POST", "/api/v1/approvals/{id}/deny", Route::DenyCall),
+    (
+        "GET",
+        oauth::RESOURCE_METADATA_PATH,
+        Route::ResourceMetadata,
+    ),
+    (
+        "GET",
+        oauth::MCP_RESOURCE_METADATA_PATH,
+        Route::ResourceMetadata,
+    ),
+    ("GET", oauth::SERVER_METADATA_PATH, Route::ServerMetadata),
+    ("POST", oauth::REGISTER_PATH, Route::OAuthRegister),
+    ("GET", oauth::AUTHORIZE_PATH, Route::OAuthAuthorize),
+    ("POST", oauth::TOKEN_PATH, Route::OAuthToken),
+    ("GET", oauth::CONSENT_PATH, Route::ConsentPage),
+    ("POST", oauth::CONSENT_PATH, Route::ConsentDecide),
+    ("GET", "/console/consent.js", Route::ConsoleAsset),
+    ("GET", oauth::GRANTS_PATH, Route::OAuthGrants),
+    ("DELETE", "/api/v1/oauth/grants/{id}", Route::RevokeGrant),
 ];
 
 /// MCP over Streamable HTTP: one path, three methods (a message, the notification stream, the
@@ -293,6 +331,14 @@ impl Route {
             Route::Mcp => &[Kind::Agent],
             Route::LoginPage | Route::Login | Route::ConsoleAsset => PUBLIC,
             Route::Health | Route::Ready => PROBE,
+            // The OAuth endpoints are public by their nature: they check what they are given
+            // (the client, its code, its verifier) themselves.
+            Route::ResourceMetadata
+            | Route::ServerMetadata
+            | Route::OAuthRegister
+            | Route::OAuthAuthorize
+            | Route::OAuthToken => &[Kind::Anonymous],
+            Route::OAuthGrants | Route::RevokeGrant => &[Kind::Operator],
             Route::Logout
             | Route::ConsolePage
             | Route::ConsoleSession
@@ -301,6 +347,8 @@ impl Route {
             | Route::ConsoleAnswer
             | Route::AskHuman
             | Route::ConsoleApprove
+            | Route::ConsentPage
+            | Route::ConsentDecide
             | Route::ConsoleHistory => &[Kind::Session],
         }
     }
@@ -321,14 +369,28 @@ impl Route {
         matches!(self, Route::Health | Route::Ready)
     }
 
-    /// A route that authorizes in its own handler, by this table: `/mcp` (see `mcp`).
+    /// A route that authorizes in its own handler, by this table: `/mcp` (see `mcp`), and the
+    /// OAuth endpoints, which anyone may call and which read no token (a client's own
+    /// credentials at the token endpoint are its `Authorization: Basic`).
     pub fn checks_itself(self) -> bool {
-        self == Route::Mcp
+        self == Route::Mcp || self.oauth_public()
     }
 
-    /// Served on the TCP listener only: the console and `/mcp`.
+    /// The OAuth endpoints a client calls without a token.
+    pub fn oauth_public(self) -> bool {
+        matches!(
+            self,
+            Route::ResourceMetadata
+                | Route::ServerMetadata
+                | Route::OAuthRegister
+                | Route::OAuthAuthorize
+                | Route::OAuthToken
+        )
+    }
+
+    /// Served on the TCP listener only: the console, `/mcp` and its OAuth endpoints.
     pub fn tcp_only(self) -> bool {
-        self.console() || self == Route::Mcp
+        self.console() || self == Route::Mcp || self.oauth_public()
     }
 
     /// A web-console route: served on TCP only, authenticated by the session cookie.
@@ -347,6 +409,8 @@ impl Route {
                 | Route::AskHuman
                 | Route::ConsoleApprove
                 | Route::ConsoleHistory
+                | Route::ConsentPage
+                | Route::ConsentDecide
         )
     }
 
@@ -361,6 +425,7 @@ impl Route {
                 | Route::ConsoleAnswer
                 | Route::AskHuman
                 | Route::ConsoleApprove
+                | Route::ConsentDecide
         )
     }
 
@@ -387,6 +452,9 @@ impl Route {
             | Route::ConsoleCancel
             | Route::ConsoleApprove
             | Route::AskHuman
+            | Route::ConsentDecide
+            | Route::OAuthRegister
+            | Route::OAuthToken
             | Route::Logout => SMALL_BODY,
             // An approval's edited arguments.
             Route::ApproveCall => max_body,
@@ -407,7 +475,13 @@ impl Route {
             | Route::ConsoleEvents
             | Route::Ipc
             | Route::Health
-            | Route::Ready => 0,
+            | Route::Ready
+            | Route::ResourceMetadata
+            | Route::ServerMetadata
+            | Route::OAuthAuthorize
+            | Route::ConsentPage
+            | Route::OAuthGrants
+            | Route::RevokeGrant => 0,
         }
     }
 }

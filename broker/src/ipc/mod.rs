@@ -35,6 +35,7 @@ use tokio_util::codec::{FramedRead, FramedWrite};
 use tracing::{Instrument, info_span, warn};
 
 use crate::agent_tokens::AgentKeys;
+use crate::config::AgentMode;
 use crate::core::Broker;
 
 mod coalesce;
@@ -307,7 +308,11 @@ async fn accept(
         broker.session_via(id, via);
     }
     let span = info_span!("session", agent = %hello.agent, session = %hello.session, conn = id);
-    let mut session = Session::new(broker, id, hello.agent, conn, piped);
+    // The agent's own token's mode wins over the config's (see `agent_tokens`).
+    let mode = keys
+        .mode_of(&hello.agent)
+        .map_or_else(|| broker.config().mode_for(&hello.agent), AgentMode::chosen);
+    let mut session = Session::new(broker, id, hello.agent, conn, piped, mode);
     session.resume(&hello.session, &hello.resume);
     session.run().instrument(span).await;
 }

@@ -172,6 +172,9 @@ pub struct Session {
     coalescer: Coalescer,
     /// A piped session's result frames queued lately (`None` for any other session).
     recent: Option<Recent>,
+    /// The mode the operator chose for this agent (its own token's, else the config's), told
+    /// in the `welcome`; `None`: the harness table decides.
+    mode: Option<leo_protocol::ipc::Mode>,
 }
 
 impl Session {
@@ -183,6 +186,7 @@ impl Session {
         agent: AgentName,
         conn: Conn,
         piped: bool,
+        mode: Option<leo_protocol::ipc::Mode>,
     ) -> Session {
         let mut revisions = broker.watch_revision();
         revisions.mark_unchanged();
@@ -203,6 +207,7 @@ impl Session {
             watching: true,
             mail_open: true,
             recent: piped.then(Recent::default),
+            mode,
             broker,
             id,
             agent,
@@ -295,7 +300,7 @@ impl Session {
                 ever_registered,
                 denied: self.broker.config().denied_for(&self.agent),
                 otlp_endpoint: self.broker.config().telemetry.otlp_endpoint.clone(),
-                mode: self.broker.config().mode_for(&self.agent),
+                mode: self.mode,
             })
         };
         self.conn.writer.send(welcome).await

@@ -16,7 +16,7 @@ use hyper_util::rt::TokioIo;
 use leo_protocol::webhooks::{HEADER_EVENT, HEADER_ID, HEADER_SIGNATURE, HEADER_TIMESTAMP};
 
 use super::sign::signature;
-use super::url::Target;
+use super::url::{Target, Unreachable, UrlRefused};
 
 /// How long connecting to the app may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
@@ -42,12 +42,12 @@ pub struct Message<'a> {
 /// Why a delivery got no answer; its chain (`error_chain`) is the webhook's `last_error`.
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
-    /// The webhook's url is refused by the rule of `url` (its words).
+    /// The webhook's url is refused by the rule of `url`.
     #[error("the url is refused: {0}")]
-    Refused(String),
-    /// Its host has no address the rule admits (its words).
-    #[error("{0}")]
-    Address(String),
+    Refused(UrlRefused),
+    /// Its host has no address the rule admits.
+    #[error(transparent)]
+    Address(Unreachable),
     #[error("connecting to {addr} took over {} s", CONNECT_TIMEOUT.as_secs())]
     ConnectTimeout { addr: SocketAddr },
     #[error("cannot connect to {addr}")]

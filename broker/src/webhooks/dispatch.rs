@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
 
 use super::deliver::{self, Message};
-use super::url::Target;
+use super::url::{Target, UrlRefused};
 use super::{Delivery, Webhooks};
 use crate::events::Event;
 
@@ -181,7 +181,7 @@ struct CallTask {
     client_id: ClientId,
     /// The principal that created the webhook: its inline answers act as it.
     owner: String,
-    target: Result<Target, String>,
+    target: Result<Target, UrlRefused>,
     key: Arc<[u8]>,
     id: RequestId,
     deadline: Option<Instant>,

@@ -43,7 +43,7 @@ struct Hook {
     stored: Stored,
     /// The checked url; an error when the config no longer allows it (kept, so removing it
     /// still works, and shown as its health).
-    target: Result<Target, String>,
+    target: Result<Target, url::UrlRefused>,
     key: Arc<[u8]>,
     health: WebhookHealth,
 }
@@ -123,7 +123,7 @@ impl Webhooks {
             },
             Err(e) => WebhookHealth {
                 healthy: false,
-                last_error: Some(e.clone()),
+                last_error: Some(e.to_string()),
                 ..WebhookHealth::default()
             },
         };

@@ -21,6 +21,48 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::http::Uri;
 
+/// Why a url is not a place the broker may deliver to. Each message names the part at fault,
+/// for the operator reading `leo webhook add`'s refusal or the webhook's health.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UrlRefused {
+    #[error("{url:?} is not a URL ({reason})")]
+    NotUrl { url: String, reason: String },
+    #[error("{url:?}: a fragment (#…) is never sent to the app; remove it")]
+    Fragment { url: String },
+    #[error(
+        "{url:?}: the broker calls webhooks over plain http only (sign-checked, not encrypted); use http:// to a loopback host or a host in webhooks.allowed_hosts"
+    )]
+    Https { url: String },
+    #[error("{url:?} must start with http://")]
+    Scheme { url: String },
+    #[error("{url:?} has no host")]
+    NoHost { url: String },
+    #[error("{url:?}: a user or password in the URL is not allowed")]
+    Userinfo { url: String },
+    #[error("host {host:?} of {url:?} is neither loopback nor in webhooks.allowed_hosts")]
+    NotAllowed { host: String, url: String },
+    #[error("{url:?}: port {port:?} is not a port number from 1 to 65535")]
+    Port { url: String, port: String },
+}
+
+/// Why a checked url has no address to deliver to at this delivery.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreachable {
+    #[error("{ip} is not a loopback address")]
+    NotLoopback { ip: IpAddr },
+    #[error("cannot resolve {host:?}")]
+    Resolve {
+        host: String,
+        source: std::io::Error,
+    },
+    #[error(
+        "{host:?} resolves to {ip}, not a loopback address, and is not in webhooks.allowed_hosts"
+    )]
+    ResolvesElsewhere { host: String, ip: IpAddr },
+    #[error("{host:?} resolves to no address")]
+    NoAddress { host: String },
+}
+
 /// A checked webhook url.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Target {
@@ -37,32 +79,26 @@ pub struct Target {
 
 impl Target {
     /// Checks `url` against the rule; the message names what is wrong.
-    pub fn parse(url: &str, allowed_hosts: &[String]) -> Result<Target, String> {
-        let uri: Uri = url
-            .parse()
-            .map_err(|e| format!("{url:?} is not a URL ({e})"))?;
+    pub fn parse(url: &str, allowed_hosts: &[String]) -> Result<Target, UrlRefused> {
+        let url_ = || url.to_owned();
+        let uri: Uri = url.parse().map_err(|e| UrlRefused::NotUrl {
+            url: url_(),
+            reason: format!("{e}"),
+        })?;
         if url.contains('#') {
             // The parser drops a fragment; what the operator reads must be where it delivers.
-            return Err(format!(
-                "{url:?}: a fragment (#…) is never sent to the app; remove it"
-            ));
+            return Err(UrlRefused::Fragment { url: url_() });
         }
         match uri.scheme_str() {
             Some("http") => {}
-            Some("https") => {
-                return Err(format!(
-                    "{url:?}: the broker calls webhooks over plain http only (sign-checked, not encrypted); use http:// to a loopback host or a host in webhooks.allowed_hosts"
-                ));
-            }
-            _ => return Err(format!("{url:?} must start with http://")),
+            Some("https") => return Err(UrlRefused::Https { url: url_() }),
+            _ => return Err(UrlRefused::Scheme { url: url_() }),
         }
         let authority = uri
             .authority()
-            .ok_or_else(|| format!("{url:?} has no host"))?;
+            .ok_or_else(|| UrlRefused::NoHost { url: url_() })?;
         if authority.as_str().contains('@') {
-            return Err(format!(
-                "{url:?}: a user or password in the URL is not allowed"
-            ));
+            return Err(UrlRefused::Userinfo { url: url_() });
         }
         let host = authority
             .host()
@@ -70,7 +106,7 @@ impl Target {
             .trim_end_matches(']')
             .to_ascii_lowercase();
         if host.is_empty() {
-            return Err(format!("{url:?} has no host"));
+            return Err(UrlRefused::NoHost { url: url_() });
         }
         let allowed = allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(&host));
         let loopback = match host.parse::<IpAddr>() {
@@ -78,9 +114,7 @@ impl Target {
             Err(_) => host == "localhost",
         };
         if !allowed && !loopback {
-            return Err(format!(
-                "host {host:?} of {url:?} is neither loopback nor in webhooks.allowed_hosts"
-            ));
+            return Err(UrlRefused::NotAllowed { host, url: url_() });
         }
         let path = uri
             .path_and_query()
@@ -103,18 +137,21 @@ impl Target {
 
     /// Resolves the host once and returns the first address the rule admits: the address the
     /// delivery then connects to.
-    pub async fn resolve(&self) -> Result<SocketAddr, String> {
+    pub async fn resolve(&self) -> Result<SocketAddr, Unreachable> {
         if let Ok(ip) = self.host.parse::<IpAddr>() {
             let addr = SocketAddr::new(ip, self.port);
             return if self.admits(&addr) {
                 Ok(addr)
             } else {
-                Err(format!("{ip} is not a loopback address"))
+                Err(Unreachable::NotLoopback { ip })
             };
         }
         let found = tokio::net::lookup_host((self.host.as_str(), self.port))
             .await
-            .map_err(|e| format!("cannot resolve {:?}: {e}", self.host))?;
+            .map_err(|source| Unreachable::Resolve {
+                host: self.host.clone(),
+                source,
+            })?;
         let mut refused = None;
         for addr in found {
             if self.admits(&addr) {
@@ -122,13 +159,13 @@ impl Target {
             }
             refused = Some(addr);
         }
+        let host = self.host.clone();
         Err(match refused {
-            Some(addr) => format!(
-                "{:?} resolves to {}, not a loopback address, and is not in webhooks.allowed_hosts",
-                self.host,
-                addr.ip()
-            ),
-            None => format!("{:?} resolves to no address", self.host),
+            Some(addr) => Unreachable::ResolvesElsewhere {
+                host,
+                ip: addr.ip(),
+            },
+            None => Unreachable::NoAddress { host },
         })
     }
 }
@@ -141,7 +178,7 @@ pub fn shown(url: &str) -> &str {
 /// The port an authority names, 80 when it names none. A port the parser would read as none
 /// (out of range, empty, signed, not a number) is refused rather than delivered to 80; so is
 /// port 0, which nothing listens on.
-fn port_of(url: &str, authority: &axum::http::uri::Authority) -> Result<u16, String> {
+fn port_of(url: &str, authority: &axum::http::uri::Authority) -> Result<u16, UrlRefused> {
     // Userinfo was refused before, so the authority starts with its host.
     let after_host = authority
         .as_str()
@@ -152,9 +189,10 @@ fn port_of(url: &str, authority: &axum::http::uri::Authority) -> Result<u16, Str
     };
     match text.parse::<u16>() {
         Ok(port) if port > 0 && text.bytes().all(|b| b.is_ascii_digit()) => Ok(port),
-        _ => Err(format!(
-            "{url:?}: port {text:?} is not a port number from 1 to 65535"
-        )),
+        _ => Err(UrlRefused::Port {
+            url: url.to_owned(),
+            port: text.to_owned(),
+        }),
     }
 }
 
@@ -222,7 +260,12 @@ mod tests {
     /// What is refused says why, so the operator can tell a bad port from a fragment.
     #[test]
     fn a_refusal_names_the_part_at_fault() {
-        let why = |url: &str| Target::parse(url, &[]).err().unwrap_or_default();
+        let why = |url: &str| {
+            Target::parse(url, &[])
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
+        };
         assert!(why("http://127.0.0.1:99999/").contains("port \"99999\""));
         assert!(why("http://127.0.0.1:80#@evil.example/").contains("fragment"));
         assert!(why("http://u@127.0.0.1/").contains("user or password"));

@@ -3,8 +3,10 @@
 //! JSON Schema 2020-12, MCP's default dialect, lets a schema name its parts once under `$defs`
 //! (or the older `definitions`) and point at them with `$ref`. Harnesses differ in whether they
 //! follow refs at all, so an app may register such a schema but no harness ever sees one: each
-//! `$ref` is replaced by the schema it points at, and `$defs`/`definitions` are dropped, before
-//! the definition is stored, listed or digested.
+//! `$ref` is replaced by the schema it points at before the definition is stored, listed or
+//! digested. The root's `$defs`/`definitions` are kept, each definition itself inlined, since
+//! MCP clients that read 2020-12 expect them listed as registered; with no `$ref` left anywhere
+//! they are inert, and a harness that ignores them loses nothing.
 //!
 //! Only local refs are accepted: `#/$defs/Name` or `#/definitions/Name` (a JSON pointer, with
 //! `~0`/`~1` and percent escapes), possibly pointing further inside a definition. A ref to
@@ -13,21 +15,35 @@
 //! which is what 2020-12 means by it. The expansion stops as soon as it makes more than
 //! [`MAX_SCHEMAS`] schemas or nests deeper than [`MAX_SCHEMA_DEPTH`], so a schema whose refs
 //! multiply (each definition using the previous one twice) is refused without being built; the
-//! caller then checks the byte size of the result. Definitions no ref uses are dropped unused.
+//! caller then checks the byte size of the result. The kept definitions count toward both
+//! limits, as they are part of what a harness receives.
 
 use serde_json::{Map, Value};
 
 use super::{MAX_SCHEMA_DEPTH, MAX_SCHEMAS, SchemaError, error, json_string, keyword_path};
 
-/// Returns `root` with every local `$ref` replaced by its target and the root's `$defs` and
-/// `definitions` removed. `root` has passed the subset check with refs allowed.
+/// The keywords under which the root names its definitions.
+const DEFINITIONS: [&str; 2] = ["$defs", "definitions"];
+
+/// Returns `root` with every local `$ref` replaced by its target, the root's `$defs` and
+/// `definitions` included (each definition inlined in turn). `root` has passed the subset
+/// check with refs allowed.
 pub(super) fn inline(root: &Value) -> Result<Value, SchemaError> {
     let mut inliner = Inliner {
         root,
         schemas: 0,
         stack: Vec::new(),
     };
-    inliner.schema(root, "$", 1)
+    let mut inlined = inliner.schema(root, "$", 1)?;
+    // The definitions come after the rest, so that an error a ref in the properties meets is
+    // reported where that ref is used.
+    for key in DEFINITIONS {
+        if let (Some(Value::Object(defs)), Value::Object(out)) = (root.get(key), &mut inlined) {
+            let defs = inliner.definitions(key, defs)?;
+            out.insert(key.to_owned(), Value::Object(defs));
+        }
+    }
+    Ok(inlined)
 }
 
 /// One expansion: the document refs point into, and the budget spent so far.
@@ -41,6 +57,24 @@ struct Inliner<'a> {
 }
 
 impl Inliner<'_> {
+    /// Inlines each definition under the root's keyword `key`, with its own pointer on the
+    /// stack so that a definition that uses itself is reported as a cycle at its first `$ref`.
+    fn definitions(
+        &mut self,
+        key: &str,
+        defs: &Map<String, Value>,
+    ) -> Result<Map<String, Value>, SchemaError> {
+        let mut out = Map::new();
+        for (name, def) in defs {
+            let path = super::property_path(&keyword_path("$", key), name);
+            self.stack.push(format!("/{key}/{}", escape_pointer(name)));
+            let inlined = self.schema(def, &path, 2);
+            self.stack.pop();
+            out.insert(name.clone(), inlined?);
+        }
+        Ok(out)
+    }
+
     /// Expands the schema `value` found at `path`, to be placed at depth `depth`.
     fn schema(&mut self, value: &Value, path: &str, depth: usize) -> Result<Value, SchemaError> {
         if depth > MAX_SCHEMA_DEPTH + 1 {
@@ -63,7 +97,7 @@ impl Inliner<'_> {
         };
         let mut out = Map::new();
         for (key, value) in object {
-            if depth == 1 && (key == "$defs" || key == "definitions") || key == "$ref" {
+            if depth == 1 && DEFINITIONS.contains(&key.as_str()) || key == "$ref" {
                 continue;
             }
             let at = keyword_path(path, key);
@@ -167,6 +201,11 @@ fn local_pointer(reference: &str) -> Result<String, String> {
         ));
     }
     Ok(pointer)
+}
+
+/// Escapes `name` as one JSON pointer token (`~` as `~0`, `/` as `~1`).
+fn escape_pointer(name: &str) -> String {
+    name.replace('~', "~0").replace('/', "~1")
 }
 
 /// Decodes `%XX` escapes; `None` when one is malformed or the result is not UTF-8.

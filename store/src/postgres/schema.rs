@@ -176,6 +176,33 @@ pub const MIGRATIONS: &[&str] = &[
     // `leo cluster rotate-key`: the key before the current one, which leaders still accept
     // until `previous_until`, while followers take the new one up.
     "ALTER TABLE cluster ADD COLUMN previous_key TEXT, ADD COLUMN previous_until TIMESTAMPTZ;",
+    // OAuth (`store::oauth`), as SQLite's migration 4: clients, grants and their tokens (as
+    // SHA-256 hashes), shared so that whichever instance leads honours and revokes the same.
+    "CREATE TABLE oauth_clients (
+        client_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        redirect_uris TEXT NOT NULL,
+        secret_hash TEXT,
+        how TEXT NOT NULL,
+        created_ms BIGINT NOT NULL
+    );
+    CREATE TABLE oauth_grants (
+        id TEXT PRIMARY KEY,
+        client_id TEXT NOT NULL,
+        agent TEXT NOT NULL,
+        resource TEXT NOT NULL,
+        approved_by TEXT NOT NULL,
+        created_ms BIGINT NOT NULL,
+        revoked BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE TABLE oauth_tokens (
+        hash TEXT PRIMARY KEY,
+        grant_id TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        expires_ms BIGINT NOT NULL,
+        used BOOLEAN NOT NULL DEFAULT false
+    );
+    CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);",
     // A live call's approval (see `store::StoredCall::approval`).
     "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];

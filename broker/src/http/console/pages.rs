@@ -25,6 +25,7 @@ const LOGIN: &str = include_str!("../../../assets/console/login.html");
 const SCRIPT: &str = include_str!("../../../assets/console/console.js");
 const STYLE: &str = include_str!("../../../assets/console/console.css");
 const ICON: &str = include_str!("../../../assets/console/icon.svg");
+const CONSENT: &str = include_str!("../../../assets/console/consent.js");
 
 /// Added to every console response.
 pub async fn security_headers(mut response: Response) -> Response {
@@ -56,7 +57,7 @@ fn html(status: StatusCode, body: String) -> Response {
 }
 
 /// `&`, `<`, `>`, `"` and `'` as entities.
-fn escape(text: &str) -> String {
+pub(crate) fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {
         match c {
@@ -71,12 +72,52 @@ fn escape(text: &str) -> String {
     out
 }
 
+/// A page of the console around `body` (HTML the caller escaped).
+pub(crate) fn page(status: StatusCode, body: &str) -> Response {
+    html(
+        status,
+        format!(
+            "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+             <title>Leo</title><link rel=\"stylesheet\" href=\"/console/console.css\">\
+             </head><body><main>{body}</main></body></html>"
+        ),
+    )
+}
+
+/// Where a login goes back to: only a consent page of the console, checked by its form.
+fn next_of(text: &str) -> Option<&str> {
+    let id = text.strip_prefix("/console/oauth/consent/")?;
+    (!id.is_empty()
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'))
+    .then_some(text)
+}
+
 /// The login form, with an error above the button when there is one.
 fn login_form(status: StatusCode, error: Option<&str>) -> Response {
+    login_form_to(status, error, None)
+}
+
+/// The login form that goes back to `next` (a consent page) once logged in.
+fn login_form_to(status: StatusCode, error: Option<&str>, next: Option<&str>) -> Response {
     let error = error
         .map(|e| format!(r#"<p class="error" role="alert">{}</p>"#, escape(e)))
         .unwrap_or_default();
-    html(status, LOGIN.replace("<!--error-->", &error))
+    let next = next
+        .map(|n| {
+            format!(
+                r#"<input type="hidden" name="next" value="{}"></form>"#,
+                escape(n)
+            )
+        })
+        .unwrap_or_else(|| "</form>".to_owned());
+    html(
+        status,
+        LOGIN
+            .replace("<!--error-->", &error)
+            .replace("</form>", &next),
+    )
 }
 
 /// `GET /`: the console, for a logged-in operator (`auth` redirects everyone else to `/login`).
@@ -85,11 +126,21 @@ pub async fn index(Extension(session): Extension<Session>) -> Response {
 }
 
 /// `GET /login`: the form, or the console when the cookie is still a valid login.
-pub async fn login_page(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+pub async fn login_page(
+    State(state): State<Arc<AppState>>,
+    headers: HeaderMap,
+    uri: Uri,
+) -> Response {
+    let next = uri.query().and_then(|q| {
+        form_urlencoded::parse(q.as_bytes())
+            .find(|(k, _)| k == "next")
+            .map(|(_, v)| v.into_owned())
+    });
+    let next = next.as_deref().and_then(next_of);
     if state.sessions.of(&headers).is_some() {
-        return Redirect::to("/").into_response();
+        return Redirect::to(next.unwrap_or("/")).into_response();
     }
-    login_form(StatusCode::OK, None)
+    login_form_to(StatusCode::OK, None, next)
 }
 
 /// `POST /login` with the form field `token`: only the operator token logs in.
@@ -103,7 +154,7 @@ pub async fn login(
     let Ok(bytes) = read_body(body, limit).await else {
         return login_form(StatusCode::PAYLOAD_TOO_LARGE, Some("the form is too large"));
     };
-    let token = match form_token(&bytes) {
+    let (token, next) = match form_token(&bytes) {
         Ok(token) => token,
         Err(why) => return login_form(StatusCode::BAD_REQUEST, Some(&why)),
     };
@@ -133,23 +184,29 @@ pub async fn login(
         .history()
         .audit(who, "console_login", None, None);
     let cookie = state.sessions.set_cookie(&session);
-    ([(header::SET_COOKIE, cookie)], Redirect::to("/")).into_response()
+    let to = next.as_deref().and_then(next_of).unwrap_or("/");
+    ([(header::SET_COOKIE, cookie)], Redirect::to(to)).into_response()
 }
 
-/// The `token` field of an `application/x-www-form-urlencoded` body, the only field allowed.
-fn form_token(body: &[u8]) -> Result<String, String> {
+/// The `token` field of an `application/x-www-form-urlencoded` body, and the page to go back
+/// to (`next`), the only fields allowed.
+fn form_token(body: &[u8]) -> Result<(String, Option<String>), String> {
     let mut token = None;
+    let mut next = None;
     for (name, value) in form_urlencoded::parse(body) {
-        if name != "token" {
-            return Err(format!("unknown form field {name:?}"));
-        }
-        if token.replace(value.trim().to_owned()).is_some() {
-            return Err("the form has more than one token field".into());
+        let slot = match &*name {
+            "token" => &mut token,
+            "next" => &mut next,
+            _ => return Err(format!("unknown form field {name:?}")),
+        };
+        if slot.replace(value.trim().to_owned()).is_some() {
+            return Err(format!("the form has more than one {name} field"));
         }
     }
-    token
+    let token = token
         .filter(|t| !t.is_empty())
-        .ok_or_else(|| "Enter the operator token.".to_owned())
+        .ok_or_else(|| "Enter the operator token.".to_owned())?;
+    Ok((token, next))
 }
 
 /// `POST /logout`: ends the session and deletes the cookie.
@@ -179,6 +236,7 @@ pub async fn asset(uri: Uri) -> Response {
         Some("console.js") => ("text/javascript; charset=utf-8", SCRIPT),
         Some("console.css") => ("text/css; charset=utf-8", STYLE),
         Some("icon.svg") => ("image/svg+xml", ICON),
+        Some("consent.js") => ("text/javascript; charset=utf-8", CONSENT),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()
@@ -187,4 +245,13 @@ pub async fn asset(uri: Uri) -> Response {
 /// For `auth`: where a browser without a login is sent.
 pub fn to_login() -> Response {
     Redirect::to("/login").into_response()
+}
+
+/// For `auth`: a browser without a login that asked for `path` (a consent page) logs in,
+/// then comes back.
+pub fn to_login_then(path: &str) -> Response {
+    match next_of(path) {
+        Some(next) => Redirect::to(&format!("/login?next={next}")).into_response(),
+        None => to_login(),
+    }
 }
