@@ -107,6 +107,7 @@ impl Bench {
             local_id: n,
             deadline_ms: Some(leo_store::now_ms() + 600_000),
             claimed_by: None,
+            approval: None,
         });
         let settle = vec![
             Op::Claim {

@@ -28,7 +28,110 @@ pub struct Config {
     pub store: Store,
     pub telemetry: TelemetryConfig,
     pub cluster: ClusterConfig,
+    pub approvals: ApprovalsConfig,
     pub auth: AuthConfig,
+}
+
+/// `approvals:`: which calls a person approves before any app sees them, who may approve, and
+/// for how long a call waits (docs/approvals.md). An app's `approval: "required"` always holds;
+/// these rules can only add to it.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// Seconds a call waits for a decision before it ends with `approval_timeout`.
+    pub expire_s: u64,
+    /// Whether an approver may edit the arguments of a call that needs approval because its
+    /// app requires it (a rule of `require` says so for the calls it holds).
+    pub allow_edits: bool,
+    /// Calls that need approval besides those of tools registered with `approval: required`.
+    pub require: Vec<ApprovalRule>,
+    /// Who may decide besides the operator.
+    pub approvers: Approvers,
+}
+
+impl Default for ApprovalsConfig {
+    fn default() -> Self {
+        ApprovalsConfig {
+            expire_s: 900,
+            allow_edits: false,
+            require: Vec::new(),
+            approvers: Approvers::default(),
+        }
+    }
+}
+
+/// `approvals.require[i]`: the calls of `tools` by `agents` (globs; absent means every one).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalRule {
+    pub tools: Option<Vec<String>>,
+    pub agents: Option<Vec<String>>,
+    /// Whether an approver may edit the arguments of the calls this rule holds.
+    pub allow_edits: bool,
+}
+
+impl ApprovalRule {
+    /// True when the rule holds `agent`'s calls of `tool`.
+    pub fn holds(&self, agent: &str, tool: &str) -> bool {
+        let matches = |list: &Option<Vec<String>>, name: &str| {
+            list.as_deref()
+                .is_none_or(|l| leo_protocol::glob::any_matches(l, name))
+        };
+        matches(&self.tools, tool) && matches(&self.agents, agent)
+    }
+}
+
+/// `approvals.approvers`: paired devices (by name, globs) and API clients (by name) that may
+/// approve and deny, besides the operator.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Approvers {
+    pub devices: Vec<String>,
+    pub api_clients: Vec<String>,
+}
+
+impl ApprovalsConfig {
+    /// The longest `approvals.expire_s`: a week.
+    pub const MAX_EXPIRE_S: u64 = 7 * 24 * 3600;
+
+    /// Whether the principal `who` (`operator`, `device:NAME`, `client:NAME`) may decide
+    /// approvals at all; the core also refuses an approver the call's own agent.
+    pub fn may_approve(&self, who: &str) -> bool {
+        if who == "operator" {
+            return true;
+        }
+        if let Some(name) = who.strip_prefix("device:") {
+            return leo_protocol::glob::any_matches(&self.approvers.devices, name);
+        }
+        who.strip_prefix("client:")
+            .is_some_and(|name| self.approvers.api_clients.iter().any(|c| c == name))
+    }
+
+    fn check(&self, api_clients: &BTreeMap<String, ApiClient>) -> std::result::Result<(), String> {
+        if !(1..=Self::MAX_EXPIRE_S).contains(&self.expire_s) {
+            return Err(format!(
+                "approvals.expire_s: must be 1 to {}",
+                Self::MAX_EXPIRE_S
+            ));
+        }
+        for (i, rule) in self.require.iter().enumerate() {
+            for (key, list) in [("tools", &rule.tools), ("agents", &rule.agents)] {
+                if list.as_ref().is_some_and(Vec::is_empty) {
+                    return Err(format!(
+                        "approvals.require[{i}].{key}: an empty list holds nothing; leave it out to mean every one"
+                    ));
+                }
+            }
+        }
+        for (i, name) in self.approvers.api_clients.iter().enumerate() {
+            if !api_clients.contains_key(name) {
+                return Err(format!(
+                    "approvals.approvers.api_clients[{i}]: {name:?} is not in api_clients"
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `cluster:`: several instances on one PostgreSQL database (see `cluster`).
@@ -517,6 +620,7 @@ impl Config {
             check_otlp_endpoint(url)?;
         }
         self.cluster.check()?;
+        self.approvals.check(&self.api_clients)?;
         if self.history.max_rows == Some(0) {
             return Err("history.max_rows: must be at least 1 (null keeps every row)".into());
         }

@@ -103,10 +103,15 @@ fn canonical(value: &serde_json::Value, out: &mut String) {
 
 /// `sha256:` and the hex digest of a definition's JSON, keys sorted.
 pub fn digest_of(def: &ToolDef) -> String {
+    digest_of_value(&serde_json::to_value(def).unwrap_or_default())
+}
+
+/// `sha256:` of `value`'s canonical JSON (keys sorted, compact): the same for every spelling of
+/// the same value.
+pub fn digest_of_value(value: &serde_json::Value) -> String {
     use sha2::Digest;
-    let value = serde_json::to_value(def).unwrap_or_default();
     let mut text = String::new();
-    canonical(&value, &mut text);
+    canonical(value, &mut text);
     let hash = sha2::Sha256::digest(text.as_bytes());
     let hex: String = hash.iter().map(|b| format!("{b:02x}")).collect();
     format!("sha256:{hex}")

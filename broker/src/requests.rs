@@ -1,7 +1,7 @@
 //! The request lifecycle: a call is parked, claimed, and settled exactly once.
 //!
 //! ```text
-//!   park ──▶ Parked ──claim──▶ Claimed ──result──▶ ended (result or app error)
+//!   park ──▶ (Awaiting ──approve──▶) Parked ──claim──▶ Claimed ──result──▶ ended (result or app error)
 //!              │                  │
 //!              └──── end(reason) ─┴──▶ ended (timeout, cancelled, no_client)
 //! ```
@@ -61,9 +61,15 @@ impl std::ops::Deref for Call {
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Stage {
+    /// Held for a person's approval: no app sees it, nor may claim it.
+    Awaiting(Box<Awaiting>),
     Parked,
-    Claimed { by: ClientId },
+    Claimed {
+        by: ClientId,
+    },
 }
+
+pub use leo_protocol::approvals::{Approval, Awaiting};
 
 #[derive(Debug)]
 struct Live {
@@ -73,6 +79,10 @@ struct Live {
     stage: Stage,
     reply: oneshot::Sender<RawOutcome>,
     timer: Option<tokio::task::AbortHandle>,
+    /// The approval's expiry, while the call awaits one.
+    approval_timer: Option<tokio::task::AbortHandle>,
+    /// An approver changed the arguments: the agent's result says so.
+    edited: bool,
 }
 
 /// A failure that ends a request, with the reason published to apps; the caller is answered
@@ -100,6 +110,8 @@ pub struct EndedCall {
     pub id: RequestId,
     pub call: Call,
     pub reason: CancelReason,
+    /// Whether apps were shown the call (not while it awaited approval).
+    pub offered: bool,
 }
 
 /// Every live request and the recently ended ones.
@@ -150,22 +162,93 @@ impl Requests {
         self.live.get(id).map(|l| (&l.call, &l.stage))
     }
 
-    /// Parks a new call. Its id must be fresh.
-    pub fn park(&mut self, call: Call, reply: oneshot::Sender<RawOutcome>) {
+    /// Parks a new call, held for approval when `awaiting` is given. Its id must be fresh.
+    pub fn park(
+        &mut self,
+        call: Call,
+        reply: oneshot::Sender<RawOutcome>,
+        awaiting: Option<Awaiting>,
+    ) {
         let deadline_ms = call
             .timeout_s
             .map(|t| crate::store::now_ms().saturating_add((t as i64).saturating_mul(1000)));
-        self.journal
-            .push(Op::Park(stored(&call, deadline_ms, None)));
+        let mut row = stored(&call, deadline_ms, None);
+        row.approval = awaiting.clone().map(|a| Approval::Awaiting(a).to_text());
+        self.journal.push(Op::Park(row));
         self.by_local
             .insert((call.conn, call.local_id), call.id.clone());
-        self.insert(call, Stage::Parked, reply);
+        let stage = match awaiting {
+            Some(a) => Stage::Awaiting(Box::new(a)),
+            None => Stage::Parked,
+        };
+        self.insert(call, stage, reply, false);
     }
 
     /// Puts back a call the store had, as it was (not journaled: it is on disk already). Its
     /// `conn` is 0 until its sidecar comes back (`reattach`).
-    pub fn restore(&mut self, call: Call, stage: Stage, reply: oneshot::Sender<RawOutcome>) {
-        self.insert(call, stage, reply);
+    pub fn restore(
+        &mut self,
+        call: Call,
+        stage: Stage,
+        reply: oneshot::Sender<RawOutcome>,
+        edited: bool,
+    ) {
+        self.insert(call, stage, reply, edited);
+    }
+
+    /// Attaches the approval's expiry, aborted when the call is decided or ends.
+    pub fn set_approval_timer(&mut self, id: &str, timer: tokio::task::AbortHandle) {
+        match self.live.get_mut(id) {
+            Some(live) if matches!(live.stage, Stage::Awaiting(_)) => {
+                live.approval_timer = Some(timer)
+            }
+            _ => timer.abort(),
+        }
+    }
+
+    /// `by` approved awaiting call `id` (the core checked who and the digest): it is parked
+    /// for the apps, with `arguments` in place of the agent's when the approver edited them.
+    pub fn approve(
+        &mut self,
+        id: &str,
+        by: &str,
+        arguments: Option<Box<serde_json::value::RawValue>>,
+    ) -> Option<&Call> {
+        let live = self.live.get_mut(id)?;
+        if !matches!(live.stage, Stage::Awaiting(_)) {
+            return None;
+        }
+        live.stage = Stage::Parked;
+        live.edited = arguments.is_some();
+        if let Some(timer) = live.approval_timer.take() {
+            timer.abort();
+        }
+        let approval = Approval::Approved {
+            edited: live.edited,
+            by: by.to_owned(),
+        };
+        if let Some(args) = arguments {
+            live.call.request.arguments = args;
+        }
+        self.journal.push(Op::Approval {
+            id: id.to_owned(),
+            approval: approval.to_text(),
+            arguments: live
+                .edited
+                .then(|| live.call.request.arguments.get().to_owned()),
+        });
+        Some(&live.call)
+    }
+
+    /// The calls awaiting approval, in the order they were parked.
+    pub fn awaiting(&self) -> impl Iterator<Item = (&Call, &Awaiting)> {
+        self.order.values().filter_map(|id| {
+            let live = self.live.get(id)?;
+            match &live.stage {
+                Stage::Awaiting(a) => Some((&live.call, &**a)),
+                _ => None,
+            }
+        })
     }
 
     /// Remembers how a request ended before the restart.
@@ -211,7 +294,13 @@ impl Requests {
         Some(&live.call)
     }
 
-    fn insert(&mut self, call: Call, stage: Stage, reply: oneshot::Sender<RawOutcome>) {
+    fn insert(
+        &mut self,
+        call: Call,
+        stage: Stage,
+        reply: oneshot::Sender<RawOutcome>,
+        edited: bool,
+    ) {
         let id = call.id.clone();
         self.parked += 1;
         self.order.insert(self.parked, id.clone());
@@ -223,6 +312,8 @@ impl Requests {
                 stage,
                 reply,
                 timer: None,
+                approval_timer: None,
+                edited,
             },
         );
     }
@@ -258,6 +349,13 @@ impl Requests {
         let Some(live) = self.live.get(id) else {
             return Err(self.not_live(id));
         };
+        if matches!(live.stage, Stage::Awaiting(_)) {
+            // Said as of an id never seen: an app learns nothing of a call before approval.
+            return Err(Refusal::new(
+                ErrorCode::UnknownRequest,
+                format!("no request {id}"),
+            ));
+        }
         if !serves {
             return Err(Refusal::new(
                 ErrorCode::NotProvider,
@@ -305,6 +403,12 @@ impl Requests {
             return Err(self.not_live(id));
         };
         match &live.stage {
+            Stage::Awaiting(_) => {
+                return Err(Refusal::new(
+                    ErrorCode::UnknownRequest,
+                    format!("no request {id}"),
+                ));
+            }
             Stage::Parked => {
                 return Err(Refusal::new(
                     ErrorCode::NotClaimant,
@@ -337,6 +441,11 @@ impl Requests {
             Posted::Error(error) => (CallOutcome::Error, Outcome::Error { error }),
         };
         let live = self.remove(id, ended).ok_or_else(|| self.not_live(id))?;
+        let outcome = if live.edited {
+            with_edit_note(outcome, &live.call)
+        } else {
+            outcome
+        };
         self.journal
             .push(ended_op(id, &live.call, ended, outcome.clone()));
         // The caller may have gone away; the request still ended exactly once.
@@ -354,6 +463,7 @@ impl Requests {
         let _ = live.reply.send(outcome);
         Some(EndedCall {
             id: id.to_owned().into(),
+            offered: !matches!(live.stage, Stage::Awaiting(_)),
             call: live.call,
             reason: failure.reason,
         })
@@ -381,7 +491,7 @@ impl Requests {
     fn remove(&mut self, id: &str, how: CallOutcome) -> Option<Live> {
         let live = self.live.remove(id)?;
         self.by_local.remove(&(live.call.conn, live.call.local_id));
-        if let Some(timer) = &live.timer {
+        for timer in [&live.timer, &live.approval_timer].into_iter().flatten() {
             timer.abort();
         }
         self.order.remove(&live.n);
@@ -407,17 +517,18 @@ impl Requests {
         self.order
             .values()
             .filter_map(|id| self.live.get(id))
+            .filter(|l| !matches!(l.stage, Stage::Awaiting(_)))
             .map(|l| PendingRequest {
                 request: Request {
                     owner: owners.owner(&l.call.agent, &l.call.group).cloned(),
                     ..l.call.request.clone()
                 },
                 state: match l.stage {
-                    Stage::Parked => RequestState::Parked,
+                    Stage::Awaiting(_) | Stage::Parked => RequestState::Parked,
                     Stage::Claimed { .. } => RequestState::Claimed,
                 },
                 claimed_by: match &l.stage {
-                    Stage::Parked => None,
+                    Stage::Awaiting(_) | Stage::Parked => None,
                     Stage::Claimed { by } => Some(by.clone()),
                 },
             })
@@ -440,6 +551,33 @@ fn stored(call: &Call, deadline_ms: Option<i64>, claimed_by: Option<ClientId>) -
         local_id: call.local_id,
         deadline_ms,
         claimed_by,
+        approval: None,
+    }
+}
+
+/// An app's result for a call whose arguments an approver changed: a first text block says so,
+/// with the arguments that ran, so the agent never takes the result for its own call's.
+fn with_edit_note(outcome: RawOutcome, call: &Call) -> RawOutcome {
+    let Outcome::Content {
+        mut content,
+        structured_content,
+    } = outcome
+    else {
+        return outcome;
+    };
+    let note = serde_json::json!({
+        "type": "text",
+        "text": format!(
+            "The approver changed the arguments of this call; it ran with {}",
+            call.arguments.get()
+        ),
+    });
+    if let Ok(block) = serde_json::value::to_raw_value(&note) {
+        content.insert(0, block);
+    }
+    Outcome::Content {
+        content,
+        structured_content,
     }
 }
 
@@ -483,7 +621,7 @@ mod tests {
 
     fn parked(reqs: &mut Requests, id: &str, agent: &str) -> oneshot::Receiver<RawOutcome> {
         let (tx, rx) = oneshot::channel();
-        reqs.park(call(id, agent, reqs.len() as u64), tx);
+        reqs.park(call(id, agent, reqs.len() as u64), tx, None);
         rx
     }
 
@@ -729,5 +867,46 @@ mod tests {
         tokio::time::advance(std::time::Duration::from_secs(10)).await;
         assert!(timer.await.unwrap_err().is_cancelled());
         assert!(!fired.load(std::sync::atomic::Ordering::SeqCst));
+    }
+
+    #[test]
+    fn an_awaiting_call_is_hidden_from_apps_until_approved_and_says_it_was_edited() {
+        let mut reqs = Requests::new(8);
+        let mut owners = Owners::default();
+        let (tx, mut rx) = oneshot::channel();
+        let awaiting = Awaiting {
+            digest: "sha256:d".into(),
+            editable: true,
+            required_by: leo_protocol::approvals::RequiredBy::Tool,
+            requested_at: "now".into(),
+            expires_ms: 0,
+        };
+        reqs.park(call("r1", "a", 1), tx, Some(awaiting));
+        assert!(reqs.pending(&owners).is_empty());
+        assert_eq!(reqs.awaiting().count(), 1);
+        assert_eq!(
+            code(reqs.claim("r1", "c1", true, &mut owners)),
+            ErrorCode::UnknownRequest
+        );
+        let edited = serde_json::value::RawValue::from_string(r#"{"n":2}"#.into()).unwrap();
+        assert!(reqs.approve("r1", "operator", Some(edited)).is_some());
+        assert!(
+            reqs.approve("r1", "operator", None).is_none(),
+            "decided once"
+        );
+        assert_eq!(reqs.pending(&owners).len(), 1);
+        reqs.claim("r1", "c1", true, &mut owners).unwrap();
+        reqs.settle("r1", "c1", text("done")).unwrap();
+        let Outcome::Content { content, .. } = parsed(rx.try_recv().unwrap()) else {
+            panic!("not content");
+        };
+        assert!(content[0]["text"].as_str().unwrap().contains(r#"{"n":2}"#));
+        assert_eq!(content[1]["text"], "done");
+        let journal = reqs.take_journal();
+        assert!(
+            journal.iter().any(
+                |op| matches!(op, Op::Approval { arguments: Some(a), .. } if a == r#"{"n":2}"#)
+            )
+        );
     }
 }

@@ -5,6 +5,7 @@
 
 mod support;
 
+mod approvals;
 mod architecture;
 mod attacks;
 mod bad_input;

@@ -56,6 +56,9 @@ impl Command {
                 | Command::Requests(_)
                 | Command::Audit(_)
                 | Command::Cancel(_)
+                | Command::Approvals(_)
+                | Command::Approve(_)
+                | Command::Deny(_)
                 | Command::Tools { .. }
                 | Command::Webhook { .. }
         )
@@ -115,6 +118,16 @@ pub enum Command {
     /// Cancel a pending call (its agent gets `cancelled`), as the console's Cancel button does.
     #[command(after_help = commands::CANCEL_HELP)]
     Cancel(commands::cancel::CancelArgs),
+    /// The calls that wait for a person's approval before any app sees them.
+    #[command(after_help = commands::APPROVALS_HELP)]
+    Approvals(commands::approvals::ApprovalsArgs),
+    /// Approve a call that awaits approval: it goes on to its app (with --edit, with other
+    /// arguments).
+    #[command(after_help = commands::APPROVALS_HELP)]
+    Approve(commands::approvals::ApproveArgs),
+    /// Deny a call that awaits approval: its agent gets `denied: <reason>`.
+    #[command(after_help = commands::APPROVALS_HELP)]
+    Deny(commands::approvals::DenyArgs),
     /// Client tools: approve a changed definition.
     Tools {
         #[command(subcommand)]

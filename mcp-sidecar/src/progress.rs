@@ -8,7 +8,8 @@
 //! An app may report its own progress (`POST …/requests/{id}/progress`): each report goes to
 //! the client as it came, and pushes the next keep-alive a whole interval out, so an app that
 //! keeps reporting replaces the keep-alive. If it goes quiet, the keep-alive repeats its last
-//! numbers (never going back below them).
+//! numbers (never going back below them) and its last message (the broker's "waiting for
+//! approval" while a person has yet to approve the call).
 
 use std::future::pending;
 use std::time::Duration;
@@ -24,6 +25,8 @@ pub struct Ticker {
     sent: u64,
     /// The app's last reported progress and total, once it has reported.
     last: Option<(f64, Option<f64>)>,
+    /// The last message reported, repeated by the keep-alive.
+    message: Option<String>,
 }
 
 impl Ticker {
@@ -35,6 +38,7 @@ impl Ticker {
             interval,
             sent: 0,
             last: None,
+            message: None,
         }
     }
 
@@ -49,6 +53,9 @@ impl Ticker {
         let token = self.token.clone()?;
         self.interval.reset();
         self.last = Some((progress, total));
+        if message.is_some() {
+            self.message.clone_from(&message);
+        }
         let mut p = ProgressNotificationParam::new(token, progress);
         p.total = total;
         p.message = message;
@@ -70,7 +77,11 @@ impl Ticker {
             }
             None => ProgressNotificationParam::new(token, self.sent as f64),
         };
-        p.message = Some("waiting for the app to answer".into());
+        p.message = Some(
+            self.message
+                .clone()
+                .unwrap_or_else(|| "waiting for the app to answer".into()),
+        );
         p
     }
 }

@@ -77,6 +77,12 @@ pub enum ErrorCode {
     /// The broker's database (PostgreSQL) cannot be reached now, so it accepts no work it
     /// could not keep; it resumes by itself when the database is back.
     StoreUnavailable,
+    /// A call that needed a person's approval got none within `approvals.expire_s`.
+    ApprovalTimeout,
+    /// An approval's digest is not the digest of the call it names.
+    DigestMismatch,
+    /// The call was approved or denied already (or is not awaiting approval).
+    AlreadyDecided,
 }
 
 impl ErrorCode {
@@ -113,6 +119,9 @@ impl ErrorCode {
             ErrorCode::Internal => "internal",
             ErrorCode::InputUnsupported => "input_unsupported",
             ErrorCode::StoreUnavailable => "store_unavailable",
+            ErrorCode::ApprovalTimeout => "approval_timeout",
+            ErrorCode::DigestMismatch => "digest_mismatch",
+            ErrorCode::AlreadyDecided => "already_decided",
         }
     }
 
@@ -135,7 +144,9 @@ impl ErrorCode {
             | ErrorCode::AlreadySettled
             | ErrorCode::NotClaimant
             | ErrorCode::NotProvider
-            | ErrorCode::InputUnsupported => 409,
+            | ErrorCode::InputUnsupported
+            | ErrorCode::DigestMismatch
+            | ErrorCode::AlreadyDecided => 409,
             ErrorCode::BodyTooLarge | ErrorCode::ResultTooLarge | ErrorCode::TextTooLarge => 413,
             ErrorCode::InvalidTool
             | ErrorCode::TooManyTools
@@ -143,6 +154,7 @@ impl ErrorCode {
             | ErrorCode::InvalidArguments => 422,
             ErrorCode::NoClient
             | ErrorCode::Timeout
+            | ErrorCode::ApprovalTimeout
             | ErrorCode::Cancelled
             | ErrorCode::StoreUnavailable => 503,
             ErrorCode::Internal => 500,

@@ -19,6 +19,8 @@ pub mod kind {
     /// Its body, on provider streams, is a `crate::requests::Request`.
     pub const REQUEST: &str = "client_tool.request";
     pub const CANCELLED: &str = "client_tool.cancelled";
+    /// A call awaits a person's approval; sent to approvers' plain streams only.
+    pub const APPROVAL_REQUESTED: &str = "client_tool.approval_requested";
     pub const CHANGED: &str = "client_tools.changed";
     /// The web console's stream (`/console/events`): a whole status snapshot.
     pub const STATUS: &str = "status";
@@ -125,6 +127,10 @@ pub enum CancelReason {
     Shutdown,
     /// The operator cancelled the call (web console or `POST …/requests/{id}/cancel`).
     CancelledByOperator,
+    /// An approver denied the call before it reached any app (`approvals`).
+    Denied,
+    /// Nobody approved the call within `approvals.expire_s`.
+    ApprovalTimeout,
 }
 
 impl CancelReason {
@@ -137,6 +143,8 @@ impl CancelReason {
             CancelReason::ClientGone => "client_gone",
             CancelReason::Shutdown => "shutdown",
             CancelReason::CancelledByOperator => "cancelled_by_operator",
+            CancelReason::Denied => "denied",
+            CancelReason::ApprovalTimeout => "approval_timeout",
         }
     }
 }

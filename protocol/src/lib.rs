@@ -17,6 +17,7 @@
 //! (`otel`), and the TLS client rule and PEM reading (`tls`). The broker, the sidecar, the SDK and the probe all use these, so a rule lives in
 //! exactly one place.
 
+pub mod approvals;
 pub mod backoff;
 pub mod chain;
 pub mod choices;

@@ -72,13 +72,14 @@ impl CallOutcome {
     /// How the broker's ending for `reason` counts.
     pub fn of_reason(reason: CancelReason) -> CallOutcome {
         match reason {
-            CancelReason::Timeout => CallOutcome::Timeout,
+            CancelReason::Timeout | CancelReason::ApprovalTimeout => CallOutcome::Timeout,
             CancelReason::ClientGone => CallOutcome::NoClient,
             CancelReason::CancelledByAgent
             | CancelReason::AgentGone
             | CancelReason::ToolWithdrawn
             | CancelReason::Shutdown
-            | CancelReason::CancelledByOperator => CallOutcome::Cancelled,
+            | CancelReason::CancelledByOperator
+            | CancelReason::Denied => CallOutcome::Cancelled,
         }
     }
 
@@ -106,9 +107,15 @@ impl CallOutcome {
 }
 
 impl CancelReason {
-    /// The error code a call the broker ended for this reason is answered with: the code of
-    /// its outcome (`timeout`, `no_client`, else `cancelled`).
+    /// The error code a call the broker ended for this reason is answered with: `denied` and
+    /// `approval_timeout` for an approval's ending, else the code of its outcome (`timeout`,
+    /// `no_client`, else `cancelled`).
     pub fn code(self) -> ErrorCode {
+        match self {
+            CancelReason::Denied => return ErrorCode::Denied,
+            CancelReason::ApprovalTimeout => return ErrorCode::ApprovalTimeout,
+            _ => {}
+        }
         match CallOutcome::of_reason(self) {
             CallOutcome::Timeout => ErrorCode::Timeout,
             CallOutcome::NoClient => ErrorCode::NoClient,

@@ -21,6 +21,9 @@ pub struct ClaimBody {
 pub enum RequestState {
     Parked,
     Claimed,
+    /// Held for a person's approval (docs/approvals.md): shown to the operator only, never in
+    /// an app's `?pending=1`.
+    AwaitingApproval,
 }
 
 /// One call of a client tool: the body of `client_tool.request`, the heart of every

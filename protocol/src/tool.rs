@@ -107,6 +107,18 @@ pub struct ToolDef {
     /// for a handoff (`timeout_s: 0`) and `sync` otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub execution: Option<Execution>,
+    /// `required`: every call waits for a person's approval before any app sees it
+    /// (docs/approvals.md). Absent: only the operator's `approvals:` rules may require it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<ApprovalMode>,
+}
+
+/// `approval` of a tool definition.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// A person approves each call first.
+    Required,
 }
 
 /// MCP tool annotations, as the app registers them (`docs/protocol.md`, "Tool annotations").

@@ -95,6 +95,9 @@ pub struct StoredCall {
     /// When it times out, in milliseconds since 1970; time spent down counts.
     pub deadline_ms: Option<i64>,
     pub claimed_by: Option<ClientId>,
+    /// Where the call stands with its approval, as the broker wrote it (its JSON; the store
+    /// does not read it): `None` for a call that needs none.
+    pub approval: Option<String>,
 }
 
 /// A request that ended, as stored; `outcome` until the sidecar has been sent it.
@@ -141,6 +144,13 @@ pub enum Op {
     /// A claim given back: the call is parked again.
     Unclaim {
         id: String,
+    },
+    /// The approval of live call `id` changed (`approval`, its JSON as for `StoredCall`);
+    /// `arguments`, when given, are the approver's edit, which replace the call's.
+    Approval {
+        id: String,
+        approval: String,
+        arguments: Option<String>,
     },
     End {
         id: RequestId,
@@ -222,6 +232,7 @@ impl Op {
             Op::Park(_) => "record a parked call",
             Op::Claim { .. } => "record a claim",
             Op::Unclaim { .. } => "record a claim given back",
+            Op::Approval { .. } => "record an approval",
             Op::End { .. } => "record an ending",
             Op::Delivered { .. } => "record a delivered outcome",
             Op::Mail { .. } => "record a message",
@@ -302,7 +313,7 @@ impl<'a> Coalesced<'a> {
     pub(crate) fn skips(&self, op: &Op) -> bool {
         match op {
             Op::Park(c) => self.parked_and_ended.contains(c.request.id.as_str()),
-            Op::Claim { id, .. } | Op::Unclaim { id } => {
+            Op::Claim { id, .. } | Op::Unclaim { id } | Op::Approval { id, .. } => {
                 self.parked_and_ended.contains(id.as_str())
             }
             _ => false,

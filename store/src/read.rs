@@ -56,7 +56,7 @@ pub(crate) fn queries(order: &str) -> [String; 6] {
     [
         format!(
             "SELECT id, agent, session, local_id, grp, tool, arguments, timeout_s, deadline_ms,
-             created_at, claimed_by FROM live ORDER BY {order}"
+             created_at, claimed_by, approval FROM live ORDER BY {order}"
         ),
         "SELECT id, how, agent, session, local_id, outcome FROM ended ORDER BY n".into(),
         "SELECT agent, text, sender, at FROM mail ORDER BY n".into(),
@@ -119,6 +119,7 @@ fn live_call<R: Row>(r: &R) -> Result<StoredCall, R::Error> {
         local_id: r.int(3)? as u64,
         deadline_ms: r.opt_int(8)?,
         claimed_by: r.opt_text(10)?.map(Into::into),
+        approval: r.opt_text(11)?,
     })
 }
 

@@ -95,6 +95,8 @@ pub const MIGRATIONS: &[&str] = &[
         used INTEGER NOT NULL DEFAULT 0
     );
     CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);",
+    // 5: a live call's approval (see `StoredCall::approval`).
+    "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];
 
 /// The schema version this broker writes.

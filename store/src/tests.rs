@@ -24,6 +24,7 @@ fn call(id: &str, local_id: u64) -> StoredCall {
         local_id,
         deadline_ms: Some(1_000),
         claimed_by: None,
+        approval: None,
     }
 }
 
@@ -528,4 +529,49 @@ async fn postgres_drops_a_change_it_cannot_hold_and_keeps_writing() {
         ["r1", "r2"]
     );
     store.close().await;
+}
+
+#[tokio::test]
+async fn an_approval_and_its_edited_arguments_read_back_with_the_call() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("leo.db");
+    let (store, _) = open(&path).await;
+    let mut awaiting = call("r1", 1);
+    awaiting.approval = Some(r#"{"state":"awaiting"}"#.into());
+    store.send(vec![
+        Op::Park(awaiting.clone()),
+        Op::Park(call("r2", 2)),
+        Op::Approval {
+            id: "r2".into(),
+            approval: r#"{"state":"approved","edited":true}"#.into(),
+            arguments: Some(r#"{"a":2}"#.into()),
+        },
+        // Parked and ended in one batch: its approval has no row to change.
+        Op::Park(call("r3", 3)),
+        Op::Approval {
+            id: "r3".into(),
+            approval: "{}".into(),
+            arguments: None,
+        },
+        Op::End {
+            id: "r3".into(),
+            how: CallOutcome::Cancelled,
+            agent: "claude".into(),
+            session: "claude-1-ab".into(),
+            local_id: 3,
+            outcome: None,
+        },
+    ]);
+    store.committed().await.unwrap();
+    drop(store);
+
+    let (_store, restored) = open(&path).await;
+    assert_eq!(restored.live.len(), 2);
+    assert_eq!(restored.live[0], awaiting);
+    let r2 = &restored.live[1];
+    assert_eq!(
+        r2.approval.as_deref(),
+        Some(r#"{"state":"approved","edited":true}"#)
+    );
+    assert_eq!(r2.request.arguments.get(), r#"{"a":2}"#);
 }

@@ -139,6 +139,15 @@ fn apply(tx: &Connection, op: &Op, coalesced: &Coalesced<'_>) -> rusqlite::Resul
             "UPDATE live SET claimed_by = NULL WHERE id = ?1",
             params![id],
         ),
+        Op::Approval {
+            id,
+            approval,
+            arguments,
+        } => run(
+            tx,
+            "UPDATE live SET approval = ?2, arguments = COALESCE(?3, arguments) WHERE id = ?1",
+            params![id, approval, arguments],
+        ),
         Op::End { id, .. } => end(tx, op, coalesced.has_live_row(id.as_str())),
         Op::Delivered { id } => run(
             tx,
@@ -248,8 +257,8 @@ fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
     run(
         tx,
         "INSERT OR REPLACE INTO live (id, agent, session, local_id, grp, tool, arguments,
-         timeout_s, deadline_ms, created_at, claimed_by)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         timeout_s, deadline_ms, created_at, claimed_by, approval)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             r.id.as_str(),
             r.agent,
@@ -262,6 +271,7 @@ fn park(tx: &Connection, c: &StoredCall) -> rusqlite::Result<()> {
             c.deadline_ms,
             r.created_at,
             c.claimed_by.as_deref(),
+            c.approval,
         ],
     )
 }

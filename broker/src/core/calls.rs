@@ -61,8 +61,9 @@ impl Broker {
             local_id,
             parked_at: std::time::Instant::now(),
         };
+        let awaiting = self.awaiting_for(&spec, &call);
         let (reply, rx) = oneshot::channel();
-        let id = self.park(&mut core, call, reply, traceparent);
+        let id = self.park(&mut core, call, reply, traceparent, awaiting);
         drop(core);
         self.touched();
         Ok((id, rx))
@@ -123,13 +124,15 @@ impl Broker {
 
     /// Parks a checked call, opens its span (under the sidecar's `traceparent`), arms its
     /// timer and publishes `client_tool.request` (the call's `Request` itself, with its owner
-    /// and its span's context), under the lock.
+    /// and its span's context), under the lock. A call `awaiting` approval is published to
+    /// approvers instead (`approvals`).
     fn park(
         &self,
         core: &mut Core,
         mut call: Call,
         reply: oneshot::Sender<RawOutcome>,
         traceparent: Option<&str>,
+        awaiting: Option<crate::requests::Awaiting>,
     ) -> String {
         call.request.traceparent = crate::telemetry::parked(&call, traceparent);
         call.request.owner = core
@@ -141,7 +144,16 @@ impl Broker {
         let event = json(&call.request);
         debug!(request = %id, agent = %call.agent, tool = %call.tool, "request parked");
         let timeout = call.timeout_s;
-        core.requests.park(call, reply);
+        if let Some(awaiting) = awaiting {
+            let shown = call.clone();
+            core.requests.park(call, reply, Some(awaiting.clone()));
+            if let Some(secs) = timeout {
+                self.arm_timer(core, &id, secs, Duration::from_secs(secs));
+            }
+            self.await_approval(core, &shown, &awaiting);
+            return id.to_string();
+        }
+        core.requests.park(call, reply, None);
         if let Some(secs) = timeout {
             self.arm_timer(core, &id, secs, Duration::from_secs(secs));
         }
@@ -182,7 +194,10 @@ impl Broker {
 /// The arguments as the app will read them (`null` is `{}`), within the size and depth an app
 /// can read, and valid for the tool's schema: parsed once (by the frame), checked as a tree
 /// (the schema check needs one), then kept as the compact text that was measured.
-fn checked_arguments(spec: &ToolSpec, arguments: Value) -> Result<Box<RawValue>, Refusal> {
+pub(super) fn checked_arguments(
+    spec: &ToolSpec,
+    arguments: Value,
+) -> Result<Box<RawValue>, Refusal> {
     let arguments = match arguments {
         Value::Null => Value::Object(Default::default()),
         other => other,

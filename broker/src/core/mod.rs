@@ -39,6 +39,7 @@ use crate::requests::{Call, ConnId, EndedCall, Failure, RequestId, Requests, Sta
 use crate::state_file::EverRegistered;
 use crate::store::Store;
 
+mod approvals;
 mod ask_human;
 mod calls;
 mod mail;
@@ -559,7 +560,7 @@ impl Broker {
                 v.spec.group == call.group
                     && v.spec.offered_to(&call.agent)
                     && match stage {
-                        Stage::Parked => true,
+                        Stage::Awaiting(_) | Stage::Parked => true,
                         Stage::Claimed { by } => registry.serves(by, &call.group),
                     }
             });
@@ -576,6 +577,10 @@ impl Broker {
         self.history.failed(ended);
         for e in ended {
             info!(request = %e.id, agent = %e.call.agent, tool = %e.call.tool, reason = e.reason.as_str(), "request ended");
+            if !e.offered {
+                // Apps never saw it (it awaited approval): nothing of it is theirs to learn.
+                continue;
+            }
             self.bus.publish(
                 kind::CANCELLED,
                 json(&CancelledEvent {
@@ -594,7 +599,7 @@ impl Broker {
 /// served in the call's group; claimed, by such an app, in such a group.
 fn waits_for_left(left: &HashMap<ClientId, Served>, call: &Call, stage: &Stage) -> bool {
     match stage {
-        Stage::Parked => left.values().any(|served| left_serves(served, call)),
+        Stage::Awaiting(_) | Stage::Parked => left.values().any(|served| left_serves(served, call)),
         Stage::Claimed { by } => left.get(by).is_some_and(|s| s.contains_key(&call.group)),
     }
 }

@@ -130,6 +130,10 @@ impl Broker {
                 ErrorCode::NotClaimant,
                 format!("request {id} is claimed by client {by}, not {client_id}"),
             )),
+            Stage::Awaiting(_) => Err(Refusal::new(
+                ErrorCode::UnknownRequest,
+                format!("no request {id}"),
+            )),
             Stage::Parked => Err(Refusal::new(
                 ErrorCode::NotClaimant,
                 format!("request {id} is not claimed; claim it first"),

@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 use tracing::{info, warn};
 
 use super::{Broker, Core, LocalCall, SessionKey, json};
-use crate::requests::{Call, ConnId, EndedCall, Failure, Stage};
+use crate::requests::{Approval, Call, ConnId, EndedCall, Failure, Stage};
 use crate::store::{Restored, StoredCall, now_ms};
 
 /// A restored call's receiver, waiting for its sidecar.
@@ -128,15 +128,25 @@ impl Broker {
             local_id: s.local_id,
             parked_at: Instant::now().checked_sub(age).unwrap_or_else(Instant::now),
         };
-        let stage = match s.claimed_by {
-            Some(by) => Stage::Claimed { by },
-            None => {
+        let approval = s.approval.as_deref().and_then(Approval::parse);
+        let edited = matches!(approval, Some(Approval::Approved { edited: true, .. }));
+        let mut awaiting = None;
+        let stage = match (s.claimed_by, approval) {
+            (Some(by), _) => Stage::Claimed { by },
+            (None, Some(Approval::Awaiting(a))) => {
+                awaiting = Some((call.clone(), a.clone()));
+                Stage::Awaiting(Box::new(a))
+            }
+            (None, _) => {
                 core.unoffered.insert(id.clone());
                 Stage::Parked
             }
         };
         let (reply, rx) = oneshot::channel();
-        core.requests.restore(call, stage, reply);
+        core.requests.restore(call, stage, reply, edited);
+        if let Some((call, a)) = awaiting {
+            self.await_approval(core, &call, &a);
+        }
         let key = LocalCall::new(&agent, &session, s.local_id);
         core.orphans
             .entry(key.session.clone())

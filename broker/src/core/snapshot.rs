@@ -108,11 +108,12 @@ fn requests(core: &Core) -> Vec<RequestStatus> {
             group: call.group.clone(),
             tool: call.tool.clone(),
             state: match stage {
+                Stage::Awaiting(_) => RequestState::AwaitingApproval,
                 Stage::Parked => RequestState::Parked,
                 Stage::Claimed { .. } => RequestState::Claimed,
             },
             claimed_by: match stage {
-                Stage::Parked => None,
+                Stage::Awaiting(_) | Stage::Parked => None,
                 Stage::Claimed { by } => Some(by.clone()),
             },
             created_at: call.created_at.clone(),

@@ -139,7 +139,8 @@ fn target_of(req: &Request<Body>) -> Option<Result<Target, Refusal>> {
 }
 
 /// The API-client check, run before any other: such a token may only post a message to an
-/// agent its `can_message` allows; everything else, routed or not, is 403. The scope is
+/// agent its `can_message` allows (or call the approval routes, which `authorize` lets through
+/// to the core's approver check); everything else, routed or not, is 403. The scope is
 /// matched against the decoded target, the one the message is delivered to.
 fn api_client_gate(state: &AppState, name: &str, req: &Request<Body>) -> Result<Target, Refusal> {
     let target = (req.method() == Method::POST)
@@ -205,7 +206,15 @@ pub async fn authorize(
         },
     };
     let mut target = None;
-    if let Caller::Token(Principal::ApiClient(name)) = &caller {
+    // An API client may call the approval routes too; whether it is an approver is the
+    // core's rule (`approvals.approvers.api_clients`).
+    let approval = matches!(
+        route,
+        Some(Route::Approvals | Route::ApproveCall | Route::DenyCall)
+    );
+    if let Caller::Token(Principal::ApiClient(name)) = &caller
+        && !approval
+    {
         match api_client_gate(&state, name, &req) {
             Ok(t) => target = Some(t),
             Err(e) => return e.into_response(),

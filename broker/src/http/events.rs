@@ -41,6 +41,9 @@ struct Stream {
     queue: mpsc::UnboundedReceiver<Arc<Event>>,
     backlog: Arc<AtomicUsize>,
     provider: bool,
+    /// Whether the stream's principal may decide approvals: only such a plain stream is sent
+    /// `client_tool.approval_requested` (an app never learns of a call before approval).
+    approver: bool,
     shutdown: CancellationToken,
     broker: Arc<Broker>,
     /// The seq of the last event sent on this stream.
@@ -122,11 +125,17 @@ pub async fn stream(
         backlog.clone(),
         broker.clone(),
     ));
+    let approver = !provider
+        && broker
+            .config()
+            .approvals
+            .may_approve(&super::routes::caller(&who));
     let state = Stream {
         hello: Some(hello),
         queue,
         backlog,
         provider,
+        approver,
         shutdown: broker.shutdown_token(),
         broker: broker.clone(),
         sent: last_sent,
@@ -256,6 +265,20 @@ async fn next_event(mut s: Stream) -> Option<(Result<SseEvent, Infallible>, Stre
     if let Some(hello) = s.hello.take() {
         return Some((Ok(SseEvent::default().event(kind::HELLO).data(hello)), s));
     }
+    loop {
+        let event = next_queued(&mut s).await?;
+        s.sent = event.seq;
+        s.backlog.fetch_sub(event.size(), Ordering::SeqCst);
+        if event.kind == kind::APPROVAL_REQUESTED && !s.approver {
+            continue;
+        }
+        let out = sse(&event, s.provider);
+        return Some((Ok(out), s));
+    }
+}
+
+/// The next event queued for the stream; `None` when it ends.
+async fn next_queued(s: &mut Stream) -> Option<Arc<Event>> {
     let event = loop {
         if let Some(owed) = s.owed {
             // Shutting down: send what was published before it (the `shutdown` cancellations
@@ -274,8 +297,5 @@ async fn next_event(mut s: Stream) -> Option<(Result<SseEvent, Infallible>, Stre
             _ = s.shutdown.cancelled() => s.owed = Some(s.broker.bus().seq()),
         }
     };
-    s.sent = event.seq;
-    s.backlog.fetch_sub(event.size(), Ordering::SeqCst);
-    let out = sse(&event, s.provider);
-    Some((Ok(out), s))
+    Some(event)
 }

@@ -4,6 +4,7 @@
 //! **Architecture Invariant:** only this module knows HTTP and SSE. Handlers parse, authorize
 //! and call `Broker`; the state machine never sees a request or a status code.
 
+mod approvals;
 pub(crate) mod auth;
 pub mod console;
 mod events;
@@ -113,6 +114,9 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Mcp => on(method, mcp::serve),
         Route::Health => on(method, health::healthz),
         Route::Ready => on(method, health::readyz),
+        Route::Approvals => on(method, approvals::list),
+        Route::ApproveCall => on(method, approvals::approve),
+        Route::DenyCall => on(method, approvals::deny),
         Route::ResourceMetadata => on(method, oauth::resource_metadata),
         Route::ServerMetadata => on(method, oauth::server_metadata),
         Route::OAuthRegister => on(method, oauth::register),

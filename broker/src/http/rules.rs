@@ -73,6 +73,12 @@ pub enum Route {
     Health,
     /// `GET /readyz`: the instance takes work now (no token).
     Ready,
+    /// `GET /api/v1/approvals`: the calls awaiting a person's approval.
+    Approvals,
+    /// `POST /api/v1/approvals/{id}/approve`.
+    ApproveCall,
+    /// `POST /api/v1/approvals/{id}/deny`.
+    DenyCall,
     /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728).
     ResourceMetadata,
     /// `GET /.well-known/oauth-authorization-server` (RFC 8414).
@@ -218,6 +224,9 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("DELETE", MCP_PATH, Route::Mcp),
     ("GET", HEALTHZ_PATH, Route::Health),
     ("GET", READYZ_PATH, Route::Ready),
+    ("GET", "/api/v1/approvals", Route::Approvals),
+    ("POST", "/api/v1/approvals/{id}/approve", Route::ApproveCall),
+    ("POST", "/api/v1/approvals/{id}/deny", Route::DenyCall),
     (
         "GET",
         oauth::RESOURCE_METADATA_PATH,
@@ -310,6 +319,11 @@ impl Route {
             Route::OfferAnswer | Route::ResourceUpdated => APPS,
             Route::CreateWebhook | Route::ListWebhooks | Route::RemoveWebhook => APPS,
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
+            // Which devices and API clients decide is `approvals.approvers`, checked by the
+            // core for every decision.
+            Route::Approvals | Route::ApproveCall | Route::DenyCall => {
+                &[Kind::Operator, Kind::Device, Kind::ApiClient]
+            }
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::Ipc => &[Kind::Agent, Kind::OwnAgent],
             // The shared agent token, or an agent's own (which is not a principal of the
@@ -434,6 +448,7 @@ impl Route {
             Route::Claim
             | Route::Cancel
             | Route::Approve
+            | Route::DenyCall
             | Route::ConsoleCancel
             | Route::ConsoleApprove
             | Route::AskHuman
@@ -441,7 +456,10 @@ impl Route {
             | Route::OAuthRegister
             | Route::OAuthToken
             | Route::Logout => SMALL_BODY,
+            // An approval's edited arguments.
+            Route::ApproveCall => max_body,
             Route::Events
+            | Route::Approvals
             | Route::ListWebhooks
             | Route::RemoveWebhook
             | Route::ListTools
@@ -735,7 +753,13 @@ mod tests {
                 r.console(),
                 "{r:?}: sessions open console routes only"
             );
-            assert!(!r.allows(Kind::ApiClient) || *r == Route::Message, "{r:?}");
+            // An API client messages its targets, and decides approvals if it is an approver
+            // (`approvals.approvers.api_clients`, the core's check).
+            let approval = matches!(r, Route::Approvals | Route::ApproveCall | Route::DenyCall);
+            assert!(
+                !r.allows(Kind::ApiClient) || *r == Route::Message || approval,
+                "{r:?}"
+            );
             assert!(
                 !public || r.console() && !r.changes_state() || *r == Route::Login || r.probe()
             );

@@ -17,9 +17,18 @@ pub struct CancelArgs {
 }
 
 pub fn run(home: &Home, args: &CancelArgs) -> crate::error::Result {
-    let id = args.id.trim();
-    // The id goes into the path: anything but an id's characters could aim at another route,
-    // and what does not start `r_` is no request id at all (a bad argument, exit 2).
+    let id = request_id(&args.id)?;
+    let ack: RequestAck =
+        Api::new(home).post(&format!("/api/v1/client-tools/requests/{id}/cancel"))?;
+    writeln!(std::io::stdout(), "cancelled {}", ack.id)?;
+    Ok(())
+}
+
+/// `text` as a request id. The id goes into a path: anything but an id's characters could aim
+/// at another route, and what does not start `r_` is no request id at all (a bad argument,
+/// exit 2).
+pub fn request_id(text: &str) -> Result<&str, CliError> {
+    let id = text.trim();
     let rest = id.strip_prefix("r_").unwrap_or_default();
     if rest.is_empty()
         || !rest
@@ -27,12 +36,8 @@ pub fn run(home: &Home, args: &CancelArgs) -> crate::error::Result {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
     {
         return Err(CliError::BadArgument(format!(
-            "{:?} is not a request id (they look like r_…; leo requests lists them)",
-            args.id
+            "{text:?} is not a request id (they look like r_…; leo requests lists them)"
         )));
     }
-    let ack: RequestAck =
-        Api::new(home).post(&format!("/api/v1/client-tools/requests/{id}/cancel"))?;
-    writeln!(std::io::stdout(), "cancelled {}", ack.id)?;
-    Ok(())
+    Ok(id)
 }

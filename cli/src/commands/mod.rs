@@ -8,6 +8,7 @@
 //! wrong, 130 Ctrl-C.
 
 pub mod api;
+pub mod approvals;
 pub mod audit;
 pub mod call;
 pub mod cancel;
@@ -39,6 +40,15 @@ call; apps get client_tool.cancelled with reason cancelled_by_operator.
 
 Exit codes: 0 cancelled; 1 the broker refused (unknown_request, already_settled: the call had \
 already ended); 2 the broker is not running, or ID is not a request id.";
+
+/// `--help` text for `leo approvals`, `leo approve` and `leo deny`.
+pub const APPROVALS_HELP: &str = "A call needs approval when its app registered the tool with \
+approval: \"required\" or a rule of approvals.require in config.yaml holds it (docs/approvals.md). \
+It waits, unseen by any app, until approved, denied, or approvals.expire_s passes (then the \
+agent gets approval_timeout). A decision names the call's digest, so it holds for that exact call.
+
+Exit codes: 0 done; 1 the broker refused (already_decided, digest_mismatch, forbidden); 2 the \
+broker is not running, or ID is not a request id.";
 
 /// `--help` text for `leo tools approve`.
 pub const APPROVE_HELP: &str = "With client_tools.pin_definitions: true, a tool an app re-registers with another definition keeps its previous one until approved; leo status marks it \"awaiting approval\".

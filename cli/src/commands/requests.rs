@@ -165,7 +165,7 @@ pub fn table<'a>(pending: impl IntoIterator<Item = &'a Pending>, style: &Style) 
 /// The state, parked calls (nobody has taken them yet) in yellow.
 pub fn state_cell(p: &Pending, style: &Style) -> String {
     match p.request.state {
-        RequestState::Parked => style.yellow(&state_text(p)),
+        RequestState::Parked | RequestState::AwaitingApproval => style.yellow(&state_text(p)),
         RequestState::Claimed => state_text(p),
     }
 }
@@ -175,6 +175,7 @@ pub fn state_text(p: &Pending) -> String {
     let r = &p.request;
     match (r.state, &r.claimed_by, &p.claimed_by_name) {
         (RequestState::Parked, _, _) => "parked".into(),
+        (RequestState::AwaitingApproval, _, _) => "awaiting approval".into(),
         (RequestState::Claimed, Some(by), Some(name)) => format!("claimed by {name} ({by})"),
         (RequestState::Claimed, Some(by), None) => format!("claimed by {by}"),
         (RequestState::Claimed, None, _) => "claimed".into(),

@@ -203,6 +203,8 @@ pub const MIGRATIONS: &[&str] = &[
         used BOOLEAN NOT NULL DEFAULT false
     );
     CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);",
+    // A live call's approval (see `store::StoredCall::approval`).
+    "ALTER TABLE live ADD COLUMN approval TEXT;",
 ];
 
 /// The schema version this broker writes.

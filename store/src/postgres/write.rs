@@ -118,13 +118,16 @@ fn sql(op: &Op) -> &'static str {
     match op {
         Op::Park(_) => {
             "INSERT INTO live (id, agent, session, local_id, grp, tool, arguments,
-             timeout_s, deadline_ms, created_at, claimed_by)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)
+             timeout_s, deadline_ms, created_at, claimed_by, approval)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)
              ON CONFLICT (id) DO UPDATE SET claimed_by = EXCLUDED.claimed_by,
-             deadline_ms = EXCLUDED.deadline_ms"
+             deadline_ms = EXCLUDED.deadline_ms, approval = EXCLUDED.approval"
         }
         Op::Claim { .. } => "UPDATE live SET claimed_by = $2 WHERE id = $1",
         Op::Unclaim { .. } => "UPDATE live SET claimed_by = NULL WHERE id = $1",
+        Op::Approval { .. } => {
+            "UPDATE live SET approval = $2, arguments = COALESCE($3, arguments) WHERE id = $1"
+        }
         // The call leaves `live` and is remembered in `ended`, its outcome by name: one
         // statement (a data-modifying CTE), so the pipeline keeps one request per change.
         Op::End { .. } => {
@@ -188,6 +191,11 @@ async fn apply(
         Op::Park(call) => park(client, statement, call).await,
         Op::Claim { id, by } => run!(id, by),
         Op::Unclaim { id } | Op::Delivered { id } => run!(id),
+        Op::Approval {
+            id,
+            approval,
+            arguments,
+        } => run!(id, approval, arguments),
         Op::End { .. } => {
             let Some(e) = op.end_row() else {
                 return Ok(());
@@ -241,6 +249,7 @@ async fn park(
                 &c.deadline_ms,
                 &r.created_at,
                 &c.claimed_by.as_deref(),
+                &c.approval,
             ],
         )
         .await

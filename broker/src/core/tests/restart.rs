@@ -33,6 +33,7 @@ pub(super) fn stored(local_id: u64, claimed_by: Option<&str>, left_ms: Option<i6
         local_id,
         deadline_ms: left_ms.map(|ms| now_ms() + ms),
         claimed_by: claimed_by.map(Into::into),
+        approval: None,
     }
 }
 

@@ -1,0 +1,396 @@
+//! A person approves before a call runs: the real `leo-mcp` (and `/mcp`) calls tools that need
+//! approval; the app's stream and `?pending=1` never show such a call before it is approved;
+//! the operator decides over HTTP and with `leo approve` / `leo deny`; a decision is bound to
+//! the call's digest and made once; an awaiting call survives a SIGKILL of the broker.
+
+use std::time::Duration;
+
+use leo_testkit::agent::{Agent, AgentOpts, content_json, error_text, text_of, wait_until};
+use leo_testkit::{Broker, Http, Reply, Sse, bin};
+use serde_json::{Value, json};
+
+use crate::support::App;
+
+const CONFIG: &str = "approvals:
+  expire_s: 3
+  require:
+    - tools: [\"tune*\"]
+      agents: [\"ci-*\"]
+      allow_edits: true
+";
+
+/// `deploy` needs approval by its app; `tune` by the operator's rule, with edits.
+async fn serving(broker: &Broker) -> App {
+    let app = App::connect(&broker.http()).await;
+    let schema = json!({"type": "object", "properties": {"n": {"type": "integer"},
+                                                         "env": {"type": "string"}}});
+    app.register_ok(
+        "ops",
+        json!([
+            {"name": "deploy", "description": "Deploys", "input_schema": schema,
+             "approval": "required"},
+            {"name": "tune", "description": "Tunes", "input_schema": schema},
+        ]),
+    )
+    .await;
+    app
+}
+
+/// The operator's plain stream, where approvals are announced.
+async fn approver(broker: &Broker) -> Sse {
+    let mut sse = Sse::open(&broker.http(), "/api/v1/events", None).await;
+    assert_eq!(sse.next().await.event, "hello");
+    sse
+}
+
+async fn requested(sse: &mut Sse) -> Value {
+    sse.next_of("client_tool.approval_requested").await.data
+}
+
+fn decide(http: &Http, id: &str, what: &str, body: Value) -> impl Future<Output = Reply> {
+    let (http, path) = (http.clone(), format!("/api/v1/approvals/{id}/{what}"));
+    async move { http.post(&path, &body).await }
+}
+
+/// The app saw nothing of call `id` for a while (no request, no cancel, no approval; other
+/// events such as `client_tools.changed` may pass), and lists no call pending.
+async fn app_saw_nothing(app: &mut App, id: &str) {
+    while let Some(event) = app.sse.within(Duration::from_millis(300)).await {
+        assert!(
+            !event.event.starts_with("client_tool.") && !event.data.to_string().contains(id),
+            "the app saw {event:?} of a call awaiting approval"
+        );
+    }
+    let pending = app
+        .http
+        .get("/api/v1/client-tools/requests?pending=1")
+        .await;
+    assert_eq!(pending.data(), &json!([]), "{pending:?}");
+}
+
+async fn agent(broker: &Broker) -> Agent {
+    Agent::start(
+        broker.home(),
+        AgentOpts::native("ci-1").env("LEO_MCP_PROGRESS_MS", "100"),
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_reaches_the_app_once_and_only_after_approval() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let http = broker.http();
+
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    assert_eq!(asked["tool"], "deploy");
+    assert_eq!(asked["agent"], "ci-1");
+    assert_eq!(asked["arguments"], json!({"env": "prod"}));
+    assert_eq!(asked["required_by"], "tool");
+    assert_eq!(asked["editable"], false);
+    app_saw_nothing(&mut app, &id).await;
+    let claimed = app.claim(&id).await;
+    assert_eq!(claimed.code(404), "unknown_request", "{claimed:?}");
+    wait_until("the harness hears why it waits", || {
+        let seen = agent.seen.progress_messages.lock().unwrap();
+        seen.iter().filter(|m| *m == "waiting for approval").count() >= 2
+    })
+    .await;
+    let listed = http.get("/api/v1/approvals").await;
+    assert_eq!(
+        listed.data()["approvals"][0]["id"],
+        id.as_str(),
+        "{listed:?}"
+    );
+    let status = http.get("/api/v1/status").await;
+    assert!(
+        status.body.to_string().contains("awaiting_approval"),
+        "{status:?}"
+    );
+
+    let wrong = decide(&http, &id, "approve", json!({"digest": "sha256:00"})).await;
+    assert_eq!(wrong.code(409), "digest_mismatch", "{wrong:?}");
+    let digest = asked["digest"].clone();
+    let edit = json!({"digest": digest, "arguments": {"env": "dev"}});
+    let edit = decide(&http, &id, "approve", edit).await;
+    assert_eq!(edit.code(403), "forbidden", "{edit:?}");
+
+    let ok = decide(&http, &id, "approve", json!({"digest": digest})).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert_eq!(ok.data()["decision"], "approved");
+    let again = decide(&http, &id, "approve", json!({"digest": digest})).await;
+    assert_eq!(again.code(409), "already_decided", "{again:?}");
+
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    assert_eq!(request.data["arguments"], json!({"env": "prod"}));
+    app.serve(&id, json!([{"type": "text", "text": "deployed"}]))
+        .await;
+    assert_eq!(text_of(&call.await.unwrap()), "deployed");
+
+    let audit = http.get("/api/v1/audit").await;
+    assert!(
+        audit.body.to_string().contains(digest.as_str().unwrap()),
+        "{audit:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edited_arguments_are_checked_again_and_the_agent_is_told() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let http = broker.http();
+
+    let call = agent.spawn_call("tune", json!({"n": 1}));
+    let asked = requested(&mut approvals).await;
+    assert_eq!(
+        (asked["required_by"].clone(), asked["editable"].clone()),
+        (json!("config"), json!(true))
+    );
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let digest = asked["digest"].clone();
+    app_saw_nothing(&mut app, &id).await;
+
+    let bad = json!({"digest": digest, "arguments": {"n": "two"}});
+    let bad = decide(&http, &id, "approve", bad).await;
+    assert_eq!(bad.code(422), "invalid_arguments", "{bad:?}");
+    let good = json!({"digest": digest, "arguments": {"n": 2}});
+    let good = decide(&http, &id, "approve", good).await;
+    assert_eq!(good.data()["edited"], true, "{good:?}");
+
+    let request = app.next_request().await;
+    assert_eq!(request.data["arguments"], json!({"n": 2}));
+    app.serve(&id, json!([{"type": "text", "text": "tuned"}]))
+        .await;
+    let content = content_json(&call.await.unwrap());
+    assert!(
+        content[0]["text"]
+            .as_str()
+            .unwrap()
+            .contains(r#"changed the arguments of this call; it ran with {"n":2}"#),
+        "{content}"
+    );
+    assert_eq!(content[1]["text"], "tuned");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_denied_or_expired_call_ends_without_the_app_ever_seeing_it() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+
+    let denied = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let out = leo(&broker, &["deny", &id, "--reason", "not on a Friday"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        error_text(&denied.await.unwrap()),
+        "denied: not on a Friday"
+    );
+
+    let expired = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let second = requested(&mut approvals).await;
+    assert_eq!(
+        error_text(&expired.await.unwrap()),
+        "approval_timeout: nobody approved the call within 3 s"
+    );
+    app_saw_nothing(&mut app, &id).await;
+    app_saw_nothing(&mut app, second["id"].as_str().unwrap()).await;
+    assert!(
+        broker.http().get("/api/v1/approvals").await.data()["approvals"]
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_approvers_at_once_one_decides_and_the_other_is_refused() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let http = broker.http();
+
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let approve = json!({"digest": asked["digest"]});
+    let deny = json!({"digest": asked["digest"], "reason": "no"});
+    let (a, d) = tokio::join!(
+        decide(&http, &id, "approve", approve),
+        decide(&http, &id, "deny", deny)
+    );
+    let mut statuses = [a.status, d.status];
+    statuses.sort_unstable();
+    assert_eq!(statuses, [200, 409], "{a:?} {d:?}");
+    let loser = if a.status == 409 { &a } else { &d };
+    assert!(!loser.error().is_empty());
+    assert_eq!(loser.body["code"], "already_decided", "{loser:?}");
+    if a.status == 200 {
+        let request = app.next_request().await;
+        app.serve(
+            request.data["id"].as_str().unwrap(),
+            json!([{"type": "text", "text": "ok"}]),
+        )
+        .await;
+        assert_eq!(text_of(&call.await.unwrap()), "ok");
+    } else {
+        assert_eq!(error_text(&call.await.unwrap()), "denied: no");
+        app_saw_nothing(&mut app, &id).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_over_mcp_waits_for_approval_like_one_through_leo_mcp() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let mcp = leo_testkit::mcp::client(broker.addr, &broker.agent_token())
+        .with_header("leo-agent", "ci-2");
+    let session = leo_testkit::mcp::open_session(&mcp, "ci").await;
+    let calling = tokio::spawn({
+        let (mcp, session) = (mcp.clone(), session.clone());
+        async move { leo_testkit::mcp::call_in(&mcp, &session, 7, "tune").await }
+    });
+    let asked = requested(&mut approvals).await;
+    assert_eq!(asked["agent"], "ci-2");
+    let id = asked["id"].as_str().unwrap().to_owned();
+    app_saw_nothing(&mut app, &id).await;
+    let ok = decide(
+        &broker.http(),
+        &id,
+        "approve",
+        json!({"digest": asked["digest"]}),
+    )
+    .await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "tuned"}]))
+        .await;
+    let answer = calling.await.unwrap();
+    assert_eq!(answer["result"]["content"][0]["text"], "tuned", "{answer}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_awaiting_approval_survives_a_sigkill_and_then_runs_once() {
+    let broker = Broker::start_with(CONFIG).await;
+    let app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    drop((app, approvals));
+    // The park is committed a moment after it is announced (a call lost before that ends
+    // `no_client` for its harness, as any call would).
+    tokio::time::sleep(Duration::from_millis(500)).await;
+
+    let home = broker.kill_keep_home().await;
+    let broker = Broker::start_in(home).await;
+    let mut app = serving(&broker).await;
+    let listed = broker.http().get("/api/v1/approvals").await;
+    assert_eq!(
+        listed.data()["approvals"][0]["id"],
+        id.as_str(),
+        "{listed:?}"
+    );
+    assert_eq!(listed.data()["approvals"][0]["digest"], asked["digest"]);
+    app_saw_nothing(&mut app, &id).await;
+    let out = leo(&broker, &["approvals"]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&id),
+        "{out:?}"
+    );
+
+    let out = leo(&broker, &["approve", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "deployed once"}]))
+        .await;
+    assert_eq!(text_of(&call.await.unwrap()), "deployed once");
+    assert!(app.sse.within(Duration::from_millis(300)).await.is_none());
+}
+
+/// Runs `leo ARGS` on the broker's home.
+fn leo(broker: &Broker, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(bin("leo"))
+        .args(args)
+        .env("LEO_HOME", broker.home())
+        .output()
+        .expect("run leo")
+}
+
+/// The approval fixtures of `testdata/wire/`, sent or compared against the real broker.
+#[tokio::test]
+async fn the_approval_fixtures_match_the_broker() {
+    use leo_testkit::wire;
+    let broker = Broker::start_with("approvals:\n  allow_edits: true\n").await;
+    let http = broker.http();
+    let app = App::connect(&http).await;
+    let body = wire::load(
+        "http/register_approval.request.json",
+        &[("<client_id>", &app.id)],
+    );
+    assert_eq!(http.post("/api/v1/client-tools", &body).await.status, 200);
+    let mut approvals = approver(&broker).await;
+    let mut ipc = crate::support::agent(&broker, "ci-1").await;
+    let strip = |mut v: Value| {
+        // Timestamps and the expiry are normalized; the session is the test's own.
+        v["data"].as_object_mut().map(|o| o.remove("expires_at"));
+        v
+    };
+
+    ipc.call(1, "deploy", json!({"env": "prod"})).await;
+    let asked = approvals.next_of("client_tool.approval_requested").await;
+    let event = json!({"event": asked.event, "data": asked.data});
+    wire::check("events/client_tool.approval_requested.json", &strip(event));
+    let id = asked.data["id"].as_str().unwrap().to_owned();
+    let digest = asked.data["digest"].as_str().unwrap().to_owned();
+    let listed = http.get("/api/v1/approvals").await;
+    let mut listed = listed.body;
+    listed["data"]["approvals"][0]
+        .as_object_mut()
+        .unwrap()
+        .remove("expires_at");
+    wire::check("http/approvals.response.json", &listed);
+    let wrong = wire::load(
+        "http/approve_call.request.json",
+        &[("<digest>", "sha256:0")],
+    );
+    let wrong = http
+        .post(&format!("/api/v1/approvals/{id}/approve"), &wrong)
+        .await;
+    wire::check("http/error_digest_mismatch.response.json", &wrong.body);
+    let body = wire::load("http/approve_call.request.json", &[("<digest>", &digest)]);
+    let ok = http
+        .post(&format!("/api/v1/approvals/{id}/approve"), &body)
+        .await;
+    wire::check("http/approve_call.response.json", &ok.body);
+    let again = http
+        .post(&format!("/api/v1/approvals/{id}/approve"), &body)
+        .await;
+    wire::check("http/error_already_decided.response.json", &again.body);
+
+    ipc.call(2, "deploy", json!({"env": "prod"})).await;
+    let asked = approvals.next_of("client_tool.approval_requested").await;
+    let id = asked.data["id"].as_str().unwrap().to_owned();
+    let digest = asked.data["digest"].as_str().unwrap().to_owned();
+    let body = wire::load("http/deny_call.request.json", &[("<digest>", &digest)]);
+    let denied = http
+        .post(&format!("/api/v1/approvals/{id}/deny"), &body)
+        .await;
+    wire::check("http/deny_call.response.json", &denied.body);
+    let outcome = crate::support::result_of(&mut ipc, 2).await;
+    assert_eq!(outcome["error"]["message"], "not on a Friday", "{outcome}");
+}
