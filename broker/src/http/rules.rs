@@ -760,8 +760,15 @@ mod tests {
                 !r.allows(Kind::ApiClient) || *r == Route::Message || approval,
                 "{r:?}"
             );
+            // Public: console reads, the login, the probes, and the OAuth endpoints, which
+            // check the client, its code and its verifier themselves.
             assert!(
-                !public || r.console() && !r.changes_state() || *r == Route::Login || r.probe()
+                !public
+                    || r.console() && !r.changes_state()
+                    || *r == Route::Login
+                    || r.probe()
+                    || r.oauth_public(),
+                "{r:?}"
             );
             assert!(!r.probe() || r.body_limit(1 << 20) == 0 && r.on_metrics_listener());
         }
