@@ -666,6 +666,10 @@ fn is_loopback(host: &str) -> bool {
 /// A redirect URI a client may register: `https`, or `http` on a loopback address (RFC 8252
 /// §7.3), without a fragment.
 pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
+    // Stored as text, so the one rule of what text may be stored holds here, at the edge.
+    if leo_protocol::names::storable(uri).is_err() {
+        return Err(format!("{uri:?} holds a NUL character"));
+    }
     let Some((scheme, host, _, tail)) = split_uri(uri) else {
         return Err(format!("{uri:?} is not an absolute URI"));
     };
@@ -738,6 +742,7 @@ mod tests {
         assert!(check_redirect_uri("http://evil.example/cb").is_err());
         assert!(check_redirect_uri("https://user@app.example/cb").is_err());
         assert!(check_redirect_uri("https://app.example/cb#x").is_err());
+        assert!(check_redirect_uri("https://app.example/c\u{0}b").is_err());
         assert!(check_redirect_uri("http://[::1]:80/cb").is_ok());
     }
 
