@@ -28,6 +28,7 @@ mod logs;
 mod mcp;
 mod mcp_fixtures;
 mod oauth;
+mod oauth_clients;
 mod offers;
 mod ownership;
 mod postgres;
