@@ -223,6 +223,17 @@ pub struct AuthConfig {
     /// The broker's URL as clients reach it (`https://leo.example`): the issuer, and the base
     /// of `/mcp`'s resource URL. Unset, both are made of each request's Host.
     pub public_url: Option<String>,
+    /// Paired devices (by name, globs, as `approvals.approvers.devices`) that may log in to
+    /// the console with their device token to approve or deny an OAuth consent, and do
+    /// nothing else there. The operator always may.
+    pub consent_devices: Vec<String>,
+}
+
+impl AuthConfig {
+    /// Whether the paired device `name` may decide OAuth consents.
+    pub fn device_may_consent(&self, name: &str) -> bool {
+        self.oauth && leo_protocol::glob::any_matches(&self.consent_devices, name)
+    }
 }
 
 impl Default for AuthConfig {
@@ -233,6 +244,7 @@ impl Default for AuthConfig {
             access_ttl_s: 3600,
             refresh_ttl_s: 30 * 24 * 3600,
             public_url: None,
+            consent_devices: Vec::new(),
         }
     }
 }

@@ -92,6 +92,9 @@ struct Book {
     tokens: HashMap<String, Token>,
     pending: HashMap<String, Pending>,
     codes: HashMap<String, Code>,
+    /// When each grant's tokens were last used, in memory only (a write per request would
+    /// be a write per call): the console's "last used".
+    used: HashMap<String, i64>,
 }
 
 /// The authorization server's state and rules.
@@ -507,6 +510,7 @@ impl OAuth {
         {
             let mut book = self.book();
             book.tokens.retain(|_, t| t.expires_ms > now);
+            book.used.insert(grant.id.clone(), now);
             book.tokens.insert(a.hash.clone(), a.clone());
             book.tokens.insert(r.hash.clone(), r.clone());
         }
@@ -523,7 +527,7 @@ impl OAuth {
     /// What `token` opens at `resource`: `Err` with the RFC 6750 reason when nothing.
     pub fn verify(&self, token: &str, resource: &str) -> Result<Access, AuthError> {
         let invalid = |why: &str| err("invalid_token", why);
-        let book = self.book();
+        let mut book = self.book();
         // Looked up by its hash: a timing difference tells nothing of a token's bytes.
         let t = book
             .tokens
@@ -542,11 +546,14 @@ impl OAuth {
         }
         let agent = AgentName::parse(&grant.agent)
             .map_err(|_| invalid("the grant's agent is not valid"))?;
-        Ok(Access {
+        let access = Access {
             agent,
             grant_id: grant.id.clone(),
             client_id: grant.client_id.clone(),
-        })
+        };
+        book.used
+            .insert(access.grant_id.clone(), leo_store::now_ms());
+        Ok(access)
     }
 
     /// Revokes grant `id` and every token of it, at once.
@@ -555,6 +562,7 @@ impl OAuth {
             let mut book = self.book();
             book.tokens.retain(|_, t| t.grant_id != id);
             book.codes.retain(|_, c| c.grant_id != id);
+            book.used.remove(id);
             book.grants.remove(id).is_some()
         };
         if found {
@@ -581,6 +589,7 @@ impl OAuth {
                 resource: g.resource.clone(),
                 approved_by: g.approved_by.clone(),
                 created_ms: g.created_ms,
+                last_used_ms: book.used.get(&g.id).copied(),
             })
             .collect();
         out.sort_by(|a, b| (a.created_ms, &a.id).cmp(&(b.created_ms, &b.id)));

@@ -8,9 +8,9 @@ use serde_json::json;
 
 use crate::support::{App, Console};
 
-const REDIRECT: &str = "http://127.0.0.1:33418/callback";
+pub(crate) const REDIRECT: &str = "http://127.0.0.1:33418/callback";
 /// A verifier and its S256 challenge (RFC 7636, appendix B).
-const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
+pub(crate) const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
 const CHALLENGE: &str = "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM";
 
 fn anonymous(broker: &Broker) -> Http {
@@ -22,12 +22,12 @@ fn base(broker: &Broker) -> String {
 }
 
 /// The query parameters of `url`.
-fn query(url: &str) -> std::collections::BTreeMap<String, String> {
+pub(crate) fn query(url: &str) -> std::collections::BTreeMap<String, String> {
     let q = url.split_once('?').map_or("", |(_, q)| q);
     form_urlencoded::parse(q.as_bytes()).into_owned().collect()
 }
 
-async fn register(broker: &Broker) -> String {
+pub(crate) async fn register(broker: &Broker) -> String {
     let body = json!({"client_name": "Test Client", "redirect_uris": [REDIRECT],
                       "token_endpoint_auth_method": "none"});
     let r = anonymous(broker).post("/oauth/register", &body).await;
@@ -38,7 +38,7 @@ async fn register(broker: &Broker) -> String {
 }
 
 /// `GET /oauth/authorize` with the usual parameters, `extra` replacing or adding some.
-async fn authorize(broker: &Broker, client: &str, extra: &[(&str, &str)]) -> Reply {
+pub(crate) async fn authorize(broker: &Broker, client: &str, extra: &[(&str, &str)]) -> Reply {
     let mut params: Vec<(&str, &str)> = vec![
         ("response_type", "code"),
         ("client_id", client),
@@ -118,7 +118,7 @@ async fn token(broker: &Broker, form: &[(&str, &str)]) -> Reply {
         .await
 }
 
-async fn exchange(broker: &Broker, client: &str, code: &str, verifier: &str) -> Reply {
+pub(crate) async fn exchange(broker: &Broker, client: &str, code: &str, verifier: &str) -> Reply {
     let form = [
         ("grant_type", "authorization_code"),
         ("client_id", client),
@@ -145,7 +145,7 @@ fn oauth_error(r: &Reply, status: u16, code: &str) {
 }
 
 /// `initialize` on `/mcp` with `token`, as `host` names the broker.
-async fn open_mcp(broker: &Broker, token: &str, host: Option<&str>) -> Reply {
+pub(crate) async fn open_mcp(broker: &Broker, token: &str, host: Option<&str>) -> Reply {
     let mut http = mcp::client(broker.addr, token);
     if let Some(host) = host {
         http = http.with_host(host);

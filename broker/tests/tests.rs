@@ -29,6 +29,7 @@ mod mcp;
 mod mcp_fixtures;
 mod oauth;
 mod oauth_clients;
+mod oauth_console;
 mod offers;
 mod ownership;
 mod postgres;

@@ -22,6 +22,10 @@ pub const TOKEN_PATH: &str = "/oauth/token";
 pub const CONSENT_PATH: &str = "/console/oauth/consent/{id}";
 /// The operator's list of grants; a grant is this path and its id.
 pub const GRANTS_PATH: &str = "/api/v1/oauth/grants";
+/// The console's list of grants.
+pub const CONSOLE_GRANTS_PATH: &str = "/console/oauth/grants";
+/// The console's revocation of one grant.
+pub const CONSOLE_REVOKE_PATH: &str = "/console/oauth/grants/{id}/revoke";
 /// What an access token starts with, so a door can tell it from Leo's other tokens.
 pub const ACCESS_PREFIX: &str = "leo_at_";
 /// What a refresh token starts with.
@@ -132,6 +136,10 @@ pub struct GrantInfo {
     pub resource: String,
     pub approved_by: String,
     pub created_ms: i64,
+    /// When one of its tokens last opened `/mcp` or was refreshed, as the deciding instance
+    /// saw it since it started; absent when not since then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_ms: Option<i64>,
 }
 
 /// `GET /api/v1/oauth/grants`.

@@ -65,6 +65,7 @@ impl Caller {
         match self {
             Caller::Token(who) => kind_of(who),
             Caller::OwnAgent => Kind::OwnAgent,
+            Caller::Session(s) if s.is_device() => Kind::DeviceSession,
             Caller::Session(_) => Kind::Session,
             Caller::Anonymous => Kind::Anonymous,
         }
@@ -254,6 +255,11 @@ fn refuse(kind: Kind, route: Option<Route>, req: &Request<Body>, path: &str) -> 
         (Kind::Anonymous, Some(Route::ConsentPage)) => {
             super::console::pages::to_login_then(req.uri().path())
         }
+        (Kind::DeviceSession, Some(r)) if r.console() => Refusal::new(
+            ErrorCode::Forbidden,
+            "a device's console login decides OAuth consents only",
+        )
+        .into_response(),
         (Kind::Anonymous, Some(r)) if r.console() => Refusal::new(
             ErrorCode::Unauthorized,
             "no console login (log in at /login)",

@@ -125,7 +125,8 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::ConsentPage => on(method, oauth::consent_page),
         Route::ConsentDecide => on(method, oauth::consent_decide),
         Route::OAuthGrants => on(method, oauth::grants),
-        Route::RevokeGrant => on(method, oauth::revoke),
+        Route::RevokeGrant | Route::ConsoleRevokeGrant => on(method, oauth::revoke),
+        Route::ConsoleGrants => on(method, oauth::grants),
     }
 }
 

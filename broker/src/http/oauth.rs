@@ -373,6 +373,7 @@ pub async fn consent_page(
 /// says (the client's redirect URI, with a code or `access_denied`).
 pub async fn consent_decide(
     State(state): State<Arc<AppState>>,
+    Extension(session): Extension<Session>,
     Path(id): Path<String>,
     body: Body,
 ) -> Response {
@@ -401,14 +402,19 @@ pub async fn consent_decide(
                 .into_response();
         }
     };
-    let (pending, code) = match oauth.decide(&id, agent.as_ref(), "operator").await {
+    let (pending, code) = match oauth.decide(&id, agent.as_ref(), &session.who).await {
         Ok(d) => d,
         Err(e) if e.error == "invalid_request" => {
             return Refusal::new(ErrorCode::NotFound, e.description).into_response();
         }
         Err(e) => return Refusal::new(ErrorCode::Internal, e.description).into_response(),
     };
-    let who = ("operator".to_owned(), "session");
+    let kind = if session.is_device() {
+        "device"
+    } else {
+        "session"
+    };
+    let who = (session.who.clone(), kind);
     let st = pending.state.as_deref();
     let redirect = match (&code, &agent) {
         (Some(code), Some(agent)) => {

@@ -97,6 +97,10 @@ pub enum Route {
     OAuthGrants,
     /// `DELETE /api/v1/oauth/grants/{id}`.
     RevokeGrant,
+    /// `GET /console/oauth/grants`: the console's list of grants.
+    ConsoleGrants,
+    /// `POST /console/oauth/grants/{id}/revoke`: the console's revoke button.
+    ConsoleRevokeGrant,
 }
 
 /// Kinds of caller, for the table.
@@ -111,6 +115,9 @@ pub enum Kind {
     ApiClient,
     /// A web-console login (the operator, through the session cookie).
     Session,
+    /// A web-console login by a paired device's token (`auth.consent_devices`): it decides
+    /// OAuth consents, and nothing else.
+    DeviceSession,
     /// No credentials at all.
     Anonymous,
 }
@@ -122,13 +129,14 @@ impl Kind {
         dead_code,
         reason = "used by the fuzz target, which includes this file"
     )]
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 8] = [
         Kind::Operator,
         Kind::Device,
         Kind::Agent,
         Kind::OwnAgent,
         Kind::ApiClient,
         Kind::Session,
+        Kind::DeviceSession,
         Kind::Anonymous,
     ];
 }
@@ -138,6 +146,7 @@ impl Kind {
 const PUBLIC: &[Kind] = &[
     Kind::Anonymous,
     Kind::Session,
+    Kind::DeviceSession,
     Kind::Operator,
     Kind::Device,
     Kind::Agent,
@@ -244,8 +253,15 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", oauth::CONSENT_PATH, Route::ConsentPage),
     ("POST", oauth::CONSENT_PATH, Route::ConsentDecide),
     ("GET", "/console/consent.js", Route::ConsoleAsset),
+    ("GET", "/console/grants.js", Route::ConsoleAsset),
     ("GET", oauth::GRANTS_PATH, Route::OAuthGrants),
     ("DELETE", "/api/v1/oauth/grants/{id}", Route::RevokeGrant),
+    ("GET", oauth::CONSOLE_GRANTS_PATH, Route::ConsoleGrants),
+    (
+        "POST",
+        oauth::CONSOLE_REVOKE_PATH,
+        Route::ConsoleRevokeGrant,
+    ),
 ];
 
 /// MCP over Streamable HTTP: one path, three methods (a message, the notification stream, the
@@ -339,16 +355,19 @@ impl Route {
             | Route::OAuthAuthorize
             | Route::OAuthToken => &[Kind::Anonymous],
             Route::OAuthGrants | Route::RevokeGrant => &[Kind::Operator],
-            Route::Logout
-            | Route::ConsolePage
+            // A paired device's login decides consents, and may log out.
+            Route::Logout | Route::ConsentPage | Route::ConsentDecide => {
+                &[Kind::Session, Kind::DeviceSession]
+            }
+            Route::ConsolePage
             | Route::ConsoleSession
             | Route::ConsoleEvents
             | Route::ConsoleCancel
             | Route::ConsoleAnswer
             | Route::AskHuman
             | Route::ConsoleApprove
-            | Route::ConsentPage
-            | Route::ConsentDecide
+            | Route::ConsoleGrants
+            | Route::ConsoleRevokeGrant
             | Route::ConsoleHistory => &[Kind::Session],
         }
     }
@@ -411,6 +430,8 @@ impl Route {
                 | Route::ConsoleHistory
                 | Route::ConsentPage
                 | Route::ConsentDecide
+                | Route::ConsoleGrants
+                | Route::ConsoleRevokeGrant
         )
     }
 
@@ -426,6 +447,7 @@ impl Route {
                 | Route::AskHuman
                 | Route::ConsoleApprove
                 | Route::ConsentDecide
+                | Route::ConsoleRevokeGrant
         )
     }
 
@@ -453,6 +475,7 @@ impl Route {
             | Route::ConsoleApprove
             | Route::AskHuman
             | Route::ConsentDecide
+            | Route::ConsoleRevokeGrant
             | Route::OAuthRegister
             | Route::OAuthToken
             | Route::Logout => SMALL_BODY,
@@ -481,7 +504,8 @@ impl Route {
             | Route::OAuthAuthorize
             | Route::ConsentPage
             | Route::OAuthGrants
-            | Route::RevokeGrant => 0,
+            | Route::RevokeGrant
+            | Route::ConsoleGrants => 0,
         }
     }
 }
@@ -752,6 +776,20 @@ mod tests {
                 r.allows(Kind::Session),
                 r.console(),
                 "{r:?}: sessions open console routes only"
+            );
+            // A paired device's login opens the login, the assets and the consent pages.
+            assert!(
+                !r.allows(Kind::DeviceSession)
+                    || matches!(
+                        r,
+                        Route::LoginPage
+                            | Route::Login
+                            | Route::Logout
+                            | Route::ConsoleAsset
+                            | Route::ConsentPage
+                            | Route::ConsentDecide
+                    ),
+                "{r:?}: a device's login decides consents only"
             );
             // An API client messages its targets, and decides approvals if it is an approver
             // (`approvals.approvers.api_clients`, the core's check).

@@ -26,6 +26,7 @@ const SCRIPT: &str = include_str!("../../../assets/console/console.js");
 const STYLE: &str = include_str!("../../../assets/console/console.css");
 const ICON: &str = include_str!("../../../assets/console/icon.svg");
 const CONSENT: &str = include_str!("../../../assets/console/consent.js");
+const GRANTS: &str = include_str!("../../../assets/console/grants.js");
 
 /// Added to every console response.
 pub async fn security_headers(mut response: Response) -> Response {
@@ -143,7 +144,9 @@ pub async fn login_page(
     login_form_to(StatusCode::OK, None, next)
 }
 
-/// `POST /login` with the form field `token`: only the operator token logs in.
+/// `POST /login` with the form field `token`: the operator token logs in, and a paired
+/// device's token when `auth.consent_devices` names the device (its login opens the consent
+/// pages only).
 #[tracing::instrument(name = "login", skip_all)]
 pub async fn login(
     State(state): State<Arc<AppState>>,
@@ -158,7 +161,7 @@ pub async fn login(
         Ok(token) => token,
         Err(why) => return login_form(StatusCode::BAD_REQUEST, Some(&why)),
     };
-    if state.tokens.lookup(&token) != Some(Principal::Operator) {
+    let Some(who) = console_login(&state, &token) else {
         tracing::info!("console login refused");
         let who = ("unknown".to_owned(), "session");
         state
@@ -169,23 +172,39 @@ pub async fn login(
             StatusCode::UNAUTHORIZED,
             Some("That is not the operator token."),
         );
-    }
-    let session = match state.sessions.create() {
+    };
+    let session = match state.sessions.create(&who) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
     if let Some(old) = session::cookie(&headers) {
         state.sessions.remove(old);
     }
-    tracing::info!("console login");
-    let who = ("operator".to_owned(), "operator");
+    tracing::info!(who = %who, "console login");
+    let kind = if session.is_device() {
+        "device"
+    } else {
+        "operator"
+    };
     state
         .broker
         .history()
-        .audit(who, "console_login", None, None);
+        .audit((who, kind), "console_login", None, None);
     let cookie = state.sessions.set_cookie(&session);
     let to = next.as_deref().and_then(next_of).unwrap_or("/");
     ([(header::SET_COOKIE, cookie)], Redirect::to(to)).into_response()
+}
+
+/// Who `token` logs in to the console as: the operator, or a paired device that
+/// `auth.consent_devices` allows to decide OAuth consents.
+fn console_login(state: &AppState, token: &str) -> Option<String> {
+    match state.tokens.lookup(token)? {
+        Principal::Operator => Some("operator".to_owned()),
+        Principal::Device(name) if state.broker.config().auth.device_may_consent(&name) => {
+            Some(format!("device:{name}"))
+        }
+        _ => None,
+    }
 }
 
 /// The `token` field of an `application/x-www-form-urlencoded` body, and the page to go back
@@ -237,6 +256,7 @@ pub async fn asset(uri: Uri) -> Response {
         Some("console.css") => ("text/css; charset=utf-8", STYLE),
         Some("icon.svg") => ("image/svg+xml", ICON),
         Some("consent.js") => ("text/javascript; charset=utf-8", CONSENT),
+        Some("grants.js") => ("text/javascript; charset=utf-8", GRANTS),
         _ => return StatusCode::NOT_FOUND.into_response(),
     };
     ([(header::CONTENT_TYPE, kind)], body).into_response()

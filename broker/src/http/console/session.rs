@@ -35,12 +35,20 @@ pub struct Session {
     /// Sent in the page, echoed in `X-Leo-Csrf`.
     pub csrf: String,
     pub expires: Instant,
+    /// Who logged in: `operator`, or `device:NAME` for a paired device that
+    /// `auth.consent_devices` lets decide OAuth consents (and nothing else).
+    pub who: String,
 }
 
 impl Session {
     /// True when `presented` is this session's CSRF token (constant time).
     pub fn csrf_matches(&self, presented: &str) -> bool {
         bool::from(self.csrf.as_bytes().ct_eq(presented.as_bytes()))
+    }
+
+    /// A paired device's login, which opens the consent pages only.
+    pub fn is_device(&self) -> bool {
+        self.who != "operator"
     }
 
     /// Whole seconds left.
@@ -77,8 +85,8 @@ impl Sessions {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// A new login.
-    pub fn create(&self) -> Result<Session, Refusal> {
+    /// A new login of `who` (`operator`, `device:NAME`).
+    pub fn create(&self, who: &str) -> Result<Session, Refusal> {
         let random = || {
             crate::tokens::generate()
                 .map_err(|_| Refusal::new(ErrorCode::Internal, "no randomness for a session"))
@@ -87,6 +95,7 @@ impl Sessions {
             id: random()?,
             csrf: random()?,
             expires: Instant::now() + self.ttl,
+            who: who.to_owned(),
         };
         let mut map = self.map();
         let now = Instant::now();
@@ -186,7 +195,7 @@ mod tests {
     #[test]
     fn the_cookie_is_secure_over_https_only() {
         let plain = Sessions::new(Duration::from_secs(60));
-        let one = plain.create().unwrap();
+        let one = plain.create("operator").unwrap();
         let set = plain.set_cookie(&one);
         assert_eq!(
             set,
@@ -206,25 +215,25 @@ mod tests {
     #[test]
     fn sessions_expire_and_are_bounded() {
         let s = Sessions::new(Duration::from_secs(60));
-        let one = s.create().unwrap();
+        let one = s.create("operator").unwrap();
         assert_eq!(one.id.len(), 64);
         assert!(s.get(&one.id).is_some());
         assert!(one.csrf_matches(&one.csrf) && !one.csrf_matches("x"));
         s.remove(&one.id);
         assert!(s.get(&one.id).is_none());
         for _ in 0..MAX_SESSIONS + 5 {
-            s.create().unwrap();
+            s.create("operator").unwrap();
         }
         assert_eq!(s.map().len(), MAX_SESSIONS);
         let gone = Sessions::new(Duration::ZERO);
-        let old = gone.create().unwrap();
+        let old = gone.create("operator").unwrap();
         assert!(gone.get(&old.id).is_none(), "expired");
     }
 
     #[tokio::test(start_paused = true)]
     async fn a_login_lasts_its_ttl_to_the_millisecond_and_is_then_forgotten() {
         let s = Sessions::new(Duration::from_secs(2));
-        let one = s.create().unwrap();
+        let one = s.create("operator").unwrap();
         assert_eq!(one.expires_in_s(), 2);
         tokio::time::advance(Duration::from_millis(1_999)).await;
         assert_eq!(s.get(&one.id).map(|s| s.expires_in_s()), Some(0));
@@ -232,7 +241,7 @@ mod tests {
         assert!(s.get(&one.id).is_none(), "expired");
         assert!(s.map().is_empty(), "and forgotten");
         // A later login starts its own period.
-        let two = s.create().unwrap();
+        let two = s.create("operator").unwrap();
         tokio::time::advance(Duration::from_millis(1_999)).await;
         assert!(s.get(&two.id).is_some());
     }
