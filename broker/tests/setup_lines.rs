@@ -503,6 +503,52 @@ async fn remote_lines_work(harness: Harness) {
     );
 }
 
+/// The lines without a token that `leo agent add NAME --remote URL` prints for OAuth: it says
+/// the CLI will open a browser, and each CLI's line, run with the real CLI in an offline home,
+/// writes an HTTP server entry with the broker's `/mcp` and no token at all (the login that
+/// follows is `oauth_clients`'s test). Claude Desktop's connector is named with its URL.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_oauth_lines_without_a_token_work_with_each_cli() {
+    let leo_home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(bin("leo"))
+        .args(["agent", "add", "far", "--remote", REMOTE_URL])
+        .env("LEO_HOME", leo_home.path())
+        .output()
+        .expect("leo agent add");
+    assert!(out.status.success(), "{out:?}");
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (_, oauth) = printed
+        .split_once("Or with no token at all, by OAuth")
+        .unwrap_or_else(|| panic!("no OAuth lines in:\n{printed}"));
+    assert!(oauth.contains("the CLI will open a browser"), "{oauth}");
+    assert!(
+        oauth.contains(&format!("Add custom connector, URL {REMOTE_URL}/mcp")),
+        "{oauth}"
+    );
+    let own = std::fs::read_to_string(leo_home.path().join("state/agents/far.token")).unwrap();
+    assert!(!oauth.contains(own.trim()), "{oauth}");
+    for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {
+        let label = harness.banner_label();
+        let line = oauth
+            .lines()
+            .find_map(|l| l.trim().strip_prefix(label))
+            .and_then(|l| l.split("   (").next())
+            .unwrap_or_else(|| panic!("no {harness:?} line in:\n{oauth}"))
+            .trim()
+            .to_owned();
+        let Some(home) = Home::new(None) else {
+            return;
+        };
+        home.run(&[line]).await;
+        let (kind, url, auth) = remote_wanted(harness, REMOTE_URL, "");
+        assert_eq!(
+            remote_entry(harness, &home, "leo").await,
+            (kind, url, String::new()),
+            "{harness:?}: {auth:?} must be absent"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_remote_lines_work_with_each_cli() {
     for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {

@@ -175,15 +175,17 @@ fn remote_lines(name: &str, url: &str, token: &str, ca: Option<&str>) -> String 
 }
 
 /// The setup lines without a token, for a harness that logs in by OAuth: it opens a browser
-/// on the broker's consent page, where the operator approves it and names its agent.
+/// on the broker's consent page, where the operator approves it and names its agent. Each CLI
+/// line is the one its login command follows (the pinned CLIs' logins are tested against a
+/// broker in broker/tests/oauth_clients.rs).
 fn oauth_lines(mcp: &str) -> String {
     format!(
-        "Or with no token at all, by OAuth: the harness opens a browser on this broker's consent \
-         page, where you log in with the operator token, name its agent and approve \
-         (docs/remote-agents.md):\n\
-         \x20 Claude Code: claude mcp add --transport http --scope user {SERVER} {mcp}   (then /mcp in a session)\n\
-         \x20 codex:       codex mcp add {SERVER} --url {mcp}   (then codex mcp login {SERVER})\n\
-         \x20 opencode:    opencode mcp add {SERVER} --url {mcp}\n\
+        "Or with no token at all, by OAuth: the CLI will open a browser on this broker's consent \
+         page, where you log in with the operator token (or a device that auth.consent_devices \
+         names), name its agent and approve (docs/remote-agents.md):\n\
+         \x20 Claude Code: claude mcp add --transport http --scope user {SERVER} {mcp}   (then: claude mcp login {SERVER})\n\
+         \x20 codex:       codex mcp add {SERVER} --url {mcp}   (it logs in at once; again later: codex mcp login {SERVER})\n\
+         \x20 opencode:    opencode mcp add {SERVER} --url {mcp}   (then: opencode mcp auth {SERVER})\n\
          \x20 Claude Desktop: Settings, Connectors, Add custom connector, URL {mcp}\n"
     )
 }
