@@ -212,3 +212,51 @@ async fn a_clusters_console_shows_its_instances_its_calls_per_minute_and_whole_w
     let looked = script.step("looked").await;
     finish(script, &looked).await;
 }
+
+/// An MCP client's OAuth login approved on the consent page in Chromium, its grant listed in
+/// the console's OAuth grants section and revoked with its button: `/mcp` refuses the token
+/// at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_consent_approved_in_the_browser_and_its_grant_revoked_from_the_console() {
+    use crate::oauth::{REDIRECT, VERIFIER, exchange, open_mcp, query, register};
+    if !browser_ready() {
+        return;
+    }
+    let broker = Broker::start().await;
+    let mut script = browse("grants.mjs", &broker);
+    script.step("logged_in").await;
+    let client = register(&broker).await;
+    let q = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs([
+            ("response_type", "code"),
+            ("client_id", client.as_str()),
+            ("redirect_uri", REDIRECT),
+            ("state", "st4te"),
+            (
+                "code_challenge",
+                "E9Melhoa2OwvFrEMTJguCHaoeK1t8URWbuGJSstw-cM",
+            ),
+            ("code_challenge_method", "S256"),
+        ])
+        .finish();
+    let authorize = format!("http://{}/oauth/authorize?{q}", broker.addr);
+    script
+        .send(&json!({"cmd": "consent", "authorize": authorize, "redirect": REDIRECT}))
+        .await;
+    let approved = script.step("approved").await;
+    let back = query(approved["redirect"].as_str().unwrap());
+    assert_eq!(back["state"], "st4te", "{back:?}");
+    let tokens = exchange(&broker, &client, &back["code"], VERIFIER).await;
+    assert_eq!(tokens.status, 200, "{tokens:?}");
+    let access = tokens.body["access_token"].as_str().unwrap().to_owned();
+    assert_eq!(open_mcp(&broker, &access, None).await.status, 200);
+    let grants = broker.http().get("/api/v1/oauth/grants").await;
+    assert_eq!(grants.data()["grants"][0]["agent"], "browser-agent");
+
+    script
+        .send(&json!({"cmd": "revoke", "agent": "browser-agent"}))
+        .await;
+    let revoked = script.step("revoked").await;
+    assert_eq!(open_mcp(&broker, &access, None).await.status, 401);
+    finish(script, &revoked).await;
+}

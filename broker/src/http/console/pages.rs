@@ -80,6 +80,7 @@ pub(crate) fn page(status: StatusCode, body: &str) -> Response {
         format!(
             "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
              <title>Leo</title><link rel=\"stylesheet\" href=\"/console/console.css\">\
+             <link rel=\"icon\" href=\"/console/icon.svg\" type=\"image/svg+xml\">\
              </head><body><main>{body}</main></body></html>"
         ),
     )
