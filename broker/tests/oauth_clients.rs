@@ -10,9 +10,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use leo_testkit::cli_home::CliHome;
+use leo_testkit::cli_home::{CliHome, model_was_given};
 use leo_testkit::{Broker, Http, WAIT, require};
-use serde_json::{Value, json};
+use serde_json::json;
 
 use crate::support::{App, Console};
 
@@ -237,14 +237,9 @@ async fn logs_in_and_calls_a_tool(cli: Cli) {
     )
     .await;
     ends_well(&mut child, &home, "run").await;
-    let saw: Vec<Value> = std::fs::read_to_string(d.join("model.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect();
+    let (given, saw) = model_was_given(&d.join("model.jsonl"), REPLY);
     assert!(
-        saw.iter()
-            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        given,
         "{cli:?}: the model was not given the result: {saw:?}\n{}",
         output(&home, "run")
     );

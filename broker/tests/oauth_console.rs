@@ -126,7 +126,7 @@ async fn the_console_lists_grants_and_a_revocation_holds_at_once() {
         let tokens = exchange(&broker, &client, &code, VERIFIER).await;
         access.push(tokens.body["access_token"].as_str().unwrap().to_owned());
     }
-    let before = leo_store_now_ms();
+    let before = now_ms();
     assert_eq!(open_mcp(&broker, &access[0], None).await.status, 200);
 
     let listed = console.http.get("/console/oauth/grants").await;
@@ -183,7 +183,7 @@ async fn the_console_lists_grants_and_a_revocation_holds_at_once() {
 }
 
 /// Now, as the broker stamps times (milliseconds since the epoch).
-fn leo_store_now_ms() -> i64 {
+fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()

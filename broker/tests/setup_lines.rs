@@ -461,6 +461,19 @@ fn remote_wanted(harness: Harness, url: &str, token: &str) -> (String, String, S
     (kind.to_owned(), format!("{url}/mcp"), auth)
 }
 
+/// What `leo agent add far --remote REMOTE_URL` prints in a new home, and far's token.
+fn agent_add_remote() -> (String, String) {
+    let leo_home = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(bin("leo"))
+        .args(["agent", "add", "far", "--remote", REMOTE_URL])
+        .env("LEO_HOME", leo_home.path())
+        .output()
+        .expect("leo agent add");
+    assert!(out.status.success(), "{out:?}");
+    let own = std::fs::read_to_string(leo_home.path().join("state/agents/far.token")).unwrap();
+    (String::from_utf8_lossy(&out.stdout).into_owned(), own)
+}
+
 /// The README's remote line for `harness`, and the one `leo agent add NAME --remote URL`
 /// prints, each run with the real CLI in an offline home: the CLI takes it and writes an HTTP
 /// server entry with the broker's `/mcp` and the agent's token.
@@ -476,15 +489,7 @@ async fn remote_lines_work(harness: Harness) {
     );
 
     // The line the broker prints for a new agent with its own token.
-    let leo_home = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin("leo"))
-        .args(["agent", "add", "far", "--remote", REMOTE_URL])
-        .env("LEO_HOME", leo_home.path())
-        .output()
-        .expect("leo agent add");
-    assert!(out.status.success(), "{out:?}");
-    let printed = String::from_utf8_lossy(&out.stdout);
-    let own = std::fs::read_to_string(leo_home.path().join("state/agents/far.token")).unwrap();
+    let (printed, own) = agent_add_remote();
     // Its line for this harness: `LABEL: <cli> mcp add …`, and for HTTP (not the leo-mcp one).
     let add = format!("{} mcp add ", harness.key());
     let line = printed
@@ -509,14 +514,7 @@ async fn remote_lines_work(harness: Harness) {
 /// follows is `oauth_clients`'s test). Claude Desktop's connector is named with its URL.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_oauth_lines_without_a_token_work_with_each_cli() {
-    let leo_home = tempfile::tempdir().unwrap();
-    let out = std::process::Command::new(bin("leo"))
-        .args(["agent", "add", "far", "--remote", REMOTE_URL])
-        .env("LEO_HOME", leo_home.path())
-        .output()
-        .expect("leo agent add");
-    assert!(out.status.success(), "{out:?}");
-    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    let (printed, own) = agent_add_remote();
     let (_, oauth) = printed
         .split_once("Or with no token at all, by OAuth")
         .unwrap_or_else(|| panic!("no OAuth lines in:\n{printed}"));
@@ -525,7 +523,6 @@ async fn the_oauth_lines_without_a_token_work_with_each_cli() {
         oauth.contains(&format!("Add custom connector, URL {REMOTE_URL}/mcp")),
         "{oauth}"
     );
-    let own = std::fs::read_to_string(leo_home.path().join("state/agents/far.token")).unwrap();
     assert!(!oauth.contains(own.trim()), "{oauth}");
     for harness in [Harness::Claude, Harness::Codex, Harness::Opencode] {
         let label = harness.banner_label();

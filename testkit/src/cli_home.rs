@@ -80,3 +80,17 @@ pub fn which(name: &str) -> Option<PathBuf> {
         .map(|d| d.join(name))
         .find(|p| p.is_file())
 }
+
+/// The records the scripted model server wrote to `path` (its `HARNESS_PROBE_OUT`), and
+/// whether one of them says the model was given `text`.
+pub fn model_was_given(path: &Path, text: &str) -> (bool, Vec<serde_json::Value>) {
+    let saw: Vec<serde_json::Value> = std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let given = saw
+        .iter()
+        .any(|r| r["event"] == "model_saw" && r.to_string().contains(text));
+    (given, saw)
+}
