@@ -226,9 +226,10 @@ async fn logs_in_and_calls_a_tool(cli: Cli) {
         .env("HARNESS_PROBE_GRACE_MS", "0")
         .spawn()
         .unwrap();
-    let call = tokio::time::timeout(WAIT * 4, app.next_request())
+    let call = app
+        .next_request_within(WAIT * 4)
         .await
-        .unwrap_or_else(|_| panic!("{cli:?} called no tool:\n{}", output(&home, "run")));
+        .unwrap_or_else(|| panic!("{cli:?} called no tool:\n{}", output(&home, "run")));
     assert_eq!(call.data["tool"], TOOL, "{:?}", call.data);
     assert_eq!(call.data["agent"], AGENT, "{:?}", call.data);
     app.serve(

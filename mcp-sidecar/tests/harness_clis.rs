@@ -221,18 +221,9 @@ fn output(home: &CliHome) -> String {
 /// The next call the app is offered. A CLI may take longer than one event wait to start on a
 /// loaded machine.
 async fn next_call(app: &mut App, home: &CliHome, cli: Cli) -> leo_testkit::SseEvent {
-    let next = async {
-        loop {
-            match app.sse.next_or_end().await {
-                Some(e) if e.event == "client_tool.request" => return e,
-                Some(_) => {}
-                None => panic!("the app's event stream ended"),
-            }
-        }
-    };
-    tokio::time::timeout(WAIT * 4, next)
+    app.next_request_within(WAIT * 4)
         .await
-        .unwrap_or_else(|_| panic!("{cli:?} called no tool:\n{}", output(home)))
+        .unwrap_or_else(|| panic!("{cli:?} called no tool:\n{}", output(home)))
 }
 
 /// The CLI ends, successfully.

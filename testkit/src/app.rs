@@ -122,6 +122,21 @@ impl App {
         self.sse.next_of("client_tool.request").await
     }
 
+    /// The next `client_tool.request` within `limit`, which may be longer than one event wait
+    /// (a harness CLI starting on a loaded machine); `None` after it.
+    pub async fn next_request_within(&mut self, limit: std::time::Duration) -> Option<SseEvent> {
+        let next = async {
+            loop {
+                match self.sse.next_or_end().await {
+                    Some(e) if e.event == "client_tool.request" => return e,
+                    Some(_) => {}
+                    None => panic!("the app's event stream ended"),
+                }
+            }
+        };
+        tokio::time::timeout(limit, next).await.ok()
+    }
+
     /// The id of the next `client_tool.request`.
     pub async fn next_request_id(&mut self) -> String {
         let event = self.next_request().await;
