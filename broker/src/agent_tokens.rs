@@ -117,9 +117,12 @@ impl AgentKeys {
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
     /// name, never a path). The refusal names the hello's field (`at $.token`).
     pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
-        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
+        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX)
+            || crate::issuer::looks_like_jwt(presented)
+        {
             // `/mcp` checked this token's resource and agent; a session's hello presents it
-            // again, and it must still be valid and for this agent.
+            // again, and it must still be valid and for this agent (an access token of Leo's
+            // own authorization server, or an outside issuer's JWT).
             return match &self.oauth {
                 Some(oauth) if oauth.opens(presented, agent) => Ok(()),
                 _ => Err(unauthorized(

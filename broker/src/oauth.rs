@@ -33,6 +33,8 @@ use leo_protocol::oauth::{ACCESS_PREFIX, ClientMetadata, REFRESH_PREFIX};
 use leo_store::oauth::{Change, Client, Grant, Saved, Token};
 use sha2::{Digest, Sha256};
 
+pub mod cimd;
+
 /// How long an authorization code may wait for its exchange.
 pub const CODE_TTL: Duration = Duration::from_secs(60);
 /// How long a consent may wait for a person.
@@ -46,6 +48,10 @@ pub const MAX_CLIENTS: usize = 10_000;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub dynamic_registration: bool,
+    /// Clients known by their metadata document (`cimd`).
+    pub metadata_documents: bool,
+    /// Metadata documents may be fetched from loopback and private addresses (tests).
+    pub allow_private_fetch: bool,
     pub access_ttl: Duration,
     pub refresh_ttl: Duration,
 }
@@ -98,6 +104,7 @@ struct Book {
 pub struct OAuth {
     pub settings: Settings,
     persist: Option<Persist>,
+    documents: cimd::Documents,
     book: Mutex<Book>,
 }
 
@@ -125,6 +132,7 @@ impl OAuth {
             }
         }
         OAuth {
+            documents: cimd::Documents::new(settings.allow_private_fetch),
             settings,
             persist,
             book: Mutex::new(book),
@@ -232,15 +240,7 @@ impl OAuth {
                 format!("response type {r:?} is not supported"),
             ));
         }
-        let name = meta
-            .client_name
-            .as_deref()
-            .map(|n| {
-                let n = leo_protocol::sanitize::sanitize(n, leo_protocol::sanitize::Lines::Join);
-                n.chars().take(100).collect::<String>()
-            })
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| "unnamed client".to_owned());
+        let name = client_name(meta.client_name.as_deref());
         let secret = (method != "none").then(|| secret("leo_cs_"));
         let client = Client {
             client_id: crate::tokens::random_id("oc_"),
@@ -269,14 +269,23 @@ impl OAuth {
 
     /// The authorization request's checks that decide whether the client may be sent back
     /// an error at all (RFC 6749 §4.1.2.1): a known client and a redirect URI of its own.
-    pub fn redirect_for(
+    pub async fn redirect_for(
         &self,
         client_id: &str,
         redirect_uri: Option<&str>,
     ) -> Result<(Client, String), AuthError> {
-        let client = self
-            .client(client_id)
-            .ok_or_else(|| err("invalid_client", format!("unknown client_id {client_id:?}")))?;
+        let client = if cimd::is_document_url(client_id) {
+            if !self.settings.metadata_documents {
+                return Err(err(
+                    "invalid_client",
+                    "client ID metadata documents are off (auth.metadata_documents)",
+                ));
+            }
+            self.documents.client(client_id).await?
+        } else {
+            self.client(client_id)
+                .ok_or_else(|| err("invalid_client", format!("unknown client_id {client_id:?}")))?
+        };
         let uri = match redirect_uri {
             Some(uri) => uri.to_owned(),
             None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
@@ -343,6 +352,14 @@ impl OAuth {
             return Ok((pending.request, None));
         };
         let pending = pending.request;
+        let mut changes = vec![];
+        if pending.client.how == cimd::HOW {
+            // Kept, so the token endpoint knows the client and the grants list names it.
+            self.book()
+                .clients
+                .insert(pending.client.client_id.clone(), pending.client.clone());
+            changes.push(Change::Client(pending.client.clone()));
+        }
         let grant = Grant {
             id: crate::tokens::random_id("og_"),
             client_id: pending.client.client_id.clone(),
@@ -352,7 +369,8 @@ impl OAuth {
             created_ms: leo_store::now_ms(),
             revoked: false,
         };
-        self.save(vec![Change::Grant(grant.clone())]).await?;
+        changes.push(Change::Grant(grant.clone()));
+        self.save(changes).await?;
         let code = secret("");
         let mut book = self.book();
         book.codes.retain(|_, c| c.at.elapsed() < CODE_TTL);
@@ -375,6 +393,7 @@ impl OAuth {
     fn authenticate(&self, client_id: &str, secret: Option<&str>) -> Result<Client, AuthError> {
         let client = self
             .client(client_id)
+            .filter(|c| c.how != cimd::HOW || self.settings.metadata_documents)
             .ok_or_else(|| err("invalid_client", "unknown client_id"))?;
         match (&client.secret_hash, secret) {
             (None, _) => Ok(client),
@@ -610,6 +629,18 @@ impl crate::agent_tokens::AccessTokens for OAuth {
             .and_then(|t| book.grants.get(&t.grant_id))
             .is_some_and(|g| g.agent == agent.as_str())
     }
+}
+
+/// The name a client gives itself, as a person is shown it: one line, at most 100
+/// characters.
+fn client_name(given: Option<&str>) -> String {
+    given
+        .map(|n| {
+            let n = leo_protocol::sanitize::sanitize(n, leo_protocol::sanitize::Lines::Join);
+            n.chars().take(100).collect::<String>()
+        })
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| "unnamed client".to_owned())
 }
 
 /// SHA-256 of `text`, as hex: how tokens, codes and secrets are kept.

@@ -8,6 +8,10 @@ use serde_json::json;
 
 use crate::support::{App, Console};
 
+mod cimd;
+mod issuer;
+mod served;
+
 const REDIRECT: &str = "http://127.0.0.1:33418/callback";
 /// A verifier and its S256 challenge (RFC 7636, appendix B).
 const VERIFIER: &str = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk";
@@ -470,30 +474,41 @@ async fn the_python_sdk_logs_in_through_the_console_and_calls_a_tool() {
         return;
     };
     let broker = Broker::start().await;
+    let client_id = sdk_login(&broker, &python, None).await;
+    assert!(client_id.starts_with("oc_"), "{client_id}");
+}
+
+/// The Python SDK's OAuth client logs in to `broker` (by the metadata document at `cimd`, or
+/// else by registering), approved in the console as agent `sdk-agent`, then lists and calls an
+/// app's tool over `/mcp`; the client_id it used.
+async fn sdk_login(broker: &Broker, python: &std::path::Path, cimd: Option<&str>) -> String {
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([leo_testkit::app::tool("echo")]))
         .await;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sdk_client.py");
     let mut cmd = tokio::process::Command::new(python);
     cmd.arg(script)
-        .env("LEO_MCP_URL", format!("{}/mcp", base(&broker)));
+        .env("LEO_MCP_URL", format!("{}/mcp", base(broker)));
+    if let Some(url) = cimd {
+        cmd.env("LEO_CIMD_URL", url);
+    }
     let mut script = Script::spawn(cmd, &broker.home().join("sdk_client.stderr"));
 
     let url = script.step("authorize").await["url"]
         .as_str()
         .unwrap()
         .to_owned();
-    let path = url.strip_prefix(&base(&broker)).unwrap();
-    let authorized = anonymous(&broker).get(path).await;
+    let path = url.strip_prefix(&base(broker)).unwrap();
+    let authorized = anonymous(broker).get(path).await;
     // Not logged in yet: the consent page sends the person to log in, and back.
     let page = authorized.header("location").unwrap().to_owned();
-    let login = anonymous(&broker).get(&page).await;
+    let login = anonymous(broker).get(&page).await;
     assert_eq!(login.status, 303, "{login:?}");
     assert_eq!(
         login.header("location"),
         Some(format!("/login?next={page}").as_str())
     );
-    let console = Console::login(&broker).await;
+    let console = Console::login(broker).await;
     let shown = console.http.get(&page).await;
     assert!(
         shown.body.as_str().unwrap().contains("SDK Client"),
@@ -520,4 +535,5 @@ async fn the_python_sdk_logs_in_through_the_console_and_calls_a_tool() {
     let called = script.step("called").await;
     assert_eq!(called["result"]["content"][0]["text"], "hi back");
     script.step("done").await;
+    connected["client_id"].as_str().unwrap().to_owned()
 }
