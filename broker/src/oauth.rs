@@ -34,6 +34,9 @@ use leo_store::oauth::{Change, Client, Grant, Saved, Token};
 use sha2::{Digest, Sha256};
 
 pub mod cimd;
+pub mod parse;
+
+pub use parse::{AuthError, check_redirect_uri, err, redirect_matches, verifier_is_well_formed};
 
 /// How long an authorization code may wait for its exchange.
 pub const CODE_TTL: Duration = Duration::from_secs(60);
@@ -54,20 +57,6 @@ pub struct Settings {
     pub allow_private_fetch: bool,
     pub access_ttl: Duration,
     pub refresh_ttl: Duration,
-}
-
-/// An error the RFCs name, with its description.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthError {
-    pub error: &'static str,
-    pub description: String,
-}
-
-fn err(error: &'static str, description: impl Into<String>) -> AuthError {
-    AuthError {
-        error,
-        description: description.into(),
-    }
 }
 
 /// Where the book is kept.
@@ -665,71 +654,6 @@ fn secret(prefix: &str) -> String {
     )
 }
 
-/// Whether `verifier` has the RFC 7636 §4.1 form: 43 to 128 unreserved characters.
-pub fn verifier_is_well_formed(verifier: &str) -> bool {
-    (43..=128).contains(&verifier.len())
-        && verifier
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-}
-
-/// The parts of a redirect URI these rules look at: scheme, host, port, and the rest.
-/// Hand-written (a dozen lines) rather than a URL crate: only exact comparison and the
-/// loopback rule are needed, and both compare the text the client registered.
-fn split_uri(uri: &str) -> Option<(&str, &str, Option<&str>, &str)> {
-    let (scheme, rest) = uri.split_once("://")?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    if authority.contains('@') || authority.is_empty() {
-        return None;
-    }
-    let (host, port) = match authority.rfind(':') {
-        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
-        _ => (authority, None),
-    };
-    Some((scheme, host, port, tail))
-}
-
-fn is_loopback(host: &str) -> bool {
-    matches!(host, "127.0.0.1" | "[::1]" | "localhost")
-}
-
-/// A redirect URI a client may register: `https`, or `http` on a loopback address (RFC 8252
-/// §7.3), without a fragment.
-pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
-    // Stored as text, so the one rule of what text may be stored holds here, at the edge.
-    if leo_protocol::names::storable(uri).is_err() {
-        return Err(format!("{uri:?} holds a NUL character"));
-    }
-    let Some((scheme, host, _, tail)) = split_uri(uri) else {
-        return Err(format!("{uri:?} is not an absolute URI"));
-    };
-    if tail.contains('#') {
-        return Err(format!("{uri:?} has a fragment"));
-    }
-    match scheme {
-        "https" => Ok(()),
-        "http" if is_loopback(host) => Ok(()),
-        _ => Err(format!(
-            "{uri:?}: a redirect URI is https, or http on a loopback address"
-        )),
-    }
-}
-
-/// Whether `presented` is the registered redirect URI `registered`: the same text, but that
-/// a loopback `http` one may name any port (RFC 8252 §7.3).
-pub fn redirect_matches(registered: &str, presented: &str) -> bool {
-    if registered == presented {
-        return true;
-    }
-    match (split_uri(registered), split_uri(presented)) {
-        (Some(("http", h1, _, t1)), Some(("http", h2, _, t2))) => {
-            is_loopback(h1) && h1 == h2 && t1 == t2
-        }
-        _ => false,
-    }
-}
-
 /// The agent name a consent page proposes for a client: its name made a valid agent name.
 pub fn proposed_agent(client_name: &str) -> String {
     let name: String = client_name
@@ -775,6 +699,12 @@ mod tests {
         assert!(check_redirect_uri("https://app.example/cb#x").is_err());
         assert!(check_redirect_uri("https://app.example/c\u{0}b").is_err());
         assert!(check_redirect_uri("http://[::1]:80/cb").is_ok());
+        // What would make a bad `Location` header, or a port that is no port, is refused.
+        assert!(!redirect_matches(r, "http://127.0.0.1:\n/callback"));
+        assert!(!redirect_matches(r, "http://127.0.0.1:x/callback"));
+        assert!(check_redirect_uri("https://app.example/c\nb").is_err());
+        assert!(check_redirect_uri("https://app.example/cé").is_err());
+        assert!(check_redirect_uri("http://127.0.0.1:/cb").is_err());
     }
 
     #[test]

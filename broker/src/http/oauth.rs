@@ -26,6 +26,7 @@ use leo_protocol::oauth::{
 use super::AppState;
 use super::console::session::Session;
 use super::reply::{ok, read_body};
+use crate::oauth::parse::params;
 use crate::oauth::{AuthError, OAuth, PendingRequest};
 use crate::refusal::Refusal;
 
@@ -195,21 +196,6 @@ pub async fn register(State(state): State<Arc<AppState>>, body: Body) -> Respons
         axum::Json(body),
     )
         .into_response()
-}
-
-/// The parameters of a query or form, each at most once (RFC 6749 §3.1: a parameter sent
-/// twice is an `invalid_request`).
-pub fn params(text: &[u8]) -> Result<std::collections::BTreeMap<String, String>, AuthError> {
-    let mut out = std::collections::BTreeMap::new();
-    for (name, value) in form_urlencoded::parse(text) {
-        if out.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(bad(
-                "invalid_request",
-                format!("the parameter {name:?} is sent more than once"),
-            ));
-        }
-    }
-    Ok(out)
 }
 
 /// The client's redirect URI with `query` added.
