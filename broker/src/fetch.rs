@@ -106,11 +106,7 @@ fn parse(url: &str, limits: &Limits) -> Result<Target, FetchError> {
     if authority.as_str().contains('@') {
         return Err(refused("it holds a user or password"));
     }
-    let host = authority
-        .host()
-        .trim_start_matches('[')
-        .trim_end_matches(']')
-        .to_ascii_lowercase();
+    let host = bare_host(authority);
     if host.is_empty() {
         return Err(refused("it has no host"));
     }
@@ -130,6 +126,15 @@ fn parse(url: &str, limits: &Limits) -> Result<Target, FetchError> {
             .path_and_query()
             .map_or_else(|| "/".to_owned(), |p| p.as_str().to_owned()),
     })
+}
+
+/// The host an authority names, lowercase, without an IPv6 address's brackets.
+pub fn bare_host(authority: &axum::http::uri::Authority) -> String {
+    authority
+        .host()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_ascii_lowercase()
 }
 
 /// Whether `ip` is an address on the public internet: not loopback, private (RFC 1918,
@@ -162,25 +167,35 @@ pub fn is_public(ip: IpAddr) -> bool {
     }
 }
 
-/// The address to connect to: the first `host` resolves to that the rule admits.
-async fn resolve(t: &Target, limits: &Limits) -> Result<SocketAddr, FetchError> {
-    let admits = |ip: IpAddr| limits.allow_private || is_public(ip);
-    if let Ok(ip) = t.host.parse::<IpAddr>() {
+/// Why a host has no address a rule admits.
+#[derive(Debug)]
+pub enum NoAddress {
+    /// It cannot be resolved.
+    Resolve(std::io::Error),
+    /// Every address it has is refused; one of them.
+    Refused(IpAddr),
+    /// It resolves to nothing.
+    Empty,
+}
+
+/// Resolves `host` (a name, or an IP address without brackets) once and returns the first
+/// address `admits`: the address then connected to, so a name cannot pass the check and
+/// resolve elsewhere at the connection.
+pub async fn first_admitted(
+    host: &str,
+    port: u16,
+    admits: impl Fn(IpAddr) -> bool,
+) -> Result<SocketAddr, NoAddress> {
+    if let Ok(ip) = host.parse::<IpAddr>() {
         return if admits(ip) {
-            Ok(SocketAddr::new(ip, t.port))
+            Ok(SocketAddr::new(ip, port))
         } else {
-            Err(FetchError::Private {
-                host: t.host.clone(),
-                ip,
-            })
+            Err(NoAddress::Refused(ip))
         };
     }
-    let found = tokio::net::lookup_host((t.host.as_str(), t.port))
+    let found = tokio::net::lookup_host((host, port))
         .await
-        .map_err(|source| FetchError::Resolve {
-            host: t.host.clone(),
-            source,
-        })?;
+        .map_err(NoAddress::Resolve)?;
     let mut refused = None;
     for addr in found {
         if admits(addr.ip()) {
@@ -188,15 +203,22 @@ async fn resolve(t: &Target, limits: &Limits) -> Result<SocketAddr, FetchError> 
         }
         refused = Some(addr.ip());
     }
-    Err(match refused {
-        Some(ip) => FetchError::Private {
-            host: t.host.clone(),
-            ip,
-        },
-        None => FetchError::NoAddress {
-            host: t.host.clone(),
-        },
-    })
+    Err(refused.map_or(NoAddress::Empty, NoAddress::Refused))
+}
+
+/// The address to connect to for `t`.
+async fn resolve(t: &Target, limits: &Limits) -> Result<SocketAddr, FetchError> {
+    let host = || t.host.clone();
+    first_admitted(&t.host, t.port, |ip| limits.allow_private || is_public(ip))
+        .await
+        .map_err(|e| match e {
+            NoAddress::Resolve(source) => FetchError::Resolve {
+                host: host(),
+                source,
+            },
+            NoAddress::Refused(ip) => FetchError::Private { host: host(), ip },
+            NoAddress::Empty => FetchError::NoAddress { host: host() },
+        })
 }
 
 async fn get_unbounded(url: &str, limits: &Limits) -> Result<Bytes, FetchError> {
