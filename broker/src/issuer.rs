@@ -277,6 +277,10 @@ fn algorithm_of(jwk: &Jwk) -> Option<Algorithm> {
 }
 
 impl crate::agent_tokens::AccessTokens for Issuer {
+    fn recognizes(&self, token: &str) -> bool {
+        looks_like_jwt(token)
+    }
+
     /// A session's hello presents the token `/mcp` verified: checked again with the keys in
     /// hand (no fetch; `/mcp` fetched them if it had to).
     fn opens(&self, token: &str, agent: &AgentName) -> bool {

@@ -621,6 +621,10 @@ pub struct PendingRequest {
 }
 
 impl crate::agent_tokens::AccessTokens for OAuth {
+    fn recognizes(&self, token: &str) -> bool {
+        token.starts_with(ACCESS_PREFIX)
+    }
+
     fn opens(&self, token: &str, agent: &AgentName) -> bool {
         let book = self.book();
         book.tokens
