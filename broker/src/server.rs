@@ -2,8 +2,9 @@
 //! cluster, until its instance is deposed).
 //!
 //! `serve` takes already-bound listeners, so tests pass port 0 and temporary socket paths. The
-//! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), the state
-//! file is flushed, streams and sessions close, and the servers get a bounded time to drain.
+//! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), or, on a
+//! cluster's leader, are handed over to the next leader in the database; the state file is
+//! flushed, streams and sessions close, and the servers get a bounded time to drain.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -320,6 +321,7 @@ pub(crate) async fn serve(
     if let Some(tls) = p.tls.clone() {
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));
     }
+    let hand_over = leading.is_some();
     let key = leading.map(|l| l.key);
     let servers = spawn_servers(&p.config, p.tls.clone(), &state, listeners, key.clone())?;
     let ended = tokio::select! {
@@ -327,7 +329,7 @@ pub(crate) async fn serve(
         () = broker.store().deposed() => Ended::Deposed,
     };
     match ended {
-        Ended::Stopped => shut_down(&broker, servers, &p.lock).await,
+        Ended::Stopped => shut_down(&broker, servers, &p.lock, hand_over).await,
         Ended::Deposed => step_down(&broker, servers).await,
     }
     Ok(ended)
@@ -443,7 +445,8 @@ pub(crate) fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<
     )))
 }
 
-/// The shutdown path: pending calls end, servers drain (at most `DRAIN`), background tasks
+/// The shutdown path: pending calls end (or, on a cluster's leader, `hand_over`, stay in the
+/// database for the next leader), servers drain (at most `DRAIN`), background tasks
 /// finish (at most `TASKS`), history and the live state are flushed, and the sockets are
 /// removed. Each stream, session and timer ends on the shutdown token, so a stop with apps and
 /// agents connected takes milliseconds; what is still running when a bound runs out is named.
@@ -451,11 +454,17 @@ async fn shut_down(
     broker: &Broker,
     mut servers: tokio::task::JoinSet<()>,
     lock: &crate::home::HomeLock,
+    hand_over: bool,
 ) {
-    info!("shutting down");
     lock.stopping();
     let started = std::time::Instant::now();
-    broker.begin_shutdown();
+    if hand_over {
+        info!("shutting down; the calls in flight stay in the database for the next leader");
+        broker.begin_handover();
+    } else {
+        info!("shutting down");
+        broker.begin_shutdown();
+    }
     let drained = tokio::time::timeout(DRAIN, async {
         while servers.join_next().await.is_some() {}
     })
@@ -483,7 +492,8 @@ async fn shut_down(
         took_ms = started.elapsed().as_millis(),
         "streams, sessions and servers ended"
     );
-    // Every call has ended by now; its row is written before the broker says it stopped.
+    // Every call has ended (or is handed over) by now; its row is written before the broker
+    // says it stopped, and the store writes every change before it gives the lease up.
     broker.history().close();
     broker.store().close().await;
     crate::telemetry::shutdown().await;

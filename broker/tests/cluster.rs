@@ -25,7 +25,7 @@ async fn cluster(db: &Database, n: usize) -> Vec<Broker> {
 
 /// An agent session on `broker`'s `run/sidecar.sock`, re-attaching the calls `resume`; `None`
 /// while the socket closes it (no leader reachable yet).
-async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
+pub(crate) async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
     let path = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
     let stream = tokio::net::UnixStream::connect(&path).await.ok()?;
     drop(stream);
@@ -43,7 +43,7 @@ async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
 }
 
 /// [`hello`], retried until the instance's leader welcomes the session.
-async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
+pub(crate) async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
         if let Some(ipc) = hello(broker, agent, resume).await {
