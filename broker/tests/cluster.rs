@@ -718,6 +718,111 @@ async fn a_deposed_leader_follows_the_new_one_without_a_restart() {
     assert_eq!(rows().await, [("result".to_owned(), id_of(b))]);
 }
 
+/// A leader frozen past its lease (`SIGSTOP`: a host that went silent, a long pause) is taken
+/// over by a follower once the lease lapses, and when it wakes it commits nothing: a result and
+/// a message posted to it while it was frozen (they wait in its sockets) are never
+/// acknowledged, its agent never hears that result, and the shared tables hold nothing of
+/// them; the call is answered by the new leader, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_leader_commits_nothing_when_it_wakes() {
+    let Some(db) = database().await else { return };
+    let mut nodes = leo_testkit::cluster::start(&db.config_with_short_lease(), 2).await;
+    let a = nodes.remove(0);
+    let b = &nodes[0];
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(&a, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    let pg = db.client().await;
+    let epoch = || async {
+        let row = pg.query_one("SELECT epoch, leader FROM cluster", &[]).await;
+        let row = row.unwrap();
+        (row.get::<_, i64>(0), row.get::<_, String>(1))
+    };
+    let (before, _) = epoch().await;
+
+    a.send_signal("STOP");
+    let post = |path: String, body: Value| {
+        let http = a.http();
+        tokio::spawn(async move { http.try_post_raw(&path, body.to_string()).await })
+    };
+    let result = post(
+        format!("/api/v1/client-tools/requests/{id}/result"),
+        json!({"client_id": app.id, "ok": true, "content": text("frozen")}),
+    );
+    let message = post(
+        "/web/agent/rocket/message".into(),
+        json!({"text": "frozen", "from": "ops"}),
+    );
+    logged(b, "this instance leads").await;
+    assert_eq!(epoch().await, (before + 1, id_of(b)), "one take, by B");
+    a.send_signal("CONT");
+
+    // Woken, A decides what waited for it, but its fence refuses every commit.
+    for (what, posted) in [("result", result), ("message", message)] {
+        let posted = posted.await.unwrap();
+        assert!(!matches!(posted, Ok(200)), "{what}: {posted:?}");
+    }
+    let mut frames = Vec::new();
+    let closed = tokio::time::timeout(leo_testkit::WAIT, async {
+        while let Some(frame) = ipc.recv_or_end().await {
+            frames.push(frame);
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the frozen leader's session stayed open");
+    assert!(
+        !frames.iter().any(|f| f["type"] == "result"),
+        "the frozen leader sent a result: {frames:?}"
+    );
+    logged(&a, "gives its core up").await;
+    let claimed: Vec<Option<String>> = pg
+        .query("SELECT claimed_by FROM live WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        claimed,
+        [Some(app.id.clone())],
+        "the call is live, as claimed"
+    );
+    for sql in [
+        "SELECT count(*) FROM ended WHERE id = $1",
+        "SELECT count(*) FROM history WHERE id = $1",
+    ] {
+        let n: i64 = pg.query_one(sql, &[&id]).await.unwrap().get(0);
+        assert_eq!(n, 0, "{sql}");
+    }
+    let frozen: i64 = pg
+        .query_one("SELECT count(*) FROM mail WHERE text LIKE '%frozen'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        frozen, 0,
+        "a message the frozen leader took is in the database"
+    );
+
+    // The call is B's to answer: the agent resumes on A (a follower now), the app on B.
+    let mut ipc = agent_on(&a, "rocket", &[1]).await;
+    let app = App::resume(&http_of(b), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    assert_eq!(app.answer(&id, text("from B")).await.status, 200);
+    assert_eq!(result_of(&mut ipc, 1).await["content"][0]["text"], "from B");
+    no_more_results(&mut ipc).await;
+}
+
+/// Asserts that `ipc` gets no further result frame (a tool set or message frame may come).
+pub(crate) async fn no_more_results(ipc: &mut Ipc) {
+    while let Some(frame) = ipc.within(Duration::from_millis(300)).await {
+        assert_ne!(frame["type"], "result", "a result came twice: {frame}");
+    }
+}
+
 #[tokio::test]
 async fn a_broker_on_postgres_needs_its_tcp_listener() {
     let Some(db) = database().await else { return };

@@ -19,7 +19,7 @@ use leo_testkit::postgres::database;
 use leo_testkit::{Broker, WAIT};
 use serde_json::{Value, json};
 
-use crate::cluster::agent_on;
+use crate::cluster::{agent_on, no_more_results};
 use crate::support::{App, eventually, tool};
 
 /// The newest migration and its inverse. A new migration means a new line here: the test
@@ -265,11 +265,7 @@ async fn a_cluster_upgrades_from_the_previous_schema_with_calls_in_flight_and_lo
         for n in 2..=CALLS {
             assert_eq!(got[&n], answer(name, n), "{name}: call {n}");
         }
-        let more = ipc.within(Duration::from_millis(300)).await;
-        assert!(
-            more.as_ref().is_none_or(|f| f["type"] != "result"),
-            "{more:?}"
-        );
+        no_more_results(ipc).await;
     }
     for (child, n) in [(cli_before, 1), (cli_during, 2)] {
         let out = tokio::time::timeout(WAIT, child.wait_with_output())
