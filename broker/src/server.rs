@@ -229,6 +229,24 @@ fn tcp_limits(web: &crate::config::Web) -> crate::http::TcpLimits {
     }
 }
 
+/// `web:` with `max_sessions` held under half the descriptors the process may open, as
+/// `tcp_limits` holds the TCP connections under the other half: every session holds one
+/// (its unix connection, its TCP connection, or the pipe of a follower's session).
+fn session_limits(web: &crate::config::Web) -> crate::config::Web {
+    let budget = usize::try_from(raise_fd_limit() / 2)
+        .unwrap_or(usize::MAX)
+        .max(4);
+    let mut web = web.clone();
+    if web.max_sessions > budget {
+        warn!(
+            max_sessions = web.max_sessions,
+            budget, "web.max_sessions is over half the file-descriptor limit; using {budget}"
+        );
+        web.max_sessions = budget;
+    }
+    web
+}
+
 /// Raises the soft limit on open files to the hard limit; returns the limit now in force.
 fn raise_fd_limit() -> u64 {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
@@ -292,7 +310,7 @@ pub(crate) async fn serve(
         Some(o) => p.agent_keys.clone().with_oauth(o.clone()),
         None => p.agent_keys.clone(),
     };
-    let sidecars = crate::ipc::Door::new(broker.clone(), keys, p.config.web.max_sessions_per_agent);
+    let sidecars = crate::ipc::Door::new(broker.clone(), keys, &session_limits(&p.config.web));
     let mcp = p.mcp.as_ref().map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),

@@ -1199,3 +1199,68 @@ async fn a_leader_stopped_cleanly_hands_over_within_a_second() {
         "handed over after {after:?}"
     );
 }
+
+/// `web.max_sessions` on a small cluster (8 here): the leader admits exactly that many sidecar
+/// sessions, those its follower pipes counted as its own unix sockets' (one of the leader's
+/// sessions each), at most three quarters of them over the network (`403`), and refuses the
+/// next with the documented `error` frame, on its own socket and through the follower alike; a
+/// session that ends frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_clusters_session_limit_admits_exactly_so_many() {
+    let Some(db) = database().await else { return };
+    let config = format!("{}web:\n  max_sessions: 8\n", db.config());
+    let nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let token = a.agent_token();
+    let auth = format!("Bearer {token}");
+    let upgrade = |agent: String| {
+        let auth = auth.clone();
+        async move {
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("leo-agent", agent.as_str()),
+            ];
+            Ipc::upgrade(a.addr, &headers).await
+        }
+    };
+    // Six over the network (three quarters of 8), then the network's share is full.
+    let mut open = Vec::new();
+    for i in 0..6 {
+        let mut ipc = upgrade(format!("net-{i}")).await.unwrap();
+        let welcome = ipc.say_hello(&token, &format!("net-{i}")).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        open.push(ipc);
+    }
+    let Err(refused) = upgrade("net-6".into()).await else {
+        panic!("a seventh session over the network was upgraded")
+    };
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused
+            .body
+            .contains("6 sessions open over the network, its limit"),
+        "{refused:?}"
+    );
+    // Two on the follower's socket, piped: the leader's last two places.
+    for i in 0..2 {
+        open.push(agent_on(b, &format!("piped-{i}"), &[]).await);
+    }
+    // The ninth is refused, on the leader's socket and through the follower alike.
+    for node in [a, b] {
+        let path = leo_protocol::home::Home::new(node.home()).sidecar_socket();
+        let mut extra = Ipc::connect(&path).await;
+        let frame = extra.recv().await;
+        assert_eq!(
+            (&frame["type"], &frame["code"]),
+            (&json!("error"), &json!("internal"))
+        );
+        let message = frame["message"].as_str().unwrap();
+        assert!(
+            message.contains("8 sidecar connections open, its limit (web.max_sessions)"),
+            "{message}"
+        );
+    }
+    // A session that ends frees its place.
+    open.remove(0).close().await;
+    agent_on(b, "piped-2", &[]).await;
+}
