@@ -441,7 +441,7 @@ impl Default for Web {
             allowed_hosts: Vec::new(),
             max_body_bytes: 2 * 1024 * 1024,
             max_connections: 1024,
-            max_sessions: crate::ipc::MAX_SESSIONS,
+            max_sessions: 1024,
             max_sessions_per_agent: 64,
             header_timeout_s: 10,
             idle_timeout_s: 60,

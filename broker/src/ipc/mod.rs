@@ -10,7 +10,7 @@
 //! through its own `Coalescer` (`coalesce`). Every allow and deny is the core's
 //! (`Broker::call`, `Broker::fetch_messages`): this module only moves frames.
 //!
-//! At most `web.max_sessions` connections (default [`MAX_SESSIONS`]) are open at once; one more
+//! At most `web.max_sessions` connections (1,024 by default) are open at once; one more
 //! is answered with an `error` frame (`internal`, saying so) and closed, so a runaway client
 //! cannot exhaust the broker's file descriptors. Sessions that come over the network (the TCP
 //! listener's IPC upgrade and `/mcp`) take a [`RemoteSlot`] first, before they are upgraded or
@@ -48,9 +48,6 @@ pub use session::Session;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one tool-set frame a second per session.
 pub const COALESCE: Duration = Duration::from_secs(1);
-/// Sidecar sessions open at once, at most, by default (`web.max_sessions`).
-pub const MAX_SESSIONS: usize = 1024;
-
 /// Of `max` sessions (`web.max_sessions`), those only the unix sockets may take: a quarter.
 fn local_reserved(max: usize) -> usize {
     max / 4
