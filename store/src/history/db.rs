@@ -621,6 +621,91 @@ mod tests {
         assert_eq!(count(&conn, Table::Audit).unwrap(), 0);
     }
 
+    fn audit_row(action: &str) -> AuditRow {
+        AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        }
+    }
+
+    /// A file whose entries were written before the chain keeps them, counted as such; the
+    /// entries after the migration chain from the start.
+    #[test]
+    fn entries_before_the_chain_are_counted_and_the_chain_starts_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            for action in ["old_1", "old_2"] {
+                conn.execute(
+                    "INSERT INTO audit (at, at_ms, principal, token_kind, action)
+                     VALUES ('', 0, '', '', ?1)",
+                    [action],
+                )
+                .unwrap();
+            }
+        }
+        let conn = open(&path).unwrap();
+        append_audit(&conn, &audit_row("new_1")).unwrap();
+        super::super::Log::write(&mut Sqlite(&conn), &[], &[audit_row("new_2")]).unwrap();
+        let verdict = chain::verify(&mut Sqlite(&conn)).unwrap();
+        let chain::Verdict::Chains {
+            entries,
+            before_chain,
+            head_seq,
+            pruned,
+            ..
+        } = verdict
+        else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(
+            (entries, before_chain, head_seq, pruned),
+            (2, 2, Some(4), false)
+        );
+        let first: String = conn
+            .query_row("SELECT prev FROM audit WHERE seq = 3", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(first, chain::GENESIS);
+    }
+
+    /// Processes appending at once (the broker's writer and `leo` commands) never fork the
+    /// chain: each appends under the file's write lock.
+    #[test]
+    fn processes_appending_at_once_keep_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        drop(open(&path).unwrap());
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let conn = open(&path).unwrap();
+                    for n in 0..10 {
+                        let row = audit_row(&format!("w{w}_{n}"));
+                        if n % 2 == 0 {
+                            append_audit(&conn, &row).unwrap();
+                        } else {
+                            super::super::Log::write(&mut Sqlite(&conn), &[], &[row]).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let conn = open(&path).unwrap();
+        let verdict = chain::verify(&mut Sqlite(&conn)).unwrap();
+        assert!(
+            matches!(verdict, chain::Verdict::Chains { entries: 40, .. }),
+            "{verdict:?}"
+        );
+    }
+
     #[test]
     fn a_newer_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();

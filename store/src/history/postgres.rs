@@ -568,4 +568,38 @@ mod tests {
             ["client_add", "claim"]
         );
     }
+
+    /// Instances and `leo` commands appending at once never fork the cluster's chain: each
+    /// appends under the table's lock.
+    #[test]
+    fn writers_appending_at_once_keep_one_chain() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let Some(pg) = rt.block_on(leo_testkit::postgres::database()) else {
+            return;
+        };
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let url = pg.url.clone();
+                std::thread::spawn(move || {
+                    let db = Database::open(&url).unwrap();
+                    for n in 0..10 {
+                        let row = AuditRow {
+                            action: format!("w{w}_{n}"),
+                            ..AuditRow::default()
+                        };
+                        record(&db, format!("i_{w}"), row).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let db = Database::open(&pg.url).unwrap();
+        let verdict = chain::verify(&mut Pg::open(&db, "i_0".into())).unwrap();
+        assert!(
+            matches!(verdict, chain::Verdict::Chains { entries: 40, .. }),
+            "{verdict:?}"
+        );
+    }
 }
