@@ -394,3 +394,48 @@ async fn the_approval_fixtures_match_the_broker() {
     let outcome = crate::support::result_of(&mut ipc, 2).await;
     assert_eq!(outcome["error"]["message"], "not on a Friday", "{outcome}");
 }
+
+/// The app changes the tool's definition while a call awaits: an approval made against the old
+/// one is refused `409 digest_mismatch`, the call stays awaiting under a new digest (approvers
+/// are told again), and the approval of that one runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_changed_while_a_call_awaits_needs_a_new_approval() {
+    let broker = Broker::start_with(CONFIG).await;
+    let mut app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let http = broker.http();
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    let old = asked["digest"].clone();
+
+    let schema = json!({"type": "object", "properties": {"env": {"type": "string"}}});
+    app.register_ok(
+        "ops",
+        json!([{"name": "deploy", "description": "Deploys everywhere at once",
+                "input_schema": schema, "approval": "required"}]),
+    )
+    .await;
+    let stale = decide(&http, &id, "approve", json!({"digest": old})).await;
+    assert_eq!(stale.code(409), "digest_mismatch", "{stale:?}");
+    assert!(stale.error().contains("changed while"), "{stale:?}");
+    // The call now names the new digest: the old one is refused as any other.
+    let stale = decide(&http, &id, "deny", json!({"digest": old})).await;
+    assert_eq!(stale.code(409), "digest_mismatch", "{stale:?}");
+    let again = requested(&mut approvals).await;
+    assert_eq!(again["id"], id.as_str());
+    let new = again["digest"].clone();
+    assert_ne!(new, old);
+    let listed = http.get("/api/v1/approvals").await;
+    assert_eq!(listed.data()["approvals"][0]["digest"], new, "{listed:?}");
+    app_saw_nothing(&mut app, &id).await;
+
+    let ok = decide(&http, &id, "approve", json!({"digest": new})).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "deployed"}]))
+        .await;
+    assert_eq!(text_of(&call.await.unwrap()), "deployed");
+}
