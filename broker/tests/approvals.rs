@@ -439,3 +439,51 @@ async fn a_definition_changed_while_a_call_awaits_needs_a_new_approval() {
         .await;
     assert_eq!(text_of(&call.await.unwrap()), "deployed");
 }
+
+/// On a PostgreSQL store, across a cluster: the leader is killed while a call through the real
+/// `leo-mcp` on a follower awaits approval; the follower takes the lease, still holds the call
+/// awaiting (no app saw it), and `leo approve` there runs it once; the harness gets the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_awaiting_approval_survives_the_cluster_leaders_kill_and_runs_once() {
+    let Some(db) = leo_testkit::postgres::database().await else {
+        return;
+    };
+    let config = format!("{}{CONFIG}", db.config_with_short_lease());
+    let mut nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (a, b) = (nodes.remove(0), nodes.remove(0));
+    let app = serving(&b).await;
+    let mut approvals = approver(&b).await;
+    let agent = agent(&b).await;
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    // Killed once the park is committed (before that, the call would end `no_client` for its
+    // harness, as any call lost with its leader).
+    let pg = db.client().await;
+    crate::support::eventually(|| async {
+        let row = pg
+            .query_opt("SELECT approval FROM live WHERE id = $1", &[&id])
+            .await
+            .unwrap();
+        row.is_some_and(|r| r.get::<_, Option<String>>(0).is_some())
+    })
+    .await;
+    drop((app, approvals));
+    let _home_a = a.kill_keep_home().await;
+
+    crate::support::eventually(|| async {
+        let listed = b.http().try_get("/api/v1/approvals").await;
+        listed.is_some_and(|r| r.status == 200 && r.data()["approvals"][0]["id"] == id.as_str())
+    })
+    .await;
+    let mut app = serving(&b).await;
+    app_saw_nothing(&mut app, &id).await;
+    let out = leo(&b, &["approve", &id]);
+    assert!(out.status.success(), "{out:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "deployed once"}]))
+        .await;
+    assert_eq!(text_of(&call.await.unwrap()), "deployed once");
+    assert!(app.sse.within(Duration::from_millis(300)).await.is_none());
+}
