@@ -441,9 +441,83 @@ async fn waits_75_s_for_a_call_over_http(cli: Cli) {
     );
 }
 
+/// Both waits are wall time, not work: run side by side, the approval's costs the suite no
+/// minute of its own.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_waits_75_s_for_a_call_over_http() {
-    waits_75_s_for_a_call_over_http(Cli::Claude).await;
+async fn claude_code_waits_75_s_for_a_call_over_http_and_70_s_for_an_approval() {
+    tokio::join!(
+        waits_75_s_for_a_call_over_http(Cli::Claude),
+        waits_70_s_for_an_approval()
+    );
+}
+
+/// Claude Code calls, through the real `leo-mcp`, a tool its app registered with `approval:
+/// "required"`; nobody decides for 70 s (the app is offered nothing meanwhile), then the operator
+/// approves with `leo approve`; the app answers and the model is given the answer: `leo-mcp`'s
+/// progress ("waiting for approval") kept Claude Code waiting.
+async fn waits_70_s_for_an_approval() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    let mut needs_approval = leo_testkit::app::tool(TOOL);
+    needs_approval["approval"] = json!("required");
+    app.register_ok("check", json!([needs_approval])).await;
+    let mut approver = leo_testkit::Sse::open(&broker.http(), "/api/v1/events", None).await;
+    let wrap = wrapper(Cli::Claude, &broker, home.path());
+    let mut child = spawn_cli(
+        &home,
+        &claude_script(home.path(), &wrap, "Call the tool."),
+        TOOL,
+    );
+    // A CLI may take longer than one event wait to start on a loaded machine.
+    let asked = tokio::time::timeout(WAIT * 4, async {
+        loop {
+            match approver.next_or_end().await {
+                Some(e) if e.event == "client_tool.approval_requested" => return e,
+                Some(_) => {}
+                None => panic!("the approver's event stream ended"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("Claude Code called no tool:\n{}", output(&home)));
+    let id = asked.data["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let offered = tokio::time::timeout(std::time::Duration::from_secs(70), async {
+        loop {
+            match app.sse.next_or_end().await {
+                Some(e) if e.event.starts_with("client_tool.") => return e,
+                Some(_) => {}
+                None => panic!("the app's event stream ended"),
+            }
+        }
+    })
+    .await;
+    assert!(offered.is_err(), "the app saw {offered:?} before approval");
+    let approved = tokio::process::Command::new(bin("leo"))
+        .args(["approve", &id])
+        .env("LEO_HOME", broker.home())
+        .output()
+        .await
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}\n{}", output(&home));
+    let req = next_call(&mut app, &home, Cli::Claude).await;
+    assert_eq!(req.data["id"], id.as_str(), "{:?}", req.data);
+    app.serve(&id, json!([{"type": "text", "text": REPLY}]))
+        .await;
+    finished(&mut child, &home, Cli::Claude).await;
+    assert!(started.elapsed().as_secs() >= 70);
+    let saw = lines(&home.path().join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "the model was not given the approved call's result: {saw:?}\n{}",
+        output(&home)
+    );
+    let log = std::fs::read_to_string(home.path().join("in.jsonl")).unwrap_or_default();
+    assert!(log.contains("tools/call"), "{log}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
