@@ -76,6 +76,37 @@ async fn agent(broker: &Broker) -> Agent {
     .await
 }
 
+/// A broker with `CONFIG`, serving, and `ci-1`'s call of `deploy` announced to the operator.
+struct Deploying {
+    broker: Broker,
+    app: App,
+    approvals: Sse,
+    /// The call's harness: bound (as `_agent`) while the call runs.
+    _agent: Agent,
+    call: tokio::task::JoinHandle<leo_testkit::agent::CallToolResult>,
+    asked: Value,
+    id: String,
+}
+
+async fn deploying() -> Deploying {
+    let broker = Broker::start_with(CONFIG).await;
+    let app = serving(&broker).await;
+    let mut approvals = approver(&broker).await;
+    let agent = agent(&broker).await;
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    Deploying {
+        broker,
+        app,
+        approvals,
+        _agent: agent,
+        call,
+        asked,
+        id,
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_call_reaches_the_app_once_and_only_after_approval() {
     let broker = Broker::start_with(CONFIG).await;
@@ -214,15 +245,16 @@ async fn a_denied_or_expired_call_ends_without_the_app_ever_seeing_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvers_at_once_one_decides_and_the_other_is_refused() {
-    let broker = Broker::start_with(CONFIG).await;
-    let mut app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
+    let Deploying {
+        broker,
+        mut app,
+        call,
+        asked,
+        id,
+        _agent,
+        ..
+    } = deploying().await;
     let http = broker.http();
-
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
     let approve = json!({"digest": asked["digest"]});
     let deny = json!({"digest": asked["digest"], "reason": "no"});
     let (a, d) = tokio::join!(
@@ -400,14 +432,17 @@ async fn the_approval_fixtures_match_the_broker() {
 /// are told again), and the approval of that one runs it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_definition_changed_while_a_call_awaits_needs_a_new_approval() {
-    let broker = Broker::start_with(CONFIG).await;
-    let mut app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
+    let Deploying {
+        broker,
+        mut app,
+        mut approvals,
+        call,
+        asked,
+        id,
+        _agent,
+        ..
+    } = deploying().await;
     let http = broker.http();
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
     let old = asked["digest"].clone();
 
     let schema = json!({"type": "object", "properties": {"env": {"type": "string"}}});

@@ -296,17 +296,23 @@ async fn bad_parameters_are_refused_by_name_and_tokens_by_kind() {
     assert_eq!(r.data(), &json!([]));
 }
 
-#[tokio::test]
-async fn history_survives_a_kill_and_a_shutdown_ends_calls_into_it() {
-    let broker = Broker::start().await;
-    let http = broker.http();
-    let mut app = App::connect(&http).await;
+/// `rocket` calls `echo` on `broker` once, answered by an app of group `g`; its request id.
+async fn one_answered_call(broker: &Broker) -> String {
+    let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("echo")])).await;
-    let mut ipc = agent(&broker, "rocket").await;
+    let mut ipc = agent(broker, "rocket").await;
     ipc.call(1, "echo", json!({})).await;
     let id = app.next_request_id().await;
     app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
     result_of(&mut ipc, 1).await;
+    id
+}
+
+#[tokio::test]
+async fn history_survives_a_kill_and_a_shutdown_ends_calls_into_it() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let id = one_answered_call(&broker).await;
     ended_at_least(&http, "", 1).await;
 
     let home = broker.kill_keep_home().await;
@@ -679,13 +685,7 @@ async fn verify(home: &std::path::Path, json: bool) -> (Option<i32>, String) {
 async fn leo_audit_verify_passes_on_a_real_trail_and_names_an_entry_changed_in_the_file() {
     let broker = Broker::start().await;
     let http = broker.http();
-    let mut app = App::connect(&http).await;
-    app.register_ok("g", json!([tool("echo")])).await;
-    let mut ipc = agent(&broker, "rocket").await;
-    ipc.call(1, "echo", json!({})).await;
-    let id = app.next_request_id().await;
-    app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
-    result_of(&mut ipc, 1).await;
+    let id = one_answered_call(&broker).await;
     // `leo` appends to the same chain beside the running broker.
     let (ok, _, err) = crate::security::leo(
         broker.home(),
