@@ -109,15 +109,16 @@ async fn deploying() -> Deploying {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_approved_call_reaches_the_app_once_and_only_after_approval() {
-    let broker = Broker::start_with(CONFIG).await;
-    let mut app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
+    let Deploying {
+        broker,
+        mut app,
+        call,
+        asked,
+        id,
+        _agent: agent,
+        ..
+    } = deploying().await;
     let http = broker.http();
-
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
     assert_eq!(asked["tool"], "deploy");
     assert_eq!(asked["agent"], "ci-1");
     assert_eq!(asked["arguments"], json!({"env": "prod"}));
@@ -315,13 +316,15 @@ async fn a_call_over_mcp_waits_for_approval_like_one_through_leo_mcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_awaiting_approval_survives_a_sigkill_and_then_runs_once() {
-    let broker = Broker::start_with(CONFIG).await;
-    let app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
+    let Deploying {
+        broker,
+        app,
+        approvals,
+        call,
+        asked,
+        id,
+        _agent,
+    } = deploying().await;
     drop((app, approvals));
     // The park is committed a moment after it is announced (a call lost before that ends
     // `no_client` for its harness, as any call would).
