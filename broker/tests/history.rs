@@ -685,7 +685,7 @@ async fn verify(home: &std::path::Path, json: bool) -> (Option<i32>, String) {
 async fn leo_audit_verify_passes_on_a_real_trail_and_names_an_entry_changed_in_the_file() {
     let broker = Broker::start().await;
     let http = broker.http();
-    let id = one_answered_call(&broker).await;
+    one_answered_call(&broker).await;
     // `leo` appends to the same chain beside the running broker.
     let (ok, _, err) = crate::security::leo(
         broker.home(),
