@@ -399,6 +399,9 @@ async fn the_approval_fixtures_match_the_broker() {
         .unwrap()
         .remove("expires_at");
     wire::check("http/approvals.response.json", &listed);
+    // The operator's status shows the call, awaiting approval.
+    let status = http.get("/api/v1/status").await.body;
+    wire::check("http/status_awaiting_approval.response.json", &status);
     let wrong = wire::load(
         "http/approve_call.request.json",
         &[("<digest>", "sha256:0")],
