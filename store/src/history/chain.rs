@@ -12,7 +12,7 @@
 //! Entries written before the chain existed (by a broker older than migration 3 of
 //! `state/history.db`, 10 of PostgreSQL's schema) have no hash: they are kept, listed and counted
 //! by [`verify`] as written before the chain, but vouched for by nothing. The first entry after
-//! them starts the chain from [`GENESIS`]. Retention (`history.keep_days`, `history.max_rows`)
+//! them starts the chain from [`GENESIS`] (32 zero bytes). Retention (`history.keep_days`, `history.max_rows`)
 //! removes the oldest entries, so the oldest kept entry may name a hash no entry has any more:
 //! the chain is checked from it on. Whoever can write the database can also rewrite every hash
 //! after an edit; the head's hash [`verify`] reports, kept elsewhere, pins the trail up to it.
@@ -23,15 +23,16 @@ use super::db::AuditRow;
 use super::{Error, Log};
 
 /// The `prev` of the chain's first entry.
-pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+pub const GENESIS: [u8; 32] = [0; 32];
 
 /// How many entries [`verify`] reads at a time.
 const PAGE: u32 = 1000;
 
 /// The hash of `row`, written by `instance` (PostgreSQL) after the entry whose hash is `prev`.
-pub fn link(prev: &str, instance: Option<&str>, row: &AuditRow) -> String {
+/// Hashes are stored as their 32 bytes (`BLOB`, `BYTEA`), half the size of their hex.
+pub fn link(prev: &[u8], instance: Option<&str>, row: &AuditRow) -> Vec<u8> {
     let fields = serde_json::json!([
-        prev,
+        hex(prev),
         instance,
         row.at,
         row.at_ms,
@@ -41,10 +42,11 @@ pub fn link(prev: &str, instance: Option<&str>, row: &AuditRow) -> String {
         row.target,
         row.detail,
     ]);
-    hex(&Sha256::digest(fields.to_string().as_bytes()))
+    Sha256::digest(fields.to_string().as_bytes()).to_vec()
 }
 
-fn hex(bytes: &[u8]) -> String {
+/// A hash as `leo audit verify` shows it.
+pub fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
@@ -54,8 +56,8 @@ pub struct Chained {
     pub seq: u64,
     pub row: AuditRow,
     pub instance: Option<String>,
-    pub prev: Option<String>,
-    pub hash: Option<String>,
+    pub prev: Option<Vec<u8>>,
+    pub hash: Option<Vec<u8>>,
 }
 
 /// What [`verify`] found.
@@ -68,7 +70,7 @@ pub enum Verdict {
         entries: u64,
         /// Entries before them written before the chain existed (not checked).
         before_chain: u64,
-        /// The newest entry's `seq` and hash, when there is one.
+        /// The newest entry's `seq` and hash (hex), when there is one.
         head_seq: Option<u64>,
         head: Option<String>,
         /// Whether the oldest chained entry follows entries retention removed.
@@ -132,7 +134,7 @@ pub fn verify(log: &mut impl Log) -> Result<Verdict, Error> {
         entries: walk.chained,
         before_chain: walk.before_chain,
         head_seq: walk.head.as_ref().map(|h| h.0),
-        head: walk.head.map(|h| h.1),
+        head: walk.head.map(|h| hex(&h.1)),
         pruned: walk.pruned,
     })
 }
@@ -143,7 +145,7 @@ struct Walk {
     before_chain: u64,
     chained: u64,
     /// The last chained entry's `seq` and hash.
-    head: Option<(u64, String)>,
+    head: Option<(u64, Vec<u8>)>,
     pruned: bool,
 }
 
@@ -166,7 +168,7 @@ impl Walk {
             Some(_) => {}
             // The first chained entry: after unhashed entries it starts the chain (retention
             // removes the oldest first, so none of the chain was removed before them).
-            None if prev == GENESIS => {}
+            None if prev[..] == GENESIS => {}
             None if self.before_chain > 0 => return Some(broken(Break::Unlinked)),
             None => self.pruned = true,
         }
@@ -183,7 +185,7 @@ impl Walk {
 mod tests {
     use super::*;
 
-    fn entry(seq: u64, prev: Option<&str>, action: &str) -> Chained {
+    fn entry(seq: u64, prev: Option<&[u8]>, action: &str) -> Chained {
         let row = AuditRow {
             action: action.into(),
             ..AuditRow::default()
@@ -193,7 +195,7 @@ mod tests {
             seq,
             row,
             instance: None,
-            prev: prev.map(str::to_owned),
+            prev: prev.map(<[u8]>::to_vec),
             hash,
         }
     }
@@ -204,7 +206,7 @@ mod tests {
     }
 
     fn chain(n: u64) -> Vec<Chained> {
-        let mut prev = GENESIS.to_owned();
+        let mut prev = GENESIS.to_vec();
         (1..=n)
             .map(|seq| {
                 let e = entry(seq, Some(&prev), &format!("a{seq}"));
@@ -244,7 +246,7 @@ mod tests {
 
         let mut rehashed = chain(4);
         rehashed[1].row.detail = Some("edited".into());
-        rehashed[1].hash = Some(link(GENESIS, None, &rehashed[0].row).replace('0', "1"));
+        rehashed[1].hash = Some(link(&GENESIS, None, &rehashed[0].row));
         assert_eq!(why(walk(&rehashed)), Some((2, Break::Changed)));
 
         let mut unhashed = chain(4);
@@ -277,7 +279,7 @@ mod tests {
             target: Some("x".into()),
             detail: None,
         };
-        let h = link(GENESIS, None, &base);
+        let h = link(&GENESIS, None, &base);
         let changes: [fn(&mut AuditRow); 7] = [
             |r| r.at.push('1'),
             |r| r.at_ms += 1,
@@ -290,9 +292,9 @@ mod tests {
         for change in changes {
             let mut r = base.clone();
             change(&mut r);
-            assert_ne!(link(GENESIS, None, &r), h, "{r:?}");
+            assert_ne!(link(&GENESIS, None, &r), h, "{r:?}");
         }
-        assert_ne!(link(GENESIS, Some("i_a"), &base), h);
-        assert_ne!(link(&"1".repeat(64), None, &base), h);
+        assert_ne!(link(&GENESIS, Some("i_a"), &base), h);
+        assert_ne!(link(&[1; 32], None, &base), h);
     }
 }

@@ -57,8 +57,8 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_by_time ON audit (at_ms);",
     // 3: the audit trail's chain (`chain`): each entry's hash, and the hash of the one before.
     // Entries written before this have neither, and are not part of the chain.
-    "ALTER TABLE audit ADD COLUMN prev TEXT;
-    ALTER TABLE audit ADD COLUMN hash TEXT;",
+    "ALTER TABLE audit ADD COLUMN prev BLOB;
+    ALTER TABLE audit ADD COLUMN hash BLOB;",
 ];
 
 /// The version this broker writes (the tests check a file against it).
@@ -153,17 +153,17 @@ pub struct AuditRow {
 
 /// The hash the next audit entry chains to: the newest entry's, or [`chain::GENESIS`] when
 /// there is none or it was written before the chain. Read inside the write's transaction.
-pub fn audit_head(conn: &Connection) -> rusqlite::Result<String> {
-    let head: Option<Option<String>> = conn
+pub fn audit_head(conn: &Connection) -> rusqlite::Result<Vec<u8>> {
+    let head: Option<Option<Vec<u8>>> = conn
         .prepare_cached("SELECT hash FROM audit ORDER BY seq DESC LIMIT 1")?
         .query_row([], |r| r.get(0))
         .optional()?;
-    Ok(head.flatten().unwrap_or_else(|| chain::GENESIS.to_owned()))
+    Ok(head.flatten().unwrap_or_else(|| chain::GENESIS.to_vec()))
 }
 
 /// Appends `r` after the entry whose hash is `prev`, inside a transaction that holds the
 /// file's write lock; returns its hash.
-pub fn insert_audit(conn: &Connection, prev: &str, r: &AuditRow) -> rusqlite::Result<String> {
+pub fn insert_audit(conn: &Connection, prev: &[u8], r: &AuditRow) -> rusqlite::Result<Vec<u8>> {
     let hash = chain::link(prev, None, r);
     conn.prepare_cached(
         "INSERT INTO audit (at, at_ms, principal, token_kind, action, target, detail, prev, hash)
@@ -666,7 +666,7 @@ mod tests {
             (entries, before_chain, head_seq, pruned),
             (2, 2, Some(4), false)
         );
-        let first: String = conn
+        let first: Vec<u8> = conn
             .query_row("SELECT prev FROM audit WHERE seq = 3", [], |r| r.get(0))
             .unwrap();
         assert_eq!(first, chain::GENESIS);

@@ -154,7 +154,7 @@ const INSERT_AUDITS: &str = "INSERT INTO audit (instance, at, at_ms, principal, 
         action, target, detail, prev, hash)
     SELECT $1, at, at_ms, principal, token_kind, action, target, detail, prev, hash
     FROM UNNEST($2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
-        $8::text[], $9::text[], $10::text[])
+        $8::text[], $9::bytea[], $10::bytea[])
         WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, prev,
             hash, n)
     ORDER BY n";
@@ -192,13 +192,13 @@ async fn write(
         let doing = || PgError::doing("write the audit trail");
         tx.batch_execute(LOCK_AUDIT).await.map_err(doing())?;
         let head = tx.prepare_cached(AUDIT_HEAD).await.map_err(doing())?;
-        let head: Option<String> = tx
+        let head: Option<Vec<u8>> = tx
             .query_opt(&head, &[])
             .await
             .map_err(doing())?
             .and_then(|r| r.get(0));
-        let mut prev = head.unwrap_or_else(|| chain::GENESIS.to_owned());
-        let links: Vec<(String, String)> = audits
+        let mut prev = head.unwrap_or_else(|| chain::GENESIS.to_vec());
+        let links: Vec<(Vec<u8>, Vec<u8>)> = audits
             .iter()
             .map(|a| {
                 let hash = chain::link(&prev, Some(instance), a);
@@ -263,7 +263,7 @@ fn call_columns(instance: &str, calls: &[CallRow]) -> Params {
 }
 
 /// `INSERT_AUDITS`'s parameters; `links` are each entry's `prev` and `hash`.
-fn audit_columns(instance: &str, audits: &[AuditRow], links: Vec<(String, String)>) -> Params {
+fn audit_columns(instance: &str, audits: &[AuditRow], links: Vec<(Vec<u8>, Vec<u8>)>) -> Params {
     let text = |f: fn(&AuditRow) -> &String| -> Box<dyn ToSql + Sync + Send> {
         Box::new(column(audits, |a| f(a).clone()))
     };

@@ -208,7 +208,7 @@ pub const MIGRATIONS: &[&str] = &[
     // The audit trail's chain (`history::chain`), as SQLite's migration 3 of
     // `state/history.db`: each entry's hash and the hash of the one before; entries written
     // before this have neither.
-    "ALTER TABLE audit ADD COLUMN prev TEXT, ADD COLUMN hash TEXT;",
+    "ALTER TABLE audit ADD COLUMN prev BYTEA, ADD COLUMN hash BYTEA;",
 ];
 
 /// The schema version this broker writes.
