@@ -347,11 +347,21 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_then_runs_once() {
         "{out:?}"
     );
 
-    let out = leo(&broker, &["approve", &id]);
+    approved_with_leo_it_runs_once(&broker, app, call, &id).await;
+}
+
+/// `leo approve ID` on `broker`: `app` is offered the call once, and its answer is `call`'s.
+async fn approved_with_leo_it_runs_once(
+    broker: &Broker,
+    mut app: App,
+    call: tokio::task::JoinHandle<leo_testkit::agent::CallToolResult>,
+    id: &str,
+) {
+    let out = leo(broker, &["approve", id]);
     assert!(out.status.success(), "{out:?}");
     let request = app.next_request().await;
-    assert_eq!(request.data["id"], id.as_str());
-    app.serve(&id, json!([{"type": "text", "text": "deployed once"}]))
+    assert_eq!(request.data["id"], id);
+    app.serve(id, json!([{"type": "text", "text": "deployed once"}]))
         .await;
     assert_eq!(text_of(&call.await.unwrap()), "deployed once");
     assert!(app.sse.within(Duration::from_millis(300)).await.is_none());
@@ -519,12 +529,5 @@ async fn a_call_awaiting_approval_survives_the_cluster_leaders_kill_and_runs_onc
     .await;
     let mut app = serving(&b).await;
     app_saw_nothing(&mut app, &id).await;
-    let out = leo(&b, &["approve", &id]);
-    assert!(out.status.success(), "{out:?}");
-    let request = app.next_request().await;
-    assert_eq!(request.data["id"], id.as_str());
-    app.serve(&id, json!([{"type": "text", "text": "deployed once"}]))
-        .await;
-    assert_eq!(text_of(&call.await.unwrap()), "deployed once");
-    assert!(app.sse.within(Duration::from_millis(300)).await.is_none());
+    approved_with_leo_it_runs_once(&b, app, call, &id).await;
 }
