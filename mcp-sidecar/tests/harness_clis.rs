@@ -441,13 +441,16 @@ async fn waits_75_s_for_a_call_over_http(cli: Cli) {
     );
 }
 
-/// Both waits are wall time, not work: run side by side, the approval's costs the suite no
-/// minute of its own.
+/// The three CLIs wait side by side, each on a broker of its own, and Claude Code waits for an
+/// approval beside them: the 75 s and the 70 s are wall time, not work, and tests of their own
+/// would hold the suite's two test threads for minutes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claude_code_waits_75_s_for_a_call_over_http_and_70_s_for_an_approval() {
+async fn every_cli_waits_75_s_for_a_call_over_http() {
     tokio::join!(
         waits_75_s_for_a_call_over_http(Cli::Claude),
-        waits_70_s_for_an_approval()
+        waits_75_s_for_a_call_over_http(Cli::Opencode),
+        waits_75_s_for_a_call_over_http(Cli::Codex),
+        waits_70_s_for_an_approval(),
     );
 }
 
@@ -518,16 +521,6 @@ async fn waits_70_s_for_an_approval() {
     );
     let log = std::fs::read_to_string(home.path().join("in.jsonl")).unwrap_or_default();
     assert!(log.contains("tools/call"), "{log}");
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn opencode_waits_75_s_for_a_call_over_http() {
-    waits_75_s_for_a_call_over_http(Cli::Opencode).await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn codex_waits_75_s_for_a_call_over_http() {
-    waits_75_s_for_a_call_over_http(Cli::Codex).await;
 }
 
 /// Killing the harness cancels its call: Claude Code calls over `/mcp` a tool whose app claims
