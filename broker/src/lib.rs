@@ -72,8 +72,10 @@ pub mod mcp {
     pub use axum::body::Body;
     pub use axum::http::Request;
 }
-pub use history::record_local;
+pub use history::{record_local, verify_local};
 pub use http::rules::WEBHOOKS_PATH;
+/// The audit trail's chain, as `leo audit verify` reports it.
+pub use leo_store::history::chain as audit_chain;
 pub use tokens::{generate as new_token, read_token_file};
 
 /// Leo's own tool names, which `deny_tools` may always name (`ask_human` is the web console's).
