@@ -55,6 +55,7 @@ fn the_python_sdk_suite_passes() {
         "unittest",
         "-v",
         "test_app",
+        "test_approvals",
     ])
     .current_dir(root().join("sdks/python/tests"));
     run_suite("Python SDK", cmd);
