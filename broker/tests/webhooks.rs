@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
-use leo_testkit::{Broker, Http, WAIT, bin};
+use leo_testkit::{Broker, Http, WAIT, bin, wire};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -673,14 +673,15 @@ async fn an_approvers_webhook_gets_each_approval_request_signed_and_decides_over
     let http = broker.http();
     let mut phone = HookApp::start(status_only(204)).await;
     phone.plan.lock().unwrap().push_back((503, "{}".into()));
-    let made = http
-        .post(
-            "/api/v1/approvals/webhooks",
-            &json!({"name": "phone", "url": phone.url()}),
-        )
-        .await;
+    let body = wire::load(
+        "http/approval_webhook_create.request.json",
+        &[("<url>", &phone.url())],
+    );
+    let made = http.post("/api/v1/approvals/webhooks", &body).await;
     let secret = made.data()["secret"].as_str().unwrap().to_owned();
-    assert_eq!(made.data()["name"], "phone", "{made:?}");
+    let mut shown = made.body.clone();
+    shown["data"]["url"] = json!("<url>");
+    wire::check("http/approval_webhook_create.response.json", &shown);
     let taken = http
         .post(
             "/api/v1/approvals/webhooks",
@@ -708,6 +709,13 @@ async fn an_approvers_webhook_gets_each_approval_request_signed_and_decides_over
     let again = phone.next_of("client_tool.approval_requested").await;
     assert_eq!(first.header("webhook-id"), again.header("webhook-id"));
     assert_signed(&again, &secret);
+    let mut delivered = json!({"headers": {}, "body": again.json()});
+    for name in ["content-type", "webhook-id", "leo-event"] {
+        delivered["headers"][name] = json!(again.header(name));
+    }
+    delivered["headers"]["webhook-timestamp"] = json!("<unix seconds>");
+    delivered["headers"]["webhook-signature"] = json!("v1,<base64>");
+    wire::check("webhooks/approval_requested.delivery.json", &delivered);
     let asked = again.json();
     let id = asked["id"].as_str().unwrap().to_owned();
     assert_eq!(again.header("webhook-id"), format!("{id}-approval"));
@@ -754,21 +762,33 @@ async fn an_approvers_webhook_gets_each_approval_request_signed_and_decides_over
         json!({"code": "denied", "message": "not from the phone"})
     );
 
+    // Still awaiting when the broker is killed: delivered again after the restart, same id.
+    ipc.call(3, "deploy", json!({"env": "prod"})).await;
+    let before = phone.next_of("client_tool.approval_requested").await;
+    let broker = Broker::start_in(broker.kill_keep_home().await).await;
+    let http = broker.http();
+    let after = phone.next_of("client_tool.approval_requested").await;
+    assert_eq!(before.header("webhook-id"), after.header("webhook-id"));
+    assert_eq!(before.json()["digest"], after.json()["digest"]);
+
     // Listed apart from the providers, healthy, without its secret; removed by its owner.
+    // The delivery's 2xx is recorded once the broker has read it.
+    eventually(|| async {
+        let list = http.get("/api/v1/approvals/webhooks").await;
+        list.data()["webhooks"][0]["health"]["last_ok_at"].is_string()
+    })
+    .await;
     let list = http.get("/api/v1/approvals/webhooks").await;
-    let w = &list.data()["webhooks"][0];
-    assert_eq!(
-        (&w["name"], &w["owner"]),
-        (&json!("phone"), &json!("operator"))
-    );
-    assert_eq!(w["health"]["healthy"], true, "{list:?}");
     assert!(!list.body.to_string().contains(&secret));
+    let mut shown = list.body.clone();
+    shown["data"]["webhooks"][0]["url"] = json!("<url>");
+    wire::check("http/approval_webhook_list.response.json", &shown);
     let providers = http.get("/api/v1/client-tools/webhooks").await;
     assert_eq!(providers.data()["webhooks"], json!([]), "{providers:?}");
     let wrong_kind = delete(&http, "/api/v1/client-tools/webhooks/phone").await;
     assert_eq!(wrong_kind.code(404), "not_found", "{wrong_kind:?}");
     let removed = delete(&http, "/api/v1/approvals/webhooks/phone").await;
-    assert_eq!(removed.data()["removed"], true, "{removed:?}");
+    wire::check("http/approval_webhook_remove.response.json", &removed.body);
     assert_eq!(
         http.get("/api/v1/approvals/webhooks").await.data()["webhooks"],
         json!([])

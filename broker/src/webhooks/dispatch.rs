@@ -55,6 +55,8 @@ enum Attempt {
 pub async fn run(hooks: Arc<Webhooks>) {
     let shutdown = hooks.broker.shutdown_token();
     let mut rx = hooks.broker.bus().subscribe(None).rx;
+    // Calls restored awaiting approval were announced before this subscription.
+    hooks.catch_up_approvals();
     loop {
         let event = tokio::select! {
             biased;
@@ -69,6 +71,7 @@ pub async fn run(hooks: Arc<Webhooks>) {
                     "webhook dispatch fell behind the event bus; catching up from the pending calls"
                 );
                 hooks.catch_up();
+                hooks.catch_up_approvals();
             }
             Err(RecvError::Closed) => return,
         }
@@ -154,6 +157,18 @@ impl Webhooks {
         );
         let span = info_span!("webhook_delivery", request = %request.id, webhook = %task.name);
         broker.tasks().spawn(task.deliver(body).instrument(span));
+    }
+
+    /// Every call awaiting approval, delivered to the approvers' webhooks (again, with the same
+    /// `webhook-id`, to one that had it: a receiver dedupes by it).
+    fn catch_up_approvals(self: &Arc<Self>) {
+        let Ok(list) = self.broker.approvals("operator") else {
+            return;
+        };
+        for asked in list.approvals {
+            let body = serde_json::to_vec(&asked).unwrap_or_default();
+            self.ask_approvers(&asked, Bytes::from(body));
+        }
     }
 
     /// Delivers an approval request to every approver's webhook whose owner may decide it

@@ -7,12 +7,16 @@ from __future__ import annotations
 
 import asyncio
 import os
+import queue
 import subprocess
+import sys
 import tempfile
+import threading
 import unittest
 from collections.abc import AsyncIterator
+from pathlib import Path
 
-from support import LEO, NATIVE, WAIT, Broker, McpAgent, text_of
+from support import HERE, LEO, NATIVE, WAIT, Broker, McpAgent, text_of
 
 from leo_app import (
     AlreadyDecided,
@@ -110,6 +114,57 @@ class Approving(unittest.TestCase):
         self.assertTrue(denied.get("isError"), denied)
         self.assertEqual(text_of(denied), "denied: not on a Friday")
         self.assertEqual(await approver.pending(), [])
+
+    def test_the_phone_approver_example_decides_as_the_person_answers(self) -> None:
+        # The example of docs/approvals.md, run as a person runs it on a phone: over TCP with
+        # the phone's token, answered on its standard input.
+        token = Path(self.broker.home, "state", "devices", "phone.token").read_text().strip()
+        env = {
+            **os.environ, "LEO_URL": f"http://{self.broker.addr}", "LEO_TOKEN": token,
+            "PYTHONPATH": str(HERE.parent / "src"), "PYTHONUNBUFFERED": "1",
+        }
+        phone = subprocess.Popen(
+            [sys.executable, str(HERE.parent / "examples" / "phone_approver.py")], env=env,
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        self.addCleanup(phone.kill)
+        lines: queue.Queue[str] = queue.Queue()
+
+        def read() -> None:
+            assert phone.stdout is not None
+            for line in phone.stdout:
+                lines.put(line)
+
+        threading.Thread(target=read, daemon=True).start()
+
+        def shown() -> str:
+            while True:
+                line = lines.get(timeout=WAIT)
+                if "calls deploy" in line:
+                    return line
+
+        def say(text: str) -> None:
+            assert phone.stdin is not None
+            phone.stdin.write(text)
+            phone.stdin.flush()
+
+        agent = self.agent
+        first = agent.start_native("deploy", {"env": "prod"})
+        self.assertIn('ci-7 calls deploy {"env": "prod"}', shown())
+        say("a\n")
+        self.assertEqual(text_of(agent.answer(first)), "deployed prod")
+
+        second = agent.start_native("deploy", {"env": "\x1b[31mprod"})
+        line = shown()
+        self.assertIn("\\u001b[31mprod", line)
+        self.assertNotIn("\x1b", line)
+        say("e\n" '{"env": "staging"}\n')
+        self.assertIn("deployed staging", text_of(agent.answer(second)))
+
+        third = agent.start_native("deploy", {"env": "prod"})
+        shown()
+        say("d\nnot on a Friday\n")
+        self.assertEqual(text_of(agent.answer(third)), "denied: not on a Friday")
 
 
 def _body(r: ApprovalRequest) -> dict:
