@@ -502,6 +502,7 @@ function toolItem(t) {
     el('span', { class: 'desc', text: t.description }), ' ',
     el('span', { class: 'muted', text: `(timeout ${formatTimeout(t.timeout_s)})` }));
   if (t.agents) item.append(' ', el('span', { class: 'muted scope', text: `for ${t.agents.join(', ')}` }));
+  if (t.needs_approval) item.append(' ', el('span', { class: 'badge approval', text: 'needs approval' }));
   if (t.awaiting_approval) {
     item.append(' ', el('span', { class: 'badge', text: 'changed definition awaits approval' }), ' ', approveButton(t.name));
   } else if (t.changed_at) {

@@ -8,6 +8,9 @@ import { checkLayout, command, login, run, say } from './lib.mjs';
 await run('approvals', async (page, check) => {
   await login(page);
   await page.locator('#no-approvals').waitFor();
+  // The tools that need approval say so in the tools' listing.
+  await page.locator('#groups [data-tool="deploy"] .badge.approval', { hasText: 'needs approval' }).waitFor();
+  await page.locator('#groups [data-tool="wipe"] .badge.approval').waitFor();
   check();
   say('logged_in');
 
