@@ -92,6 +92,14 @@ impl Broker {
         )
     }
 
+    /// True while request `id` awaits a person's approval.
+    pub fn is_awaiting(&self, id: &str) -> bool {
+        matches!(
+            self.lock().requests.get(id),
+            Some((_, crate::requests::Stage::Awaiting(_)))
+        )
+    }
+
     /// True while request `id` is live (parked or claimed).
     pub fn is_live(&self, id: &str) -> bool {
         self.lock().requests.get(id).is_some()
