@@ -57,6 +57,13 @@ pub enum Error {
     /// The event stream ended.
     #[error("the event stream ended")]
     StreamEnded,
+    /// `409 digest_mismatch`: a decision named a digest that is not the call's (it was shown
+    /// from an older list); list the approvals again.
+    #[error("the digest is not the call's: {0}")]
+    DigestMismatch(String),
+    /// `409 already_decided`: another approver decided the call first, or it ended.
+    #[error("the call is no longer awaiting approval: {0}")]
+    AlreadyDecided(String),
 }
 
 impl Error {

@@ -97,6 +97,7 @@
 //! (`invalid_tool`, `name_conflict`, `too_many_tools`, with the broker's message).
 
 mod app;
+mod approver;
 mod call;
 mod calls;
 mod endpoint;
@@ -110,10 +111,13 @@ mod transport;
 mod worker;
 
 pub use app::{App, Builder, DEFAULT_CANCEL_GRACE, DEFAULT_MAX_CONCURRENT, Status};
+pub use approver::{Approver, Requests};
 pub use call::Call;
 pub use endpoint::{Endpoint, TokenSource, default_home};
 pub use error::{Error, Result};
 pub use leo_protocol::ErrorCode;
+/// What an approver sees of a call and answers with (`leo_protocol::approvals`).
+pub use leo_protocol::approvals::{AwaitingApproval, Decided, Decision, RequiredBy};
 pub use leo_protocol::content::AppError;
 pub use leo_protocol::input::{InputAction, InputAnswer};
 pub use leo_protocol::logging::LogLevel;

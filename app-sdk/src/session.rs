@@ -352,13 +352,13 @@ fn parse<T: DeserializeOwned>(frame: &Frame, what: &'static str) -> Result<T> {
 }
 
 /// The event stream's body, read frame by frame.
-struct Events {
+pub(crate) struct Events {
     body: Incoming,
     parser: Parser,
 }
 
 impl Events {
-    fn new(body: Incoming) -> Events {
+    pub(crate) fn new(body: Incoming) -> Events {
         Events {
             body,
             parser: Parser::default(),
@@ -366,7 +366,7 @@ impl Events {
     }
 
     /// The next frame; `None` when the broker closed the stream. Cancel-safe.
-    async fn next(&mut self) -> Result<Option<Frame>> {
+    pub(crate) async fn next(&mut self) -> Result<Option<Frame>> {
         loop {
             match self.parser.next_frame() {
                 Ok(Some(frame)) => return Ok(Some(frame)),

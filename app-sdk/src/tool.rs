@@ -158,6 +158,13 @@ impl Tool {
         self
     }
 
+    /// Every call waits for a person's approval (an approver: `leo approve`, the console, an
+    /// app with [`crate::Approver`]) before this app sees it: `approval: "required"`.
+    pub fn needs_approval(mut self) -> Tool {
+        self.def.approval = Some(leo_protocol::tool::ApprovalMode::Required);
+        self
+    }
+
     /// The definition sent to the broker.
     pub fn definition(&self) -> &ToolDef {
         &self.def

@@ -348,9 +348,19 @@ impl Client {
             path.push_str("&resume=");
             path.extend(form_urlencoded::byte_serialize(key.as_bytes()));
         }
+        self.open_stream(&path, last_event_id).await
+    }
+
+    /// Opens an event stream (`path`) on its own connection; returns its body once the broker
+    /// has answered 200.
+    pub(crate) async fn open_stream(
+        &self,
+        path: &str,
+        last_event_id: Option<u64>,
+    ) -> Result<Incoming> {
         let fut = async {
             let mut sender = self.connect().await?;
-            let mut req = self.request("GET", &path, Chunks::default())?;
+            let mut req = self.request("GET", path, Chunks::default())?;
             req.headers_mut()
                 .insert("accept", HeaderValue::from_static("text/event-stream"));
             if let Some(id) = last_event_id {

@@ -154,12 +154,7 @@ async fn a_paired_device_token_serves_too() {
     let broker = Broker::start().await;
     // A device paired before the broker starts is loaded at start.
     let home = broker.kill_keep_home().await;
-    let paired = std::process::Command::new(leo_testkit::bin("leo"))
-        .args(["device", "pair", "phone"])
-        .env("LEO_HOME", home.path())
-        .output()
-        .unwrap();
-    assert!(paired.status.success(), "{paired:?}");
+    crate::support::pair_device(home.path(), "phone");
     let broker = Broker::start_in(home).await;
     let app = builder(&broker)
         .device("phone")

@@ -156,3 +156,14 @@ impl Pipe {
         self.open.send_replace(true);
     }
 }
+
+/// Pairs device `name` in `home` (`leo device pair NAME`), as an operator does before the
+/// broker starts.
+pub fn pair_device(home: &Path, name: &str) {
+    let paired = std::process::Command::new(leo_testkit::bin("leo"))
+        .args(["device", "pair", name])
+        .env("LEO_HOME", home)
+        .output()
+        .unwrap();
+    assert!(paired.status.success(), "{paired:?}");
+}

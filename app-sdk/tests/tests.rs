@@ -6,6 +6,7 @@
 
 mod support;
 
+mod approvals;
 mod calls;
 mod cancel;
 mod cluster_kills;

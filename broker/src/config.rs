@@ -216,6 +216,19 @@ pub struct AuthConfig {
     pub oauth: bool,
     /// Accept Dynamic Client Registration (RFC 7591) from anyone who reaches the listener.
     pub dynamic_registration: bool,
+    /// Accept clients known by a Client ID Metadata Document: a `client_id` that is an
+    /// `https` URL, fetched by the broker.
+    pub metadata_documents: bool,
+    /// Let metadata documents be fetched from loopback and private addresses, and over `http`
+    /// from a loopback host (for tests; a public client's document is on the internet).
+    pub allow_private_fetch: bool,
+    /// An outside authorization server: `/mcp` accepts the JWT access tokens it issues (by
+    /// its JWKS), and Leo's own authorization server is off. Needs `public_url`.
+    pub issuer: Option<String>,
+    /// The JWKS of `issuer`; unset, the `jwks_uri` of its OpenID Provider metadata.
+    pub jwks_uri: Option<String>,
+    /// The claim of `issuer`'s tokens that names the agent.
+    pub agent_claim: String,
     /// How long an access token opens `/mcp`.
     pub access_ttl_s: u64,
     /// How long a refresh token may be exchanged.
@@ -241,11 +254,54 @@ impl Default for AuthConfig {
         AuthConfig {
             oauth: true,
             dynamic_registration: true,
+            metadata_documents: true,
+            allow_private_fetch: false,
+            issuer: None,
+            jwks_uri: None,
+            agent_claim: "sub".into(),
             access_ttl_s: 3600,
             refresh_ttl_s: 30 * 24 * 3600,
             public_url: None,
             consent_devices: Vec::new(),
         }
+    }
+}
+
+impl AuthConfig {
+    /// `issuer` and `jwks_uri` are `https`, or `http` to a loopback host (keys fetched over
+    /// plain HTTP elsewhere could be anyone's), and the tokens' audience is fixed.
+    fn check_issuer(&self) -> std::result::Result<(), String> {
+        let Some(issuer) = &self.issuer else {
+            return Ok(());
+        };
+        for (key, url) in [
+            ("issuer", Some(issuer)),
+            ("jwks_uri", self.jwks_uri.as_ref()),
+        ] {
+            let Some(url) = url else { continue };
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|p| {
+                    url.strip_prefix(p)
+                        .is_some_and(|r| r.is_empty() || r.starts_with([':', '/']))
+                });
+            if !url.starts_with("https://") && !loopback {
+                return Err(format!(
+                    "auth.{key}: must be an https:// URL (or http:// to a loopback host)"
+                ));
+            }
+        }
+        if self.public_url.is_none() {
+            return Err(
+                "auth.public_url: must be set with auth.issuer: the tokens' audience \
+                        is its /mcp"
+                    .into(),
+            );
+        }
+        if self.agent_claim.trim().is_empty() {
+            return Err("auth.agent_claim: must name a claim".into());
+        }
+        Ok(())
     }
 }
 
@@ -412,6 +468,9 @@ pub struct Web {
     pub max_body_bytes: usize,
     /// Most TCP connections served at once; one more is answered `503` and closed.
     pub max_connections: usize,
+    /// Most sidecar sessions open at once, over every carrier (the unix sockets, a follower's
+    /// pipes, IPC upgrades, `/mcp`); a quarter is kept for the unix sockets (see `ipc`).
+    pub max_sessions: usize,
     /// Most sessions one agent holds over the network at once (IPC upgrades and `/mcp`
     /// sessions together); one more is refused `403` (see `ipc::RemoteSlot`).
     pub max_sessions_per_agent: usize,
@@ -450,6 +509,7 @@ impl Default for Web {
             allowed_hosts: Vec::new(),
             max_body_bytes: 2 * 1024 * 1024,
             max_connections: 1024,
+            max_sessions: 1024,
             max_sessions_per_agent: 64,
             header_timeout_s: 10,
             idle_timeout_s: 60,
@@ -594,6 +654,11 @@ impl Config {
             && !(url.starts_with("https://") || url.starts_with("http://"))
         {
             return Err("auth.public_url: must be an http:// or https:// URL".into());
+        }
+        self.auth.check_issuer()?;
+        if self.web.max_sessions < 4 {
+            // A quarter is the unix sockets': at least one for the local leo-mcp.
+            return Err("web.max_sessions: must be at least 4".into());
         }
         if self.web.max_sessions_per_agent == 0 {
             return Err("web.max_sessions_per_agent: must be at least 1".into());
@@ -853,6 +918,21 @@ mod tests {
                 "cluster.poll_ms: must be at least 10",
             ),
             ("cluster:\n  lease_ms: -1\n", "cluster.lease_ms: "),
+        ]);
+    }
+
+    #[test]
+    fn the_session_limit_defaults_to_1024_and_is_at_least_4() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.web.max_sessions, 1024);
+        let c = Config::parse("web:\n  max_sessions: 4\n");
+        assert_eq!(c.map(|c| c.web.max_sessions), Ok(4));
+        refused_saying(&[
+            (
+                "web:\n  max_sessions: 3\n",
+                "web.max_sessions: must be at least 4",
+            ),
+            ("web:\n  max_sessions: -1\n", "web.max_sessions: "),
         ]);
     }
 

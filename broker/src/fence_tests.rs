@@ -28,6 +28,7 @@ fn hook(name: &str) -> Stored {
         secret: "whsec_AAAA".into(),
         created_at: "t".into(),
         owner: "operator".into(),
+        approvals: false,
     }
 }
 

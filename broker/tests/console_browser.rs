@@ -213,6 +213,96 @@ async fn a_clusters_console_shows_its_instances_its_calls_per_minute_and_whole_w
     finish(script, &looked).await;
 }
 
+/// Approvals in the console: calls that await approval appear live with who asks and since
+/// when, their arguments inert (`<img onerror>` stays text, an ESC shows as `\u001b`); the
+/// operator approves one with edited arguments (the app gets them) and denies another with a
+/// reason (the agent gets `denied: …`); a call another approver decides leaves the list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_lists_approvals_live_shows_arguments_inert_and_decides() {
+    if !browser_ready() {
+        return;
+    }
+    let broker = Broker::start_with(
+        "approvals:\n  allow_edits: true\n  require:\n    - tools: [\"wipe\"]\n",
+    )
+    .await;
+    let mut script = browse("approvals.mjs", &broker);
+    let mut app = App::connect(&broker.http()).await;
+    let object = json!({"type": "object"});
+    app.register_ok(
+        "ops",
+        json!([
+            {"name": "deploy", "description": "Deploys", "input_schema": object,
+             "approval": "required"},
+            {"name": "wipe", "description": "Wipes", "input_schema": object},
+        ]),
+    )
+    .await;
+    let mut approvals = leo_testkit::Sse::open(&broker.http(), "/api/v1/events", None).await;
+    let mut ipc = crate::support::agent(&broker, "ci-7").await;
+    script.step("logged_in").await;
+
+    let markup = "<img src=x onerror=window.leoPwned=true>";
+    let hostile = json!({"env": markup, "note": "\u{1b}[31mred\u{1b}[0m \u{202e}txt.exe"});
+    ipc.call(1, "deploy", hostile).await;
+    let (id, _) = next_approval(&mut approvals).await;
+    script
+        .send(&json!({"cmd": "edit", "id": id, "markup": markup, "escape": "\\u001b[31m"}))
+        .await;
+    script.step("edited").await;
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    assert_eq!(request.data["arguments"], json!({"env": "staging"}));
+    app.serve(&id, json!([{"type": "text", "text": "deployed"}]))
+        .await;
+    let outcome = crate::support::result_of(&mut ipc, 1).await;
+    assert!(
+        outcome.to_string().contains("changed the arguments"),
+        "{outcome}"
+    );
+
+    ipc.call(2, "wipe", json!({"all": true})).await;
+    let (id, _) = next_approval(&mut approvals).await;
+    let reason = "not <b>today</b>";
+    script
+        .send(&json!({"cmd": "deny", "id": id, "reason": reason}))
+        .await;
+    script.step("denied").await;
+    assert_eq!(
+        crate::support::result_of(&mut ipc, 2).await["error"],
+        json!({"code": "denied", "message": reason})
+    );
+
+    ipc.call(3, "deploy", json!({"env": "prod"})).await;
+    let (id, digest) = next_approval(&mut approvals).await;
+    script.send(&json!({"cmd": "appear", "id": id})).await;
+    script.step("appeared").await;
+    let denied = broker
+        .http()
+        .post(
+            &format!("/api/v1/approvals/{id}/deny"),
+            &json!({"digest": digest}),
+        )
+        .await;
+    assert_eq!(denied.status, 200, "{denied:?}");
+    script.send(&json!({"cmd": "gone"})).await;
+    let gone = script.step("gone").await;
+    let audit = broker.http().get("/api/v1/audit").await.body.to_string();
+    assert!(
+        audit.contains("approve_call") && audit.contains("deny_call"),
+        "{audit}"
+    );
+    finish(script, &gone).await;
+}
+
+/// The id and digest of the next call an approver's stream is asked to decide.
+async fn next_approval(sse: &mut leo_testkit::Sse) -> (String, serde_json::Value) {
+    let asked = sse.next_of("client_tool.approval_requested").await;
+    (
+        asked.data["id"].as_str().unwrap().to_owned(),
+        asked.data["digest"].clone(),
+    )
+
 /// An MCP client's OAuth login approved on the consent page in Chromium, its grant listed in
 /// the console's OAuth grants section and revoked with its button: `/mcp` refuses the token
 /// at once.

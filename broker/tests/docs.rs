@@ -234,6 +234,24 @@ fn every_link_of_the_docs_resolves_inside_the_repository() {
     );
 }
 
+/// The worked example of docs/approvals.md shows the phone app's code as it is in
+/// `sdks/python/examples/phone_approver.py`, which mypy and ruff check and the Python SDK's
+/// suite runs (`test_the_phone_approver_example_decides_as_the_person_answers`).
+#[test]
+fn the_approvals_worked_example_is_the_tested_example() {
+    let page = std::fs::read_to_string(repo().join("docs/approvals.md")).expect("approvals.md");
+    let example = std::fs::read_to_string(repo().join("sdks/python/examples/phone_approver.py"))
+        .expect("the example");
+    let shown = page
+        .split("```python\n")
+        .filter_map(|block| block.split("```").next())
+        .any(|code| code == example);
+    assert!(
+        shown,
+        "docs/approvals.md does not show sdks/python/examples/phone_approver.py as it is"
+    );
+}
+
 /// Every fixture in testdata/wire/ is linked from the protocol reference.
 #[test]
 fn the_protocol_reference_links_every_wire_fixture() {

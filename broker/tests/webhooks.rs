@@ -17,7 +17,7 @@ use hyper::body::Incoming;
 use hyper::{Request, Response};
 use hyper_util::rt::TokioIo;
 use leo_testkit::agent::{Agent, AgentOpts, text_of, wait_for_tools};
-use leo_testkit::{Broker, Http, WAIT, bin};
+use leo_testkit::{Broker, Http, WAIT, bin, wire};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 
@@ -660,5 +660,137 @@ async fn webhooks_are_audited_and_belong_to_their_creator() {
     assert_eq!(
         created["detail"],
         format!("{} url={url}", ci["client_id"].as_str().unwrap())
+    );
+}
+
+/// An approver that cannot hold a stream: its webhook is sent each approval request, signed
+/// with its own secret and retried with the same id after a failure; the receiver decides over
+/// the approval routes with its token; the webhook is listed apart from the providers and
+/// removed by its owner, and no app saw the calls before they were approved.
+#[tokio::test]
+async fn an_approvers_webhook_gets_each_approval_request_signed_and_decides_over_the_api() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let mut phone = HookApp::start(status_only(204)).await;
+    phone.plan.lock().unwrap().push_back((503, "{}".into()));
+    let body = wire::load(
+        "http/approval_webhook_create.request.json",
+        &[("<url>", &phone.url())],
+    );
+    let made = http.post("/api/v1/approvals/webhooks", &body).await;
+    let secret = made.data()["secret"].as_str().unwrap().to_owned();
+    let mut shown = made.body.clone();
+    shown["data"]["url"] = json!("<url>");
+    wire::check("http/approval_webhook_create.response.json", &shown);
+    let taken = http
+        .post(
+            "/api/v1/approvals/webhooks",
+            &json!({"name": "phone", "url": phone.url()}),
+        )
+        .await;
+    assert_eq!(taken.code(409), "name_conflict", "{taken:?}");
+    let bad = http
+        .post(
+            "/api/v1/approvals/webhooks",
+            &json!({"name": "x", "url": phone.url(), "group": "g"}),
+        )
+        .await;
+    assert_eq!(bad.code(400), "unknown_parameter", "{bad:?}");
+
+    let mut app = crate::support::App::connect(&http).await;
+    let deploy = json!({"name": "deploy", "description": "Deploys",
+                        "input_schema": {"type": "object"}, "approval": "required"});
+    app.register_ok("ops", json!([deploy])).await;
+    let mut ipc = agent(&broker, "ci-7").await;
+    ipc.call(1, "deploy", json!({"env": "prod"})).await;
+
+    // Refused once, then delivered again with the same id, signed.
+    let first = phone.next_of("client_tool.approval_requested").await;
+    let again = phone.next_of("client_tool.approval_requested").await;
+    assert_eq!(first.header("webhook-id"), again.header("webhook-id"));
+    assert_signed(&again, &secret);
+    let mut delivered = json!({"headers": {}, "body": again.json()});
+    for name in ["content-type", "webhook-id", "leo-event"] {
+        delivered["headers"][name] = json!(again.header(name));
+    }
+    delivered["headers"]["webhook-timestamp"] = json!("<unix seconds>");
+    delivered["headers"]["webhook-signature"] = json!("v1,<base64>");
+    wire::check("webhooks/approval_requested.delivery.json", &delivered);
+    let asked = again.json();
+    let id = asked["id"].as_str().unwrap().to_owned();
+    assert_eq!(again.header("webhook-id"), format!("{id}-approval"));
+    assert_eq!(
+        (&asked["agent"], &asked["tool"], &asked["arguments"]),
+        (&json!("ci-7"), &json!("deploy"), &json!({"env": "prod"}))
+    );
+    let pending = http.get("/api/v1/client-tools/requests?pending=1").await;
+    assert_eq!(
+        pending.data(),
+        &json!([]),
+        "an app saw the call: {pending:?}"
+    );
+
+    // The receiver decides over the HTTP API, naming the digest it was sent.
+    let decided = http
+        .post(
+            &format!("/api/v1/approvals/{id}/approve"),
+            &json!({"digest": asked["digest"]}),
+        )
+        .await;
+    assert_eq!(decided.data()["decision"], "approved", "{decided:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "deployed"}]))
+        .await;
+    assert_eq!(
+        result_of(&mut ipc, 1).await,
+        json!({"content": [{"type": "text", "text": "deployed"}]})
+    );
+
+    ipc.call(2, "deploy", json!({"env": "prod"})).await;
+    let asked = phone.next_of("client_tool.approval_requested").await.json();
+    let id = asked["id"].as_str().unwrap();
+    let denied = http
+        .post(
+            &format!("/api/v1/approvals/{id}/deny"),
+            &json!({"digest": asked["digest"], "reason": "not from the phone"}),
+        )
+        .await;
+    assert_eq!(denied.data()["decision"], "denied", "{denied:?}");
+    assert_eq!(
+        result_of(&mut ipc, 2).await["error"],
+        json!({"code": "denied", "message": "not from the phone"})
+    );
+
+    // Still awaiting when the broker is killed: delivered again after the restart, same id.
+    ipc.call(3, "deploy", json!({"env": "prod"})).await;
+    let before = phone.next_of("client_tool.approval_requested").await;
+    let broker = Broker::start_in(broker.kill_keep_home().await).await;
+    let http = broker.http();
+    let after = phone.next_of("client_tool.approval_requested").await;
+    assert_eq!(before.header("webhook-id"), after.header("webhook-id"));
+    assert_eq!(before.json()["digest"], after.json()["digest"]);
+
+    // Listed apart from the providers, healthy, without its secret; removed by its owner.
+    // The delivery's 2xx is recorded once the broker has read it.
+    eventually(|| async {
+        let list = http.get("/api/v1/approvals/webhooks").await;
+        list.data()["webhooks"][0]["health"]["last_ok_at"].is_string()
+    })
+    .await;
+    let list = http.get("/api/v1/approvals/webhooks").await;
+    assert!(!list.body.to_string().contains(&secret));
+    let mut shown = list.body.clone();
+    shown["data"]["webhooks"][0]["url"] = json!("<url>");
+    wire::check("http/approval_webhook_list.response.json", &shown);
+    let providers = http.get("/api/v1/client-tools/webhooks").await;
+    assert_eq!(providers.data()["webhooks"], json!([]), "{providers:?}");
+    let wrong_kind = delete(&http, "/api/v1/client-tools/webhooks/phone").await;
+    assert_eq!(wrong_kind.code(404), "not_found", "{wrong_kind:?}");
+    let removed = delete(&http, "/api/v1/approvals/webhooks/phone").await;
+    wire::check("http/approval_webhook_remove.response.json", &removed.body);
+    assert_eq!(
+        http.get("/api/v1/approvals/webhooks").await.data()["webhooks"],
+        json!([])
     );
 }

@@ -122,3 +122,41 @@ impl Approval {
         serde_json::to_string(self).unwrap_or_default()
     }
 }
+
+/// `POST /api/v1/approvals/webhooks`: an approver that cannot hold a stream is sent each
+/// `client_tool.approval_requested` body, signed like a webhook provider's deliveries, and
+/// answers over `POST /api/v1/approvals/{id}/approve|deny` with the token that created it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalWebhookBody {
+    /// 1 to 64 of `A-Z a-z 0-9 _ . -`, unique among every webhook.
+    pub name: String,
+    /// Where the approval requests are `POST`ed (`webhooks.allowed_hosts` applies).
+    pub url: String,
+}
+
+/// The answer to `POST /api/v1/approvals/webhooks`: the signing secret, shown once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApprovalWebhookCreated {
+    pub name: String,
+    pub url: String,
+    /// `whsec_…`: the key of the `webhook-signature` header.
+    pub secret: String,
+}
+
+/// `GET /api/v1/approvals/webhooks`: the approval webhooks, without secrets.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApprovalWebhookList {
+    pub webhooks: Vec<ApprovalWebhookInfo>,
+}
+
+/// One approval webhook.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApprovalWebhookInfo {
+    pub name: String,
+    pub url: String,
+    /// The principal that created it, whose decisions its receiver makes.
+    pub owner: String,
+    pub created_at: String,
+    pub health: crate::webhooks::WebhookHealth,
+}

@@ -134,6 +134,11 @@ pub struct GroupTool {
     /// A changed definition waits for the operator's approval (`pin_definitions`).
     #[serde(default)]
     pub awaiting_approval: bool,
+    /// Every call of it waits for a person's approval (docs/approvals.md): its app registered
+    /// it with `approval: "required"`, or a rule of `approvals.require` holds it for every
+    /// agent. Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_approval: bool,
 }
 
 /// One live call.

@@ -25,6 +25,9 @@ pub const HEADER_EVENT: &str = "leo-event";
 /// Appended to the request id to make a cancellation's `webhook-id`, so an app that drops
 /// repeated ids (retries) does not drop the cancellation of a call it saw.
 pub const CANCELLED_SUFFIX: &str = "-cancelled";
+/// Appended to the request id for the `webhook-id` of an approval request sent to an
+/// approver's webhook (`POST /api/v1/approvals/webhooks`).
+pub const APPROVAL_SUFFIX: &str = "-approval";
 /// The secret's prefix; the rest is the base64 of the key.
 pub const SECRET_PREFIX: &str = "whsec_";
 

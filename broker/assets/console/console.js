@@ -201,6 +201,7 @@ async function reconnect() {
 // ----- the sections -----
 
 function render() {
+  refreshApprovals();
   renderAsk();
   renderCalls();
   renderInstances();
@@ -284,17 +285,143 @@ function renderCalls() {
         cancel.disabled = false;
       }
     });
-    // The words of `leo requests`: parked (nobody has taken it yet), or claimed by an app.
-    const state = r.state === 'claimed' ? ['claimed by ', ...appLabel(r.claimed_by)] : ['parked'];
+    // The words of `leo requests`: awaiting approval, parked (nobody has taken it yet), or
+    // claimed by an app.
+    const state = r.state === 'claimed' ? ['claimed by ', ...appLabel(r.claimed_by)]
+      : [r.state === 'awaiting_approval' ? 'awaiting approval' : 'parked'];
     return el('tr', { 'data-id': r.id },
       el('td', { 'data-label': 'Tool', title: `group ${r.group} · ${r.id}` }, word(r.tool, { code: true })),
       el('td', { 'data-label': 'Agent' }, word(r.agent)),
       el('td', { 'data-label': 'State', class: `state ${r.state}` }, ...state),
       el('td', { 'data-label': 'Age', class: 'age', 'data-age': r.age_s }),
-      el('td', { 'data-label': 'Arguments', class: 'args', text: r.arguments_preview }),
+      el('td', { 'data-label': 'Arguments', class: 'args', text: inert(r.arguments_preview) }),
       el('td', { class: 'actions' }, cancel));
   });
   fill($('calls'), rows, 'no-calls');
+}
+
+// ----- approvals -----
+
+// Text an agent chose, made inert for a person to read: it is only ever set as textContent (so
+// markup stays text), and every control, invisible or direction-changing character is
+// written as its escape (`\u001b`), so a terminal sequence or a reordering mark shows as
+// what it is instead of changing what is shown around it.
+const INVISIBLE = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u00ad\u061c\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]/g;
+
+function inert(text) {
+  return String(text).replace(INVISIBLE, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+// The arguments as indented JSON (which already escapes C0 controls inside strings).
+function argumentsText(args) {
+  return inert(JSON.stringify(args, null, 2));
+}
+
+// The calls awaiting approval, fetched again after each snapshot (a call that starts or stops
+// awaiting changes the snapshot). One fetch at a time; a snapshot meanwhile asks for one more.
+let approvalsBusy = false;
+let approvalsAgain = false;
+
+async function refreshApprovals() {
+  if (approvalsBusy) {
+    approvalsAgain = true;
+    return;
+  }
+  approvalsBusy = true;
+  try {
+    do {
+      approvalsAgain = false;
+      const response = await fetch('/console/approvals');
+      if (response.ok) renderApprovals((await response.json()).data.approvals);
+    } while (approvalsAgain);
+  } catch {
+    // The stream's own error handling reconnects; the next snapshot tries again.
+  } finally {
+    approvalsBusy = false;
+  }
+}
+
+// Keyed by request id, so a half-typed reason or edit survives the next refresh.
+function renderApprovals(approvals) {
+  const list = $('approval-list');
+  const awaiting = new Map(approvals.map((a) => [a.id, a]));
+  for (const item of [...list.children]) {
+    const a = awaiting.get(item.dataset.id);
+    if (!a || a.digest !== item.dataset.digest) item.remove();
+  }
+  const shown = new Set([...list.children].map((item) => item.dataset.id));
+  for (const a of approvals) {
+    if (!shown.has(a.id)) list.append(approvalItem(a));
+  }
+  $('no-approvals').hidden = approvals.length > 0;
+  tick();
+}
+
+function approvalItem(a) {
+  const item = el('li', { class: 'approval', 'data-id': a.id, 'data-digest': a.digest });
+  const expires = new Date(a.expires_at).toLocaleTimeString();
+  item.append(
+    el('p', { class: 'what' },
+      word(a.agent), ' calls ', word(a.tool, { code: true }),
+      el('span', { class: 'muted', text: ` (group ${inert(a.group)})` })),
+    el('pre', { class: 'arguments', text: argumentsText(a.arguments) }),
+    el('p', { class: 'meta' },
+      'asked by ', word(a.agent), ' · session ', word(a.session, { id: true }),
+      ' · since ', el('span', { 'data-since': a.requested_at }),
+      ` · expires at ${expires}`,
+      ` · required by ${a.required_by === 'tool' ? 'the app' : 'the operator\'s config'}`,
+      ' · ', word(a.id, { id: true })),
+  );
+  const controls = el('div', { class: 'decide' });
+  const approve = el('button', { type: 'button', class: 'approve', text: 'Approve' });
+  approve.addEventListener('click', () => decide(item, a, 'approve', { digest: a.digest }));
+  controls.append(approve);
+  if (a.editable) {
+    const editor = el('textarea', { name: 'arguments', rows: 4, hidden: true, value: JSON.stringify(a.arguments, null, 2) });
+    const edit = el('button', { type: 'button', class: 'edit', text: 'Edit arguments' });
+    const send = el('button', { type: 'button', class: 'approve-edited', text: 'Approve with these arguments', hidden: true });
+    edit.addEventListener('click', () => {
+      editor.hidden = false;
+      send.hidden = false;
+      edit.hidden = true;
+      editor.focus();
+    });
+    send.addEventListener('click', () => {
+      let args;
+      try {
+        args = JSON.parse(editor.value);
+      } catch (error) {
+        notice(`The arguments are not JSON: ${error.message}`);
+        return;
+      }
+      decide(item, a, 'approve', { digest: a.digest, arguments: args });
+    });
+    controls.append(edit, editor, send);
+  }
+  const reason = el('input', { type: 'text', name: 'reason', placeholder: 'Reason (optional)', maxLength: 1024 });
+  const deny = el('button', { type: 'button', class: 'danger deny', text: 'Deny' });
+  deny.addEventListener('click', () => {
+    const body = { digest: a.digest };
+    if (reason.value.trim()) body.reason = reason.value;
+    decide(item, a, 'deny', body);
+  });
+  controls.append(reason, deny);
+  item.append(controls);
+  return item;
+}
+
+async function decide(item, a, action, body) {
+  const controls = item.querySelectorAll('button, input, textarea');
+  controls.forEach((c) => { c.disabled = true; });
+  try {
+    await post(`/console/approvals/${encodeURIComponent(a.id)}/${action}`, body);
+    notice('');
+    item.remove();
+    $('no-approvals').hidden = $('approval-list').children.length > 0;
+  } catch (error) {
+    notice(error.message);
+    controls.forEach((c) => { c.disabled = false; });
+  }
 }
 
 // The last ended calls, fetched again after each snapshot (a call that ended changed the
@@ -375,6 +502,7 @@ function toolItem(t) {
     el('span', { class: 'desc', text: t.description }), ' ',
     el('span', { class: 'muted', text: `(timeout ${formatTimeout(t.timeout_s)})` }));
   if (t.agents) item.append(' ', el('span', { class: 'muted scope', text: `for ${t.agents.join(', ')}` }));
+  if (t.needs_approval) item.append(' ', el('span', { class: 'badge approval', text: 'needs approval' }));
   if (t.awaiting_approval) {
     item.append(' ', el('span', { class: 'badge', text: 'changed definition awaits approval' }), ' ', approveButton(t.name));
   } else if (t.changed_at) {

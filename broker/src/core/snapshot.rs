@@ -29,7 +29,7 @@ impl Broker {
             agents: agents(&core),
             tools: core.registry.names(),
             pending: core.requests.len(),
-            tools_by_group: tools_by_group(&core),
+            tools_by_group: tools_by_group(&core, &self.config.approvals),
             requests: requests(&core),
             ask_human: core.clients.contains_key(super::CONSOLE_CLIENT),
             warnings: core.registry.warnings().clone(),
@@ -76,7 +76,10 @@ fn agents(core: &Core) -> Vec<AgentStatus> {
         .collect()
 }
 
-fn tools_by_group(core: &Core) -> BTreeMap<String, Vec<GroupTool>> {
+fn tools_by_group(
+    core: &Core,
+    approvals: &crate::config::ApprovalsConfig,
+) -> BTreeMap<String, Vec<GroupTool>> {
     let mut tools_by_group: BTreeMap<String, Vec<GroupTool>> = BTreeMap::new();
     for v in core.registry.view().values() {
         tools_by_group
@@ -91,6 +94,11 @@ fn tools_by_group(core: &Core) -> BTreeMap<String, Vec<GroupTool>> {
                 agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
                 changed_at: core.registry.changed_at(&v.spec.def.name).cloned(),
                 awaiting_approval: core.registry.held_digest(&v.spec.def.name).is_some(),
+                needs_approval: v.spec.def.approval.is_some()
+                    || approvals
+                        .require
+                        .iter()
+                        .any(|r| r.agents.is_none() && r.holds("", &v.spec.def.name)),
             });
     }
     tools_by_group

@@ -24,10 +24,7 @@ impl Broker {
     ) -> Result<(), Refusal> {
         let mut core = self.lock();
         if core.shutting_down {
-            return Err(Refusal::new(
-                ErrorCode::Cancelled,
-                "the broker is shutting down",
-            ));
+            return Err(Broker::stopping(&core));
         }
         if core.clients.contains_key(client_id) {
             return Err(Refusal::new(
@@ -92,6 +89,14 @@ impl Broker {
         matches!(
             self.lock().requests.get(id),
             Some((_, crate::requests::Stage::Parked))
+        )
+    }
+
+    /// True while request `id` awaits a person's approval.
+    pub fn is_awaiting(&self, id: &str) -> bool {
+        matches!(
+            self.lock().requests.get(id),
+            Some((_, crate::requests::Stage::Awaiting(_)))
         )
     }
 

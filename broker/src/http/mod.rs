@@ -47,6 +47,8 @@ pub struct AppState {
     pub https: bool,
     /// The OAuth authorization server (`auth.oauth`), whose access tokens open `/mcp`.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// The outside authorization server (`auth.issuer`), whose JWTs open `/mcp` instead.
+    pub issuer: Option<Arc<crate::issuer::Issuer>>,
     /// `auth.public_url`: the issuer and the base of `/mcp`'s resource URL.
     pub public_url: Option<String>,
     /// This instance, when it leads a cluster (`/readyz` names it); `None` for a single broker.
@@ -114,9 +116,12 @@ fn handler(route: Route, method: MethodFilter) -> MethodRouter<Arc<AppState>> {
         Route::Mcp => on(method, mcp::serve),
         Route::Health => on(method, health::healthz),
         Route::Ready => on(method, health::readyz),
-        Route::Approvals => on(method, approvals::list),
-        Route::ApproveCall => on(method, approvals::approve),
-        Route::DenyCall => on(method, approvals::deny),
+        Route::Approvals | Route::ConsoleApprovals => on(method, approvals::list),
+        Route::ApproveCall | Route::ConsoleApproveCall => on(method, approvals::approve),
+        Route::DenyCall | Route::ConsoleDenyCall => on(method, approvals::deny),
+        Route::CreateApprovalWebhook => on(method, approvals::create_webhook),
+        Route::ListApprovalWebhooks => on(method, approvals::list_webhooks),
+        Route::RemoveApprovalWebhook => on(method, approvals::remove_webhook),
         Route::ResourceMetadata => on(method, oauth::resource_metadata),
         Route::ServerMetadata => on(method, oauth::server_metadata),
         Route::OAuthRegister => on(method, oauth::register),

@@ -315,8 +315,21 @@ pub async fn list_webhooks(
     State(state): State<Arc<AppState>>,
     uri: Uri,
 ) -> Result<Response, Refusal> {
+    list_webhooks_of(&state, &uri, false)
+}
+
+/// The providers' webhooks, or (`approvals`) the approvers'.
+pub(super) fn list_webhooks_of(
+    state: &AppState,
+    uri: &Uri,
+    approvals: bool,
+) -> Result<Response, Refusal> {
     query_flags(uri.query(), &[])?;
-    Ok(ok(state.webhooks.list()))
+    Ok(if approvals {
+        ok(state.webhooks.list_approvals())
+    } else {
+        ok(state.webhooks.list())
+    })
 }
 
 #[tracing::instrument(name = "remove_webhook", skip_all, fields(webhook = %name))]
@@ -325,7 +338,26 @@ pub async fn remove_webhook(
     Extension(who): Extension<Principal>,
     Path(name): Path<String>,
 ) -> Result<Response, Refusal> {
-    let (removed, client_id) = state.webhooks.remove(&caller(&who), &name).await?;
-    audit(&state, Some(&who), "webhook_remove", &name, Some(client_id));
+    remove_webhook_of(&state, &who, &name, false).await
+}
+
+/// Removes a provider's webhook, or (`approvals`) an approver's; audited as `webhook_remove`
+/// with its `client_id` (an approver's has none: `approvals`).
+pub(super) async fn remove_webhook_of(
+    state: &AppState,
+    who: &Principal,
+    name: &str,
+    approvals: bool,
+) -> Result<Response, Refusal> {
+    let (removed, client_id) = state
+        .webhooks
+        .remove_of(&caller(who), name, approvals)
+        .await?;
+    let detail = if approvals {
+        "approvals".into()
+    } else {
+        client_id
+    };
+    audit(state, Some(who), "webhook_remove", name, Some(detail));
     Ok(ok(removed))
 }

@@ -40,6 +40,12 @@ pub enum Route {
     AskHuman,
     /// The console's approve button.
     ConsoleApprove,
+    /// `GET /console/approvals`: the calls awaiting approval, for the console's list.
+    ConsoleApprovals,
+    /// `POST /console/approvals/{id}/approve`: the console approves a call.
+    ConsoleApproveCall,
+    /// `POST /console/approvals/{id}/deny`: the console denies a call.
+    ConsoleDenyCall,
     /// `POST …/requests/{id}/progress`: the claimant reports progress.
     Progress,
     /// `POST …/requests/{id}/input`: the claimant asks the agent's user.
@@ -79,6 +85,12 @@ pub enum Route {
     ApproveCall,
     /// `POST /api/v1/approvals/{id}/deny`.
     DenyCall,
+    /// `POST /api/v1/approvals/webhooks`: an approver's webhook.
+    CreateApprovalWebhook,
+    /// `GET /api/v1/approvals/webhooks`.
+    ListApprovalWebhooks,
+    /// `DELETE /api/v1/approvals/webhooks/{name}`.
+    RemoveApprovalWebhook,
     /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728).
     ResourceMetadata,
     /// `GET /.well-known/oauth-authorization-server` (RFC 8414).
@@ -236,6 +248,24 @@ pub const ROUTES: &[(&str, &str, Route)] = &[
     ("GET", "/api/v1/approvals", Route::Approvals),
     ("POST", "/api/v1/approvals/{id}/approve", Route::ApproveCall),
     ("POST", "/api/v1/approvals/{id}/deny", Route::DenyCall),
+    ("POST", APPROVAL_WEBHOOKS_PATH, Route::CreateApprovalWebhook),
+    ("GET", APPROVAL_WEBHOOKS_PATH, Route::ListApprovalWebhooks),
+    (
+        "DELETE",
+        "/api/v1/approvals/webhooks/{name}",
+        Route::RemoveApprovalWebhook,
+    ),
+    ("GET", "/console/approvals", Route::ConsoleApprovals),
+    (
+        "POST",
+        "/console/approvals/{id}/approve",
+        Route::ConsoleApproveCall,
+    ),
+    (
+        "POST",
+        "/console/approvals/{id}/deny",
+        Route::ConsoleDenyCall,
+    ),
     (
         "GET",
         oauth::RESOURCE_METADATA_PATH,
@@ -272,6 +302,9 @@ pub const MCP_PATH: &str = "/mcp";
 pub const HEALTHZ_PATH: &str = "/healthz";
 /// The readiness probe's path.
 pub const READYZ_PATH: &str = "/readyz";
+
+/// The approvers' webhooks' path.
+pub const APPROVAL_WEBHOOKS_PATH: &str = "/api/v1/approvals/webhooks";
 
 /// The webhook providers' path.
 pub const WEBHOOKS_PATH: &str = "/api/v1/client-tools/webhooks";
@@ -337,9 +370,12 @@ impl Route {
             Route::Cancel | Route::Approve | Route::Audit | Route::Metrics => &[Kind::Operator],
             // Which devices and API clients decide is `approvals.approvers`, checked by the
             // core for every decision.
-            Route::Approvals | Route::ApproveCall | Route::DenyCall => {
-                &[Kind::Operator, Kind::Device, Kind::ApiClient]
-            }
+            Route::Approvals
+            | Route::ApproveCall
+            | Route::DenyCall
+            | Route::CreateApprovalWebhook
+            | Route::ListApprovalWebhooks
+            | Route::RemoveApprovalWebhook => &[Kind::Operator, Kind::Device, Kind::ApiClient],
             Route::Message => &[Kind::Operator, Kind::ApiClient],
             Route::Ipc => &[Kind::Agent, Kind::OwnAgent],
             // The shared agent token, or an agent's own (which is not a principal of the
@@ -368,6 +404,9 @@ impl Route {
             | Route::ConsoleApprove
             | Route::ConsoleGrants
             | Route::ConsoleRevokeGrant
+            | Route::ConsoleApprovals
+            | Route::ConsoleApproveCall
+            | Route::ConsoleDenyCall
             | Route::ConsoleHistory => &[Kind::Session],
         }
     }
@@ -427,6 +466,9 @@ impl Route {
                 | Route::ConsoleAnswer
                 | Route::AskHuman
                 | Route::ConsoleApprove
+                | Route::ConsoleApprovals
+                | Route::ConsoleApproveCall
+                | Route::ConsoleDenyCall
                 | Route::ConsoleHistory
                 | Route::ConsentPage
                 | Route::ConsentDecide
@@ -446,6 +488,8 @@ impl Route {
                 | Route::ConsoleAnswer
                 | Route::AskHuman
                 | Route::ConsoleApprove
+                | Route::ConsoleApproveCall
+                | Route::ConsoleDenyCall
                 | Route::ConsentDecide
                 | Route::ConsoleRevokeGrant
         )
@@ -471,6 +515,8 @@ impl Route {
             | Route::Cancel
             | Route::Approve
             | Route::DenyCall
+            | Route::CreateApprovalWebhook
+            | Route::ConsoleDenyCall
             | Route::ConsoleCancel
             | Route::ConsoleApprove
             | Route::AskHuman
@@ -480,9 +526,12 @@ impl Route {
             | Route::OAuthToken
             | Route::Logout => SMALL_BODY,
             // An approval's edited arguments.
-            Route::ApproveCall => max_body,
+            Route::ApproveCall | Route::ConsoleApproveCall => max_body,
             Route::Events
             | Route::Approvals
+            | Route::ListApprovalWebhooks
+            | Route::RemoveApprovalWebhook
+            | Route::ConsoleApprovals
             | Route::ListWebhooks
             | Route::RemoveWebhook
             | Route::ListTools
@@ -793,7 +842,15 @@ mod tests {
             );
             // An API client messages its targets, and decides approvals if it is an approver
             // (`approvals.approvers.api_clients`, the core's check).
-            let approval = matches!(r, Route::Approvals | Route::ApproveCall | Route::DenyCall);
+            let approval = matches!(
+                r,
+                Route::Approvals
+                    | Route::ApproveCall
+                    | Route::DenyCall
+                    | Route::CreateApprovalWebhook
+                    | Route::ListApprovalWebhooks
+                    | Route::RemoveApprovalWebhook
+            );
             assert!(
                 !r.allows(Kind::ApiClient) || *r == Route::Message || approval,
                 "{r:?}"

@@ -10,17 +10,21 @@
 //!
 //! A call of a group that several webhooks serve is delivered to one of them: the agent's
 //! owner of the group if it has one, else the first by name.
+//!
+//! An approval request goes to every approver's webhook whose owner may decide it, retried
+//! with the same backoff until a `2xx`, for as long as the call awaits approval.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use leo_protocol::ErrorCode;
+use leo_protocol::approvals::AwaitingApproval;
 use leo_protocol::backoff::Backoff;
 use leo_protocol::events::{CancelledEvent, kind};
 use leo_protocol::names::{ClientId, RequestId};
 use leo_protocol::requests::Request;
-use leo_protocol::webhooks::{CANCELLED_SUFFIX, InlineAnswer};
+use leo_protocol::webhooks::{APPROVAL_SUFFIX, CANCELLED_SUFFIX, InlineAnswer};
 use tokio::sync::broadcast::error::RecvError;
 use tokio_util::sync::CancellationToken;
 use tracing::{Instrument, debug, info, info_span, warn};
@@ -51,6 +55,8 @@ enum Attempt {
 pub async fn run(hooks: Arc<Webhooks>) {
     let shutdown = hooks.broker.shutdown_token();
     let mut rx = hooks.broker.bus().subscribe(None).rx;
+    // Calls restored awaiting approval were announced before this subscription.
+    hooks.catch_up_approvals();
     loop {
         let event = tokio::select! {
             biased;
@@ -65,6 +71,7 @@ pub async fn run(hooks: Arc<Webhooks>) {
                     "webhook dispatch fell behind the event bus; catching up from the pending calls"
                 );
                 hooks.catch_up();
+                hooks.catch_up_approvals();
             }
             Err(RecvError::Closed) => return,
         }
@@ -78,6 +85,12 @@ impl Webhooks {
                 Ok(request) => self.dispatch(&request, Bytes::from(event.full.clone())),
                 Err(e) => warn!(error = %e, "unreadable request event"),
             },
+            kind::APPROVAL_REQUESTED => {
+                match serde_json::from_str::<AwaitingApproval>(&event.full) {
+                    Ok(asked) => self.ask_approvers(&asked, Bytes::from(event.full.clone())),
+                    Err(e) => warn!(error = %e, "unreadable approval request"),
+                }
+            }
             kind::CANCELLED => match serde_json::from_str::<CancelledEvent>(&event.full) {
                 Ok(cancelled) => self.cancelled(&cancelled, Bytes::from(event.full.clone())),
                 Err(e) => warn!(error = %e, "unreadable cancel event"),
@@ -146,6 +159,50 @@ impl Webhooks {
         broker.tasks().spawn(task.deliver(body).instrument(span));
     }
 
+    /// Every call awaiting approval, delivered to the approvers' webhooks (again, with the same
+    /// `webhook-id`, to one that had it: a receiver dedupes by it).
+    fn catch_up_approvals(self: &Arc<Self>) {
+        let Ok(list) = self.broker.approvals("operator") else {
+            return;
+        };
+        for asked in list.approvals {
+            let body = serde_json::to_vec(&asked).unwrap_or_default();
+            self.ask_approvers(&asked, Bytes::from(body));
+        }
+    }
+
+    /// Delivers an approval request to every approver's webhook whose owner may decide it
+    /// (an approver now, and not the call's own agent), each until it answers `2xx`, the call
+    /// no longer awaits approval, or the approval expires.
+    fn ask_approvers(self: &Arc<Self>, asked: &AwaitingApproval, body: Bytes) {
+        let approvals = &self.broker.config().approvals;
+        let own = format!("device:{}", asked.agent);
+        let expires = leo_protocol::time::parse_rfc3339(&asked.expires_at)
+            .and_then(|at| at.duration_since(std::time::SystemTime::now()).ok())
+            .unwrap_or(RETRY_CAP);
+        let state = self.lock();
+        for hook in state.hooks.values().filter(|h| h.stored.approvals) {
+            if !approvals.may_approve(&hook.stored.owner) || hook.stored.owner == own {
+                continue;
+            }
+            let task = CallTask {
+                hooks: self.clone(),
+                name: hook.stored.name.clone(),
+                client_id: ClientId::from(String::new()),
+                owner: hook.stored.owner.clone(),
+                target: hook.target.clone(),
+                key: hook.key.clone(),
+                id: asked.id.clone(),
+                deadline: Some(Instant::now() + expires),
+                stop: self.broker.shutdown_token().child_token(),
+            };
+            let span = info_span!("approval_delivery", request = %asked.id, webhook = %task.name);
+            self.broker
+                .tasks()
+                .spawn(task.deliver_approval(body.clone()).instrument(span));
+        }
+    }
+
     /// The call ended without a result: stop its deliveries and tell the app.
     fn cancelled(self: &Arc<Self>, cancelled: &CancelledEvent, body: Bytes) {
         let mut state = self.lock();
@@ -211,6 +268,29 @@ impl CallTask {
                 }
             }
             if !self.wait(backoff.next_delay()).await || !self.hooks.broker.is_parked(&self.id) {
+                return;
+            }
+        }
+    }
+
+    /// Delivers `client_tool.approval_requested` to an approver's webhook until it answers
+    /// `2xx` (it decides later, over the approval routes), while the call awaits approval.
+    async fn deliver_approval(self, body: Bytes) {
+        let id = format!("{}{APPROVAL_SUFFIX}", self.id);
+        let mut backoff = Backoff::new(RETRY_FIRST, RETRY_CAP).jittered();
+        loop {
+            let failure = match self.send(&id, kind::APPROVAL_REQUESTED, body.clone()).await {
+                Ok(answer) if (200..300).contains(&answer.status) => {
+                    debug!("approval request delivered");
+                    self.hooks.record(&self.name, None);
+                    return;
+                }
+                Ok(answer) => format!("the approval request was answered HTTP {}", answer.status),
+                Err(why) => leo_protocol::chain::error_chain(&why),
+            };
+            info!(error = %failure, "approval request delivery failed");
+            self.hooks.record(&self.name, Some(failure));
+            if !self.wait(backoff.next_delay()).await || !self.hooks.broker.is_awaiting(&self.id) {
                 return;
             }
         }

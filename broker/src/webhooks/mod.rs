@@ -10,6 +10,11 @@
 //! backoff until it is answered, accepted, or the call ends), and takes an inline answer in one
 //! step. `client_tool.cancelled` is delivered the same way.
 //!
+//! An approver that cannot hold a stream has a webhook of another kind (`approvals` in
+//! `Stored`, created by `POST /api/v1/approvals/webhooks`): it joins no group and is sent, signed
+//! the same way, each `client_tool.approval_requested` its owner may decide (`dispatch`), and
+//! answers over the approval routes with its owner's token.
+//!
 //! Parts: `url` (where a webhook may be called), `sign` (Standard Webhooks signatures),
 //! `deliver` (one HTTP attempt), `dispatch` (the bus follower and the delivery tasks), `store`
 //! (`state/webhooks.json`).
@@ -24,6 +29,9 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use leo_protocol::ErrorCode;
+use leo_protocol::approvals::{
+    ApprovalWebhookBody, ApprovalWebhookCreated, ApprovalWebhookInfo, ApprovalWebhookList,
+};
 use leo_protocol::names::RequestId;
 use leo_protocol::tool::RegisterBody;
 use leo_protocol::webhooks::{
@@ -98,7 +106,9 @@ impl Webhooks {
             changes: tokio::sync::Mutex::new(()),
         });
         for w in stored {
-            if let Err(e) = hooks.join(&w) {
+            if w.approvals {
+                // An approver's webhook serves no group: it only receives.
+            } else if let Err(e) = hooks.join(&w) {
                 warn!(webhook = %w.name, error = %e, "a stored webhook could not register its group");
             }
             let hook = hooks.hook(w);
@@ -160,55 +170,18 @@ impl Webhooks {
     /// `POST /api/v1/client-tools/webhooks`, by `caller` (the token's principal), who owns it.
     /// Kept (`store::Store::save`) before it answers; a change waits for the one before it.
     pub async fn create(&self, caller: &str, body: WebhookBody) -> Result<WebhookCreated, Refusal> {
-        if !leo_protocol::names::is_name(&body.name) {
-            return Err(Refusal::new(
-                ErrorCode::InvalidParameter,
-                format!(
-                    "at $.name: {:?} is not 1 to 64 of A-Z a-z 0-9 _ . -",
-                    body.name
-                ),
-            ));
-        }
-        Target::parse(&body.url, &self.allowed_hosts)
-            .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, format!("at $.url: {m}")))?;
+        self.check_new(&body.name, &body.url)?;
         let _one_change = self.changes.lock().await;
-        if self.lock().hooks.contains_key(&body.name) {
-            return Err(Refusal::new(
-                ErrorCode::NameConflict,
-                format!(
-                    "at $.name: a webhook named {:?} exists; remove it first (leo webhook rm {})",
-                    body.name, body.name
-                ),
-            ));
-        }
-        let secret = sign::new_secret().map_err(|e| internal("no randomness for a secret", e))?;
+        let stored = self.new_stored(caller, body.name, body.url, false)?;
         let stored = Stored {
-            name: body.name,
-            url: body.url,
             group: body.group,
             tools: body.tools,
             agents: body.agents,
             client_id: crate::tokens::random_id("c_"),
-            secret,
-            created_at: leo_protocol::time::now(),
-            owner: caller.to_owned(),
+            ..stored
         };
         let registered = self.join(&stored)?;
-        // In the state before it is kept: a call of its group parked meanwhile is delivered.
-        let all = {
-            let mut state = self.lock();
-            let hook = self.hook(stored.clone());
-            state.hooks.insert(hook.stored.name.clone(), hook);
-            all_of(&state)
-        };
-        if let Err(e) = self.store.save(Change::Added(&stored), &all).await {
-            self.lock().hooks.remove(&stored.name);
-            self.broker.leave_webhook(&stored.client_id);
-            return Err(internal(
-                "cannot keep the webhooks (state/webhooks.json, or the database)",
-                e,
-            ));
-        }
+        self.keep(&stored).await?;
         info!(webhook = %stored.name, client_id = %stored.client_id, group = %stored.group, "webhook provider created");
         Ok(WebhookCreated {
             name: stored.name,
@@ -222,6 +195,117 @@ impl Webhooks {
         })
     }
 
+    /// `POST /api/v1/approvals/webhooks`, by `caller`, who must be an approver
+    /// (`approvals.approvers`): its webhook is sent the approval requests `caller` may decide.
+    pub async fn create_approvals(
+        &self,
+        caller: &str,
+        body: ApprovalWebhookBody,
+    ) -> Result<ApprovalWebhookCreated, Refusal> {
+        if !self.broker.config().approvals.may_approve(caller) {
+            return Err(Refusal::new(
+                ErrorCode::Forbidden,
+                format!("{caller} is not an approver (approvals.approvers)"),
+            ));
+        }
+        self.check_new(&body.name, &body.url)?;
+        let _one_change = self.changes.lock().await;
+        let stored = self.new_stored(caller, body.name, body.url, true)?;
+        self.keep(&stored).await?;
+        info!(webhook = %stored.name, owner = %stored.owner, "approval webhook created");
+        Ok(ApprovalWebhookCreated {
+            name: stored.name,
+            url: stored.url,
+            secret: stored.secret,
+        })
+    }
+
+    /// A new webhook's name and url, checked before the change lock is taken.
+    fn check_new(&self, name: &str, url: &str) -> Result<(), Refusal> {
+        if !leo_protocol::names::is_name(name) {
+            return Err(Refusal::new(
+                ErrorCode::InvalidParameter,
+                format!("at $.name: {name:?} is not 1 to 64 of A-Z a-z 0-9 _ . -"),
+            ));
+        }
+        Target::parse(url, &self.allowed_hosts)
+            .map_err(|m| Refusal::new(ErrorCode::InvalidParameter, format!("at $.url: {m}")))?;
+        Ok(())
+    }
+
+    /// A new webhook named `name` (free, under the change lock) with a new secret.
+    fn new_stored(
+        &self,
+        caller: &str,
+        name: String,
+        url: String,
+        approvals: bool,
+    ) -> Result<Stored, Refusal> {
+        if self.lock().hooks.contains_key(&name) {
+            return Err(Refusal::new(
+                ErrorCode::NameConflict,
+                format!(
+                    "at $.name: a webhook named {name:?} exists; remove it first (leo webhook rm {name})"
+                ),
+            ));
+        }
+        let secret = sign::new_secret().map_err(|e| internal("no randomness for a secret", e))?;
+        Ok(Stored {
+            name,
+            url,
+            group: String::new(),
+            tools: Vec::new(),
+            agents: None,
+            client_id: String::new(),
+            secret,
+            created_at: leo_protocol::time::now(),
+            owner: caller.to_owned(),
+            approvals,
+        })
+    }
+
+    /// Puts a new webhook in the state, then keeps it; undone (and a provider's group left)
+    /// when it cannot be kept.
+    async fn keep(&self, stored: &Stored) -> Result<(), Refusal> {
+        // In the state before it is kept: a call of its group parked meanwhile is delivered.
+        let all = {
+            let mut state = self.lock();
+            let hook = self.hook(stored.clone());
+            state.hooks.insert(hook.stored.name.clone(), hook);
+            all_of(&state)
+        };
+        if let Err(e) = self.store.save(Change::Added(stored), &all).await {
+            self.lock().hooks.remove(&stored.name);
+            if !stored.approvals {
+                self.broker.leave_webhook(&stored.client_id);
+            }
+            return Err(internal(
+                "cannot keep the webhooks (state/webhooks.json, or the database)",
+                e,
+            ));
+        }
+        Ok(())
+    }
+
+    /// `GET /api/v1/approvals/webhooks`: the approvers' webhooks, without secrets.
+    pub fn list_approvals(&self) -> ApprovalWebhookList {
+        let state = self.lock();
+        ApprovalWebhookList {
+            webhooks: state
+                .hooks
+                .values()
+                .filter(|h| h.stored.approvals)
+                .map(|h| ApprovalWebhookInfo {
+                    name: h.stored.name.clone(),
+                    url: h.stored.url.clone(),
+                    owner: h.stored.owner.clone(),
+                    created_at: h.stored.created_at.clone(),
+                    health: h.health.clone(),
+                })
+                .collect(),
+        }
+    }
+
     /// `GET /api/v1/client-tools/webhooks`: every webhook, without secrets.
     pub fn list(&self) -> WebhookList {
         let state = self.lock();
@@ -229,6 +313,7 @@ impl Webhooks {
             webhooks: state
                 .hooks
                 .values()
+                .filter(|h| !h.stored.approvals)
                 .map(|h| WebhookInfo {
                     name: h.stored.name.clone(),
                     client_id: h.stored.client_id.clone().into(),
@@ -245,11 +330,14 @@ impl Webhooks {
     /// `DELETE /api/v1/client-tools/webhooks/{name}`: the webhook leaves like a closed stream
     /// (its tools withdrawn, its calls ended), and is forgotten once that is kept. Its owner or
     /// the operator (`caller`) may remove it; to anyone else it is not found, as an unknown
-    /// name. Answers with the removed webhook's `client_id`, for the audit.
-    pub async fn remove(
+    /// name. Answers with the removed webhook's `client_id`, for the audit. With `approvals`
+    /// it is an approver's webhook (`DELETE /api/v1/approvals/webhooks/{name}`) that goes; a
+    /// webhook of the other kind is not found.
+    pub async fn remove_of(
         &self,
         caller: &str,
         name: &str,
+        approvals: bool,
     ) -> Result<(WebhookRemoved, String), Refusal> {
         let _one_change = self.changes.lock().await;
         let rest = {
@@ -257,6 +345,7 @@ impl Webhooks {
             let may = state
                 .hooks
                 .get(name)
+                .filter(|h| h.stored.approvals == approvals)
                 .is_some_and(|h| h.stored.owner == caller || caller == "operator");
             // Another principal's webhook is left in place, answered as an unknown name.
             may.then(|| {
@@ -288,7 +377,9 @@ impl Webhooks {
         });
         drop(state);
         let client_id = hook.map(|h| h.stored.client_id).unwrap_or_default();
-        self.broker.leave_webhook(&client_id);
+        if !approvals {
+            self.broker.leave_webhook(&client_id);
+        }
         info!(webhook = name, "webhook provider removed");
         let removed = WebhookRemoved {
             name: name.to_owned(),

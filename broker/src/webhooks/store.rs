@@ -45,6 +45,10 @@ pub struct Stored {
     /// file written before owners were kept has none: those webhooks are the operator's.
     #[serde(default = "operator")]
     pub owner: String,
+    /// An approver's webhook (`POST /api/v1/approvals/webhooks`): sent the approval requests
+    /// its owner may decide; no group, no tools, no `client_id`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approvals: bool,
 }
 
 fn operator() -> String {
@@ -219,6 +223,7 @@ mod tests {
             secret: "whsec_AAAA".into(),
             created_at: "t".into(),
             owner: "device:ipad".into(),
+            approvals: false,
         };
         store
             .save(Change::Added(&w), std::slice::from_ref(&w))

@@ -1,10 +1,9 @@
 import type { ReadHandler } from "./offers.js";
 import { type ToolOptions } from "./tool.js";
-export interface AppOptions {
-    /** The default group of the app's tools. */
-    group: string;
-    /** The app's name, sent with the event stream when set. */
-    name?: string;
+import { type Endpoint } from "./transport.js";
+/** Where the broker is and which token to present: the settings an `App` and an `Approver`
+ * share. */
+export interface BrokerOptions {
     /** The broker's home (default `$LEO_HOME`, else `~/.leo`). */
     home?: string;
     /** A unix socket other than `$home/run/leo.sock`. */
@@ -17,6 +16,12 @@ export interface AppOptions {
     tokenFile?: string;
     /** A paired device's token (`state/devices/NAME.token`). */
     device?: string;
+}
+export interface AppOptions extends BrokerOptions {
+    /** The default group of the app's tools. */
+    group: string;
+    /** The app's name, sent with the event stream when set. */
+    name?: string;
     /** At most this many calls at once (default 64); the rest wait unclaimed. */
     maxConcurrent?: number;
     /** How long a cancelled handler may run on before it is abandoned (default 5000 ms). */
@@ -33,13 +38,18 @@ export interface AppOptions {
 export type Status = "connecting" | "serving" | "waiting" | "stopped";
 /** `$LEO_HOME`, else `~/.leo`. */
 export declare function defaultHome(): string;
+/** The broker and a way to read the token now (a token file is read at every connection). */
+export interface Where {
+    endpoint: Endpoint;
+    readToken: () => string;
+}
+/** `BrokerOptions`, checked. */
+export declare function where(o: BrokerOptions): Where;
 /** An app that serves tools through the Leo broker. */
 export declare class App {
     readonly group: string;
     readonly name?: string;
-    private readonly endpoint;
-    private readonly token?;
-    private readonly tokenFile;
+    private readonly where;
     private readonly maxConcurrent;
     private readonly graceMs;
     private readonly backoffMs;
@@ -110,5 +120,4 @@ export declare class App {
     /** Serves until `signal` aborts (then stops as `stop()` does) or a fatal error
      * (`FatalError`, thrown). */
     serve(signal?: AbortSignal): Promise<void>;
-    private readToken;
 }

@@ -10,6 +10,23 @@ import { FatalError, endpointFromUrl } from "./transport.js";
 export function defaultHome() {
     return process.env.LEO_HOME || join(homedir(), ".leo");
 }
+/** `BrokerOptions`, checked. */
+export function where(o) {
+    const home = o.home ?? defaultHome();
+    if (o.url && o.socket)
+        throw new Error("give a URL or a socket, not both");
+    if (o.caFile !== undefined && !o.url)
+        throw new Error("a CA file needs an https:// URL");
+    const endpoint = o.url
+        ? endpointFromUrl(o.url, o.caFile)
+        : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
+    if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
+        throw new Error("give one of a token, a token file or a device");
+    }
+    const token = o.token;
+    const tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+    return { endpoint, readToken: () => token ?? readFileSync(tokenFile, "utf8").trim() };
+}
 /** `agents` as a map from group to its agents; the broker checks the patterns themselves. */
 function agentsByGroup(group, agents) {
     if (agents === undefined)
@@ -26,9 +43,7 @@ function agentsByGroup(group, agents) {
 export class App {
     group;
     name;
-    endpoint;
-    token;
-    tokenFile;
+    where;
     maxConcurrent;
     graceMs;
     backoffMs;
@@ -44,19 +59,7 @@ export class App {
     constructor(o) {
         this.group = o.group;
         this.name = o.name;
-        const home = o.home ?? defaultHome();
-        if (o.url && o.socket)
-            throw new Error("give a URL or a socket, not both");
-        if (o.caFile !== undefined && !o.url)
-            throw new Error("a CA file needs an https:// URL");
-        this.endpoint = o.url
-            ? endpointFromUrl(o.url, o.caFile)
-            : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
-        if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
-            throw new Error("give one of a token, a token file or a device");
-        }
-        this.token = o.token;
-        this.tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+        this.where = where(o);
         this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
         this.graceMs = o.cancelGraceMs ?? 5000;
         this.backoffMs = o.backoffMs ?? [100, 5000];
@@ -157,8 +160,8 @@ export class App {
             throw new FatalError("an app needs at least one tool, prompt or resource");
         await resolveSchemas(this.tools.values());
         const s = (this.serving = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
-            endpoint: this.endpoint,
-            readToken: () => this.readToken(),
+            endpoint: this.where.endpoint,
+            readToken: this.where.readToken,
             maxConcurrent: this.maxConcurrent,
             graceMs: this.graceMs,
             backoffMs: this.backoffMs,
@@ -172,10 +175,5 @@ export class App {
         finally {
             this.setStatus("stopped");
         }
-    }
-    readToken() {
-        if (this.token !== undefined)
-            return this.token;
-        return readFileSync(this.tokenFile, "utf8").trim();
     }
 }

@@ -1,4 +1,5 @@
-export { App, type AppOptions, type Status, defaultHome } from "./app.js";
+export { App, type AppOptions, type BrokerOptions, type Status, defaultHome } from "./app.js";
+export { AlreadyDecided, type ApprovalRequest, Approver, type ApproverOptions, DigestMismatch } from "./approver.js";
 export type { Answer, Call } from "./call.js";
 export { LOG_LEVELS, type LogLevel } from "./call.js";
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";

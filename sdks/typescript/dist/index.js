@@ -22,6 +22,7 @@
 // invalid_parameter`: expired, or the broker forgot it) is dropped and the stream opened
 // without it, as a new client; replies still waiting are then posted with their claim.
 export { App, defaultHome } from "./app.js";
+export { AlreadyDecided, Approver, DigestMismatch } from "./approver.js";
 export { LOG_LEVELS } from "./call.js";
 export { Reply, ToolError, content } from "./reply.js";
 export { inlineRefs } from "./tool.js";

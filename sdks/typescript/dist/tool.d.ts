@@ -48,6 +48,9 @@ export interface ToolOptions<A> {
     outputSchema?: JsonSchema | ZodLike<unknown>;
     /** `"task"`: harnesses that run MCP tasks run the calls as tasks. */
     execution?: "sync" | "task";
+    /** Every call waits for a person's approval (an `Approver`) before this app sees it:
+     * registered as `approval: "required"`. */
+    needsApproval?: boolean;
 }
 export interface ToolEntry {
     def: Record<string, unknown>;

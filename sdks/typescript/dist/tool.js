@@ -36,6 +36,8 @@ export function toolEntry(t, defaultGroup, known) {
             throw new Error(`tool ${t.name}: execution must be "sync" or "task"`);
         def.execution = t.execution;
     }
+    if (t.needsApproval)
+        def.approval = "required";
     return {
         def, group: t.group ?? defaultGroup, handler: t.handler, zod, outputZod,
         atOnce: !!t.answersAtOnce, structured: t.outputSchema !== undefined,

@@ -10,11 +10,9 @@ import { Serving } from "./session.js";
 import { type ToolEntry, type ToolOptions, resolveSchemas, toolEntry } from "./tool.js";
 import { type Endpoint, FatalError, endpointFromUrl } from "./transport.js";
 
-export interface AppOptions {
-  /** The default group of the app's tools. */
-  group: string;
-  /** The app's name, sent with the event stream when set. */
-  name?: string;
+/** Where the broker is and which token to present: the settings an `App` and an `Approver`
+ * share. */
+export interface BrokerOptions {
   /** The broker's home (default `$LEO_HOME`, else `~/.leo`). */
   home?: string;
   /** A unix socket other than `$home/run/leo.sock`. */
@@ -27,6 +25,13 @@ export interface AppOptions {
   tokenFile?: string;
   /** A paired device's token (`state/devices/NAME.token`). */
   device?: string;
+}
+
+export interface AppOptions extends BrokerOptions {
+  /** The default group of the app's tools. */
+  group: string;
+  /** The app's name, sent with the event stream when set. */
+  name?: string;
   /** At most this many calls at once (default 64); the rest wait unclaimed. */
   maxConcurrent?: number;
   /** How long a cancelled handler may run on before it is abandoned (default 5000 ms). */
@@ -48,6 +53,28 @@ export function defaultHome(): string {
   return process.env.LEO_HOME || join(homedir(), ".leo");
 }
 
+/** The broker and a way to read the token now (a token file is read at every connection). */
+export interface Where {
+  endpoint: Endpoint;
+  readToken: () => string;
+}
+
+/** `BrokerOptions`, checked. */
+export function where(o: BrokerOptions): Where {
+  const home = o.home ?? defaultHome();
+  if (o.url && o.socket) throw new Error("give a URL or a socket, not both");
+  if (o.caFile !== undefined && !o.url) throw new Error("a CA file needs an https:// URL");
+  const endpoint = o.url
+    ? endpointFromUrl(o.url, o.caFile)
+    : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
+  if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
+    throw new Error("give one of a token, a token file or a device");
+  }
+  const token = o.token;
+  const tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+  return { endpoint, readToken: () => token ?? readFileSync(tokenFile, "utf8").trim() };
+}
+
 /** `agents` as a map from group to its agents; the broker checks the patterns themselves. */
 function agentsByGroup(group: string, agents: AppOptions["agents"]): Map<string, string[]> {
   if (agents === undefined) return new Map();
@@ -64,9 +91,7 @@ function agentsByGroup(group: string, agents: AppOptions["agents"]): Map<string,
 export class App {
   readonly group: string;
   readonly name?: string;
-  private readonly endpoint: Endpoint;
-  private readonly token?: string;
-  private readonly tokenFile: string;
+  private readonly where: Where;
   private readonly maxConcurrent: number;
   private readonly graceMs: number;
   private readonly backoffMs: [number, number];
@@ -83,17 +108,7 @@ export class App {
   constructor(o: AppOptions) {
     this.group = o.group;
     this.name = o.name;
-    const home = o.home ?? defaultHome();
-    if (o.url && o.socket) throw new Error("give a URL or a socket, not both");
-    if (o.caFile !== undefined && !o.url) throw new Error("a CA file needs an https:// URL");
-    this.endpoint = o.url
-      ? endpointFromUrl(o.url, o.caFile)
-      : { socketPath: o.socket ?? join(home, "run", "leo.sock"), hostHeader: "localhost" };
-    if ([o.token, o.tokenFile, o.device].filter((x) => x !== undefined).length > 1) {
-      throw new Error("give one of a token, a token file or a device");
-    }
-    this.token = o.token;
-    this.tokenFile = o.device !== undefined ? join(home, "state", "devices", `${o.device}.token`) : (o.tokenFile ?? join(home, "state", "operator.token"));
+    this.where = where(o);
     this.maxConcurrent = Math.max(1, o.maxConcurrent ?? 64);
     this.graceMs = o.cancelGraceMs ?? 5000;
     this.backoffMs = o.backoffMs ?? [100, 5000];
@@ -201,8 +216,8 @@ export class App {
     if (this.tools.size === 0 && this.offers.length === 0) throw new FatalError("an app needs at least one tool, prompt or resource");
     await resolveSchemas(this.tools.values());
     const s = (this.serving = new Serving(this.name, this.tools, signal ?? new AbortController().signal, {
-      endpoint: this.endpoint,
-      readToken: () => this.readToken(),
+      endpoint: this.where.endpoint,
+      readToken: this.where.readToken,
       maxConcurrent: this.maxConcurrent,
       graceMs: this.graceMs,
       backoffMs: this.backoffMs,
@@ -215,10 +230,5 @@ export class App {
     } finally {
       this.setStatus("stopped");
     }
-  }
-
-  private readToken(): string {
-    if (this.token !== undefined) return this.token;
-    return readFileSync(this.tokenFile, "utf8").trim();
   }
 }

@@ -22,7 +22,8 @@
 // invalid_parameter`: expired, or the broker forgot it) is dropped and the stream opened
 // without it, as a new client; replies still waiting are then posted with their claim.
 
-export { App, type AppOptions, type Status, defaultHome } from "./app.js";
+export { App, type AppOptions, type BrokerOptions, type Status, defaultHome } from "./app.js";
+export { AlreadyDecided, type ApprovalRequest, Approver, type ApproverOptions, DigestMismatch } from "./approver.js";
 export type { Answer, Call } from "./call.js";
 export { LOG_LEVELS, type LogLevel } from "./call.js";
 export { Reply, ToolError, content, type ContentBlock } from "./reply.js";

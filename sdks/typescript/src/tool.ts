@@ -43,6 +43,9 @@ export interface ToolOptions<A> {
   outputSchema?: JsonSchema | ZodLike<unknown>;
   /** `"task"`: harnesses that run MCP tasks run the calls as tasks. */
   execution?: "sync" | "task";
+  /** Every call waits for a person's approval (an `Approver`) before this app sees it:
+   * registered as `approval: "required"`. */
+  needsApproval?: boolean;
 }
 
 export interface ToolEntry {
@@ -83,6 +86,7 @@ export function toolEntry<A>(t: ToolOptions<A>, defaultGroup: string, known: Ite
     if (t.execution !== "sync" && t.execution !== "task") throw new Error(`tool ${t.name}: execution must be "sync" or "task"`);
     def.execution = t.execution;
   }
+  if (t.needsApproval) def.approval = "required";
   return {
     def, group: t.group ?? defaultGroup, handler: t.handler as Handler<any>, zod, outputZod,
     atOnce: !!t.answersAtOnce, structured: t.outputSchema !== undefined,

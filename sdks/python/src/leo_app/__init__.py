@@ -25,11 +25,15 @@ pydantic is installed.
 """
 
 from . import reply as content
-from .app import App, default_home
+from ._where import default_home
+from .app import App
+from .approver import ApprovalRequest, Approver
 from .call import Answer, Call
 from .errors import (
+    AlreadyDecided,
     Cancelled,
     ConnectError,
+    DigestMismatch,
     FatalError,
     InputUnsupported,
     LeoError,
@@ -43,7 +47,8 @@ from .schema import schema_of
 from .tool import Tool
 
 __all__ = [
-    "Answer", "App", "Call", "Cancelled", "ConnectError", "FatalError", "InputUnsupported",
+    "AlreadyDecided", "Answer", "App", "ApprovalRequest", "Approver", "Call", "Cancelled",
+    "ConnectError", "DigestMismatch", "FatalError", "InputUnsupported",
     "LeoError", "ProtocolError", "Read", "ReadError", "Refused", "Reply", "Tool", "ToolError",
     "content",
     "default_home", "schema_of",

@@ -43,14 +43,14 @@ import threading
 import urllib.parse
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any, TypeVar, overload
 
 from ._aio import within
 from ._calls import Calls, Control
 from ._codes import FATAL, LOST_RACE, REGISTER_AGAIN, RESUME_REFUSED
-from ._http import Client, Endpoint, Stream, tls_context
+from ._http import Client, Stream
 from ._sse import FrameTooLarge, Parser
+from ._where import Where
 from .call import Answer, Call
 from .errors import (
     Cancelled,
@@ -81,12 +81,6 @@ SHUTDOWN_POST = 5.0
 WITHDRAW_TIMEOUT = 2.0
 #: The refusal of a claim or result the broker could not record: its store is away for a while.
 STORE_UNAVAILABLE = "store_unavailable"
-
-
-def default_home() -> Path:
-    """`$LEO_HOME`, else `~/.leo`."""
-    home = os.environ.get("LEO_HOME")
-    return Path(home) if home else Path.home() / ".leo"
 
 
 def _agents_by_group(
@@ -143,25 +137,9 @@ class App:
         self.agents = _agents_by_group(group, agents)
         #: The app's name, sent to the broker with the event stream when set.
         self.name = name
-        home_path = Path(home) if home is not None else default_home()
-        if url and socket:
-            raise ValueError("give a URL or a socket, not both")
-        self.endpoint = (
-            Endpoint.from_url(url)
-            if url
-            else Endpoint(socket=str(socket or home_path / "run" / "leo.sock"))
-        )
-        if ca_file is not None and not self.endpoint.tls:
-            raise ValueError("a CA file needs an https:// URL")
-        #: The TLS settings of an https:// broker, made once for every reconnect.
-        self._tls = tls_context(ca_file) if self.endpoint.tls else None
-        given = [x for x in (token, token_file, device) if x is not None]
-        if len(given) > 1:
-            raise ValueError("give one of a token, a token file or a device")
-        self._token = token
-        if device is not None:
-            token_file = home_path / "state" / "devices" / f"{device}.token"
-        self._token_file = Path(token_file or home_path / "state" / "operator.token")
+        #: The broker and the token.
+        self.where = Where.of(home, socket, url, ca_file, token, token_file, device)
+        self.endpoint = self.where.endpoint
         self.max_concurrent = max(1, max_concurrent)
         self.cancel_grace = cancel_grace
         self.backoff = backoff
@@ -200,6 +178,7 @@ class App:
         annotations: dict[str, bool] | None = None,
         output_schema: Any = None,
         execution: str | None = None,
+        needs_approval: bool = False,
     ) -> _Handler: ...
 
     @overload
@@ -218,6 +197,7 @@ class App:
         annotations: dict[str, bool] | None = None,
         output_schema: Any = None,
         execution: str | None = None,
+        needs_approval: bool = False,
     ) -> Callable[[_Handler], _Handler]: ...
 
     def tool(
@@ -235,6 +215,7 @@ class App:
         annotations: dict[str, bool] | None = None,
         output_schema: Any = None,
         execution: str | None = None,
+        needs_approval: bool = False,
     ) -> Any:
         """Declares a tool from a typed function (`@app.tool` or `@app.tool(...)`).
 
@@ -251,6 +232,8 @@ class App:
         TypedDict, a dataclass or a pydantic model, or given (a dict or such a type), or
         `False` for none; a handler of such a tool returning a value answers with structured
         content. `execution="task"` asks harnesses that run MCP tasks to run the calls as tasks.
+        `needs_approval=True` registers the tool with `approval: "required"`: every call waits
+        for a person's approval (see `Approver`) before this app sees it.
         """
 
         def register(f: Callable[..., Any]) -> Callable[..., Any]:
@@ -259,6 +242,7 @@ class App:
                 schema=schema, timeout_s=timeout_s, label=label,
                 answers_at_once=answers_at_once, title=title, annotations=annotations,
                 output_schema=output_schema, execution=execution,
+                needs_approval=needs_approval,
             )
             if t.name.lower() in {n.lower() for n in self.tools}:
                 raise ValueError(f"tool {t.name!r} is given twice (names are compared without case)")
@@ -471,16 +455,6 @@ class App:
         finally:
             self._set_status("stopped")
 
-    def _read_token(self) -> str:
-        if self._token is not None:
-            return self._token
-        try:
-            return self._token_file.read_text().strip()
-        except OSError as e:
-            # The broker creates it at its first start, which may come after the app's.
-            raise ConnectError(f"cannot read the token file {self._token_file}: {e}") from None
-
-
 class _Session:
     """One connected stream."""
 
@@ -599,7 +573,7 @@ class _Serving:
         if self.session is not None:
             # The old session's calls ended with its stream; its idle connections go too.
             self.session.client.close()
-        client = Client(self.app.endpoint, self.app._read_token(), self.app._tls)
+        client = self.app.where.client()
         try:
             stream = await self.open_stream(client)
         except Refused as e:

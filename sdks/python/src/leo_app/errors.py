@@ -31,6 +31,22 @@ class InputUnsupported(Refused):
     window, or go on with a default."""
 
 
+class DigestMismatch(Refused):
+    """`409 digest_mismatch`: the decision named a digest that is not the call's (the call was
+    shown from an older list, or someone changed it). List the approvals again."""
+
+
+class AlreadyDecided(Refused):
+    """`409 already_decided`: another approver decided the call first, or it ended (expired,
+    cancelled, its agent gone). Nothing to do."""
+
+
+def typed_refusal(r: Refused) -> Refused:
+    """The refusal of a decision as its own class when it has one."""
+    kind = {"digest_mismatch": DigestMismatch, "already_decided": AlreadyDecided}.get(r.code)
+    return kind(r.code, r.message, r.status) if kind else r
+
+
 class FatalError(LeoError):
     """An error retrying cannot fix: a wrong setting, a refused token, a refused group. Ends
     `App.serve`."""

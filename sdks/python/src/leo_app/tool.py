@@ -55,6 +55,8 @@ class Tool:
     output_schema: dict[str, Any] | None = None
     #: `"sync"` or `"task"` (how a harness that runs MCP tasks runs the calls).
     execution: str | None = None
+    #: Every call waits for a person's approval before the app sees it.
+    needs_approval: bool = False
 
     def definition(self) -> dict[str, Any]:
         """The tool as `POST /api/v1/client-tools` wants it."""
@@ -75,6 +77,8 @@ class Tool:
             d["output_schema"] = self.output_schema
         if self.execution is not None:
             d["execution"] = self.execution
+        if self.needs_approval:
+            d["approval"] = "required"
         return d
 
     def bind(self, call: Call) -> tuple[list[Any], dict[str, Any]]:
@@ -105,6 +109,7 @@ def make_tool(
     annotations: dict[str, bool] | None = None,
     output_schema: Any = None,
     execution: str | None = None,
+    needs_approval: bool = False,
 ) -> Tool:
     name = name or fn.__name__
     doc = inspect.getdoc(fn) or ""
@@ -165,6 +170,7 @@ def make_tool(
         annotations=dict(annotations) if annotations is not None else None,
         output_schema=_output_schema(name, output_schema, hints.get("return")),
         execution=execution,
+        needs_approval=needs_approval,
     )
 
 
