@@ -302,6 +302,7 @@ async fn next_approval(sse: &mut leo_testkit::Sse) -> (String, serde_json::Value
         asked.data["id"].as_str().unwrap().to_owned(),
         asked.data["digest"].clone(),
     )
+}
 
 /// An MCP client's OAuth login approved on the consent page in Chromium, its grant listed in
 /// the console's OAuth grants section and revoked with its button: `/mcp` refuses the token
