@@ -176,7 +176,10 @@ async fn logs_in_and_calls_a_tool(cli: Cli) {
     let Some(home) = CliHome::new(None) else {
         return;
     };
-    let broker = Broker::start().await;
+    // codex and Claude Code prefer their Client ID Metadata Documents (on chatgpt.com and
+    // claude.ai) where the broker supports them, which an offline broker cannot fetch: with
+    // them off, each registers itself (RFC 7591), as it does with any broker that lacks them.
+    let broker = Broker::start_with("auth:\n  metadata_documents: false\n").await;
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("check", json!([leo_testkit::app::tool(TOOL)]))
         .await;
