@@ -70,6 +70,17 @@ pub enum Persist {
     Postgres(leo_store::postgres::Database),
 }
 
+/// Why the grants could not be read at a core's start. PostgreSQL's error keeps its type, so
+/// that a database gone away as an instance starts to lead is an outage it waits out
+/// (`BrokerError::is_outage`), not a reason to exit.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{0}")]
+    Sqlite(String),
+    #[error(transparent)]
+    Postgres(leo_store::postgres::PgError),
+}
+
 /// An authorization request that waits for a person's consent.
 #[derive(Debug, Clone)]
 pub struct Pending {
@@ -132,22 +143,22 @@ impl OAuth {
     }
 
     /// Reads the book from where it is kept.
-    pub async fn load(settings: Settings, persist: Persist) -> Result<OAuth, String> {
+    pub async fn load(settings: Settings, persist: Persist) -> Result<OAuth, LoadError> {
         let now = leo_store::now_ms();
         let saved = match &persist {
             Persist::Sqlite(db) => {
                 let db = db.clone();
                 tokio::task::spawn_blocking(move || db.load(now))
                     .await
-                    .map_err(|e| e.to_string())?
-                    .map_err(|e| e.to_string())?
+                    .map_err(|e| LoadError::Sqlite(e.to_string()))?
+                    .map_err(|e| LoadError::Sqlite(e.to_string()))?
             }
             Persist::Postgres(db) => {
                 db.run(move |client| async move {
                     leo_store::oauth::load_postgres(&**client, now).await
                 })
                 .await
-                .map_err(|e| e.to_string())?
+                .map_err(LoadError::Postgres)?
             }
         };
         Ok(OAuth::new(settings, Some(persist), saved))

@@ -361,9 +361,12 @@ async fn start_oauth(
     };
     let oauth = crate::oauth::OAuth::load(settings, persist)
         .await
-        .map_err(|message| BrokerError::State {
-            path: p.home.database(),
-            message: format!("cannot read the OAuth grants: {message}"),
+        .map_err(|e| match e {
+            crate::oauth::LoadError::Postgres(e) => BrokerError::from(e),
+            crate::oauth::LoadError::Sqlite(message) => BrokerError::State {
+                path: p.home.database(),
+                message: format!("cannot read the OAuth grants: {message}"),
+            },
         })?;
     Ok(Some(Arc::new(oauth)))
 }

@@ -47,17 +47,33 @@ fn the_python_sdk_suite_passes() {
     let Some(python) = require::python(&["pydantic"]) else {
         return;
     };
-    let mut cmd = Command::new(&python);
-    cmd.args([
-        "-W",
-        "ignore::ResourceWarning",
-        "-m",
-        "unittest",
-        "-v",
-        "test_app",
-    ])
-    .current_dir(root().join("sdks/python/tests"));
-    run_suite("Python SDK", cmd);
+    // The suite mostly waits on the brokers it starts: three shards of its test classes
+    // (`load_tests` in test_app.py) run side by side.
+    const SHARDS: usize = 3;
+    let shards: Vec<_> = (0..SHARDS)
+        .map(|i| {
+            let python = python.clone();
+            std::thread::spawn(move || {
+                let mut cmd = Command::new(&python);
+                cmd.args([
+                    "-W",
+                    "ignore::ResourceWarning",
+                    "-m",
+                    "unittest",
+                    "-v",
+                    "test_app",
+                ])
+                .env("LEO_TEST_SHARD", format!("{i}/{SHARDS}"))
+                .current_dir(root().join("sdks/python/tests"));
+                run_suite(&format!("Python SDK (shard {i} of {SHARDS})"), cmd);
+            })
+        })
+        .collect();
+    for shard in shards {
+        if let Err(panic) = shard.join() {
+            std::panic::resume_unwind(panic);
+        }
+    }
 }
 
 #[test]
@@ -106,7 +122,11 @@ fn the_typescript_sdk_suite_passes() {
         "no test files in {}",
         pkg.join("test").display()
     );
+    // The files mostly wait on the brokers they start: node runs them side by side (by
+    // default it runs one fewer than the cores at once, one at a time on two).
     let mut cmd = Command::new("node");
-    cmd.arg("--test").args(&files).current_dir(&pkg);
+    cmd.args(["--test", "--test-concurrency=6"])
+        .args(&files)
+        .current_dir(&pkg);
     run_suite("TypeScript SDK", cmd);
 }

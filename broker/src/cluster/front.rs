@@ -65,6 +65,11 @@ use crate::tokens::{Principal, TokenBook};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// Connections to the leader kept open for the next requests, at most.
 const POOL: usize = 32;
+/// How long a stopped front keeps the connections it had accepted, answering each request
+/// still on its way `503 store_unavailable` with `Connection: close`, before it cuts them. A
+/// client whose request was in flight as this instance began to lead (or stopped) hears
+/// "retry in a moment" instead of a reset connection; the listeners go to the core at once.
+const DRAIN: Duration = Duration::from_secs(2);
 
 /// The leader, as a follower forwards to it.
 #[derive(Debug, Clone)]
@@ -345,14 +350,13 @@ impl Front {
         }
     }
 
-    /// Stops serving, closes every connection it was forwarding, and gives the listeners
+    /// Stops accepting, gives the connections it had accepted [`DRAIN`] to end, and the listeners
     /// back; `None` if an accept loop ended abnormally (a panic), when they cannot be had.
     pub async fn stop(self) -> Option<Listeners> {
         self.shared.stop.cancel();
         async fn back<L>(served: Served<L>) -> Option<L> {
-            let (listener, mut connections) = served.await.ok()?;
-            connections.abort_all();
-            while connections.join_next().await.is_some() {}
+            let (listener, connections) = served.await.ok()?;
+            tokio::spawn(drain(connections));
             Some(listener)
         }
         let tcp = match self.tcp {
@@ -372,6 +376,15 @@ impl Front {
     }
 }
 
+/// Lets a stopped front's connections end on their own within [`DRAIN`], then cuts the rest.
+async fn drain(mut connections: JoinSet<()>) {
+    let ended = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(DRAIN, ended).await.is_err() {
+        connections.abort_all();
+        while connections.join_next().await.is_some() {}
+    }
+}
+
 /// Which listener a request came in on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Door {
@@ -382,6 +395,15 @@ enum Door {
 
 /// Every request of a front: answered here (the probes, `/metrics`, a refusal) or forwarded.
 async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<Body>) -> Response {
+    if shared.stop.is_cancelled() {
+        // Stopped while this request was on its way (`DRAIN`): the client retries, on a
+        // new connection, whichever stage serves the listeners by then.
+        let mut answer = no_leader("this instance is changing its role; retry in a moment");
+        answer
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+        return answer;
+    }
     let path = req.uri().path();
     if let Ok(view) = shared.view.read()
         && let Some(answer) = follower_probe(req.method().as_str(), path, &shared.me_text, &view)
