@@ -56,6 +56,8 @@ impl std::fmt::Debug for AgentKeys {
 /// Access tokens issued by OAuth: whether one opens `agent`'s sessions now. A trait so that
 /// this low layer names nothing of the authorization server.
 pub trait AccessTokens: Send + Sync {
+    /// Whether `token` is one of these (by its form), so no other check applies to it.
+    fn recognizes(&self, token: &str) -> bool;
     fn opens(&self, token: &str, agent: &AgentName) -> bool;
 }
 
@@ -117,9 +119,12 @@ impl AgentKeys {
     /// Whether `presented` may open a session under `agent`, a checked name (so it is one file
     /// name, never a path). The refusal names the hello's field (`at $.token`).
     pub fn check(&self, agent: &AgentName, presented: &str) -> Result<(), Refusal> {
-        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
+        if presented.starts_with(leo_protocol::oauth::ACCESS_PREFIX)
+            || self.oauth.as_ref().is_some_and(|o| o.recognizes(presented))
+        {
             // `/mcp` checked this token's resource and agent; a session's hello presents it
-            // again, and it must still be valid and for this agent.
+            // again, and it must still be valid and for this agent (an access token of Leo's
+            // own authorization server, or an outside issuer's JWT).
             return match &self.oauth {
                 Some(oauth) if oauth.opens(presented, agent) => Ok(()),
                 _ => Err(unauthorized(

@@ -216,6 +216,19 @@ pub struct AuthConfig {
     pub oauth: bool,
     /// Accept Dynamic Client Registration (RFC 7591) from anyone who reaches the listener.
     pub dynamic_registration: bool,
+    /// Accept clients known by a Client ID Metadata Document: a `client_id` that is an
+    /// `https` URL, fetched by the broker.
+    pub metadata_documents: bool,
+    /// Let metadata documents be fetched from loopback and private addresses, and over `http`
+    /// from a loopback host (for tests; a public client's document is on the internet).
+    pub allow_private_fetch: bool,
+    /// An outside authorization server: `/mcp` accepts the JWT access tokens it issues (by
+    /// its JWKS), and Leo's own authorization server is off. Needs `public_url`.
+    pub issuer: Option<String>,
+    /// The JWKS of `issuer`; unset, the `jwks_uri` of its OpenID Provider metadata.
+    pub jwks_uri: Option<String>,
+    /// The claim of `issuer`'s tokens that names the agent.
+    pub agent_claim: String,
     /// How long an access token opens `/mcp`.
     pub access_ttl_s: u64,
     /// How long a refresh token may be exchanged.
@@ -230,10 +243,53 @@ impl Default for AuthConfig {
         AuthConfig {
             oauth: true,
             dynamic_registration: true,
+            metadata_documents: true,
+            allow_private_fetch: false,
+            issuer: None,
+            jwks_uri: None,
+            agent_claim: "sub".into(),
             access_ttl_s: 3600,
             refresh_ttl_s: 30 * 24 * 3600,
             public_url: None,
         }
+    }
+}
+
+impl AuthConfig {
+    /// `issuer` and `jwks_uri` are `https`, or `http` to a loopback host (keys fetched over
+    /// plain HTTP elsewhere could be anyone's), and the tokens' audience is fixed.
+    fn check_issuer(&self) -> std::result::Result<(), String> {
+        let Some(issuer) = &self.issuer else {
+            return Ok(());
+        };
+        for (key, url) in [
+            ("issuer", Some(issuer)),
+            ("jwks_uri", self.jwks_uri.as_ref()),
+        ] {
+            let Some(url) = url else { continue };
+            let loopback = ["http://127.0.0.1", "http://localhost", "http://[::1]"]
+                .iter()
+                .any(|p| {
+                    url.strip_prefix(p)
+                        .is_some_and(|r| r.is_empty() || r.starts_with([':', '/']))
+                });
+            if !url.starts_with("https://") && !loopback {
+                return Err(format!(
+                    "auth.{key}: must be an https:// URL (or http:// to a loopback host)"
+                ));
+            }
+        }
+        if self.public_url.is_none() {
+            return Err(
+                "auth.public_url: must be set with auth.issuer: the tokens' audience \
+                        is its /mcp"
+                    .into(),
+            );
+        }
+        if self.agent_claim.trim().is_empty() {
+            return Err("auth.agent_claim: must name a claim".into());
+        }
+        Ok(())
     }
 }
 
@@ -583,6 +639,7 @@ impl Config {
         {
             return Err("auth.public_url: must be an http:// or https:// URL".into());
         }
+        self.auth.check_issuer()?;
         if self.web.max_sessions_per_agent == 0 {
             return Err("web.max_sessions_per_agent: must be at least 1".into());
         }

@@ -39,10 +39,12 @@ pub mod error;
 pub(crate) mod events;
 #[cfg(test)]
 mod fence_tests;
+pub(crate) mod fetch;
 pub(crate) mod history;
 pub mod home;
 pub(crate) mod http;
 pub(crate) mod ipc;
+pub(crate) mod issuer;
 pub(crate) mod lints;
 pub(crate) mod messages;
 pub(crate) mod metrics;

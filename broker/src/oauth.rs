@@ -33,6 +33,11 @@ use leo_protocol::oauth::{ACCESS_PREFIX, ClientMetadata, REFRESH_PREFIX};
 use leo_store::oauth::{Change, Client, Grant, Saved, Token};
 use sha2::{Digest, Sha256};
 
+pub mod cimd;
+pub mod parse;
+
+pub use parse::{AuthError, check_redirect_uri, err, redirect_matches, verifier_is_well_formed};
+
 /// How long an authorization code may wait for its exchange.
 pub const CODE_TTL: Duration = Duration::from_secs(60);
 /// How long a consent may wait for a person.
@@ -46,22 +51,12 @@ pub const MAX_CLIENTS: usize = 10_000;
 #[derive(Debug, Clone)]
 pub struct Settings {
     pub dynamic_registration: bool,
+    /// Clients known by their metadata document (`cimd`).
+    pub metadata_documents: bool,
+    /// Metadata documents may be fetched from loopback and private addresses (tests).
+    pub allow_private_fetch: bool,
     pub access_ttl: Duration,
     pub refresh_ttl: Duration,
-}
-
-/// An error the RFCs name, with its description.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct AuthError {
-    pub error: &'static str,
-    pub description: String,
-}
-
-fn err(error: &'static str, description: impl Into<String>) -> AuthError {
-    AuthError {
-        error,
-        description: description.into(),
-    }
 }
 
 /// Where the book is kept.
@@ -109,6 +104,7 @@ struct Book {
 pub struct OAuth {
     pub settings: Settings,
     persist: Option<Persist>,
+    documents: cimd::Documents,
     book: Mutex<Book>,
 }
 
@@ -136,6 +132,7 @@ impl OAuth {
             }
         }
         OAuth {
+            documents: cimd::Documents::new(settings.allow_private_fetch),
             settings,
             persist,
             book: Mutex::new(book),
@@ -243,15 +240,7 @@ impl OAuth {
                 format!("response type {r:?} is not supported"),
             ));
         }
-        let name = meta
-            .client_name
-            .as_deref()
-            .map(|n| {
-                let n = leo_protocol::sanitize::sanitize(n, leo_protocol::sanitize::Lines::Join);
-                n.chars().take(100).collect::<String>()
-            })
-            .filter(|n| !n.trim().is_empty())
-            .unwrap_or_else(|| "unnamed client".to_owned());
+        let name = client_name(meta.client_name.as_deref());
         let secret = (method != "none").then(|| secret("leo_cs_"));
         let client = Client {
             client_id: crate::tokens::random_id("oc_"),
@@ -280,14 +269,23 @@ impl OAuth {
 
     /// The authorization request's checks that decide whether the client may be sent back
     /// an error at all (RFC 6749 §4.1.2.1): a known client and a redirect URI of its own.
-    pub fn redirect_for(
+    pub async fn redirect_for(
         &self,
         client_id: &str,
         redirect_uri: Option<&str>,
     ) -> Result<(Client, String), AuthError> {
-        let client = self
-            .client(client_id)
-            .ok_or_else(|| err("invalid_client", format!("unknown client_id {client_id:?}")))?;
+        let client = if cimd::is_document_url(client_id) {
+            if !self.settings.metadata_documents {
+                return Err(err(
+                    "invalid_client",
+                    "client ID metadata documents are off (auth.metadata_documents)",
+                ));
+            }
+            self.documents.client(client_id).await?
+        } else {
+            self.client(client_id)
+                .ok_or_else(|| err("invalid_client", format!("unknown client_id {client_id:?}")))?
+        };
         let uri = match redirect_uri {
             Some(uri) => uri.to_owned(),
             None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
@@ -354,6 +352,14 @@ impl OAuth {
             return Ok((pending.request, None));
         };
         let pending = pending.request;
+        let mut changes = vec![];
+        if pending.client.how == cimd::HOW {
+            // Kept, so the token endpoint knows the client and the grants list names it.
+            self.book()
+                .clients
+                .insert(pending.client.client_id.clone(), pending.client.clone());
+            changes.push(Change::Client(pending.client.clone()));
+        }
         let grant = Grant {
             id: crate::tokens::random_id("og_"),
             client_id: pending.client.client_id.clone(),
@@ -363,7 +369,8 @@ impl OAuth {
             created_ms: leo_store::now_ms(),
             revoked: false,
         };
-        self.save(vec![Change::Grant(grant.clone())]).await?;
+        changes.push(Change::Grant(grant.clone()));
+        self.save(changes).await?;
         let code = secret("");
         let mut book = self.book();
         book.codes.retain(|_, c| c.at.elapsed() < CODE_TTL);
@@ -386,6 +393,7 @@ impl OAuth {
     fn authenticate(&self, client_id: &str, secret: Option<&str>) -> Result<Client, AuthError> {
         let client = self
             .client(client_id)
+            .filter(|c| c.how != cimd::HOW || self.settings.metadata_documents)
             .ok_or_else(|| err("invalid_client", "unknown client_id"))?;
         match (&client.secret_hash, secret) {
             (None, _) => Ok(client),
@@ -613,6 +621,10 @@ pub struct PendingRequest {
 }
 
 impl crate::agent_tokens::AccessTokens for OAuth {
+    fn recognizes(&self, token: &str) -> bool {
+        token.starts_with(ACCESS_PREFIX)
+    }
+
     fn opens(&self, token: &str, agent: &AgentName) -> bool {
         let book = self.book();
         book.tokens
@@ -621,6 +633,18 @@ impl crate::agent_tokens::AccessTokens for OAuth {
             .and_then(|t| book.grants.get(&t.grant_id))
             .is_some_and(|g| g.agent == agent.as_str())
     }
+}
+
+/// The name a client gives itself, as a person is shown it: one line, at most 100
+/// characters.
+fn client_name(given: Option<&str>) -> String {
+    given
+        .map(|n| {
+            let n = leo_protocol::sanitize::sanitize(n, leo_protocol::sanitize::Lines::Join);
+            n.chars().take(100).collect::<String>()
+        })
+        .filter(|n| !n.trim().is_empty())
+        .unwrap_or_else(|| "unnamed client".to_owned())
 }
 
 /// SHA-256 of `text`, as hex: how tokens, codes and secrets are kept.
@@ -643,71 +667,6 @@ fn secret(prefix: &str) -> String {
         "{prefix}{}",
         base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes)
     )
-}
-
-/// Whether `verifier` has the RFC 7636 §4.1 form: 43 to 128 unreserved characters.
-pub fn verifier_is_well_formed(verifier: &str) -> bool {
-    (43..=128).contains(&verifier.len())
-        && verifier
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
-}
-
-/// The parts of a redirect URI these rules look at: scheme, host, port, and the rest.
-/// Hand-written (a dozen lines) rather than a URL crate: only exact comparison and the
-/// loopback rule are needed, and both compare the text the client registered.
-fn split_uri(uri: &str) -> Option<(&str, &str, Option<&str>, &str)> {
-    let (scheme, rest) = uri.split_once("://")?;
-    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-    let (authority, tail) = rest.split_at(end);
-    if authority.contains('@') || authority.is_empty() {
-        return None;
-    }
-    let (host, port) = match authority.rfind(':') {
-        Some(i) if !authority[i..].contains(']') => (&authority[..i], Some(&authority[i + 1..])),
-        _ => (authority, None),
-    };
-    Some((scheme, host, port, tail))
-}
-
-fn is_loopback(host: &str) -> bool {
-    matches!(host, "127.0.0.1" | "[::1]" | "localhost")
-}
-
-/// A redirect URI a client may register: `https`, or `http` on a loopback address (RFC 8252
-/// §7.3), without a fragment.
-pub fn check_redirect_uri(uri: &str) -> Result<(), String> {
-    // Stored as text, so the one rule of what text may be stored holds here, at the edge.
-    if leo_protocol::names::storable(uri).is_err() {
-        return Err(format!("{uri:?} holds a NUL character"));
-    }
-    let Some((scheme, host, _, tail)) = split_uri(uri) else {
-        return Err(format!("{uri:?} is not an absolute URI"));
-    };
-    if tail.contains('#') {
-        return Err(format!("{uri:?} has a fragment"));
-    }
-    match scheme {
-        "https" => Ok(()),
-        "http" if is_loopback(host) => Ok(()),
-        _ => Err(format!(
-            "{uri:?}: a redirect URI is https, or http on a loopback address"
-        )),
-    }
-}
-
-/// Whether `presented` is the registered redirect URI `registered`: the same text, but that
-/// a loopback `http` one may name any port (RFC 8252 §7.3).
-pub fn redirect_matches(registered: &str, presented: &str) -> bool {
-    if registered == presented {
-        return true;
-    }
-    match (split_uri(registered), split_uri(presented)) {
-        (Some(("http", h1, _, t1)), Some(("http", h2, _, t2))) => {
-            is_loopback(h1) && h1 == h2 && t1 == t2
-        }
-        _ => false,
-    }
 }
 
 /// The agent name a consent page proposes for a client: its name made a valid agent name.
@@ -755,6 +714,12 @@ mod tests {
         assert!(check_redirect_uri("https://app.example/cb#x").is_err());
         assert!(check_redirect_uri("https://app.example/c\u{0}b").is_err());
         assert!(check_redirect_uri("http://[::1]:80/cb").is_ok());
+        // What would make a bad `Location` header, or a port that is no port, is refused.
+        assert!(!redirect_matches(r, "http://127.0.0.1:\n/callback"));
+        assert!(!redirect_matches(r, "http://127.0.0.1:x/callback"));
+        assert!(check_redirect_uri("https://app.example/c\nb").is_err());
+        assert!(check_redirect_uri("https://app.example/cé").is_err());
+        assert!(check_redirect_uri("http://127.0.0.1:/cb").is_err());
     }
 
     #[test]

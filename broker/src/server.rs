@@ -287,9 +287,11 @@ pub(crate) async fn serve(
     }
     let webhooks = crate::webhooks::Webhooks::start(broker.clone(), hooks, stored_hooks);
     let oauth = start_oauth(p, db).await?;
-    let keys = match &oauth {
-        Some(o) => p.agent_keys.clone().with_oauth(o.clone()),
-        None => p.agent_keys.clone(),
+    let issuer = outside_issuer(&p.config.auth);
+    let keys = match (&oauth, &issuer) {
+        (Some(o), _) => p.agent_keys.clone().with_oauth(o.clone()),
+        (None, Some(i)) => p.agent_keys.clone().with_oauth(i.clone()),
+        (None, None) => p.agent_keys.clone(),
     };
     let sidecars = crate::ipc::Door::new(broker.clone(), keys, p.config.web.max_sessions_per_agent);
     let mcp = p.mcp.as_ref().map(|make| {
@@ -309,6 +311,7 @@ pub(crate) async fn serve(
         }),
         webhooks,
         oauth,
+        issuer,
         public_url: p.config.auth.public_url.clone(),
         tokens: p.tokens.clone(),
         max_body: p.config.web.max_body_bytes,
@@ -333,6 +336,23 @@ pub(crate) async fn serve(
     Ok(ended)
 }
 
+/// The outside authorization server (`auth.issuer`), whose JWTs open `/mcp`.
+fn outside_issuer(auth: &crate::config::AuthConfig) -> Option<Arc<crate::issuer::Issuer>> {
+    let issuer = auth.issuer.clone()?;
+    // The config check made `public_url` required with `issuer`.
+    let base = auth.public_url.as_deref().unwrap_or_default();
+    Some(Arc::new(crate::issuer::Issuer::new(
+        issuer,
+        format!(
+            "{}{}",
+            base.trim_end_matches('/'),
+            crate::http::rules::MCP_PATH
+        ),
+        auth.agent_claim.clone(),
+        auth.jwks_uri.clone(),
+    )))
+}
+
 /// The OAuth book of this core (`auth.oauth`), read from where the store keeps it: the
 /// cluster's database, or `state/leo.db`.
 async fn start_oauth(
@@ -340,11 +360,13 @@ async fn start_oauth(
     db: Option<&crate::store::postgres::Database>,
 ) -> Result<Option<Arc<crate::oauth::OAuth>>> {
     let auth = &p.config.auth;
-    if !auth.oauth {
+    if !auth.oauth || auth.issuer.is_some() {
         return Ok(None);
     }
     let settings = crate::oauth::Settings {
         dynamic_registration: auth.dynamic_registration,
+        metadata_documents: auth.metadata_documents,
+        allow_private_fetch: auth.allow_private_fetch,
         access_ttl: Duration::from_secs(auth.access_ttl_s),
         refresh_ttl: Duration::from_secs(auth.refresh_ttl_s),
     };

@@ -304,8 +304,10 @@ const HOUSES: &[&str] = &["broker/src", "store/src"];
 /// The layers of the house, lowest first: a file may import its own layer and those below.
 /// A module is in the layer of the longest prefix listed here.
 const LAYERS: &[&[&str]] = &[
-    // What everything may use: errors, refusals, names.
-    &["error", "refusal", "lints", "suggest", "messages", "accept"],
+    // What everything may use: errors, refusals, names, a bounded fetch of a foreign URL.
+    &[
+        "error", "refusal", "lints", "suggest", "messages", "accept", "fetch",
+    ],
     // The home: its layout, `config.yaml`, its state files and its token files.
     &["config", "home", "state_file", "tokens", "agent_tokens"],
     // The state machines.
@@ -316,6 +318,7 @@ const LAYERS: &[&[&str]] = &[
         "events",
         "offers",
         "oauth",
+        "issuer",
     ],
     // The core that drives them, what it records of each call (`history`, over the storage
     // crate's backends) and what observes it (metrics, traces).

@@ -4,9 +4,13 @@
 //! RFC names.
 
 use leo_testkit::{Broker, Http, Reply, Script, mcp, require};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::support::{App, Console};
+
+mod cimd;
+mod issuer;
+mod served;
 
 const REDIRECT: &str = "http://127.0.0.1:33418/callback";
 /// A verifier and its S256 challenge (RFC 7636, appendix B).
@@ -174,6 +178,128 @@ fn sends_to_metadata_of(base: &str, r: &Reply, invalid: bool) {
     );
 }
 
+/// What the protected resource metadata `prm`, fetched for `resource`, and the authorization
+/// server metadata `asm`, fetched for `issuer`, lack of what RFC 9728, RFC 8414 and the MCP
+/// authorization specification require: one line each, none when they conform.
+fn violations(prm: &Value, resource: &str, asm: &Value, issuer: &str) -> Vec<String> {
+    let mut out = vec![];
+    let mut need = |ok: bool, what: &str| {
+        if !ok {
+            out.push(what.to_owned());
+        }
+    };
+    let strings = |v: &Value| {
+        v.as_array().map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect::<Vec<_>>()
+        })
+    };
+    let has = |v: &Value, want: &str| strings(v).is_some_and(|l| l.iter().any(|x| x == want));
+    let url = |v: &Value| {
+        v.as_str().is_some_and(|u| {
+            (u.starts_with("https://") || u.starts_with("http://")) && !u.contains(['?', '#'])
+        })
+    };
+    // RFC 9728 §2 and §3.3: `resource` is required and is the resource it was fetched for.
+    need(
+        prm["resource"] == resource,
+        "RFC 9728 §3.3: resource is the one fetched for",
+    );
+    need(
+        strings(&prm["authorization_servers"]).is_some_and(|l| l == [issuer]),
+        "RFC 9728 §2: authorization_servers names the issuer (MCP: at least one)",
+    );
+    need(
+        strings(&prm["bearer_methods_supported"]).is_some_and(|l| {
+            l.iter()
+                .all(|m| ["header", "body", "query"].contains(&m.as_str()))
+        }),
+        "RFC 9728 §2: bearer_methods_supported holds RFC 6750's methods",
+    );
+    // RFC 8414 §2: the required members, and §3.3: issuer is the one fetched for.
+    need(
+        asm["issuer"] == issuer && url(&asm["issuer"]),
+        "RFC 8414 §3.3: issuer",
+    );
+    for field in ["authorization_endpoint", "token_endpoint"] {
+        need(url(&asm[field]), &format!("RFC 8414 §2: {field} is a URL"));
+    }
+    if !asm["registration_endpoint"].is_null() {
+        need(
+            url(&asm["registration_endpoint"]),
+            "RFC 8414 §2: registration_endpoint",
+        );
+    }
+    need(
+        has(&asm["response_types_supported"], "code"),
+        "RFC 8414 §2: response_types_supported",
+    );
+    // OAuth 2.1 and the MCP authorization spec: the code flow, PKCE S256 (a client must refuse
+    // a server that does not list it), public clients, refresh, and RFC 9207's `iss`.
+    need(
+        has(&asm["grant_types_supported"], "authorization_code"),
+        "grant_types_supported",
+    );
+    need(
+        strings(&asm["code_challenge_methods_supported"]).is_some_and(|l| l == ["S256"]),
+        "MCP: code_challenge_methods_supported is S256 (never plain)",
+    );
+    need(
+        has(&asm["token_endpoint_auth_methods_supported"], "none"),
+        "MCP: public clients (token_endpoint_auth_methods_supported has none)",
+    );
+    need(
+        asm["authorization_response_iss_parameter_supported"] == true,
+        "RFC 9207: authorization_response_iss_parameter_supported",
+    );
+    need(
+        asm["client_id_metadata_document_supported"].is_boolean(),
+        "MCP 2026-07-28: client_id_metadata_document_supported",
+    );
+    out
+}
+
+#[test]
+fn the_conformance_check_finds_what_is_missing() {
+    let prm = json!({"resource": "http://a/mcp", "authorization_servers": ["http://a"],
+                     "bearer_methods_supported": ["header"]});
+    let asm = json!({"issuer": "http://a", "authorization_endpoint": "http://a/authorize",
+        "token_endpoint": "http://a/token", "response_types_supported": ["code"],
+        "grant_types_supported": ["authorization_code"],
+        "code_challenge_methods_supported": ["S256"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "authorization_response_iss_parameter_supported": true,
+        "client_id_metadata_document_supported": false});
+    assert_eq!(
+        violations(&prm, "http://a/mcp", &asm, "http://a"),
+        Vec::<String>::new()
+    );
+    for (field, bad) in [
+        ("code_challenge_methods_supported", json!(["plain", "S256"])),
+        ("issuer", json!("http://b")),
+        ("token_endpoint", json!("http://a/token#x")),
+        ("response_types_supported", json!(["token"])),
+        (
+            "authorization_response_iss_parameter_supported",
+            Value::Null,
+        ),
+    ] {
+        let mut broken = asm.clone();
+        broken[field] = bad;
+        assert_eq!(
+            violations(&prm, "http://a/mcp", &broken, "http://a").len(),
+            1,
+            "{field}"
+        );
+    }
+    assert_eq!(
+        violations(&prm, "http://a/other", &asm, "http://a").len(),
+        1
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_metadata_documents_hold_what_the_rfcs_require() {
     let broker = Broker::start().await;
@@ -191,6 +317,10 @@ async fn the_metadata_documents_hold_what_the_rfcs_require() {
     }
     let asm = http.get("/.well-known/oauth-authorization-server").await;
     assert_eq!(asm.status, 200, "{asm:?}");
+    assert_eq!(asm.header("content-type"), Some("application/json"));
+    let prm = http.get("/.well-known/oauth-protected-resource/mcp").await;
+    let found = violations(&prm.body, &format!("{base}/mcp"), &asm.body, &base);
+    assert!(found.is_empty(), "{found:?}");
     // RFC 8414 §2 (required: issuer, authorization_endpoint, token_endpoint,
     // response_types_supported) and §3.3 (issuer is the one the document was fetched for).
     let m = &asm.body;
@@ -241,6 +371,20 @@ async fn every_wrong_step_is_refused_with_its_rfc_code() {
     );
     let r = authorize(&broker, "oc_nobody", &[]).await;
     assert_eq!(r.status, 400, "{r:?}");
+    // A loopback redirect URI on "any port" whose port is no port (here a line break, which
+    // would make a broken Location header): not the client's.
+    for bad in [
+        "http://127.0.0.1:\n/callback",
+        "http://127.0.0.1:x/callback",
+    ] {
+        let r = authorize(
+            &broker,
+            &client,
+            &[("redirect_uri", bad), ("response_type", "token")],
+        )
+        .await;
+        assert_eq!(r.status, 400, "{bad:?}: {r:?}");
+    }
     // The client's own redirect URI on another loopback port is its (RFC 8252 §7.3).
     let other_port = authorize(
         &broker,
@@ -470,30 +614,41 @@ async fn the_python_sdk_logs_in_through_the_console_and_calls_a_tool() {
         return;
     };
     let broker = Broker::start().await;
+    let client_id = sdk_login(&broker, &python, None).await;
+    assert!(client_id.starts_with("oc_"), "{client_id}");
+}
+
+/// The Python SDK's OAuth client logs in to `broker` (by the metadata document at `cimd`, or
+/// else by registering), approved in the console as agent `sdk-agent`, then lists and calls an
+/// app's tool over `/mcp`; the client_id it used.
+async fn sdk_login(broker: &Broker, python: &std::path::Path, cimd: Option<&str>) -> String {
     let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([leo_testkit::app::tool("echo")]))
         .await;
     let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/oauth/sdk_client.py");
     let mut cmd = tokio::process::Command::new(python);
     cmd.arg(script)
-        .env("LEO_MCP_URL", format!("{}/mcp", base(&broker)));
+        .env("LEO_MCP_URL", format!("{}/mcp", base(broker)));
+    if let Some(url) = cimd {
+        cmd.env("LEO_CIMD_URL", url);
+    }
     let mut script = Script::spawn(cmd, &broker.home().join("sdk_client.stderr"));
 
     let url = script.step("authorize").await["url"]
         .as_str()
         .unwrap()
         .to_owned();
-    let path = url.strip_prefix(&base(&broker)).unwrap();
-    let authorized = anonymous(&broker).get(path).await;
+    let path = url.strip_prefix(&base(broker)).unwrap();
+    let authorized = anonymous(broker).get(path).await;
     // Not logged in yet: the consent page sends the person to log in, and back.
     let page = authorized.header("location").unwrap().to_owned();
-    let login = anonymous(&broker).get(&page).await;
+    let login = anonymous(broker).get(&page).await;
     assert_eq!(login.status, 303, "{login:?}");
     assert_eq!(
         login.header("location"),
         Some(format!("/login?next={page}").as_str())
     );
-    let console = Console::login(&broker).await;
+    let console = Console::login(broker).await;
     let shown = console.http.get(&page).await;
     assert!(
         shown.body.as_str().unwrap().contains("SDK Client"),
@@ -520,4 +675,5 @@ async fn the_python_sdk_logs_in_through_the_console_and_calls_a_tool() {
     let called = script.step("called").await;
     assert_eq!(called["result"]["content"][0]["text"], "hi back");
     script.step("done").await;
+    connected["client_id"].as_str().unwrap().to_owned()
 }

@@ -102,14 +102,16 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
         .extensions()
         .get::<crate::cluster::gate::Forwarded>()
         .is_some();
-    let checked = check(&state, request.headers(), forwarded).and_then(|mut caller| {
-        let opens = request.method() == axum::http::Method::POST
-            && !request.headers().contains_key(SESSION_HEADER);
-        if opens {
-            caller.hold = Some(Arc::new(state.sidecars.remote_slot(&caller.agent)?));
-        }
-        Ok(caller)
-    });
+    let checked = check(&state, request.headers(), forwarded)
+        .await
+        .and_then(|mut caller| {
+            let opens = request.method() == axum::http::Method::POST
+                && !request.headers().contains_key(SESSION_HEADER);
+            if opens {
+                caller.hold = Some(Arc::new(state.sidecars.remote_slot(&caller.agent)?));
+            }
+            Ok(caller)
+        });
     match checked {
         Ok(caller) => {
             let span =
@@ -119,7 +121,7 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
         Err(e) => {
             let unauthorized = e.code == ErrorCode::Unauthorized;
             let mut response = refusal(e);
-            if unauthorized && state.oauth.is_some() {
+            if unauthorized && (state.oauth.is_some() || state.issuer.is_some()) {
                 // RFC 9728 §5.1: where an MCP client finds how to get a token.
                 let invalid = bearer(request.headers()).is_some();
                 let value = super::oauth::challenge(&state, request.headers(), invalid);
@@ -136,7 +138,7 @@ pub async fn serve(State(state): State<Arc<AppState>>, request: Request<Body>) -
 
 /// The checks of a `/mcp` request after the Host check, in order: Origin (a follower's, for
 /// what it `forwarded`), token, body limit.
-fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Caller, Refusal> {
+async fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Caller, Refusal> {
     if !forwarded {
         check_origin(headers, state.https)?;
     }
@@ -149,6 +151,15 @@ fn check(state: &AppState, headers: &HeaderMap, forwarded: bool) -> Result<Calle
     let named = super::auth::named_agent(headers)?;
     if token.starts_with(leo_protocol::oauth::ACCESS_PREFIX) {
         return oauth_caller(state, headers, token, named.as_ref());
+    }
+    if let Some(issuer) = state.issuer.as_ref()
+        && crate::issuer::looks_like_jwt(token)
+    {
+        let agent = issuer
+            .verify(token)
+            .await
+            .map_err(|why| Refusal::new(ErrorCode::Unauthorized, why))?;
+        return opened(state, headers, token, agent, named.as_ref());
     }
     // A token the table does not know may still be an agent's own (`state/agents/`).
     match state.tokens.lookup(token) {
@@ -199,16 +210,27 @@ fn oauth_caller(
     let access = oauth
         .verify(token, &resource)
         .map_err(|e| Refusal::new(ErrorCode::Unauthorized, e.description))?;
-    if let Some(agent) = named.filter(|a| **a != access.agent) {
+    opened(state, headers, token, access.agent, named)
+}
+
+/// An access token that opens `agent`: no other that `Leo-Agent` names.
+fn opened(
+    state: &AppState,
+    headers: &HeaderMap,
+    token: &str,
+    agent: AgentName,
+    named: Option<&AgentName>,
+) -> Result<Caller, Refusal> {
+    if let Some(other) = named.filter(|a| **a != agent) {
         return Err(Refusal::new(
             ErrorCode::Forbidden,
             format!(
-                "this access token opens agent {:?}, not {agent:?}",
-                access.agent.as_str()
+                "this access token opens agent {:?}, not {other:?}",
+                agent.as_str()
             ),
         ));
     }
-    checked(state, headers, access.agent, token)
+    checked(state, headers, agent, token)
 }
 
 /// The refusal of a token that is not an agent's, by the policy table.

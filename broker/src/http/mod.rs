@@ -47,6 +47,8 @@ pub struct AppState {
     pub https: bool,
     /// The OAuth authorization server (`auth.oauth`), whose access tokens open `/mcp`.
     pub oauth: Option<Arc<crate::oauth::OAuth>>,
+    /// The outside authorization server (`auth.issuer`), whose JWTs open `/mcp` instead.
+    pub issuer: Option<Arc<crate::issuer::Issuer>>,
     /// `auth.public_url`: the issuer and the base of `/mcp`'s resource URL.
     pub public_url: Option<String>,
     /// This instance, when it leads a cluster (`/readyz` names it); `None` for a single broker.

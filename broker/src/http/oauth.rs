@@ -26,6 +26,7 @@ use leo_protocol::oauth::{
 use super::AppState;
 use super::console::session::Session;
 use super::reply::{ok, read_body};
+use crate::oauth::parse::params;
 use crate::oauth::{AuthError, OAuth, PendingRequest};
 use crate::refusal::Refusal;
 
@@ -99,12 +100,15 @@ fn bad(error: &'static str, description: impl Into<String>) -> AuthError {
 
 /// `GET /.well-known/oauth-protected-resource[/mcp]` (RFC 9728).
 pub async fn resource_metadata(State(state): State<Arc<AppState>>, headers: HeaderMap) -> Response {
-    if let Err(e) = oauth(&state) {
-        return e.into_response();
-    }
+    // With an outside issuer, it is the one authorization server.
+    let server = match (&state.issuer, oauth(&state)) {
+        (Some(issuer), _) => issuer.issuer.clone(),
+        (None, Ok(_)) => base_url(&state, &headers),
+        (None, Err(e)) => return e.into_response(),
+    };
     axum::Json(ResourceMetadata {
         resource: resource_url(&state, &headers),
-        authorization_servers: vec![base_url(&state, &headers)],
+        authorization_servers: vec![server],
         bearer_methods_supported: vec!["header".into()],
         resource_name: "Leo".into(),
     })
@@ -137,7 +141,7 @@ pub async fn server_metadata(State(state): State<Arc<AppState>>, headers: Header
         ]),
         code_challenge_methods_supported: list(&["S256"]),
         authorization_response_iss_parameter_supported: true,
-        client_id_metadata_document_supported: false,
+        client_id_metadata_document_supported: oauth.settings.metadata_documents,
     })
     .into_response()
 }
@@ -194,21 +198,6 @@ pub async fn register(State(state): State<Arc<AppState>>, body: Body) -> Respons
         .into_response()
 }
 
-/// The parameters of a query or form, each at most once (RFC 6749 §3.1: a parameter sent
-/// twice is an `invalid_request`).
-pub fn params(text: &[u8]) -> Result<std::collections::BTreeMap<String, String>, AuthError> {
-    let mut out = std::collections::BTreeMap::new();
-    for (name, value) in form_urlencoded::parse(text) {
-        if out.insert(name.to_string(), value.to_string()).is_some() {
-            return Err(bad(
-                "invalid_request",
-                format!("the parameter {name:?} is sent more than once"),
-            ));
-        }
-    }
-    Ok(out)
-}
-
 /// The client's redirect URI with `query` added.
 fn back_to(redirect_uri: &str, query: &[(&str, &str)]) -> String {
     let mut ser = form_urlencoded::Serializer::new(String::new());
@@ -259,11 +248,13 @@ pub async fn authorize(
     let Some(client_id) = p.get("client_id") else {
         return no_redirect(&bad("invalid_request", "client_id is required"));
     };
-    let (client, redirect_uri) =
-        match oauth.redirect_for(client_id, p.get("redirect_uri").map(String::as_str)) {
-            Ok(r) => r,
-            Err(e) => return no_redirect(&e),
-        };
+    let (client, redirect_uri) = match oauth
+        .redirect_for(client_id, p.get("redirect_uri").map(String::as_str))
+        .await
+    {
+        Ok(r) => r,
+        Err(e) => return no_redirect(&e),
+    };
     let iss = base_url(&state, &headers);
     let st = p.get("state").map(String::as_str);
     let resource = resource_url(&state, &headers);
@@ -337,10 +328,10 @@ pub async fn consent_page(
         );
     };
     let e = super::console::pages::escape;
-    let how = if p.client.how.starts_with("dcr") {
-        "registered itself with this broker (dynamic client registration)"
+    let how = if p.client.how == crate::oauth::cimd::HOW {
+        "is described by the metadata document at that URL"
     } else {
-        "is identified by its metadata document"
+        "registered itself with this broker (dynamic client registration)"
     };
     let body = format!(
         r#"<h1>Allow an MCP client?</h1>

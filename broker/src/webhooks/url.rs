@@ -21,6 +21,8 @@ use std::net::{IpAddr, SocketAddr};
 
 use axum::http::Uri;
 
+use crate::fetch::NoAddress;
+
 /// Why a url is not a place the broker may deliver to. Each message names the part at fault,
 /// for the operator reading `leo webhook add`'s refusal or the webhook's health.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -100,11 +102,7 @@ impl Target {
         if authority.as_str().contains('@') {
             return Err(UrlRefused::Userinfo { url: url_() });
         }
-        let host = authority
-            .host()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_ascii_lowercase();
+        let host = crate::fetch::bare_host(authority);
         if host.is_empty() {
             return Err(UrlRefused::NoHost { url: url_() });
         }
@@ -138,35 +136,20 @@ impl Target {
     /// Resolves the host once and returns the first address the rule admits: the address the
     /// delivery then connects to.
     pub async fn resolve(&self) -> Result<SocketAddr, Unreachable> {
-        if let Ok(ip) = self.host.parse::<IpAddr>() {
-            let addr = SocketAddr::new(ip, self.port);
-            return if self.admits(&addr) {
-                Ok(addr)
-            } else {
-                Err(Unreachable::NotLoopback { ip })
-            };
-        }
-        let found = tokio::net::lookup_host((self.host.as_str(), self.port))
+        let admits = |ip| self.admits(&SocketAddr::new(ip, self.port));
+        let literal = self.host.parse::<IpAddr>().is_ok();
+        let host = || self.host.clone();
+        crate::fetch::first_admitted(&self.host, self.port, admits)
             .await
-            .map_err(|source| Unreachable::Resolve {
-                host: self.host.clone(),
-                source,
-            })?;
-        let mut refused = None;
-        for addr in found {
-            if self.admits(&addr) {
-                return Ok(addr);
-            }
-            refused = Some(addr);
-        }
-        let host = self.host.clone();
-        Err(match refused {
-            Some(addr) => Unreachable::ResolvesElsewhere {
-                host,
-                ip: addr.ip(),
-            },
-            None => Unreachable::NoAddress { host },
-        })
+            .map_err(|e| match e {
+                NoAddress::Refused(ip) if literal => Unreachable::NotLoopback { ip },
+                NoAddress::Refused(ip) => Unreachable::ResolvesElsewhere { host: host(), ip },
+                NoAddress::Resolve(source) => Unreachable::Resolve {
+                    host: host(),
+                    source,
+                },
+                NoAddress::Empty => Unreachable::NoAddress { host: host() },
+            })
     }
 }
 

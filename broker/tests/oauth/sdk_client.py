@@ -2,9 +2,12 @@
 
     python sdk_client.py
 
-Run by the Rust test `oauth::the_python_sdk_logs_in_through_the_console_and_calls_a_tool`.
+Run by the Rust tests `oauth::the_python_sdk_logs_in_through_the_console_and_calls_a_tool`
+and `oauth::cimd::the_python_sdk_logs_in_by_its_metadata_document`.
 The client starts without a token: the broker answers 401 with its metadata, the SDK
-discovers the authorization server, registers (Dynamic Client Registration) and prints the
+discovers the authorization server, registers (Dynamic Client Registration), or, when
+LEO_CIMD_URL is set, names that URL as its client_id (a Client ID Metadata Document the test
+serves), and prints the
 authorization URL ({"step": "authorize", "url": ...}) instead of opening a browser. The test
 approves in the console as the operator would and writes the redirect URL it got back on
 stdin; the SDK exchanges the code and retries. Then it lists the tools and calls `echo`.
@@ -67,13 +70,20 @@ async def main():
         token_endpoint_auth_method="none",
     )
     storage = Memory()
-    auth = OAuthClientProvider(url, metadata, storage, redirect, callback)
+    auth = OAuthClientProvider(
+        url,
+        metadata,
+        storage,
+        redirect,
+        callback,
+        client_metadata_url=os.environ.get("LEO_CIMD_URL"),
+    )
     http = create_mcp_http_client(auth=auth)
     transport = streamable_http_client(url, http_client=http)
     # Named as a harness that shows app tools natively (the broker's harness table).
     info = types.Implementation(name="claude-code", version="0-python-oauth")
     async with http, Client(transport, mode="legacy", client_info=info) as client:
-        say("connected", token=storage.tokens.access_token)
+        say("connected", token=storage.tokens.access_token, client_id=storage.client.client_id)
         listed = await client.list_tools()
         say("listed", tools=sorted(t.name for t in listed.tools))
         result = await client.call_tool("echo", {"text": "hi"})
