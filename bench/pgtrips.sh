@@ -25,6 +25,12 @@ W
     "$d/leo-bench" --only relay --systems "$sys" --payloads echo_small --calls "$calls" \
         --concurrency 1 --throughput-calls 10 --postgres "$url" \
         --out "$d/report.md" >"$d/bench.log" 2>&1
+    # leo-bench kills the wrappers (strace) with SIGKILL, which leaves the traced brokers
+    # running: stop each (the first pid its trace names).
+    for f in "$d"/strace.*; do
+        p=$(head -n1 "$f" | cut -d' ' -f1)
+        [ -n "$p" ] && kill "$p" 2>/dev/null || true
+    done
 done
 a=$(cat "$out/$sys-200"/strace.* | grep -c ':5432]>' || true)
 b=$(cat "$out/$sys-$((200 + n))"/strace.* | grep -c ':5432]>' || true)
