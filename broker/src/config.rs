@@ -456,6 +456,9 @@ pub struct Web {
     pub max_body_bytes: usize,
     /// Most TCP connections served at once; one more is answered `503` and closed.
     pub max_connections: usize,
+    /// Most sidecar sessions open at once, over every carrier (the unix sockets, a follower's
+    /// pipes, IPC upgrades, `/mcp`); a quarter is kept for the unix sockets (see `ipc`).
+    pub max_sessions: usize,
     /// Most sessions one agent holds over the network at once (IPC upgrades and `/mcp`
     /// sessions together); one more is refused `403` (see `ipc::RemoteSlot`).
     pub max_sessions_per_agent: usize,
@@ -494,6 +497,7 @@ impl Default for Web {
             allowed_hosts: Vec::new(),
             max_body_bytes: 2 * 1024 * 1024,
             max_connections: 1024,
+            max_sessions: 1024,
             max_sessions_per_agent: 64,
             header_timeout_s: 10,
             idle_timeout_s: 60,
@@ -640,6 +644,10 @@ impl Config {
             return Err("auth.public_url: must be an http:// or https:// URL".into());
         }
         self.auth.check_issuer()?;
+        if self.web.max_sessions < 4 {
+            // A quarter is the unix sockets': at least one for the local leo-mcp.
+            return Err("web.max_sessions: must be at least 4".into());
+        }
         if self.web.max_sessions_per_agent == 0 {
             return Err("web.max_sessions_per_agent: must be at least 1".into());
         }
@@ -898,6 +906,21 @@ mod tests {
                 "cluster.poll_ms: must be at least 10",
             ),
             ("cluster:\n  lease_ms: -1\n", "cluster.lease_ms: "),
+        ]);
+    }
+
+    #[test]
+    fn the_session_limit_defaults_to_1024_and_is_at_least_4() {
+        let c = Config::parse("").unwrap();
+        assert_eq!(c.web.max_sessions, 1024);
+        let c = Config::parse("web:\n  max_sessions: 4\n");
+        assert_eq!(c.map(|c| c.web.max_sessions), Ok(4));
+        refused_saying(&[
+            (
+                "web:\n  max_sessions: 3\n",
+                "web.max_sessions: must be at least 4",
+            ),
+            ("web:\n  max_sessions: -1\n", "web.max_sessions: "),
         ]);
     }
 

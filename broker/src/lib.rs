@@ -20,8 +20,7 @@
 //!   Streamable HTTP, and the in-process pipe its sessions reach the broker through;
 //! - [`cluster::tokens`]: with a PostgreSQL store, the tokens every instance shares, which
 //!   `leo client|device|agent` change in the database (the CLI links no database client of
-//!   its own);
-//! - [`MAX_SESSIONS`], the sidecar socket's bound, which the tests reach.
+//!   its own).
 //!
 //! What is stored, and how (the live store, history and audit, the lease), is the `leo-store`
 //! crate's.
@@ -73,9 +72,10 @@ pub mod mcp {
     pub use axum::body::Body;
     pub use axum::http::Request;
 }
-pub use history::record_local;
+pub use history::{record_local, verify_local};
 pub use http::rules::WEBHOOKS_PATH;
-pub use ipc::MAX_SESSIONS;
+/// The audit trail's chain, as `leo audit verify` reports it.
+pub use leo_store::history::chain as audit_chain;
 pub use tokens::{generate as new_token, read_token_file};
 
 /// Leo's own tool names, which `deny_tools` may always name (`ask_human` is the web console's).

@@ -240,6 +240,22 @@ impl Requests {
         Some(&live.call)
     }
 
+    /// Awaiting call `id`'s decision now names `digest` (the tool's definition changed while it
+    /// awaited); stored, so a restart keeps asking for the new one.
+    pub fn redigest(&mut self, id: &str, digest: String) -> Option<(&Call, &Awaiting)> {
+        let live = self.live.get_mut(id)?;
+        let Stage::Awaiting(awaiting) = &mut live.stage else {
+            return None;
+        };
+        awaiting.digest = digest;
+        self.journal.push(Op::Approval {
+            id: id.to_owned(),
+            approval: Approval::Awaiting((**awaiting).clone()).to_text(),
+            arguments: None,
+        });
+        Some((&live.call, &**awaiting))
+    }
+
     /// The calls awaiting approval, in the order they were parked.
     pub fn awaiting(&self) -> impl Iterator<Item = (&Call, &Awaiting)> {
         self.order.values().filter_map(|id| {

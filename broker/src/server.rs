@@ -2,8 +2,9 @@
 //! cluster, until its instance is deposed).
 //!
 //! `serve` takes already-bound listeners, so tests pass port 0 and temporary socket paths. The
-//! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), the state
-//! file is flushed, streams and sessions close, and the servers get a bounded time to drain.
+//! shutdown path is explicit: pending calls end as `cancelled` (reason `shutdown`), or, on a
+//! cluster's leader, are handed over to the next leader in the database; the state file is
+//! flushed, streams and sessions close, and the servers get a bounded time to drain.
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -228,6 +229,24 @@ fn tcp_limits(web: &crate::config::Web) -> crate::http::TcpLimits {
     }
 }
 
+/// `web:` with `max_sessions` held under half the descriptors the process may open, as
+/// `tcp_limits` holds the TCP connections under the other half: every session holds one
+/// (its unix connection, its TCP connection, or the pipe of a follower's session).
+fn session_limits(web: &crate::config::Web) -> crate::config::Web {
+    let budget = usize::try_from(raise_fd_limit() / 2)
+        .unwrap_or(usize::MAX)
+        .max(4);
+    let mut web = web.clone();
+    if web.max_sessions > budget {
+        warn!(
+            max_sessions = web.max_sessions,
+            budget, "web.max_sessions is over half the file-descriptor limit; using {budget}"
+        );
+        web.max_sessions = budget;
+    }
+    web
+}
+
 /// Raises the soft limit on open files to the hard limit; returns the limit now in force.
 fn raise_fd_limit() -> u64 {
     use nix::sys::resource::{Resource, getrlimit, setrlimit};
@@ -293,7 +312,7 @@ pub(crate) async fn serve(
         (None, Some(i)) => p.agent_keys.clone().with_oauth(i.clone()),
         (None, None) => p.agent_keys.clone(),
     };
-    let sidecars = crate::ipc::Door::new(broker.clone(), keys, p.config.web.max_sessions_per_agent);
+    let sidecars = crate::ipc::Door::new(broker.clone(), keys, &session_limits(&p.config.web));
     let mcp = p.mcp.as_ref().map(|make| {
         make(
             crate::mcp::Pipe::new(sidecars.clone()),
@@ -323,6 +342,7 @@ pub(crate) async fn serve(
     if let Some(tls) = p.tls.clone() {
         broker.tasks().spawn(tls.watch(broker.shutdown_token()));
     }
+    let hand_over = leading.is_some();
     let key = leading.map(|l| l.key);
     let servers = spawn_servers(&p.config, p.tls.clone(), &state, listeners, key.clone())?;
     let ended = tokio::select! {
@@ -330,7 +350,7 @@ pub(crate) async fn serve(
         () = broker.store().deposed() => Ended::Deposed,
     };
     match ended {
-        Ended::Stopped => shut_down(&broker, servers, &p.lock).await,
+        Ended::Stopped => shut_down(&broker, servers, &p.lock, hand_over).await,
         Ended::Deposed => step_down(&broker, servers).await,
     }
     Ok(ended)
@@ -468,7 +488,8 @@ pub(crate) fn host_check(listener: &TcpListener, config: &Config) -> Result<Arc<
     )))
 }
 
-/// The shutdown path: pending calls end, servers drain (at most `DRAIN`), background tasks
+/// The shutdown path: pending calls end (or, on a cluster's leader, `hand_over`, stay in the
+/// database for the next leader), servers drain (at most `DRAIN`), background tasks
 /// finish (at most `TASKS`), history and the live state are flushed, and the sockets are
 /// removed. Each stream, session and timer ends on the shutdown token, so a stop with apps and
 /// agents connected takes milliseconds; what is still running when a bound runs out is named.
@@ -476,11 +497,17 @@ async fn shut_down(
     broker: &Broker,
     mut servers: tokio::task::JoinSet<()>,
     lock: &crate::home::HomeLock,
+    hand_over: bool,
 ) {
-    info!("shutting down");
     lock.stopping();
     let started = std::time::Instant::now();
-    broker.begin_shutdown();
+    if hand_over {
+        info!("shutting down; the calls in flight stay in the database for the next leader");
+        broker.begin_handover();
+    } else {
+        info!("shutting down");
+        broker.begin_shutdown();
+    }
     let drained = tokio::time::timeout(DRAIN, async {
         while servers.join_next().await.is_some() {}
     })
@@ -508,7 +535,8 @@ async fn shut_down(
         took_ms = started.elapsed().as_millis(),
         "streams, sessions and servers ended"
     );
-    // Every call has ended by now; its row is written before the broker says it stopped.
+    // Every call has ended (or is handed over) by now; its row is written before the broker
+    // says it stopped, and the store writes every change before it gives the lease up.
     broker.history().close();
     broker.store().close().await;
     crate::telemetry::shutdown().await;

@@ -76,17 +76,49 @@ async fn agent(broker: &Broker) -> Agent {
     .await
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_approved_call_reaches_the_app_once_and_only_after_approval() {
+/// A broker with `CONFIG`, serving, and `ci-1`'s call of `deploy` announced to the operator.
+struct Deploying {
+    broker: Broker,
+    app: App,
+    approvals: Sse,
+    /// The call's harness: bound (as `_agent`) while the call runs.
+    _agent: Agent,
+    call: tokio::task::JoinHandle<leo_testkit::agent::CallToolResult>,
+    asked: Value,
+    id: String,
+}
+
+async fn deploying() -> Deploying {
     let broker = Broker::start_with(CONFIG).await;
-    let mut app = serving(&broker).await;
+    let app = serving(&broker).await;
     let mut approvals = approver(&broker).await;
     let agent = agent(&broker).await;
-    let http = broker.http();
-
     let call = agent.spawn_call("deploy", json!({"env": "prod"}));
     let asked = requested(&mut approvals).await;
     let id = asked["id"].as_str().unwrap().to_owned();
+    Deploying {
+        broker,
+        app,
+        approvals,
+        _agent: agent,
+        call,
+        asked,
+        id,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_approved_call_reaches_the_app_once_and_only_after_approval() {
+    let Deploying {
+        broker,
+        mut app,
+        call,
+        asked,
+        id,
+        _agent: agent,
+        ..
+    } = deploying().await;
+    let http = broker.http();
     assert_eq!(asked["tool"], "deploy");
     assert_eq!(asked["agent"], "ci-1");
     assert_eq!(asked["arguments"], json!({"env": "prod"}));
@@ -214,15 +246,16 @@ async fn a_denied_or_expired_call_ends_without_the_app_ever_seeing_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_approvers_at_once_one_decides_and_the_other_is_refused() {
-    let broker = Broker::start_with(CONFIG).await;
-    let mut app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
+    let Deploying {
+        broker,
+        mut app,
+        call,
+        asked,
+        id,
+        _agent,
+        ..
+    } = deploying().await;
     let http = broker.http();
-
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
     let approve = json!({"digest": asked["digest"]});
     let deny = json!({"digest": asked["digest"], "reason": "no"});
     let (a, d) = tokio::join!(
@@ -283,13 +316,15 @@ async fn a_call_over_mcp_waits_for_approval_like_one_through_leo_mcp() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_call_awaiting_approval_survives_a_sigkill_and_then_runs_once() {
-    let broker = Broker::start_with(CONFIG).await;
-    let app = serving(&broker).await;
-    let mut approvals = approver(&broker).await;
-    let agent = agent(&broker).await;
-    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
-    let asked = requested(&mut approvals).await;
-    let id = asked["id"].as_str().unwrap().to_owned();
+    let Deploying {
+        broker,
+        app,
+        approvals,
+        call,
+        asked,
+        id,
+        _agent,
+    } = deploying().await;
     drop((app, approvals));
     // The park is committed a moment after it is announced (a call lost before that ends
     // `no_client` for its harness, as any call would).
@@ -312,11 +347,21 @@ async fn a_call_awaiting_approval_survives_a_sigkill_and_then_runs_once() {
         "{out:?}"
     );
 
-    let out = leo(&broker, &["approve", &id]);
+    approved_with_leo_it_runs_once(&broker, app, call, &id).await;
+}
+
+/// `leo approve ID` on `broker`: `app` is offered the call once, and its answer is `call`'s.
+async fn approved_with_leo_it_runs_once(
+    broker: &Broker,
+    mut app: App,
+    call: tokio::task::JoinHandle<leo_testkit::agent::CallToolResult>,
+    id: &str,
+) {
+    let out = leo(broker, &["approve", id]);
     assert!(out.status.success(), "{out:?}");
     let request = app.next_request().await;
-    assert_eq!(request.data["id"], id.as_str());
-    app.serve(&id, json!([{"type": "text", "text": "deployed once"}]))
+    assert_eq!(request.data["id"], id);
+    app.serve(id, json!([{"type": "text", "text": "deployed once"}]))
         .await;
     assert_eq!(text_of(&call.await.unwrap()), "deployed once");
     assert!(app.sse.within(Duration::from_millis(300)).await.is_none());
@@ -364,6 +409,9 @@ async fn the_approval_fixtures_match_the_broker() {
         .unwrap()
         .remove("expires_at");
     wire::check("http/approvals.response.json", &listed);
+    // The operator's status shows the call, awaiting approval.
+    let status = http.get("/api/v1/status").await.body;
+    wire::check("http/status_awaiting_approval.response.json", &status);
     let wrong = wire::load(
         "http/approve_call.request.json",
         &[("<digest>", "sha256:0")],
@@ -393,4 +441,93 @@ async fn the_approval_fixtures_match_the_broker() {
     wire::check("http/deny_call.response.json", &denied.body);
     let outcome = crate::support::result_of(&mut ipc, 2).await;
     assert_eq!(outcome["error"]["message"], "not on a Friday", "{outcome}");
+}
+
+/// The app changes the tool's definition while a call awaits: an approval made against the old
+/// one is refused `409 digest_mismatch`, the call stays awaiting under a new digest (approvers
+/// are told again), and the approval of that one runs it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_definition_changed_while_a_call_awaits_needs_a_new_approval() {
+    let Deploying {
+        broker,
+        mut app,
+        mut approvals,
+        call,
+        asked,
+        id,
+        _agent,
+        ..
+    } = deploying().await;
+    let http = broker.http();
+    let old = asked["digest"].clone();
+
+    let schema = json!({"type": "object", "properties": {"env": {"type": "string"}}});
+    app.register_ok(
+        "ops",
+        json!([{"name": "deploy", "description": "Deploys everywhere at once",
+                "input_schema": schema, "approval": "required"}]),
+    )
+    .await;
+    let stale = decide(&http, &id, "approve", json!({"digest": old})).await;
+    assert_eq!(stale.code(409), "digest_mismatch", "{stale:?}");
+    assert!(stale.error().contains("changed while"), "{stale:?}");
+    // The call now names the new digest: the old one is refused as any other.
+    let stale = decide(&http, &id, "deny", json!({"digest": old})).await;
+    assert_eq!(stale.code(409), "digest_mismatch", "{stale:?}");
+    let again = requested(&mut approvals).await;
+    assert_eq!(again["id"], id.as_str());
+    let new = again["digest"].clone();
+    assert_ne!(new, old);
+    let listed = http.get("/api/v1/approvals").await;
+    assert_eq!(listed.data()["approvals"][0]["digest"], new, "{listed:?}");
+    app_saw_nothing(&mut app, &id).await;
+
+    let ok = decide(&http, &id, "approve", json!({"digest": new})).await;
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let request = app.next_request().await;
+    assert_eq!(request.data["id"], id.as_str());
+    app.serve(&id, json!([{"type": "text", "text": "deployed"}]))
+        .await;
+    assert_eq!(text_of(&call.await.unwrap()), "deployed");
+}
+
+/// On a PostgreSQL store, across a cluster: the leader is killed while a call through the real
+/// `leo-mcp` on a follower awaits approval; the follower takes the lease, still holds the call
+/// awaiting (no app saw it), and `leo approve` there runs it once; the harness gets the result.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_call_awaiting_approval_survives_the_cluster_leaders_kill_and_runs_once() {
+    let Some(db) = leo_testkit::postgres::database().await else {
+        return;
+    };
+    let config = format!("{}{CONFIG}", db.config_with_short_lease());
+    let mut nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (a, b) = (nodes.remove(0), nodes.remove(0));
+    let app = serving(&b).await;
+    let mut approvals = approver(&b).await;
+    let agent = agent(&b).await;
+    let call = agent.spawn_call("deploy", json!({"env": "prod"}));
+    let asked = requested(&mut approvals).await;
+    let id = asked["id"].as_str().unwrap().to_owned();
+    // Killed once the park is committed (before that, the call would end `no_client` for its
+    // harness, as any call lost with its leader).
+    let pg = db.client().await;
+    crate::support::eventually(|| async {
+        let row = pg
+            .query_opt("SELECT approval FROM live WHERE id = $1", &[&id])
+            .await
+            .unwrap();
+        row.is_some_and(|r| r.get::<_, Option<String>>(0).is_some())
+    })
+    .await;
+    drop((app, approvals));
+    let _home_a = a.kill_keep_home().await;
+
+    crate::support::eventually(|| async {
+        let listed = b.http().try_get("/api/v1/approvals").await;
+        listed.is_some_and(|r| r.status == 200 && r.data()["approvals"][0]["id"] == id.as_str())
+    })
+    .await;
+    let mut app = serving(&b).await;
+    app_saw_nothing(&mut app, &id).await;
+    approved_with_leo_it_runs_once(&b, app, call, &id).await;
 }

@@ -25,7 +25,7 @@ async fn cluster(db: &Database, n: usize) -> Vec<Broker> {
 
 /// An agent session on `broker`'s `run/sidecar.sock`, re-attaching the calls `resume`; `None`
 /// while the socket closes it (no leader reachable yet).
-async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
+pub(crate) async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
     let path = leo_protocol::home::Home::new(broker.home()).sidecar_socket();
     let stream = tokio::net::UnixStream::connect(&path).await.ok()?;
     drop(stream);
@@ -43,7 +43,7 @@ async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Option<Ipc> {
 }
 
 /// [`hello`], retried until the instance's leader welcomes the session.
-async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
+pub(crate) async fn agent_on(broker: &Broker, agent: &str, resume: &[u64]) -> Ipc {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(40);
     loop {
         if let Some(ipc) = hello(broker, agent, resume).await {
@@ -718,6 +718,111 @@ async fn a_deposed_leader_follows_the_new_one_without_a_restart() {
     assert_eq!(rows().await, [("result".to_owned(), id_of(b))]);
 }
 
+/// A leader frozen past its lease (`SIGSTOP`: a host that went silent, a long pause) is taken
+/// over by a follower once the lease lapses, and when it wakes it commits nothing: a result and
+/// a message posted to it while it was frozen (they wait in its sockets) are never
+/// acknowledged, its agent never hears that result, and the shared tables hold nothing of
+/// them; the call is answered by the new leader, once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_leader_commits_nothing_when_it_wakes() {
+    let Some(db) = database().await else { return };
+    let mut nodes = leo_testkit::cluster::start(&db.config_with_short_lease(), 2).await;
+    let a = nodes.remove(0);
+    let b = &nodes[0];
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    let mut ipc = agent_on(&a, "rocket", &[]).await;
+    ipc.call(1, "wait", json!({"n": 1})).await;
+    let id = app.next_request_id().await;
+    app.claim_ok(&id).await;
+    let pg = db.client().await;
+    let epoch = || async {
+        let row = pg.query_one("SELECT epoch, leader FROM cluster", &[]).await;
+        let row = row.unwrap();
+        (row.get::<_, i64>(0), row.get::<_, String>(1))
+    };
+    let (before, _) = epoch().await;
+
+    a.send_signal("STOP");
+    let post = |path: String, body: Value| {
+        let http = a.http();
+        tokio::spawn(async move { http.try_post_raw(&path, body.to_string()).await })
+    };
+    let result = post(
+        format!("/api/v1/client-tools/requests/{id}/result"),
+        json!({"client_id": app.id, "ok": true, "content": text("frozen")}),
+    );
+    let message = post(
+        "/web/agent/rocket/message".into(),
+        json!({"text": "frozen", "from": "ops"}),
+    );
+    logged(b, "this instance leads").await;
+    assert_eq!(epoch().await, (before + 1, id_of(b)), "one take, by B");
+    a.send_signal("CONT");
+
+    // Woken, A decides what waited for it, but its fence refuses every commit.
+    for (what, posted) in [("result", result), ("message", message)] {
+        let posted = posted.await.unwrap();
+        assert!(!matches!(posted, Ok(200)), "{what}: {posted:?}");
+    }
+    let mut frames = Vec::new();
+    let closed = tokio::time::timeout(leo_testkit::WAIT, async {
+        while let Some(frame) = ipc.recv_or_end().await {
+            frames.push(frame);
+        }
+    })
+    .await;
+    assert!(closed.is_ok(), "the frozen leader's session stayed open");
+    assert!(
+        !frames.iter().any(|f| f["type"] == "result"),
+        "the frozen leader sent a result: {frames:?}"
+    );
+    logged(&a, "gives its core up").await;
+    let claimed: Vec<Option<String>> = pg
+        .query("SELECT claimed_by FROM live WHERE id = $1", &[&id])
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        claimed,
+        [Some(app.id.clone())],
+        "the call is live, as claimed"
+    );
+    for sql in [
+        "SELECT count(*) FROM ended WHERE id = $1",
+        "SELECT count(*) FROM history WHERE id = $1",
+    ] {
+        let n: i64 = pg.query_one(sql, &[&id]).await.unwrap().get(0);
+        assert_eq!(n, 0, "{sql}");
+    }
+    let frozen: i64 = pg
+        .query_one("SELECT count(*) FROM mail WHERE text LIKE '%frozen'", &[])
+        .await
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        frozen, 0,
+        "a message the frozen leader took is in the database"
+    );
+
+    // The call is B's to answer: the agent resumes on A (a follower now), the app on B.
+    let mut ipc = agent_on(&a, "rocket", &[1]).await;
+    let app = App::resume(&http_of(b), &app.resume).await;
+    app.register_ok("g", json!([tool("wait")])).await;
+    assert_eq!(app.answer(&id, text("from B")).await.status, 200);
+    assert_eq!(result_of(&mut ipc, 1).await["content"][0]["text"], "from B");
+    no_more_results(&mut ipc).await;
+}
+
+/// Asserts that `ipc` gets no further result frame (a tool set or message frame may come).
+pub(crate) async fn no_more_results(ipc: &mut Ipc) {
+    while let Some(frame) = ipc.within(Duration::from_millis(300)).await {
+        assert_ne!(frame["type"], "result", "a result came twice: {frame}");
+    }
+}
+
 #[tokio::test]
 async fn a_broker_on_postgres_needs_its_tcp_listener() {
     let Some(db) = database().await else { return };
@@ -1093,4 +1198,69 @@ async fn a_leader_stopped_cleanly_hands_over_within_a_second() {
         after < Duration::from_secs(1),
         "handed over after {after:?}"
     );
+}
+
+/// `web.max_sessions` on a small cluster (8 here): the leader admits exactly that many sidecar
+/// sessions, those its follower pipes counted as its own unix sockets' (one of the leader's
+/// sessions each), at most three quarters of them over the network (`403`), and refuses the
+/// next with the documented `error` frame, on its own socket and through the follower alike; a
+/// session that ends frees its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_small_clusters_session_limit_admits_exactly_so_many() {
+    let Some(db) = database().await else { return };
+    let config = format!("{}web:\n  max_sessions: 8\n", db.config());
+    let nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let token = a.agent_token();
+    let auth = format!("Bearer {token}");
+    let upgrade = |agent: String| {
+        let auth = auth.clone();
+        async move {
+            let headers = [
+                ("authorization", auth.as_str()),
+                ("leo-agent", agent.as_str()),
+            ];
+            Ipc::upgrade(a.addr, &headers).await
+        }
+    };
+    // Six over the network (three quarters of 8), then the network's share is full.
+    let mut open = Vec::new();
+    for i in 0..6 {
+        let mut ipc = upgrade(format!("net-{i}")).await.unwrap();
+        let welcome = ipc.say_hello(&token, &format!("net-{i}")).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        open.push(ipc);
+    }
+    let Err(refused) = upgrade("net-6".into()).await else {
+        panic!("a seventh session over the network was upgraded")
+    };
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(
+        refused
+            .body
+            .contains("6 sessions open over the network, its limit"),
+        "{refused:?}"
+    );
+    // Two on the follower's socket, piped: the leader's last two places.
+    for i in 0..2 {
+        open.push(agent_on(b, &format!("piped-{i}"), &[]).await);
+    }
+    // The ninth is refused, on the leader's socket and through the follower alike.
+    for node in [a, b] {
+        let path = leo_protocol::home::Home::new(node.home()).sidecar_socket();
+        let mut extra = Ipc::connect(&path).await;
+        let frame = extra.recv().await;
+        assert_eq!(
+            (&frame["type"], &frame["code"]),
+            (&json!("error"), &json!("internal"))
+        );
+        let message = frame["message"].as_str().unwrap();
+        assert!(
+            message.contains("8 sidecar connections open, its limit (web.max_sessions)"),
+            "{message}"
+        );
+    }
+    // A session that ends frees its place.
+    open.remove(0).close().await;
+    agent_on(b, "piped-2", &[]).await;
 }

@@ -287,3 +287,56 @@ async fn max_rows_and_store_content_apply_to_the_database_and_the_console_reads_
     let results: u64 = minutes.iter().map(|m| m["result"].as_u64().unwrap()).sum();
     assert_eq!((minutes.len(), results), (60, 2), "{panel}");
 }
+
+/// On PostgreSQL the trail is one chain for the cluster: instances and `leo` commands on
+/// several hosts append to it in turn; `leo audit verify` on any host walks it, and names the
+/// entry an `UPDATE` of the table changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn leo_audit_verify_walks_the_clusters_chain_and_names_an_entry_changed_in_the_table() {
+    let Some(db) = database().await else { return };
+    let a = Broker::start_with(&db.config()).await;
+    let home_b = tempfile::tempdir().unwrap();
+    std::fs::write(home_b.path().join("config.yaml"), db.config()).unwrap();
+    let mut app = App::connect(&a.http()).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    // `leo` on another host writes while A's calls are audited.
+    let cli = {
+        let path = home_b.path().to_path_buf();
+        tokio::spawn(async move {
+            for name in ["c1", "c2", "c3"] {
+                leo_ok(&path, &["client", "add", name, "--can-message", "rocket"]).await;
+            }
+        })
+    };
+    for n in 1..=3 {
+        answered_call(&a, &mut app, "rocket", n).await;
+    }
+    cli.await.unwrap();
+    eventually(|| async {
+        let trail = get(&a.http(), "/api/v1/audit?limit=500").await;
+        trail["entries"].as_array().unwrap().len() == 10
+    })
+    .await;
+    let out = leo_ok(home_b.path(), &["audit", "verify", "--json"]).await;
+    let verdict: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(verdict["verdict"], "chains", "{out}");
+    // register, 3 claims, 3 results, 3 client_add.
+    assert_eq!(verdict["entries"], 10, "{out}");
+
+    let admin = db.client().await;
+    let row = admin
+        .query_one(
+            "UPDATE audit SET principal = 'operator' WHERE seq =
+                (SELECT min(seq) FROM audit WHERE action = 'client_add') RETURNING seq",
+            &[],
+        )
+        .await
+        .unwrap();
+    let seq: i64 = row.get(0);
+    let (ok, out, _) = leo(a.home(), &["audit", "verify"]).await;
+    assert!(!ok);
+    assert!(
+        out.starts_with(&format!("Audit entry #{seq} does not chain: its content")),
+        "{out}"
+    );
+}

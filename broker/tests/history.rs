@@ -296,17 +296,23 @@ async fn bad_parameters_are_refused_by_name_and_tokens_by_kind() {
     assert_eq!(r.data(), &json!([]));
 }
 
-#[tokio::test]
-async fn history_survives_a_kill_and_a_shutdown_ends_calls_into_it() {
-    let broker = Broker::start().await;
-    let http = broker.http();
-    let mut app = App::connect(&http).await;
+/// `rocket` calls `echo` on `broker` once, answered by an app of group `g`; its request id.
+async fn one_answered_call(broker: &Broker) -> String {
+    let mut app = App::connect(&broker.http()).await;
     app.register_ok("g", json!([tool("echo")])).await;
-    let mut ipc = agent(&broker, "rocket").await;
+    let mut ipc = agent(broker, "rocket").await;
     ipc.call(1, "echo", json!({})).await;
     let id = app.next_request_id().await;
     app.serve(&id, json!([{"type": "text", "text": "x"}])).await;
     result_of(&mut ipc, 1).await;
+    id
+}
+
+#[tokio::test]
+async fn history_survives_a_kill_and_a_shutdown_ends_calls_into_it() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    let id = one_answered_call(&broker).await;
     ended_at_least(&http, "", 1).await;
 
     let home = broker.kill_keep_home().await;
@@ -653,4 +659,108 @@ async fn max_rows_keeps_the_newest_and_the_console_route_takes_only_a_login() {
         "unauthorized"
     );
     assert_eq!(http.get("/console/history").await.code(403), "forbidden");
+}
+
+/// `leo audit verify` on `home`: its exit code and stdout.
+async fn verify(home: &std::path::Path, json: bool) -> (Option<i32>, String) {
+    let mut args = vec!["audit", "verify"];
+    if json {
+        args.push("--json");
+    }
+    let out = tokio::process::Command::new(leo_testkit::bin("leo"))
+        .args(&args)
+        .env("LEO_HOME", home)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.is_empty(), "{stderr}");
+    (out.status.code(), stdout)
+}
+
+/// The trail chains as the broker and `leo` wrote it; an entry changed in the file by hand
+/// (the broker stopped) is named, and so is the entry after one removed.
+#[tokio::test]
+async fn leo_audit_verify_passes_on_a_real_trail_and_names_an_entry_changed_in_the_file() {
+    let broker = Broker::start().await;
+    let http = broker.http();
+    one_answered_call(&broker).await;
+    // `leo` appends to the same chain beside the running broker.
+    let (ok, _, err) = crate::security::leo(
+        broker.home(),
+        &["client", "add", "ci", "--can-message", "rocket"],
+    )
+    .await;
+    assert!(ok, "{err}");
+    http.post(
+        "/web/agent/rocket/message",
+        &json!({"text": "hi", "from": "ops"}),
+    )
+    .await
+    .data();
+    trail(&http, 5).await;
+    let (code, out) = verify(broker.home(), false).await;
+    assert_eq!(code, Some(0), "{out}");
+    assert!(
+        out.starts_with("The audit trail chains: 5 entries"),
+        "{out}"
+    );
+    let (code, out) = verify(broker.home(), true).await;
+    assert_eq!(code, Some(0), "{out}");
+    let verdict: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(verdict["verdict"], "chains", "{out}");
+    assert_eq!(verdict["entries"], 5, "{out}");
+    assert_eq!(verdict["head"].as_str().unwrap().len(), 64, "{out}");
+
+    let (status, home) = broker.stop_keep_home().await;
+    assert!(status.success(), "{status:?}");
+    let file = rusqlite::Connection::open(home.path().join("state/history.db")).unwrap();
+    let seq_of = |action: &str| -> i64 {
+        file.query_row("SELECT seq FROM audit WHERE action = ?1", [action], |r| {
+            r.get(0)
+        })
+        .unwrap()
+    };
+    let (claim, result) = (seq_of("claim"), seq_of("result"));
+    let detail: String = file
+        .query_row("SELECT detail FROM audit WHERE seq = ?1", [result], |r| {
+            r.get(0)
+        })
+        .unwrap();
+    file.execute(
+        "UPDATE audit SET detail = 'someone else ok' WHERE seq = ?1",
+        [result],
+    )
+    .unwrap();
+    let (code, out) = verify(home.path(), false).await;
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "Audit entry #{result} does not chain: its content"
+        )),
+        "{out}"
+    );
+    let (_, out) = verify(home.path(), true).await;
+    let verdict: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(verdict["seq"], result, "{out}");
+    assert_eq!(verdict["why"], "changed", "{out}");
+
+    // Put back, it chains again; the claim removed, the entry after it is named.
+    file.execute(
+        "UPDATE audit SET detail = ?1 WHERE seq = ?2",
+        rusqlite::params![detail, result],
+    )
+    .unwrap();
+    assert_eq!(verify(home.path(), false).await.0, Some(0));
+    file.execute("DELETE FROM audit WHERE seq = ?1", [claim])
+        .unwrap();
+    let (code, out) = verify(home.path(), false).await;
+    assert_eq!(code, Some(3), "{out}");
+    assert!(
+        out.starts_with(&format!(
+            "Audit entry #{result} does not chain: it does not name"
+        )),
+        "{out}"
+    );
 }

@@ -15,6 +15,7 @@ mod cluster;
 mod cluster_history;
 mod cluster_outage;
 mod cluster_tokens;
+mod cluster_upgrade;
 mod completions;
 mod console;
 mod console_browser;

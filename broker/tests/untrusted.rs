@@ -236,10 +236,12 @@ async fn an_agent_with_its_own_token_is_bound_to_that_name_and_mailbox() {
 
 #[tokio::test]
 async fn sidecar_connections_past_the_limit_are_refused_clearly_and_a_closed_one_frees_its_slot() {
-    let broker = Broker::start().await;
+    // `web.max_sessions` set low: the rule is the same at the default (1,024), only slower.
+    const MAX: usize = 16;
+    let broker = Broker::start_with(&format!("web:\n  max_sessions: {MAX}\n")).await;
     let sock = broker.home().join("run/sidecar.sock");
     let mut open = Vec::new();
-    for i in 0..leo_broker::MAX_SESSIONS {
+    for i in 0..MAX {
         open.push(agent(&broker, &format!("a{i}")).await);
     }
     let mut extra = Ipc::connect(&sock).await;

@@ -54,7 +54,7 @@ impl Command {
             self,
             Command::Status(_)
                 | Command::Requests(_)
-                | Command::Audit(_)
+                | Command::Audit(commands::audit::AuditArgs { command: None, .. })
                 | Command::Cancel(_)
                 | Command::Approvals(_)
                 | Command::Approve(_)
@@ -110,7 +110,7 @@ pub enum Command {
     #[command(after_help = commands::EXIT_CODES)]
     Status(commands::status::StatusArgs),
     /// The audit trail: every authenticated change, who made it and with which token.
-    #[command(after_help = commands::EXIT_CODES)]
+    #[command(after_help = commands::EXIT_CODES, args_conflicts_with_subcommands = true)]
     Audit(commands::audit::AuditArgs),
     /// The pending calls, one line each: who asked for what, and for how long.
     #[command(after_help = commands::EXIT_CODES)]

@@ -441,15 +441,86 @@ async fn waits_75_s_for_a_call_over_http(cli: Cli) {
     );
 }
 
-/// The three CLIs wait side by side, each on a broker of its own: the 75 s are wall time, not
-/// work, and three tests of their own would hold two of the suite's test threads for 240 s.
+/// The three CLIs wait side by side, each on a broker of its own, and Claude Code waits for an
+/// approval beside them: the 75 s and the 70 s are wall time, not work, and tests of their own
+/// would hold the suite's two test threads for minutes.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_cli_waits_75_s_for_a_call_over_http() {
     tokio::join!(
         waits_75_s_for_a_call_over_http(Cli::Claude),
         waits_75_s_for_a_call_over_http(Cli::Opencode),
         waits_75_s_for_a_call_over_http(Cli::Codex),
+        waits_70_s_for_an_approval(),
     );
+}
+
+/// Claude Code calls, through the real `leo-mcp`, a tool its app registered with `approval:
+/// "required"`; nobody decides for 70 s (the app is offered nothing meanwhile), then the operator
+/// approves with `leo approve`; the app answers and the model is given the answer: `leo-mcp`'s
+/// progress ("waiting for approval") kept Claude Code waiting.
+async fn waits_70_s_for_an_approval() {
+    let Some(home) = CliHome::new(None) else {
+        return;
+    };
+    let broker = Broker::start().await;
+    let mut app = App::connect(&broker.http()).await;
+    let mut needs_approval = leo_testkit::app::tool(TOOL);
+    needs_approval["approval"] = json!("required");
+    app.register_ok("check", json!([needs_approval])).await;
+    let mut approver = leo_testkit::Sse::open(&broker.http(), "/api/v1/events", None).await;
+    let wrap = wrapper(Cli::Claude, &broker, home.path());
+    let mut child = spawn_cli(
+        &home,
+        &claude_script(home.path(), &wrap, "Call the tool."),
+        TOOL,
+    );
+    // A CLI may take longer than one event wait to start on a loaded machine.
+    let asked = tokio::time::timeout(WAIT * 4, async {
+        loop {
+            match approver.next_or_end().await {
+                Some(e) if e.event == "client_tool.approval_requested" => return e,
+                Some(_) => {}
+                None => panic!("the approver's event stream ended"),
+            }
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("Claude Code called no tool:\n{}", output(&home)));
+    let id = asked.data["id"].as_str().unwrap().to_owned();
+    let started = std::time::Instant::now();
+    let offered = tokio::time::timeout(std::time::Duration::from_secs(70), async {
+        loop {
+            match app.sse.next_or_end().await {
+                Some(e) if e.event.starts_with("client_tool.") => return e,
+                Some(_) => {}
+                None => panic!("the app's event stream ended"),
+            }
+        }
+    })
+    .await;
+    assert!(offered.is_err(), "the app saw {offered:?} before approval");
+    let approved = tokio::process::Command::new(bin("leo"))
+        .args(["approve", &id])
+        .env("LEO_HOME", broker.home())
+        .output()
+        .await
+        .unwrap();
+    assert!(approved.status.success(), "{approved:?}\n{}", output(&home));
+    let req = next_call(&mut app, &home, Cli::Claude).await;
+    assert_eq!(req.data["id"], id.as_str(), "{:?}", req.data);
+    app.serve(&id, json!([{"type": "text", "text": REPLY}]))
+        .await;
+    finished(&mut child, &home, Cli::Claude).await;
+    assert!(started.elapsed().as_secs() >= 70);
+    let saw = lines(&home.path().join("model.jsonl"));
+    assert!(
+        saw.iter()
+            .any(|r| r["event"] == "model_saw" && r.to_string().contains(REPLY)),
+        "the model was not given the approved call's result: {saw:?}\n{}",
+        output(&home)
+    );
+    let log = std::fs::read_to_string(home.path().join("in.jsonl")).unwrap_or_default();
+    assert!(log.contains("tools/call"), "{log}");
 }
 
 /// Killing the harness cancels its call: Claude Code calls over `/mcp` a tool whose app claims

@@ -8,8 +8,10 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// What a call of [`Agent::spawn_call`] ends with.
+pub use rmcp::model::CallToolResult;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, CustomNotification,
+    CallToolRequestParams, ClientCapabilities, ClientConfig, CustomNotification,
     ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationCapability,
     FormElicitationCapability, Implementation, ProgressNotificationParam, ProtocolVersion, Tool,
 };

@@ -13,7 +13,10 @@
 //!
 //! The digest binds a decision to the exact call: the agent, the tool, the group, the
 //! canonical arguments and the digest of the tool's definition as offered, so the same
-//! arguments in a later call, or an edited definition, need a new approval.
+//! arguments in a later call, or an edited definition, need a new approval. The definition is
+//! checked again when a decision comes: if the app changed it while the call awaited, the
+//! decision is refused `409 digest_mismatch` and the call stays awaiting under a new digest
+//! (approvers are told again), so what runs is only ever what a person approved.
 
 use std::time::Duration;
 
@@ -130,6 +133,7 @@ impl Broker {
         {
             let mut core = self.lock();
             let awaiting = Self::decidable(&core, id, &body.digest, who)?;
+            self.definition_unchanged(&mut core, id)?;
             let arguments = match body.arguments {
                 None => None,
                 Some(_) if !awaiting.editable => {
@@ -171,6 +175,7 @@ impl Broker {
         {
             let mut core = self.lock();
             Self::decidable(&core, id, &body.digest, who)?;
+            self.definition_unchanged(&mut core, id)?;
             let ended = core
                 .requests
                 .end(id, Failure::new(CancelReason::Denied, reason));
@@ -248,6 +253,37 @@ impl Broker {
         Ok((**awaiting).clone())
     }
 
+    /// Refuses a decision on awaiting call `id` when the definition its tool is offered with
+    /// now is not the one its digest names: the app changed it while the call awaited. The
+    /// call then awaits a decision on the new one: its digest is renewed and stored, and
+    /// approvers get `client_tool.approval_requested` again. A tool no app serves now keeps its
+    /// digest (there is no other definition to show).
+    fn definition_unchanged(&self, core: &mut Core, id: &str) -> Result<(), Refusal> {
+        let Some((call, Stage::Awaiting(awaiting))) = core.requests.get(id) else {
+            return Ok(());
+        };
+        let Some(spec) = served_spec(core, call) else {
+            return Ok(());
+        };
+        let now = digest(call, &spec.digest);
+        if now == awaiting.digest {
+            return Ok(());
+        }
+        if let Some((call, awaiting)) = core.requests.redigest(id, now.clone()) {
+            self.bus
+                .publish(kind::APPROVAL_REQUESTED, json(&view(call, awaiting)), None);
+        }
+        Err(Refusal::new(
+            ErrorCode::DigestMismatch,
+            format!(
+                "the definition of tool {:?} changed while request {id} awaited approval; it \
+                 now awaits a decision on the new definition (digest {now}): list the approvals \
+                 again",
+                spec.def.name
+            ),
+        ))
+    }
+
     /// An approver's arguments for call `id`, checked as the agent's were.
     fn edited_arguments(
         &self,
@@ -259,19 +295,22 @@ impl Broker {
             .requests
             .get(id)
             .ok_or_else(|| core.requests.not_live(id))?;
-        let spec = core
-            .registry
-            .visible(&call.tool)
-            .filter(|v| v.spec.group == call.group)
-            .map(|v| v.spec.clone())
-            .ok_or_else(|| {
-                Refusal::new(
-                    ErrorCode::NoClient,
-                    format!("tool {:?} is not served now", call.tool),
-                )
-            })?;
+        let spec = served_spec(core, call).ok_or_else(|| {
+            Refusal::new(
+                ErrorCode::NoClient,
+                format!("tool {:?} is not served now", call.tool),
+            )
+        })?;
         super::calls::checked_arguments(&spec, args)
     }
+}
+
+/// The definition `call`'s tool is offered with now, if its group still serves it.
+fn served_spec(core: &Core, call: &Call) -> Option<std::sync::Arc<ToolSpec>> {
+    core.registry
+        .visible(&call.tool)
+        .filter(|v| v.spec.group == call.group)
+        .map(|v| v.spec.clone())
 }
 
 /// True when `who` is a device named as the call's agent: an agent's own principal never

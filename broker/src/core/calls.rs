@@ -72,10 +72,7 @@ impl Broker {
     /// The session a call comes from, while the broker takes calls.
     fn caller(core: &Core, conn: ConnId) -> Result<SessionInfo, Refusal> {
         if core.shutting_down {
-            return Err(Refusal::new(
-                ErrorCode::Cancelled,
-                "the broker is shutting down",
-            ));
+            return Err(Broker::stopping(core));
         }
         core.sessions
             .get(&conn)

@@ -149,6 +149,9 @@ struct Core {
     sessions: BTreeMap<ConnId, SessionInfo>,
     next_conn: ConnId,
     shutting_down: bool,
+    /// A cluster's leader stopping cleanly: its calls stay for the next leader
+    /// (`begin_handover`).
+    handing_over: bool,
     /// Calls waiting for their sidecar to come back, by `(agent, session)`: after a restart,
     /// or after a piped session's connection was lost (`session_detached`).
     orphans: HashMap<SessionKey, Vec<restore::Orphan>>,
@@ -313,6 +316,7 @@ impl Broker {
                 sessions: BTreeMap::new(),
                 next_conn: 1,
                 shutting_down: false,
+                handing_over: false,
                 orphans: HashMap::new(),
                 undelivered: HashMap::new(),
                 returns: HashMap::new(),

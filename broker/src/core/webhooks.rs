@@ -24,10 +24,7 @@ impl Broker {
     ) -> Result<(), Refusal> {
         let mut core = self.lock();
         if core.shutting_down {
-            return Err(Refusal::new(
-                ErrorCode::Cancelled,
-                "the broker is shutting down",
-            ));
+            return Err(Broker::stopping(&core));
         }
         if core.clients.contains_key(client_id) {
             return Err(Refusal::new(

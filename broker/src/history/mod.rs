@@ -36,7 +36,7 @@ mod postgres;
 
 pub use leo_store::history::Error;
 pub use leo_store::history::db;
-use leo_store::history::{Log, MinuteCount};
+use leo_store::history::{Log, MinuteCount, chain};
 
 use std::collections::HashMap;
 use std::ops::ControlFlow;
@@ -172,7 +172,7 @@ pub fn record_local(
     let Some(url) = url else {
         let path = home.history_db();
         let written = db::open(&path).and_then(|conn| {
-            db::insert_audit(&conn, &row).map_err(sqlite::Error::doing("write the audit entry"))
+            db::append_audit(&conn, &row).map_err(sqlite::Error::doing("write the audit entry"))
         });
         return written.map(drop).map_err(|e| BrokerError::Database {
             path,
@@ -182,6 +182,32 @@ pub fn record_local(
     let instance = crate::home::instance_id(home)?;
     let db = Database::open(&url)?;
     Ok(leo_store::history::postgres::record(&db, instance, row)?)
+}
+
+/// Walks `home`'s audit trail where its broker keeps it (as [`record_local`] writes it) and
+/// reports the first entry that does not chain (`leo audit verify`). It only reads, so the
+/// broker may be running or stopped.
+pub fn verify_local(home: &Home) -> Result<chain::Verdict, BrokerError> {
+    let url = crate::config::store_of(&home.config())?.postgres_url(&home.config())?;
+    let Some(url) = url else {
+        let path = home.history_db();
+        let verdict = db::open(&path)
+            .map_err(Error::from)
+            .and_then(|conn| chain::verify(&mut db::Sqlite(&conn)));
+        return verdict.map_err(|e| BrokerError::Database {
+            path,
+            source: e.into(),
+        });
+    };
+    let instance = crate::home::instance_id(home)?;
+    let db = Database::open(&url)?;
+    chain::verify(&mut leo_store::history::postgres::Pg::open(&db, instance)).map_err(|e| match e {
+        Error::Database(crate::store::DbError::Postgres(e)) => BrokerError::Postgres(e),
+        e => BrokerError::State {
+            path: crate::config::store_label().into(),
+            message: e.to_string(),
+        },
+    })
 }
 
 /// The token kind of a stream's principal as `ClientInfo` names it (`operator`,
@@ -867,6 +893,9 @@ mod tests {
         fn audits(&mut self, _: u32, _: Option<u64>) -> Result<Vec<AuditEntry>, Error> {
             Ok(Vec::new())
         }
+        fn audit_chain(&mut self, _: u64, _: u32) -> Result<Vec<chain::Chained>, Error> {
+            Ok(Vec::new())
+        }
         fn prune(&mut self, _: Table, _: i64, _: Option<u64>) -> Result<usize, Error> {
             Ok(0)
         }
@@ -933,7 +962,7 @@ mod tests {
                     action: "client_add".into(),
                     ..AuditRow::default()
                 };
-                db::insert_audit(&conn, &row).unwrap();
+                db::append_audit(&conn, &row).unwrap();
             }
         });
         tokio::task::spawn_blocking(move || cli.join().unwrap())

@@ -14,7 +14,7 @@
 //!
 //! The session keeps its TCP connection's place in `web.max_connections` (`ConnSlot`) and its
 //! place among the sessions over the network (`ipc::RemoteSlot`: the network's share of
-//! `MAX_SESSIONS`, and the agent's `web.max_sessions_per_agent`) for as long as it lives; a
+//! `web.max_sessions`, and the agent's `web.max_sessions_per_agent`) for as long as it lives; a
 //! caller past either limit is refused `403` before anything is upgraded.
 
 use std::sync::Arc;

@@ -16,7 +16,7 @@
 //! server (`Mount`), the one implementation of what an agent sees, and each MCP session it
 //! opens is a sidecar session: it reaches `ipc::Door` through an in-process pipe (`Pipe`), says
 //! `hello` with the caller's token, and from then on is a session like any other (status,
-//! history, audit, `MAX_SESSIONS`). So this library knows no MCP and depends on no MCP crate.
+//! history, audit, `web.max_sessions`). So this library knows no MCP and depends on no MCP crate.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -82,7 +82,7 @@ impl Pipe {
     }
 
     /// A new connection: the broker runs the other end as a sidecar session after its hello,
-    /// under the one `MAX_SESSIONS` budget.
+    /// under the one `web.max_sessions` budget.
     pub fn open(&self) -> tokio::io::DuplexStream {
         let (ours, theirs) = tokio::io::duplex(PIPE_BYTES);
         self.0.admit(theirs);

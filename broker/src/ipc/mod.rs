@@ -10,11 +10,11 @@
 //! through its own `Coalescer` (`coalesce`). Every allow and deny is the core's
 //! (`Broker::call`, `Broker::fetch_messages`): this module only moves frames.
 //!
-//! At most `MAX_SESSIONS` connections are open at once; one more is answered with an `error`
-//! frame (`internal`, saying so) and closed, so a runaway client cannot exhaust the broker's
-//! file descriptors. Sessions that come over the network (the TCP listener's IPC upgrade and
-//! `/mcp`) take a [`RemoteSlot`] first, before they are upgraded or created: at most
-//! `REMOTE_SESSIONS` of them, so that `LOCAL_RESERVED` sessions stay for the unix sockets
+//! At most `web.max_sessions` connections (1,024 by default) are open at once; one more
+//! is answered with an `error` frame (`internal`, saying so) and closed, so a runaway client
+//! cannot exhaust the broker's file descriptors. Sessions that come over the network (the TCP
+//! listener's IPC upgrade and `/mcp`) take a [`RemoteSlot`] first, before they are upgraded or
+//! created: at most three quarters of them, so that a quarter stays for the unix sockets
 //! (`run/sidecar.sock`, and a follower's pipe for its own) whatever the network sends, and at
 //! most `web.max_sessions_per_agent` for one agent, so that one token cannot take the others'.
 
@@ -48,12 +48,10 @@ pub use session::Session;
 const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one tool-set frame a second per session.
 pub const COALESCE: Duration = Duration::from_secs(1);
-/// Sidecar connections open at once, at most.
-pub const MAX_SESSIONS: usize = 1024;
-/// Of `MAX_SESSIONS`, the sessions only the unix sockets may take.
-pub const LOCAL_RESERVED: usize = 256;
-/// Sessions over the network (IPC upgrades and `/mcp` sessions) open at once, at most.
-pub const REMOTE_SESSIONS: usize = MAX_SESSIONS - LOCAL_RESERVED;
+/// Of `max` sessions (`web.max_sessions`), those only the unix sockets may take: a quarter.
+fn local_reserved(max: usize) -> usize {
+    max / 4
+}
 /// The last line a follower writes on a session it pipes to the leader when the sidecar's own
 /// connection ended (`http::front`): the sidecar left, so its calls end now. A line no sidecar
 /// frame can be (not JSON), read only on piped sessions.
@@ -93,19 +91,23 @@ impl Conn {
 }
 
 /// The one way into a sidecar session, whatever carries it: it holds the budget of
-/// `MAX_SESSIONS` connections that every transport shares, and runs the hello check.
+/// `web.max_sessions` connections that every transport shares, and runs the hello check.
 #[derive(Clone)]
 pub struct Door {
     broker: Arc<Broker>,
     keys: AgentKeys,
     slots: Arc<Semaphore>,
+    /// `web.max_sessions`.
+    max: usize,
     remote: Remote,
 }
 
-/// The budget of sessions over the network: `REMOTE_SESSIONS` in all, `per_agent` for each.
+/// The budget of sessions over the network: `max` in all (what the unix sockets' reserve
+/// leaves), `per_agent` for each.
 #[derive(Clone)]
 struct Remote {
     slots: Arc<Semaphore>,
+    max: usize,
     per_agent: usize,
     open: Arc<Mutex<HashMap<AgentName, usize>>>,
 }
@@ -130,16 +132,20 @@ impl Drop for RemoteSlot {
 }
 
 impl Door {
-    /// The door of `broker`'s sessions, with at most `per_agent` sessions over the network
-    /// for one agent (`web.max_sessions_per_agent`).
-    pub fn new(broker: Arc<Broker>, keys: AgentKeys, per_agent: usize) -> Door {
+    /// The door of `broker`'s sessions: at most `web.max_sessions` at once, and at most
+    /// `web.max_sessions_per_agent` over the network for one agent.
+    pub fn new(broker: Arc<Broker>, keys: AgentKeys, web: &crate::config::Web) -> Door {
+        let max = web.max_sessions;
+        let remote = max - local_reserved(max);
         Door {
             broker,
             keys,
-            slots: Arc::new(Semaphore::new(MAX_SESSIONS)),
+            slots: Arc::new(Semaphore::new(max)),
+            max,
             remote: Remote {
-                slots: Arc::new(Semaphore::new(REMOTE_SESSIONS)),
-                per_agent,
+                slots: Arc::new(Semaphore::new(remote)),
+                max: remote,
+                per_agent: web.max_sessions_per_agent,
                 open: Arc::default(),
             },
         }
@@ -161,9 +167,11 @@ impl Door {
             )));
         }
         let Ok(slot) = self.remote.slots.clone().try_acquire_owned() else {
+            let (remote, local) = (self.remote.max, self.max - self.remote.max);
             return Err(refuse(format!(
-                "the broker has {REMOTE_SESSIONS} sessions open over the network, its limit \
-                 (the other {LOCAL_RESERVED} are kept for its unix sockets); retry later"
+                "the broker has {remote} sessions open over the network, its limit \
+                 (the other {local} of web.max_sessions are kept for its unix sockets); retry \
+                 later"
             )));
         };
         *open.entry(agent.clone()).or_default() += 1;
@@ -184,7 +192,7 @@ impl Door {
     }
 
     /// Runs a new connection as a session (after its hello) on the broker's task tracker, or
-    /// answers it an `error` frame when `MAX_SESSIONS` are open.
+    /// answers it an `error` frame when `web.max_sessions` are open.
     pub fn admit(&self, stream: impl Stream) {
         self.admit_bound(stream, None, ());
     }
@@ -212,12 +220,11 @@ impl Door {
     ) {
         let mut conn = Conn::new(stream);
         let Ok(slot) = self.slots.clone().try_acquire_owned() else {
-            warn!(
-                max = MAX_SESSIONS,
-                "sidecar connection refused: too many open"
-            );
+            let max = self.max;
+            warn!(max, "sidecar connection refused: too many open");
             let message = format!(
-                "the broker has {MAX_SESSIONS} sidecar connections open, its limit; close one and retry"
+                "the broker has {max} sidecar connections open, its limit (web.max_sessions); \
+                 close one and retry"
             );
             self.broker.tasks().spawn(async move {
                 let _ = send_error(&mut conn, ErrorCode::Internal, message).await;

@@ -17,6 +17,11 @@
 //! The marker is not a secret: a sidecar that writes it itself only ends its own session, as
 //! closing its connection would.
 //!
+//! A cluster's leader that stops cleanly hands its calls over (`Broker::begin_handover`): its
+//! sessions write the frames already committed and close without ending their calls
+//! (`End::HandedOver`), which the next leader restores, as after a kill, for their sidecars to
+//! resume.
+//!
 //! A result frame waits for the commit of its outcome (`hold`, `release`: the commit gate), and
 //! how that commit went decides what becomes of it (`commit_failed`):
 //! - **fenced** (another instance took the database's lease): this instance decides nothing
@@ -99,6 +104,10 @@ enum End {
     /// Another instance took the database's lease: the session closes, ending nothing and
     /// writing nothing more, so its sidecar resumes where the new leader serves.
     Deposed,
+    /// This leader stops cleanly and hands its calls over: the session writes what was
+    /// committed and closes, ending nothing, so its sidecar resumes where the next leader
+    /// serves.
+    HandedOver,
 }
 
 /// The result frames a piped session queued last, with their requests: what the follower may
@@ -226,6 +235,8 @@ impl Session {
         // follows the deposition may wake it before the failed commit does.
         let end = if self.broker.store().is_deposed() {
             End::Deposed
+        } else if matches!(end, End::Closed) && self.broker.is_handing_over() {
+            End::HandedOver
         } else {
             end
         };
@@ -243,6 +254,12 @@ impl Session {
             End::Lost => {
                 let left = self.left();
                 self.broker.session_detached(self.id, left);
+            }
+            End::HandedOver => {
+                // What was decided and committed goes out; the calls stay, for the sidecar
+                // to resume where the next leader serves.
+                let _ = tokio::time::timeout(DRAIN, self.drain()).await;
+                debug!(agent = %self.agent, waiting = self.calls.len(), "this instance hands the database over: the sidecar session closes, its calls wait for it");
             }
             End::Deposed => {
                 tracing::warn!(

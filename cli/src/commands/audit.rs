@@ -1,5 +1,7 @@
 //! `leo audit [--follow]`: the audit trail of authenticated changes, oldest first like a log,
 //! from `GET /api/v1/audit`; `--follow` keeps printing new entries as they are written.
+//! `leo audit verify` walks this host's trail where the broker keeps it and reports the first
+//! entry that does not chain (docs/security.md "The audit trail").
 
 use std::collections::BTreeSet;
 use std::io::Write;
@@ -22,12 +24,36 @@ pub struct AuditArgs {
     /// One JSON object per line instead of text.
     #[arg(long)]
     pub json: bool,
+    #[command(subcommand)]
+    pub command: Option<AuditCommand>,
 }
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AuditCommand {
+    /// Check that every entry carries the hash of the one before: reads the trail where this
+    /// host's broker keeps it (state/history.db, or the PostgreSQL store), running or not.
+    #[command(after_help = VERIFY_HELP)]
+    Verify {
+        /// The verdict as one JSON object.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// `--help` text for `leo audit verify`.
+const VERIFY_HELP: &str = "Exit codes: 0 every entry chains; 3 an entry does not chain (it \
+is named: changed, removed or inserted after it was written); 1 the trail cannot be read.";
+
+/// `leo audit verify`'s exit code when an entry does not chain.
+const EXIT_BROKEN: u8 = 3;
 
 /// How often `--follow` asks.
 const POLL: Duration = Duration::from_millis(500);
 
 pub fn run(home: &Home, args: &AuditArgs) -> crate::error::Result {
+    if let Some(AuditCommand::Verify { json }) = args.command {
+        return verify(home, json);
+    }
     let api = Api::new(home);
     let list: AuditList = api.get(&format!("/api/v1/audit?limit={}", args.limit))?;
     // Entries below `floor` were before the first page; `printed` are those shown since.
@@ -93,4 +119,58 @@ pub fn line(e: &AuditEntry) -> String {
         text.push_str(instance);
     }
     text
+}
+
+/// `leo audit verify`.
+fn verify(home: &Home, json: bool) -> crate::error::Result {
+    use leo_broker::audit_chain::Verdict;
+    let verdict = leo_broker::verify_local(home)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::to_string(&verdict).map_err(anyhow::Error::from)?
+        )?;
+    } else {
+        writeln!(out, "{}", verdict_line(&verdict))?;
+    }
+    out.flush()?;
+    crate::error::reported(match verdict {
+        Verdict::Chains { .. } => 0,
+        Verdict::Broken { .. } => EXIT_BROKEN,
+    })
+}
+
+/// What `leo audit verify` says of `v`.
+fn verdict_line(v: &leo_broker::audit_chain::Verdict) -> String {
+    use leo_broker::audit_chain::Verdict;
+    match v {
+        Verdict::Chains {
+            entries,
+            before_chain,
+            head_seq,
+            head,
+            pruned,
+        } => {
+            let mut text = format!("The audit trail chains: {entries} entries");
+            if let (Some(seq), Some(head)) = (head_seq, head) {
+                text.push_str(&format!(", the newest #{seq} with hash {head}"));
+            }
+            text.push('.');
+            if *pruned {
+                text.push_str(" Older entries were removed by history.keep_days or history.max_rows; the check starts at the oldest kept.");
+            }
+            if *before_chain > 0 {
+                text.push_str(&format!(
+                    " {before_chain} older entries were written before the trail was chained and are not checked."
+                ));
+            }
+            text
+        }
+        Verdict::Broken { seq, why, entries } => format!(
+            "Audit entry #{seq} does not chain: {}. ({entries} entries before it chain.)",
+            why.as_str()
+        ),
+    }
 }

@@ -12,6 +12,7 @@ use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use rusqlite::{Connection, OptionalExtension, params, params_from_iter};
 
 use super::Error;
+use super::chain::{self, Chained};
 use crate::sqlite;
 
 /// Each entry takes the file one version up. Never edit one; add another.
@@ -54,6 +55,10 @@ pub const MIGRATIONS: &[&str] = &[
         detail TEXT
     );
     CREATE INDEX audit_by_time ON audit (at_ms);",
+    // 3: the audit trail's chain (`chain`): each entry's hash, and the hash of the one before.
+    // Entries written before this have neither, and are not part of the chain.
+    "ALTER TABLE audit ADD COLUMN prev BLOB;
+    ALTER TABLE audit ADD COLUMN hash BLOB;",
 ];
 
 /// The version this broker writes (the tests check a file against it).
@@ -146,10 +151,23 @@ pub struct AuditRow {
     pub detail: Option<String>,
 }
 
-pub fn insert_audit(conn: &Connection, r: &AuditRow) -> rusqlite::Result<usize> {
+/// The hash the next audit entry chains to: the newest entry's, or [`chain::GENESIS`] when
+/// there is none or it was written before the chain. Read inside the write's transaction.
+pub fn audit_head(conn: &Connection) -> rusqlite::Result<Vec<u8>> {
+    let head: Option<Option<Vec<u8>>> = conn
+        .prepare_cached("SELECT hash FROM audit ORDER BY seq DESC LIMIT 1")?
+        .query_row([], |r| r.get(0))
+        .optional()?;
+    Ok(head.flatten().unwrap_or_else(|| chain::GENESIS.to_vec()))
+}
+
+/// Appends `r` after the entry whose hash is `prev`, inside a transaction that holds the
+/// file's write lock; returns its hash.
+pub fn insert_audit(conn: &Connection, prev: &[u8], r: &AuditRow) -> rusqlite::Result<Vec<u8>> {
+    let hash = chain::link(prev, None, r);
     conn.prepare_cached(
-        "INSERT INTO audit (at, at_ms, principal, token_kind, action, target, detail)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        "INSERT INTO audit (at, at_ms, principal, token_kind, action, target, detail, prev, hash)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         r.at,
@@ -158,8 +176,52 @@ pub fn insert_audit(conn: &Connection, r: &AuditRow) -> rusqlite::Result<usize> 
         r.token_kind,
         r.action,
         r.target,
-        r.detail
-    ])
+        r.detail,
+        prev,
+        hash,
+    ])?;
+    Ok(hash)
+}
+
+/// Appends one audit entry in its own transaction (a `leo` command's), under the file's write
+/// lock, so it chains after whatever the broker wrote.
+pub fn append_audit(conn: &Connection, r: &AuditRow) -> rusqlite::Result<()> {
+    conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+    let written = audit_head(conn).and_then(|prev| insert_audit(conn, &prev, r));
+    match written {
+        Ok(_) => sqlite::commit(conn),
+        Err(e) => {
+            sqlite::rollback(conn);
+            Err(e)
+        }
+    }
+}
+
+/// Audit entries with their chain, oldest first, after `after` (`Log::audit_chain`).
+pub fn audit_chain(conn: &Connection, after: u64, limit: u32) -> rusqlite::Result<Vec<Chained>> {
+    let after = after.min(i64::MAX as u64) as i64;
+    let mut stmt = conn.prepare_cached(
+        "SELECT seq, at, at_ms, principal, token_kind, action, target, detail, prev, hash
+         FROM audit WHERE seq > ?1 ORDER BY seq LIMIT ?2",
+    )?;
+    let rows = stmt.query_map(params![after, limit], |r| {
+        Ok(Chained {
+            seq: r.get(0)?,
+            row: AuditRow {
+                at: r.get(1)?,
+                at_ms: r.get(2)?,
+                principal: r.get(3)?,
+                token_kind: r.get(4)?,
+                action: r.get(5)?,
+                target: r.get(6)?,
+                detail: r.get(7)?,
+            },
+            instance: None,
+            prev: r.get(8)?,
+            hash: r.get(9)?,
+        })
+    })?;
+    rows.collect()
 }
 
 /// What `GET …/requests?state=ended` asks for.
@@ -281,9 +343,13 @@ impl super::Log for Sqlite<'_> {
     fn write(&mut self, calls: &[CallRow], audits: &[AuditRow]) -> Result<Vec<bool>, Error> {
         // The writer may have begun the transaction already, to hold the write lock while
         // an audit entry lingered (`Batches::ordered`).
+        // Under the write lock from the start, so the chain's head read below is still the
+        // head when this batch's entries are appended (`leo` commands append too).
         let conn = self.0;
         if conn.is_autocommit() {
-            sqlite::begin(conn).map_err(sqlite::Error::doing("begin a transaction"))?;
+            conn.prepare_cached("BEGIN IMMEDIATE")
+                .and_then(|mut s| s.execute([]))
+                .map_err(sqlite::Error::doing("begin a transaction"))?;
         }
         let mut new = Vec::with_capacity(calls.len());
         for row in calls {
@@ -295,9 +361,19 @@ impl super::Log for Sqlite<'_> {
                 }
             });
         }
-        for row in audits {
-            if let Err(e) = insert_audit(conn, row) {
-                tracing::warn!(error = %e, "history: cannot write an audit entry");
+        if !audits.is_empty() {
+            let mut prev = match audit_head(conn) {
+                Ok(head) => head,
+                Err(e) => {
+                    sqlite::rollback(conn);
+                    return Err(sqlite::Error::doing("read the audit trail's head")(e).into());
+                }
+            };
+            for row in audits {
+                match insert_audit(conn, &prev, row) {
+                    Ok(hash) => prev = hash,
+                    Err(e) => tracing::warn!(error = %e, "history: cannot write an audit entry"),
+                }
             }
         }
         sqlite::commit(conn).map_err(sqlite::Error::doing("commit"))?;
@@ -312,6 +388,11 @@ impl super::Log for Sqlite<'_> {
     fn audits(&mut self, limit: u32, before: Option<u64>) -> Result<Vec<AuditEntry>, Error> {
         list_audit(self.0, limit, before)
             .map_err(|e| sqlite::Error::doing("read the history")(e).into())
+    }
+
+    fn audit_chain(&mut self, after: u64, limit: u32) -> Result<Vec<Chained>, Error> {
+        audit_chain(self.0, after, limit)
+            .map_err(|e| sqlite::Error::doing("read the audit trail")(e).into())
     }
 
     fn prune(
@@ -538,6 +619,91 @@ mod tests {
         assert_eq!(calls.len(), 1);
         assert_eq!(calls[0].id, "r_old");
         assert_eq!(count(&conn, Table::Audit).unwrap(), 0);
+    }
+
+    fn audit_row(action: &str) -> AuditRow {
+        AuditRow {
+            action: action.into(),
+            ..AuditRow::default()
+        }
+    }
+
+    /// A file whose entries were written before the chain keeps them, counted as such; the
+    /// entries after the migration chain from the start.
+    #[test]
+    fn entries_before_the_chain_are_counted_and_the_chain_starts_after_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(MIGRATIONS[0]).unwrap();
+            conn.execute_batch(MIGRATIONS[1]).unwrap();
+            conn.pragma_update(None, "user_version", 2).unwrap();
+            for action in ["old_1", "old_2"] {
+                conn.execute(
+                    "INSERT INTO audit (at, at_ms, principal, token_kind, action)
+                     VALUES ('', 0, '', '', ?1)",
+                    [action],
+                )
+                .unwrap();
+            }
+        }
+        let conn = open(&path).unwrap();
+        append_audit(&conn, &audit_row("new_1")).unwrap();
+        super::super::Log::write(&mut Sqlite(&conn), &[], &[audit_row("new_2")]).unwrap();
+        let verdict = chain::verify(&mut Sqlite(&conn)).unwrap();
+        let chain::Verdict::Chains {
+            entries,
+            before_chain,
+            head_seq,
+            pruned,
+            ..
+        } = verdict
+        else {
+            panic!("{verdict:?}")
+        };
+        assert_eq!(
+            (entries, before_chain, head_seq, pruned),
+            (2, 2, Some(4), false)
+        );
+        let first: Vec<u8> = conn
+            .query_row("SELECT prev FROM audit WHERE seq = 3", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(first, chain::GENESIS);
+    }
+
+    /// Processes appending at once (the broker's writer and `leo` commands) never fork the
+    /// chain: each appends under the file's write lock.
+    #[test]
+    fn processes_appending_at_once_keep_one_chain() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("history.db");
+        drop(open(&path).unwrap());
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let path = path.clone();
+                std::thread::spawn(move || {
+                    let conn = open(&path).unwrap();
+                    for n in 0..10 {
+                        let row = audit_row(&format!("w{w}_{n}"));
+                        if n % 2 == 0 {
+                            append_audit(&conn, &row).unwrap();
+                        } else {
+                            super::super::Log::write(&mut Sqlite(&conn), &[], &[row]).unwrap();
+                        }
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let conn = open(&path).unwrap();
+        let verdict = chain::verify(&mut Sqlite(&conn)).unwrap();
+        assert!(
+            matches!(verdict, chain::Verdict::Chains { entries: 40, .. }),
+            "{verdict:?}"
+        );
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! statements, behind [`Log`]; what is written and when (batches, outages, pruning, pages) is
 //! the history's writer, in the broker, written once over both.
 
+pub mod chain;
 pub mod db;
 pub mod postgres;
 
@@ -49,6 +50,9 @@ pub trait Log {
     fn calls(&mut self, q: &CallQuery, contents: bool) -> Result<Vec<EndedRequest>, Error>;
     /// Audit entries, newest first, older than `before`.
     fn audits(&mut self, limit: u32, before: Option<u64>) -> Result<Vec<AuditEntry>, Error>;
+    /// Audit entries with their place in the chain, oldest first, from after `after` on
+    /// (`limit` at most): what `chain::verify` walks.
+    fn audit_chain(&mut self, after: u64, limit: u32) -> Result<Vec<chain::Chained>, Error>;
     /// Deletes rows older than `cutoff_ms` and all but the newest `max_rows`; how many.
     fn prune(
         &mut self,

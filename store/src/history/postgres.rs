@@ -17,6 +17,7 @@ use deadpool_postgres::Client;
 use leo_protocol::history::{AuditEntry, CallApp, CallOutcome, EndedRequest};
 use tokio_postgres::types::ToSql;
 
+use super::chain::{self, Chained};
 use super::db::{AuditRow, CallQuery, CallRow, Table};
 use super::{Error, Log};
 use crate::postgres::fence;
@@ -71,6 +72,10 @@ impl Log for Pg {
         self.on(async |c| list_audit(c, limit, before).await)
     }
 
+    fn audit_chain(&mut self, after: u64, limit: u32) -> Result<Vec<Chained>, Error> {
+        self.on(async |c| audit_chain(c, after, limit).await)
+    }
+
     fn prune(
         &mut self,
         table: Table,
@@ -99,9 +104,22 @@ impl Log for Pg {
 /// Writes one audit entry as `instance`'s (`leo client|device|agent` on a PostgreSQL store):
 /// the operator's own command, on whichever host, so not a leader's write and not fenced.
 pub fn record(db: &Database, instance: String, row: AuditRow) -> Result<(), PgError> {
-    db.blocking(move |client| async move {
-        let tx = Unfenced::on(&client, fence::OPERATOR);
-        write(&tx, &instance, &[], &[row]).await.map(drop)
+    db.blocking(move |mut client| async move {
+        let began = client
+            .transaction()
+            .await
+            .map_err(PgError::doing("begin a write"))?;
+        write(
+            &Unfenced::within(&began, fence::OPERATOR),
+            &instance,
+            &[],
+            &[row],
+        )
+        .await?;
+        began
+            .commit()
+            .await
+            .map_err(PgError::doing("commit a write"))
     })
 }
 
@@ -133,12 +151,19 @@ const INSERT_CALLS: &str = "INSERT INTO history (instance, id, tool, grp, agent,
     RETURNING id";
 
 const INSERT_AUDITS: &str = "INSERT INTO audit (instance, at, at_ms, principal, token_kind,
-        action, target, detail)
-    SELECT $1, at, at_ms, principal, token_kind, action, target, detail
+        action, target, detail, prev, hash)
+    SELECT $1, at, at_ms, principal, token_kind, action, target, detail, prev, hash
     FROM UNNEST($2::text[], $3::int8[], $4::text[], $5::text[], $6::text[], $7::text[],
-        $8::text[])
-        WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, n)
+        $8::text[], $9::bytea[], $10::bytea[])
+        WITH ORDINALITY AS u(at, at_ms, principal, token_kind, action, target, detail, prev,
+            hash, n)
     ORDER BY n";
+
+/// Taken before the chain's head is read, held to the commit: one writer at a time appends to
+/// the chain, whichever instance or `leo` command it is, so it never forks. Reads go on.
+const LOCK_AUDIT: &str = "LOCK TABLE audit IN EXCLUSIVE MODE";
+
+const AUDIT_HEAD: &str = "SELECT hash FROM audit ORDER BY seq DESC LIMIT 1";
 
 /// Writes `calls` and `audits` as `instance`'s, in their order, on `tx`: in the transaction a
 /// leader's fence began (see `lease`), or alone for the operator's one audit entry; for each
@@ -164,13 +189,26 @@ async fn write(
         new.extend(calls.iter().map(|c| written.remove(&c.id)));
     }
     if !audits.is_empty() {
-        let statement = tx
-            .prepare_cached(INSERT_AUDITS)
+        let doing = || PgError::doing("write the audit trail");
+        tx.batch_execute(LOCK_AUDIT).await.map_err(doing())?;
+        let head = tx.prepare_cached(AUDIT_HEAD).await.map_err(doing())?;
+        let head: Option<Vec<u8>> = tx
+            .query_opt(&head, &[])
             .await
-            .map_err(PgError::doing("write the audit trail"))?;
-        tx.execute(&statement, &audit_columns(instance, audits).refs())
+            .map_err(doing())?
+            .and_then(|r| r.get(0));
+        let mut prev = head.unwrap_or_else(|| chain::GENESIS.to_vec());
+        let links: Vec<(Vec<u8>, Vec<u8>)> = audits
+            .iter()
+            .map(|a| {
+                let hash = chain::link(&prev, Some(instance), a);
+                (std::mem::replace(&mut prev, hash.clone()), hash)
+            })
+            .collect();
+        let statement = tx.prepare_cached(INSERT_AUDITS).await.map_err(doing())?;
+        tx.execute(&statement, &audit_columns(instance, audits, links).refs())
             .await
-            .map_err(PgError::doing("write the audit trail"))?;
+            .map_err(doing())?;
     }
     Ok(new)
 }
@@ -224,8 +262,8 @@ fn call_columns(instance: &str, calls: &[CallRow]) -> Params {
     ])
 }
 
-/// `INSERT_AUDITS`'s parameters.
-fn audit_columns(instance: &str, audits: &[AuditRow]) -> Params {
+/// `INSERT_AUDITS`'s parameters; `links` are each entry's `prev` and `hash`.
+fn audit_columns(instance: &str, audits: &[AuditRow], links: Vec<(Vec<u8>, Vec<u8>)>) -> Params {
     let text = |f: fn(&AuditRow) -> &String| -> Box<dyn ToSql + Sync + Send> {
         Box::new(column(audits, |a| f(a).clone()))
     };
@@ -241,6 +279,8 @@ fn audit_columns(instance: &str, audits: &[AuditRow]) -> Params {
         text(|a| &a.action),
         opt_text(|a| &a.target),
         opt_text(|a| &a.detail),
+        Box::new(column(&links, |l| l.0.clone())),
+        Box::new(column(&links, |l| l.1.clone())),
     ])
 }
 
@@ -356,6 +396,40 @@ async fn list_audit(
             target: r.get(5),
             detail: r.get(6),
             instance: r.get(7),
+        })
+        .collect())
+}
+
+/// Audit entries with their chain, oldest first, after `after` (`Log::audit_chain`).
+async fn audit_chain(client: &Client, after: u64, limit: u32) -> Result<Vec<Chained>, PgError> {
+    let statement = client
+        .prepare_cached(
+            "SELECT seq, at, at_ms, principal, token_kind, action, target, detail, instance,
+                prev, hash
+             FROM audit WHERE seq > $1 ORDER BY seq LIMIT $2",
+        )
+        .await
+        .map_err(PgError::doing("read the audit trail"))?;
+    let rows = client
+        .query(&statement, &[&big(after), &i64::from(limit)])
+        .await
+        .map_err(PgError::doing("read the audit trail"))?;
+    Ok(rows
+        .iter()
+        .map(|r| Chained {
+            seq: u64::try_from(r.get::<_, i64>(0)).unwrap_or(0),
+            row: AuditRow {
+                at: r.get(1),
+                at_ms: r.get(2),
+                principal: r.get(3),
+                token_kind: r.get(4),
+                action: r.get(5),
+                target: r.get(6),
+                detail: r.get(7),
+            },
+            instance: r.get(8),
+            prev: r.get(9),
+            hash: r.get(10),
         })
         .collect())
 }
@@ -492,6 +566,40 @@ mod tests {
         assert_eq!(
             ids("SELECT action FROM audit ORDER BY seq"),
             ["client_add", "claim"]
+        );
+    }
+
+    /// Instances and `leo` commands appending at once never fork the cluster's chain: each
+    /// appends under the table's lock.
+    #[test]
+    fn writers_appending_at_once_keep_one_chain() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let Some(pg) = rt.block_on(leo_testkit::postgres::database()) else {
+            return;
+        };
+        let writers: Vec<_> = (0..4)
+            .map(|w| {
+                let url = pg.url.clone();
+                std::thread::spawn(move || {
+                    let db = Database::open(&url).unwrap();
+                    for n in 0..10 {
+                        let row = AuditRow {
+                            action: format!("w{w}_{n}"),
+                            ..AuditRow::default()
+                        };
+                        record(&db, format!("i_{w}"), row).unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join().unwrap();
+        }
+        let db = Database::open(&pg.url).unwrap();
+        let verdict = chain::verify(&mut Pg::open(&db, "i_0".into())).unwrap();
+        assert!(
+            matches!(verdict, chain::Verdict::Chains { entries: 40, .. }),
+            "{verdict:?}"
         );
     }
 }

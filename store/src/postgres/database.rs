@@ -79,8 +79,8 @@ pub enum PgError {
     },
     #[error(
         "the database's schema is version {found}, newer than this broker's {known}: it was \
-         written by a newer leo; upgrade this one (instances of two versions never share a \
-         database)"
+         written by a newer leo; upgrade this one (an instance never runs or leads on a schema \
+         newer than it knows, see docs/cluster.md, upgrades)"
     )]
     NewerSchema { found: i32, known: i32 },
     #[error("the database holds a row this broker cannot read: {0}")]

@@ -167,7 +167,7 @@ impl Tx<'_> {
         }
     }
 
-    async fn batch_execute(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
+    pub(crate) async fn batch_execute(&self, sql: &str) -> Result<(), tokio_postgres::Error> {
         match self.0 {
             Conn::Transaction(tx) => tx.batch_execute(sql).await,
             Conn::Client(c) => c.batch_execute(sql).await,

@@ -24,6 +24,12 @@
 //! it wakes. A clean stop also says so: `release` sends `NOTIFY leo_lease` ([`WAKE`]), which
 //! the followers listen for, so they look at once instead of at their next poll.
 //!
+//! **Only an instance that knows the schema leads.** A take reads `leo_schema` under the lease
+//! lock and refuses ([`PgError::NewerSchema`], which stops the instance as it would at
+//! start) when another instance has migrated the database past what this one knows: during a
+//! rolling upgrade an instance of the older version forwards, but never restores rows whose
+//! newer columns it would ignore.
+//!
 //! **The fence.** A leader cut off from the database for longer than the lease may still be
 //! running when another instance takes over. So every write batch of the leader runs
 //! `leo_fence(me, epoch)` as its first statement, in its own transaction: it fails the
@@ -170,6 +176,18 @@ pub async fn try_take(
     tx.execute("SELECT pg_advisory_xact_lock($1)", &[&LEASE_LOCK])
         .await
         .map_err(PgError::doing("take the lease lock"))?;
+    // An instance never leads a database migrated past what it knows: a newer broker may
+    // keep what this one would not read (an approval it would not wait for), so during an
+    // upgrade only upgraded instances take the lead.
+    let found: i32 = tx
+        .query_one("SELECT COALESCE(max(version), 0) FROM leo_schema", &[])
+        .await
+        .map_err(PgError::doing("read the schema version"))?
+        .get(0);
+    let known = super::schema::current();
+    if found > known {
+        return Err(PgError::NewerSchema { found, known });
+    }
     tx.execute(
         "INSERT INTO cluster (one, key) VALUES (true, $1) ON CONFLICT DO NOTHING",
         &[&key],

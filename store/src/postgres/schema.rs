@@ -205,6 +205,10 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX oauth_tokens_grant ON oauth_tokens (grant_id);",
     // A live call's approval (see `store::StoredCall::approval`).
     "ALTER TABLE live ADD COLUMN approval TEXT;",
+    // The audit trail's chain (`history::chain`), as SQLite's migration 3 of
+    // `state/history.db`: each entry's hash and the hash of the one before; entries written
+    // before this have neither.
+    "ALTER TABLE audit ADD COLUMN prev BYTEA, ADD COLUMN hash BYTEA;",
 ];
 
 /// The schema version this broker writes.
