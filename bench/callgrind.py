@@ -36,16 +36,25 @@ PHASES = [
      [r"leo_broker::events::EventBus::publish", r"leo_broker::http::events::forward::" + R,
       r"leo_broker::http::events::sse"],
      []),
-    # The writer thread: the batch, the transaction, SQLite, the WAL writes (not the kernel).
-    ("store (writer thread: each batch's transaction)", "leo",
-     [r"<leo_store::writer::Writer as leo_store::sqlite::writer::Batches>::batch"],
+    # The store's writer thread: the batch, the transaction, SQLite, the WAL writes (not the
+    # kernel). The one writer's loop is async (`leo_store::writer::Writer<B>`, B the backend)
+    # and its `batch` is inlined into its `run`, so the phase is that loop's future (its
+    # waits for jobs included; the runtime's own park is not).
+    ("store (writer thread: its loop, each batch's transaction)", "leo",
+     [r"leo_store::writer::Writer<.*>::run::" + R],
      []),
-    # The claim route: its body, the core, the wait for the commit (the HTTP parse is not in it).
-    ("claim (route)", "leo",
-     [r"leo_broker::http::routes::claim::" + R + "::" + R], []),
-    # The result route: its body parsed, checked, settled, the history record, the wait.
-    ("result (route)", "leo",
-     [r"leo_broker::http::routes::result::" + R + "::" + R], []),
+    # The WAL moved into the files by the checkpoint threads (`sqlite::writer::Checkpointer`,
+    # the store's and the history's, each on its own connection, off the commit path). They
+    # run 100 ms after commits came, so how many calls one checkpoint covers depends on how
+    # long a call takes: under valgrind (a call takes milliseconds) it is a few, at full speed
+    # a few hundred, and this row is then much smaller than here.
+    ("checkpoints (checkpoint threads)", "leo", [r"sqlite3Checkpoint"], []),
+    # The claim and result routes: their bodies, the core, the wait for the commit (the HTTP
+    # parse is not in it). A release build inlines each route's future into axum's handler
+    # for five extractors, which both routes share, so this row is both routes together (with
+    # `claim: true` only the result route runs).
+    ("claim and result (routes)", "leo",
+     [r"<F as axum::handler::Handler<\(M,T1,T2,T3,T4,T5\),S>>::call::" + R], []),
     # The result frame encoded and written to run/sidecar.sock (hold/release are inlined in
     # the session's loop; the frame's bytes are in result_line and the socket's flush).
     ("frame to the sidecar", "leo",
@@ -74,8 +83,7 @@ PHASES = [
 # (what, binary, function pattern): how many times per call the function is called, from the
 # call counts callgrind records (its `calls=` lines), e.g. how many transactions a call costs.
 COUNTS = [
-    ("store batches (one transaction each)", "leo",
-     r"<leo_store::writer::Writer as leo_store::sqlite::writer::Batches>::batch"),
+    ("store commits (one transaction each)", "leo", r"leo_store::write::commit"),
     ("SQLite statements stepped (BEGIN and COMMIT included)", "leo", r"sqlite3_step"),
     ("history batches (one transaction each)", "leo",
      r"<leo_broker::history::Writer as leo_store::sqlite::writer::Batches>::batch"),

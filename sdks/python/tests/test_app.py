@@ -624,9 +624,17 @@ class StoreOutage(unittest.TestCase):
         broker = Broker(db.config + "client_tools:\n  pin_definitions: true\n")
         self.addCleanup(broker.close)
         db.outage()
-        wait_until(lambda: broker.request("POST", "/web/agent/rocket/message",
-                                          {"text": "t", "from": "ops"})[0] == 503,
-                   what="the broker refusing work without its store")
+
+        def refuses_work() -> bool:
+            try:
+                return broker.request("POST", "/web/agent/rocket/message",
+                                      {"text": "t", "from": "ops"})[0] == 503
+            except ConnectionError:
+                # The instance is changing roles as its database goes (a connection taken
+                # in that moment may close unanswered); the app below retries the same way.
+                return False
+
+        wait_until(refuses_work, what="the broker refusing work without its store")
         app = App("outage", home=broker.home, backoff=(0.05, 0.2))
 
         @app.tool
