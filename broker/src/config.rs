@@ -94,6 +94,18 @@ impl ApprovalsConfig {
     /// The longest `approvals.expire_s`: a week.
     pub const MAX_EXPIRE_S: u64 = 7 * 24 * 3600;
 
+    /// Whether every call of `tool` waits for approval, whichever agent makes it: its app
+    /// registered it `approval: "required"` (`app_requires`), or a rule without `agents` holds
+    /// it. What `leo status`, the console and the tools listing show as `needs_approval`; a
+    /// rule for some agents only is decided per call.
+    pub fn needed_by_all(&self, tool: &str, app_requires: bool) -> bool {
+        app_requires
+            || self
+                .require
+                .iter()
+                .any(|r| r.agents.is_none() && r.holds("", tool))
+    }
+
     /// Whether the principal `who` (`operator`, `device:NAME`, `client:NAME`) may decide
     /// approvals at all; the core also refuses an approver the call's own agent.
     pub fn may_approve(&self, who: &str) -> bool {

@@ -594,6 +594,8 @@ impl Registry {
                     agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
                     digest: v.spec.digest.clone(),
                     awaiting_approval: self.held_digest(&v.spec.def.name).map(str::to_owned),
+                    // The app's requirement; the operator's rules are added by the core.
+                    needs_approval: v.spec.def.approval.is_some(),
                 })
                 .collect(),
         }

@@ -412,6 +412,12 @@ async fn the_approval_fixtures_match_the_broker() {
     // The operator's status shows the call, awaiting approval.
     let status = http.get("/api/v1/status").await.body;
     wire::check("http/status_awaiting_approval.response.json", &status);
+    // The tools listing and `leo status` say that every call of it needs approval.
+    let tools = http.get("/api/v1/client-tools").await.body;
+    assert_eq!(tools["data"]["tools"][0]["needs_approval"], true, "{tools}");
+    let shown = leo(&broker, &["status"]);
+    let shown = String::from_utf8_lossy(&shown.stdout);
+    assert!(shown.contains("deploy (needs approval)"), "{shown}");
     let wrong = wire::load(
         "http/approve_call.request.json",
         &[("<digest>", "sha256:0")],

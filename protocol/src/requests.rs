@@ -163,6 +163,11 @@ pub struct ListedTool {
     /// operator's approval; until then the one above stays offered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub awaiting_approval: Option<String>,
+    /// Every call of it waits for a person's approval (docs/approvals.md): its app registered
+    /// it `approval: "required"`, or a rule of `approvals.require` holds it for every agent.
+    /// Left out when false.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub needs_approval: bool,
 }
 
 /// `GET /api/v1/client-tools`.

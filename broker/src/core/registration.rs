@@ -154,6 +154,13 @@ impl Broker {
 
     /// `GET /api/v1/client-tools`.
     pub fn tools(&self) -> ToolList {
-        self.lock().registry.list()
+        let mut list = self.lock().registry.list();
+        for t in &mut list.tools {
+            t.needs_approval = self
+                .config
+                .approvals
+                .needed_by_all(&t.name, t.needs_approval);
+        }
+        list
     }
 }

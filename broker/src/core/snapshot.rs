@@ -94,11 +94,8 @@ fn tools_by_group(
                 agents: v.spec.agents.as_deref().map(<[String]>::to_vec),
                 changed_at: core.registry.changed_at(&v.spec.def.name).cloned(),
                 awaiting_approval: core.registry.held_digest(&v.spec.def.name).is_some(),
-                needs_approval: v.spec.def.approval.is_some()
-                    || approvals
-                        .require
-                        .iter()
-                        .any(|r| r.agents.is_none() && r.holds("", &v.spec.def.name)),
+                needs_approval: approvals
+                    .needed_by_all(&v.spec.def.name, v.spec.def.approval.is_some()),
             });
     }
     tools_by_group

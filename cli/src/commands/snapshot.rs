@@ -11,7 +11,7 @@
 //!  agents:  [{agent, session, harness: {name, version} | null, mode, transport,
 //!             connected_at}],
 //!  groups:  [{group, clients, tools: [{name, description, timeout_s, label, clients,
-//!                                      agents, awaiting_approval}]}],
+//!                                      agents, awaiting_approval, needs_approval}]}],
 //!  warnings: {group: [warning]},
 //!  instances: [{id, host, url, role, last_seen}]   (only for a cluster on PostgreSQL; its
 //!             apps and agents then carry `via`, the instance they come through)
@@ -118,6 +118,8 @@ pub struct Tool {
     pub agents: Option<Vec<String>>,
     /// A changed definition waits for `leo tools approve`.
     pub awaiting_approval: bool,
+    /// Every call of it waits for a person's approval (`leo approvals`).
+    pub needs_approval: bool,
 }
 
 /// A pending call, as the requests route lists it, with its age and the time it has left.
@@ -273,6 +275,7 @@ fn groups(tools: Vec<ListedTool>) -> Vec<Group> {
                         clients: t.clients.into_iter().map(String::from).collect(),
                         agents: t.agents,
                         awaiting_approval: t.awaiting_approval.is_some(),
+                        needs_approval: t.needs_approval,
                     })
                     .collect(),
             }

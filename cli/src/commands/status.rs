@@ -214,6 +214,9 @@ fn tool_cell(tool: &super::snapshot::Tool) -> String {
     if tool.awaiting_approval {
         cell.push_str(" (changed, awaiting approval)");
     }
+    if tool.needs_approval {
+        cell.push_str(" (needs approval)");
+    }
     cell
 }
 
