@@ -1245,11 +1245,12 @@ async fn a_small_clusters_session_limit_admits_exactly_so_many() {
     for i in 0..2 {
         open.push(agent_on(b, &format!("piped-{i}"), &[]).await);
     }
-    // The ninth is refused, on the leader's socket and through the follower alike.
+    // The ninth is refused, on the leader's socket and through the follower alike (which
+    // carries a session to the leader once it said its hello).
     for node in [a, b] {
         let path = leo_protocol::home::Home::new(node.home()).sidecar_socket();
         let mut extra = Ipc::connect(&path).await;
-        let frame = extra.recv().await;
+        let frame = extra.say_hello(&token, "extra").await;
         assert_eq!(
             (&frame["type"], &frame["code"]),
             (&json!("error"), &json!("internal"))
@@ -1263,4 +1264,47 @@ async fn a_small_clusters_session_limit_admits_exactly_so_many() {
     // A session that ends frees its place.
     open.remove(0).close().await;
     agent_on(b, "piped-2", &[]).await;
+}
+
+/// A follower carries the sessions of its socket to the leader on a few links
+/// (`cluster::link`), not one connection each: with the leader's `web.max_connections` at 12,
+/// forty sessions on the follower's socket are all welcomed, a call crosses one of them, and
+/// one that ends is told apart from one lost (its call ends at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_followers_sessions_ride_a_few_links_to_the_leader() {
+    let Some(db) = database().await else { return };
+    let config = format!(
+        "{}web:\n  max_sessions: 64\n  max_connections: 12\n",
+        db.config()
+    );
+    let nodes = leo_testkit::cluster::start(&config, 2).await;
+    let (a, b) = (&nodes[0], &nodes[1]);
+    let mut app = App::connect(&http_of(a)).await;
+    app.register_ok("g", json!([tool("echo")])).await;
+    let mut open = Vec::new();
+    for i in 0..40 {
+        open.push(agent_on(b, &format!("many-{i}"), &[]).await);
+    }
+    // Every session is live: a call from each of a few, the last one included.
+    for n in [39, 20, 1] {
+        let ipc = &mut open[n];
+        ipc.call(7, "echo", json!({"n": n})).await;
+        let id = app.next_request_id().await;
+        app.serve(&id, text(&format!("to {n}"))).await;
+        let outcome = result_of(ipc, 7).await;
+        assert_eq!(
+            outcome["content"][0]["text"],
+            format!("to {n}"),
+            "{outcome}"
+        );
+    }
+    // One that ends (its sidecar left) has its call cancelled at once, not kept for a resume.
+    open[0].call(1, "echo", json!({})).await;
+    let id = app.next_request_id().await;
+    drop(open.remove(0));
+    let cancelled = tokio::time::timeout(Duration::from_secs(5), app.next_cancelled())
+        .await
+        .expect("the call of a sidecar that left was not cancelled at once");
+    assert_eq!(cancelled.data["id"], id.as_str());
+    assert_eq!(cancelled.data["reason"], "agent_gone");
 }

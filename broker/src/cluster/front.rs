@@ -72,7 +72,7 @@ const POOL: usize = 32;
 const DRAIN: Duration = Duration::from_secs(2);
 
 /// The leader, as a follower forwards to it.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Upstream {
     https: bool,
     host: String,
@@ -220,6 +220,8 @@ struct Shared {
     max_body: usize,
     connector: leo_protocol::tls::Connector,
     leader: RwLock<Option<Arc<Upstream>>>,
+    /// The links that carry the sidecar sessions of `run/sidecar.sock` to the leader.
+    links: super::link::Links,
     /// Connections to the current leader, kept for reuse: a forwarded claim or result costs no
     /// new TCP (and TLS) handshake. A connection whose response is still streaming is kept
     /// too, and used once it is ready again.
@@ -281,6 +283,7 @@ impl Front {
             max_body: config.max_body,
             connector: config.connector,
             leader: RwLock::new(None),
+            links: super::link::Links::default(),
             pool: std::sync::Mutex::new(Vec::new()),
             warned: AtomicBool::new(false),
             view: RwLock::default(),
@@ -333,9 +336,13 @@ impl Front {
         }
     }
 
-    /// Forwards to `leader` from now on (`None`: no leader can be reached).
+    /// Forwards to `leader` from now on (`None`: no leader can be reached). The links to the
+    /// one before are dropped unless it is the same leader, URL and key.
     pub fn follow(&self, leader: Option<Upstream>) {
         if let Ok(mut l) = self.shared.leader.write() {
+            if l.as_deref() != leader.as_ref() {
+                self.shared.links.clear();
+            }
             *l = leader.map(Arc::new);
         }
         if let Ok(mut pool) = self.shared.pool.lock() {
@@ -648,7 +655,7 @@ async fn forward(
             let (Ok(down), Ok(up)) = tokio::join!(downstream, upstream) else {
                 return;
             };
-            pipe(TokioIo::new(down), TokioIo::new(up), stop).await;
+            pipe(TokioIo::new(down), TokioIo::new(up), &[], stop).await;
         });
     }
     if !switched {
@@ -689,17 +696,25 @@ async fn send(
 /// (it closed, or it was killed, maybe in the middle of a line), the leader is told so in band
 /// before the upstream closes: a newline ending a torn line, then `ipc::SIDECAR_LEFT`. An
 /// upstream that ends without that line was lost with this instance, and the leader keeps the
-/// session's calls for the sidecar's return (see `ipc::session`).
+/// session's calls for the sidecar's return (see `ipc::session`). `first`: what the sidecar
+/// sent before the upstream was opened, sent first.
 async fn pipe(
     local: impl AsyncRead + AsyncWrite + Unpin,
     upstream: impl AsyncRead + AsyncWrite + Unpin,
+    first: &[u8],
     stop: CancellationToken,
 ) {
     use tokio::io::AsyncWriteExt;
     let (mut local_r, mut local_w) = tokio::io::split(local);
     let (mut up_r, mut up_w) = tokio::io::split(upstream);
     let up = async {
-        if let Ok(whole) = copy_lines(&mut local_r, &mut up_w).await {
+        let sent = async {
+            up_w.write_all(first).await?;
+            up_w.flush().await?;
+            let whole = first.last().is_none_or(|b| *b == b'\n');
+            copy_lines(&mut local_r, &mut up_w, whole).await
+        };
+        if let Ok(whole) = sent.await {
             let mut last = Vec::with_capacity(crate::ipc::SIDECAR_LEFT.len() + 2);
             if !whole {
                 last.push(b'\n');
@@ -723,14 +738,15 @@ async fn pipe(
 }
 
 /// Copies `from` into `to` until `from` ends (or fails: the sidecar's connection is over all
-/// the same); `Ok` says whether the last byte copied ended a line, `Err` that `to` failed.
+/// the same); `Ok` says whether the last byte copied ended a line (`whole`: whether the last
+/// one before did), `Err` that `to` failed.
 async fn copy_lines(
     from: &mut (impl AsyncRead + Unpin),
     to: &mut (impl AsyncWrite + Unpin),
+    mut whole: bool,
 ) -> std::io::Result<bool> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buf = vec![0u8; 16 * 1024];
-    let mut whole = true;
     loop {
         let n = match from.read(&mut buf).await {
             Ok(0) | Err(_) => return Ok(whole),
@@ -796,35 +812,78 @@ async fn serve_unix(
     (listener, connections)
 }
 
-/// `run/sidecar.sock`'s accept loop: each connection piped to the leader's IPC upgrade.
+/// `run/sidecar.sock`'s accept loop: each connection piped to the leader, on a link.
 async fn serve_sidecar(listener: UnixListener, shared: Arc<Shared>) -> (UnixListener, JoinSet<()>) {
     let mut connections = JoinSet::new();
     let stop = shared.stop.clone();
     while let Some(stream) = crate::accept::next(&stop, "sidecar", || listener.accept()).await {
         while connections.try_join_next().is_some() {}
-        let shared = shared.clone();
-        connections.spawn(async move {
-            let Some(leader) = shared.leader() else {
-                debug!("no leader; a sidecar connection is closed");
-                return;
-            };
-            match open_ipc(&shared, &leader).await {
-                Ok(upstream) => pipe(stream, TokioIo::new(upstream), shared.stop.clone()).await,
-                Err(e) => info!(error = %leo_protocol::chain::error_chain(&e), "a sidecar connection is closed: no leader reached"),
-            }
-        });
+        connections.spawn(pipe_sidecar(stream, shared.clone()));
     }
     (listener, connections)
 }
 
-/// The leader's `GET /api/v1/ipc` upgrade, opened for a local sidecar with the cluster's key:
-/// the leader then reads the sidecar's hello and checks its token.
-async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgraded, LeaderError> {
+/// How long a sidecar's connection may stay silent before its first bytes (its hello): a
+/// session takes a stream on a link only once it spoke, so that connections that never say
+/// anything hold nothing of the leader's (the leader's own door gives the hello as long).
+const FIRST_BYTES: Duration = Duration::from_secs(10);
+
+/// Pipes one sidecar connection of this instance's socket to the leader.
+async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
+    use tokio::io::AsyncReadExt;
+    let Some(leader) = shared.leader() else {
+        debug!("no leader; a sidecar connection is closed");
+        return;
+    };
+    let mut first = vec![0u8; 16 * 1024];
+    let n = match tokio::time::timeout(FIRST_BYTES, stream.read(&mut first)).await {
+        Ok(Ok(n)) if n > 0 => n,
+        _ => return,
+    };
+    first.truncate(n);
+    match carry(&shared, &leader).await {
+        Ok(upstream) => pipe(stream, upstream, &first, shared.stop.clone()).await,
+        Err(e) => {
+            info!(error = %leo_protocol::chain::error_chain(&*e), "a sidecar connection is closed: no leader reached");
+        }
+    }
+}
+
+/// A byte stream to the leader for one sidecar session: a stream on one of the links, or,
+/// with a leader that predates links, an IPC upgrade of its own.
+async fn carry(
+    shared: &Shared,
+    up: &Upstream,
+) -> Result<Box<dyn Io>, Box<dyn std::error::Error + Send + Sync>> {
+    if !shared.links.legacy() {
+        let connect = || open_upgrade(shared, up, super::link::UPGRADE);
+        match shared.links.open(&shared.stop, connect).await {
+            Ok(stream) => return Ok(Box::new(stream)),
+            Err(super::link::Opened::Connect(LeaderError::Status(status)))
+                if status.is_client_error() =>
+            {
+                shared.links.set_legacy();
+            }
+            Err(e) => return Err(Box::new(e)),
+        }
+    }
+    let upgraded = open_upgrade(shared, up, leo_protocol::ipc::UPGRADE_PROTOCOL).await?;
+    Ok(Box::new(upgraded))
+}
+
+/// The leader's `GET /api/v1/ipc` upgrade to `protocol`, opened for this instance's sidecars
+/// with the cluster's key and the pipe's mark: a link ([`super::link::UPGRADE`]), or one
+/// session's pipe (`leo-ipc`) whose hello the leader then reads and checks.
+async fn open_upgrade(
+    shared: &Shared,
+    up: &Upstream,
+    protocol: &'static str,
+) -> Result<TokioIo<hyper::upgrade::Upgraded>, LeaderError> {
     let mut sender = open(shared, up).await?;
     let request = Request::get("/api/v1/ipc")
         .header(header::HOST, &up.authority)
         .header(header::CONNECTION, "upgrade")
-        .header(header::UPGRADE, leo_protocol::ipc::UPGRADE_PROTOCOL)
+        .header(header::UPGRADE, protocol)
         .header(CLUSTER_KEY, up.key.clone())
         .header(VIA, shared.me.clone())
         .header(PIPE, HeaderValue::from_static("1"))
@@ -837,9 +896,10 @@ async fn open_ipc(shared: &Shared, up: &Upstream) -> Result<hyper::upgrade::Upgr
     if response.status() != StatusCode::SWITCHING_PROTOCOLS {
         return Err(LeaderError::Status(response.status()));
     }
-    hyper::upgrade::on(&mut response)
+    let upgraded = hyper::upgrade::on(&mut response)
         .await
-        .map_err(LeaderError::Upgrade)
+        .map_err(LeaderError::Upgrade)?;
+    Ok(TokioIo::new(upgraded))
 }
 
 #[cfg(test)]
@@ -883,7 +943,8 @@ mod tests {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
         let (mut sidecar, local) = tokio::io::duplex(64);
         let (upstream, mut leader) = tokio::io::duplex(64);
-        let piping = tokio::spawn(pipe(local, upstream, CancellationToken::new()));
+        let piping =
+            tokio::spawn(async move { pipe(local, upstream, &[], CancellationToken::new()).await });
         sidecar.write_all(sent).await.unwrap();
         drop(sidecar);
         let mut got = Vec::new();

@@ -12,15 +12,18 @@
 //! - [`front`]: a follower's listeners, served as a reverse proxy to the leader;
 //! - [`gate`]: the leader's side of forwarding (the cluster's key, [`gate::Forwarded`]), a
 //!   leaf that the leader's routers import;
+//! - [`link`]: the few multiplexed connections that carry a follower's sidecar sessions to
+//!   the leader, both ends (the leader's is served from `http::ipc`);
 //! - [`tokens`]: the tokens every instance shares, kept in the database.
 //!
 //! The direction of imports: `cluster` uses `server` (to run a core for each term it leads)
-//! and `http` (the front's servers); `server` and `http` import only [`gate`] from here.
+//! and `http` (the front's servers); `server` and `http` import only [`gate`] and [`link`] from here.
 
 pub(crate) mod election;
 pub(crate) mod front;
 pub mod gate;
 pub(crate) mod instance;
+pub mod link;
 pub mod tokens;
 
 pub(crate) use instance::{Joining, run};

@@ -50,6 +50,9 @@ pub async fn upgrade(
     if let Some(forwarded) = &piped
         && forwarded.pipe
     {
+        if asks_for(req.headers(), crate::cluster::link::UPGRADE) {
+            return link(&state, forwarded.clone(), slot, &mut req);
+        }
         check_upgrade(req.headers())?;
         return piped_session(&state, forwarded.clone(), slot, &mut req);
     }
@@ -76,7 +79,7 @@ pub async fn upgrade(
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
     });
-    Ok(switching())
+    Ok(switching(UPGRADE_PROTOCOL))
 }
 
 /// Whose session an IPC upgrade opens, decided before anything is upgraded or forwarded: the
@@ -154,7 +157,51 @@ fn piped_session(
             Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
         }
     });
-    Ok(switching())
+    Ok(switching(UPGRADE_PROTOCOL))
+}
+
+/// A follower's link (`cluster::link`), which carries the sessions of its own socket: each
+/// stream on it is admitted as a piped session, as [`piped_session`] admits one.
+fn link(
+    state: &AppState,
+    forwarded: crate::cluster::gate::Forwarded,
+    slot: Option<Extension<ConnSlot>>,
+    req: &mut Request,
+) -> Result<Response, Refusal> {
+    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
+        return Err(Refusal::new(
+            ErrorCode::Internal,
+            "this connection cannot be upgraded",
+        ));
+    };
+    let door = state.sidecars.clone();
+    let hold = slot.map(|Extension(s)| s);
+    let stop = state.broker.shutdown_token();
+    state.broker.tasks().spawn(async move {
+        match pending.await {
+            Ok(upgraded) => {
+                let io = TokioIo::new(upgraded);
+                crate::cluster::link::serve(io, door, forwarded.via, hold, stop).await;
+            }
+            Err(e) => debug!(error = %e, "a follower's link did not complete its upgrade"),
+        }
+    });
+    Ok(switching(crate::cluster::link::UPGRADE))
+}
+
+/// Whether `Upgrade` asks for `protocol` (and `Connection` says upgrade).
+fn asks_for(headers: &HeaderMap, protocol: &str) -> bool {
+    let connection = headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
+    connection
+        && headers
+            .get(header::UPGRADE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case(protocol))
 }
 
 /// The request must ask for this upgrade: `Connection: Upgrade` and `Upgrade: leo-ipc`, and no
@@ -166,17 +213,7 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), Refusal> {
             "Origin: the IPC upgrade is not for browsers",
         ));
     }
-    let connection = headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .any(|t| t.trim().eq_ignore_ascii_case("upgrade"));
-    let protocol = headers
-        .get(header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case(UPGRADE_PROTOCOL));
-    if connection && protocol {
+    if asks_for(headers, UPGRADE_PROTOCOL) {
         Ok(())
     } else {
         Err(Refusal::new(
@@ -188,11 +225,11 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), Refusal> {
     }
 }
 
-/// `101 Switching Protocols` to `leo-ipc`.
-fn switching() -> Response {
+/// `101 Switching Protocols` to `protocol`.
+fn switching(protocol: &'static str) -> Response {
     let mut response = (StatusCode::SWITCHING_PROTOCOLS, Body::empty()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    headers.insert(header::UPGRADE, HeaderValue::from_static(UPGRADE_PROTOCOL));
+    headers.insert(header::UPGRADE, HeaderValue::from_static(protocol));
     response
 }
