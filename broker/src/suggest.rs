@@ -8,7 +8,8 @@ pub const MAX_LISTED: usize = 20;
 
 /// `no connected app serves tool "x" (did you mean "y"?); tools served now: a, b, y`.
 pub fn no_such_tool(tool: &str, served: &[String]) -> String {
-    let mut text = format!("no connected app serves tool {tool:?}");
+    // `UNSERVED` starts it: callers that ride through a takeover read it (see there).
+    let mut text = format!("{}{tool:?}", leo_protocol::codes::UNSERVED);
     if served.is_empty() {
         text.push_str("; no app serves any tool now");
         return text;

@@ -6,13 +6,18 @@
 //! sees `client_tool.cancelled`, reason `cancelled_by_agent`). Meanwhile the app's progress
 //! reaches the harness (or the sidecar's own keep-alive while the app is quiet), and the app's
 //! questions become `elicitation/create` requests (see `elicit`), ended with the call.
-//! The sidecar adds no timeout of its own: `timeout_s: 0` tools are handoffs that may wait for
+//! A call refused because no app serves its tool, soon after the connection came back from a
+//! loss (a broker's restart, a cluster's takeover), is made again once the tool is listed or
+//! after a short pause, until the ride-out is over (`run`): the new broker may not have its apps
+//! back yet. The sidecar adds no timeout of its own: `timeout_s: 0` tools are handoffs that may wait for
 //! days, and the broker ends everything else.
 
 use std::future::Future;
 use std::time::Duration;
 
-use leo_protocol::ipc::InputOutcome;
+use leo_protocol::backoff::Backoff;
+use leo_protocol::codes::is_unserved;
+use leo_protocol::ipc::{InputOutcome, Outcome};
 use leo_protocol::sampling::SampleOutcome;
 use rmcp::model::{CallToolResult, ProgressToken, RequestId};
 use rmcp::service::RequestContext;
@@ -20,6 +25,7 @@ use rmcp::{Peer, RoleServer};
 use serde_json::Value;
 use tokio::sync::oneshot;
 use tokio::task::JoinSet;
+use tokio::time::Instant;
 use tracing::debug;
 
 use crate::elicit;
@@ -29,6 +35,13 @@ use crate::outcome;
 use crate::outcome::Ending;
 use crate::progress::Ticker;
 use crate::sampling;
+
+/// The first pause before a call refused just after a reconnect is made again (unless its tool
+/// is listed sooner); it doubles up to `AGAIN_CAP`.
+const AGAIN_FIRST: Duration = Duration::from_millis(250);
+const AGAIN_CAP: Duration = Duration::from_secs(2);
+/// The shortest pause before such a call is made again, even with its tool listed.
+const AGAIN_MIN: Duration = Duration::from_millis(50);
 
 /// Forwards `tool(arguments)` and waits for its end.
 pub async fn forward(
@@ -116,35 +129,100 @@ pub enum Ended {
 
 /// `forward`, with the cancellation signal given: the request's own, or a task's
 /// `tasks/cancel` (see `task`).
+///
+/// A call refused because no connected app serves its tool is made again while the connection
+/// is back from a loss within `RIDE_OUT` of it (`BrokerLink::rejoining`): the broker it now
+/// talks to (restarted, or a cluster's new leader) may not have its apps back yet. It waits
+/// for the tool to be listed, or a short pause, and sends the call again. That is safe because
+/// the broker refuses such a call before it records or parks anything (`Broker::call` checks
+/// `permitted` before `park`; a follower pipes the session to the leader, which does the
+/// same), so the refused call changed nothing. Outside that window the refusal is the answer
+/// at once: a call to a tool nobody serves does not wait.
 pub async fn run(
     link: &BrokerLink,
     tool: &str,
-    arguments: Value,
+    mut arguments: Value,
     harness: Harness<'_>,
     cancelled: impl Future<Output = ()>,
 ) -> Ended {
     tokio::pin!(cancelled);
-    tokio::select! {
-        () = link.back_within(crate::link::RIDE_OUT) => {}
-        () = &mut cancelled => return Ended::Cancelled,
+    let mut pause = Backoff::new(AGAIN_FIRST, AGAIN_CAP);
+    loop {
+        tokio::select! {
+            () = link.back_within(crate::link::RIDE_OUT) => {}
+            () = &mut cancelled => return Ended::Cancelled,
+        }
+        // Kept only when a refusal may be followed by the same call again.
+        let again = link
+            .rejoining(crate::link::RIDE_OUT)
+            .map(|_| arguments.clone());
+        let live = match link.start_live_call(tool, std::mem::take(&mut arguments)) {
+            Ok((id, rx, events)) => Live { id, rx, events },
+            Err(reason) => return Ended::Result(outcome::tool_error("no_client", &reason)),
+        };
+        let refused = match follow(link, live, &harness, &mut cancelled).await {
+            Followed::Ended(ended) => return ended,
+            Followed::Unserved(refused) => refused,
+        };
+        let (Some(kept), Some(until)) = (again, link.rejoining(crate::link::RIDE_OUT)) else {
+            return Ended::Result(outcome::to_result(refused));
+        };
+        debug!(
+            tool,
+            "no app serves the tool yet after a reconnect; calling again soon"
+        );
+        arguments = kept;
+        tokio::select! {
+            () = listed_or_after(link, tool, pause.next_delay(), until) => {}
+            () = &mut cancelled => {
+                debug!(tool, "cancelled while waiting to call again");
+                return Ended::Cancelled;
+            }
+        }
     }
-    match link.start_live_call(tool, arguments) {
-        Ok((id, rx, events)) => wait(link, Live { id, rx, events }, harness, cancelled).await,
-        Err(reason) => Ended::Result(outcome::tool_error("no_client", &reason)),
-    }
+}
+
+/// Returns once `tool` is listed (at the earliest after `AGAIN_MIN`, so a tool listed yet
+/// refused is not called in a tight loop), or after `pause`, or at `until`.
+async fn listed_or_after(link: &BrokerLink, tool: &str, pause: Duration, until: Instant) {
+    let end = (Instant::now() + pause).min(until);
+    let mut views = link.subscribe();
+    tokio::time::sleep_until((Instant::now() + AGAIN_MIN).min(end)).await;
+    let listed = views.wait_for(|v| v.tools.iter().any(|t| t.name == tool));
+    let _ = tokio::time::timeout_at(end, listed).await;
+}
+
+/// How following a call ended: as the harness will see it, or refused because no app serves
+/// its tool (which `run` may make again).
+enum Followed {
+    Ended(Ended),
+    Unserved(Ending),
 }
 
 /// Waits for a live call's end, relaying what the app sends meanwhile.
 pub async fn wait(
     link: &BrokerLink,
-    mut live: Live,
+    live: Live,
     harness: Harness<'_>,
     cancelled: impl Future<Output = ()>,
 ) -> Ended {
+    match follow(link, live, &harness, cancelled).await {
+        Followed::Ended(ended) => ended,
+        Followed::Unserved(refused) => Ended::Result(outcome::to_result(refused)),
+    }
+}
+
+/// `wait`, telling the refusal of an unserved tool apart.
+async fn follow(
+    link: &BrokerLink,
+    mut live: Live,
+    harness: &Harness<'_>,
+    cancelled: impl Future<Output = ()>,
+) -> Followed {
     tokio::pin!(cancelled);
     let id = live.id;
     let peer = harness.peer;
-    let mut ticker = Ticker::new(harness.progress, harness.progress_every);
+    let mut ticker = Ticker::new(harness.progress.clone(), harness.progress_every);
     // Questions asked of the user, each answered when its harness request ends; dropping the
     // set (the call ended) aborts those still open.
     let mut questions: JoinSet<(u64, InputOutcome)> = JoinSet::new();
@@ -165,7 +243,8 @@ pub async fn wait(
                     }
                 }
                 CallEvent::Input { input, message, requested_schema } if harness.asks_by_result => {
-                    return Ended::Asks(Box::new(Asked { live, input, message, requested_schema }));
+                    let asked = Asked { live, input, message, requested_schema };
+                    return Followed::Ended(Ended::Asks(Box::new(asked)));
                 }
                 CallEvent::Input { input, message, requested_schema } => {
                     match elicit::prepare(peer, harness.origin.clone(), message, requested_schema) {
@@ -193,16 +272,10 @@ pub async fn wait(
                     }
                 }
             },
-            ended = &mut live.rx => {
-                return Ended::Result(match ended {
-                    Ok(o) => outcome::to_result(o),
-                    // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
-                    Err(_) => outcome::tool_error("no_client", crate::link::CONNECTION_LOST),
-                });
-            }
+            ended = &mut live.rx => return ending(ended),
             () = &mut cancelled => {
                 link.cancel(id);
-                return Ended::Cancelled;
+                return Followed::Ended(Ended::Cancelled);
             }
             Some(answered) = questions.join_next(), if !questions.is_empty() => {
                 if let Ok((input, outcome)) = answered {
@@ -221,5 +294,20 @@ pub async fn wait(
                 }
             }
         }
+    }
+}
+
+/// A call's ending, the refusal of an unserved tool told apart.
+fn ending(ended: Result<Ending, oneshot::error::RecvError>) -> Followed {
+    match ended {
+        Ok(Outcome::Error { error }) if is_unserved(&error.code, &error.message) => {
+            Followed::Unserved(Outcome::Error { error })
+        }
+        Ok(o) => Followed::Ended(Ended::Result(outcome::to_result(o))),
+        // The sender is only dropped by `fail_all`, which sends first; be safe anyway.
+        Err(_) => Followed::Ended(Ended::Result(outcome::tool_error(
+            "no_client",
+            crate::link::CONNECTION_LOST,
+        ))),
     }
 }

@@ -92,6 +92,9 @@ struct State {
     cancelled_offline: Vec<u64>,
     /// When the last connection was lost, while none replaced it (`back_within`).
     lost_at: Option<tokio::time::Instant>,
+    /// When the connection the live one replaced was lost (`rejoining`); `None` for a first
+    /// connection.
+    back_from: Option<tokio::time::Instant>,
 }
 
 /// Shared by the MCP server and the reconnect task.
@@ -121,6 +124,7 @@ impl BrokerLink {
                 down_reason: NOT_RUNNING.to_owned(),
                 cancelled_offline: Vec::new(),
                 lost_at: None,
+                back_from: None,
             }),
             view: watch::channel(Arc::new(View::default())).0,
             settled: watch::channel(false).0,
@@ -167,6 +171,17 @@ impl BrokerLink {
                 Ok(Err(_)) | Err(_) => return,
             }
         }
+    }
+
+    /// Until when a call refused because no app serves its tool is made again (see
+    /// `call::run`): while connected again after a loss less than `ride_out` ago. The broker it
+    /// now talks to (restarted, or a cluster's new leader) may still be collecting its apps,
+    /// which reconnect on their own backoff. `None` otherwise: on a first connection, or long
+    /// after the loss, such a refusal is the answer.
+    pub fn rejoining(&self, ride_out: Duration) -> Option<tokio::time::Instant> {
+        let state = self.lock();
+        let until = state.conn.as_ref().and(state.back_from)? + ride_out;
+        (tokio::time::Instant::now() < until).then_some(until)
     }
 
     /// Waits until the first connection attempt has succeeded or failed, at most `max`; a
@@ -388,7 +403,7 @@ impl BrokerLink {
             let _ = conn.send(SidecarFrame::Cancel { id });
         }
         state.conn = Some(conn);
-        state.lost_at = None;
+        state.back_from = state.lost_at.take();
         self.view.send_modify(|v| *v = Arc::new(v.apply(welcome)));
         drop(state);
         // What apps offer may have changed while the broker was away.
@@ -601,6 +616,7 @@ impl BrokerLink {
             .fetches
             .fail_all(|| Err(("no_client".to_owned(), CONNECTION_LOST.to_owned())));
         state.down_reason = down_reason.to_owned();
+        state.back_from = None;
         if fail_calls {
             state.lost_at = None;
         } else if was_connected {
@@ -745,6 +761,43 @@ mod tests {
         link.attached(tx, &welcome(), None);
         link.stopped(CONNECTION_LOST);
         assert_eq!(waited(link).await, Duration::ZERO, "the harness left");
+    }
+
+    /// A refusal of an unserved tool is made again only while connected again after a loss,
+    /// within the ride-out counted from the loss; not on a first connection, not once the
+    /// ride-out is over, not after the harness left.
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_call_is_made_again_only_soon_after_a_reconnect() {
+        let link = BrokerLink::new();
+        let attach = |link: &BrokerLink| {
+            let (tx, sent) = mpsc::unbounded_channel();
+            link.attached(tx, &welcome(), None);
+            sent
+        };
+        assert_eq!(link.rejoining(RIDE_OUT), None, "never connected");
+        let _sent = attach(&link);
+        assert_eq!(link.rejoining(RIDE_OUT), None, "a first connection");
+
+        link.detached(NOT_RUNNING);
+        let lost = tokio::time::Instant::now();
+        assert_eq!(link.rejoining(RIDE_OUT), None, "not connected");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let _sent = attach(&link);
+        assert_eq!(link.rejoining(RIDE_OUT), Some(lost + RIDE_OUT), "back");
+        tokio::time::sleep(RIDE_OUT - Duration::from_secs(3)).await;
+        assert_eq!(
+            link.rejoining(RIDE_OUT),
+            Some(lost + RIDE_OUT),
+            "still within"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(link.rejoining(RIDE_OUT), None, "counted from the loss");
+
+        link.detached(NOT_RUNNING);
+        let _sent = attach(&link);
+        assert!(link.rejoining(RIDE_OUT).is_some(), "back again");
+        link.stopped(CONNECTION_LOST);
+        assert_eq!(link.rejoining(RIDE_OUT), None, "the harness left");
     }
 
     #[test]

@@ -220,3 +220,34 @@ impl std::fmt::Display for ErrorCode {
         f.write_str(self.as_str())
     }
 }
+
+/// The start of the `no_client` message of a call to a tool no connected app serves (the rest
+/// suggests a served name). The broker refuses such a call before it records or parks anything,
+/// so making it again is safe; the callers that ride through a restart or a takeover
+/// (`leo-mcp`, `leo call --wait`) do so while the broker they reconnected to may still be
+/// collecting its apps. Other `no_client` endings (the claimant went away, a call the broker has
+/// no record of) are not this refusal: the call may have run.
+pub const UNSERVED: &str = "no connected app serves tool ";
+
+/// Whether a call's error is the refusal of a tool no connected app serves (`UNSERVED`).
+pub fn is_unserved(code: &str, message: &str) -> bool {
+    code == ErrorCode::NoClient.as_str() && message.starts_with(UNSERVED)
+}
+
+#[cfg(test)]
+mod unserved_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_refusal_of_an_unserved_tool_is_unserved() {
+        assert!(is_unserved(
+            "no_client",
+            "no connected app serves tool \"x\"; no app serves any tool now"
+        ));
+        assert!(!is_unserved(
+            "no_client",
+            "the app that claimed the call of \"x\" disconnected"
+        ));
+        assert!(!is_unserved("denied", "no connected app serves tool \"x\""));
+    }
+}

@@ -12,7 +12,11 @@
 //! leader killed until a follower takes over): the session lost, `leo call` connects again for
 //! up to S seconds, with the same session id and the call in `resume`, and the broker
 //! re-attaches it, as `leo-mcp` does. A call refused `store_unavailable` (it changed nothing)
-//! is made again in the same session, once a second, for up to S seconds. Without `--wait` either is the end (exit 2, or 1 with the code).
+//! is made again in the same session, once a second, for up to S seconds; so is a call refused
+//! because no connected app serves its tool (`no_client`) once the broker was away during the
+//! call (a session lost, or `store_unavailable`), as soon as the tool is listed: the broker
+//! just back may still be collecting its apps. Without `--wait` either is the end (exit 2, or 1
+//! with the code).
 //!
 //! Exit codes: 0 the tool answered; 1 the call ended with an error (`<code>: <message>` on
 //! stderr: the app's error, `timeout`, `no_client`, `denied`, `invalid_arguments`…); 2 the
@@ -25,6 +29,7 @@ use std::time::Duration;
 use futures_util::{SinkExt, StreamExt};
 use leo_broker::home::Home;
 use leo_protocol::backoff::Backoff;
+use leo_protocol::codes::is_unserved;
 use leo_protocol::content::AppError;
 use leo_protocol::ipc::{BrokerFrame, BrokerLine, Harness, Mode, Outcome, SidecarFrame};
 use leo_protocol::limits::{IPC_VERSION, MAX_FRAME_BYTES};
@@ -365,8 +370,9 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     let timer = tokio::time::sleep_until(deadline.unwrap_or_else(Instant::now));
     let mut timer = std::pin::pin!(timer);
     let gave_up = || Ended::GaveUp(args.timeout.unwrap_or_default());
-    // With `--wait`, the end of the wait for a broker that refuses the call `store_unavailable`.
-    let mut refused_until = None;
+    // With `--wait`, once the broker was away (the session lost, or the call refused
+    // `store_unavailable`): the end of the wait for it to be back on its feet.
+    let mut settling = None;
     let stop = loop {
         let ended = tokio::select! {
             outcome = outcome(&mut session, id) => Ok(outcome),
@@ -380,18 +386,10 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
         match ended {
             // Refused before it changed anything: made again, in the same session, while the
             // wait lasts.
-            Ok(Outcome::Error { error })
-                if error.code == STORE_UNAVAILABLE
-                    && refused_until
-                        .get_or_insert_with(|| wait_from_now(wait))
-                        .is_some_and(|t| Instant::now() < t) =>
-            {
-                debug!(
-                    call = id,
-                    "refused store_unavailable; making the call again"
-                );
+            Ok(Outcome::Error { error }) if makes_again(&error, &mut settling, wait) => {
+                debug!(call = id, code = %error.code, "refused; making the call again");
                 tokio::select! {
-                    () = tokio::time::sleep(RETRY_CAP) => {}
+                    () = pause_before_again(&mut session, &args.tool, &error) => {}
                     _ = &mut interrupt => return Ok(Ended::Interrupted),
                     () = &mut timer, if deadline.is_some() => return Ok(gave_up()),
                 }
@@ -405,6 +403,7 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
         }
         // The session was lost: the same session again, re-attaching the call.
         info!(call = id, "the broker is away; waiting for it");
+        settling = wait_from_now(wait);
         session = tokio::select! {
             opened = open_within(home, &agent, Some(id), wait_from_now(wait)) => opened?,
             _ = &mut interrupt => return Ok(Ended::Interrupted),
@@ -416,6 +415,37 @@ async fn call(home: &Home, args: &CallArgs, arguments: Value) -> Result<Ended, C
     send(&mut session.writer, &SidecarFrame::Cancel { id }).await?;
     let _ = tokio::time::timeout(CANCEL_GRACE, outcome(&mut session, id)).await;
     Ok(stop)
+}
+
+/// Whether a refused call is made again, with `--wait`, while `settling` lasts (the broker was
+/// away during this call; a `store_unavailable` refusal starts it). Two refusals change nothing
+/// and end by themselves: `store_unavailable` (no instance leads, or the database is away), and
+/// a tool no connected app serves (`is_unserved`) while the broker just back may still be
+/// collecting its apps (the broker refuses such a call before it records or parks anything).
+/// Without `--wait`, or with no sign of the broker having been away, either is the answer.
+fn makes_again(error: &AppError, settling: &mut Option<Instant>, wait: Option<Duration>) -> bool {
+    let unavailable = error.code == STORE_UNAVAILABLE;
+    if unavailable && settling.is_none() {
+        *settling = wait_from_now(wait);
+    }
+    (unavailable || is_unserved(&error.code, &error.message))
+        && settling.is_some_and(|t| Instant::now() < t)
+}
+
+/// The pause before a refused call is made again: `RETRY_CAP`, or, for a tool no app served,
+/// until the session lists it if sooner. A session lost meanwhile is seen by the next read.
+async fn pause_before_again(session: &mut Session, tool: &str, error: &AppError) {
+    let until = Instant::now() + RETRY_CAP;
+    if error.code == STORE_UNAVAILABLE {
+        tokio::time::sleep_until(until).await;
+    } else if wait_for_tool(&mut session.frames, tool, until)
+        .await
+        .is_err()
+    {
+        // Lost or refused meanwhile: the pause still ends at `until`, then the call's send
+        // or read meets the loss and the session is opened again.
+        tokio::time::sleep_until(until).await;
+    }
 }
 
 /// A session in which the call can be made: opened (with `--wait`, once the broker runs) and,
@@ -554,6 +584,48 @@ mod tests {
         assert!(message("[1]").ends_with("not an array"));
         assert!(message("\"hi\"").ends_with("not a string"));
         assert!(message("").contains("not valid JSON"));
+    }
+
+    /// With `--wait`, `store_unavailable` is made again and starts the wait; a tool nobody
+    /// serves is made again only while a wait started by the broker being away lasts.
+    #[tokio::test(start_paused = true)]
+    async fn a_refusal_is_made_again_only_while_the_broker_settles() {
+        let error = |code: &str, message: &str| AppError {
+            code: code.into(),
+            message: message.into(),
+        };
+        let unserved = error("no_client", "no connected app serves tool \"x\"");
+        let unavailable = error(STORE_UNAVAILABLE, "no instance leads");
+        let wait = Some(Duration::from_secs(10));
+
+        let mut settling = None;
+        assert!(!makes_again(&unserved, &mut settling, wait), "never away");
+        assert!(
+            !makes_again(&unavailable, &mut None, None),
+            "without --wait"
+        );
+        assert!(makes_again(&unavailable, &mut settling, wait));
+        assert!(
+            makes_again(&unserved, &mut settling, wait),
+            "away a moment ago"
+        );
+        let gone = error(
+            "no_client",
+            "the app that claimed the call of \"x\" disconnected",
+        );
+        assert!(
+            !makes_again(&gone, &mut settling, wait),
+            "the call may have run"
+        );
+        tokio::time::advance(Duration::from_secs(10)).await;
+        assert!(
+            !makes_again(&unserved, &mut settling, wait),
+            "the wait is over"
+        );
+        assert!(
+            !makes_again(&unavailable, &mut settling, wait),
+            "the wait is over"
+        );
     }
 
     #[test]
