@@ -1266,15 +1266,16 @@ async fn a_small_clusters_session_limit_admits_exactly_so_many() {
     agent_on(b, "piped-2", &[]).await;
 }
 
-/// A follower carries the sessions of its socket to the leader on a few links
-/// (`cluster::link`), not one connection each: with the leader's `web.max_connections` at 12,
-/// forty sessions on the follower's socket are all welcomed, a call crosses one of them, and
-/// one that ends is told apart from one lost (its call ends at once).
+/// A follower carries its agents' sessions to the leader on a few links (`cluster::link`), not
+/// one connection each: with the leader's `web.max_connections` at 12, forty sessions on the
+/// follower's socket and sixteen upgraded over its TCP listener are all welcomed, calls cross
+/// them, the leader's own limits still refuse what they refuse, and a session that ends is
+/// told apart from one lost (its call ends at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_followers_sessions_ride_a_few_links_to_the_leader() {
     let Some(db) = database().await else { return };
     let config = format!(
-        "{}web:\n  max_sessions: 64\n  max_connections: 12\n",
+        "{}web:\n  max_sessions: 64\n  max_connections: 12\n  max_sessions_per_agent: 3\n",
         db.config()
     );
     let nodes = leo_testkit::cluster::start(&config, 2).await;
@@ -1285,8 +1286,27 @@ async fn a_followers_sessions_ride_a_few_links_to_the_leader() {
     for i in 0..40 {
         open.push(agent_on(b, &format!("many-{i}"), &[]).await);
     }
+    // IPC upgrades that reach the follower over the network ride the links too: sixteen of
+    // them (three per agent, `max_sessions_per_agent`), and the leader's refusal of a fourth
+    // for one agent reaches the client as the leader words it.
+    let token = a.agent_token();
+    let auth = format!("Bearer {token}");
+    for i in 0..16 {
+        let agent = format!("net-{}", i / 3);
+        let headers = [("authorization", auth.as_str()), ("leo-agent", &agent)];
+        let mut ipc = Ipc::upgrade(b.addr, &headers).await.unwrap();
+        let welcome = ipc.say_hello(&token, &agent).await;
+        assert_eq!(welcome["type"], "welcome", "{welcome}");
+        open.push(ipc);
+    }
+    let headers = [("authorization", auth.as_str()), ("leo-agent", "net-0")];
+    let Err(refused) = Ipc::upgrade(b.addr, &headers).await else {
+        panic!("a fourth session of one agent was upgraded through the follower")
+    };
+    assert_eq!(refused.status, 403, "{refused:?}");
+    assert!(refused.body.contains("\"forbidden\""), "{refused:?}");
     // Every session is live: a call from each of a few, the last one included.
-    for n in [39, 20, 1] {
+    for n in [55, 39, 20, 1] {
         let ipc = &mut open[n];
         ipc.call(7, "echo", json!({"n": n})).await;
         let id = app.next_request_id().await;

@@ -449,6 +449,14 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     let Some(leader) = leader else {
         return no_leader("no instance leads the database now; retry in a moment");
     };
+    let req = if req.headers().contains_key(header::UPGRADE) && !shared.links.legacy() {
+        match upgrade_on_link(&shared, &leader, req).await {
+            Ok(answer) => return answer,
+            Err(req) => req,
+        }
+    } else {
+        req
+    };
     let (req, cap) = match limit_body(&shared, req) {
         Ok(limited) => limited,
         Err(cap) => return cap.refusal(),
@@ -858,7 +866,10 @@ async fn carry(
     if !shared.links.legacy() {
         let connect = || open_upgrade(shared, up, super::link::UPGRADE);
         match shared.links.open(&shared.stop, connect).await {
-            Ok(stream) => return Ok(Box::new(stream)),
+            Ok(mut stream) => {
+                super::link::write_line(&mut stream, &super::link::Preface::Socket).await?;
+                return Ok(Box::new(stream));
+            }
             Err(super::link::Opened::Connect(LeaderError::Status(status)))
                 if status.is_client_error() =>
             {
@@ -869,6 +880,71 @@ async fn carry(
     }
     let upgraded = open_upgrade(shared, up, leo_protocol::ipc::UPGRADE_PROTOCOL).await?;
     Ok(Box::new(upgraded))
+}
+
+/// An IPC upgrade that reached this instance over the network (checked already, as the leader
+/// checks it), carried on a link: the leader is sent the upgrade's credentials in the stream's
+/// preface and answers as it answers such an upgrade; on `101` the client's connection is piped
+/// to the stream. `Err` gives the request back when the leader predates links, to be forwarded
+/// as it is.
+async fn upgrade_on_link(
+    shared: &Arc<Shared>,
+    up: &Upstream,
+    mut req: Request<Body>,
+) -> Result<Response, Request<Body>> {
+    use super::link::{Answer, Opened, Preface, read_line, write_line};
+    let connect = || open_upgrade(shared, up, super::link::UPGRADE);
+    let mut stream = match shared.links.open(&shared.stop, connect).await {
+        Ok(stream) => stream,
+        Err(Opened::Connect(LeaderError::Status(status))) if status.is_client_error() => {
+            shared.links.set_legacy();
+            return Err(req);
+        }
+        Err(e) => {
+            info!(error = %leo_protocol::chain::error_chain(&e), "an IPC upgrade is refused: no leader reached");
+            return Ok(no_leader(
+                "the instance that leads the database cannot be reached; retry in a moment",
+            ));
+        }
+    };
+    let header = |headers: &HeaderMap, name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+    };
+    let preface = Preface::Network {
+        authorization: header(req.headers(), header::AUTHORIZATION.as_str()).unwrap_or_default(),
+        agent: header(req.headers(), leo_protocol::ipc::AGENT_HEADER),
+    };
+    let asked = async {
+        write_line(&mut stream, &preface).await?;
+        let line = read_line(&mut stream).await?;
+        serde_json::from_slice::<Answer>(&line).map_err(std::io::Error::other)
+    };
+    let answer = match tokio::time::timeout(CONNECT_TIMEOUT * 5, asked).await {
+        Ok(Ok(answer)) => answer,
+        _ => {
+            return Ok(no_leader(
+                "the leader did not answer the upgrade; retry in a moment",
+            ));
+        }
+    };
+    if answer.status != StatusCode::SWITCHING_PROTOCOLS.as_u16() {
+        let status = StatusCode::from_u16(answer.status).unwrap_or(StatusCode::BAD_GATEWAY);
+        let body = answer.body.unwrap_or_default();
+        return Ok((status, axum::Json(body)).into_response());
+    }
+    let pending = hyper::upgrade::on(&mut req);
+    let stop = shared.stop.clone();
+    tokio::spawn(async move {
+        if let Ok(client) = pending.await {
+            pipe(TokioIo::new(client), stream, &[], stop).await;
+        }
+    });
+    Ok(crate::http::ipc::switching(
+        leo_protocol::ipc::UPGRADE_PROTOCOL,
+    ))
 }
 
 /// The leader's `GET /api/v1/ipc` upgrade to `protocol`, opened for this instance's sidecars

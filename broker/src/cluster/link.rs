@@ -1,15 +1,18 @@
-//! A follower's links to the leader: every sidecar session on a follower's own socket rides
-//! one of a few multiplexed connections ([`LINKS`]), instead of an upgraded TCP connection of
-//! its own, so that agents on followers cost the leader a few connections and descriptors per
-//! follower, not one each. Instances then add capacity: the leader holds each session's state,
-//! its followers hold the agents' sockets.
+//! A follower's links to the leader: every sidecar session that reaches a follower (on its
+//! own socket, or an IPC upgrade over its TCP listener) rides one of a few multiplexed
+//! connections ([`LINKS`]), instead of an upgraded TCP connection of its own, so that agents on
+//! followers cost the leader a few connections and descriptors per follower, not one each.
+//! Instances then add capacity: the leader holds each session's state, its followers hold the
+//! agents' sockets.
 //!
 //! A link is an HTTP upgrade to the leader's `GET /api/v1/ipc` with `Upgrade: leo-mux` and the
-//! cluster's key, marked as the follower's pipe (`gate::PIPE`), carrying [yamux]: each
-//! session is one stream, opened by the follower, and on the leader each stream is handed to
-//! the one door of sidecar sessions (`ipc::Door::admit_via`) as a session piped from that
-//! follower, exactly as a per-session pipe was: counted in `web.max_sessions`, its hello's token
-//! checked there, its end told apart by the in-band `ipc::SIDECAR_LEFT` line (`front::pipe`).
+//! cluster's key, marked as the follower's pipe (`gate::PIPE`), carrying yamux: each session
+//! is one stream, opened by the follower, whose first line is a [`Preface`] saying whose
+//! session it is. On the leader each stream is handed to the one door of sidecar sessions
+//! (`ipc::Door::admit_via`) as a session piped from that follower, exactly as a per-session
+//! pipe was: counted in `web.max_sessions`, its hello's token checked there, its end told apart
+//! by the in-band `ipc::SIDECAR_LEFT` line (`front::pipe`); an upgrade's session is checked
+//! first as the leader checks its own upgrades (`http::ipc::carried`) and answered.
 //! A link that breaks ends every stream on it without that line: the leader detaches those
 //! sessions as lost, as it does when a follower is killed, so riding through needs no new rule.
 //!
@@ -29,6 +32,7 @@ use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::Poll;
 
+use serde::{Deserialize, Serialize};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt, TokioAsyncReadCompatExt};
@@ -59,13 +63,13 @@ fn config() -> yamux::Config {
     config
 }
 
-/// The leader's end of a link from follower `via`: each stream the follower opens is admitted
-/// by `door` as a session piped from it, until the link ends or `stop`. `hold` (the link's
-/// place in `web.max_connections`) is kept until then.
+/// The leader's end of a link from follower `via`: each stream the follower opens is handed
+/// to `carried` (which reads its [`Preface`] and admits it), until the link ends or `stop`.
+/// `hold` (the link's place in `web.max_connections`) is kept until then.
 pub async fn serve(
     io: impl AsyncRead + AsyncWrite + Send + Unpin + 'static,
-    door: crate::ipc::Door,
-    via: String,
+    mut carried: impl FnMut(Carried),
+    via: &str,
     hold: impl Send + 'static,
     stop: CancellationToken,
 ) {
@@ -77,7 +81,7 @@ pub async fn serve(
             next = poll_fn(|cx| link.poll_next_inbound(cx)) => next,
         };
         match next {
-            Some(Ok(stream)) => door.admit_via(stream.compat(), None, (), Some(via.clone())),
+            Some(Ok(stream)) => carried(stream.compat()),
             Some(Err(e)) => {
                 info!(via = %via, error = %e, "a follower's link ended");
                 break;
@@ -86,6 +90,66 @@ pub async fn serve(
         }
     }
     drop(hold);
+}
+
+/// The first line of every stream, from the follower: whose session it carries. A session of
+/// the follower's own socket is checked by its hello, as on the leader's socket; one that
+/// reached the follower over the network (`leo-mcp --url`, `GET /api/v1/ipc`) carries the
+/// upgrade's credentials, which the leader checks as it checks its own upgrades and answers
+/// with an [`Answer`] before the session's first frame.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(tag = "carry", rename_all = "snake_case", deny_unknown_fields)]
+pub enum Preface {
+    Socket,
+    Network {
+        authorization: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        agent: Option<String>,
+    },
+}
+
+/// The leader's answer to a [`Preface::Network`]: `101` and the session follows, or the
+/// status and JSON body of the refusal, which the follower answers its client with.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Answer {
+    pub status: u16,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub body: Option<serde_json::Value>,
+}
+
+/// The longest [`Preface`] or [`Answer`] line.
+const MAX_LINE: usize = 8 * 1024;
+
+/// Reads one line (without its newline) of at most [`MAX_LINE`] bytes, a byte at a time so
+/// that nothing past it is taken from the stream (the session's own frames follow).
+pub async fn read_line(stream: &mut (impl AsyncRead + Unpin)) -> std::io::Result<Vec<u8>> {
+    use tokio::io::AsyncReadExt;
+    let mut line = Vec::with_capacity(128);
+    loop {
+        match stream.read_u8().await? {
+            b'\n' => return Ok(line),
+            _ if line.len() == MAX_LINE => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    "a link's preface line is too long",
+                ));
+            }
+            b => line.push(b),
+        }
+    }
+}
+
+/// Writes `value` as one JSON line.
+pub async fn write_line(
+    stream: &mut (impl AsyncWrite + Unpin),
+    value: &impl Serialize,
+) -> std::io::Result<()> {
+    use tokio::io::AsyncWriteExt;
+    let mut line = serde_json::to_vec(value)?;
+    line.push(b'\n');
+    stream.write_all(&line).await?;
+    stream.flush().await
 }
 
 /// Why a stream could not be had on a link.

@@ -175,18 +175,95 @@ fn link(
         ));
     };
     let door = state.sidecars.clone();
+    let tokens = state.tokens.clone();
     let hold = slot.map(|Extension(s)| s);
     let stop = state.broker.shutdown_token();
+    let via = forwarded.via;
     state.broker.tasks().spawn(async move {
         match pending.await {
             Ok(upgraded) => {
                 let io = TokioIo::new(upgraded);
-                crate::cluster::link::serve(io, door, forwarded.via, hold, stop).await;
+                let carried = |stream| {
+                    tokio::spawn(carried(stream, door.clone(), tokens.clone(), via.clone()));
+                };
+                crate::cluster::link::serve(io, carried, &via, hold, stop).await;
             }
             Err(e) => debug!(error = %e, "a follower's link did not complete its upgrade"),
         }
     });
     Ok(switching(crate::cluster::link::UPGRADE))
+}
+
+/// One stream of a follower's link: its preface says whose session it carries; the session is
+/// then admitted as one of the follower's socket (its hello checked by the door), or, for one
+/// that reached the follower over the network, checked first as [`upgrade`] checks one that
+/// reaches this instance, and answered.
+async fn carried(
+    mut stream: crate::cluster::link::Carried,
+    door: crate::ipc::Door,
+    tokens: TokenBook,
+    via: String,
+) {
+    use crate::cluster::link::{Answer, Preface, read_line, write_line};
+    let line = tokio::time::timeout(crate::ipc::HELLO_TIMEOUT, read_line(&mut stream)).await;
+    let preface = match line.map(|l| l.map(|l| serde_json::from_slice::<Preface>(&l))) {
+        Ok(Ok(Ok(preface))) => preface,
+        Ok(Ok(Err(e))) => return info!(via = %via, error = %e, "a link's stream: bad preface"),
+        _ => return debug!(via = %via, "a link's stream ended before its preface"),
+    };
+    let (authorization, agent) = match preface {
+        Preface::Socket => return door.admit_via(stream, None, (), Some(via)),
+        Preface::Network {
+            authorization,
+            agent,
+        } => (authorization, agent),
+    };
+    match network_session(&door, &tokens, &authorization, agent.as_deref()) {
+        Ok((bound, remote)) => {
+            let open = Answer {
+                status: StatusCode::SWITCHING_PROTOCOLS.as_u16(),
+                body: None,
+            };
+            if write_line(&mut stream, &open).await.is_ok() {
+                info!(agent = %bound.agent, via = %via, "IPC upgrade accepted through a follower");
+                door.admit_via(stream, Some(bound), remote, Some(via));
+            }
+        }
+        Err(refusal) => {
+            let response = refusal.into_response();
+            let status = response.status().as_u16();
+            let body = axum::body::to_bytes(response.into_body(), 64 * 1024)
+                .await
+                .ok()
+                .and_then(|b| serde_json::from_slice(&b).ok());
+            let _ = write_line(&mut stream, &Answer { status, body }).await;
+        }
+    }
+}
+
+/// Whose session an upgrade that reached a follower over the network opens, and its place
+/// among the sessions over the network: [`who_upgrades`] and the door's `remote_slot` on the
+/// upgrade's own headers, as the follower received them.
+fn network_session(
+    door: &crate::ipc::Door,
+    tokens: &TokenBook,
+    authorization: &str,
+    agent: Option<&str>,
+) -> Result<(Bound, crate::ipc::RemoteSlot), Refusal> {
+    let bad = |_| Refusal::new(ErrorCode::InvalidParameter, "a header of the upgrade");
+    let mut headers = HeaderMap::new();
+    headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    headers.insert(header::UPGRADE, HeaderValue::from_static(UPGRADE_PROTOCOL));
+    headers.insert(
+        header::AUTHORIZATION,
+        HeaderValue::from_str(authorization).map_err(bad)?,
+    );
+    if let Some(agent) = agent {
+        headers.insert(AGENT_HEADER, HeaderValue::from_str(agent).map_err(bad)?);
+    }
+    let bound = who_upgrades(door.keys(), tokens, &headers)?;
+    let remote = door.remote_slot(&bound.agent)?;
+    Ok((bound, remote))
 }
 
 /// Whether `Upgrade` asks for `protocol` (and `Connection` says upgrade).
@@ -226,7 +303,7 @@ fn check_upgrade(headers: &HeaderMap) -> Result<(), Refusal> {
 }
 
 /// `101 Switching Protocols` to `protocol`.
-fn switching(protocol: &'static str) -> Response {
+pub(crate) fn switching(protocol: &'static str) -> Response {
     let mut response = (StatusCode::SWITCHING_PROTOCOLS, Body::empty()).into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));

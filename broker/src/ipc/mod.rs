@@ -45,7 +45,7 @@ pub use coalesce::Coalescer;
 pub use session::Session;
 
 /// How long a new connection has to say hello.
-const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+pub(crate) const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
 /// At most one tool-set frame a second per session.
 pub const COALESCE: Duration = Duration::from_secs(1);
 /// Of `max` sessions (`web.max_sessions`), those only the unix sockets may take: a quarter.
