@@ -449,7 +449,9 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     let Some(leader) = leader else {
         return no_leader("no instance leads the database now; retry in a moment");
     };
-    let req = if req.headers().contains_key(header::UPGRADE) && !shared.links.legacy() {
+    let ipc_upgrade = req.uri().path() == leo_protocol::ipc::UPGRADE_PATH
+        && req.headers().contains_key(header::UPGRADE);
+    let req = if ipc_upgrade && !shared.links.legacy() {
         match upgrade_on_link(&shared, &leader, req).await {
             Ok(answer) => return answer,
             Err(req) => req,
