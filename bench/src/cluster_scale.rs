@@ -279,7 +279,7 @@ async fn open_streams(
     let open = Arc::new(AtomicUsize::new(1));
     let mut readers = JoinSet::new();
     let started = Instant::now();
-    let mut failed = None;
+    let mut refused = Vec::new();
     for batch in (0..n).collect::<Vec<_>>().chunks(BATCH) {
         let mut opening = JoinSet::new();
         for &j in batch {
@@ -295,16 +295,21 @@ async fn open_streams(
                     open.fetch_add(1, Ordering::SeqCst);
                     readers.spawn(drain(sse, open.clone()));
                 }
-                Err(e) => failed = failed.or(Some(e)),
+                Err(e) => refused.push(e),
             }
         }
-        if failed.is_some() {
+        if !refused.is_empty() {
             break;
         }
     }
+    refused.sort_by_key(|(k, _)| *k);
     let opened = open.load(Ordering::SeqCst);
-    let note = match failed {
-        Some((j, e)) => format!("REFUSED: stream {j} (on {}): {e}", NAMES[j % nodes.len()]),
+    let note = match refused.first() {
+        Some((j, e)) => format!(
+            "REFUSED: {} of the last {BATCH} opened at once, the first stream {j} (on the {}): {e}",
+            refused.len(),
+            NAMES[j % nodes.len()]
+        ),
         None => format!(
             "over the three TCP listeners in turn, opened in {:.1} s; plus the serving app on \
              the leader's `run/leo.sock`",
@@ -358,7 +363,7 @@ async fn open_sessions(report: &mut Report, nodes: &[Broker], n: usize) -> Vec<S
     let token = nodes[0].agent_token();
     let started = Instant::now();
     let mut sessions = Vec::with_capacity(n);
-    let mut failed = None;
+    let mut refused = Vec::new();
     for batch in (0..n).collect::<Vec<_>>().chunks(BATCH) {
         let mut opening = JoinSet::new();
         for &i in batch {
@@ -371,21 +376,25 @@ async fn open_sessions(report: &mut Report, nodes: &[Broker], n: usize) -> Vec<S
                 .and_then(|(i, r)| r.map_err(|e| (i, e)))
             {
                 Ok(s) => sessions.push(s),
-                Err(e) => failed = failed.or(Some(e)),
+                Err(e) => refused.push(e),
             }
         }
-        if failed.is_some() {
+        if !refused.is_empty() {
             break;
         }
     }
+    refused.sort_by_key(|(k, _)| *k);
     let per: Vec<String> = (0..nodes.len())
         .map(|k| sessions.iter().filter(|s| s.on == k).count().to_string())
         .collect();
-    let note = match failed {
+    let note = match refused.first() {
         Some((i, e)) => format!(
-            "REFUSED: session {i} (on {}'s socket) once {} were welcomed: {e}",
+            "REFUSED: {} of the last {BATCH} opened at once, the first session {i} (on the \
+             {}'s socket), with {} welcomed ({} on the leader / follower 1 / follower 2): {e}",
+            refused.len(),
             NAMES[i % nodes.len()],
-            sessions.len()
+            sessions.len(),
+            per.join(" / ")
         ),
         None => format!(
             "{} on the leader / follower 1 / follower 2; opened in {:.1} s",

@@ -124,15 +124,18 @@ impl Ipc {
             .map_err(|e| format!("connect {}: {e}", path.display()))?;
         let mut ipc = Ipc::over(stream);
         let hello = hello_frame(token, agent).to_string();
-        ipc.writer
-            .write_all(format!("{hello}\n").as_bytes())
-            .await
-            .map_err(|e| format!("write hello: {e}"))?;
+        // A broker that refuses the connection may answer and close before the hello is
+        // written: its answer is still read.
+        let written = ipc.writer.write_all(format!("{hello}\n").as_bytes()).await;
+        let unwritten = written
+            .err()
+            .map(|e| format!(" (the hello: {e})"))
+            .unwrap_or_default();
         match tokio::time::timeout(WAIT, ipc.recv_or_end()).await {
             Ok(Some(v)) if v["type"] == "welcome" => Ok((ipc, v)),
-            Ok(Some(v)) => Err(format!("answered {v}")),
-            Ok(None) => Err("the stream ended before a welcome".into()),
-            Err(_) => Err(format!("no welcome within {WAIT:?}")),
+            Ok(Some(v)) => Err(format!("answered {v}{unwritten}")),
+            Ok(None) => Err(format!("the stream ended before a welcome{unwritten}")),
+            Err(_) => Err(format!("no welcome within {WAIT:?}{unwritten}")),
         }
     }
 
