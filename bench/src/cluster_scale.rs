@@ -172,6 +172,7 @@ async fn measure(report: &mut Report, opts: &Opts, nodes: &[Broker]) -> anyhow::
     let sessions = open_sessions(report, nodes, opts.sessions).await;
     let at_load: Vec<Snap> = nodes.iter().map(|n| snap(n, leader_port)).collect();
     usage_rows(report, &before, &at_load);
+    gauges_row(report, &nodes[0]).await;
     report.row(
         "bench process open descriptors at full load",
         fds(std::process::id()).to_string(),
@@ -187,6 +188,27 @@ async fn measure(report: &mut Report, opts: &Opts, nodes: &[Broker]) -> anyhow::
     drop(streams);
     drop(app);
     Ok(())
+}
+
+/// What the leader says it holds at full load: `leo_connected_agents` and
+/// `leo_connected_apps` on its `/metrics` (it counts every session and stream of the cluster).
+async fn gauges_row(report: &mut Report, leader: &Broker) {
+    let page = leader.http().get("/metrics").await;
+    let text = page.body.as_str().unwrap_or_default();
+    let gauge = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' '))
+            .map_or_else(|| "?".to_owned(), str::to_owned)
+    };
+    report.row(
+        "sessions / app streams the leader counts",
+        format!(
+            "{} / {}",
+            gauge("leo_connected_agents"),
+            gauge("leo_connected_apps")
+        ),
+        "at full load: `leo_connected_agents` / `leo_connected_apps` on its `/metrics`",
+    );
 }
 
 /// The serving app's tools, with descriptions tagged `tag` (a change is a new tag).
