@@ -168,7 +168,9 @@ async fn measure(report: &mut Report, opts: &Opts, nodes: &[Broker]) -> anyhow::
     let leader_port = nodes[0].addr.port();
     let before: Vec<Snap> = nodes.iter().map(|n| snap(n, leader_port)).collect();
     let app = crate::app::serve(nodes[0].home(), "bench", bench_tools("v1"), true).await?;
-    let (streams, open) = open_streams(report, nodes, opts.app_streams.saturating_sub(1)).await;
+    let events = Arc::new(AtomicUsize::new(0));
+    let wanted = opts.app_streams.saturating_sub(1);
+    let (streams, open) = open_streams(report, nodes, wanted, &events).await;
     let sessions = open_sessions(report, nodes, opts.sessions).await;
     let at_load: Vec<Snap> = nodes.iter().map(|n| snap(n, leader_port)).collect();
     usage_rows(report, &before, &at_load);
@@ -179,7 +181,7 @@ async fn measure(report: &mut Report, opts: &Opts, nodes: &[Broker]) -> anyhow::
         "the sessions' sockets and the app streams' connections",
     );
     let sessions = fanout(report, sessions, nodes, &app.client_id).await?;
-    calls(report, sessions, opts.calls).await;
+    calls(report, sessions, opts.calls, nodes, &events).await;
     report.row(
         "app streams still open at the end",
         format!("{} of {}", open.load(Ordering::SeqCst), streams.len() + 1),
@@ -292,11 +294,12 @@ fn established(pid: u32, own_port: u16, leader_port: u16) -> Tcp {
 /// `n` app event streams (`?client_tools=1`, each read to its `hello`) over the instances' TCP
 /// listeners in turn, `BATCH` at a time, each then read by a task of its own until it ends;
 /// stops at the first refused. Returns the readers and how many of the streams are still
-/// open (the serving app's counted).
+/// open (the serving app's counted); the readers count the events they read in `events`.
 async fn open_streams(
     report: &mut Report,
     nodes: &[Broker],
     n: usize,
+    events: &Arc<AtomicUsize>,
 ) -> (JoinSet<()>, Arc<AtomicUsize>) {
     let open = Arc::new(AtomicUsize::new(1));
     let mut readers = JoinSet::new();
@@ -315,7 +318,7 @@ async fn open_streams(
             {
                 Ok(sse) => {
                     open.fetch_add(1, Ordering::SeqCst);
-                    readers.spawn(drain(sse, open.clone()));
+                    readers.spawn(drain(sse, open.clone(), events.clone()));
                 }
                 Err(e) => refused.push(e),
             }
@@ -356,8 +359,10 @@ async fn open_stream(http: leo_testkit::Http) -> Result<Sse, String> {
 }
 
 /// Reads `sse` until it ends, then counts it closed.
-async fn drain(mut sse: Sse, open: Arc<AtomicUsize>) {
-    while sse.next_or_end().await.is_some() {}
+async fn drain(mut sse: Sse, open: Arc<AtomicUsize>, events: Arc<AtomicUsize>) {
+    while sse.next_or_end().await.is_some() {
+        events.fetch_add(1, Ordering::Relaxed);
+    }
     open.fetch_sub(1, Ordering::SeqCst);
 }
 
@@ -565,28 +570,30 @@ async fn wait_tools(
 
 /// `calls` calls from the sessions of each instance to `tool_00`, which the serving app
 /// answers at once: `CALLERS` sessions per instance, each with one call in flight, all three
-/// instances at once, at full load; p50 and p99 per instance and over all.
-async fn calls(report: &mut Report, sessions: Vec<Session>, calls: usize) {
-    let per = calls.div_ceil(CALLERS);
-    let mut tasks = JoinSet::new();
-    let mut rest = Vec::new();
-    let mut taken = [0usize; 3];
-    for s in sessions {
-        if taken[s.on] < CALLERS {
-            taken[s.on] += 1;
-            tasks.spawn(call_some(s, per));
-        } else {
-            rest.push(s);
-        }
-    }
-    let mut by_node: Vec<Vec<u64>> = vec![Vec::new(); NAMES.len()];
-    let mut failed = None;
-    while let Some(done) = tasks.join_next().await {
-        match done.map_err(panic_text) {
-            Ok((on, mut us)) => by_node[on].append(&mut us),
-            Err((_, e)) => failed = failed.or(Some(e)),
-        }
-    }
+/// instances at once, at full load. Rows: p50 and p99 per instance and over all, calls per
+/// second, and the CPU time each process spent meanwhile with the events the app streams read
+/// (every provider stream is sent each call's request).
+async fn calls(
+    report: &mut Report,
+    sessions: Vec<Session>,
+    calls: usize,
+    nodes: &[Broker],
+    events: &AtomicUsize,
+) {
+    let pids: Vec<u32> = nodes.iter().map(Broker::pid).collect();
+    let pids: Vec<u32> = pids.into_iter().chain([std::process::id()]).collect();
+    let cpu = |pid: &u32| crate::usage::of(*pid).map_or(0, |u| u.cpu_us);
+    let cpu_before: Vec<u64> = pids.iter().map(cpu).collect();
+    let events_before = events.load(Ordering::SeqCst);
+    let started = Instant::now();
+    let (mut by_node, taken, failed) = make_calls(sessions, calls).await;
+    let wall = started.elapsed().as_secs_f64();
+    let spent: Vec<String> = pids
+        .iter()
+        .zip(&cpu_before)
+        .map(|(p, b)| format!("{:.1}", cpu(p).saturating_sub(*b) as f64 / 1e6))
+        .collect();
+    let read = events.load(Ordering::SeqCst) - events_before;
     let mut all: Vec<u64> = by_node.concat();
     all.sort_unstable();
     let ms = |us: u64| format!("{:.2} ms", us as f64 / 1e3);
@@ -610,7 +617,49 @@ async fn calls(report: &mut Report, sessions: Vec<Session>, calls: usize) {
     };
     let value = format!("{} / {}", ms(pct(&all, 0.5)), ms(pct(&all, 0.99)));
     report.row("call p50 / p99, all", value, &note);
+    let rate = format!("{:.0} calls/s", all.len() as f64 / wall);
+    let note = format!("{} calls in {wall:.1} s", all.len());
+    report.row("calls through the cluster at full load", rate, &note);
+    let per_call = read as f64 / all.len().max(1) as f64;
+    report.row(
+        "CPU during the calls: leader / follower 1 / follower 2 / bench",
+        format!("{} s", spent.join(" / ")),
+        &format!(
+            "of {wall:.1} s on {} cores; the app streams read {read} events meanwhile ({per_call:.0} \
+             per call: every provider stream is sent each call's request)",
+            std::thread::available_parallelism().map_or(0, |n| n.get())
+        ),
+    );
+}
+
+/// Starts `CALLERS` callers per instance; their times by instance, the callers per instance,
+/// and the first caller's failure.
+async fn make_calls(
+    sessions: Vec<Session>,
+    calls: usize,
+) -> (Vec<Vec<u64>>, [usize; 3], Option<String>) {
+    let per = calls.div_ceil(CALLERS);
+    let mut tasks = JoinSet::new();
+    let mut rest = Vec::new();
+    let mut taken = [0usize; 3];
+    for s in sessions {
+        if taken[s.on] < CALLERS {
+            taken[s.on] += 1;
+            tasks.spawn(call_some(s, per));
+        } else {
+            rest.push(s);
+        }
+    }
+    let mut by_node: Vec<Vec<u64>> = vec![Vec::new(); NAMES.len()];
+    let mut failed = None;
+    while let Some(done) = tasks.join_next().await {
+        match done.map_err(panic_text) {
+            Ok((on, mut us)) => by_node[on].append(&mut us),
+            Err((_, e)) => failed = failed.or(Some(e)),
+        }
+    }
     drop(rest);
+    (by_node, taken, failed)
 }
 
 /// `n` calls one after the other from `s`; the instance it is on and each call's time in µs.
