@@ -18,7 +18,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use leo_testkit::{Broker, Ipc, Sse, bin, cluster};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use leo_protocol::sse::{Frame, Parser};
+use leo_testkit::{Broker, Ipc, bin, cluster};
 use serde_json::{Value, json};
 use tokio::task::JoinSet;
 
@@ -316,9 +319,9 @@ async fn open_streams(
                 .map_err(panic_text)
                 .and_then(|(j, r)| r.map_err(|e| (j, e)))
             {
-                Ok(sse) => {
+                Ok(stream) => {
                     open.fetch_add(1, Ordering::SeqCst);
-                    readers.spawn(drain(sse, open.clone(), events.clone()));
+                    readers.spawn(drain(stream, open.clone(), events.clone()));
                 }
                 Err(e) => refused.push(e),
             }
@@ -345,22 +348,54 @@ async fn open_streams(
     (readers, open)
 }
 
-/// Opens one provider stream and reads its `hello`.
-async fn open_stream(http: leo_testkit::Http) -> Result<Sse, String> {
-    let mut sse = Sse::try_open(&http, "/api/v1/events?client_tools=1", None).await;
-    if sse.status != 200 {
-        return Err(format!("status {}", sse.status));
-    }
-    match sse.within(leo_testkit::WAIT).await {
-        Some(e) if e.event == "hello" => Ok(sse),
-        Some(e) => Err(format!("first event {} {}", e.event, e.data)),
-        None => Err("the stream ended or stayed silent before its hello".into()),
+/// An app's provider stream as the bench reads it: split into frames by the protocol's SSE
+/// parser, their data left unparsed. Every provider stream is sent each call's request, and one
+/// JSON parse per stream and call would make the bench, not the cluster, what calls wait on.
+struct AppStream {
+    body: Incoming,
+    parser: Parser,
+}
+
+impl AppStream {
+    /// The next frame; `None` once the stream ends (or sends a frame over the parser's limit).
+    async fn next(&mut self) -> Option<Frame> {
+        loop {
+            match self.parser.next_frame() {
+                Ok(Some(frame)) => return Some(frame),
+                Ok(None) => {}
+                Err(_) => return None,
+            }
+            let frame = self.body.frame().await?.ok()?;
+            if let Ok(data) = frame.into_data() {
+                self.parser.push(&data);
+            }
+        }
     }
 }
 
-/// Reads `sse` until it ends, then counts it closed.
-async fn drain(mut sse: Sse, open: Arc<AtomicUsize>, events: Arc<AtomicUsize>) {
-    while sse.next_or_end().await.is_some() {
+/// Opens one provider stream and reads its `hello`.
+async fn open_stream(http: leo_testkit::Http) -> Result<AppStream, String> {
+    let headers = [("accept", "text/event-stream")];
+    let path = "/api/v1/events?client_tools=1";
+    let response = http.open("GET", path, Default::default(), &headers).await;
+    if response.status() != 200 {
+        return Err(format!("status {}", response.status()));
+    }
+    let mut stream = AppStream {
+        body: response.into_body(),
+        parser: Parser::default(),
+    };
+    match tokio::time::timeout(leo_testkit::WAIT, stream.next()).await {
+        Ok(Some(f)) if f.event == "hello" => Ok(stream),
+        Ok(Some(f)) => Err(format!("first event {}", f.event)),
+        Ok(None) => Err("the stream ended before its hello".into()),
+        Err(_) => Err("no hello within the wait".into()),
+    }
+}
+
+/// Reads `stream` until it ends, counting its events, then counts it closed.
+async fn drain(mut stream: AppStream, open: Arc<AtomicUsize>, events: Arc<AtomicUsize>) {
+    while stream.next().await.is_some() {
         events.fetch_add(1, Ordering::Relaxed);
     }
     open.fetch_sub(1, Ordering::SeqCst);
