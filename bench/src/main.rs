@@ -8,6 +8,7 @@
 #![allow(clippy::print_stdout, clippy::unwrap_used, clippy::expect_used)]
 
 mod app;
+mod cluster_scale;
 mod conn;
 mod mcp_http;
 mod relay;
@@ -24,6 +25,9 @@ enum Part {
     Relay,
     /// Broker scale.
     Scale,
+    /// A cluster of three instances on PostgreSQL at scale; only when asked for by name.
+    #[value(name = "cluster-scale", alias = "cluster_scale")]
+    ClusterScale,
 }
 
 #[derive(Parser)]
@@ -35,9 +39,20 @@ struct Args {
     /// Where to write the Markdown report.
     #[arg(long, default_value = "bench/results.md")]
     out: std::path::PathBuf,
-    /// Sessions for the broker-scale run.
+    /// Sessions for the broker-scale run (default 1,000) and the cluster-scale run (default
+    /// 10,000).
+    #[arg(long)]
+    sessions: Option<usize>,
+    /// App event streams for the cluster-scale run (default 1,000), the serving app's included.
     #[arg(long, default_value_t = 1000)]
-    sessions: usize,
+    app_streams: usize,
+    /// Calls made from each instance's sessions in the cluster-scale run.
+    #[arg(long, default_value_t = 300)]
+    cluster_calls: usize,
+    /// The PostgreSQL server of the cluster-scale run (a URL of any database on it): a new
+    /// database is made on it for the run and dropped after.
+    #[arg(long, default_value = "postgresql://root@127.0.0.1:5432/postgres")]
+    scale_postgres: String,
     /// Sequential calls per payload and system for the latency rows (default 10,000; quick 500).
     #[arg(long)]
     calls: Option<usize>,
@@ -80,7 +95,7 @@ struct Args {
     /// its database's lease when the run ends.
     #[arg(long, value_name = "URL")]
     cluster: Option<String>,
-    /// Run only these parts (default: all).
+    /// Run only these parts (default: relay and scale; cluster-scale only when named).
     #[arg(long, value_enum, value_delimiter = ',')]
     only: Vec<Part>,
 }
@@ -93,7 +108,8 @@ async fn main() -> anyhow::Result<()> {
         .collect::<Vec<_>>()
         .join(" ");
     let mut report = report::Report::new(command);
-    let wants = |p: Part| args.only.is_empty() || args.only.contains(&p);
+    let wants =
+        |p: Part| args.only.contains(&p) || (args.only.is_empty() && p != Part::ClusterScale);
     if wants(Part::Relay) {
         let mut variants = args
             .baseline
@@ -134,12 +150,23 @@ async fn main() -> anyhow::Result<()> {
         relay::run(&mut report, &opts).await?;
     }
     if wants(Part::Scale) {
+        let sessions = args.sessions.unwrap_or(1000);
         let sessions = if args.quick {
-            args.sessions.min(100)
+            sessions.min(100)
         } else {
-            args.sessions
+            sessions
         };
         scale::run(&mut report, sessions, args.quick).await?;
+    }
+    if wants(Part::ClusterScale) {
+        let quick = |n: usize, small: usize| if args.quick { n.min(small) } else { n };
+        let opts = cluster_scale::Opts {
+            sessions: quick(args.sessions.unwrap_or(10_000), 300),
+            app_streams: quick(args.app_streams, 50),
+            calls: quick(args.cluster_calls, 100),
+            server: args.scale_postgres.clone(),
+        };
+        cluster_scale::run(&mut report, &opts).await?;
     }
     let text = report.markdown();
     println!("{text}");

@@ -115,14 +115,33 @@ impl Ipc {
         (ipc, welcome)
     }
 
+    /// [`Ipc::hello`] that never panics, for a bench that counts how many sessions a broker
+    /// takes: `Err` says why this one was not welcomed (the socket refused, no frame within
+    /// `WAIT`, the stream ended, or the broker's `error` frame).
+    pub async fn try_hello(path: &Path, token: &str, agent: &str) -> Result<(Ipc, Value), String> {
+        let stream = UnixStream::connect(path)
+            .await
+            .map_err(|e| format!("connect {}: {e}", path.display()))?;
+        let mut ipc = Ipc::over(stream);
+        let hello = hello_frame(token, agent).to_string();
+        // A broker that refuses the connection may answer and close before the hello is
+        // written: its answer is still read.
+        let written = ipc.writer.write_all(format!("{hello}\n").as_bytes()).await;
+        let unwritten = written
+            .err()
+            .map(|e| format!(" (the hello: {e})"))
+            .unwrap_or_default();
+        match tokio::time::timeout(WAIT, ipc.recv_or_end()).await {
+            Ok(Some(v)) if v["type"] == "welcome" => Ok((ipc, v)),
+            Ok(Some(v)) => Err(format!("answered {v}{unwritten}")),
+            Ok(None) => Err(format!("the stream ended before a welcome{unwritten}")),
+            Err(_) => Err(format!("no welcome within {WAIT:?}{unwritten}")),
+        }
+    }
+
     /// Says hello as `agent` with `token`; the broker's first frame (`welcome` or `error`).
     pub async fn say_hello(&mut self, token: &str, agent: &str) -> Value {
-        self.send(&json!({
-            "type": "hello", "v": 1, "agent": agent, "session": format!("{agent}-s1"),
-            "token": token, "mode": "native",
-            "harness": {"name": "test-harness", "version": "1"}
-        }))
-        .await;
+        self.send(&hello_frame(token, agent)).await;
         self.recv().await
     }
 
@@ -201,6 +220,15 @@ impl Ipc {
     pub async fn close(mut self) {
         let _ = self.writer.shutdown().await;
     }
+}
+
+/// The `hello` of session `{agent}-s1` of `agent` with `token`, in native mode.
+fn hello_frame(token: &str, agent: &str) -> Value {
+    json!({
+        "type": "hello", "v": 1, "agent": agent, "session": format!("{agent}-s1"),
+        "token": token, "mode": "native",
+        "harness": {"name": "test-harness", "version": "1"}
+    })
 }
 
 /// The texts of a `messages` frame, oldest first.

@@ -438,3 +438,15 @@ pub fn rss_kib(pid: u32) -> u64 {
         .and_then(|v| v.parse().ok())
         .expect("VmRSS")
 }
+
+/// Raises this process's soft limit on open files to its hard limit (as the broker does for
+/// itself), for a bench that holds thousands of sessions in one process; returns `(soft,
+/// hard)` now in force.
+pub fn raise_nofile() -> (u64, u64) {
+    use nix::sys::resource::{Resource, getrlimit, setrlimit};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE).expect("getrlimit");
+    if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() {
+        return (hard, hard);
+    }
+    (soft, hard)
+}
