@@ -38,6 +38,7 @@ pub mod jsonrpc;
 pub mod limits;
 #[cfg(feature = "codec")]
 pub mod lines;
+pub mod link;
 pub mod logging;
 pub mod messages;
 pub mod names;

@@ -850,7 +850,9 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
         Ok(Ok(n)) if n > 0 => n,
         _ => return,
     };
+    // Kept for as long as the session lives: its own size, not the read buffer's.
     first.truncate(n);
+    first.shrink_to_fit();
     match carry(&shared, &leader).await {
         Ok(upstream) => pipe(stream, upstream, &first, shared.stop.clone()).await,
         Err(e) => {

@@ -32,15 +32,14 @@ use std::future::poll_fn;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::Poll;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::compat::{Compat, FuturesAsyncReadCompatExt, TokioAsyncReadCompatExt};
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
-/// The `Upgrade` protocol of a link.
-pub const UPGRADE: &str = "leo-mux";
+pub use leo_protocol::link::{Answer, Preface, UPGRADE};
 /// Links per follower. More than one so that a link's single task and single TCP connection
 /// (head-of-line blocking on a lost segment) do not bound every session of a follower; few,
 /// because each costs the leader one of `web.max_connections`.
@@ -90,32 +89,6 @@ pub async fn serve(
         }
     }
     drop(hold);
-}
-
-/// The first line of every stream, from the follower: whose session it carries. A session of
-/// the follower's own socket is checked by its hello, as on the leader's socket; one that
-/// reached the follower over the network (`leo-mcp --url`, `GET /api/v1/ipc`) carries the
-/// upgrade's credentials, which the leader checks as it checks its own upgrades and answers
-/// with an [`Answer`] before the session's first frame.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(tag = "carry", rename_all = "snake_case", deny_unknown_fields)]
-pub enum Preface {
-    Socket,
-    Network {
-        authorization: String,
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        agent: Option<String>,
-    },
-}
-
-/// The leader's answer to a [`Preface::Network`]: `101` and the session follows, or the
-/// status and JSON body of the refusal, which the follower answers its client with.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Answer {
-    pub status: u16,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub body: Option<serde_json::Value>,
 }
 
 /// The longest [`Preface`] or [`Answer`] line.

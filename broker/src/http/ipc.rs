@@ -63,12 +63,7 @@ pub async fn upgrade(
         Some(_) => Some(state.sidecars.remote_slot(&bound.agent)?),
         None => None,
     };
-    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
-        return Err(Refusal::new(
-            ErrorCode::Internal,
-            "this connection cannot be upgraded",
-        ));
-    };
+    let pending = pending_upgrade(&mut req)?;
     let door = state.sidecars.clone();
     let hold = (slot.map(|Extension(s)| s), remote);
     let via = piped.map(|f| f.via);
@@ -142,12 +137,7 @@ fn piped_session(
     slot: Option<Extension<ConnSlot>>,
     req: &mut Request,
 ) -> Result<Response, Refusal> {
-    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
-        return Err(Refusal::new(
-            ErrorCode::Internal,
-            "this connection cannot be upgraded",
-        ));
-    };
+    let pending = pending_upgrade(req)?;
     let door = state.sidecars.clone();
     let hold = slot.map(|Extension(s)| s);
     info!(via = %forwarded.via, "sidecar connection piped from a follower");
@@ -160,20 +150,15 @@ fn piped_session(
     Ok(switching(UPGRADE_PROTOCOL))
 }
 
-/// A follower's link (`cluster::link`), which carries the sessions of its own socket: each
-/// stream on it is admitted as a piped session, as [`piped_session`] admits one.
+/// A follower's link (`cluster::link`), which carries its agents' sessions: each stream on it
+/// is admitted by [`carried`] as a session piped from that follower.
 fn link(
     state: &AppState,
     forwarded: crate::cluster::gate::Forwarded,
     slot: Option<Extension<ConnSlot>>,
     req: &mut Request,
 ) -> Result<Response, Refusal> {
-    let Some(pending) = req.extensions_mut().remove::<hyper::upgrade::OnUpgrade>() else {
-        return Err(Refusal::new(
-            ErrorCode::Internal,
-            "this connection cannot be upgraded",
-        ));
-    };
+    let pending = pending_upgrade(req)?;
     let door = state.sidecars.clone();
     let tokens = state.tokens.clone();
     let hold = slot.map(|Extension(s)| s);
@@ -279,6 +264,13 @@ fn asks_for(headers: &HeaderMap, protocol: &str) -> bool {
             .get(header::UPGRADE)
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.trim().eq_ignore_ascii_case(protocol))
+}
+
+/// The upgrade hyper will complete once `101` is sent.
+fn pending_upgrade(req: &mut Request) -> Result<hyper::upgrade::OnUpgrade, Refusal> {
+    req.extensions_mut()
+        .remove::<hyper::upgrade::OnUpgrade>()
+        .ok_or_else(|| Refusal::new(ErrorCode::Internal, "this connection cannot be upgraded"))
 }
 
 /// The request must ask for this upgrade: `Connection: Upgrade` and `Upgrade: leo-ipc`, and no
