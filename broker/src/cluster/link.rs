@@ -40,6 +40,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info};
 
 pub use leo_protocol::link::{Answer, Preface, UPGRADE};
+
 /// Links per follower. More than one so that a link's single task and single TCP connection
 /// (head-of-line blocking on a lost segment) do not bound every session of a follower; few,
 /// because each costs the leader one of `web.max_connections`.
