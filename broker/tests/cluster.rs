@@ -30,12 +30,13 @@ pub(crate) async fn hello(broker: &Broker, agent: &str, resume: &[u64]) -> Optio
     let stream = tokio::net::UnixStream::connect(&path).await.ok()?;
     drop(stream);
     let mut ipc = Ipc::connect(&path).await;
-    ipc.send(&json!({
+    ipc.try_send(&json!({
         "type": "hello", "v": 1, "agent": agent, "session": format!("{agent}-s1"),
         "token": broker.agent_token(), "mode": "native", "resume": resume,
         "harness": {"name": "test-harness", "version": "1"}
     }))
-    .await;
+    .await
+    .ok()?;
     match ipc.within(Duration::from_secs(5)).await {
         Some(f) if f["type"] == "welcome" => Some(ipc),
         _ => None,

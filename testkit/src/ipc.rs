@@ -149,6 +149,12 @@ impl Ipc {
         self.send_raw(&frame.to_string()).await;
     }
 
+    /// Writes `frame` as a line; `Err` when the broker closed the connection first (a
+    /// follower with no leader yet closes a new session at once).
+    pub async fn try_send(&mut self, frame: &Value) -> std::io::Result<()> {
+        self.writer.write_all(format!("{frame}\n").as_bytes()).await
+    }
+
     pub async fn send_raw(&mut self, line: &str) {
         self.send_bytes(line.as_bytes()).await;
     }
