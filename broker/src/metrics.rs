@@ -275,12 +275,28 @@ impl Metrics {
         );
     }
 
-    /// A follower's page (see `http::front`): its own counters and `leo_instance_info`; the
-    /// state of calls and sessions is the leader's page.
-    pub fn render_follower(&self, id: &str) -> String {
+    /// A follower's page (see `http::front`): its own counters, `leo_instance_info`, and its
+    /// links to the leader (open, and the sessions on them); the state of calls and sessions
+    /// is the leader's page.
+    pub fn render_follower(&self, id: &str, (links, carried): (usize, usize)) -> String {
         let mut registry = Registry::with_prefix("leo");
         self.register_counters(&mut registry);
         Self::register_instance(&mut registry, id, "follower");
+        let gauge = |n: usize| {
+            let g: Gauge<i64> = Gauge::default();
+            g.set(i64::try_from(n).unwrap_or(i64::MAX));
+            g
+        };
+        registry.register(
+            "cluster_links",
+            "Links open from this follower to the leader (cluster::link)",
+            gauge(links),
+        );
+        registry.register(
+            "cluster_link_sessions",
+            "Sidecar sessions this follower carries to the leader on its links",
+            gauge(carried),
+        );
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
             out.clear();

@@ -1303,6 +1303,15 @@ async fn a_followers_sessions_ride_a_few_links_to_the_leader() {
     };
     assert_eq!(refused.status, 403, "{refused:?}");
     assert!(refused.body.contains("\"forbidden\""), "{refused:?}");
+    // The follower's page counts its links and the sessions on them.
+    let page = b.http().get("/metrics").await;
+    let metrics = page.body.as_str().unwrap_or_default();
+    for line in ["leo_cluster_links 4", "leo_cluster_link_sessions 56"] {
+        assert!(
+            metrics.lines().any(|l| l == line),
+            "no {line:?} in {metrics}"
+        );
+    }
     // Every session is live: a call from each of a few, the last one included.
     for n in [55, 39, 20, 1] {
         let ipc = &mut open[n];

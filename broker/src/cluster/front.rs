@@ -569,7 +569,7 @@ fn metrics(shared: &Shared, door: Door, req: &Request<Body>) -> Response {
             }
         }
     }
-    let body = crate::metrics::global().render_follower(&shared.me_text);
+    let body = crate::metrics::global().render_follower(&shared.me_text, shared.links.counts());
     (
         [(header::CONTENT_TYPE, crate::http::history::METRICS_TYPE)],
         body,
@@ -854,7 +854,10 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
     first.truncate(n);
     first.shrink_to_fit();
     match carry(&shared, &leader).await {
-        Ok(upstream) => pipe(stream, upstream, &first, shared.stop.clone()).await,
+        Ok(upstream) => {
+            let _counted = shared.links.carrying();
+            pipe(stream, upstream, &first, shared.stop.clone()).await;
+        }
         Err(e) => {
             info!(error = %leo_protocol::chain::error_chain(&*e), "a sidecar connection is closed: no leader reached");
         }
@@ -941,10 +944,12 @@ async fn upgrade_on_link(
     }
     let pending = hyper::upgrade::on(&mut req);
     let stop = shared.stop.clone();
+    let counted = shared.links.carrying();
     tokio::spawn(async move {
         if let Ok(client) = pending.await {
             pipe(TokioIo::new(client), stream, &[], stop).await;
         }
+        drop(counted);
     });
     Ok(crate::http::ipc::switching(
         leo_protocol::ipc::UPGRADE_PROTOCOL,

@@ -241,6 +241,17 @@ pub struct Links {
     /// The leader answered the link's upgrade with a refusal: it predates links, and each
     /// session is piped on its own connection until the leader changes.
     legacy: AtomicBool,
+    /// Sessions being carried to the leader now (`Carrying`), for `/metrics`.
+    carried: std::sync::Arc<AtomicUsize>,
+}
+
+/// One session carried to the leader, counted while it lives.
+pub struct Carrying(std::sync::Arc<AtomicUsize>);
+
+impl Drop for Carrying {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Links {
@@ -275,6 +286,28 @@ impl Links {
             }
         }
         Err(Opened::Link(LinkError::Ended))
+    }
+
+    /// Counts one session carried to the leader until the guard is dropped.
+    pub fn carrying(&self) -> Carrying {
+        self.carried.fetch_add(1, Ordering::Relaxed);
+        Carrying(self.carried.clone())
+    }
+
+    /// Links open to the current leader, and sessions carried to it, for `/metrics`.
+    pub fn counts(&self) -> (usize, usize) {
+        let epoch = self.epoch.load(Ordering::Relaxed);
+        let open = self
+            .slots
+            .iter()
+            .filter(|slot| {
+                slot.try_lock().is_ok_and(|slot| {
+                    slot.as_ref()
+                        .is_some_and(|(e, link)| *e == epoch && !link.opens.is_closed())
+                })
+            })
+            .count();
+        (open, self.carried.load(Ordering::Relaxed))
     }
 
     /// Whether the leader predates links (see the module's doc).
