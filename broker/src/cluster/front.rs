@@ -1054,6 +1054,105 @@ mod tests {
         assert_eq!(piped(b"").await, [left, b"\n"].concat());
     }
 
+    /// A leader of a version before links: it refuses `Upgrade: leo-mux` with `400` (counted)
+    /// and takes each session's own `leo-ipc` upgrade, echoing what the session sends.
+    async fn a_leader_before_links() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        use hyper::service::service_fn;
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let refused = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counted = refused.clone();
+        tokio::spawn(async move {
+            while let Ok((tcp, _)) = listener.accept().await {
+                let counted = counted.clone();
+                let service = service_fn(move |mut req: hyper::Request<hyper::body::Incoming>| {
+                    let counted = counted.clone();
+                    async move {
+                        let asked = req.headers().get(header::UPGRADE).cloned();
+                        let mut answer =
+                            hyper::Response::new(http_body_util::Empty::<bytes::Bytes>::new());
+                        if asked.as_ref().is_some_and(|p| p == "leo-ipc") {
+                            let pending = hyper::upgrade::on(&mut req);
+                            tokio::spawn(async move {
+                                let io = TokioIo::new(pending.await.unwrap());
+                                let (mut r, mut w) = tokio::io::split(io);
+                                let _ = tokio::io::copy(&mut r, &mut w).await;
+                            });
+                            *answer.status_mut() = StatusCode::SWITCHING_PROTOCOLS;
+                            answer
+                                .headers_mut()
+                                .insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+                            answer
+                                .headers_mut()
+                                .insert(header::UPGRADE, HeaderValue::from_static("leo-ipc"));
+                        } else {
+                            counted.fetch_add(1, Ordering::Relaxed);
+                            *answer.status_mut() = StatusCode::BAD_REQUEST;
+                        }
+                        Ok::<_, std::convert::Infallible>(answer)
+                    }
+                });
+                tokio::spawn(
+                    hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(tcp), service)
+                        .with_upgrades(),
+                );
+            }
+        });
+        (port, refused)
+    }
+
+    #[tokio::test]
+    async fn a_leader_before_links_gets_a_connection_per_session() {
+        use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+        let (port, refused) = a_leader_before_links().await;
+        let dir = tempfile::tempdir().unwrap();
+        let sidecar_path = dir.path().join("sidecar.sock");
+        let listeners = Listeners {
+            tcp: None,
+            metrics: None,
+            api: UnixListener::bind(dir.path().join("leo.sock")).unwrap(),
+            sidecar: UnixListener::bind(&sidecar_path).unwrap(),
+        };
+        let config = FrontConfig {
+            me: "i_test".into(),
+            tokens: TokenBook::live(crate::tokens::Tokens::from_entries(&[])),
+            keys: AgentKeys::new("shared".into(), dir.path().to_owned()),
+            host: None,
+            metrics_host: None,
+            tls: None,
+            budget: TcpBudget::new(crate::http::serve::TcpLimits {
+                max_connections: 16,
+                header_timeout: Duration::from_secs(5),
+                idle_timeout: Duration::from_secs(5),
+            }),
+            max_body: 1 << 20,
+            connector: leo_protocol::tls::Connector::new(None).unwrap(),
+        };
+        let front = Front::start(config, listeners);
+        let leader = Upstream::new(&format!("http://127.0.0.1:{port}"), "key", true).unwrap();
+        front.follow(Some(leader));
+        for n in 0..3 {
+            let stream = tokio::net::UnixStream::connect(&sidecar_path)
+                .await
+                .unwrap();
+            let (r, mut w) = tokio::io::split(stream);
+            let line = format!("{{\"session\":{n}}}\n");
+            w.write_all(line.as_bytes()).await.unwrap();
+            let mut echoed = String::new();
+            let mut r = tokio::io::BufReader::new(r);
+            let read = r.read_line(&mut echoed);
+            tokio::time::timeout(Duration::from_secs(5), read)
+                .await
+                .expect("the session was not piped")
+                .unwrap();
+            assert_eq!(echoed, line);
+        }
+        // Asked once, then remembered until the leader changes.
+        assert_eq!(refused.load(Ordering::Relaxed), 1);
+        front.stop().await.unwrap();
+    }
+
     #[test]
     fn a_client_never_speaks_for_the_cluster() {
         let mut h = HeaderMap::new();
