@@ -417,6 +417,7 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     {
         return answer;
     }
+    let epoch = shared.links.epoch();
     let leader = shared.leader();
     if let (Some(presented), Some(up)) = (req.headers().get(CLUSTER_KEY), &leader)
         && crate::agent_tokens::ct_eq_bytes(presented.as_bytes(), up.key.as_bytes())
@@ -452,7 +453,7 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     let ipc_upgrade = req.uri().path() == leo_protocol::ipc::UPGRADE_PATH
         && req.headers().contains_key(header::UPGRADE);
     let req = if ipc_upgrade && !shared.links.legacy() {
-        match upgrade_on_link(&shared, &leader, req).await {
+        match upgrade_on_link(&shared, epoch, &leader, req).await {
             Ok(answer) => return answer,
             Err(req) => req,
         }
@@ -841,10 +842,10 @@ const FIRST_BYTES: Duration = Duration::from_secs(10);
 /// Pipes one sidecar connection of this instance's socket to the leader.
 async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
     use tokio::io::AsyncReadExt;
-    let Some(leader) = shared.leader() else {
+    if shared.leader().is_none() {
         debug!("no leader; a sidecar connection is closed");
         return;
-    };
+    }
     let mut first = vec![0u8; 16 * 1024];
     let n = match tokio::time::timeout(FIRST_BYTES, stream.read(&mut first)).await {
         Ok(Ok(n)) if n > 0 => n,
@@ -853,7 +854,13 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
     // Kept for as long as the session lives: its own size, not the read buffer's.
     first.truncate(n);
     first.shrink_to_fit();
-    match carry(&shared, &leader).await {
+    // The leader as of now: it may have changed while the sidecar was silent, and a link
+    // opened to the one before would outlive the change.
+    let epoch = shared.links.epoch();
+    let Some(leader) = shared.leader() else {
+        return;
+    };
+    match carry(&shared, epoch, &leader).await {
         Ok(upstream) => {
             let _counted = shared.links.carrying();
             pipe(stream, upstream, &first, shared.stop.clone()).await;
@@ -864,15 +871,17 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
     }
 }
 
-/// A byte stream to the leader for one sidecar session: a stream on one of the links, or,
-/// with a leader that predates links, an IPC upgrade of its own.
+/// A byte stream to the leader `up` for one sidecar session: a stream on one of the links
+/// (for the leader `epoch` names, read before `up`), or, with a leader that predates links,
+/// an IPC upgrade of its own.
 async fn carry(
     shared: &Shared,
+    epoch: usize,
     up: &Upstream,
 ) -> Result<Box<dyn Io>, Box<dyn std::error::Error + Send + Sync>> {
     if !shared.links.legacy() {
         let connect = || open_upgrade(shared, up, super::link::UPGRADE);
-        match shared.links.open(&shared.stop, connect).await {
+        match shared.links.open(epoch, &shared.stop, connect).await {
             Ok(mut stream) => {
                 super::link::write_line(&mut stream, &super::link::Preface::Socket).await?;
                 return Ok(Box::new(stream));
@@ -896,12 +905,13 @@ async fn carry(
 /// as it is.
 async fn upgrade_on_link(
     shared: &Arc<Shared>,
+    epoch: usize,
     up: &Upstream,
     mut req: Request<Body>,
 ) -> Result<Response, Request<Body>> {
     use super::link::{Answer, Opened, Preface, read_line, write_line};
     let connect = || open_upgrade(shared, up, super::link::UPGRADE);
-    let mut stream = match shared.links.open(&shared.stop, connect).await {
+    let mut stream = match shared.links.open(epoch, &shared.stop, connect).await {
         Ok(stream) => stream,
         Err(Opened::Connect(LeaderError::Status(status))) if status.is_client_error() => {
             shared.links.set_legacy();

@@ -255,11 +255,19 @@ impl Drop for Carrying {
 }
 
 impl Links {
+    /// Which leader the links are for: read it *before* reading the leader to connect to, so
+    /// that a link opened to a leader that changed meanwhile is tagged as the one before.
+    pub fn epoch(&self) -> usize {
+        self.epoch.load(Ordering::Relaxed)
+    }
+
     /// A stream for one session, on the next link; that link is opened first (with `connect`,
-    /// the upgraded connection to the leader) if it is not open or has ended. A link found
-    /// ended is opened again once.
+    /// the upgraded connection to the leader `epoch` names, see [`Links::epoch`]) if it is not
+    /// open, has ended or was opened for another leader. A link found ended is opened again
+    /// once.
     pub async fn open<F, Fut, Io, E>(
         &self,
+        epoch: usize,
         stop: &CancellationToken,
         connect: F,
     ) -> Result<Carried, Opened<E>>
@@ -270,10 +278,10 @@ impl Links {
     {
         let slot = &self.slots[self.next.fetch_add(1, Ordering::Relaxed) % LINKS];
         let mut slot = slot.lock().await;
-        let epoch = self.epoch.load(Ordering::Relaxed);
+        let current = self.epoch();
         for _ in 0..2 {
             let link = match slot.as_ref() {
-                Some((e, link)) if *e == epoch && !link.opens.is_closed() => link,
+                Some((e, link)) if *e == current && !link.opens.is_closed() => link,
                 _ => {
                     let io = connect().await.map_err(Opened::Connect)?;
                     &slot.insert((epoch, Link::start(io, stop.clone()))).1
@@ -412,11 +420,28 @@ mod tests {
             }
         };
         for _ in 0..(3 * LINKS) {
-            links.open(&stop, connect).await.unwrap();
+            links.open(links.epoch(), &stop, connect).await.unwrap();
         }
         assert_eq!(opened.load(Ordering::Relaxed), LINKS);
+        let before = links.epoch();
         links.clear();
-        links.open(&stop, connect).await.unwrap();
-        assert_eq!(opened.load(Ordering::Relaxed), LINKS + 1);
+        let count = || opened.load(Ordering::Relaxed);
+        links.open(links.epoch(), &stop, connect).await.unwrap();
+        assert_eq!(
+            count(),
+            LINKS + 1,
+            "one link for the new leader, the others at their use"
+        );
+        // Sessions that read the leader before the change open links tagged as the old leader's
+        // (three: the fourth slot already has the new leader's)...
+        for _ in 0..LINKS {
+            links.open(before, &stop, connect).await.unwrap();
+        }
+        assert_eq!(count(), LINKS + 4);
+        // ...which the next sessions replace.
+        for _ in 0..LINKS {
+            links.open(links.epoch(), &stop, connect).await.unwrap();
+        }
+        assert_eq!(count(), LINKS + 7);
     }
 }
