@@ -129,8 +129,10 @@ pub fn who_upgrades(
     })
 }
 
-/// A follower's pipe for a sidecar on its `run/sidecar.sock` (see `front`): the session is
-/// admitted as on this instance's own socket, its hello's token checked by the door.
+/// A follower's pipe for one sidecar on its `run/sidecar.sock`, as followers of a version
+/// before links open it (during a rolling upgrade; this version's carry sessions on a
+/// [`link`]): the session is admitted as on this instance's own socket, its hello's token
+/// checked by the door.
 fn piped_session(
     state: &AppState,
     forwarded: crate::cluster::gate::Forwarded,
