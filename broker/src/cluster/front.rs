@@ -872,8 +872,10 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
 }
 
 /// A byte stream to the leader `up` for one sidecar session: a stream on one of the links
-/// (for the leader `epoch` names, read before `up`), or, with a leader that predates links,
-/// an IPC upgrade of its own.
+/// (for the leader `epoch` names, read before `up`), or, with a leader that predates links
+/// (it answers the link's upgrade `400`, as it answers any upgrade but `leo-ipc`), an IPC
+/// upgrade of its own. Another refusal (`401`: a key this instance has not taken up yet) is
+/// no reason to stop asking for links.
 async fn carry(
     shared: &Shared,
     epoch: usize,
@@ -886,9 +888,7 @@ async fn carry(
                 super::link::write_line(&mut stream, &super::link::Preface::Socket).await?;
                 return Ok(Box::new(stream));
             }
-            Err(super::link::Opened::Connect(LeaderError::Status(status)))
-                if status.is_client_error() =>
-            {
+            Err(super::link::Opened::Connect(LeaderError::Status(StatusCode::BAD_REQUEST))) => {
                 shared.links.set_legacy();
             }
             Err(e) => return Err(Box::new(e)),
@@ -913,7 +913,7 @@ async fn upgrade_on_link(
     let connect = || open_upgrade(shared, up, super::link::UPGRADE);
     let mut stream = match shared.links.open(epoch, &shared.stop, connect).await {
         Ok(stream) => stream,
-        Err(Opened::Connect(LeaderError::Status(status))) if status.is_client_error() => {
+        Err(Opened::Connect(LeaderError::Status(StatusCode::BAD_REQUEST))) => {
             shared.links.set_legacy();
             return Err(req);
         }
