@@ -63,18 +63,15 @@ pub async fn upgrade(
         Some(_) => Some(state.sidecars.remote_slot(&bound.agent)?),
         None => None,
     };
-    let pending = pending_upgrade(&mut req)?;
     let door = state.sidecars.clone();
     let hold = (slot.map(|Extension(s)| s), remote);
     let via = piped.map(|f| f.via);
-    info!(agent = %bound.agent, "IPC upgrade accepted");
-    state.broker.tasks().spawn(async move {
-        match pending.await {
-            Ok(upgraded) => door.admit_via(TokioIo::new(upgraded), Some(bound), hold, via),
-            Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
-        }
-    });
-    Ok(switching(UPGRADE_PROTOCOL))
+    let agent = bound.agent.clone();
+    let switched = switch(&state, &mut req, UPGRADE_PROTOCOL, move |io| async move {
+        door.admit_via(io, Some(bound), hold, via);
+    })?;
+    info!(agent = %agent, "IPC upgrade accepted");
+    Ok(switched)
 }
 
 /// Whose session an IPC upgrade opens, decided before anything is upgraded or forwarded: the
@@ -139,17 +136,12 @@ fn piped_session(
     slot: Option<Extension<ConnSlot>>,
     req: &mut Request,
 ) -> Result<Response, Refusal> {
-    let pending = pending_upgrade(req)?;
     let door = state.sidecars.clone();
     let hold = slot.map(|Extension(s)| s);
     info!(via = %forwarded.via, "sidecar connection piped from a follower");
-    state.broker.tasks().spawn(async move {
-        match pending.await {
-            Ok(upgraded) => door.admit_via(TokioIo::new(upgraded), None, hold, Some(forwarded.via)),
-            Err(e) => debug!(error = %e, "IPC upgrade did not complete"),
-        }
-    });
-    Ok(switching(UPGRADE_PROTOCOL))
+    switch(state, req, UPGRADE_PROTOCOL, move |io| async move {
+        door.admit_via(io, None, hold, Some(forwarded.via));
+    })
 }
 
 /// A follower's link (`cluster::link`), which carries its agents' sessions: each stream on it
@@ -160,25 +152,22 @@ fn link(
     slot: Option<Extension<ConnSlot>>,
     req: &mut Request,
 ) -> Result<Response, Refusal> {
-    let pending = pending_upgrade(req)?;
     let door = state.sidecars.clone();
     let tokens = state.tokens.clone();
     let hold = slot.map(|Extension(s)| s);
     let stop = state.broker.shutdown_token();
     let via = forwarded.via;
-    state.broker.tasks().spawn(async move {
-        match pending.await {
-            Ok(upgraded) => {
-                let io = TokioIo::new(upgraded);
-                let carried = |stream| {
-                    tokio::spawn(carried(stream, door.clone(), tokens.clone(), via.clone()));
-                };
-                crate::cluster::link::serve(io, carried, &via, hold, stop).await;
-            }
-            Err(e) => debug!(error = %e, "a follower's link did not complete its upgrade"),
-        }
-    });
-    Ok(switching(crate::cluster::link::UPGRADE))
+    switch(
+        state,
+        req,
+        crate::cluster::link::UPGRADE,
+        move |io| async move {
+            let carried = |stream| {
+                tokio::spawn(carried(stream, door.clone(), tokens.clone(), via.clone()));
+            };
+            crate::cluster::link::serve(io, carried, &via, hold, stop).await;
+        },
+    )
 }
 
 /// One stream of a follower's link: its preface says whose session it carries; the session is
@@ -268,11 +257,29 @@ fn asks_for(headers: &HeaderMap, protocol: &str) -> bool {
             .is_some_and(|v| v.trim().eq_ignore_ascii_case(protocol))
 }
 
-/// The upgrade hyper will complete once `101` is sent.
-fn pending_upgrade(req: &mut Request) -> Result<hyper::upgrade::OnUpgrade, Refusal> {
-    req.extensions_mut()
+/// Answers `101 Switching Protocols` to `protocol` and, once hyper has switched the
+/// connection, runs `then` on it among the broker's tasks: the one way each of this route's
+/// upgrades (an agent's, a follower's pipe or link) leaves HTTP.
+fn switch<Fut>(
+    state: &AppState,
+    req: &mut Request,
+    protocol: &'static str,
+    then: impl FnOnce(TokioIo<hyper::upgrade::Upgraded>) -> Fut + Send + 'static,
+) -> Result<Response, Refusal>
+where
+    Fut: std::future::Future<Output = ()> + Send,
+{
+    let pending = req
+        .extensions_mut()
         .remove::<hyper::upgrade::OnUpgrade>()
-        .ok_or_else(|| Refusal::new(ErrorCode::Internal, "this connection cannot be upgraded"))
+        .ok_or_else(|| Refusal::new(ErrorCode::Internal, "this connection cannot be upgraded"))?;
+    state.broker.tasks().spawn(async move {
+        match pending.await {
+            Ok(upgraded) => then(TokioIo::new(upgraded)).await,
+            Err(e) => debug!(error = %e, protocol, "an upgrade did not complete"),
+        }
+    });
+    Ok(switching(protocol))
 }
 
 /// The request must ask for this upgrade: `Connection: Upgrade` and `Upgrade: leo-ipc`, and no
