@@ -282,20 +282,17 @@ impl Metrics {
         let mut registry = Registry::with_prefix("leo");
         self.register_counters(&mut registry);
         Self::register_instance(&mut registry, id, "follower");
-        let gauge = |n: usize| {
-            let g: Gauge<i64> = Gauge::default();
-            g.set(i64::try_from(n).unwrap_or(i64::MAX));
-            g
-        };
-        registry.register(
+        gauge(
+            &mut registry,
             "cluster_links",
             "Links open from this follower to the leader (cluster::link)",
-            gauge(links),
+            count(links),
         );
-        registry.register(
+        gauge(
+            &mut registry,
             "cluster_link_sessions",
             "Sidecar sessions this follower carries to the leader on its links",
-            gauge(carried),
+            count(carried),
         );
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &registry).is_err() {
@@ -334,12 +331,6 @@ impl Metrics {
     pub fn render(&self, status: &leo_protocol::status::Status, history_dropped: u64) -> String {
         let mut registry = Registry::with_prefix("leo");
         self.register_counters(&mut registry);
-        let gauge = |registry: &mut Registry, name: &str, help: &str, value: i64| {
-            let g: Gauge = Gauge::default();
-            g.set(value);
-            registry.register(name, help, g);
-        };
-        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
         let providers = status.apps.iter().filter(|a| a.provider).count();
         gauge(
             &mut registry,
@@ -384,6 +375,18 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Registers a gauge of the state as of now.
+fn gauge(registry: &mut Registry, name: &str, help: &str, value: i64) {
+    let g: Gauge = Gauge::default();
+    g.set(value);
+    registry.register(name, help, g);
+}
+
+/// A count as a gauge's value.
+fn count(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 #[cfg(test)]
