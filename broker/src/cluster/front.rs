@@ -452,7 +452,7 @@ async fn proxy(State((shared, door)): State<(Arc<Shared>, Door)>, req: Request<B
     };
     let ipc_upgrade = req.uri().path() == leo_protocol::ipc::UPGRADE_PATH
         && req.headers().contains_key(header::UPGRADE);
-    let req = if ipc_upgrade && !shared.links.legacy() {
+    let req = if ipc_upgrade {
         match upgrade_on_link(&shared, epoch, &leader, req).await {
             Ok(answer) => return answer,
             Err(req) => req,
@@ -872,30 +872,42 @@ async fn pipe_sidecar(mut stream: tokio::net::UnixStream, shared: Arc<Shared>) {
 }
 
 /// A byte stream to the leader `up` for one sidecar session: a stream on one of the links
-/// (for the leader `epoch` names, read before `up`), or, with a leader that predates links
-/// (it answers the link's upgrade `400`, as it answers any upgrade but `leo-ipc`), an IPC
-/// upgrade of its own. Another refusal (`401`: a key this instance has not taken up yet) is
-/// no reason to stop asking for links.
+/// (for the leader `epoch` names, read before `up`), or, with a leader that predates links,
+/// an IPC upgrade of its own.
 async fn carry(
     shared: &Shared,
     epoch: usize,
     up: &Upstream,
 ) -> Result<Box<dyn Io>, Box<dyn std::error::Error + Send + Sync>> {
-    if !shared.links.legacy() {
-        let connect = || open_upgrade(shared, up, super::link::UPGRADE);
-        match shared.links.open(epoch, &shared.stop, connect).await {
-            Ok(mut stream) => {
-                super::link::write_line(&mut stream, &super::link::Preface::Socket).await?;
-                return Ok(Box::new(stream));
-            }
-            Err(super::link::Opened::Connect(LeaderError::Status(StatusCode::BAD_REQUEST))) => {
-                shared.links.set_legacy();
-            }
-            Err(e) => return Err(Box::new(e)),
-        }
+    if let Some(mut stream) = link_stream(shared, epoch, up).await? {
+        super::link::write_line(&mut stream, &super::link::Preface::Socket).await?;
+        return Ok(Box::new(stream));
     }
     let upgraded = open_upgrade(shared, up, leo_protocol::ipc::UPGRADE_PROTOCOL).await?;
     Ok(Box::new(upgraded))
+}
+
+/// A stream on one of the links to the leader `up` (see [`carry`] for `epoch`); `None` once
+/// the leader turned out to predate links: it answers the link's upgrade `400`, as it answers
+/// any upgrade but `leo-ipc`, and is not asked again until the leader changes. Another refusal
+/// (`401`: a key this instance has not taken up yet) is no reason to stop asking for links.
+async fn link_stream(
+    shared: &Shared,
+    epoch: usize,
+    up: &Upstream,
+) -> Result<Option<super::link::Carried>, super::link::Opened<LeaderError>> {
+    if shared.links.legacy() {
+        return Ok(None);
+    }
+    let connect = || open_upgrade(shared, up, super::link::UPGRADE);
+    match shared.links.open(epoch, &shared.stop, connect).await {
+        Ok(stream) => Ok(Some(stream)),
+        Err(super::link::Opened::Connect(LeaderError::Status(StatusCode::BAD_REQUEST))) => {
+            shared.links.set_legacy();
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
 }
 
 /// An IPC upgrade that reached this instance over the network (checked already, as the leader
@@ -909,14 +921,10 @@ async fn upgrade_on_link(
     up: &Upstream,
     mut req: Request<Body>,
 ) -> Result<Response, Request<Body>> {
-    use super::link::{Answer, Opened, Preface, read_line, write_line};
-    let connect = || open_upgrade(shared, up, super::link::UPGRADE);
-    let mut stream = match shared.links.open(epoch, &shared.stop, connect).await {
-        Ok(stream) => stream,
-        Err(Opened::Connect(LeaderError::Status(StatusCode::BAD_REQUEST))) => {
-            shared.links.set_legacy();
-            return Err(req);
-        }
+    use super::link::{Answer, Preface, read_line, write_line};
+    let mut stream = match link_stream(shared, epoch, up).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => return Err(req),
         Err(e) => {
             info!(error = %leo_protocol::chain::error_chain(&e), "an IPC upgrade is refused: no leader reached");
             return Ok(no_leader(
