@@ -123,10 +123,9 @@ impl Ipc {
             .await
             .map_err(|e| format!("connect {}: {e}", path.display()))?;
         let mut ipc = Ipc::over(stream);
-        let hello = hello_frame(token, agent).to_string();
         // A broker that refuses the connection may answer and close before the hello is
         // written: its answer is still read.
-        let written = ipc.writer.write_all(format!("{hello}\n").as_bytes()).await;
+        let written = ipc.try_send(&hello_frame(token, agent)).await;
         let unwritten = written
             .err()
             .map(|e| format!(" (the hello: {e})"))
